@@ -1,0 +1,114 @@
+//! The NDKPI 1.2 ABI and the NDIS NDK structures as `#[repr(C)]` Rust.
+//!
+//! Everything here is written from the fact tables of
+//! `shared/spec/ndk-abi.md` (cited below as "§n"), not from a C header, and every
+//! struct and dispatch table has its size, alignment and field offsets asserted
+//! at compile time for x86-64 (a wrong field order fails `cargo build`), with the
+//! same numbers re-checked by one named unit test per type (`layout_*`).
+//!
+//! There is no logic in this module: types, constants and layout assertions only.
+//!
+//! # Conventions
+//!
+//! * Names are the C names in Rust casing, keeping the `Ndk` / `Ndis` prefix so
+//!   that they do not collide with the provider's own types (`NDK_QP` →
+//!   [`NdkQp`], `NDK_FN_SEND` → [`NdkFnSend`], `NDIS_NDK_CAPABILITIES` →
+//!   [`NdisNdkCapabilities`]). Fields are the C member names in snake case;
+//!   function-type parameters drop the Hungarian `p`/`pNdk` prefix.
+//! * Rust types follow the C types: a C enum (`NDK_OBJECT_TYPE`,
+//!   `NDK_OPERATION_TYPE`, `NDK_RDMA_TECHNOLOGY`; 4-byte MSVC `int`s) is a
+//!   `#[repr(transparent)]` newtype over `u32` with associated constants, so any
+//!   value a consumer writes is representable (a Rust `enum` would make an
+//!   unknown value undefined behaviour). A `ULONG` flags word stays `u32` in
+//!   structs and signatures; the [`OpFlags`], [`MrFlags`], [`AdapterFlags`] and
+//!   [`CounterMask`] bitflags build and inspect those words (`.bits()`,
+//!   `from_bits_retain`). `BOOLEAN` is [`Boolean`] (`u8`), for the same reason
+//!   as the newtypes.
+//! * A consumer callback passed as a *parameter* is `Option<NdkFn…>`, even where
+//!   the documentation calls it mandatory: a consumer may pass NULL and the
+//!   provider must be able to see that and reject it. Dispatch-table slots are
+//!   plain `NdkFn…` values because a provider always fills every slot.
+//! * The NDKPI 2.1 additions are declared as function types only and marked
+//!   UNVERIFIED; the dispatch tables are exactly the NDKPI 1.2 ones.
+//! * Padding that the ndk-abi.md tables list inside a struct is declared as a
+//!   `padding_<offset>` field (and the NDKPI 1.2 padding of `NDK_RESULT_EX` as
+//!   its 2.1 name), so that a zeroed value has no uninitialised bytes: these
+//!   structures are copied into consumer buffers and, through the NDK OIDs, up
+//!   to user mode, where stale kernel bytes would leak.
+//! * Variable-size structures (trailing `[T; 1]` array) and the MDL header are
+//!   not `Clone`/`Copy`: a copy would silently keep only the declared entry.
+//! * Pointer-carrying structs are neither `Send` nor `Sync`; whoever shares them
+//!   across threads decides that.
+
+/// Asserts the x86-64 layout of a `#[repr(C)]` type against ndk-abi.md.
+///
+/// `assert_layout!(test_name: Type, size = S, align = A, { field: offset, ... })`
+/// expands to a `const` block that fails compilation when the size, the
+/// alignment or any listed field offset differs, and to a `#[test]` function
+/// `test_name` that re-checks the same numbers at run time so that `cargo test`
+/// lists every checked type by name. The test name is given by the caller
+/// because `macro_rules!` cannot build identifiers.
+macro_rules! assert_layout {
+    (
+        $test:ident : $ty:ty, size = $size:expr, align = $align:expr,
+        { $($field:ident : $offset:expr),* $(,)? }
+    ) => {
+        #[cfg(target_arch = "x86_64")]
+        const _: () = {
+            assert!(
+                ::core::mem::size_of::<$ty>() == $size,
+                concat!("ndk-abi.md: wrong size of ", stringify!($ty)),
+            );
+            assert!(
+                ::core::mem::align_of::<$ty>() == $align,
+                concat!("ndk-abi.md: wrong alignment of ", stringify!($ty)),
+            );
+            $(
+                assert!(
+                    ::core::mem::offset_of!($ty, $field) == $offset,
+                    concat!(
+                        "ndk-abi.md: wrong offset of ",
+                        stringify!($ty),
+                        "::",
+                        stringify!($field),
+                    ),
+                );
+            )*
+        };
+
+        #[cfg(all(test, target_arch = "x86_64"))]
+        #[test]
+        fn $test() {
+            // `black_box` keeps these runtime checks (the `const` block above has
+            // already done them at compile time) from being constant-folded away.
+            let size: usize = ::core::hint::black_box($size);
+            let align: usize = ::core::hint::black_box($align);
+            assert_eq!(::core::mem::size_of::<$ty>(), size, "size of {}", stringify!($ty));
+            assert_eq!(::core::mem::align_of::<$ty>(), align, "align of {}", stringify!($ty));
+            $(
+                let offset: usize = ::core::hint::black_box($offset);
+                assert_eq!(
+                    ::core::mem::offset_of!($ty, $field),
+                    offset,
+                    "offset of {}::{}",
+                    stringify!($ty),
+                    stringify!($field),
+                );
+            )*
+        }
+    };
+}
+
+mod consts;
+mod ndis;
+mod ndk;
+mod ndk_fn;
+mod status;
+mod types;
+
+pub use consts::*;
+pub use ndis::*;
+pub use ndk::*;
+pub use ndk_fn::*;
+pub use status::*;
+pub use types::*;

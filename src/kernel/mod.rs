@@ -1,0 +1,43 @@
+//! Platform services: the only door from SoftNDK to the operating system.
+//!
+//! Everything above this module (`rnic`, `provider`, `driver`) reaches the
+//! platform only through these items, so that the same code builds against
+//! three backends:
+//!
+//! | backend | when | how |
+//! |---|---|---|
+//! | `host` | any non-Windows target (tests, benches, the user-mode host library) | std threads, locks and allocation |
+//! | `raw` | Windows target without feature `wdk` (the portable `.sys`) | imports of `ntoskrnl.exe` declared by hand with `raw-dylib` |
+//! | `wdk` | Windows target with feature `wdk` (Windows host with the WDK) | windows-drivers-rs: wdk-sys, wdk-alloc, wdk-panic |
+//!
+//! Under `cfg(loom)` the lock and the atomics come from loom so that the state
+//! machines built on them can be model-checked.
+//!
+//! Services:
+//! * [`sync`] — [`sync::SpinLock`] with an RAII guard, and the atomics.
+//! * [`deferred`] — [`deferred::Deferred`], work run later at DISPATCH_LEVEL
+//!   (a DPC in the kernel, a worker thread on the host).
+//! * [`log`] — the debug log ([`klog!`](crate::klog)).
+//! * [`pool`] — the pool tag and, in the kernel, the global allocator.
+//! * [`time`] — a monotonic clock.
+
+#[cfg(not(target_os = "windows"))]
+mod host;
+#[cfg(not(target_os = "windows"))]
+use host as backend;
+
+#[cfg(all(target_os = "windows", not(feature = "wdk")))]
+mod raw;
+#[cfg(all(target_os = "windows", not(feature = "wdk")))]
+use raw as backend;
+
+#[cfg(all(target_os = "windows", feature = "wdk"))]
+mod wdk;
+#[cfg(all(target_os = "windows", feature = "wdk"))]
+use wdk as backend;
+
+pub mod deferred;
+pub mod log;
+pub mod pool;
+pub mod sync;
+pub mod time;

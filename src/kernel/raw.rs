@@ -1,0 +1,277 @@
+//! The raw backend: the kernel reached through imports declared by hand.
+//!
+//! Used for the portable driver image (`x86_64-pc-windows-msvc` without feature
+//! `wdk`): every routine below is imported from `ntoskrnl.exe` with
+//! `raw-dylib`, so the image links with rust-lld on any host, no WDK import
+//! libraries needed. The prototypes follow `wdm.h`; the kernel's own `memcpy`,
+//! `memset`, `memcmp`, `memmove`, `strlen` and `__chkstk` are imported too,
+//! because `core` and `alloc` call them and a driver links no C runtime.
+
+use super::deferred::{DeferredRoutine, Inner};
+use super::log::{Level, Message};
+use super::pool::POOL_TAG;
+use alloc::sync::Arc;
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+
+/// `KDPC` on x64: 0x40 bytes, 8-aligned. Only the kernel reads its fields.
+#[repr(C, align(8))]
+pub(super) struct Kdpc([u8; 0x40]);
+
+/// `PKDEFERRED_ROUTINE`.
+type KDeferredRoutine = unsafe extern "system" fn(
+    dpc: *mut Kdpc,
+    deferred_context: *mut c_void,
+    system_argument1: *mut c_void,
+    system_argument2: *mut c_void,
+);
+
+/// `POOL_FLAG_NON_PAGED` for `ExAllocatePool2`: non-paged, no-execute.
+const POOL_FLAG_NON_PAGED: u64 = 0x0000_0000_0000_0040;
+/// `POOL_FLAG_UNINITIALIZED`: `alloc` callers do not expect zeroed memory.
+const POOL_FLAG_UNINITIALIZED: u64 = 0x0000_0000_0000_0002;
+/// `DPFLTR_IHVNETWORK_ID`: the component id of network drivers' debug output.
+const DPFLTR_IHVNETWORK_ID: u32 = 78;
+/// The pool's natural alignment on x64.
+const POOL_ALIGN: usize = 16;
+/// Bug check code of a Rust panic in SoftNDK ("SNDK").
+const PANIC_BUGCHECK_CODE: u32 = u32::from_be_bytes(*b"SNDK");
+
+#[link(name = "ntoskrnl.exe", kind = "raw-dylib", modifiers = "+verbatim")]
+unsafe extern "system" {
+    fn KeAcquireSpinLockRaiseToDpc(spin_lock: *mut usize) -> u8;
+    fn KeReleaseSpinLock(spin_lock: *mut usize, new_irql: u8);
+    fn KeInitializeDpc(dpc: *mut Kdpc, routine: KDeferredRoutine, context: *mut c_void);
+    fn KeInsertQueueDpc(dpc: *mut Kdpc, argument1: *mut c_void, argument2: *mut c_void) -> u8;
+    fn KeFlushQueuedDpcs();
+    fn ExAllocatePool2(flags: u64, number_of_bytes: usize, tag: u32) -> *mut c_void;
+    fn ExFreePoolWithTag(p: *mut c_void, tag: u32);
+    fn KeQueryInterruptTimePrecise(qpc_time_stamp: *mut u64) -> u64;
+    fn KeBugCheckEx(code: u32, p1: usize, p2: usize, p3: usize, p4: usize) -> !;
+    fn vDbgPrintEx(
+        component_id: u32,
+        level: u32,
+        format: *const u8,
+        arg_list: *const c_void,
+    ) -> u32;
+}
+
+// The C runtime routines the compiler and `core` emit calls to. Declared so that
+// the import library rust-lld builds resolves them; never called from Rust.
+#[expect(
+    dead_code,
+    reason = "declared only so the import library exports them to the linker"
+)]
+#[link(name = "ntoskrnl.exe", kind = "raw-dylib", modifiers = "+verbatim")]
+unsafe extern "C" {
+    fn memcpy(dst: *mut c_void, src: *const c_void, n: usize) -> *mut c_void;
+    fn memmove(dst: *mut c_void, src: *const c_void, n: usize) -> *mut c_void;
+    fn memset(dst: *mut c_void, c: i32, n: usize) -> *mut c_void;
+    fn memcmp(a: *const c_void, b: *const c_void, n: usize) -> i32;
+    fn strlen(s: *const u8) -> usize;
+    fn __chkstk();
+}
+
+/// Marks the image as using floating point; MSVC's CRT would define it.
+#[unsafe(no_mangle)]
+#[used]
+pub static _fltused: i32 = 0;
+
+/// The C++ frame handler the precompiled `core` may reference from unwind
+/// tables. The driver is built with `panic=abort`, so nothing unwinds and this
+/// is never called; if it were, that is a bug check like any panic.
+#[unsafe(no_mangle)]
+pub extern "system" fn __CxxFrameHandler3() -> ! {
+    bug_check(0)
+}
+
+fn bug_check(line: u32) -> ! {
+    // SAFETY: KeBugCheckEx may be called at any IRQL and does not return; the
+    // arguments are plain integers shown in the crash dump.
+    unsafe { KeBugCheckEx(PANIC_BUGCHECK_CODE, line as usize, 0, 0, 0) }
+}
+
+pub(super) fn spin_lock_acquire(word: *mut usize) -> u8 {
+    // SAFETY: `word` points to a KSPIN_LOCK inside a live `SpinLock` borrowed by
+    // the caller for as long as it is held; callers run at IRQL <= DISPATCH_LEVEL.
+    unsafe { KeAcquireSpinLockRaiseToDpc(word) }
+}
+
+pub(super) fn spin_lock_release(word: *mut usize, old_irql: u8) {
+    // SAFETY: the caller's guard acquired `word` with `spin_lock_acquire`, which
+    // returned `old_irql`; each guard releases exactly once, in its drop.
+    unsafe { KeReleaseSpinLock(word, old_irql) }
+}
+
+/// Per-[`Deferred`](super::deferred::Deferred) state: its `KDPC`.
+pub(super) struct DpcSlot {
+    dpc: UnsafeCell<Kdpc>,
+}
+
+// SAFETY: the KDPC is written once by `KeInitializeDpc` before the owning Arc is
+// shared, and afterwards only by the kernel's DPC routines, which synchronize it
+// themselves (that is their contract for concurrently inserted DPCs).
+unsafe impl Sync for DpcSlot {}
+// SAFETY: the KDPC holds no thread affinity; moving it before initialization is fine.
+unsafe impl Send for DpcSlot {}
+
+impl DpcSlot {
+    pub(super) const fn new() -> Self {
+        Self {
+            dpc: UnsafeCell::new(Kdpc([0; 0x40])),
+        }
+    }
+}
+
+unsafe extern "system" fn dpc_trampoline<T: DeferredRoutine>(
+    _dpc: *mut Kdpc,
+    _context: *mut c_void,
+    argument1: *mut c_void,
+    _argument2: *mut c_void,
+) {
+    // SAFETY: `dpc_schedule` inserted this DPC with `Arc::into_raw` of an
+    // `Inner<T>` as argument 1, and the kernel runs each successful insertion
+    // exactly once, so this reclaims that one strong reference.
+    let inner = unsafe { Arc::from_raw(argument1.cast::<Inner<T>>().cast_const()) };
+    inner.routine.run();
+}
+
+pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
+    // SAFETY: the KDPC lives inside the Arc allocation, so its address is stable
+    // for the Arc's life, and no other reference to it exists yet (the Arc has
+    // just been created and not shared).
+    unsafe {
+        KeInitializeDpc(
+            inner.slot.dpc.get(),
+            dpc_trampoline::<T>,
+            core::ptr::null_mut(),
+        );
+    }
+}
+
+pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
+    let reference = Arc::into_raw(Arc::clone(inner));
+    // SAFETY: the KDPC was initialized by `dpc_init`; the strong reference passed
+    // as argument 1 keeps the KDPC and the routine alive until the DPC has run.
+    let queued = unsafe {
+        KeInsertQueueDpc(
+            inner.slot.dpc.get(),
+            reference.cast_mut().cast(),
+            core::ptr::null_mut(),
+        )
+    };
+    if queued == 0 {
+        // Already queued: that insertion carries its own reference; drop ours.
+        // SAFETY: `reference` came from `Arc::into_raw` above and was not handed
+        // to the kernel, so it is reclaimed exactly once here.
+        drop(unsafe { Arc::from_raw(reference) });
+        return false;
+    }
+    true
+}
+
+pub(super) fn dpc_flush() {
+    // SAFETY: called at PASSIVE_LEVEL (documented on `deferred::flush`).
+    unsafe { KeFlushQueuedDpcs() }
+}
+
+pub(super) fn debug_print(level: Level, message: &Message) {
+    let args: [*const u8; 1] = [message.as_c_bytes().as_ptr()];
+    // SAFETY: the format "%s" consumes exactly one pointer-sized argument from
+    // the x64 `va_list`, which is a pointer to consecutive 8-byte slots: `args`
+    // holds that one pointer to a NUL-terminated string that outlives the call.
+    unsafe {
+        vDbgPrintEx(
+            DPFLTR_IHVNETWORK_ID,
+            level as u32,
+            c"%s".as_ptr().cast(),
+            args.as_ptr().cast(),
+        )
+    };
+}
+
+pub(super) fn monotonic_100ns() -> u64 {
+    let mut qpc = 0_u64;
+    // SAFETY: `qpc` is a valid out-parameter; callable at any IRQL.
+    unsafe { KeQueryInterruptTimePrecise(&raw mut qpc) }
+}
+
+/// Allocates non-paged pool for `layout`, or returns null.
+pub(super) fn pool_alloc(layout: Layout) -> *mut u8 {
+    if layout.align() <= POOL_ALIGN {
+        // SAFETY: ExAllocatePool2 accepts any size and returns null on failure.
+        return unsafe {
+            ExAllocatePool2(
+                POOL_FLAG_NON_PAGED | POOL_FLAG_UNINITIALIZED,
+                layout.size(),
+                POOL_TAG,
+            )
+        }
+        .cast();
+    }
+    // Over-aligned: allocate size + align, align up past a header slot, and store
+    // the pool block's address just below the returned pointer.
+    let Some(total) = layout.size().checked_add(layout.align()) else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: as above.
+    let block: *mut u8 = unsafe {
+        ExAllocatePool2(
+            POOL_FLAG_NON_PAGED | POOL_FLAG_UNINITIALIZED,
+            total,
+            POOL_TAG,
+        )
+    }
+    .cast();
+    if block.is_null() {
+        return block;
+    }
+    let offset = layout.align() - (block as usize % layout.align());
+    // `offset` is in 16..=align (block is 16-aligned, align > 16), so the header
+    // slot below the result lies inside the block and is pointer-aligned.
+    let aligned = block.wrapping_add(offset);
+    let header = header_slot(aligned);
+    // SAFETY: the header slot lies inside the block (offset >= 16) and is
+    // 8-aligned (`aligned` is at least 16-aligned).
+    unsafe { header.write(block) };
+    aligned
+}
+
+/// The pointer-sized slot just below an over-aligned allocation, where
+/// `pool_alloc` keeps the address of the pool block.
+#[expect(
+    clippy::cast_ptr_alignment,
+    reason = "over-aligned allocations are at least 32-aligned"
+)]
+fn header_slot(aligned: *mut u8) -> *mut *mut u8 {
+    aligned
+        .wrapping_sub(core::mem::size_of::<*mut u8>())
+        .cast::<*mut u8>()
+}
+
+/// Frees what `pool_alloc` returned for the same `layout`.
+///
+/// # Safety
+/// `ptr` must come from `pool_alloc(layout)` and not have been freed.
+pub(super) unsafe fn pool_free(ptr: *mut u8, layout: Layout) {
+    let block = if layout.align() <= POOL_ALIGN {
+        ptr
+    } else {
+        let header = header_slot(ptr);
+        // SAFETY: for over-aligned layouts `pool_alloc` stored the block address
+        // in the 8 bytes below `ptr` (caller contract).
+        unsafe { header.read() }
+    };
+    // SAFETY: `block` is a live pool allocation with our tag (caller contract).
+    unsafe { ExFreePoolWithTag(block.cast(), POOL_TAG) }
+}
+
+/// A panic in a driver is a bug check: log where, then stop the machine with
+/// code `SNDK` and the source line as the first parameter.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let line = info.location().map_or(0, core::panic::Location::line);
+    crate::klog!(Level::Error, "panic: {}", info);
+    bug_check(line)
+}

@@ -1,0 +1,113 @@
+//! The wdk backend: the same services through windows-drivers-rs.
+//!
+//! Compiled only with feature `wdk`, on a Windows host with the WDK or eWDK:
+//! wdk-sys generates its bindings from the installed WDK headers, so this file
+//! is NOT built on Linux and has not been compiled in this repository's CI (see
+//! `docs/kernel.md`). It mirrors `raw.rs` one for one; where the two could
+//! drift, `raw.rs` is the tested reference. Allocation comes from wdk-alloc's
+//! `WdkAllocator` and the panic handler from wdk-panic.
+
+use super::deferred::{DeferredRoutine, Inner};
+use super::log::{Level, Message};
+use alloc::sync::Arc;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use wdk_sys::ntddk::{
+    KeAcquireSpinLockRaiseToDpc, KeFlushQueuedDpcs, KeInitializeDpc, KeInsertQueueDpc,
+    KeQueryInterruptTimePrecise, KeReleaseSpinLock,
+};
+use wdk_sys::{KDPC, PKDPC, PVOID};
+
+// The panic handler: wdk-panic's, linked in by naming the crate.
+extern crate wdk_panic;
+
+#[global_allocator]
+static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;
+
+pub(super) fn spin_lock_acquire(word: *mut usize) -> u8 {
+    // SAFETY: `word` points to a KSPIN_LOCK inside a live `SpinLock` borrowed for
+    // as long as it is held; callers run at IRQL <= DISPATCH_LEVEL.
+    unsafe { KeAcquireSpinLockRaiseToDpc(word.cast()) }
+}
+
+pub(super) fn spin_lock_release(word: *mut usize, old_irql: u8) {
+    // SAFETY: the guard acquired `word` with `spin_lock_acquire`, which returned
+    // `old_irql`; each guard releases exactly once.
+    unsafe { KeReleaseSpinLock(word.cast(), old_irql) }
+}
+
+/// Per-[`Deferred`](super::deferred::Deferred) state: its `KDPC`.
+pub(super) struct DpcSlot {
+    dpc: UnsafeCell<KDPC>,
+}
+
+// SAFETY: as in `raw.rs`: written once before sharing, then only by the kernel.
+unsafe impl Sync for DpcSlot {}
+// SAFETY: as in `raw.rs`.
+unsafe impl Send for DpcSlot {}
+
+impl DpcSlot {
+    pub(super) fn new() -> Self {
+        // SAFETY: KDPC is plain data for which all-zero is a valid bit pattern;
+        // KeInitializeDpc fills it before use.
+        Self {
+            dpc: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+        }
+    }
+}
+
+unsafe extern "C" fn dpc_trampoline<T: DeferredRoutine>(
+    _dpc: PKDPC,
+    _context: PVOID,
+    argument1: PVOID,
+    _argument2: PVOID,
+) {
+    // SAFETY: `dpc_schedule` inserted the DPC with `Arc::into_raw` of an
+    // `Inner<T>` as argument 1; each insertion runs once.
+    let inner = unsafe { Arc::from_raw(argument1.cast::<Inner<T>>().cast_const()) };
+    inner.routine.run();
+}
+
+pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
+    // SAFETY: the KDPC lives in the Arc allocation (stable address) and is not yet shared.
+    unsafe {
+        KeInitializeDpc(
+            inner.slot.dpc.get(),
+            Some(dpc_trampoline::<T>),
+            core::ptr::null_mut(),
+        )
+    }
+}
+
+pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
+    let reference = Arc::into_raw(Arc::clone(inner));
+    // SAFETY: initialized KDPC; the reference keeps it alive until the DPC ran.
+    let queued = unsafe {
+        KeInsertQueueDpc(
+            inner.slot.dpc.get(),
+            reference.cast_mut().cast::<c_void>(),
+            core::ptr::null_mut(),
+        )
+    };
+    if queued == 0 {
+        // SAFETY: `reference` was not handed to the kernel; reclaimed once.
+        drop(unsafe { Arc::from_raw(reference) });
+        return false;
+    }
+    true
+}
+
+pub(super) fn dpc_flush() {
+    // SAFETY: PASSIVE_LEVEL, as documented on `deferred::flush`.
+    unsafe { KeFlushQueuedDpcs() }
+}
+
+pub(super) fn debug_print(_level: Level, message: &Message) {
+    wdk::print!("{}", message.as_str());
+}
+
+pub(super) fn monotonic_100ns() -> u64 {
+    let mut qpc = 0_u64;
+    // SAFETY: valid out-parameter; callable at any IRQL.
+    unsafe { KeQueryInterruptTimePrecise(&raw mut qpc) }
+}
