@@ -21,6 +21,13 @@
     not(test),
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::cast_possible_truncation,
+        reason = "tests run on 64-bit hosts, where usize and u64 agree"
+    )
+)]
 
 extern crate alloc;
 

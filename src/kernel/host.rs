@@ -93,6 +93,7 @@ fn worker(pool: &'static Pool) {
 
 pub(super) fn dpc_init<T: DeferredRoutine>(_inner: &Arc<Inner<T>>) {}
 
+#[cfg(not(loom))]
 pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
     if inner.slot.queued.swap(true, Ordering::SeqCst) {
         return false;

@@ -9,8 +9,18 @@
 //! See `docs/rnic.md` for the design and the choices made where the
 //! specification leaves room.
 
+pub mod cq;
+pub mod device;
+pub mod engine;
 pub mod keys;
 pub mod memory;
+pub mod mr;
+pub mod qp;
+pub mod ring;
+pub mod srq;
 pub mod types;
+
+#[cfg(all(test, not(loom)))]
+pub mod testing;
 
 pub use types::*;

@@ -1,0 +1,437 @@
+//! The data engine: executes one initiator request between two connected
+//! QPs.
+//!
+//! Every byte moves through [`memory`](super::memory)'s checked copies, after
+//! both sides' tokens, ranges and rights have been resolved; nothing here is
+//! `unsafe`. The engine runs in the QP's runner (one at a time per QP, see
+//! `qp.rs`), so requests of one QP execute and complete in post order; a
+//! Read therefore never overlaps another Read of the same QP, which honours
+//! READ_FENCE (P16) and every read limit of at least 1 (N21).
+//!
+//! A Send that finds no receive posted at the peer waits for one, like an
+//! InfiniBand QP with an infinite RNR retry count: the spec leaves this open
+//! (NDK documents no receiver-not-ready error), and waiting is what lets a
+//! consumer post its receives a moment after its peer's Send without losing
+//! the connection. The wait costs nothing: the runner stops, and the peer's
+//! next receive kicks it again.
+//!
+//! Failures follow rules E5, E7, M24 and M34: the failing request completes
+//! with an error status, the other side's receive (if one was consumed)
+//! completes with its own error, and the connection is terminated.
+
+use super::memory::{self, Span};
+use super::mr::Segment;
+use super::qp::{MAX_SGE, Qp, SendOp, SendWqe};
+use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
+use crate::kernel::sync::Arc;
+
+/// The data of a request, copied out of its queue slot.
+pub(crate) struct Data<'a> {
+    /// SGEs (non-inline requests).
+    pub(crate) sges: &'a [Sge],
+    /// Inline bytes (inline requests).
+    pub(crate) inline: &'a [u8],
+}
+
+/// Resolved SGEs of one side of a transfer, on the stack.
+struct SegList {
+    segs: [Option<Segment>; MAX_SGE],
+    len: usize,
+    total: u64,
+}
+
+impl SegList {
+    fn new() -> Self {
+        Self {
+            segs: core::array::from_fn(|_| None),
+            len: 0,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, seg: Segment) -> bool {
+        let Some(place) = self.segs.get_mut(self.len) else {
+            return false;
+        };
+        self.total = self.total.saturating_add(seg.len());
+        *place = Some(seg);
+        self.len += 1;
+        true
+    }
+
+    fn get(&self, i: usize) -> Option<&Segment> {
+        self.segs.get(i)?.as_ref()
+    }
+}
+
+/// Where the bytes of a transfer come from.
+enum Source<'a> {
+    Segments(&'a SegList),
+    Bytes(&'a [u8]),
+}
+
+impl Source<'_> {
+    fn total(&self) -> u64 {
+        match self {
+            Self::Segments(list) => list.total,
+            Self::Bytes(bytes) => bytes.len() as u64,
+        }
+    }
+}
+
+/// A position in a segment list.
+struct Cursor<'a> {
+    list: &'a SegList,
+    index: usize,
+    offset: u64,
+}
+
+impl<'a> Cursor<'a> {
+    const fn new(list: &'a SegList) -> Self {
+        Self {
+            list,
+            index: 0,
+            offset: 0,
+        }
+    }
+
+    /// The next contiguous run of at most `max` bytes; `Err` when the mapping
+    /// changed under a segment, `Ok(None)` at the end.
+    fn peek(&mut self, max: u64) -> Result<Option<Span>, ()> {
+        loop {
+            let Some(seg) = self.list.get(self.index) else {
+                return Ok(None);
+            };
+            if self.offset >= seg.len() {
+                self.index += 1;
+                self.offset = 0;
+                continue;
+            }
+            return seg.run(self.offset, max).map(Some).ok_or(());
+        }
+    }
+
+    fn advance(&mut self, n: u64) {
+        self.offset = self.offset.saturating_add(n);
+    }
+}
+
+/// Copies all of `src` into the start of `dst` (whose total must be at least
+/// as large), run by run.
+fn transfer(dst: &SegList, src: &Source<'_>) -> Result<(), ()> {
+    let mut out = Cursor::new(dst);
+    match src {
+        Source::Bytes(bytes) => {
+            let mut rest = *bytes;
+            while !rest.is_empty() {
+                let span = out.peek(rest.len() as u64)?.ok_or(())?;
+                let (head, tail) = rest.split_at(span.len().min(rest.len()));
+                memory::copy_from_slice(span, head).map_err(|_| ())?;
+                out.advance(head.len() as u64);
+                rest = tail;
+            }
+        }
+        Source::Segments(list) => {
+            let mut input = Cursor::new(list);
+            let mut remaining = list.total;
+            while remaining > 0 {
+                let from = input.peek(remaining)?.ok_or(())?;
+                let to = out.peek(from.len() as u64)?.ok_or(())?;
+                let n = to.len().min(from.len());
+                let piece = from.sub(0, n).ok_or(())?;
+                memory::copy(to, piece).map_err(|_| ())?;
+                input.advance(n as u64);
+                out.advance(n as u64);
+                remaining = remaining.saturating_sub(n as u64);
+                if n == 0 {
+                    return Err(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resolves a QP's own SGEs (rule P11).
+fn resolve_local(qp: &Qp, sges: &[Sge], need: Access) -> Result<SegList, WcStatus> {
+    let mut list = SegList::new();
+    for sge in sges {
+        let seg = qp
+            .device()
+            .resolve_local(qp.pd(), sge, need)
+            .map_err(super::mr::Denied::local_status)?;
+        if !list.push(seg) {
+            return Err(WcStatus::LengthError);
+        }
+    }
+    Ok(list)
+}
+
+/// Executes `wqe` of `qp`, connected to `peer`. Returns its completion
+/// status, or `None` when a Send must wait for a receive at the peer.
+pub(crate) fn execute(
+    qp: &Arc<Qp>,
+    peer: &Arc<Qp>,
+    wqe: &SendWqe,
+    data: &Data<'_>,
+) -> Option<WcStatus> {
+    let inline = wqe.flags.contains(WrFlags::INLINE);
+    match &wqe.op {
+        SendOp::Send { invalidate } => {
+            let local = if inline {
+                None
+            } else {
+                Some(resolve_local(qp, data.sges, Access::empty()))
+            };
+            let source = match &local {
+                None => Source::Bytes(data.inline),
+                Some(Ok(list)) => Source::Segments(list),
+                Some(Err(status)) => return Some(*status),
+            };
+            send(qp, peer, wqe, &source, *invalidate)
+        }
+        SendOp::Write {
+            remote_addr,
+            remote_key,
+        } => {
+            let local = if inline {
+                None
+            } else {
+                Some(resolve_local(qp, data.sges, Access::empty()))
+            };
+            let source = match &local {
+                None => Source::Bytes(data.inline),
+                Some(Ok(list)) => Source::Segments(list),
+                Some(Err(status)) => return Some(*status),
+            };
+            let len = source.total();
+            let target = match peer.device().resolve_remote(
+                peer.pd(),
+                peer.id(),
+                *remote_key,
+                *remote_addr,
+                len,
+                Access::REMOTE_WRITE,
+            ) {
+                Ok(seg) => seg,
+                Err(denied) => return Some(denied.remote_status()),
+            };
+            let mut dst = SegList::new();
+            dst.push(target);
+            if transfer(&dst, &source).is_err() {
+                return Some(WcStatus::RemoteAccessError);
+            }
+            qp.device()
+                .counters
+                .account_transfer(&peer.device().counters, len);
+            Some(WcStatus::Success)
+        }
+        SendOp::Read {
+            remote_addr,
+            remote_key,
+        } => Some(read(qp, peer, wqe, data.sges, *remote_addr, *remote_key)),
+        SendOp::Bind {
+            mw,
+            mr,
+            base,
+            len,
+            access,
+        } => Some(
+            mw.bind(mr, *base, *len, *access, qp.id())
+                .map_or_else(|s| s, |()| WcStatus::Success),
+        ),
+        SendOp::FastRegister { mr } => Some(
+            mr.fast_register()
+                .map_or_else(|s| s, |()| WcStatus::Success),
+        ),
+        SendOp::Invalidate { target } => {
+            let result = match target {
+                super::qp::InvalidateTarget::Mr(mr) => mr.invalidate(),
+                super::qp::InvalidateTarget::Mw(mw) => mw.invalidate(),
+            };
+            Some(result.map_or_else(|s| s, |()| WcStatus::Success))
+        }
+    }
+}
+
+/// A Send or SendAndInvalidate: consumes the peer's oldest receive.
+fn send(
+    qp: &Arc<Qp>,
+    peer: &Arc<Qp>,
+    wqe: &SendWqe,
+    source: &Source<'_>,
+    invalidate: Option<u32>,
+) -> Option<WcStatus> {
+    let recv = peer.take_receive()?;
+    let len = source.total();
+    let peer_context = peer.config().context;
+    let fail_receive = |status: WcStatus| {
+        peer.complete_receive(Completion::new(
+            status,
+            Opcode::Receive,
+            peer_context,
+            recv.context,
+        ));
+    };
+    let dst = match resolve_local(peer, recv.sges(), Access::LOCAL_WRITE) {
+        Ok(list) => list,
+        Err(status) => {
+            fail_receive(status);
+            return Some(WcStatus::RemoteOperationError);
+        }
+    };
+    // E7: a message larger than the receive fails both sides.
+    if dst.total < len {
+        fail_receive(WcStatus::ReceiveTooSmall);
+        return Some(WcStatus::RemoteOperationError);
+    }
+    if transfer(&dst, source).is_err() {
+        fail_receive(WcStatus::LocalAccessError);
+        return Some(WcStatus::RemoteOperationError);
+    }
+    let mut completion = Completion::new(
+        WcStatus::Success,
+        Opcode::Receive,
+        peer_context,
+        recv.context,
+    );
+    completion.bytes = u32::try_from(len).unwrap_or(u32::MAX);
+    completion.solicited = wqe.flags.contains(WrFlags::SOLICITED);
+    if let Some(key) = invalidate {
+        // M24 / C2: the receiver invalidates the named token; an invalid one
+        // aborts the connection.
+        if peer.device().invalidate_key(peer.pd(), key).is_err() {
+            fail_receive(WcStatus::InvalidRequest);
+            return Some(WcStatus::RemoteOperationError);
+        }
+        completion.opcode = Opcode::ReceiveAndInvalidate;
+        completion.invalidated_key = key;
+    }
+    drop(dst);
+    qp.device()
+        .counters
+        .account_transfer(&peer.device().counters, len);
+    peer.complete_receive(completion);
+    Some(WcStatus::Success)
+}
+
+/// An RDMA Read into `sges` (rules P19, P20, M9, M26, N21).
+fn read(
+    qp: &Arc<Qp>,
+    peer: &Arc<Qp>,
+    wqe: &SendWqe,
+    sges: &[Sge],
+    remote_addr: u64,
+    remote_key: u32,
+) -> WcStatus {
+    // N21: with an outbound limit of 0 no Read may ever be in flight.
+    if qp.read_limits().1 == 0 {
+        return WcStatus::InvalidRequest;
+    }
+    // M9: the adapter reports RDMA_READ_SINK_NOT_REQUIRED; local write suffices.
+    let dst = match resolve_local(qp, sges, Access::LOCAL_WRITE) {
+        Ok(list) => list,
+        Err(status) => return status,
+    };
+    let len = dst.total;
+    let source = match peer.device().resolve_remote(
+        peer.pd(),
+        peer.id(),
+        remote_key,
+        remote_addr,
+        len,
+        Access::REMOTE_READ,
+    ) {
+        Ok(seg) => seg,
+        Err(denied) => return denied.remote_status(),
+    };
+    let mut src = SegList::new();
+    src.push(source);
+    if transfer(&dst, &Source::Segments(&src)).is_err() {
+        return WcStatus::RemoteAccessError;
+    }
+    drop(dst);
+    peer.device()
+        .counters
+        .account_transfer(&qp.device().counters, len);
+    if wqe.flags.contains(WrFlags::READ_LOCAL_INVALIDATE) {
+        // M26: a successful Read invalidates its first SGE's token. A token
+        // that names nothing invalidatable is left alone (the rule makes the
+        // buffer undefined only on failure).
+        if let Some(first) = sges.first() {
+            let _ = qp.device().invalidate_key(qp.pd(), first.key);
+        }
+    }
+    WcStatus::Success
+}
+
+#[cfg(all(test, not(loom)))]
+mod smoke {
+    use crate::rnic::device::EngineMode;
+    use crate::rnic::qp::Payload;
+    use crate::rnic::testing::Pair;
+    use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
+
+    #[test]
+    fn test_send_receive_write_read_smoke() {
+        for mode in [EngineMode::Inline, EngineMode::Deferred] {
+            let pair = Pair::new(mode);
+            let src = pair.a.pattern(100, 1, Access::empty());
+            let dst = pair.b.buffer(
+                128,
+                0,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            );
+            pair.b.qp.post_receive(7, &[dst.sge(0, 128)]).unwrap();
+            pair.a
+                .qp
+                .post_send(9, Payload::Sges(&[src.sge(0, 100)]), WrFlags::empty(), None)
+                .unwrap();
+            pair.settle();
+            let sent = pair.a.scq.drain();
+            let got = pair.b.rcq.drain();
+            assert_eq!(sent.len(), 1, "{mode:?}");
+            assert_eq!(sent[0].status, WcStatus::Success);
+            assert_eq!(got[0].bytes, 100);
+            assert_eq!(got[0].opcode, Opcode::Receive);
+            assert_eq!(got[0].request_context, 7);
+            assert_eq!(got[0].qp_context, 0xB);
+            assert_eq!(&dst.buffer.bytes()[..100], src.buffer.bytes());
+            // Write then read back.
+            let w = pair.a.pattern(64, 9, Access::LOCAL_WRITE);
+            pair.a
+                .qp
+                .post_write(
+                    1,
+                    Payload::Sges(&[w.sge(0, 64)]),
+                    dst.raddr(32),
+                    dst.rkey(),
+                    WrFlags::empty(),
+                )
+                .unwrap();
+            let r = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
+            pair.a
+                .qp
+                .post_read(
+                    2,
+                    &[r.sge(0, 64)],
+                    dst.raddr(32),
+                    dst.rkey(),
+                    WrFlags::empty(),
+                )
+                .unwrap();
+            pair.settle();
+            let done = pair.a.scq.drain();
+            assert_eq!(
+                done.iter()
+                    .map(|c| (c.opcode, c.status))
+                    .collect::<Vec<_>>(),
+                [
+                    (Opcode::Write, WcStatus::Success),
+                    (Opcode::Read, WcStatus::Success)
+                ]
+            );
+            assert_eq!(r.buffer.bytes(), w.buffer.bytes());
+        }
+    }
+}

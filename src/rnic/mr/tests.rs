@@ -1,0 +1,1 @@
+//! Unit tests of regions, windows, tokens and LAMs, grouped by state.

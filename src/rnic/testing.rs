@@ -1,0 +1,295 @@
+//! Test fixtures for the RNIC: devices, connected QP pairs, registered
+//! buffers and LAM pages, and a CQ notifier that records what it saw.
+//!
+//! Compiled for tests only. Buffers are owned `Vec`s whose spans are
+//! registered with the device; they outlive every use because each fixture
+//! owns its buffers and drops them after its QPs and regions.
+
+#![expect(
+    clippy::missing_panics_doc,
+    reason = "test fixtures panic on setup failure by design"
+)]
+
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use super::cq::{Cq, CqEvent, CqNotify};
+use super::device::{Device, EngineMode};
+use super::memory::Span;
+use super::mr::{Mr, Pd};
+use super::qp::{self, Qp, QpConfig};
+use super::types::{Access, Completion, Limits, PAGE_SIZE, Sge};
+use crate::kernel::sync::Arc;
+
+/// A notifier that records every event.
+#[derive(Default)]
+pub struct Recorder {
+    /// Events in order.
+    pub events: Mutex<Vec<CqEvent>>,
+    /// `close_complete` calls.
+    pub closes: Mutex<usize>,
+}
+
+impl CqNotify for Recorder {
+    fn notify(&self, event: CqEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn close_complete(&self) {
+        *self.closes.lock().unwrap() += 1;
+    }
+}
+
+impl Recorder {
+    /// Events so far.
+    pub fn events(&self) -> Vec<CqEvent> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+/// A CQ and its recorder.
+pub struct TestCq {
+    /// The CQ.
+    pub cq: Arc<Cq>,
+    /// What it notified.
+    pub recorder: Arc<Recorder>,
+}
+
+impl TestCq {
+    /// A CQ of `depth`.
+    pub fn new(depth: u32) -> Self {
+        let recorder = Arc::new(Recorder::default());
+        let cq = Arc::new(Cq::new(depth, Arc::clone(&recorder) as Arc<dyn CqNotify>).unwrap());
+        Self { cq, recorder }
+    }
+
+    /// Every completion queued now.
+    pub fn drain(&self) -> Vec<Completion> {
+        let mut out = Vec::new();
+        let mut batch = [Completion::new(super::WcStatus::Success, super::Opcode::Send, 0, 0); 16];
+        loop {
+            let n = self.cq.poll(&mut batch);
+            if n == 0 {
+                return out;
+            }
+            out.extend_from_slice(&batch[..n]);
+        }
+    }
+}
+
+/// A byte buffer the device may access, registered or not.
+pub struct Buffer {
+    bytes: Vec<u8>,
+}
+
+impl Buffer {
+    /// `len` bytes of `fill`.
+    pub fn new(len: usize, fill: u8) -> Self {
+        Self {
+            bytes: alloc::vec![fill; len],
+        }
+    }
+
+    /// `len` bytes of a pattern that differs at every offset and per `seed`.
+    pub fn pattern(len: usize, seed: u8) -> Self {
+        let bytes = (0..len)
+            .map(|i: usize| {
+                let [low, high, ..] = i.to_le_bytes();
+                low.wrapping_mul(31).wrapping_add(seed).wrapping_add(high)
+            })
+            .collect();
+        Self { bytes }
+    }
+
+    /// The span of the whole buffer.
+    pub fn span(&mut self) -> Span {
+        // SAFETY: the buffer is owned by the fixture, which keeps it alive (and
+        // never reallocates it) for as long as any span of it is used.
+        unsafe { Span::new(self.bytes.as_mut_ptr() as usize, self.bytes.len()) }.unwrap()
+    }
+
+    /// Its virtual address (the region index of a registration over it).
+    pub fn addr(&self) -> u64 {
+        self.bytes.as_ptr() as u64
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// A registered buffer.
+pub struct Registered {
+    /// The memory.
+    pub buffer: Buffer,
+    /// Its region.
+    pub mr: Arc<Mr>,
+}
+
+impl Registered {
+    /// Registers `buffer` on `pd` with `access`.
+    pub fn new(pd: &Arc<Pd>, mut buffer: Buffer, access: Access) -> Self {
+        let mr = Mr::new(pd, false).unwrap();
+        let base = buffer.addr();
+        mr.register(buffer.span(), base, access).unwrap();
+        Self { buffer, mr }
+    }
+
+    /// An SGE over `len` bytes at `offset`.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.buffer.addr() + offset,
+            len,
+            key: self.mr.local_key().unwrap(),
+        }
+    }
+
+    /// The remote token.
+    pub fn rkey(&self) -> u32 {
+        self.mr.remote_key().unwrap()
+    }
+
+    /// The remote address of `offset`.
+    pub fn raddr(&self, offset: u64) -> u64 {
+        self.buffer.addr() + offset
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let _ = self.mr.close(alloc::boxed::Box::new(|| {}));
+    }
+}
+
+/// Page-aligned memory mapped as a LAM: logical addresses of its pages.
+pub struct LamPages {
+    buffer: Buffer,
+    start: usize,
+    pages: usize,
+    id: super::memory::LamId,
+    device: Arc<Device>,
+}
+
+impl LamPages {
+    /// `pages` pages, filled with `fill`, mapped on `device`.
+    pub fn new(device: &Arc<Device>, pages: usize, fill: u8) -> Self {
+        let page = PAGE_SIZE as usize;
+        let mut buffer = Buffer::new((pages + 1) * page, fill);
+        let start = (page - (buffer.addr() as usize % page)) % page;
+        let span = buffer.span().sub(start, pages * page).unwrap();
+        let (id, _) = device.build_lam(span).unwrap();
+        Self {
+            buffer,
+            start,
+            pages,
+            id,
+            device: Arc::clone(device),
+        }
+    }
+
+    /// Logical address of page `n`.
+    pub fn page(&self, n: usize) -> u64 {
+        self.buffer.addr() + (self.start + n * PAGE_SIZE as usize) as u64
+    }
+
+    /// Logical addresses of every page, in order.
+    pub fn page_list(&self) -> Vec<u64> {
+        (0..self.pages).map(|n| self.page(n)).collect()
+    }
+
+    /// The bytes of the mapped pages.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buffer.bytes()[self.start..self.start + self.pages * PAGE_SIZE as usize]
+    }
+}
+
+impl Drop for LamPages {
+    fn drop(&mut self) {
+        self.device.release_lam(self.id);
+    }
+}
+
+/// One side of a connection: device, PD, CQs and QP.
+pub struct Side {
+    /// The device.
+    pub device: Arc<Device>,
+    /// The PD.
+    pub pd: Arc<Pd>,
+    /// Initiator CQ.
+    pub scq: TestCq,
+    /// Receive CQ.
+    pub rcq: TestCq,
+    /// The QP.
+    pub qp: Arc<Qp>,
+}
+
+/// The QP configuration fixtures use unless told otherwise.
+pub const CONFIG: QpConfig = QpConfig {
+    context: 0,
+    receive_depth: 64,
+    initiator_depth: 64,
+    max_receive_sge: 4,
+    max_initiator_sge: 4,
+    inline_size: 256,
+};
+
+impl Side {
+    /// A side on `device` with QP context `context`.
+    pub fn new(device: &Arc<Device>, context: usize, config: QpConfig) -> Self {
+        let pd = Pd::new(device).unwrap();
+        let scq = TestCq::new(256);
+        let rcq = TestCq::new(256);
+        let qp = Qp::new(&pd, &rcq.cq, &scq.cq, None, QpConfig { context, ..config }).unwrap();
+        Self {
+            device: Arc::clone(device),
+            pd,
+            scq,
+            rcq,
+            qp,
+        }
+    }
+
+    /// Registers a fresh buffer of `len` bytes of `fill`.
+    pub fn buffer(&self, len: usize, fill: u8, access: Access) -> Registered {
+        Registered::new(&self.pd, Buffer::new(len, fill), access)
+    }
+
+    /// Registers a fresh pattern buffer.
+    pub fn pattern(&self, len: usize, seed: u8, access: Access) -> Registered {
+        Registered::new(&self.pd, Buffer::pattern(len, seed), access)
+    }
+}
+
+/// Two connected QPs, on one device or two.
+pub struct Pair {
+    /// The active side (context 0xA).
+    pub a: Side,
+    /// The passive side (context 0xB).
+    pub b: Side,
+}
+
+impl Pair {
+    /// A connected pair on two devices with default limits, engine `mode`.
+    pub fn new(mode: EngineMode) -> Self {
+        Self::with(mode, CONFIG, true)
+    }
+
+    /// A connected pair with `config`, on two devices or one.
+    pub fn with(mode: EngineMode, config: QpConfig, two_devices: bool) -> Self {
+        let da = Device::new(Limits::DEFAULT, mode).unwrap();
+        let db = if two_devices {
+            Device::new(Limits::DEFAULT, mode).unwrap()
+        } else {
+            Arc::clone(&da)
+        };
+        let a = Side::new(&da, 0xA, config);
+        let b = Side::new(&db, 0xB, config);
+        qp::connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
+        Self { a, b }
+    }
+
+    /// Waits for deferred work (no-op for the inline engine).
+    pub fn settle(&self) {
+        crate::kernel::deferred::flush();
+    }
+}
