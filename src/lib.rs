@@ -33,6 +33,7 @@ extern crate alloc;
 
 pub mod abi;
 pub mod kernel;
+pub mod provider;
 pub mod rnic;
 
 #[cfg(target_os = "windows")]

@@ -133,3 +133,9 @@ pub(super) fn monotonic_100ns() -> u64 {
     let elapsed = START.get_or_init(std::time::Instant::now).elapsed();
     u64::try_from(elapsed.as_nanos() / 100).unwrap_or(u64::MAX)
 }
+
+pub(super) fn sleep_100ns(duration: u64) {
+    std::thread::sleep(std::time::Duration::from_nanos(
+        duration.saturating_mul(100),
+    ));
+}

@@ -48,6 +48,7 @@ unsafe extern "system" {
     fn ExAllocatePool2(flags: u64, number_of_bytes: usize, tag: u32) -> *mut c_void;
     fn ExFreePoolWithTag(p: *mut c_void, tag: u32);
     fn KeQueryInterruptTimePrecise(qpc_time_stamp: *mut u64) -> u64;
+    fn KeDelayExecutionThread(wait_mode: i8, alertable: u8, interval: *const i64) -> i32;
     fn KeBugCheckEx(code: u32, p1: usize, p2: usize, p3: usize, p4: usize) -> !;
     fn vDbgPrintEx(
         component_id: u32,
@@ -195,6 +196,14 @@ pub(super) fn monotonic_100ns() -> u64 {
     let mut qpc = 0_u64;
     // SAFETY: `qpc` is a valid out-parameter; callable at any IRQL.
     unsafe { KeQueryInterruptTimePrecise(&raw mut qpc) }
+}
+
+pub(super) fn sleep_100ns(duration: u64) {
+    // A negative interval is relative time.
+    let interval = -i64::try_from(duration).unwrap_or(i64::MAX);
+    // SAFETY: PASSIVE_LEVEL (documented on `time::sleep_passive_100ns`);
+    // KernelMode (0), not alertable, a valid interval.
+    let _ = unsafe { KeDelayExecutionThread(0, 0, &raw const interval) };
 }
 
 /// Allocates non-paged pool for `layout`, or returns null.

@@ -5,6 +5,12 @@ pub fn now_100ns() -> u64 {
     super::backend::monotonic_100ns()
 }
 
+/// Sleeps for `duration` (100 ns units). PASSIVE_LEVEL only: the adapter
+/// close handler waits with it for its objects' closes (L27).
+pub fn sleep_passive_100ns(duration: u64) {
+    super::backend::sleep_100ns(duration);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

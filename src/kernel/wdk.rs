@@ -13,8 +13,8 @@ use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use wdk_sys::ntddk::{
-    KeAcquireSpinLockRaiseToDpc, KeFlushQueuedDpcs, KeInitializeDpc, KeInsertQueueDpc,
-    KeQueryInterruptTimePrecise, KeReleaseSpinLock,
+    KeAcquireSpinLockRaiseToDpc, KeDelayExecutionThread, KeFlushQueuedDpcs, KeInitializeDpc,
+    KeInsertQueueDpc, KeQueryInterruptTimePrecise, KeReleaseSpinLock,
 };
 use wdk_sys::{KDPC, PKDPC, PVOID};
 
@@ -110,4 +110,13 @@ pub(super) fn monotonic_100ns() -> u64 {
     let mut qpc = 0_u64;
     // SAFETY: valid out-parameter; callable at any IRQL.
     unsafe { KeQueryInterruptTimePrecise(&raw mut qpc) }
+}
+
+pub(super) fn sleep_100ns(duration: u64) {
+    let mut interval = wdk_sys::LARGE_INTEGER {
+        QuadPart: -i64::try_from(duration).unwrap_or(i64::MAX),
+    };
+    // SAFETY: PASSIVE_LEVEL; KernelMode, not alertable, a valid interval.
+    let _ =
+        unsafe { KeDelayExecutionThread(wdk_sys::_MODE::KernelMode as i8, 0, &raw mut interval) };
 }

@@ -1,0 +1,366 @@
+//! `NDK_ADAPTER`: open, close, adapter information, CQ and PD creation, LAMs.
+//!
+//! An adapter is one opening of an emulated NIC ([`Device`]); several
+//! openings share the device and their objects work together (N32). It is
+//! opened by the driver's open handler (or `SoftNdkOpenAdapter` in host
+//! mode) and closed by the matching close, which blocks until every object
+//! created from it has closed and every callback has returned (L27).
+
+use core::ffi::c_void;
+
+use super::object::{Kind, Object};
+use super::{cm, cq, pd, write_out};
+use crate::abi::{
+    AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
+    NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
+    NdkFnRequestCompletion, NdkLogicalAddressMapping, NdkObjectType, NdkRdmaTechnology, NdkVersion,
+    NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
+};
+use crate::abi::{GroupAffinity, NdkCq, NdkPd};
+use crate::kernel::sync::Arc;
+use crate::rnic::device::Device;
+use crate::rnic::memory::LamId;
+use crate::rnic::types::PAGE_SIZE;
+
+/// `PAGE_SIZE` as a `usize` (x64: 4 KiB).
+const PAGE: usize = 0x1000;
+const _: () = assert!(PAGE as u64 == PAGE_SIZE);
+
+/// The provider state of an `NDK_ADAPTER`.
+pub struct Adapter {
+    device: Arc<Device>,
+    version: NdkVersion,
+    /// The local addresses connections of this adapter may use (N1).
+    addresses: cm::AddressSet,
+}
+
+impl Adapter {
+    /// The emulated NIC.
+    pub const fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The negotiated version (A4).
+    pub const fn version(&self) -> NdkVersion {
+        self.version
+    }
+
+    /// The adapter's local addresses.
+    pub const fn addresses(&self) -> &cm::AddressSet {
+        &self.addresses
+    }
+}
+
+impl Kind for Adapter {
+    const TYPE: NdkObjectType = NdkObjectType::ADAPTER;
+    fn dispatch() -> *const c_void {
+        let table: *const NdkAdapterDispatch = &raw const DISPATCH;
+        table.cast()
+    }
+}
+
+static DISPATCH: NdkAdapterDispatch = NdkAdapterDispatch {
+    ndk_query_extension: super::query_extension,
+    ndk_query_adapter_info: query_adapter_info,
+    ndk_create_cq: create_cq,
+    ndk_create_pd: create_pd,
+    ndk_create_shared_endpoint: cm::create_shared_endpoint,
+    ndk_create_connector: cm::create_connector,
+    ndk_create_listener: cm::create_listener,
+    ndk_build_lam: build_lam,
+    ndk_release_lam: release_lam,
+};
+
+/// The highest NDKPI version SoftNDK implements.
+pub const HIGHEST_VERSION: NdkVersion = NDK_VERSION_1_2;
+
+/// Opens an adapter on `device` with the already negotiated `version` (A2–A4).
+///
+/// # Errors
+/// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out (A5).
+pub fn open(
+    device: &Arc<Device>,
+    version: NdkVersion,
+    addresses: cm::AddressSet,
+) -> Result<*mut NdkAdapter, NtStatus> {
+    let adapter = Adapter {
+        device: Arc::clone(device),
+        version,
+        addresses,
+    };
+    let object = Object::create(version, adapter, [None, None, None, None])
+        .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    Ok(object.as_ptr().cast())
+}
+
+/// Closes an adapter: returns once every object created from it is closed
+/// and every callback on them has returned (L26, L27). PASSIVE_LEVEL.
+///
+/// # Safety
+/// `adapter` was returned by [`open`] and is not used afterwards.
+pub unsafe fn close(adapter: *mut NdkAdapter) {
+    // SAFETY: the caller's contract.
+    let Some(object) = (unsafe { Object::<Adapter>::from_ptr(adapter.cast()) }) else {
+        return;
+    };
+    let object = object.arc();
+    let _ = object.close(None, 0);
+    // The consumer closes the adapter last (L24 allows otherwise: then this
+    // waits for the successors' closes, which the consumer still owes).
+    while !object.is_finished() {
+        crate::kernel::time::sleep_passive_100ns(10_000);
+    }
+}
+
+/// The adapter's information: the true limits of the emulated NIC (A8).
+pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
+    let l = device.limits();
+    let flags = AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED
+        | AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED
+        | AdapterFlags::CQ_RESIZE_SUPPORTED
+        | AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED;
+    NdkAdapterInfo {
+        version,
+        vendor_id: 0,
+        device_id: 0,
+        padding_0c: 0,
+        max_registration_size: usize::try_from(l.max_registration_size).unwrap_or(usize::MAX),
+        max_window_size: usize::try_from(l.max_window_size).unwrap_or(usize::MAX),
+        frmr_page_count: l.max_fr_pages,
+        max_initiator_request_sge: l.max_initiator_sge,
+        max_receive_request_sge: l.max_receive_sge,
+        max_read_request_sge: l.max_read_sge,
+        max_transfer_length: l.max_transfer_length,
+        max_inline_data_size: l.max_inline_data,
+        max_inbound_read_limit: l.max_inbound_read_limit,
+        max_outbound_read_limit: l.max_outbound_read_limit,
+        max_receive_queue_depth: l.max_receive_queue_depth,
+        max_initiator_queue_depth: l.max_initiator_queue_depth,
+        max_srq_depth: l.max_srq_depth,
+        max_cq_depth: l.max_cq_depth,
+        large_request_threshold: 16 * 1024,
+        max_caller_data: l.max_caller_data,
+        max_callee_data: l.max_callee_data,
+        adapter_flags: flags.bits(),
+        rdma_technology: NdkRdmaTechnology::ROCE_V2,
+        padding_64: 0,
+    }
+}
+
+/// The adapter behind a consumer pointer.
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+pub(super) unsafe fn get<'a>(adapter: *mut NdkAdapter) -> Option<&'a Object<Adapter>> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<Adapter>::from_ptr(adapter.cast()) }
+}
+
+/// `NdkQueryAdapterInfo` (A7, L10).
+unsafe extern "system" fn query_adapter_info(
+    adapter: *mut NdkAdapter,
+    info_out: *mut NdkAdapterInfo,
+    buffer_size: *mut u32,
+) -> NtStatus {
+    // SAFETY: the consumer passes its adapter (NDK contract).
+    let Some(adapter) = (unsafe { get(adapter) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    if buffer_size.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    let needed = u32::try_from(core::mem::size_of::<NdkAdapterInfo>()).unwrap_or(u32::MAX);
+    // SAFETY: `buffer_size` is a valid in/out ULONG (checked non-null).
+    let have = unsafe { buffer_size.read_unaligned() };
+    if info_out.is_null() || have < needed {
+        // SAFETY: as above.
+        unsafe { buffer_size.write_unaligned(needed) };
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    let value = info(&adapter.inner.device, adapter.inner.version);
+    // SAFETY: `info_out` has room for `needed` bytes (the consumer said so).
+    unsafe { info_out.write_unaligned(value) };
+    // SAFETY: as above.
+    unsafe { buffer_size.write_unaligned(needed) };
+    STATUS_SUCCESS
+}
+
+/// `NdkCreateCq` (L5–L7, L12).
+unsafe extern "system" fn create_cq(
+    adapter: *mut NdkAdapter,
+    depth: u32,
+    notification: Option<NdkFnCqNotificationCallback>,
+    notification_context: *mut c_void,
+    _affinity: *const GroupAffinity,
+    _create_completion: Option<NdkFnCreateCompletion>,
+    _request_context: *mut c_void,
+    out: *mut *mut NdkCq,
+) -> NtStatus {
+    // SAFETY: the consumer passes its adapter.
+    let Some(adapter) = (unsafe { get(adapter) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let Some(notification) = notification else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    if out.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    match cq::create(adapter, depth, notification, notification_context as usize) {
+        // L7: created inline; the completion is never called.
+        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
+        Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
+        Err(status) => status,
+    }
+}
+
+/// `NdkCreatePd` (L5–L7).
+unsafe extern "system" fn create_pd(
+    adapter: *mut NdkAdapter,
+    _create_completion: Option<NdkFnCreateCompletion>,
+    _request_context: *mut c_void,
+    out: *mut *mut NdkPd,
+) -> NtStatus {
+    // SAFETY: the consumer passes its adapter.
+    let Some(adapter) = (unsafe { get(adapter) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    if out.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    match pd::create(adapter) {
+        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
+        Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
+        Err(status) => status,
+    }
+}
+
+/// `NdkBuildLam` (M28–M31, M36): inline, never pending.
+unsafe extern "system" fn build_lam(
+    adapter: *mut NdkAdapter,
+    mdl: *mut Mdl,
+    length: usize,
+    _request_completion: Option<NdkFnRequestCompletion>,
+    _request_context: *mut c_void,
+    lam: *mut NdkLogicalAddressMapping,
+    lam_size: *mut u32,
+    fbo: *mut u32,
+) -> NtStatus {
+    // SAFETY: the consumer passes its adapter.
+    let Some(adapter) = (unsafe { get(adapter) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    if lam_size.is_null() || fbo.is_null() || mdl.is_null() || length == 0 {
+        return STATUS_INVALID_PARAMETER;
+    }
+    // SAFETY: the consumer's MDL chain is locked and describes at least
+    // `length` bytes, and stays so until ReleaseLam (M3, M30).
+    let span = match unsafe { super::map_mdl(mdl, length) } {
+        Ok(span) => span,
+        Err(status) => return status,
+    };
+    let first_page = span.addr() & !(PAGE - 1);
+    let offset = span.addr() - first_page;
+    let Some(total) = offset.checked_add(length) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let pages = total.div_ceil(PAGE);
+    let header = core::mem::offset_of!(NdkLogicalAddressMapping, adapter_page_array);
+    let needed = pages.checked_mul(8).and_then(|b| b.checked_add(header));
+    let Some(needed) = needed.and_then(|n| u32::try_from(n).ok()) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // SAFETY: `lam_size` is a valid in/out ULONG (checked non-null).
+    let have = unsafe { lam_size.read_unaligned() };
+    if lam.is_null() || have < needed {
+        // M29: the size needed.
+        // SAFETY: as above.
+        unsafe { lam_size.write_unaligned(needed) };
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    // The LAM covers whole pages: its memory is the pages of the mapping.
+    // SAFETY: the pages around a locked buffer are resident and mapped with
+    // it (a page is the unit of locking and mapping), for as long as the LAM
+    // exists (the consumer keeps the MDL locked until ReleaseLam, M32).
+    let Some(page_span) = (unsafe { crate::rnic::memory::Span::new(first_page, pages * PAGE) })
+    else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let Ok((id, first_logical)) = adapter.inner.device.build_lam(page_span) else {
+        return STATUS_INSUFFICIENT_RESOURCES;
+    };
+    // SAFETY: `lam` has room for `needed` bytes: the header and `pages`
+    // entries (checked above); every write below stays within them.
+    unsafe { write_lam(lam, id, first_logical, pages) };
+    // SAFETY: as above.
+    unsafe { lam_size.write_unaligned(needed) };
+    // SAFETY: `fbo` is a valid out ULONG (checked non-null); offset < 4096.
+    unsafe { fbo.write_unaligned(u32::try_from(offset).unwrap_or(0)) };
+    STATUS_SUCCESS
+}
+
+/// Fills a LAM: the provider's id in `AdapterContext`, then the pages.
+///
+/// # Safety
+/// `lam` points to at least `0x10 + 8 * pages` writable bytes.
+#[expect(clippy::cast_ptr_alignment, reason = "every write is write_unaligned")]
+unsafe fn write_lam(lam: *mut NdkLogicalAddressMapping, id: LamId, first: u64, pages: usize) {
+    let base = lam.cast::<u8>();
+    let at = |offset: usize| base.wrapping_add(offset);
+    let context = at(core::mem::offset_of!(
+        NdkLogicalAddressMapping,
+        adapter_context
+    ))
+    .cast::<usize>();
+    // SAFETY: inside the caller's buffer; `AdapterContext` is the provider's.
+    unsafe { context.write_unaligned(usize::try_from(id.0).unwrap_or(0)) };
+    let count = at(core::mem::offset_of!(
+        NdkLogicalAddressMapping,
+        adapter_page_count
+    ))
+    .cast::<u32>();
+    // SAFETY: inside the caller's buffer.
+    unsafe { count.write_unaligned(u32::try_from(pages).unwrap_or(u32::MAX)) };
+    let padding = at(core::mem::offset_of!(NdkLogicalAddressMapping, padding_0c)).cast::<u32>();
+    // SAFETY: inside the caller's buffer.
+    unsafe { padding.write_unaligned(0) };
+    let array = at(core::mem::offset_of!(
+        NdkLogicalAddressMapping,
+        adapter_page_array
+    ))
+    .cast::<u64>();
+    for n in 0..pages {
+        let logical = first.wrapping_add(n as u64 * PAGE_SIZE);
+        // SAFETY: entry `n < pages` lies inside the caller's buffer.
+        unsafe { array.wrapping_add(n).write_unaligned(logical) };
+    }
+}
+
+/// `NdkReleaseLam` (M32): forgets the mapping; the MDL is untouched.
+unsafe extern "system" fn release_lam(
+    adapter: *mut NdkAdapter,
+    lam: *mut NdkLogicalAddressMapping,
+) {
+    // SAFETY: the consumer passes its adapter.
+    let Some(adapter) = (unsafe { get(adapter) }) else {
+        return;
+    };
+    if lam.is_null() {
+        return;
+    }
+    let context = lam.cast::<u8>().wrapping_add(core::mem::offset_of!(
+        NdkLogicalAddressMapping,
+        adapter_context
+    ));
+    // SAFETY: `lam` is a LAM this adapter built (consumer contract, M32);
+    // `AdapterContext` holds the id written by `write_lam`.
+    let id = unsafe { context.cast::<usize>().read_unaligned() } as u64;
+    adapter.inner.device.release_lam(LamId(id));
+}
+
+/// `NdkQueryExtension` on any object (L29): no extension interface is
+/// implemented, so every query answers `STATUS_NOT_SUPPORTED`.
+pub(super) fn no_extension(_id: *const Guid, _interface: *mut NdkExtensionInterface) -> NtStatus {
+    STATUS_NOT_SUPPORTED
+}

@@ -1,0 +1,280 @@
+//! `NDK_CQ` over the RNIC's completion queue (rules C1–C6, K1–K10, E9–E14,
+//! L23).
+
+use core::ffi::c_void;
+
+use super::adapter::Adapter;
+use super::object::{Holder, Kind, Object};
+use super::status;
+use crate::abi::{
+    NdkCq, NdkCqDispatch, NdkCqNotifyType, NdkFnCqNotificationCallback, NdkFnRequestCompletion,
+    NdkObjectHeader, NdkObjectType, NdkResult, NdkResultEx, NtStatus, STATUS_BUFFER_OVERFLOW,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INTERNAL_ERROR, STATUS_INVALID_PARAMETER,
+    STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
+};
+use crate::kernel::sync::atomic::Ordering;
+use crate::kernel::sync::{Arc, SpinLock, Weak};
+use crate::rnic::cq::{self as rcq, ArmType, CloseState, CqEvent, CqNotify, ResizeError};
+use crate::rnic::device::{Device, ObjectKind, Slot};
+use crate::rnic::{Completion, Opcode, WcStatus};
+
+/// The provider state of an `NDK_CQ`.
+pub struct Cq {
+    rnic: Arc<rcq::Cq>,
+    notifier: Arc<Notifier>,
+    _slot: Slot,
+}
+
+impl Cq {
+    /// The RNIC completion queue.
+    pub const fn rnic(&self) -> &Arc<rcq::Cq> {
+        &self.rnic
+    }
+}
+
+/// Bridges RNIC notifications to the consumer's callback.
+struct Notifier {
+    callback: NdkFnCqNotificationCallback,
+    context: usize,
+    device: Arc<Device>,
+    object: SpinLock<Weak<Object<Cq>>>,
+}
+
+impl CqNotify for Notifier {
+    fn notify(&self, event: CqEvent) {
+        let status = match event {
+            CqEvent::Completion => STATUS_SUCCESS,
+            // E10.
+            CqEvent::Overflow => STATUS_BUFFER_OVERFLOW,
+            // E11.
+            CqEvent::Fatal => STATUS_INTERNAL_ERROR,
+        };
+        if status != STATUS_SUCCESS {
+            self.device
+                .counters
+                .cq_error
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the consumer's notification callback and context from
+        // NdkCreateCq; the RNIC CQ calls this with no lock held and never
+        // twice at once (C5).
+        unsafe { (self.callback)(self.context as *mut c_void, status) };
+    }
+
+    fn close_complete(&self) {
+        // L23: the callback that kept the close pending has returned.
+        let object = self.object.lock().upgrade();
+        if let Some(object) = object {
+            object.release();
+        }
+    }
+}
+
+impl Kind for Cq {
+    const TYPE: NdkObjectType = NdkObjectType::CQ;
+    fn dispatch() -> *const c_void {
+        let table: *const NdkCqDispatch = &raw const DISPATCH;
+        table.cast()
+    }
+    fn begin_close(object: &Object<Self>) {
+        // L21/L23: a running notification keeps the close pending.
+        object.hold();
+        if object.inner.rnic.close() == CloseState::Done {
+            object.release();
+        }
+    }
+}
+
+static DISPATCH: NdkCqDispatch = NdkCqDispatch {
+    ndk_close_cq: close,
+    ndk_query_extension: super::query_extension,
+    ndk_resize_cq: resize,
+    ndk_arm_cq: arm,
+    ndk_get_cq_results: get_results,
+    ndk_control_cq_interrupt_moderation: control_moderation,
+    ndk_get_cq_results_ex: get_results_ex,
+};
+
+/// Creates a CQ on `adapter` (L12).
+pub(super) fn create(
+    adapter: &Object<Adapter>,
+    depth: u32,
+    callback: NdkFnCqNotificationCallback,
+    context: usize,
+) -> Result<*mut NdkCq, NtStatus> {
+    let device = adapter.inner.device();
+    if depth == 0 || depth > device.limits().max_cq_depth {
+        return Err(STATUS_INVALID_PARAMETER);
+    }
+    let slot = device.reserve(ObjectKind::Cq).map_err(status::resource)?;
+    let notifier = Arc::new(Notifier {
+        callback,
+        context,
+        device: Arc::clone(device),
+        object: SpinLock::new(Weak::new()),
+    });
+    let rnic = rcq::Cq::new(depth, Arc::clone(&notifier) as Arc<dyn CqNotify>)
+        .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
+    let inner = Cq {
+        rnic: Arc::new(rnic),
+        notifier: Arc::clone(&notifier),
+        _slot: slot,
+    };
+    let parent: Arc<dyn Holder> = adapter.arc();
+    let object = Object::create(
+        adapter.inner.version(),
+        inner,
+        [Some(parent), None, None, None],
+    )
+    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    *object.inner.notifier.object.lock() = Arc::downgrade(&object);
+    Ok(object.as_ptr().cast())
+}
+
+/// The CQ behind a consumer pointer.
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+pub(super) unsafe fn get<'a>(cq: *const c_void) -> Option<&'a Object<Cq>> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<Cq>::from_ptr(cq) }
+}
+
+unsafe extern "system" fn close(
+    object: *mut NdkObjectHeader,
+    callback: Option<crate::abi::NdkFnCloseCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its CQ (NDK contract, L19).
+    match unsafe { get(object.cast()) } {
+        Some(cq) => cq.close(callback, context as usize),
+        None => STATUS_SUCCESS,
+    }
+}
+
+/// `NdkResizeCq` (K2, K4): inline.
+unsafe extern "system" fn resize(
+    cq: *mut NdkCq,
+    depth: u32,
+    _completion: Option<NdkFnRequestCompletion>,
+    _context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its CQ.
+    let Some(cq) = (unsafe { get(cq.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let max = cq.inner.notifier.device.limits().max_cq_depth;
+    if depth > max {
+        return STATUS_INVALID_PARAMETER;
+    }
+    match cq.inner.rnic.resize(depth) {
+        Ok(()) => STATUS_SUCCESS,
+        Err(ResizeError::BelowCount) => STATUS_BUFFER_OVERFLOW,
+        Err(ResizeError::ZeroDepth) => STATUS_INVALID_PARAMETER,
+        Err(ResizeError::InError) => STATUS_INTERNAL_ERROR,
+        Err(ResizeError::NoMemory) => STATUS_INSUFFICIENT_RESOURCES,
+    }
+}
+
+/// `NdkArmCq` (C3–C6). An unknown arm type is ignored.
+unsafe extern "system" fn arm(cq: *mut NdkCq, notify_type: NdkCqNotifyType) {
+    // SAFETY: the consumer passes its CQ.
+    let Some(cq) = (unsafe { get(cq.cast()) }) else {
+        return;
+    };
+    let arm = match notify_type {
+        NdkCqNotifyType::ERRORS => ArmType::Errors,
+        NdkCqNotifyType::ANY => ArmType::Any,
+        NdkCqNotifyType::SOLICITED => ArmType::Solicited,
+        _ => return,
+    };
+    cq.inner.rnic.arm(arm);
+}
+
+/// Entries reaped per pass, on the stack.
+const BATCH: usize = 16;
+
+/// Removes up to `n` completions, handing each to `write(index, completion)`.
+fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u32 {
+    let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); BATCH];
+    let wanted = n as usize;
+    let mut done = 0_usize;
+    while done < wanted {
+        let room = (wanted - done).min(BATCH);
+        let Some(slice) = batch.get_mut(..room) else {
+            break;
+        };
+        let got = cq.inner.rnic.poll(slice);
+        for (i, completion) in slice.iter().take(got).enumerate() {
+            write(done + i, completion);
+        }
+        done += got;
+        if got < room {
+            break;
+        }
+    }
+    u32::try_from(done).unwrap_or(n)
+}
+
+/// `NdkGetCqResults` (K1, C2: ReceiveAndInvalidate completions appear here
+/// too, as receives).
+unsafe extern "system" fn get_results(cq: *mut NdkCq, results: *mut NdkResult, n: u32) -> u32 {
+    // SAFETY: the consumer passes its CQ.
+    let Some(cq) = (unsafe { get(cq.cast()) }) else {
+        return 0;
+    };
+    if results.is_null() {
+        return 0;
+    }
+    reap(cq, n, |i, c| {
+        let result = NdkResult {
+            status: status::wc_status(c.status),
+            bytes_transferred: c.bytes,
+            qp_context: c.qp_context as *mut c_void,
+            request_context: c.request_context as *mut c_void,
+        };
+        // SAFETY: `results` has room for `n` entries (consumer contract) and
+        // `i < n`.
+        unsafe { results.wrapping_add(i).write_unaligned(result) };
+    })
+}
+
+/// `NdkGetCqResultsEx` (K1, C2, P22, E14).
+unsafe extern "system" fn get_results_ex(cq: *mut NdkCq, results: *mut NdkResultEx, n: u32) -> u32 {
+    // SAFETY: the consumer passes its CQ.
+    let Some(cq) = (unsafe { get(cq.cast()) }) else {
+        return 0;
+    };
+    if results.is_null() {
+        return 0;
+    }
+    reap(cq, n, |i, c| {
+        let result = NdkResultEx {
+            status: status::wc_status(c.status),
+            bytes_transferred: c.bytes,
+            qp_context: c.qp_context as *mut c_void,
+            request_context: c.request_context as *mut c_void,
+            type_: status::operation(c.opcode),
+            // E14: 0 where NDKPI 2.1 consumers read ProviderErrorCode.
+            provider_error_code: 0,
+            type_specific_completion_output: if c.opcode == Opcode::ReceiveAndInvalidate {
+                c.invalidated_key as usize
+            } else {
+                0
+            },
+        };
+        // SAFETY: `results` has room for `n` entries and `i < n`.
+        unsafe { results.wrapping_add(i).write_unaligned(result) };
+    })
+}
+
+/// `NdkControlCqInterruptModeration` (K8): the adapter does not report
+/// `CQ_INTERRUPT_MODERATION_SUPPORTED` — a software CQ raises no interrupts to
+/// moderate — so the call exists and answers `STATUS_NOT_SUPPORTED`.
+unsafe extern "system" fn control_moderation(
+    _cq: *mut NdkCq,
+    _interval: u32,
+    _count: u32,
+) -> NtStatus {
+    STATUS_NOT_SUPPORTED
+}

@@ -1,0 +1,1 @@
+//! Host mode: the C entry points of the user-mode library.

@@ -1,0 +1,233 @@
+//! `NDK_PD`: protection domains, and the creation of what lives in one
+//! (regions, windows, SRQs, QPs).
+
+use core::ffi::c_void;
+
+use super::adapter::Adapter;
+use super::object::{Holder, Kind, Object};
+use super::{mr, qp, status, write_out};
+use crate::abi::{
+    Boolean, GroupAffinity, NdkCq, NdkFnCloseCompletion, NdkFnCreateCompletion,
+    NdkFnSrqNotificationCallback, NdkMr, NdkMw, NdkObjectHeader, NdkObjectType, NdkPd,
+    NdkPdDispatch, NdkQp, NdkSrq, NtStatus, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
+};
+use crate::kernel::sync::Arc;
+use crate::rnic::mr as rmr;
+
+/// The provider state of an `NDK_PD`.
+pub struct Pd {
+    rnic: Arc<rmr::Pd>,
+}
+
+impl Pd {
+    /// The RNIC protection domain.
+    pub const fn rnic(&self) -> &Arc<rmr::Pd> {
+        &self.rnic
+    }
+}
+
+impl Kind for Pd {
+    const TYPE: NdkObjectType = NdkObjectType::PD;
+    fn dispatch() -> *const c_void {
+        let table: *const NdkPdDispatch = &raw const DISPATCH;
+        table.cast()
+    }
+}
+
+static DISPATCH: NdkPdDispatch = NdkPdDispatch {
+    ndk_close_pd: close,
+    ndk_query_extension: super::query_extension,
+    ndk_create_mr: create_mr,
+    ndk_create_mw: create_mw,
+    ndk_create_srq: create_srq,
+    ndk_create_qp: create_qp,
+    ndk_create_qp_with_srq: create_qp_with_srq,
+    ndk_get_privileged_memory_region_token: privileged_token,
+};
+
+/// Creates a PD on `adapter`.
+pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> {
+    let rnic = rmr::Pd::new(adapter.inner.device()).map_err(status::resource)?;
+    let parent: Arc<dyn Holder> = adapter.arc();
+    let object = Object::create(
+        adapter.inner.version(),
+        Pd { rnic },
+        [Some(parent), None, None, None],
+    )
+    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    Ok(object.as_ptr().cast())
+}
+
+/// The PD behind a consumer pointer.
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+pub(super) unsafe fn get<'a>(pd: *const c_void) -> Option<&'a Object<Pd>> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<Pd>::from_ptr(pd) }
+}
+
+unsafe extern "system" fn close(
+    object: *mut NdkObjectHeader,
+    callback: Option<NdkFnCloseCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD (L19).
+    match unsafe { get(object.cast()) } {
+        Some(pd) => pd.close(callback, context as usize),
+        None => STATUS_SUCCESS,
+    }
+}
+
+/// Writes `result` to `out` or returns its error.
+///
+/// # Safety
+/// `out` is null or valid for a pointer-sized write.
+unsafe fn finish<T>(out: *mut *mut T, result: Result<*mut T, NtStatus>) -> NtStatus {
+    if out.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    match result {
+        // SAFETY: the caller's contract; checked non-null.
+        Ok(object) => unsafe { write_out(out.cast(), object.cast()) },
+        Err(status) => status,
+    }
+}
+
+unsafe extern "system" fn create_mr(
+    pd: *mut NdkPd,
+    fast_register: Boolean,
+    _completion: Option<NdkFnCreateCompletion>,
+    _context: *mut c_void,
+    out: *mut *mut NdkMr,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // SAFETY: the consumer's out-pointer.
+    unsafe { finish(out, mr::create_mr(pd, fast_register != 0)) }
+}
+
+unsafe extern "system" fn create_mw(
+    pd: *mut NdkPd,
+    _completion: Option<NdkFnCreateCompletion>,
+    _context: *mut c_void,
+    out: *mut *mut NdkMw,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // SAFETY: the consumer's out-pointer.
+    unsafe { finish(out, mr::create_mw(pd)) }
+}
+
+unsafe extern "system" fn create_srq(
+    pd: *mut NdkPd,
+    depth: u32,
+    max_sge: u32,
+    threshold: u32,
+    notification: Option<NdkFnSrqNotificationCallback>,
+    notification_context: *mut c_void,
+    _affinity: *const GroupAffinity,
+    _completion: Option<NdkFnCreateCompletion>,
+    _context: *mut c_void,
+    out: *mut *mut NdkSrq,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let result = qp::create_srq(
+        pd,
+        depth,
+        max_sge,
+        threshold,
+        notification,
+        notification_context as usize,
+    );
+    // SAFETY: the consumer's out-pointer.
+    unsafe { finish(out, result) }
+}
+
+unsafe extern "system" fn create_qp(
+    pd: *mut NdkPd,
+    receive_cq: *mut NdkCq,
+    initiator_cq: *mut NdkCq,
+    qp_context: *mut c_void,
+    receive_depth: u32,
+    initiator_depth: u32,
+    max_receive_sge: u32,
+    max_initiator_sge: u32,
+    inline_size: u32,
+    _completion: Option<NdkFnCreateCompletion>,
+    _context: *mut c_void,
+    out: *mut *mut NdkQp,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let config = crate::rnic::qp::QpConfig {
+        context: qp_context as usize,
+        receive_depth,
+        initiator_depth,
+        max_receive_sge,
+        max_initiator_sge,
+        inline_size,
+    };
+    // SAFETY: the consumer passes its CQs.
+    let result =
+        unsafe { qp::create_qp(pd, receive_cq, initiator_cq, core::ptr::null_mut(), config) };
+    // SAFETY: the consumer's out-pointer.
+    unsafe { finish(out, result) }
+}
+
+unsafe extern "system" fn create_qp_with_srq(
+    pd: *mut NdkPd,
+    receive_cq: *mut NdkCq,
+    initiator_cq: *mut NdkCq,
+    srq: *mut NdkSrq,
+    qp_context: *mut c_void,
+    initiator_depth: u32,
+    max_initiator_sge: u32,
+    inline_size: u32,
+    _completion: Option<NdkFnCreateCompletion>,
+    _context: *mut c_void,
+    out: *mut *mut NdkQp,
+) -> NtStatus {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    if srq.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    let config = crate::rnic::qp::QpConfig {
+        context: qp_context as usize,
+        receive_depth: 0,
+        initiator_depth,
+        max_receive_sge: 0,
+        max_initiator_sge,
+        inline_size,
+    };
+    // SAFETY: the consumer passes its CQs and SRQ.
+    let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config) };
+    // SAFETY: the consumer's out-pointer.
+    unsafe { finish(out, result) }
+}
+
+/// `NdkGetPrivilegedMemoryRegionToken` (M27).
+unsafe extern "system" fn privileged_token(pd: *mut NdkPd, token: *mut u32) {
+    // SAFETY: the consumer passes its PD.
+    let Some(pd) = (unsafe { get(pd.cast()) }) else {
+        return;
+    };
+    if token.is_null() {
+        return;
+    }
+    // SAFETY: the consumer's out ULONG (checked non-null).
+    unsafe { token.write_unaligned(pd.inner.rnic.privileged_key()) };
+}
