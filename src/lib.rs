@@ -10,7 +10,9 @@
 //! * [`kernel`] — platform services (pool, spin lock, deferred work, debug log)
 //!   with three backends: `host` (std), `raw` (hand-declared `ntoskrnl.exe` /
 //!   `ndis.sys` imports) and `wdk` (windows-drivers-rs, feature `wdk`).
-//! * `driver` — Windows only: `DriverEntry` and, later, the NDIS miniport.
+//! * [`driver`] — the NDIS miniport and NDK open / close handlers: the logic
+//!   is platform-neutral (unit-tested on the host), the entry points are
+//!   Windows only.
 //!
 //! Built for a Windows target the crate is `no_std` (with `alloc`) and links as a
 //! kernel driver; built for any other host it is an ordinary library used by the
@@ -36,5 +38,4 @@ pub mod kernel;
 pub mod provider;
 pub mod rnic;
 
-#[cfg(target_os = "windows")]
 pub mod driver;

@@ -138,15 +138,33 @@ fn test_image_imports_only_kernel_modules() {
     }
 }
 
-/// The routines the raw backend declares: the only ones the image may import.
+/// The files that declare imports by hand: the raw kernel backend and the
+/// driver's `ndis.sys` block.
+const DECLARING_FILES: [&str; 2] = ["src/kernel/raw.rs", "src/driver/ndis_sys.rs"];
+
+/// The routines declared in `DECLARING_FILES`: the only ones the image may
+/// import. A declaration is a line `fn Name(` inside an extern block, with or
+/// without a `pub(...)` visibility.
 fn declared_imports() -> Vec<String> {
-    let source =
-        std::fs::read_to_string(manifest_dir().join("src/kernel/raw.rs")).expect("read raw.rs");
-    source
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("fn "))
-        .filter_map(|rest| rest.split('(').next())
-        .map(str::to_owned)
+    DECLARING_FILES
+        .iter()
+        .flat_map(|file| {
+            let source = std::fs::read_to_string(manifest_dir().join(file))
+                .unwrap_or_else(|e| panic!("read {file}: {e}"));
+            source
+                .lines()
+                .map(str::trim)
+                .map(|line| {
+                    line.strip_prefix("pub(super) ")
+                        .or_else(|| line.strip_prefix("pub(crate) "))
+                        .or_else(|| line.strip_prefix("pub "))
+                        .unwrap_or(line)
+                })
+                .filter_map(|line| line.strip_prefix("fn "))
+                .filter_map(|rest| rest.split('(').next())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -157,10 +175,14 @@ fn test_image_imports_nothing_undeclared() {
         declared.iter().any(|d| d == "KeAcquireSpinLockRaiseToDpc"),
         "parsed raw.rs: {declared:?}"
     );
+    assert!(
+        declared.iter().any(|d| d == "NdisMRegisterMiniportDriver"),
+        "parsed ndis_sys.rs: {declared:?}"
+    );
     for (module, name) in imports() {
         assert!(
             declared.contains(&name),
-            "{module}!{name} is imported but not declared in src/kernel/raw.rs"
+            "{module}!{name} is imported but declared in none of {DECLARING_FILES:?}"
         );
     }
 }
@@ -181,5 +203,95 @@ fn test_image_has_no_tls_or_crt_initialisers() {
             "no C runtime initialiser section, found {name}"
         );
         assert!(!name.starts_with(".tls"), "no TLS section, found {name}");
+    }
+}
+
+/// What the full driver imports, exactly: the miniport's NDIS routines, and
+/// the kernel services it uses (pool, spin lock, DPC flush on unload, the
+/// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
+/// path, the debug log, bug check on panic) plus the C runtime routine `core`
+/// always needs.
+const REQUIRED_IMPORTS: [(&str, &str); 24] = [
+    ("ndis.sys", "NdisMRegisterMiniportDriver"),
+    ("ndis.sys", "NdisMDeregisterMiniportDriver"),
+    ("ndis.sys", "NdisSetOptionalHandlers"),
+    ("ndis.sys", "NdisMSetMiniportAttributes"),
+    ("ndis.sys", "NdisMNetPnPEvent"),
+    ("ndis.sys", "NdisMSendNetBufferListsComplete"),
+    ("ndis.sys", "NdisAllocateIoWorkItem"),
+    ("ndis.sys", "NdisQueueIoWorkItem"),
+    ("ndis.sys", "NdisFreeIoWorkItem"),
+    ("ndis.sys", "NdisOpenConfigurationEx"),
+    ("ndis.sys", "NdisReadConfiguration"),
+    ("ndis.sys", "NdisReadNetworkAddress"),
+    ("ndis.sys", "NdisCloseConfiguration"),
+    ("ndis.sys", "NdisWriteEventLogEntry"),
+    ("ntoskrnl.exe", "ExAllocatePool2"),
+    ("ntoskrnl.exe", "ExFreePoolWithTag"),
+    ("ntoskrnl.exe", "KeAcquireSpinLockRaiseToDpc"),
+    ("ntoskrnl.exe", "KeReleaseSpinLock"),
+    ("ntoskrnl.exe", "KeFlushQueuedDpcs"),
+    ("ntoskrnl.exe", "KeDelayExecutionThread"),
+    ("ntoskrnl.exe", "KeBugCheckEx"),
+    ("ntoskrnl.exe", "MmMapLockedPagesSpecifyCache"),
+    ("ntoskrnl.exe", "vDbgPrintEx"),
+    ("ntoskrnl.exe", "memcpy"),
+];
+
+/// Imports that may appear but need not: the DPC routines of the RNIC's
+/// deferred work and the clock, which come with the NDK provider (the
+/// placeholder provider creates no queue pair), and the C runtime routines the
+/// compiler emits calls to depending on optimisation.
+const OPTIONAL_IMPORTS: [(&str, &str); 8] = [
+    ("ntoskrnl.exe", "KeInitializeDpc"),
+    ("ntoskrnl.exe", "KeInsertQueueDpc"),
+    ("ntoskrnl.exe", "KeQueryInterruptTimePrecise"),
+    ("ntoskrnl.exe", "memmove"),
+    ("ntoskrnl.exe", "memset"),
+    ("ntoskrnl.exe", "memcmp"),
+    ("ntoskrnl.exe", "strlen"),
+    ("ntoskrnl.exe", "__chkstk"),
+];
+
+#[test]
+fn test_image_imports_exactly_what_the_driver_needs() {
+    let imports = imports();
+    for (module, name) in REQUIRED_IMPORTS {
+        assert!(
+            imports.iter().any(|(m, n)| m == module && n == name),
+            "{module}!{name} not imported; have {imports:?}"
+        );
+    }
+    for (module, name) in &imports {
+        let known = REQUIRED_IMPORTS
+            .iter()
+            .chain(OPTIONAL_IMPORTS.iter())
+            .any(|(m, n)| m == module && n == name);
+        assert!(known, "unexpected import {module}!{name}");
+    }
+}
+
+#[test]
+fn test_image_exports_only_driver_entry() {
+    let data = read_image();
+    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let names: Vec<String> = file
+        .exports()
+        .expect("export table")
+        .map(|export| export.expect("export entry"))
+        .filter_map(|export| match export.name() {
+            NameOrOrdinal::Name(name) => Some(String::from_utf8_lossy(name).into_owned()),
+            NameOrOrdinal::Ordinal(_) => None,
+        })
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "DriverEntry"),
+        "exports {names:?}"
+    );
+    for name in &names {
+        assert!(
+            name == "DriverEntry" || name == "_fltused" || name == "__CxxFrameHandler3",
+            "unexpected export {name}"
+        );
     }
 }

@@ -101,6 +101,7 @@ macro_rules! assert_layout {
 
 mod consts;
 mod ndis;
+mod ndis_miniport;
 mod ndk;
 mod ndk_fn;
 mod status;
@@ -108,6 +109,7 @@ mod types;
 
 pub use consts::*;
 pub use ndis::*;
+pub use ndis_miniport::*;
 pub use ndk::*;
 pub use ndk_fn::*;
 pub use status::*;

@@ -1,59 +1,40 @@
-//! The Windows driver: `DriverEntry` and (later) the NDIS miniport that
-//! registers SoftNDK as an NDK provider.
+//! The driver: a root-enumerated virtual NDIS 6.50 miniport (no hardware, in
+//! the manner of the NDIS `netvmini` sample) that NDIS recognises as
+//! RDMA-capable, and from which kernel consumers open NDK adapters backed by
+//! the emulated RNIC.
 //!
-//! For now `DriverEntry` only announces itself and installs an unload routine,
-//! so that the image can be loaded and unloaded on a test VM; NDIS miniport
-//! registration is added with the driver issue.
+//! The logic is platform-neutral and unit-tested on the host; only the NDIS
+//! entry points and the calls into `ndis.sys` are Windows code:
+//!
+//! | module | what | where |
+//! |---|---|---|
+//! | [`ndk`] | the [`NdkProvider`](ndk::NdkProvider) boundary, version negotiation (A1–A3) | everywhere |
+//! | [`state`] | NDK enable / disable, open counting, the announcing work item (A5, A13–A15) | everywhere |
+//! | [`adapter`] | one miniport adapter: open / close handler bodies (A4–A6), pause, send accounting | everywhere |
+//! | [`oid`] | OID requests: parsing, answers, NDK structure serialisation (A9, A13, A16–A21) | everywhere |
+//! | [`attributes`] | characteristics and attributes handed to NDIS (A9–A12) | everywhere |
+//! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24) | everywhere |
+//! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
+//! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
+//! | `miniport` | `DriverEntry` and every `extern "system"` handler | Windows |
+//!
+//! `docs/driver.md` describes the IRQL and ownership rules each handler
+//! follows, and which NDIS structure layouts are confirmed from symbols.
 
-use crate::kernel::log::Level;
-use core::ffi::c_void;
+pub mod adapter;
+pub mod attributes;
+pub mod config;
+pub mod mem;
+pub mod ndk;
+pub mod oid;
+pub mod state;
 
-/// `NTSTATUS`.
-type NtStatus = i32;
-/// `STATUS_SUCCESS`.
-const STATUS_SUCCESS: NtStatus = 0;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
 
-/// `PDRIVER_UNLOAD`.
-type DriverUnload = unsafe extern "system" fn(driver_object: *mut DriverObjectHead);
-
-/// The start of `DRIVER_OBJECT` on x64, through `DriverUnload` (`wdm.h`: Type,
-/// Size, DeviceObject, Flags, DriverStart, DriverSize, DriverSection,
-/// DriverExtension, DriverName, HardwareDatabase, FastIoDispatch, DriverInit,
-/// DriverStartIo, then DriverUnload at 0x68). Only `driver_unload` is written.
-#[repr(C)]
-pub struct DriverObjectHead {
-    fields_before_unload: [usize; 13],
-    driver_unload: Option<DriverUnload>,
-}
-
-const _: () = assert!(core::mem::offset_of!(DriverObjectHead, driver_unload) == 0x68);
-
-/// The driver's entry point, called once by the I/O manager at PASSIVE_LEVEL.
-///
-/// # Safety
-/// Called by the kernel with a valid `DRIVER_OBJECT` and registry path.
-#[unsafe(no_mangle)]
-pub unsafe extern "system" fn DriverEntry(
-    driver_object: *mut DriverObjectHead,
-    _registry_path: *const c_void,
-) -> NtStatus {
-    crate::klog!(
-        Level::Info,
-        "DriverEntry (portable image {})",
-        env!("CARGO_PKG_VERSION")
-    );
-    // SAFETY: the kernel passes a valid, writable DRIVER_OBJECT (its first
-    // 0x70 bytes are `DriverObjectHead`), and DriverEntry is where a driver
-    // sets DriverUnload; a null pointer gives `None`.
-    if let Some(driver) = unsafe { driver_object.as_mut() } {
-        driver.driver_unload = Some(driver_unload);
-    }
-    STATUS_SUCCESS
-}
-
-/// Unload routine: waits for queued deferred work, so no code of the image
-/// runs after it is unmapped.
-unsafe extern "system" fn driver_unload(_driver_object: *mut DriverObjectHead) {
-    crate::kernel::deferred::flush();
-    crate::klog!(Level::Info, "unloaded");
-}
+#[cfg(target_os = "windows")]
+pub mod miniport;
+#[cfg(target_os = "windows")]
+mod ndis_sys;

@@ -10,6 +10,7 @@
 use super::deferred::{DeferredRoutine, Inner};
 use super::log::{Level, Message};
 use super::pool::POOL_TAG;
+use crate::abi::{KERNEL_MODE, MDL_MAPPING_NO_EXECUTE, MM_CACHED, Mdl, NORMAL_PAGE_PRIORITY};
 use alloc::sync::Arc;
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
@@ -50,6 +51,14 @@ unsafe extern "system" {
     fn KeQueryInterruptTimePrecise(qpc_time_stamp: *mut u64) -> u64;
     fn KeDelayExecutionThread(wait_mode: i8, alertable: u8, interval: *const i64) -> i32;
     fn KeBugCheckEx(code: u32, p1: usize, p2: usize, p3: usize, p4: usize) -> !;
+    fn MmMapLockedPagesSpecifyCache(
+        memory_descriptor_list: *mut Mdl,
+        access_mode: u8,
+        cache_type: u32,
+        requested_address: *mut c_void,
+        bug_check_on_failure: u32,
+        priority: u32,
+    ) -> *mut c_void;
     fn vDbgPrintEx(
         component_id: u32,
         level: u32,
@@ -190,6 +199,29 @@ pub(super) fn debug_print(level: Level, message: &Message) {
             args.as_ptr().cast(),
         )
     };
+}
+
+/// Maps an MDL's locked pages into system space the way
+/// `MmGetSystemAddressForMdlSafe` does for an unmapped MDL: kernel mode,
+/// cached, anywhere, **no bug check on failure** (null instead), normal
+/// priority, non-executable.
+///
+/// # Safety
+/// `mdl` points to a valid MDL describing locked pages; IRQL <= DISPATCH_LEVEL.
+pub(super) unsafe fn map_locked_pages(mdl: *mut Mdl) -> *mut c_void {
+    // SAFETY: caller contract (valid MDL over locked pages, IRQL <=
+    // DISPATCH_LEVEL, which KernelMode mappings allow); `BugCheckOnFailure`
+    // is FALSE, so a failure returns null rather than stopping the machine.
+    unsafe {
+        MmMapLockedPagesSpecifyCache(
+            mdl,
+            KERNEL_MODE,
+            MM_CACHED,
+            core::ptr::null_mut(),
+            0,
+            NORMAL_PAGE_PRIORITY | MDL_MAPPING_NO_EXECUTE,
+        )
+    }
 }
 
 pub(super) fn monotonic_100ns() -> u64 {

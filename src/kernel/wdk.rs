@@ -106,6 +106,26 @@ pub(super) fn debug_print(_level: Level, message: &Message) {
     wdk::print!("{}", message.as_str());
 }
 
+/// The MDL mapping of `kernel::mdl` (mirror of `raw.rs`, unbuilt here): kernel
+/// mode, cached, no bug check on failure, normal priority, non-executable.
+///
+/// # Safety
+/// `mdl` points to a valid MDL describing locked pages; IRQL <= DISPATCH_LEVEL.
+pub(super) unsafe fn map_locked_pages(mdl: *mut crate::abi::Mdl) -> *mut c_void {
+    // SAFETY: as in `raw.rs`: caller contract, and a failure returns null
+    // because `BugCheckOnFailure` is FALSE.
+    unsafe {
+        wdk_sys::ntddk::MmMapLockedPagesSpecifyCache(
+            mdl.cast(),
+            wdk_sys::_MODE::KernelMode as _,
+            wdk_sys::_MEMORY_CACHING_TYPE::MmCached,
+            core::ptr::null_mut(),
+            0,
+            crate::abi::NORMAL_PAGE_PRIORITY | crate::abi::MDL_MAPPING_NO_EXECUTE,
+        )
+    }
+}
+
 pub(super) fn monotonic_100ns() -> u64 {
     let mut qpc = 0_u64;
     // SAFETY: valid out-parameter; callable at any IRQL.

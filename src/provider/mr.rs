@@ -1,15 +1,579 @@
-//! `NDK_MR` and `NDK_MW` over the RNIC's regions and windows.
+//! `NDK_MR` and `NDK_MW` over the RNIC's regions and windows (rules M1–M35,
+//! L8, L21).
+//!
+//! Every MR call completes inline except a DeregisterMr that finds DMA in
+//! flight on the region (M11): it returns `STATUS_PENDING` and its request
+//! completion runs, through the MR's serializer, when the last use ends. The
+//! pending deregistration holds the MR open (L21), and so does DMA in flight
+//! at close: the RNIC's close callback releases that hold.
 
-use super::object::Object;
+use alloc::boxed::Box;
+use core::ffi::c_void;
+
+use super::object::{Event, Holder, Kind, Object};
 use super::pd::Pd;
-use crate::abi::{NdkMr, NdkMw, NtStatus, STATUS_NOT_SUPPORTED};
+use super::status;
+use crate::abi::{
+    Boolean, Mdl, MrFlags, NdkFnCloseCompletion, NdkFnRequestCompletion, NdkMr, NdkMrDispatch,
+    NdkMw, NdkMwDispatch, NdkObjectHeader, NdkObjectType, NtStatus, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+};
+use crate::kernel::sync::{Arc, SpinLock};
+use crate::rnic::Access;
+use crate::rnic::mr::{self as rmr, Finish, MrError, Progress};
 
-/// Creates a region on `pd` (M1).
-pub(super) fn create_mr(_pd: &Object<Pd>, _fast: bool) -> Result<*mut NdkMr, NtStatus> {
-    Err(STATUS_NOT_SUPPORTED)
+// ----- NDK_MR ------------------------------------------------------------
+
+/// The request completion a pending DeregisterMr owes (L8).
+#[derive(Clone, Copy)]
+struct Owed {
+    callback: Option<NdkFnRequestCompletion>,
+    context: usize,
 }
 
-/// Creates a window on `pd`.
-pub(super) fn create_mw(_pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
-    Err(STATUS_NOT_SUPPORTED)
+/// The provider state of an `NDK_MR`.
+pub struct Mr {
+    rnic: Arc<rmr::Mr>,
+    /// A DeregisterMr that returned (or is about to return) `STATUS_PENDING`;
+    /// taken exactly once, by whoever completes it. While set, the MR holds
+    /// itself open (L21).
+    dereg: SpinLock<Option<Owed>>,
+}
+
+impl Mr {
+    /// The RNIC region.
+    pub const fn rnic(&self) -> &Arc<rmr::Mr> {
+        &self.rnic
+    }
+}
+
+impl Kind for Mr {
+    const TYPE: NdkObjectType = NdkObjectType::MR;
+    fn dispatch() -> *const c_void {
+        let table: *const NdkMrDispatch = &raw const MR_DISPATCH;
+        table.cast()
+    }
+    fn begin_close(object: &Object<Self>) {
+        // L21: DMA in flight on the region keeps the close pending; the
+        // RNIC calls `finish` when the last use ends.
+        object.hold();
+        let this = object.arc();
+        let finish: Finish = Box::new(move || {
+            // The close superseded a pending deregistration: complete it
+            // first, so the close completion stays the last callback (L22).
+            complete_dereg(&this);
+            this.release();
+        });
+        if object.inner.rnic.close(finish) == Progress::Done {
+            complete_dereg(object);
+            object.release();
+        }
+    }
+}
+
+/// Completes the pending DeregisterMr, if any: its request completion
+/// (serialized with the MR's other callbacks, no lock held), then its hold.
+fn complete_dereg(object: &Object<Mr>) {
+    let owed = object.inner.dereg.lock().take();
+    let Some(owed) = owed else {
+        return;
+    };
+    if let Some(callback) = owed.callback {
+        object.deliver(Event::Request {
+            callback,
+            context: owed.context,
+            status: STATUS_SUCCESS,
+        });
+    }
+    object.release();
+}
+
+/// Takes back a deregistration that did not pend: no callback (L8).
+fn withdraw_dereg(object: &Object<Mr>) {
+    let owed = object.inner.dereg.lock().take();
+    if owed.is_some() {
+        object.release();
+    }
+}
+
+static MR_DISPATCH: NdkMrDispatch = NdkMrDispatch {
+    ndk_close_mr: close_mr,
+    ndk_query_extension: super::query_extension,
+    ndk_register_mr: register,
+    ndk_deregister_mr: deregister,
+    ndk_initialize_fast_register_mr: initialize_fast,
+    ndk_get_remote_token_from_mr: mr_remote_token,
+    ndk_get_local_token_from_mr: mr_local_token,
+};
+
+/// Creates a region on `pd`, for RegisterMr (`fast == false`) or for fast
+/// registration (`fast == true`), fixed for its life (M1). Inline (L7).
+pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtStatus> {
+    let rnic = rmr::Mr::new(pd.inner.rnic(), fast).map_err(status::resource)?;
+    let inner = Mr {
+        rnic,
+        dereg: SpinLock::new(None),
+    };
+    let parent: Arc<dyn Holder> = pd.arc();
+    let object = Object::create(pd.header().version, inner, [Some(parent), None, None, None])
+        .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    Ok(object.as_ptr().cast())
+}
+
+/// The MR behind a consumer pointer (null, or an object of another type:
+/// `None`).
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+pub(crate) unsafe fn get_mr<'a>(mr: *const c_void) -> Option<&'a Object<Mr>> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<Mr>::from_ptr(mr) }
+}
+
+unsafe extern "system" fn close_mr(
+    object: *mut NdkObjectHeader,
+    callback: Option<NdkFnCloseCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its MR (L19).
+    match unsafe { get_mr(object.cast()) } {
+        Some(mr) => mr.close(callback, context as usize),
+        None => STATUS_SUCCESS,
+    }
+}
+
+/// `NDK_MR_FLAG_*` to the rights they grant (M6, M9): local read always;
+/// `ALLOW_REMOTE_WRITE` (0x5) includes local write; READ_SINK is accepted
+/// (the adapter reports `RDMA_READ_SINK_NOT_REQUIRED`). `None` for bits no
+/// flag defines.
+fn mr_access(flags: u32) -> Option<Access> {
+    let flags = MrFlags::from_bits(flags)?;
+    let remote_write_bit = MrFlags::ALLOW_REMOTE_WRITE.difference(MrFlags::ALLOW_LOCAL_WRITE);
+    let mut access = Access::empty();
+    if flags.intersects(MrFlags::ALLOW_LOCAL_WRITE) {
+        access |= Access::LOCAL_WRITE;
+    }
+    if flags.intersects(MrFlags::ALLOW_REMOTE_READ) {
+        access |= Access::REMOTE_READ;
+    }
+    if flags.intersects(remote_write_bit) {
+        access |= Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+    }
+    if flags.intersects(MrFlags::RDMA_READ_SINK) {
+        access |= Access::READ_SINK;
+    }
+    Some(access)
+}
+
+/// `NdkRegisterMr` (M2–M6, M10): inline, never pending, so the request
+/// completion is never called (L8).
+///
+/// `STATUS_INVALID_PARAMETER` for undefined flags, a null MDL, a chain that
+/// is not virtually contiguous over `length` (M2), a zero or too-long length
+/// (M10); `STATUS_INVALID_DEVICE_REQUEST` on a fast-register MR (M1) or one
+/// already registered; `STATUS_INSUFFICIENT_RESOURCES` when no token is left.
+unsafe extern "system" fn register(
+    mr: *mut NdkMr,
+    mdl: *mut Mdl,
+    length: usize,
+    flags: u32,
+    _completion: Option<NdkFnRequestCompletion>,
+    _context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its MR.
+    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    let Some(access) = mr_access(flags) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // SAFETY: the consumer's MDL (M3): null or a valid, locked MDL.
+    let Some(first) = (unsafe { mdl.as_ref() }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // M4: the first MDL's virtual address (`MmGetMdlVirtualAddress`) is only
+    // the index of the region's first byte; the bytes are reached through
+    // the mapping below.
+    let Some(base) = (first.start_va as usize as u64).checked_add(u64::from(first.byte_offset))
+    else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    // SAFETY: the consumer's MDL chain is locked, describes at least `length`
+    // bytes, and stays locked until the region is deregistered or closed
+    // (M3); the RNIC stops using the span then (pending while DMA is in
+    // flight, M11).
+    let span = match unsafe { super::map_mdl(mdl, length) } {
+        Ok(span) => span,
+        Err(status) => return status,
+    };
+    match mr.inner.rnic.register(span, base, access) {
+        Ok(()) => STATUS_SUCCESS,
+        Err(e) => status::mr(e),
+    }
+}
+
+/// `NdkDeregisterMr` (M11, L8): `STATUS_SUCCESS` when no DMA is in flight;
+/// otherwise `STATUS_PENDING`, and the request completion runs (with
+/// `STATUS_SUCCESS`) when the last use ends. A NULL completion with a
+/// pending deregistration is the consumer's error: the call still pends and
+/// nothing is called. `STATUS_INVALID_DEVICE_REQUEST` when nothing is
+/// registered (or on a fast-register MR, or a second call while one pends).
+unsafe extern "system" fn deregister(
+    mr: *mut NdkMr,
+    completion: Option<NdkFnRequestCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its MR.
+    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    {
+        let mut dereg = mr.inner.dereg.lock();
+        if dereg.is_some() {
+            return status::mr(MrError::InvalidState);
+        }
+        *dereg = Some(Owed {
+            callback: completion,
+            context: context as usize,
+        });
+    }
+    // L21: the pending request holds the MR open.
+    mr.hold();
+    let this = mr.arc();
+    let finish: Finish = Box::new(move || complete_dereg(&this));
+    match mr.inner.rnic.deregister(finish) {
+        // The completion may already have run (the last use ended meanwhile):
+        // it may run before this returns (I3, L15).
+        Ok(Progress::Pending) => STATUS_PENDING,
+        Ok(Progress::Done) => {
+            withdraw_dereg(mr);
+            STATUS_SUCCESS
+        }
+        Err(e) => {
+            withdraw_dereg(mr);
+            status::mr(e)
+        }
+    }
+}
+
+/// `NdkInitializeFastRegisterMr` (M13–M15, M35): inline.
+/// `STATUS_IMPLEMENTATION_LIMIT` above `FRMRPageCount`,
+/// `STATUS_INVALID_PARAMETER` for 0 pages, `STATUS_INVALID_DEVICE_REQUEST` on
+/// a RegisterMr MR (M1) or while a FastRegister mapping is active.
+unsafe extern "system" fn initialize_fast(
+    mr: *mut NdkMr,
+    pages: u32,
+    remote_access: Boolean,
+    _completion: Option<NdkFnRequestCompletion>,
+    _context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its MR.
+    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+        return STATUS_INVALID_PARAMETER;
+    };
+    match mr.inner.rnic.init_fast(pages, remote_access != 0) {
+        Ok(()) => STATUS_SUCCESS,
+        Err(e) => status::mr(e),
+    }
+}
+
+/// `NdkGetRemoteTokenFromMr` (M12, M17, M35): 0 before RegisterMr or
+/// InitializeFastRegisterMr succeeded.
+unsafe extern "system" fn mr_remote_token(mr: *mut NdkMr) -> u32 {
+    // SAFETY: the consumer passes its MR.
+    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+        return 0;
+    };
+    mr.inner.rnic.remote_key().unwrap_or(0)
+}
+
+/// `NdkGetLocalTokenFromMr` (M12, M35): 0 before registration.
+unsafe extern "system" fn mr_local_token(mr: *mut NdkMr) -> u32 {
+    // SAFETY: the consumer passes its MR.
+    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+        return 0;
+    };
+    mr.inner.rnic.local_key().unwrap_or(0)
+}
+
+// ----- NDK_MW ------------------------------------------------------------
+
+/// The provider state of an `NDK_MW`.
+pub struct Mw {
+    rnic: Arc<rmr::Mw>,
+}
+
+impl Mw {
+    /// The RNIC window.
+    pub const fn rnic(&self) -> &Arc<rmr::Mw> {
+        &self.rnic
+    }
+}
+
+impl Kind for Mw {
+    const TYPE: NdkObjectType = NdkObjectType::MW;
+    fn dispatch() -> *const c_void {
+        let table: *const NdkMwDispatch = &raw const MW_DISPATCH;
+        table.cast()
+    }
+    fn begin_close(object: &Object<Self>) {
+        // The window's token grants nothing from now on.
+        object.inner.rnic.close();
+    }
+}
+
+static MW_DISPATCH: NdkMwDispatch = NdkMwDispatch {
+    ndk_close_mw: close_mw,
+    ndk_query_extension: super::query_extension,
+    ndk_get_remote_token_from_mw: mw_remote_token,
+};
+
+/// Creates an unbound window on `pd` (M21). Inline (L7).
+pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
+    let rnic = rmr::Mw::new(pd.inner.rnic()).map_err(status::resource)?;
+    let parent: Arc<dyn Holder> = pd.arc();
+    let object = Object::create(
+        pd.header().version,
+        Mw { rnic },
+        [Some(parent), None, None, None],
+    )
+    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    Ok(object.as_ptr().cast())
+}
+
+/// The MW behind a consumer pointer (null, or an object of another type:
+/// `None`).
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+pub(crate) unsafe fn get_mw<'a>(mw: *const c_void) -> Option<&'a Object<Mw>> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<Mw>::from_ptr(mw) }
+}
+
+unsafe extern "system" fn close_mw(
+    object: *mut NdkObjectHeader,
+    callback: Option<NdkFnCloseCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the consumer passes its MW (L19).
+    match unsafe { get_mw(object.cast()) } {
+        Some(mw) => mw.close(callback, context as usize),
+        None => STATUS_SUCCESS,
+    }
+}
+
+/// `NdkGetRemoteTokenFromMw` (M20): the token of the current (or last)
+/// binding, readable as soon as Bind returned; 0 before the first Bind.
+unsafe extern "system" fn mw_remote_token(mw: *mut NdkMw) -> u32 {
+    // SAFETY: the consumer passes its MW.
+    let Some(mw) = (unsafe { get_mw(mw.cast()) }) else {
+        return 0;
+    };
+    mw.inner.rnic.remote_key()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::ffi::c_void;
+    use core::ptr::null_mut;
+
+    use super::super::pd;
+    use super::super::qp::tests::{
+        Buf, Counter, Env, check_header, close, close_with, init_fast, local_token, on_request,
+        register, remote_token, table,
+    };
+    use crate::abi::{
+        Mdl, NdkMr, NdkMrDispatch, NdkObjectType, NtStatus, STATUS_IMPLEMENTATION_LIMIT,
+        STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+    };
+    use crate::rnic::mr::Segment;
+    use crate::rnic::{Access, Sge};
+
+    fn deregister(mr: *mut NdkMr, counter: Option<&Counter>) -> NtStatus {
+        let deregister = table::<NdkMrDispatch, _>(mr).ndk_deregister_mr;
+        let (callback, context) = match counter {
+            Some(c) => (Some(on_request as super::NdkFnRequestCompletion), c.ctx()),
+            None => (None, null_mut()),
+        };
+        // SAFETY: a live MR of the test.
+        unsafe { deregister(mr, callback, context) }
+    }
+
+    fn register_mdl(mr: *mut NdkMr, mdl: *mut Mdl, len: usize, flags: u32) -> NtStatus {
+        let register = table::<NdkMrDispatch, _>(mr).ndk_register_mr;
+        // SAFETY: a live MR; `mdl` is null or a valid chain over the test's
+        // buffers.
+        unsafe { register(mr, mdl, len, flags, None, null_mut()) }
+    }
+
+    /// A use of `len` bytes of the region, as DMA in flight holds one.
+    fn in_flight(env: &Env, buf: &Buf, mr: *mut NdkMr, len: u32) -> Segment {
+        // SAFETY: the env's live PD.
+        let pd = unsafe { pd::get(env.pd.cast()) }.unwrap();
+        let sge = Sge {
+            addr: buf.addr(),
+            len,
+            key: local_token(mr),
+        };
+        env.device
+            .resolve_local(pd.inner.rnic(), &sge, Access::empty())
+            .unwrap()
+    }
+
+    /// rules M1, M2, M6, M10–M12, L8: RegisterMr inline, tokens, errors,
+    /// DeregisterMr inline without a callback.
+    #[test]
+    fn register_tokens_and_deregister() {
+        let env = Env::new();
+        let mr = env.create_mr(false);
+        check_header(mr, NdkObjectType::MR);
+        assert_eq!((local_token(mr), remote_token(mr)), (0, 0));
+        let mut buf = Buf::new(3000, 0x321, 4);
+        assert_eq!(register(mr, &mut buf, 0x10), STATUS_INVALID_PARAMETER);
+        assert_eq!(
+            register_mdl(mr, null_mut(), 64, 0),
+            STATUS_INVALID_PARAMETER
+        );
+        // M2: a chain that is not contiguous.
+        let mut other = Buf::new(100, 0, 0);
+        let mut second = other.mdl();
+        let mut first = buf.mdl();
+        first.byte_count = 100;
+        first.next = &raw mut second;
+        assert_eq!(
+            register_mdl(mr, &raw mut first, 200, 0),
+            STATUS_INVALID_PARAMETER
+        );
+        // M10.
+        assert_eq!(
+            register_mdl(mr, &raw mut first, 0, 0),
+            STATUS_INVALID_PARAMETER
+        );
+        // READ_SINK accepted (M9); remote write implies local write (M6).
+        assert_eq!(register(mr, &mut buf, 0x5 | 0x2 | 0x8), STATUS_SUCCESS);
+        let (local, remote) = (local_token(mr), remote_token(mr));
+        assert!(local != 0 && remote != 0 && local != remote);
+        assert_eq!(register(mr, &mut buf, 0), STATUS_INVALID_DEVICE_REQUEST);
+        // L8: inline, so no callback.
+        let done = Counter::default();
+        assert_eq!(deregister(mr, Some(&done)), STATUS_SUCCESS);
+        assert_eq!(done.calls(), 0);
+        assert_eq!((local_token(mr), remote_token(mr)), (0, 0));
+        assert_eq!(deregister(mr, Some(&done)), STATUS_INVALID_DEVICE_REQUEST);
+        assert_eq!(done.calls(), 0);
+        // Registered again, with fresh tokens.
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        assert_ne!(local_token(mr), local);
+        // M1: the kinds do not mix.
+        assert_eq!(init_fast(mr, 4, false), STATUS_INVALID_DEVICE_REQUEST);
+        let fast = env.create_mr(true);
+        assert_eq!(register(fast, &mut buf, 0), STATUS_INVALID_DEVICE_REQUEST);
+        assert_eq!(deregister(fast, None), STATUS_INVALID_DEVICE_REQUEST);
+        // M13, M35.
+        assert_eq!(init_fast(fast, 0, true), STATUS_INVALID_PARAMETER);
+        let max = env.device.limits().max_fr_pages;
+        assert_eq!(init_fast(fast, max + 1, true), STATUS_IMPLEMENTATION_LIMIT);
+        assert_eq!(init_fast(fast, 16, true), STATUS_SUCCESS);
+        let tokens = (local_token(fast), remote_token(fast));
+        assert_eq!(init_fast(fast, max, true), STATUS_SUCCESS);
+        assert_eq!((local_token(fast), remote_token(fast)), tokens);
+        for object in [mr, fast] {
+            assert_eq!(close(object), STATUS_SUCCESS);
+        }
+        env.teardown();
+    }
+
+    /// rules M11, L8: DeregisterMr pends while DMA is in flight; the
+    /// completion runs once, when the last use ends. A NULL completion still
+    /// pends, and nothing is called.
+    #[test]
+    fn deregister_pends_while_dma_in_flight() {
+        let env = Env::new();
+        let mr = env.create_mr(false);
+        let mut buf = Buf::new(256, 0, 2);
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        let use_ = in_flight(&env, &buf, mr, 64);
+        let done = Counter::default();
+        assert_eq!(deregister(mr, Some(&done)), STATUS_PENDING);
+        // M11: the tokens are gone at once; a second call is refused.
+        assert_eq!(local_token(mr), 0);
+        assert_eq!(deregister(mr, Some(&done)), STATUS_INVALID_DEVICE_REQUEST);
+        assert_eq!(done.calls(), 0);
+        drop(use_);
+        assert_eq!((done.calls(), done.status()), (1, STATUS_SUCCESS));
+        // Without a completion.
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        let use_ = in_flight(&env, &buf, mr, 8);
+        assert_eq!(deregister(mr, None), STATUS_PENDING);
+        drop(use_);
+        assert_eq!(done.calls(), 1);
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        assert_eq!(close(mr), STATUS_SUCCESS);
+        env.teardown();
+    }
+
+    /// rules L21, L22, L24: DMA in flight keeps the MR's close pending (and
+    /// so the PD's); a pending DeregisterMr completes before the close does.
+    #[test]
+    fn close_waits_for_dma() {
+        let env = Env::new();
+        let mut buf = Buf::new(256, 0, 2);
+        let mr = env.create_mr(false);
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        let use_ = in_flight(&env, &buf, mr, 64);
+        let closed = Counter::default();
+        assert_eq!(close_with(mr, Some(&closed)), STATUS_PENDING);
+        let pd_closed = Counter::default();
+        let pd = env.pd;
+        assert_eq!(close_with(pd, Some(&pd_closed)), STATUS_PENDING);
+        drop(use_);
+        assert_eq!(closed.calls(), 1);
+        assert_eq!(pd_closed.calls(), 1);
+
+        let env2 = Env::new();
+        let mr = env2.create_mr(false);
+        assert_eq!(register(mr, &mut buf, 0x1), STATUS_SUCCESS);
+        let use_ = in_flight(&env2, &buf, mr, 64);
+        let (dereg, closed) = (Counter::default(), Counter::default());
+        assert_eq!(deregister(mr, Some(&dereg)), STATUS_PENDING);
+        assert_eq!(close_with(mr, Some(&closed)), STATUS_PENDING);
+        assert_eq!((dereg.calls(), closed.calls()), (0, 0));
+        drop(use_);
+        assert_eq!((dereg.calls(), closed.calls()), (1, 1));
+        assert!(dereg.stamp() < closed.stamp());
+        env2.teardown();
+
+        // The first env's PD is already closed.
+        assert_eq!(close(env.cq), STATUS_SUCCESS);
+        assert_eq!(env.device.live_keys(), 0);
+        // SAFETY: the adapter from `open`, not used afterwards.
+        unsafe { crate::provider::adapter::close(env.adapter) };
+    }
+
+    /// rules L1, L2, L29, M20: the MW table.
+    #[test]
+    fn mw_slots() {
+        let env = Env::new();
+        let mw = env.create_mw();
+        let get = table::<crate::abi::NdkMwDispatch, _>(mw).ndk_get_remote_token_from_mw;
+        // SAFETY: a live MW.
+        assert_eq!(unsafe { get(mw) }, 0);
+        let query = table::<crate::abi::NdkMwDispatch, _>(mw).ndk_query_extension;
+        let guid = crate::abi::Guid::default();
+        let mut interface = core::mem::MaybeUninit::<crate::abi::NdkExtensionInterface>::zeroed();
+        // SAFETY: a live MW; valid GUID and out-buffer.
+        let status = unsafe {
+            query(
+                mw.cast(),
+                &raw const guid,
+                crate::abi::NDK_VERSION_1_2,
+                interface.as_mut_ptr(),
+            )
+        };
+        assert_eq!(status, crate::abi::STATUS_NOT_SUPPORTED);
+        let object: *mut c_void = mw.cast();
+        assert_eq!(close(object), STATUS_SUCCESS);
+        env.teardown();
+    }
 }

@@ -202,6 +202,7 @@ impl<T: Kind> Object<T> {
             }
             return None;
         };
+        LIVE.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let object = Arc::new(Self {
             header: NdkObjectHeader {
                 version,
@@ -384,6 +385,22 @@ impl<T: Kind> Object<T> {
         }
         this.release();
     }
+}
+
+impl<T: Kind> Drop for Object<T> {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Provider objects whose memory is still allocated, in this driver instance
+/// (or host process): a leak detector for tests and diagnostics.
+/// (A plain core atomic: a static, and not part of any modelled protocol.)
+static LIVE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many provider objects exist right now (every type, every adapter).
+pub fn live_objects() -> usize {
+    LIVE.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 impl<T: Kind> Holder for Object<T> {

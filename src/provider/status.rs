@@ -10,7 +10,7 @@ use crate::abi::{
 use crate::rnic::device::ResourceError;
 use crate::rnic::mr::MrError;
 use crate::rnic::qp::{CreateQpError, PostError};
-use crate::rnic::srq::SrqError;
+use crate::rnic::srq::{SrqError, SrqEvent};
 use crate::rnic::{Opcode, WcStatus};
 
 /// A completion status (E8: each operation reports only statuses its NDSPI
@@ -72,6 +72,7 @@ pub const fn mr(error: MrError) -> NtStatus {
         MrError::AccessViolation => STATUS_ACCESS_VIOLATION,
         MrError::ImplementationLimit => STATUS_IMPLEMENTATION_LIMIT,
         MrError::Resources => STATUS_INSUFFICIENT_RESOURCES,
+        MrError::Busy => STATUS_NO_MORE_ENTRIES,
     }
 }
 
@@ -96,4 +97,20 @@ pub const fn srq(error: SrqError) -> NtStatus {
         SrqError::InError => STATUS_INTERNAL_ERROR,
         SrqError::Resources => STATUS_INSUFFICIENT_RESOURCES,
     }
+}
+
+/// An SRQ notification's `SrqStatus` (Q4, Q9).
+pub const fn srq_event(event: SrqEvent) -> NtStatus {
+    match event {
+        SrqEvent::BelowThreshold => STATUS_SUCCESS,
+        SrqEvent::Fatal => STATUS_INTERNAL_ERROR,
+    }
+}
+
+/// A work request carrying a flag its operation does not document
+/// (`ndk-abi.md` §5.3). NDK documents no status for it; NDSPI v2 refuses such
+/// a post inline with `STATUS_INVALID_PARAMETER_4` (P25), whose NDK kin is
+/// `STATUS_INVALID_PARAMETER`.
+pub const fn undocumented_flags() -> NtStatus {
+    STATUS_INVALID_PARAMETER
 }

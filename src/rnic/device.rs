@@ -10,6 +10,7 @@
 use super::keys::{KeyError, KeyTable};
 use super::memory::{LamError, LamId, LamTable, Span};
 use super::mr::{Mr, Mw};
+use super::qp::{MAX_INLINE, MAX_SGE};
 use super::types::{Limits, PAGE_SIZE};
 use crate::kernel::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
@@ -185,14 +186,29 @@ impl Drop for Slot {
 }
 
 impl Device {
-    /// A device with `limits`, running its engine in `mode`.
+    /// A device with `limits` (the SGE and inline limits clamped to what a
+    /// QP can hold), running its engine in `mode`.
     ///
     /// # Errors
     /// [`ResourceError::NoMemory`] when the token table cannot be allocated.
     pub fn new(limits: Limits, mode: EngineMode) -> Result<Arc<Self>, ResourceError> {
-        // One token per MR and per MW, one privileged token per PD.
+        // Rule A8: the limits the device reports are ones every QP can be
+        // created with, and a QP's request slots hold at most `MAX_SGE` SGEs
+        // and `MAX_INLINE` inline bytes (rule L13).
+        let max_sge = u32::try_from(MAX_SGE).unwrap_or(u32::MAX);
+        let limits = Limits {
+            max_inline_data: limits
+                .max_inline_data
+                .min(u32::try_from(MAX_INLINE).unwrap_or(u32::MAX)),
+            max_initiator_sge: limits.max_initiator_sge.min(max_sge),
+            max_receive_sge: limits.max_receive_sge.min(max_sge),
+            max_read_sge: limits.max_read_sge.min(max_sge),
+            ..limits
+        };
+        // One token per MR, two per MW (its binding and a Bind posted behind
+        // an Invalidate of it), one privileged token per PD.
         let capacity = (limits.max_mr_count as usize)
-            .saturating_add(limits.max_mw_count as usize)
+            .saturating_add((limits.max_mw_count as usize).saturating_mul(2))
             .saturating_add(limits.max_pd_count as usize);
         let keys = KeyTable::new(capacity)?;
         Ok(Arc::new(Self {

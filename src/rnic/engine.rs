@@ -21,7 +21,7 @@
 
 use super::memory::{self, Span};
 use super::mr::Segment;
-use super::qp::{MAX_SGE, Qp, SendOp, SendWqe};
+use super::qp::{MAX_SGE, NoReceive, Qp, SendOp, SendWqe};
 use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
@@ -240,8 +240,8 @@ pub(crate) fn execute(
             mw.bind(mr, *base, *len, *access, qp.id())
                 .map_or_else(|s| s, |()| WcStatus::Success),
         ),
-        SendOp::FastRegister { mr } => Some(
-            mr.fast_register()
+        SendOp::FastRegister { mr, slot } => Some(
+            mr.fast_register(*slot)
                 .map_or_else(|s| s, |()| WcStatus::Success),
         ),
         SendOp::Invalidate { target } => {
@@ -262,7 +262,14 @@ fn send(
     source: &Source<'_>,
     invalidate: Option<u32>,
 ) -> Option<WcStatus> {
-    let recv = peer.take_receive()?;
+    let recv = match peer.take_receive() {
+        Ok(recv) => recv,
+        // The Send waits: the peer's next receive kicks this runner again.
+        Err(NoReceive::Empty) => return None,
+        // The peer's receive side is gone (flushed, disconnected, closed,
+        // its SRQ failed): the message can never land (E5).
+        Err(NoReceive::Gone) => return Some(WcStatus::RemoteOperationError),
+    };
     let len = source.total();
     let peer_context = peer.config().context;
     let fail_receive = |status: WcStatus| {

@@ -9,6 +9,7 @@
 //! See `docs/rnic.md` for the design and the choices made where the
 //! specification leaves room.
 
+pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod engine;

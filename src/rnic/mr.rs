@@ -91,6 +91,8 @@ pub enum MrError {
     ImplementationLimit,
     /// Out of tokens or memory.
     Resources,
+    /// Too many FastRegisters of the region are outstanding.
+    Busy,
 }
 
 impl From<ResourceError> for MrError {
@@ -148,6 +150,11 @@ impl PageMap {
     }
 }
 
+/// FastRegisters of one region that may be outstanding at once. A region
+/// maps one list at a time, so a consumer has at most two in flight (the
+/// current mapping's successor, and the one after the next Invalidate).
+pub const STAGE_SLOTS: usize = 2;
+
 /// The state of an initialized fast-register region.
 struct Fast {
     key: u32,
@@ -156,9 +163,14 @@ struct Fast {
     /// Whether `active` is mapped (between FastRegister and Invalidate).
     mapped: bool,
     active: PageMap,
-    /// Captured at post time: the consumer's page array is only valid during
-    /// the FastRegister call; the work request executes later (rule D2).
-    staged: Option<PageMap>,
+    /// Page lists captured at post time: the consumer's page array is only
+    /// valid during the FastRegister call, and the work request executes
+    /// later (rule D2). Each posted FastRegister owns one slot until it
+    /// executes or is cancelled, so a chain FastRegister → Invalidate →
+    /// FastRegister on one region maps each list in turn (M16).
+    staged: [PageMap; STAGE_SLOTS],
+    /// Which staged slots a posted FastRegister owns.
+    staged_busy: [bool; STAGE_SLOTS],
     /// Bumped at every FastRegister and Invalidate, so a segment resolved
     /// under one mapping never reads another.
     generation: u64,
@@ -174,9 +186,13 @@ enum MrState {
         base: u64,
         access: Access,
     },
-    /// Deregistered while in use: the token is gone; `finish` runs when the
-    /// last use ends.
-    Deregistering { finish: Option<Finish> },
+    /// Deregistered or closed while in use: the token is gone; when the last
+    /// use ends `finish` (the deregistration's callback) runs, then `close`
+    /// (a close issued meanwhile completes last, rules L21, L22).
+    Deregistering {
+        finish: Option<Finish>,
+        close: Option<Finish>,
+    },
     /// A fast-register region, not yet initialized.
     FastUninitialized,
     /// A fast-register region, initialized: tokens fixed for life (M35).
@@ -289,11 +305,15 @@ impl Mr {
             } else {
                 *state = MrState::Deregistering {
                     finish: Some(finish),
+                    close: None,
                 };
                 drop(state);
                 self.pd.device().keys.lock().remove(key);
-                // The last use may have ended between the check and now.
-                return Ok(self.finish_if_idle());
+                // The last use may have ended between the check and now, and
+                // its thread may already have run `finish`: either way the
+                // callback runs exactly once, so the call has pended (L8).
+                self.finish_if_idle();
+                return Ok(Progress::Pending);
             }
             key
         };
@@ -302,28 +322,32 @@ impl Mr {
         Ok(Progress::Done)
     }
 
-    /// Runs a pending deregistration's callback if no use is left.
-    fn finish_if_idle(&self) -> Progress {
-        let finish = {
+    /// Runs a pending deregistration's and close's callbacks, in that
+    /// order, if no use is left.
+    fn finish_if_idle(&self) {
+        let (finish, close) = {
             let mut state = self.state.lock();
             if self.users.load(Ordering::Acquire) != 0 {
-                return Progress::Pending;
+                return;
             }
             match &mut *state {
-                MrState::Deregistering { finish } => {
-                    let f = finish.take();
-                    *state = MrState::Unregistered;
-                    f
+                MrState::Deregistering { finish, close } => {
+                    let callbacks = (finish.take(), close.take());
+                    *state = if self.fast {
+                        MrState::FastUninitialized
+                    } else {
+                        MrState::Unregistered
+                    };
+                    callbacks
                 }
-                _ => None,
+                _ => (None, None),
             }
         };
-        match finish {
-            Some(f) => {
-                f();
-                Progress::Pending
-            }
-            None => Progress::Done,
+        if let Some(f) = finish {
+            f();
+        }
+        if let Some(f) = close {
+            f();
         }
     }
 
@@ -346,14 +370,18 @@ impl Mr {
         }
         // Allocate the page lists before taking the lock (control path).
         let active = PageMap::with_capacity(pages)?;
-        let staged = PageMap::with_capacity(pages)?;
+        let staged = [
+            PageMap::with_capacity(pages)?,
+            PageMap::with_capacity(pages)?,
+        ];
         let mut fast = Box::new(Fast {
             key: 0,
             max_pages: pages,
             remote_ok,
             mapped: false,
             active,
-            staged: Some(staged),
+            staged,
+            staged_busy: [false; STAGE_SLOTS],
             generation: 0,
         });
         let mut state = self.state.lock();
@@ -391,12 +419,14 @@ impl Mr {
     }
 
     /// Checks a FastRegister at post time (rules M15, M16), so that a bad one
-    /// is refused inline, and captures its page list for execution.
+    /// is refused inline, and captures its page list for execution in a
+    /// staged slot, whose index the work request carries.
     ///
     /// # Errors
     /// `InvalidState` for a region that is not an initialized fast region,
     /// `InvalidParameter` for a malformed page list, `AccessViolation` for
-    /// remote rights on a region initialized without remote access.
+    /// remote rights on a region initialized without remote access, `Busy`
+    /// when [`STAGE_SLOTS`] FastRegisters of the region are outstanding.
     pub fn stage_fast_register(
         &self,
         pages: &[u64],
@@ -404,7 +434,7 @@ impl Mr {
         len: u64,
         base: u64,
         access: Access,
-    ) -> Result<(), MrError> {
+    ) -> Result<usize, MrError> {
         let mut state = self.state.lock();
         let MrState::Fast(fast) = &mut *state else {
             return Err(MrError::InvalidState);
@@ -416,15 +446,29 @@ impl Mr {
         let span = (count as u64)
             .checked_mul(PAGE_SIZE)
             .and_then(|s| s.checked_sub(fbo));
+        // M10: a fast registration is a registration too.
         let fits = count != 0
             && count <= fast.max_pages as usize
             && fbo < PAGE_SIZE
-            && span.is_some_and(|s| len <= s);
+            && span.is_some_and(|s| len <= s)
+            && len <= self.pd.device().limits().max_registration_size;
         // M16: the base index is the FBO plus a whole number of pages.
         if !fits || base % PAGE_SIZE != fbo || base.checked_add(len).is_none() {
             return Err(MrError::InvalidParameter);
         }
-        let staged = fast.staged.as_mut().ok_or(MrError::InvalidState)?;
+        let slot = fast
+            .staged_busy
+            .iter()
+            .position(|busy| !busy)
+            .ok_or(MrError::Busy)?;
+        let Fast {
+            staged,
+            staged_busy,
+            ..
+        } = &mut **fast;
+        let (Some(staged), Some(busy)) = (staged.get_mut(slot), staged_busy.get_mut(slot)) else {
+            return Err(MrError::Busy);
+        };
         staged
             .pages
             .get_mut(..count)
@@ -435,25 +479,40 @@ impl Mr {
         staged.base = base;
         staged.len = len;
         staged.access = access.normalized();
-        Ok(())
+        *busy = true;
+        Ok(slot)
     }
 
-    /// Executes the staged FastRegister (rule M16). Every page must lie in a
-    /// live LAM of the device (M33).
+    /// Frees a staged slot: its FastRegister executed, failed or was
+    /// cancelled. Idempotent.
+    pub fn unstage(&self, slot: usize) {
+        if let MrState::Fast(fast) = &mut *self.state.lock()
+            && let Some(busy) = fast.staged_busy.get_mut(slot)
+        {
+            *busy = false;
+        }
+    }
+
+    /// Executes the FastRegister staged in `slot` (rule M16). Every page must
+    /// lie in a live LAM of the device (M33). The slot is freed either way.
     ///
     /// # Errors
-    /// `InvalidRequest` when the region is already mapped, not initialized,
-    /// or a page is not a live logical address.
-    pub fn fast_register(&self) -> Result<(), WcStatus> {
+    /// `InvalidRequest` when the region is already mapped, not initialized
+    /// (or initialized again since the post), or a page is not a live
+    /// logical address.
+    pub fn fast_register(&self, slot: usize) -> Result<(), WcStatus> {
         let device = self.pd.device();
         let mut state = self.state.lock();
         let MrState::Fast(fast) = &mut *state else {
             return Err(WcStatus::InvalidRequest);
         };
-        if fast.mapped {
+        let Some(busy) = fast.staged_busy.get_mut(slot) else {
+            return Err(WcStatus::InvalidRequest);
+        };
+        if !core::mem::replace(busy, false) || fast.mapped {
             return Err(WcStatus::InvalidRequest);
         }
-        let staged = fast.staged.as_ref().ok_or(WcStatus::InvalidRequest)?;
+        let staged = fast.staged.get(slot).ok_or(WcStatus::InvalidRequest)?;
         let pages = staged
             .pages
             .get(..staged.count)
@@ -467,7 +526,7 @@ impl Mr {
             return Err(WcStatus::InvalidRequest);
         }
         let Fast { active, staged, .. } = &mut **fast;
-        if let Some(staged) = staged.as_mut() {
+        if let Some(staged) = staged.get_mut(slot) {
             core::mem::swap(active, staged);
         }
         fast.mapped = true;
@@ -504,10 +563,13 @@ impl Mr {
     pub fn close(&self, finish: Finish) -> Progress {
         let key = {
             let mut state = self.state.lock();
-            let key = match &*state {
-                MrState::Registered { key, .. } => Some(*key),
-                MrState::Fast(fast) => Some(fast.key),
-                _ => None,
+            // A deregistration still pending keeps its callback: it runs
+            // before the close completes (rules L8, L21, L22).
+            let (key, deregistration) = match &mut *state {
+                MrState::Registered { key, .. } => (Some(*key), None),
+                MrState::Fast(fast) => (Some(fast.key), None),
+                MrState::Deregistering { finish, .. } => (None, finish.take()),
+                _ => (None, None),
             };
             if self.users.load(Ordering::Acquire) == 0 {
                 *state = if self.fast {
@@ -515,27 +577,48 @@ impl Mr {
                 } else {
                     MrState::Unregistered
                 };
+                drop(state);
                 if let Some(key) = key {
-                    drop(state);
                     self.pd.device().keys.lock().remove(key);
+                }
+                // The last use ended just now, before it could finish the
+                // deregistration itself.
+                if let Some(f) = deregistration {
+                    f();
                 }
                 drop(finish);
                 return Progress::Done;
             }
             *state = MrState::Deregistering {
-                finish: Some(finish),
+                finish: deregistration,
+                close: Some(finish),
             };
             key
         };
         if let Some(key) = key {
             self.pd.device().keys.lock().remove(key);
         }
-        self.finish_if_idle()
+        // As in `deregister`: the callback runs exactly once, here or when
+        // the last use ends, so the close has pended.
+        self.finish_if_idle();
+        Progress::Pending
     }
 
-    /// Resolves `len` bytes at index `addr` against this region for `need`.
-    fn resolve(self: &Arc<Self>, addr: u64, len: u64, need: Access) -> Result<Segment, Denied> {
+    /// Resolves `len` bytes at index `addr` against this region for `need`;
+    /// with `registration`, only while registered under that token.
+    fn resolve(
+        self: &Arc<Self>,
+        addr: u64,
+        len: u64,
+        need: Access,
+        registration: Option<u32>,
+    ) -> Result<Segment, Denied> {
         let state = self.state.lock();
+        if let Some(expected) = registration
+            && !matches!(&*state, MrState::Registered { key, .. } if *key == expected)
+        {
+            return Err(Denied::Token);
+        }
         let (base, region_len, access, source) = match &*state {
             MrState::Registered {
                 span, base, access, ..
@@ -629,16 +712,23 @@ enum MwState {
     /// No binding (M21: windows start unbound).
     Unbound { last_key: u32 },
     /// Bind posted, token assigned (M20), not yet executed.
-    Binding { key: u32 },
-    /// Bound over `[base, base + len)` of `mr` for QP `qp` (M21).
+    Binding { key: u32, next: Option<u32> },
+    /// Bound over `[base, base + len)` of `mr` for QP `qp` (M21), while
+    /// `mr` stays registered under `mr_key`.
     Bound {
         key: u32,
         mr: Arc<Mr>,
+        mr_key: u32,
         base: u64,
         len: u64,
         access: Access,
         qp: u32,
+        next: Option<u32>,
     },
+    // In `Binding` and `Bound`, `next` is the token of a later Bind posted
+    // before an Invalidate of this window executed (Bind, Invalidate, Bind
+    // in one deferred chain, or simply ahead of a deferred engine): the
+    // Invalidate hands the window to it (rules M21, D2, P18).
 }
 
 impl Mw {
@@ -665,7 +755,9 @@ impl Mw {
     pub fn remote_key(&self) -> u32 {
         match &*self.state.lock() {
             MwState::Unbound { last_key } => *last_key,
-            MwState::Binding { key } | MwState::Bound { key, .. } => *key,
+            MwState::Binding { key, next } | MwState::Bound { key, next, .. } => {
+                next.unwrap_or(*key)
+            }
         }
     }
 
@@ -673,9 +765,10 @@ impl Mw {
     ///
     /// # Errors
     /// `InvalidParameter` for a window of another PD, a zero or too-long
-    /// length (M10), a range outside the region (M18), or a window already
-    /// bound; `AccessViolation` for remote write on a region without local
-    /// write (M19); `Resources` when no token is left.
+    /// length (M10), or a range outside the region (M18); `InvalidState` when
+    /// two Binds of the window are already outstanding; `AccessViolation` for
+    /// remote write on a region without local write (M19); `Resources` when
+    /// no token is left.
     pub fn prepare_bind(
         self: &Arc<Self>,
         mr: &Mr,
@@ -712,9 +805,13 @@ impl Mw {
             }
         }
         let mut state = self.state.lock();
-        if !matches!(&*state, MwState::Unbound { .. }) {
-            return Err(MrError::InvalidState);
-        }
+        // A Bind posted while the window is bound, or still binding, waits
+        // for an Invalidate posted between the two (checked when it runs).
+        let behind = match &*state {
+            MwState::Unbound { .. } => false,
+            MwState::Binding { next: None, .. } | MwState::Bound { next: None, .. } => true,
+            _ => return Err(MrError::InvalidState),
+        };
         let key = self
             .pd
             .device()
@@ -722,7 +819,11 @@ impl Mw {
             .lock()
             .insert(KeyTarget::Mw(Arc::clone(self)))?
             | REMOTE_BIT;
-        *state = MwState::Binding { key };
+        if !behind {
+            *state = MwState::Binding { key, next: None };
+        } else if let MwState::Binding { next, .. } | MwState::Bound { next, .. } = &mut *state {
+            *next = Some(key);
+        }
         Ok(key)
     }
 
@@ -739,35 +840,51 @@ impl Mw {
         access: Access,
         qp: u32,
     ) -> Result<(), WcStatus> {
-        if !matches!(&*mr.state.lock(), MrState::Registered { .. }) {
-            return Err(WcStatus::InvalidRequest);
-        }
+        let mr_key = match &*mr.state.lock() {
+            MrState::Registered { key, .. } => *key,
+            _ => return Err(WcStatus::InvalidRequest),
+        };
         let mut state = self.state.lock();
-        let MwState::Binding { key } = &*state else {
+        let MwState::Binding { key, next } = &*state else {
             return Err(WcStatus::InvalidRequest);
         };
-        let key = *key;
+        let (key, next) = (*key, *next);
         *state = MwState::Bound {
             key,
             mr: Arc::clone(mr),
+            mr_key,
             base,
             len,
             access: access.normalized(),
             qp,
+            next,
         };
         Ok(())
     }
 
-    /// Undoes a prepared Bind that was never executed (flushed or failed).
+    /// Undoes a prepared Bind that was never executed (flushed or failed):
+    /// the oldest one outstanding, as Binds execute in post order.
     pub fn cancel_bind(&self) {
         let key = {
             let mut state = self.state.lock();
-            let MwState::Binding { key } = &*state else {
-                return;
-            };
-            let key = *key;
-            *state = MwState::Unbound { last_key: key };
-            key
+            match &mut *state {
+                MwState::Binding { key, next } => {
+                    let (key, next) = (*key, *next);
+                    *state = match next {
+                        Some(next) => MwState::Binding {
+                            key: next,
+                            next: None,
+                        },
+                        None => MwState::Unbound { last_key: key },
+                    };
+                    key
+                }
+                MwState::Bound { next, .. } => match next.take() {
+                    Some(key) => key,
+                    None => return,
+                },
+                MwState::Unbound { .. } => return,
+            }
         };
         self.pd.device().keys.lock().remove(key);
     }
@@ -779,11 +896,17 @@ impl Mw {
     pub fn invalidate(&self) -> Result<(), WcStatus> {
         let key = {
             let mut state = self.state.lock();
-            let MwState::Bound { key, .. } = &*state else {
+            let MwState::Bound { key, next, .. } = &*state else {
                 return Err(WcStatus::InvalidRequest);
             };
-            let key = *key;
-            *state = MwState::Unbound { last_key: key };
+            let (key, next) = (*key, *next);
+            *state = match next {
+                Some(next) => MwState::Binding {
+                    key: next,
+                    next: None,
+                },
+                None => MwState::Unbound { last_key: key },
+            };
             key
         };
         self.pd.device().keys.lock().remove(key);
@@ -792,30 +915,34 @@ impl Mw {
 
     /// Releases the window's token at close.
     pub fn close(&self) {
-        let key = {
+        let (key, next) = {
             let mut state = self.state.lock();
-            let key = match &*state {
-                MwState::Binding { key } | MwState::Bound { key, .. } => Some(*key),
-                MwState::Unbound { .. } => None,
+            let keys = match &*state {
+                MwState::Binding { key, next } | MwState::Bound { key, next, .. } => {
+                    (Some(*key), *next)
+                }
+                MwState::Unbound { .. } => (None, None),
             };
             *state = MwState::Unbound { last_key: 0 };
-            key
+            keys
         };
-        if let Some(key) = key {
-            self.pd.device().keys.lock().remove(key);
+        let mut table = self.pd.device().keys.lock();
+        for key in [key, next].into_iter().flatten() {
+            table.remove(key);
         }
     }
 
     fn resolve(&self, addr: u64, len: u64, need: Access, qp: u32) -> Result<Segment, Denied> {
-        let (mr, base, window_len, access, bound_qp) = match &*self.state.lock() {
+        let (mr, mr_key, base, window_len, access, bound_qp) = match &*self.state.lock() {
             MwState::Bound {
                 mr,
+                mr_key,
                 base,
                 len,
                 access,
                 qp,
                 ..
-            } => (Arc::clone(mr), *base, *len, *access, *qp),
+            } => (Arc::clone(mr), *mr_key, *base, *len, *access, *qp),
             _ => return Err(Denied::Token),
         };
         // Remote access through the window only (M34), by the QP it is bound to.
@@ -832,8 +959,10 @@ impl Mw {
         if end > window_len {
             return Err(Denied::Range);
         }
-        // The window's rights were checked; the region only has to cover it.
-        mr.resolve(addr, len, Access::empty())
+        // The window's rights were checked; the region only has to cover it,
+        // under the registration the window was bound over (M11, M34: a
+        // deregistered region registered again is not reachable through it).
+        mr.resolve(addr, len, Access::empty(), Some(mr_key))
     }
 }
 
@@ -957,7 +1086,9 @@ impl Device {
                 .ok_or(Denied::Range);
         }
         match self.key_target(sge.key) {
-            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => mr.resolve(sge.addr, len, need),
+            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => {
+                mr.resolve(sge.addr, len, need, None)
+            }
             _ => Err(Denied::Token),
         }
     }
@@ -980,7 +1111,7 @@ impl Device {
             return Err(Denied::Token);
         }
         match self.key_target(keys::local_form(key)) {
-            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => mr.resolve(addr, len, need),
+            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => mr.resolve(addr, len, need, None),
             Some(KeyTarget::Mw(mw)) if mw.pd().id() == pd.id() => mw.resolve(addr, len, need, qp),
             _ => Err(Denied::Token),
         }

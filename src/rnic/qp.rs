@@ -38,7 +38,7 @@ use super::cq::Cq;
 use super::device::{Device, EngineMode, ObjectKind, ResourceError, Slot};
 use super::engine;
 use super::memory::{self, Span};
-use super::mr::{Mr, MrError, Mw, Pd};
+use super::mr::{Finish, Mr, MrError, Mw, Pd, Progress};
 use super::ring::Ring;
 use super::srq::Srq;
 use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
@@ -115,6 +115,8 @@ impl From<MrError> for PostError {
     fn from(e: MrError) -> Self {
         match e {
             MrError::AccessViolation => Self::AccessViolation,
+            // Every staged page list of the region is taken (P24 spirit).
+            MrError::Busy => Self::QueueFull,
             _ => Self::InvalidParameter,
         }
     }
@@ -170,6 +172,8 @@ pub(crate) enum SendOp {
     },
     FastRegister {
         mr: Arc<Mr>,
+        /// The region's staged page list this request owns.
+        slot: usize,
     },
     Invalidate {
         target: InvalidateTarget,
@@ -198,6 +202,16 @@ pub(crate) struct SendWqe {
     pub(crate) nsge: usize,
     /// Bytes of inline data (with `WrFlags::INLINE`).
     pub(crate) inline_len: usize,
+}
+
+/// Why no receive could be taken for an incoming Send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoReceive {
+    /// None is posted yet: the Send waits (see `engine.rs`).
+    Empty,
+    /// The receiving side is flushed, disconnected, closed or failed: the
+    /// Send fails and the connection ends (E5).
+    Gone,
 }
 
 /// One queued receive, copied out for execution.
@@ -361,6 +375,8 @@ pub struct Qp {
     worker: Option<Deferred<QpWork>>,
     events: SpinLock<Option<Arc<dyn QpEvents>>>,
     lost_reported: AtomicBool,
+    /// The callback of a `close_with` waiting for the runner to stop.
+    quiesced: SpinLock<Option<Finish>>,
 }
 
 impl fmt::Debug for Qp {
@@ -476,6 +492,7 @@ impl Qp {
                 .then(|| Deferred::new(QpWork(Weak::clone(weak)))),
             events: SpinLock::new(None),
             lost_reported: AtomicBool::new(false),
+            quiesced: SpinLock::new(None),
         });
         if let Some(srq) = srq {
             srq.attach(&qp).map_err(|()| CreateQpError::Resources)?;
@@ -657,16 +674,21 @@ impl Qp {
         if !Arc::ptr_eq(mr.pd(), &self.pd) || !mr.is_fast() {
             return self.refuse(PostError::InvalidParameter);
         }
-        self.post_initiator(
-            context,
-            SendOp::FastRegister { mr: Arc::clone(mr) },
-            flags,
-            |_, _| {
-                mr.stage_fast_register(pages, fbo, len, base, access)
-                    .map(|()| 0)
-                    .map_err(PostError::from)
-            },
-        )
+        // The page list is captured now (the consumer's array is valid only
+        // during this call) into a staged slot the request carries.
+        let slot = match mr.stage_fast_register(pages, fbo, len, base, access) {
+            Ok(slot) => slot,
+            Err(e) => return self.refuse(e.into()),
+        };
+        let op = SendOp::FastRegister {
+            mr: Arc::clone(mr),
+            slot,
+        };
+        let posted = self.post_initiator(context, op, flags, |_, _| Ok(0));
+        if posted.is_err() {
+            mr.unstage(slot);
+        }
+        posted
     }
 
     /// Posts an Invalidate of a fast-registered region or a bound window (M22).
@@ -700,7 +722,7 @@ impl Qp {
             return Err(PostError::InvalidParameter);
         };
         self.check_sges(sges, self.config.max_receive_sge as usize)?;
-        if self.receive_cq.is_error() {
+        if self.is_unusable() {
             return Err(PostError::Unusable);
         }
         let cap = self.config.max_receive_sge as usize;
@@ -742,19 +764,24 @@ impl Qp {
 
     /// Takes the oldest receive for an incoming Send, from the SRQ or the
     /// receive queue; `None` (and the queue remembers the waiter) when empty.
-    pub(crate) fn take_receive(&self) -> Option<RecvWqe> {
+    pub(crate) fn take_receive(&self) -> Result<RecvWqe, NoReceive> {
         if let Some(srq) = &self.srq {
+            if self.state() != QpState::Connected {
+                return Err(NoReceive::Gone);
+            }
             return srq.take();
         }
-        let rq = self.rq.as_ref()?;
+        let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
         let mut q = rq.lock();
         if q.state != QpState::Connected {
-            return None;
+            // Flushed, disconnected or closed: this side will never take
+            // the message (E5: the connection is over).
+            return Err(NoReceive::Gone);
         }
         let slot = q.ring.slot_of(0);
         let Some(context) = q.ring.pop() else {
             q.peer_waiting = true;
-            return None;
+            return Err(NoReceive::Empty);
         };
         let cap = self.config.max_receive_sge as usize;
         let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
@@ -767,12 +794,29 @@ impl Qp {
         if let (Some(src), Some(dst)) = (q.sges.get(base..base + nsge), wqe.sges.get_mut(..nsge)) {
             dst.copy_from_slice(src);
         }
-        Some(wqe)
+        Ok(wqe)
+    }
+
+    /// Whether a CQ of the QP failed (E10, E11) or its SRQ did (Q9): the QP
+    /// is then unusable and every post, on either queue, is refused inline
+    /// (E13). A QP with an SRQ still has its own receive CQ (Q2), so that CQ
+    /// counts too.
+    fn is_unusable(&self) -> bool {
+        self.initiator_cq.is_error()
+            || self.receive_cq.is_error()
+            || self.srq.as_ref().is_some_and(|srq| srq.is_failed())
     }
 
     /// Refuses a post inline: rings the doorbell for earlier deferred
     /// requests first (D4, D6).
     fn refuse(self: &Arc<Self>, error: PostError) -> Result<(), PostError> {
+        self.ring_deferred();
+        Err(error)
+    }
+
+    /// Hands every deferred request to the engine (D4): for a layer above
+    /// that refuses a post before it reaches the QP.
+    pub fn ring_deferred(self: &Arc<Self>) {
         let rang = {
             let mut sq = self.sq.lock();
             let rang = sq.rung != sq.ring.len();
@@ -782,7 +826,6 @@ impl Qp {
         if rang {
             self.kick();
         }
-        Err(error)
     }
 
     fn check_sges(&self, sges: &[Sge], max: usize) -> Result<(), PostError> {
@@ -856,7 +899,7 @@ impl Qp {
         flags: WrFlags,
         fill: impl FnOnce(&mut [Sge], &mut [u8]) -> Result<usize, PostError>,
     ) -> Result<(), PostError> {
-        if self.initiator_cq.is_error() || (self.srq.is_none() && self.receive_cq.is_error()) {
+        if self.is_unusable() {
             return self.refuse(PostError::Unusable);
         }
         let mut sq = self.sq.lock();
@@ -938,7 +981,7 @@ impl Qp {
     /// cancelled (X7, E3), later posts fail inline, and the peer learns that
     /// the connection is gone unless it disconnected first (X2).
     pub fn disconnect(self: &Arc<Self>) {
-        let peer = self.enter(QpState::Disconnected);
+        let (_, peer) = self.enter(QpState::Disconnected);
         if let Some(peer) = peer {
             peer.peer_gone();
         }
@@ -950,16 +993,26 @@ impl Qp {
             let sq = self.sq.lock();
             sq.peer.clone()
         };
-        self.enter(QpState::Error);
-        self.report_lost();
+        self.connection_failed();
         if let Some(peer) = peer {
-            peer.device()
+            peer.connection_failed();
+        }
+    }
+
+    /// Enters `Error` because the connection failed, and tells the connection
+    /// layer (X2). Each side's device counts the failed connection once
+    /// (A18: an established connection of that adapter hit an error), when
+    /// this side leaves `Connected`: a failure seen again, as when every
+    /// completion of an overflowed CQ fails, is not a new connection error.
+    fn connection_failed(self: &Arc<Self>) {
+        let (was, _) = self.enter(QpState::Error);
+        if was == QpState::Connected {
+            self.device()
                 .counters
                 .connection_error
                 .fetch_add(1, Ordering::Relaxed);
-            peer.enter(QpState::Error);
-            peer.report_lost();
         }
+        self.report_lost();
     }
 
     /// The peer disconnected or closed: flush, and tell the connection layer.
@@ -988,34 +1041,48 @@ impl Qp {
 
     /// Moves to `Error` or `Disconnected`, rings the doorbell (D5), cancels
     /// the receives, and kicks the runner to cancel the initiator queue.
-    /// Returns the peer when leaving a connection for good.
-    fn enter(self: &Arc<Self>, state: QpState) -> Option<Arc<Self>> {
-        let peer = {
+    /// Returns the state it left, and the peer when leaving a connection for
+    /// good.
+    fn enter(self: &Arc<Self>, state: QpState) -> (QpState, Option<Arc<Self>>) {
+        let (was, peer) = {
             let mut sq = self.sq.lock();
-            if sq.state == QpState::Disconnected {
-                return None;
+            let was = sq.state;
+            if was == QpState::Disconnected {
+                return (was, None);
             }
             sq.set_state(self.id, state);
             sq.rung = sq.ring.len();
-            if state == QpState::Disconnected {
+            let peer = if state == QpState::Disconnected {
                 sq.peer.take()
             } else {
                 None
-            }
+            };
+            (was, peer)
         };
         self.cancel_receives(state);
         self.kick();
-        peer
+        (was, peer)
     }
 
     fn cancel_receives(&self, state: QpState) {
         let Some(rq) = &self.rq else { return };
-        rq.lock().state = state;
+        let peer_waited = {
+            let mut q = rq.lock();
+            q.state = state;
+            core::mem::take(&mut q.peer_waiting)
+        };
+        if peer_waited {
+            // A peer's Send waits for a receive that will never come: let it
+            // see that this side is gone (it then fails, E5).
+            let peer = self.sq.lock().peer.clone();
+            if let Some(peer) = peer {
+                peer.kick();
+            }
+        }
         // One at a time, so no lock is held while completing (I4).
         loop {
             let context = {
                 let mut q = rq.lock();
-                q.peer_waiting = false;
                 q.ring.pop()
             };
             let Some(context) = context else { break };
@@ -1034,6 +1101,39 @@ impl Qp {
         self.disconnect();
         if let Some(srq) = &self.srq {
             srq.detach(self);
+        }
+    }
+
+    /// Closes the QP and reports when it is quiet (L20, L21): every
+    /// outstanding request retired and reported, and the runner stopped.
+    /// `Done` when that is already so; otherwise `Pending`, and `finish` runs
+    /// (once, with no lock held) when the runner stops with nothing left —
+    /// with the deferred engine, after its last cancelled completion.
+    pub fn close_with(self: &Arc<Self>, finish: Finish) -> Progress {
+        self.close();
+        {
+            let mut slot = self.quiesced.lock();
+            if self.is_quiescent() {
+                return Progress::Done;
+            }
+            *slot = Some(finish);
+        }
+        // The runner may have stopped between the check and the store.
+        self.notify_quiescent();
+        Progress::Pending
+    }
+
+    /// Runs a pending `close_with` callback once the QP is quiet.
+    fn notify_quiescent(&self) {
+        let finish = {
+            let mut slot = self.quiesced.lock();
+            if slot.is_none() || !self.is_quiescent() {
+                return;
+            }
+            slot.take()
+        };
+        if let Some(finish) = finish {
+            finish();
         }
     }
 
@@ -1073,6 +1173,7 @@ impl Qp {
         loop {
             self.process();
             if self.run.exit() {
+                self.notify_quiescent();
                 return;
             }
         }
@@ -1138,10 +1239,11 @@ impl Qp {
             sq.ring.pop();
             sq.rung = sq.rung.saturating_sub(1);
         }
-        if !status.is_success()
-            && let SendOp::Bind { mw, .. } = &wqe.op
-        {
-            mw.cancel_bind();
+        match &wqe.op {
+            SendOp::Bind { mw, .. } if !status.is_success() => mw.cancel_bind(),
+            // Executed or cancelled: the staged page list is free again.
+            SendOp::FastRegister { mr, slot } => mr.unstage(*slot),
+            _ => {}
         }
         // P14/P15: silent success produces nothing; failures always report.
         if !(status.is_success() && wqe.flags.contains(WrFlags::SILENT_SUCCESS)) {

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use super::device::{ObjectKind, ResourceError, Slot};
 use super::mr::Pd;
-use super::qp::{MAX_SGE, PostError, Qp, RecvWqe};
+use super::qp::{MAX_SGE, NoReceive, PostError, Qp, RecvWqe};
 use super::ring::Ring;
 use super::types::Sge;
 use crate::kernel::sync::{Arc, SpinLock, Weak};
@@ -218,17 +218,17 @@ impl Srq {
     }
 
     /// Takes the oldest receive for an incoming Send on an attached QP.
-    pub(crate) fn take(&self) -> Option<RecvWqe> {
+    pub(crate) fn take(&self) -> Result<RecvWqe, NoReceive> {
         let cap = self.max_sge as usize;
         let wqe = {
             let mut q = self.queue.lock();
             if q.failed {
-                return None;
+                return Err(NoReceive::Gone);
             }
             let slot = q.ring.slot_of(0);
             let Some(context) = q.ring.pop() else {
                 q.waiting = true;
-                return None;
+                return Err(NoReceive::Empty);
             };
             let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
             let mut wqe = RecvWqe {
@@ -245,7 +245,7 @@ impl Srq {
             wqe
         };
         self.check_threshold();
-        Some(wqe)
+        Ok(wqe)
     }
 
     /// Fires the notification if armed and below the threshold (Q4, Q5).
@@ -331,6 +331,12 @@ impl Srq {
         if first && let Some(notify) = &self.notify {
             notify.notify(SrqEvent::Fatal);
         }
+    }
+
+    /// Whether [`fail`](Self::fail) was called: the SRQ and every QP attached
+    /// to it are unusable (Q9).
+    pub(crate) fn is_failed(&self) -> bool {
+        self.queue.lock().failed
     }
 
     pub(crate) fn attach(&self, qp: &Arc<Qp>) -> Result<(), ()> {

@@ -1,0 +1,288 @@
+//! The adapter's configuration: what the INF's keywords (read from the
+//! registry with `NdisReadConfiguration` / `NdisReadNetworkAddress` at
+//! initialisation) mean, with every value validated and a documented default
+//! for anything missing or out of range.
+//!
+//! Platform-neutral: the Windows glue only fetches the raw values; the
+//! decisions are here and unit-tested on the host. The keywords are those of
+//! `inf/softndk.inx` (checked against this file by `tests/inf.rs`).
+
+use crate::abi::NdkRdmaTechnology;
+
+/// The RDMA transport SoftNDK's emulated NIC models (RoCE v2 framing, see
+/// `rnic::device::FRAME_OVERHEAD`): the only `*NetworkDirectTechnology` value
+/// the INF offers (rule A23), and the `RdmaTechnology` a provider must report
+/// (rule A8).
+pub const RDMA_TECHNOLOGY: NdkRdmaTechnology = NdkRdmaTechnology::ROCE_V2;
+
+/// Bytes of an Ethernet header (destination, source, EtherType).
+pub const ETHERNET_HEADER: u32 = 14;
+
+/// `*JumboPacket` values the INF offers: the whole frame including the
+/// 14-byte header (1514 = standard Ethernet).
+pub const JUMBO_PACKET_SIZES: [u32; 3] = [1514, 4088, 9014];
+
+/// `*JumboPacket` when the value is missing or not one of
+/// [`JUMBO_PACKET_SIZES`].
+pub const DEFAULT_JUMBO_PACKET: u32 = 1514;
+
+/// `*NetworkDirectRoCEFrameSize` values (rule A24), smallest first.
+pub const ROCE_FRAME_SIZES: [u32; 5] = [256, 512, 1024, 2048, 4096];
+
+/// `*NetworkDirectRoCEFrameSize` default (rule A24: 1024 is the default and
+/// mandatory).
+pub const DEFAULT_ROCE_FRAME_SIZE: u32 = 1024;
+
+/// Registry keyword names, as the INF spells them.
+pub mod keyword {
+    /// `*NetworkDirect`: 0 disabled, 1 enabled (default).
+    pub const NETWORK_DIRECT: &str = crate::abi::NETWORK_DIRECT_KEYWORD;
+    /// `*NetworkDirectTechnology`.
+    pub const NETWORK_DIRECT_TECHNOLOGY: &str = crate::abi::NETWORK_DIRECT_TECHNOLOGY_KEYWORD;
+    /// `*NetworkDirectRoCEFrameSize`.
+    pub const ROCE_FRAME_SIZE: &str = crate::abi::NETWORK_DIRECT_ROCE_FRAME_SIZE_KEYWORD;
+    /// `*JumboPacket`.
+    pub const JUMBO_PACKET: &str = "*JumboPacket";
+    /// `NetworkAddress`: the administrator's MAC address (read by
+    /// `NdisReadNetworkAddress`).
+    pub const NETWORK_ADDRESS: &str = "NetworkAddress";
+}
+
+/// UTF-16 of an ASCII keyword, for an `NDIS_STRING` built at compile time.
+///
+/// # Panics
+/// At compile time only (it is meant for `const` items): when `N` is not the
+/// keyword's length or the keyword is not ASCII.
+#[must_use]
+pub const fn ascii_utf16<const N: usize>(text: &str) -> [u16; N] {
+    let bytes = text.as_bytes();
+    assert!(bytes.len() == N, "N must be the keyword's length");
+    let mut out = [0_u16; N];
+    let mut i = 0;
+    while i < N {
+        assert!(bytes[i].is_ascii(), "keywords are ASCII");
+        out[i] = bytes[i] as u16;
+        i += 1;
+    }
+    out
+}
+
+/// `*NetworkDirect`: NDK may be enabled unless the value is present and 0
+/// (a missing value means the INF default, 1: rule A22).
+#[must_use]
+pub const fn network_direct_permitted(value: Option<u32>) -> bool {
+    !matches!(value, Some(0))
+}
+
+/// `*JumboPacket`, validated: one of [`JUMBO_PACKET_SIZES`], else the default.
+#[must_use]
+pub fn jumbo_packet(value: Option<u32>) -> u32 {
+    value
+        .filter(|v| JUMBO_PACKET_SIZES.contains(v))
+        .unwrap_or(DEFAULT_JUMBO_PACKET)
+}
+
+/// The RoCE frame size: what is configured and what is used (rule A24).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoceFrameSize {
+    /// `*NetworkDirectRoCEFrameSize` as configured (the default when missing
+    /// or not one of [`ROCE_FRAME_SIZES`]).
+    pub configured: u32,
+    /// The operational size: the configured one, lowered to the largest
+    /// supported size not above `*JumboPacket`.
+    pub operational: u32,
+}
+
+impl RoceFrameSize {
+    /// Whether a system event must say that the operational RoCE MTU differs
+    /// from the configured one (rule A24).
+    #[must_use]
+    pub const fn must_log(self) -> bool {
+        self.configured != self.operational
+    }
+}
+
+/// Rule A24: the configured `*NetworkDirectRoCEFrameSize` (or 1024), capped at
+/// the largest supported size not above `jumbo_packet`.
+#[must_use]
+pub fn roce_frame_size(configured: Option<u32>, jumbo_packet: u32) -> RoceFrameSize {
+    let configured = configured
+        .filter(|v| ROCE_FRAME_SIZES.contains(v))
+        .unwrap_or(DEFAULT_ROCE_FRAME_SIZE);
+    let cap = ROCE_FRAME_SIZES
+        .iter()
+        .copied()
+        .filter(|&size| size <= jumbo_packet)
+        .max()
+        .unwrap_or(DEFAULT_ROCE_FRAME_SIZE);
+    RoceFrameSize {
+        configured,
+        operational: configured.min(cap),
+    }
+}
+
+/// Bytes of an Ethernet MAC address.
+pub const MAC_LEN: usize = 6;
+
+/// A MAC address from `NetworkAddress`, if it is usable: exactly six bytes,
+/// unicast (group bit clear) and not all zeros.
+#[must_use]
+pub fn mac_from_registry(bytes: Option<&[u8]>) -> Option<[u8; MAC_LEN]> {
+    let mac: [u8; MAC_LEN] = bytes?.try_into().ok()?;
+    let unicast = mac[0] & 0x01 == 0;
+    let nonzero = mac.iter().any(|&b| b != 0);
+    (unicast && nonzero).then_some(mac)
+}
+
+/// The MAC address SoftNDK generates when none is configured: locally
+/// administered and unicast (`02`), then `'S' 'N'`, then the 24-bit
+/// `NetLuidIndex` of the interface, so it is stable for the interface's life
+/// and distinct between SoftNDK adapters of one machine.
+#[must_use]
+pub const fn generated_mac(net_luid_index: u32) -> [u8; MAC_LEN] {
+    let [_, hi, mid, lo] = net_luid_index.to_be_bytes();
+    [0x02, b'S', b'N', hi, mid, lo]
+}
+
+/// Everything the adapter takes from the registry, decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdapterConfig {
+    /// `*NetworkDirect` permits NDK.
+    pub network_direct: bool,
+    /// `*JumboPacket`: the largest frame, header included.
+    pub jumbo_packet: u32,
+    /// `*NetworkDirectRoCEFrameSize`, configured and operational.
+    pub roce_frame_size: RoceFrameSize,
+    /// The current MAC address.
+    pub mac: [u8; MAC_LEN],
+    /// Whether `mac` came from `NetworkAddress` (else it was generated).
+    pub mac_from_registry: bool,
+}
+
+/// The raw registry values the Windows glue read (`None`: missing or not an
+/// integer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawConfig<'a> {
+    /// `*NetworkDirect`.
+    pub network_direct: Option<u32>,
+    /// `*JumboPacket`.
+    pub jumbo_packet: Option<u32>,
+    /// `*NetworkDirectRoCEFrameSize`.
+    pub roce_frame_size: Option<u32>,
+    /// `NetworkAddress`, as `NdisReadNetworkAddress` returned it.
+    pub network_address: Option<&'a [u8]>,
+}
+
+impl AdapterConfig {
+    /// Decides the configuration from the raw values and the interface's
+    /// `NetLuidIndex` (for the generated MAC address).
+    #[must_use]
+    pub fn from_raw(raw: &RawConfig<'_>, net_luid_index: u32) -> Self {
+        let jumbo_packet = jumbo_packet(raw.jumbo_packet);
+        let registry_mac = mac_from_registry(raw.network_address);
+        Self {
+            network_direct: network_direct_permitted(raw.network_direct),
+            jumbo_packet,
+            roce_frame_size: roce_frame_size(raw.roce_frame_size, jumbo_packet),
+            mac: registry_mac.unwrap_or(generated_mac(net_luid_index)),
+            mac_from_registry: registry_mac.is_some(),
+        }
+    }
+
+    /// The MTU reported to NDIS: the frame without its Ethernet header.
+    #[must_use]
+    pub const fn mtu(&self) -> u32 {
+        self.jumbo_packet - ETHERNET_HEADER
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_network_direct_defaults_to_enabled_rule_a22() {
+        assert!(network_direct_permitted(None), "INF default is 1");
+        assert!(network_direct_permitted(Some(1)));
+        assert!(!network_direct_permitted(Some(0)));
+    }
+
+    #[test]
+    fn test_roce_frame_size_default_is_1024_rule_a24() {
+        let size = roce_frame_size(None, DEFAULT_JUMBO_PACKET);
+        assert_eq!(size.configured, 1024);
+        assert_eq!(size.operational, 1024);
+        assert!(!size.must_log());
+        // An unsupported value is the default too.
+        assert_eq!(roce_frame_size(Some(1500), 9014).configured, 1024);
+    }
+
+    #[test]
+    fn test_roce_frame_size_capped_by_jumbo_packet_and_logged_rule_a24() {
+        // Standard frames: the largest RoCE size not above 1514 is 1024.
+        let size = roce_frame_size(Some(4096), 1514);
+        assert_eq!(size.operational, 1024);
+        assert!(size.must_log(), "operational differs from configured");
+        // 4088-byte jumbo frames allow 2048; 9014 allow 4096.
+        assert_eq!(roce_frame_size(Some(4096), 4088).operational, 2048);
+        let full = roce_frame_size(Some(4096), 9014);
+        assert_eq!(full.operational, 4096);
+        assert!(!full.must_log());
+        // A smaller configured size is kept as it is.
+        assert_eq!(roce_frame_size(Some(512), 9014).operational, 512);
+    }
+
+    #[test]
+    fn test_jumbo_packet_validated() {
+        assert_eq!(jumbo_packet(None), 1514);
+        assert_eq!(jumbo_packet(Some(9014)), 9014);
+        assert_eq!(jumbo_packet(Some(9000)), 1514);
+    }
+
+    #[test]
+    fn test_mac_from_registry_must_be_six_byte_unicast() {
+        let good = [0x02, 0, 0, 0, 0, 1];
+        assert_eq!(mac_from_registry(Some(&good)), Some(good));
+        assert_eq!(mac_from_registry(Some(&good[..5])), None);
+        assert_eq!(mac_from_registry(Some(&[0x01, 0, 0, 0, 0, 1])), None);
+        assert_eq!(mac_from_registry(Some(&[0; 6])), None);
+        assert_eq!(mac_from_registry(None), None);
+    }
+
+    #[test]
+    fn test_generated_mac_is_local_unicast_and_per_interface() {
+        let a = generated_mac(0x12_3456);
+        assert_eq!(a, [0x02, b'S', b'N', 0x12, 0x34, 0x56]);
+        assert_eq!(a[0] & 0x01, 0, "unicast");
+        assert_eq!(a[0] & 0x02, 0x02, "locally administered");
+        assert_ne!(generated_mac(1), generated_mac(2));
+    }
+
+    #[test]
+    fn test_config_from_raw_prefers_registry_mac() {
+        let mac = [0x02, 1, 2, 3, 4, 5];
+        let raw = RawConfig {
+            network_direct: Some(0),
+            jumbo_packet: Some(9014),
+            roce_frame_size: Some(4096),
+            network_address: Some(&mac),
+        };
+        let config = AdapterConfig::from_raw(&raw, 7);
+        assert!(!config.network_direct);
+        assert_eq!(config.mac, mac);
+        assert!(config.mac_from_registry);
+        assert_eq!(config.mtu(), 9000);
+        assert_eq!(config.roce_frame_size.operational, 4096);
+        let generated = AdapterConfig::from_raw(&RawConfig::default(), 7);
+        assert_eq!(generated.mac, generated_mac(7));
+        assert!(!generated.mac_from_registry);
+        assert!(generated.network_direct);
+    }
+
+    #[test]
+    fn test_ascii_utf16_keyword() {
+        const W: [u16; 14] = ascii_utf16("*NetworkDirect");
+        assert_eq!(W[0], u16::from(b'*'));
+        assert_eq!(String::from_utf16(&W).unwrap(), keyword::NETWORK_DIRECT);
+    }
+}

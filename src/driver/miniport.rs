@@ -1,0 +1,827 @@
+//! Windows only: `DriverEntry` and every `extern "system"` entry point NDIS
+//! calls, each a thin shell around the platform-neutral code of
+//! [`adapter`](super::adapter), [`oid`](super::oid) and
+//! [`attributes`](super::attributes).
+//!
+//! # Ownership
+//!
+//! * `DriverEntry` registers the miniport driver; NDIS installs its own
+//!   `DriverUnload`, which calls [`unload`], which deregisters.
+//! * `MiniportInitializeEx` allocates one [`Context`] in non-paged pool (tag
+//!   `SNdk`) and gives its address to NDIS as the adapter context; every
+//!   other handler borrows it; `MiniportHaltEx` frees it — after the NDK work
+//!   item is idle and the provider has torn everything down — together with
+//!   the work item, the provider and the emulated NIC.
+//! * The NDIS structures NDIS keeps pointers to (NDK adapter information and
+//!   capabilities, power capabilities, the OID list) live in the context or
+//!   in statics, so they outlive every use.
+//!
+//! # IRQL
+//!
+//! Initialize, halt, pause, restart, set-options, OID requests, PnP
+//! notifications, NDK open and close, and the NDK work item run at
+//! PASSIVE_LEVEL; sends, returns, cancels, reset and direct OID requests at
+//! up to DISPATCH_LEVEL, where they only touch atomics, the short spin locks
+//! of the adapter, and (sends) already-locked MDLs. Shutdown may run at
+//! HIGH_LEVEL during a bug check and therefore does nothing at all.
+
+use core::ffi::c_void;
+use core::ptr::{NonNull, null_mut};
+
+use crate::abi::{
+    EVENT_NDIS_UNSUPPORTED_CONFIGURATION, NDIS_CONFIGURATION_OBJECT_REVISION_1,
+    NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT, NDIS_OBJECT_TYPE_DEFAULT,
+    NDIS_SEND_COMPLETE_FLAGS_DISPATCH_LEVEL, NDIS_SEND_FLAGS_DISPATCH_LEVEL,
+    NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1, NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1,
+    NDIS_STATUS_FAILURE, NDIS_STATUS_RESOURCES, NDIS_STATUS_SUCCESS,
+    NET_PNP_EVENT_NOTIFICATION_REVISION_1, NdisConfigurationObject, NdisConfigurationParameter,
+    NdisDevicePnpEvent, NdisHaltAction, NdisHandle, NdisMiniportInitParameters, NdisObjectHeader,
+    NdisOidRequest, NdisOpenNdkAdapterParameters, NdisParameterType, NdisShutdownAction,
+    NdisStatus, NdkAdapter, NetBufferList, NetDevicePnpEvent, NetPnpEvent, NetPnpEventNotification,
+    NtStatus, STATUS_INVALID_PARAMETER, UnicodeString,
+};
+use crate::kernel::log::Level;
+use crate::kernel::sync::atomic::{AtomicPtr, Ordering};
+use crate::klog;
+use crate::rnic::Limits;
+use crate::rnic::device::{Device, EngineMode};
+
+use super::adapter::{Adapter, FrameKind};
+use super::attributes::{self, MiniportHandlers, NdisBlocks};
+use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
+use super::mem::try_box;
+use super::ndis_sys as ndis;
+use super::ndk::ProviderFactory;
+use super::oid::{self, SUPPORTED_OIDS};
+use super::state::NdkEvent;
+
+/// Where each adapter's NDK provider comes from. **The one line to change
+/// when `src/provider/` is ready**: name its factory here.
+pub const PROVIDER_FACTORY: ProviderFactory = super::ndk::device_only_provider;
+
+/// How the emulated NIC runs its engine (see `docs/rnic.md`); deferred work
+/// runs in DPCs either way.
+const ENGINE_MODE: EngineMode = EngineMode::Inline;
+
+/// The handle `NdisMRegisterMiniportDriver` returned.
+static DRIVER_HANDLE: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
+
+/// The `DRIVER_OBJECT`, the log handle of `NdisWriteEventLogEntry`.
+static DRIVER_OBJECT: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
+
+/// The handlers registered with NDIS.
+const HANDLERS: MiniportHandlers = MiniportHandlers {
+    set_options,
+    initialize,
+    halt,
+    unload,
+    pause,
+    restart,
+    oid_request,
+    send,
+    return_net_buffer_lists,
+    cancel_send,
+    reset,
+    device_pnp_event_notify,
+    shutdown,
+    cancel_oid_request,
+    direct_oid_request,
+    cancel_direct_oid_request,
+};
+
+/// What the adapter context handle points to.
+struct Context {
+    adapter: Adapter,
+    /// The `NdisMiniportHandle` of `MiniportInitializeEx`.
+    miniport_handle: NdisHandle,
+    /// The NDIS I/O work item that announces NDK state changes.
+    work_item: NdisHandle,
+    /// Structures NDIS keeps pointers to.
+    blocks: NdisBlocks,
+}
+
+/// Borrows the context behind an adapter context handle.
+///
+/// # Safety
+/// `handle` is null or the pointer `initialize` gave NDIS, and the adapter
+/// has not been halted (NDIS calls no handler after `MiniportHaltEx`).
+unsafe fn context<'a>(handle: NdisHandle) -> Option<&'a Context> {
+    // SAFETY: caller contract: a live `Context` or null.
+    unsafe { handle.cast::<Context>().as_ref() }
+}
+
+/// The driver's entry point, called once by the I/O manager at
+/// PASSIVE_LEVEL: registers the NDIS miniport driver.
+///
+/// # Safety
+/// Called by the kernel with a valid `DRIVER_OBJECT` and registry path.
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn DriverEntry(
+    driver_object: *mut c_void,
+    registry_path: *mut c_void,
+) -> NtStatus {
+    klog!(
+        Level::Info,
+        "DriverEntry (softndk {}, NDIS {}.{})",
+        env!("CARGO_PKG_VERSION"),
+        crate::abi::NDIS_MINIPORT_MAJOR_VERSION,
+        crate::abi::NDIS_MINIPORT_MINOR_VERSION
+    );
+    DRIVER_OBJECT.store(driver_object, Ordering::Release);
+    let characteristics = attributes::driver_characteristics(&HANDLERS);
+    let mut handle: NdisHandle = null_mut();
+    // SAFETY: PASSIVE_LEVEL in DriverEntry; the driver object and registry
+    // path are the kernel's; the characteristics are complete and NDIS copies
+    // them; `handle` is a valid out-parameter.
+    let status = unsafe {
+        ndis::NdisMRegisterMiniportDriver(
+            driver_object,
+            registry_path,
+            null_mut(),
+            &raw const characteristics,
+            &raw mut handle,
+        )
+    };
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "NdisMRegisterMiniportDriver failed: {:#x}",
+            status
+        );
+        return status;
+    }
+    DRIVER_HANDLE.store(handle, Ordering::Release);
+    NDIS_STATUS_SUCCESS
+}
+
+/// `MINIPORT_DRIVER_UNLOAD` (PASSIVE_LEVEL): deregisters, then waits for
+/// queued DPCs so that no code of the image runs after it is unmapped.
+unsafe extern "system" fn unload(_driver_object: *mut c_void) {
+    let handle = DRIVER_HANDLE.swap(null_mut(), Ordering::AcqRel);
+    if !handle.is_null() {
+        // SAFETY: the handle came from NdisMRegisterMiniportDriver; NDIS
+        // calls the unload handler once, at PASSIVE_LEVEL, after every adapter
+        // has been halted.
+        unsafe { ndis::NdisMDeregisterMiniportDriver(handle) };
+    }
+    crate::kernel::deferred::flush();
+    klog!(Level::Info, "unloaded");
+}
+
+/// The NDK provider characteristics (rule A10), static so that they outlive
+/// the registration whether or not NDIS copies them.
+static NDK_PROVIDER_CHARACTERISTICS: crate::abi::NdisNdkProviderCharacteristics =
+    attributes::provider_characteristics(open_ndk_adapter, close_ndk_adapter);
+
+/// `MINIPORT_SET_OPTIONS` (PASSIVE_LEVEL): registers the NDK provider
+/// characteristics (rule A10).
+unsafe extern "system" fn set_options(
+    ndis_driver_handle: NdisHandle,
+    _driver_context: NdisHandle,
+) -> NdisStatus {
+    // SAFETY: PASSIVE_LEVEL; the driver handle is NDIS's; the static starts
+    // with the NDIS_OBJECT_HEADER that `NDIS_DRIVER_OPTIONAL_HANDLERS` is, and
+    // lives as long as the image.
+    let status = unsafe {
+        ndis::NdisSetOptionalHandlers(
+            ndis_driver_handle,
+            (&raw const NDK_PROVIDER_CHARACTERISTICS).cast(),
+        )
+    };
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "NdisSetOptionalHandlers (NDK) failed: {:#x}",
+            status
+        );
+    }
+    status
+}
+
+/// An `NDIS_STRING` over a static UTF-16 keyword.
+fn ndis_string(text: &'static [u16]) -> UnicodeString {
+    let bytes = u16::try_from(core::mem::size_of_val(text)).unwrap_or(u16::MAX);
+    UnicodeString {
+        length: bytes,
+        maximum_length: bytes,
+        padding_04: 0,
+        buffer: text.as_ptr(),
+    }
+}
+
+/// A keyword as a static UTF-16 array.
+macro_rules! wide {
+    ($text:expr) => {{
+        const N: usize = $text.len();
+        static WIDE: [u16; N] = ascii_utf16::<N>($text);
+        &WIDE
+    }};
+}
+
+/// Reads an integer keyword; `None` when missing or not an integer.
+///
+/// # Safety
+/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
+unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Option<u32> {
+    let name = ndis_string(keyword);
+    let mut status: NdisStatus = NDIS_STATUS_FAILURE;
+    let mut value: *mut NdisConfigurationParameter = null_mut();
+    // SAFETY: caller contract; `name` and the out-parameters are valid for the
+    // call.
+    unsafe {
+        ndis::NdisReadConfiguration(
+            &raw mut status,
+            &raw mut value,
+            configuration,
+            &raw const name,
+            NdisParameterType::INTEGER,
+        );
+    }
+    if status < 0 {
+        return None;
+    }
+    // SAFETY: on success NDIS returned a parameter owned by the configuration
+    // handle, valid until it is closed; null is handled by `as_ref`.
+    let parameter = unsafe { value.as_ref() }?;
+    if parameter.parameter_type != NdisParameterType::INTEGER {
+        return None;
+    }
+    // SAFETY: the type says `IntegerData` is the valid member.
+    Some(unsafe { parameter.parameter_data.integer_data })
+}
+
+/// Reads the adapter's keywords (PASSIVE_LEVEL). Anything unreadable is
+/// `None`, which the configuration turns into the documented default.
+///
+/// # Safety
+/// `miniport_handle` is the handle of `MiniportInitializeEx`.
+unsafe fn read_config(
+    miniport_handle: NdisHandle,
+    mac: &mut [u8; 16],
+) -> (Option<u32>, Option<u32>, Option<u32>, usize) {
+    let object = NdisConfigurationObject {
+        header: NdisObjectHeader {
+            type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
+            revision: NDIS_CONFIGURATION_OBJECT_REVISION_1,
+            size: NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1,
+        },
+        padding_04: 0,
+        ndis_handle: miniport_handle,
+        flags: 0,
+        padding_14: 0,
+    };
+    let mut configuration: NdisHandle = null_mut();
+    // SAFETY: PASSIVE_LEVEL in MiniportInitializeEx; valid object and
+    // out-parameter.
+    let status =
+        unsafe { ndis::NdisOpenConfigurationEx(&raw const object, &raw mut configuration) };
+    if status < 0 || configuration.is_null() {
+        klog!(
+            Level::Warning,
+            "NdisOpenConfigurationEx failed: {:#x}",
+            status
+        );
+        return (None, None, None, 0);
+    }
+    // SAFETY: `configuration` is open until closed below.
+    let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
+    // SAFETY: as above.
+    let jumbo = unsafe { read_integer(configuration, wide!(keyword::JUMBO_PACKET)) };
+    // SAFETY: as above.
+    let roce = unsafe { read_integer(configuration, wide!(keyword::ROCE_FRAME_SIZE)) };
+    let mut address: *mut c_void = null_mut();
+    let mut length: u32 = 0;
+    let mut address_status: NdisStatus = NDIS_STATUS_FAILURE;
+    // SAFETY: `configuration` is open; valid out-parameters.
+    unsafe {
+        ndis::NdisReadNetworkAddress(
+            &raw mut address_status,
+            &raw mut address,
+            &raw mut length,
+            configuration,
+        );
+    }
+    let mut mac_len = 0;
+    if address_status >= 0 && !address.is_null() {
+        let len = (length as usize).min(mac.len());
+        // SAFETY: NDIS returned `length` bytes at `address`, owned by the
+        // open configuration handle; at most `mac.len()` of them are read.
+        let bytes = unsafe { core::slice::from_raw_parts(address.cast::<u8>(), len) };
+        if let Some(dst) = mac.get_mut(..len) {
+            dst.copy_from_slice(bytes);
+            mac_len = length as usize;
+        }
+    }
+    // SAFETY: opened above, closed once; nothing read from it afterwards.
+    unsafe { ndis::NdisCloseConfiguration(configuration) };
+    (network_direct, jumbo, roce, mac_len)
+}
+
+/// Frees a context that `initialize` allocated, with its work item.
+///
+/// # Safety
+/// `context` came from `Box::into_raw` in `initialize`, the work item is not
+/// queued or running, and NDIS will not use the context again.
+unsafe fn destroy(context: *mut Context) {
+    // SAFETY: caller contract: a live context from `Box::into_raw`.
+    let work_item = unsafe { (*context).work_item };
+    if !work_item.is_null() {
+        // SAFETY: allocated by NdisAllocateIoWorkItem; neither queued nor
+        // running (caller contract).
+        unsafe { ndis::NdisFreeIoWorkItem(work_item) };
+    }
+    // SAFETY: caller contract; reclaimed exactly once.
+    drop(unsafe { alloc::boxed::Box::from_raw(context) });
+}
+
+/// Sets one adapter attribute structure.
+///
+/// # Safety
+/// `attributes` points to a complete attribute structure (one member of the
+/// `NDIS_MINIPORT_ADAPTER_ATTRIBUTES` union); PASSIVE_LEVEL in initialize.
+unsafe fn set_attributes<T>(miniport_handle: NdisHandle, attributes: &T) -> NdisStatus {
+    // SAFETY: caller contract; NDIS reads `Header.Size` bytes during the call.
+    unsafe {
+        ndis::NdisMSetMiniportAttributes(miniport_handle, core::ptr::from_ref(attributes).cast())
+    }
+}
+
+/// `MINIPORT_INITIALIZE` (PASSIVE_LEVEL): reads the configuration, creates
+/// the emulated NIC and its provider, and sets the registration, general and
+/// NDK attributes (rule A11), the last even while NDK is disabled.
+unsafe extern "system" fn initialize(
+    miniport_handle: NdisHandle,
+    _driver_context: NdisHandle,
+    init_parameters: *mut NdisMiniportInitParameters,
+) -> NdisStatus {
+    // SAFETY: NDIS passes valid parameters or (never, but handled) null.
+    let luid_index = unsafe { init_parameters.as_ref() }
+        .map_or(0, |parameters| parameters.net_luid.net_luid_index());
+    let mut mac = [0_u8; 16];
+    // SAFETY: the miniport handle of this call.
+    let (network_direct, jumbo_packet, roce_frame_size, mac_len) =
+        unsafe { read_config(miniport_handle, &mut mac) };
+    let raw = RawConfig {
+        network_direct,
+        jumbo_packet,
+        roce_frame_size,
+        network_address: mac.get(..mac_len),
+    };
+    let config = AdapterConfig::from_raw(&raw, luid_index);
+    let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {
+        return NDIS_STATUS_RESOURCES;
+    };
+    let provider = match PROVIDER_FACTORY(&device) {
+        Ok(provider) => provider,
+        Err(status) => return status,
+    };
+    let info = provider.adapter_info();
+    let missing = provider.missing_counters();
+    // SAFETY: IRQL <= DISPATCH_LEVEL; the miniport handle is valid.
+    let work_item = unsafe { ndis::NdisAllocateIoWorkItem(miniport_handle) };
+    if work_item.is_null() {
+        return NDIS_STATUS_RESOURCES;
+    }
+    let adapter = Adapter::new(config, config::generated_mac(luid_index), device, provider);
+    let Some(context) = try_box(Context {
+        adapter,
+        miniport_handle,
+        work_item,
+        blocks: NdisBlocks::empty(),
+    }) else {
+        // SAFETY: allocated above, never queued.
+        unsafe { ndis::NdisFreeIoWorkItem(work_item) };
+        return NDIS_STATUS_RESOURCES;
+    };
+    let context = alloc::boxed::Box::into_raw(context);
+    // SAFETY: `context` is the allocation just made; nothing else refers to
+    // it yet, so this is the only reference. Its blocks are filled in place,
+    // where they stay until halt.
+    let ctx = unsafe { &mut *context };
+    ctx.blocks
+        .fill(ctx.adapter.device().limits(), info, missing);
+    let status = set_all_attributes(ctx, context.cast());
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "NdisMSetMiniportAttributes failed: {:#x}",
+            status
+        );
+        // SAFETY: from `Box::into_raw` above; the work item was never queued
+        // and NDIS does not keep a context whose initialisation failed.
+        unsafe { destroy(context) };
+        return status;
+    }
+    log_roce_frame_size(ctx.adapter.config());
+    klog!(
+        Level::Info,
+        "adapter initialised: NDK {}, MAC {:02x?}{}",
+        if ctx.adapter.ndk().is_enabled() {
+            "enabled"
+        } else {
+            "disabled"
+        },
+        ctx.adapter.config().mac,
+        if ctx.adapter.config().mac_from_registry {
+            " (NetworkAddress)"
+        } else {
+            ""
+        }
+    );
+    NDIS_STATUS_SUCCESS
+}
+
+/// The three `NdisMSetMiniportAttributes` calls of initialisation.
+fn set_all_attributes(ctx: &mut Context, handle_for_ndis: NdisHandle) -> NdisStatus {
+    let registration = attributes::registration_attributes(handle_for_ndis);
+    // SAFETY: a complete registration attributes structure, PASSIVE_LEVEL.
+    let status = unsafe { set_attributes(ctx.miniport_handle, &registration) };
+    if status < 0 {
+        return status;
+    }
+    let general = attributes::general_attributes(
+        ctx.adapter.config(),
+        &ctx.adapter.permanent_mac(),
+        &SUPPORTED_OIDS,
+        &raw const ctx.blocks.pm,
+    );
+    // SAFETY: a complete general attributes structure whose pointers (the
+    // static OID list, the power capabilities in the context) outlive the
+    // adapter.
+    let status = unsafe { set_attributes(ctx.miniport_handle, &general) };
+    if status < 0 {
+        return status;
+    }
+    let ndk = attributes::ndk_attributes(
+        ctx.adapter.ndk().is_enabled(),
+        &raw mut ctx.blocks.ndk_capabilities,
+    );
+    // SAFETY: a complete NDK attributes structure whose capabilities (and
+    // their adapter information) live in the context until halt.
+    unsafe { set_attributes(ctx.miniport_handle, &ndk) }
+}
+
+/// Rule A24: a system event when the operational RoCE frame size differs
+/// from the configured one (netevent.dll message
+/// `EVENT_NDIS_UNSUPPORTED_CONFIGURATION`, data: configured, operational).
+fn log_roce_frame_size(config: &AdapterConfig) {
+    let size = config.roce_frame_size;
+    if !size.must_log() {
+        return;
+    }
+    klog!(
+        Level::Warning,
+        "*NetworkDirectRoCEFrameSize {} not usable with *JumboPacket {}: using {}",
+        size.configured,
+        config.jumbo_packet,
+        size.operational
+    );
+    let mut data = [size.configured, size.operational];
+    let driver_object = DRIVER_OBJECT.load(Ordering::Acquire);
+    if driver_object.is_null() {
+        return;
+    }
+    // SAFETY: PASSIVE_LEVEL; the driver object is the kernel's; `data` is 8
+    // bytes valid for the call, which copies it.
+    let status = unsafe {
+        ndis::NdisWriteEventLogEntry(
+            driver_object,
+            EVENT_NDIS_UNSUPPORTED_CONFIGURATION,
+            0,
+            0,
+            null_mut(),
+            8,
+            data.as_mut_ptr().cast(),
+        )
+    };
+    if status < 0 {
+        klog!(
+            Level::Warning,
+            "NdisWriteEventLogEntry failed: {:#x}",
+            status
+        );
+    }
+}
+
+/// `MINIPORT_HALT` (PASSIVE_LEVEL): stops NDK announcements, waits until the
+/// work item is idle, lets the provider tear down every NDK object, and
+/// frees the context, the work item, the provider and the emulated NIC.
+unsafe extern "system" fn halt(adapter_context: NdisHandle, _action: NdisHaltAction) {
+    let context_ptr = adapter_context.cast::<Context>();
+    // SAFETY: the context of this adapter; NDIS calls halt once, after which
+    // no other handler runs.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return;
+    };
+    if !ctx.adapter.begin_halt() {
+        while !ctx.adapter.ndk().worker_idle() {
+            // PASSIVE_LEVEL in MiniportHaltEx: wait 1 ms at a time.
+            crate::kernel::time::sleep_passive_100ns(10_000);
+        }
+    }
+    ctx.adapter.finish_halt();
+    klog!(Level::Info, "adapter halted");
+    // SAFETY: the context from `initialize`; the work item is idle (waited
+    // for above) and NDIS will not call this adapter again.
+    unsafe { destroy(context_ptr) };
+}
+
+/// `MINIPORT_PAUSE` (PASSIVE_LEVEL): every send completes inside the send
+/// handler and no receive is ever indicated, so the pause completes at once.
+unsafe extern "system" fn pause(
+    adapter_context: NdisHandle,
+    _parameters: *mut c_void,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    if let Some(ctx) = unsafe { context(adapter_context) } {
+        ctx.adapter.pause();
+    }
+    NDIS_STATUS_SUCCESS
+}
+
+/// `MINIPORT_RESTART` (PASSIVE_LEVEL).
+unsafe extern "system" fn restart(
+    adapter_context: NdisHandle,
+    _parameters: *mut c_void,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    if let Some(ctx) = unsafe { context(adapter_context) } {
+        ctx.adapter.restart();
+    }
+    NDIS_STATUS_SUCCESS
+}
+
+/// Answers one OID request (never pends), then queues the NDK work item if
+/// the NDK state changed.
+///
+/// # Safety
+/// As [`oid::handle_ndis_request`]: `request` is the `NDIS_OID_REQUEST` NDIS
+/// passed to this handler.
+unsafe fn answer_oid(ctx: &Context, request: *mut NdisOidRequest, direct: bool) -> NdisStatus {
+    // SAFETY: forwarded caller contract.
+    let outcome = unsafe { oid::handle_ndis_request(&ctx.adapter, request, direct) };
+    if outcome.queue_ndk_work {
+        // Rule A14: the PnP event goes out from the work item, never from
+        // here. SAFETY: the work item lives until halt, which waits for it to
+        // be idle; the context outlives it for the same reason.
+        unsafe {
+            ndis::NdisQueueIoWorkItem(
+                ctx.work_item,
+                ndk_work_item,
+                core::ptr::from_ref(ctx).cast_mut().cast(),
+            );
+        }
+    }
+    outcome.status
+}
+
+/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
+unsafe extern "system" fn oid_request(
+    adapter_context: NdisHandle,
+    request: *mut NdisOidRequest,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return NDIS_STATUS_FAILURE;
+    };
+    // SAFETY: NDIS's request, ours until we return (we never pend).
+    unsafe { answer_oid(ctx, request, false) }
+}
+
+/// `MINIPORT_DIRECT_OID_REQUEST` (IRQL <= DISPATCH_LEVEL):
+/// `OID_NDK_STATISTICS` (rule A16).
+unsafe extern "system" fn direct_oid_request(
+    adapter_context: NdisHandle,
+    request: *mut NdisOidRequest,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return NDIS_STATUS_FAILURE;
+    };
+    // SAFETY: NDIS's request, ours until we return (we never pend).
+    unsafe { answer_oid(ctx, request, true) }
+}
+
+/// `MINIPORT_CANCEL_OID_REQUEST`: nothing ever pends.
+unsafe extern "system" fn cancel_oid_request(
+    _adapter_context: NdisHandle,
+    _request_id: *mut c_void,
+) {
+}
+
+/// `MINIPORT_CANCEL_DIRECT_OID_REQUEST`: nothing ever pends.
+unsafe extern "system" fn cancel_direct_oid_request(
+    _adapter_context: NdisHandle,
+    _request_id: *mut c_void,
+) {
+}
+
+/// The NDIS I/O work item (PASSIVE_LEVEL): announces NDK state changes with
+/// `NdisMNetPnPEvent` (rules A14, A15).
+unsafe extern "system" fn ndk_work_item(work_item_context: *mut c_void, _work_item: NdisHandle) {
+    // SAFETY: queued with the context pointer; halt frees the context only
+    // once this routine has reported the worker idle, which is its last
+    // access to the context.
+    let Some(ctx) = (unsafe { context(work_item_context) }) else {
+        return;
+    };
+    let handle = ctx.miniport_handle;
+    ctx.adapter
+        .ndk()
+        .run_announcements(ctx.adapter.provider(), &mut |event| announce(handle, event));
+}
+
+/// One `NetEventNDKEnable` / `NetEventNDKDisable` (PASSIVE_LEVEL, from the
+/// work item). The disable stays pending until every `NDK_ADAPTER` is closed.
+fn announce(miniport_handle: NdisHandle, event: NdkEvent) -> NdisStatus {
+    let notification = NetPnpEventNotification {
+        header: NdisObjectHeader {
+            type_: NDIS_OBJECT_TYPE_DEFAULT,
+            revision: NET_PNP_EVENT_NOTIFICATION_REVISION_1,
+            size: NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1,
+        },
+        port_number: 0,
+        net_pnp_event: NetPnpEvent {
+            net_event: event.code(),
+            padding_04: 0,
+            buffer: null_mut(),
+            buffer_length: 0,
+            padding_14: 0,
+            ndis_reserved: [0; 4],
+            transport_reserved: [0; 4],
+            tdi_reserved: [0; 4],
+            tdi_client_reserved: [0; 4],
+        },
+        flags: 0,
+        switch_id: 0,
+        vport_id: 0,
+        padding_ac: 0,
+    };
+    klog!(Level::Info, "announcing {:?}", event);
+    // SAFETY: PASSIVE_LEVEL in the work item, not the OID context; the
+    // notification is complete and lives for the call.
+    let status = unsafe { ndis::NdisMNetPnPEvent(miniport_handle, &raw const notification) };
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "NdisMNetPnPEvent({:?}) failed: {:#x}",
+            event,
+            status
+        );
+    }
+    status
+}
+
+/// `OPEN_NDK_ADAPTER_HANDLER` (PASSIVE_LEVEL): rules A1–A6.
+unsafe extern "system" fn open_ndk_adapter(
+    adapter_context: NdisHandle,
+    parameters: *const NdisOpenNdkAdapterParameters,
+    out_adapter: *mut *mut NdkAdapter,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return NDIS_STATUS_FAILURE;
+    };
+    if parameters.is_null() || out_adapter.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    // SAFETY: NDIS passes valid parameters; only `Version`, present in every
+    // NDIS version of the structure, is read.
+    let requested = unsafe { (*parameters).version };
+    let (status, adapter) = match ctx.adapter.open_ndk_adapter(requested) {
+        Ok(adapter) => (NDIS_STATUS_SUCCESS, adapter.as_ptr()),
+        Err(status) => (status, null_mut()),
+    };
+    // SAFETY: NDIS's valid out-parameter.
+    unsafe { out_adapter.write(adapter) };
+    status
+}
+
+/// `CLOSE_NDK_ADAPTER_HANDLER` (PASSIVE_LEVEL): returns when no callback of
+/// the adapter's objects runs (L27).
+unsafe extern "system" fn close_ndk_adapter(adapter_context: NdisHandle, adapter: *mut NdkAdapter) {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return;
+    };
+    if let Some(adapter) = NonNull::new(adapter) {
+        ctx.adapter.close_ndk_adapter(adapter);
+    }
+}
+
+/// The destination address of a frame: the first six bytes of its data.
+///
+/// # Safety
+/// `nb` is a `NET_BUFFER` of a send in progress (its MDLs are locked).
+unsafe fn destination(nb: *const crate::abi::NetBuffer) -> Option<[u8; MAC_LEN]> {
+    // SAFETY: caller contract; plain field reads.
+    let mdl = NonNull::new(unsafe { (*nb).current_mdl })?;
+    // SAFETY: as above.
+    let offset = unsafe { (*nb).current_mdl_offset } as usize;
+    let mut address = [0_u8; MAC_LEN];
+    // SAFETY: the NET_BUFFER's MDL chain describes locked memory NDIS does not
+    // change while the send is ours.
+    let copied = unsafe { crate::kernel::mdl::copy_from_chain(mdl, offset, &mut address) }.ok()?;
+    (copied == MAC_LEN).then_some(address)
+}
+
+/// `MINIPORT_SEND_NET_BUFFER_LISTS` (IRQL <= DISPATCH_LEVEL): every frame is
+/// consumed by the virtual wire (counted as sent, nothing is looped back:
+/// NDIS loops frames to local protocols itself, `NDIS_MAC_OPTION_NO_LOOPBACK`)
+/// and every NBL is completed before returning — with `NDIS_STATUS_PAUSED`
+/// while paused.
+unsafe extern "system" fn send(
+    adapter_context: NdisHandle,
+    net_buffer_lists: *mut NetBufferList,
+    _port_number: u32,
+    send_flags: u32,
+) {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return;
+    };
+    let status = ctx.adapter.send_status();
+    let mut nbl = net_buffer_lists;
+    while !nbl.is_null() {
+        // SAFETY: NDIS hands us the chain until we complete it; each NBL is
+        // valid and ours.
+        unsafe { (*nbl).status = status };
+        if status >= 0 {
+            // SAFETY: as above.
+            let mut nb = unsafe { (*nbl).first_net_buffer };
+            while !nb.is_null() {
+                // SAFETY: the NB belongs to an NBL we own. `DataLength` is the
+                // low 32 bits of the field (a ULONG in a union with a SIZE_T).
+                let length = unsafe { (*nb).data_length } & u64::from(u32::MAX);
+                // SAFETY: as above; its MDLs are locked for the send.
+                let kind =
+                    unsafe { destination(nb) }.map_or(FrameKind::Unicast, |d| FrameKind::of(&d));
+                ctx.adapter.account_sent(kind, length);
+                // SAFETY: as above.
+                nb = unsafe { (*nb).next };
+            }
+        }
+        // SAFETY: as above.
+        nbl = unsafe { (*nbl).next };
+    }
+    let complete_flags = if send_flags & NDIS_SEND_FLAGS_DISPATCH_LEVEL != 0 {
+        NDIS_SEND_COMPLETE_FLAGS_DISPATCH_LEVEL
+    } else {
+        0
+    };
+    // SAFETY: the chain NDIS gave us, each Status set; after this call the
+    // NBLs are NDIS's again and are not touched.
+    unsafe {
+        ndis::NdisMSendNetBufferListsComplete(
+            ctx.miniport_handle,
+            net_buffer_lists,
+            complete_flags,
+        );
+    }
+}
+
+/// `MINIPORT_RETURN_NET_BUFFER_LISTS`: no receive is ever indicated, so
+/// nothing comes back.
+unsafe extern "system" fn return_net_buffer_lists(
+    _adapter_context: NdisHandle,
+    _net_buffer_lists: *mut NetBufferList,
+    _return_flags: u32,
+) {
+}
+
+/// `MINIPORT_CANCEL_SEND`: sends are never queued.
+unsafe extern "system" fn cancel_send(_adapter_context: NdisHandle, _cancel_id: *mut c_void) {}
+
+/// `MINIPORT_RESET` (IRQL <= DISPATCH_LEVEL): nothing to reset; addressing
+/// (filter, lookahead, multicast list) is kept.
+unsafe extern "system" fn reset(
+    _adapter_context: NdisHandle,
+    addressing_reset: *mut crate::abi::Boolean,
+) -> NdisStatus {
+    if !addressing_reset.is_null() {
+        // SAFETY: NDIS's valid out-parameter.
+        unsafe { addressing_reset.write(crate::abi::FALSE) };
+    }
+    NDIS_STATUS_SUCCESS
+}
+
+/// `MINIPORT_DEVICE_PNP_EVENT_NOTIFY` (PASSIVE_LEVEL): logged; a virtual
+/// adapter has no hardware to stop touching.
+unsafe extern "system" fn device_pnp_event_notify(
+    _adapter_context: NdisHandle,
+    event: *mut NetDevicePnpEvent,
+) {
+    // SAFETY: NDIS's valid event, or null.
+    if let Some(event) = unsafe { event.as_ref() } {
+        let code = event.device_pnp_event;
+        if code == NdisDevicePnpEvent::SURPRISE_REMOVED {
+            klog!(Level::Warning, "surprise removal");
+        } else {
+            klog!(Level::Trace, "device PnP event {}", code.0);
+        }
+    }
+}
+
+/// `MINIPORT_SHUTDOWN`: may run at HIGH_LEVEL during a bug check, so it
+/// touches nothing; there is no hardware to quiesce.
+unsafe extern "system" fn shutdown(_adapter_context: NdisHandle, _action: NdisShutdownAction) {}

@@ -1,0 +1,899 @@
+//! OID requests: parsing, answering and the byte-exact serialisation of the
+//! structures the answers carry.
+//!
+//! [`handle_ndis_request`] parses an `NDIS_OID_REQUEST` (a query gets its
+//! information buffer as `&mut [u8]`, a set as `&[u8]`), calls [`handle`] (or
+//! [`handle_direct`] for the direct OID path) and stores the [`OidOutcome`]
+//! back into `BytesWritten` / `BytesRead` / `BytesNeeded`; the Windows glue
+//! only adds the queuing of the NDK work item.
+//!
+//! Apart from reading the request's raw pointers, nothing here is unsafe or
+//! platform-specific: every answer is written field by field at the offsets
+//! asserted in `abi`, with little-endian integers, so no uninitialised byte (padding, an unused union member) can
+//! reach a caller's buffer, and a buffer too small for an answer gets
+//! `NDIS_STATUS_BUFFER_TOO_SHORT` with the size needed in `BytesNeeded`.
+//!
+//! No request ever pends: every status returned here is final (rule A13 for
+//! `OID_NDK_SET_STATE`, and simply true of every other OID).
+
+use core::mem::offset_of;
+use core::net::SocketAddr;
+
+use crate::abi::{
+    AF_INET, AF_INET6, NDIS_NDK_CONNECTION_ENTRY_SIZE, NDIS_NDK_CONNECTIONS_HEADER_SIZE,
+    NDIS_NDK_CONNECTIONS_REVISION_1, NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE,
+    NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE, NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
+    NDIS_NDK_STATISTICS_INFO_REVISION_1, NDIS_OBJECT_TYPE_DEFAULT,
+    NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1, NDIS_STATUS_BUFFER_TOO_SHORT,
+    NDIS_STATUS_INVALID_LENGTH, NDIS_STATUS_MULTICAST_FULL, NDIS_STATUS_NOT_SUPPORTED,
+    NDIS_STATUS_SUCCESS, NdisNdkConnectionEntry, NdisNdkConnections, NdisNdkLocalEndpointEntry,
+    NdisNdkLocalEndpoints, NdisNdkPerformanceCounters, NdisNdkStatisticsInfo, NdisObjectHeader,
+    NdisOid, NdisStatus, NdkRdmaTechnology, SockAddrIn, SockAddrIn6, SockAddrInet,
+    ndis_sizeof_ndk_connections_revision_1, ndis_sizeof_ndk_local_endpoints_revision_1,
+};
+use crate::abi::{
+    NDIS_INTERRUPT_MODERATION_PARAMETERS_REVISION_1,
+    NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1, NDIS_SIZEOF_STATISTICS_INFO_REVISION_1,
+    NDIS_STATISTICS_INFO_REVISION_1, NdisInterruptModeration, NdisInterruptModerationParameters,
+    NdisStatisticsInfo,
+};
+use crate::abi::{
+    OID_802_3_CURRENT_ADDRESS, OID_802_3_MAXIMUM_LIST_SIZE, OID_802_3_MULTICAST_LIST,
+    OID_802_3_PERMANENT_ADDRESS, OID_802_3_RCV_ERROR_ALIGNMENT, OID_802_3_XMIT_MORE_COLLISIONS,
+    OID_802_3_XMIT_ONE_COLLISION, OID_GEN_CURRENT_LOOKAHEAD, OID_GEN_CURRENT_PACKET_FILTER,
+    OID_GEN_DRIVER_VERSION, OID_GEN_HARDWARE_STATUS, OID_GEN_INTERRUPT_MODERATION,
+    OID_GEN_LINK_PARAMETERS, OID_GEN_LINK_SPEED, OID_GEN_MAC_OPTIONS, OID_GEN_MAXIMUM_FRAME_SIZE,
+    OID_GEN_MAXIMUM_LOOKAHEAD, OID_GEN_MAXIMUM_SEND_PACKETS, OID_GEN_MAXIMUM_TOTAL_SIZE,
+    OID_GEN_MEDIA_CONNECT_STATUS, OID_GEN_MEDIA_IN_USE, OID_GEN_MEDIA_SUPPORTED,
+    OID_GEN_PHYSICAL_MEDIUM, OID_GEN_RCV_ERROR, OID_GEN_RCV_NO_BUFFER, OID_GEN_RCV_OK,
+    OID_GEN_RECEIVE_BLOCK_SIZE, OID_GEN_RECEIVE_BUFFER_SPACE, OID_GEN_STATISTICS,
+    OID_GEN_SUPPORTED_LIST, OID_GEN_TRANSMIT_BLOCK_SIZE, OID_GEN_TRANSMIT_BUFFER_SPACE,
+    OID_GEN_TRANSMIT_QUEUE_LENGTH, OID_GEN_VENDOR_DESCRIPTION, OID_GEN_VENDOR_DRIVER_VERSION,
+    OID_GEN_VENDOR_ID, OID_GEN_XMIT_ERROR, OID_GEN_XMIT_OK, OID_NDK_CONNECTIONS,
+    OID_NDK_LOCAL_ENDPOINTS, OID_NDK_SET_STATE, OID_NDK_STATISTICS, OID_PNP_QUERY_POWER,
+    OID_PNP_SET_POWER,
+};
+
+use crate::abi::{NDIS_STATUS_INVALID_DATA, NdisOidRequest, NdisRequestType};
+
+use super::adapter::Adapter;
+use super::config::MAC_LEN;
+use super::ndk::{Connection, LocalEndpoint, NdkProvider};
+
+/// A parsed OID request.
+#[derive(Debug)]
+pub enum OidRequest<'a> {
+    /// `NdisRequestQueryInformation` / `NdisRequestQueryStatistics`: the
+    /// answer goes into `buffer`.
+    Query {
+        /// `Oid`.
+        oid: NdisOid,
+        /// `InformationBuffer` of `InformationBufferLength` bytes.
+        buffer: &'a mut [u8],
+    },
+    /// `NdisRequestSetInformation`: the value is in `buffer`.
+    Set {
+        /// `Oid`.
+        oid: NdisOid,
+        /// `InformationBuffer` of `InformationBufferLength` bytes.
+        buffer: &'a [u8],
+    },
+    /// `NdisRequestMethod` or any other type: SoftNDK supports none.
+    Other {
+        /// `Oid`.
+        oid: NdisOid,
+    },
+}
+
+/// The result of an OID request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OidOutcome {
+    /// The status the handler returns; never `NDIS_STATUS_PENDING`.
+    pub status: NdisStatus,
+    /// `BytesWritten` (query) or `BytesRead` (set).
+    pub bytes_done: u32,
+    /// `BytesNeeded`.
+    pub bytes_needed: u32,
+    /// The NDK state changed and the announcing work item must be queued
+    /// (after the handler has stored the outcome; rule A14).
+    pub queue_ndk_work: bool,
+}
+
+impl OidOutcome {
+    /// A status with no bytes moved.
+    #[must_use]
+    pub const fn status(status: NdisStatus) -> Self {
+        Self {
+            status,
+            bytes_done: 0,
+            bytes_needed: 0,
+            queue_ndk_work: false,
+        }
+    }
+
+    /// `NDIS_STATUS_NOT_SUPPORTED`.
+    #[must_use]
+    pub const fn not_supported() -> Self {
+        Self::status(NDIS_STATUS_NOT_SUPPORTED)
+    }
+
+    /// Success after moving `bytes` bytes.
+    #[must_use]
+    pub const fn done(bytes: usize) -> Self {
+        Self {
+            status: NDIS_STATUS_SUCCESS,
+            bytes_done: clamp_u32(bytes),
+            bytes_needed: 0,
+            queue_ndk_work: false,
+        }
+    }
+
+    /// A query buffer shorter than `needed` bytes.
+    #[must_use]
+    pub const fn too_short(needed: usize) -> Self {
+        Self {
+            status: NDIS_STATUS_BUFFER_TOO_SHORT,
+            bytes_done: 0,
+            bytes_needed: clamp_u32(needed),
+            queue_ndk_work: false,
+        }
+    }
+
+    /// A set buffer whose length is wrong; `needed` is the length expected.
+    #[must_use]
+    pub const fn invalid_length(needed: usize) -> Self {
+        Self {
+            status: NDIS_STATUS_INVALID_LENGTH,
+            bytes_done: 0,
+            bytes_needed: clamp_u32(needed),
+            queue_ndk_work: false,
+        }
+    }
+}
+
+/// A byte count as the `UINT` fields of `NDIS_OID_REQUEST` hold it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the value is at most u32::MAX after the check"
+)]
+const fn clamp_u32(n: usize) -> u32 {
+    if n > u32::MAX as usize {
+        u32::MAX
+    } else {
+        n as u32
+    }
+}
+
+/// Every OID SoftNDK answers: the general and 802.3 OIDs an NDIS 6 Ethernet
+/// miniport must support, the power OIDs its power-management capabilities
+/// imply, and the four NDK OIDs (rule A9). Reported to NDIS in the general
+/// attributes' `SupportedOidList`.
+pub static SUPPORTED_OIDS: [NdisOid; 44] = [
+    OID_GEN_SUPPORTED_LIST,
+    OID_GEN_HARDWARE_STATUS,
+    OID_GEN_MEDIA_SUPPORTED,
+    OID_GEN_MEDIA_IN_USE,
+    OID_GEN_PHYSICAL_MEDIUM,
+    OID_GEN_MAXIMUM_LOOKAHEAD,
+    OID_GEN_MAXIMUM_FRAME_SIZE,
+    OID_GEN_LINK_SPEED,
+    OID_GEN_TRANSMIT_BUFFER_SPACE,
+    OID_GEN_RECEIVE_BUFFER_SPACE,
+    OID_GEN_TRANSMIT_BLOCK_SIZE,
+    OID_GEN_RECEIVE_BLOCK_SIZE,
+    OID_GEN_VENDOR_ID,
+    OID_GEN_VENDOR_DESCRIPTION,
+    OID_GEN_VENDOR_DRIVER_VERSION,
+    OID_GEN_DRIVER_VERSION,
+    OID_GEN_CURRENT_PACKET_FILTER,
+    OID_GEN_CURRENT_LOOKAHEAD,
+    OID_GEN_MAXIMUM_TOTAL_SIZE,
+    OID_GEN_MAC_OPTIONS,
+    OID_GEN_MEDIA_CONNECT_STATUS,
+    OID_GEN_MAXIMUM_SEND_PACKETS,
+    OID_GEN_LINK_PARAMETERS,
+    OID_GEN_INTERRUPT_MODERATION,
+    OID_GEN_XMIT_OK,
+    OID_GEN_RCV_OK,
+    OID_GEN_XMIT_ERROR,
+    OID_GEN_RCV_ERROR,
+    OID_GEN_RCV_NO_BUFFER,
+    OID_GEN_STATISTICS,
+    OID_GEN_TRANSMIT_QUEUE_LENGTH,
+    OID_802_3_PERMANENT_ADDRESS,
+    OID_802_3_CURRENT_ADDRESS,
+    OID_802_3_MULTICAST_LIST,
+    OID_802_3_MAXIMUM_LIST_SIZE,
+    OID_802_3_RCV_ERROR_ALIGNMENT,
+    OID_802_3_XMIT_ONE_COLLISION,
+    OID_802_3_XMIT_MORE_COLLISIONS,
+    OID_PNP_SET_POWER,
+    OID_PNP_QUERY_POWER,
+    OID_NDK_SET_STATE,
+    OID_NDK_STATISTICS,
+    OID_NDK_CONNECTIONS,
+    OID_NDK_LOCAL_ENDPOINTS,
+];
+
+/// The OIDs that are sets only; every other supported OID is a query (some
+/// are both: the packet filter, the lookahead and the multicast list).
+pub const SET_ONLY_OIDS: [NdisOid; 3] = [
+    OID_GEN_LINK_PARAMETERS,
+    OID_PNP_SET_POWER,
+    OID_NDK_SET_STATE,
+];
+
+/// The OIDs that may be set as well as queried.
+pub const SETTABLE_OIDS: [NdisOid; 3] = [
+    OID_GEN_CURRENT_PACKET_FILTER,
+    OID_GEN_CURRENT_LOOKAHEAD,
+    OID_802_3_MULTICAST_LIST,
+];
+
+/// The most multicast addresses the adapter keeps (`OID_802_3_MAXIMUM_LIST_SIZE`).
+pub const MAX_MULTICAST_LIST: usize = 32;
+
+/// `OID_GEN_VENDOR_DESCRIPTION`: NUL-terminated.
+pub const VENDOR_DESCRIPTION: &[u8] = b"SoftNDK software RDMA (NDK) adapter\0";
+
+/// The link speed reported for the virtual wire, bits per second.
+pub const LINK_SPEED_BPS: u64 = 100_000_000_000;
+
+/// Frames the adapter can have in flight (it has none: every send completes
+/// before the send handler returns); used for the buffer-space OIDs.
+const SEND_SLOTS: u32 = 64;
+
+/// `NDIS_MEDIA_STATE::NdisMediaStateConnected` (0), for
+/// `OID_GEN_MEDIA_CONNECT_STATUS` (a different enum from the general
+/// attributes' `NET_IF_MEDIA_CONNECT_STATE`).
+const NDIS_MEDIA_STATE_CONNECTED: u32 = 0;
+
+/// `major << 16 | minor` of this crate's version, for
+/// `OID_GEN_VENDOR_DRIVER_VERSION`.
+pub const VENDOR_DRIVER_VERSION: u32 = (parse_u16(env!("CARGO_PKG_VERSION_MAJOR")) as u32) << 16
+    | parse_u16(env!("CARGO_PKG_VERSION_MINOR")) as u32;
+
+/// A decimal number at compile time (saturating, non-digits ignored).
+const fn parse_u16(text: &str) -> u16 {
+    let bytes = text.as_bytes();
+    let mut value: u16 = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        // PANIC: `i < bytes.len()`.
+        let digit = bytes[i];
+        if digit.is_ascii_digit() {
+            value = value
+                .saturating_mul(10)
+                .saturating_add((digit - b'0') as u16);
+        }
+        i += 1;
+    }
+    value
+}
+
+/// Answers an OID request on the ordinary OID path (`MiniportOidRequest`,
+/// PASSIVE_LEVEL).
+pub fn handle(adapter: &Adapter, request: OidRequest<'_>) -> OidOutcome {
+    match request {
+        OidRequest::Query { oid, buffer } => query(adapter, oid, buffer),
+        OidRequest::Set { oid, buffer } => set(adapter, oid, buffer),
+        OidRequest::Other { .. } => OidOutcome::not_supported(),
+    }
+}
+
+/// Answers an OID request on the direct OID path (`MiniportDirectOidRequest`,
+/// IRQL ≤ DISPATCH_LEVEL): `OID_NDK_STATISTICS` only (rule A16); the answer
+/// reads counters and never blocks.
+pub fn handle_direct(adapter: &Adapter, request: OidRequest<'_>) -> OidOutcome {
+    match request {
+        OidRequest::Query {
+            oid: OID_NDK_STATISTICS,
+            buffer,
+        } => ndk_statistics(adapter.provider(), buffer),
+        _ => OidOutcome::not_supported(),
+    }
+}
+
+/// Parses an `NDIS_OID_REQUEST`, answers it ([`handle`], or [`handle_direct`]
+/// when `direct`) and stores `BytesWritten` / `BytesRead` and `BytesNeeded`
+/// back into it. A null request is `NDIS_STATUS_INVALID_DATA`; a null
+/// information buffer counts as an empty one.
+///
+/// # Safety
+/// `request` is null or points to a valid `NDIS_OID_REQUEST` whose
+/// `RequestType` says which member of `DATA` is valid, whose information
+/// buffer is valid for `InformationBufferLength` bytes (writable for a
+/// query), and which nothing else accesses during the call.
+pub unsafe fn handle_ndis_request(
+    adapter: &Adapter,
+    request: *mut NdisOidRequest,
+    direct: bool,
+) -> OidOutcome {
+    if request.is_null() {
+        return OidOutcome::status(NDIS_STATUS_INVALID_DATA);
+    }
+    let handler = if direct { handle_direct } else { handle };
+    // SAFETY: caller contract: a valid request.
+    let request_type = unsafe { (*request).request_type };
+    // SAFETY: caller contract; only the address of the union is taken.
+    let data = unsafe { &raw mut (*request).data };
+    match request_type {
+        NdisRequestType::QUERY_INFORMATION | NdisRequestType::QUERY_STATISTICS => {
+            // SAFETY: `data` points into the valid request; only the address
+            // of the member is taken.
+            let query = unsafe { &raw mut (*data).query_information };
+            // SAFETY: for queries QUERY_INFORMATION is the valid member
+            // (caller contract), and this is the only reference to it.
+            let query = unsafe { &mut *query };
+            // SAFETY: caller contract: the buffer is valid and writable for
+            // its length, and not aliased.
+            let buffer =
+                unsafe { buffer_mut(query.information_buffer, query.information_buffer_length) };
+            let outcome = handler(
+                adapter,
+                OidRequest::Query {
+                    oid: query.oid,
+                    buffer,
+                },
+            );
+            query.bytes_written = outcome.bytes_done;
+            query.bytes_needed = outcome.bytes_needed;
+            outcome
+        }
+        NdisRequestType::SET_INFORMATION => {
+            // SAFETY: as above.
+            let set = unsafe { &raw mut (*data).set_information };
+            // SAFETY: for sets SET_INFORMATION is the valid member (caller
+            // contract), and this is the only reference to it.
+            let set = unsafe { &mut *set };
+            // SAFETY: caller contract: the buffer is valid for its length.
+            let buffer =
+                unsafe { buffer_ref(set.information_buffer, set.information_buffer_length) };
+            let outcome = handler(
+                adapter,
+                OidRequest::Set {
+                    oid: set.oid,
+                    buffer,
+                },
+            );
+            set.bytes_read = outcome.bytes_done;
+            set.bytes_needed = outcome.bytes_needed;
+            outcome
+        }
+        _ => {
+            // SAFETY: as above.
+            let oid = unsafe { &raw const (*data).method_information.oid };
+            // SAFETY: every member of the union starts with the OID, which is
+            // initialised whatever the request type.
+            let oid = unsafe { oid.read() };
+            handler(adapter, OidRequest::Other { oid })
+        }
+    }
+}
+
+/// An information buffer as a mutable byte slice (empty when null).
+///
+/// # Safety
+/// `buffer` is null or valid for `length` writable bytes, not aliased.
+unsafe fn buffer_mut<'a>(buffer: *mut core::ffi::c_void, length: u32) -> &'a mut [u8] {
+    if buffer.is_null() || length == 0 {
+        return &mut [];
+    }
+    // SAFETY: caller contract.
+    unsafe { core::slice::from_raw_parts_mut(buffer.cast::<u8>(), length as usize) }
+}
+
+/// An information buffer as a byte slice (empty when null).
+///
+/// # Safety
+/// `buffer` is null or valid for `length` readable bytes.
+unsafe fn buffer_ref<'a>(buffer: *mut core::ffi::c_void, length: u32) -> &'a [u8] {
+    if buffer.is_null() || length == 0 {
+        return &[];
+    }
+    // SAFETY: caller contract.
+    unsafe { core::slice::from_raw_parts(buffer.cast::<u8>().cast_const(), length as usize) }
+}
+
+fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
+    let config = adapter.config();
+    let mtu = config.mtu();
+    let frame = config.jumbo_packet;
+    let tx = adapter.tx_counters();
+    match oid {
+        OID_GEN_SUPPORTED_LIST => {
+            let needed = SUPPORTED_OIDS.len() * size_of::<NdisOid>();
+            answer_with(buffer, needed, |w| {
+                for (i, oid) in SUPPORTED_OIDS.iter().enumerate() {
+                    w.u32(i * size_of::<NdisOid>(), *oid);
+                }
+            })
+        }
+        OID_GEN_HARDWARE_STATUS => answer_u32(buffer, crate::abi::NdisHardwareStatus::READY.0),
+        OID_GEN_MEDIA_SUPPORTED | OID_GEN_MEDIA_IN_USE => {
+            answer_u32(buffer, crate::abi::NdisMedium::MEDIUM_802_3.0)
+        }
+        OID_GEN_PHYSICAL_MEDIUM => {
+            answer_u32(buffer, crate::abi::NdisPhysicalMedium::MEDIUM_802_3.0)
+        }
+        OID_GEN_MAXIMUM_LOOKAHEAD | OID_GEN_MAXIMUM_FRAME_SIZE => answer_u32(buffer, mtu),
+        OID_GEN_LINK_SPEED => answer_u32(buffer, clamp_u32((LINK_SPEED_BPS / 100) as usize)),
+        OID_GEN_TRANSMIT_BUFFER_SPACE | OID_GEN_RECEIVE_BUFFER_SPACE => {
+            answer_u32(buffer, frame.saturating_mul(SEND_SLOTS))
+        }
+        OID_GEN_TRANSMIT_BLOCK_SIZE | OID_GEN_RECEIVE_BLOCK_SIZE | OID_GEN_MAXIMUM_TOTAL_SIZE => {
+            answer_u32(buffer, frame)
+        }
+        OID_GEN_VENDOR_ID => answer_u32(buffer, super::ndk::VENDOR_ID),
+        OID_GEN_VENDOR_DESCRIPTION => answer_bytes(buffer, VENDOR_DESCRIPTION),
+        OID_GEN_VENDOR_DRIVER_VERSION => answer_u32(buffer, VENDOR_DRIVER_VERSION),
+        OID_GEN_DRIVER_VERSION => answer_bytes(
+            buffer,
+            &u16::from_be_bytes([
+                crate::abi::NDIS_MINIPORT_MAJOR_VERSION,
+                crate::abi::NDIS_MINIPORT_MINOR_VERSION,
+            ])
+            .to_le_bytes(),
+        ),
+        OID_GEN_CURRENT_PACKET_FILTER => answer_u32(buffer, adapter.packet_filter()),
+        OID_GEN_CURRENT_LOOKAHEAD => answer_u32(buffer, adapter.lookahead()),
+        OID_GEN_MAC_OPTIONS => answer_u32(buffer, super::attributes::MAC_OPTIONS),
+        OID_GEN_MEDIA_CONNECT_STATUS => answer_u32(buffer, NDIS_MEDIA_STATE_CONNECTED),
+        OID_GEN_MAXIMUM_SEND_PACKETS => answer_u32(buffer, SEND_SLOTS),
+        OID_GEN_INTERRUPT_MODERATION => interrupt_moderation(buffer),
+        OID_GEN_XMIT_OK => answer_counter(buffer, tx.frames()),
+        OID_GEN_RCV_OK => answer_counter(buffer, 0),
+        OID_GEN_XMIT_ERROR
+        | OID_GEN_RCV_ERROR
+        | OID_GEN_RCV_NO_BUFFER
+        | OID_GEN_TRANSMIT_QUEUE_LENGTH
+        | OID_802_3_RCV_ERROR_ALIGNMENT
+        | OID_802_3_XMIT_ONE_COLLISION
+        | OID_802_3_XMIT_MORE_COLLISIONS => answer_u32(buffer, 0),
+        OID_GEN_STATISTICS => gen_statistics(adapter, buffer),
+        OID_802_3_PERMANENT_ADDRESS => answer_bytes(buffer, &adapter.permanent_mac()),
+        OID_802_3_CURRENT_ADDRESS => answer_bytes(buffer, &config.mac),
+        OID_802_3_MULTICAST_LIST => {
+            let list = adapter.multicast_list();
+            answer_bytes(buffer, list.as_bytes())
+        }
+        OID_802_3_MAXIMUM_LIST_SIZE => answer_u32(buffer, clamp_u32(MAX_MULTICAST_LIST)),
+        OID_PNP_QUERY_POWER => OidOutcome::done(0),
+        OID_NDK_STATISTICS => ndk_statistics(adapter.provider(), buffer),
+        OID_NDK_CONNECTIONS => ndk_connections(adapter.provider(), buffer),
+        OID_NDK_LOCAL_ENDPOINTS => ndk_local_endpoints(adapter.provider(), buffer),
+        _ => OidOutcome::not_supported(),
+    }
+}
+
+fn set(adapter: &Adapter, oid: NdisOid, buffer: &[u8]) -> OidOutcome {
+    match oid {
+        OID_NDK_SET_STATE => ndk_set_state(adapter, buffer),
+        OID_GEN_CURRENT_PACKET_FILTER => match read_u32_exact(buffer) {
+            Some(filter) => {
+                adapter.set_packet_filter(filter);
+                OidOutcome::done(4)
+            }
+            None => OidOutcome::invalid_length(4),
+        },
+        OID_GEN_CURRENT_LOOKAHEAD => match read_u32_exact(buffer) {
+            Some(lookahead) if lookahead <= adapter.config().mtu() => {
+                adapter.set_lookahead(lookahead);
+                OidOutcome::done(4)
+            }
+            Some(_) => OidOutcome::status(crate::abi::NDIS_STATUS_INVALID_DATA),
+            None => OidOutcome::invalid_length(4),
+        },
+        OID_802_3_MULTICAST_LIST => {
+            if !buffer.len().is_multiple_of(MAC_LEN) {
+                return OidOutcome::invalid_length(buffer.len() / MAC_LEN * MAC_LEN);
+            }
+            if buffer.len() / MAC_LEN > MAX_MULTICAST_LIST {
+                return OidOutcome::status(NDIS_STATUS_MULTICAST_FULL);
+            }
+            adapter.set_multicast_list(buffer);
+            OidOutcome::done(buffer.len())
+        }
+        // Accepted and ignored: the virtual wire has one speed and duplex.
+        OID_GEN_LINK_PARAMETERS => OidOutcome::done(buffer.len()),
+        // A power state: `NDIS_DEVICE_POWER_STATE`. There is no hardware to
+        // power down, and NDIS pauses the adapter around power transitions.
+        OID_PNP_SET_POWER => {
+            if buffer.len() < 4 {
+                OidOutcome::invalid_length(4)
+            } else {
+                OidOutcome::done(4)
+            }
+        }
+        _ => OidOutcome::not_supported(),
+    }
+}
+
+/// `OID_NDK_SET_STATE` (rule A13): a one-byte `BOOLEAN`; never pends.
+fn ndk_set_state(adapter: &Adapter, buffer: &[u8]) -> OidOutcome {
+    let Some(&value) = buffer.first() else {
+        return OidOutcome::invalid_length(size_of::<crate::abi::Boolean>());
+    };
+    let transition = adapter.ndk().request(value != 0);
+    OidOutcome {
+        status: transition.status,
+        bytes_done: 1,
+        bytes_needed: 0,
+        queue_ndk_work: transition.queue_work,
+    }
+}
+
+fn interrupt_moderation(buffer: &mut [u8]) -> OidOutcome {
+    let needed = usize::from(NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1);
+    answer_with(buffer, needed, |w| {
+        w.header(
+            0,
+            NDIS_OBJECT_TYPE_DEFAULT,
+            NDIS_INTERRUPT_MODERATION_PARAMETERS_REVISION_1,
+            NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1,
+        );
+        w.u32(offset_of!(NdisInterruptModerationParameters, flags), 0);
+        w.u32(
+            offset_of!(NdisInterruptModerationParameters, interrupt_moderation),
+            NdisInterruptModeration::NOT_SUPPORTED.0,
+        );
+    })
+}
+
+/// `OID_GEN_STATISTICS`: `NDIS_STATISTICS_INFO` of the Ethernet side.
+fn gen_statistics(adapter: &Adapter, buffer: &mut [u8]) -> OidOutcome {
+    let tx = adapter.tx_counters();
+    let needed = usize::from(NDIS_SIZEOF_STATISTICS_INFO_REVISION_1);
+    answer_with(buffer, needed, |w| {
+        w.header(
+            0,
+            NDIS_OBJECT_TYPE_DEFAULT,
+            NDIS_STATISTICS_INFO_REVISION_1,
+            NDIS_SIZEOF_STATISTICS_INFO_REVISION_1,
+        );
+        w.u32(
+            offset_of!(NdisStatisticsInfo, supported_statistics),
+            super::attributes::STATISTICS_FLAGS_VALID,
+        );
+        // Every receive counter is 0: the virtual wire delivers nothing.
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_octets),
+            tx.octets(),
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts),
+            tx.unicast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_multicast_pkts),
+            tx.multicast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts),
+            tx.broadcast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_ucast_octets),
+            tx.unicast.octets,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_multicast_octets),
+            tx.multicast.octets,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_octets),
+            tx.broadcast.octets,
+        );
+    })
+}
+
+/// `OID_NDK_STATISTICS` (rules A16, A17): `NDIS_NDK_STATISTICS_INFO` with the
+/// provider's counters; the reserved counters are written as 0 whatever the
+/// provider put there.
+pub fn ndk_statistics(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    let needed = usize::from(NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1);
+    if buffer.len() < needed {
+        return OidOutcome::too_short(needed);
+    }
+    let counters = provider.statistics();
+    answer_with(buffer, needed, |w| {
+        w.header(
+            0,
+            NDIS_OBJECT_TYPE_DEFAULT,
+            NDIS_NDK_STATISTICS_INFO_REVISION_1,
+            NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1,
+        );
+        w.u32(offset_of!(NdisNdkStatisticsInfo, flags), 0);
+        let base = offset_of!(NdisNdkStatisticsInfo, counter_set);
+        for (offset, value) in counter_fields(&counters) {
+            w.u64(base + offset, value);
+        }
+    })
+}
+
+/// Every field of `NDIS_NDK_PERFORMANCE_COUNTERS` as (offset, value), the
+/// reserved ones as 0.
+fn counter_fields(c: &NdisNdkPerformanceCounters) -> [(usize, u64); 30] {
+    type P = NdisNdkPerformanceCounters;
+    let reserved = |offset: usize| (offset, 0);
+    [
+        (offset_of!(P, connect), c.connect),
+        (offset_of!(P, accept), c.accept),
+        (offset_of!(P, connect_failure), c.connect_failure),
+        (offset_of!(P, connection_error), c.connection_error),
+        (offset_of!(P, active_connection), c.active_connection),
+        reserved(offset_of!(P, reserved01)),
+        reserved(offset_of!(P, reserved02)),
+        reserved(offset_of!(P, reserved03)),
+        reserved(offset_of!(P, reserved04)),
+        reserved(offset_of!(P, reserved05)),
+        reserved(offset_of!(P, reserved06)),
+        reserved(offset_of!(P, reserved07)),
+        reserved(offset_of!(P, reserved08)),
+        reserved(offset_of!(P, reserved09)),
+        reserved(offset_of!(P, reserved10)),
+        reserved(offset_of!(P, reserved11)),
+        reserved(offset_of!(P, reserved12)),
+        reserved(offset_of!(P, reserved13)),
+        reserved(offset_of!(P, reserved14)),
+        reserved(offset_of!(P, reserved15)),
+        reserved(offset_of!(P, reserved16)),
+        reserved(offset_of!(P, reserved17)),
+        reserved(offset_of!(P, reserved18)),
+        reserved(offset_of!(P, reserved19)),
+        reserved(offset_of!(P, reserved20)),
+        (offset_of!(P, cq_error), c.cq_error),
+        (offset_of!(P, rdma_in_octets), c.rdma_in_octets),
+        (offset_of!(P, rdma_out_octets), c.rdma_out_octets),
+        (offset_of!(P, rdma_in_frames), c.rdma_in_frames),
+        (offset_of!(P, rdma_out_frames), c.rdma_out_frames),
+    ]
+}
+
+/// Whether the technology maps ND connections and endpoints onto TCP, so that
+/// the lists come in ND/TCP pairs (rule A21): iWARP only.
+#[must_use]
+pub fn maps_to_tcp(technology: NdkRdmaTechnology) -> bool {
+    technology == NdkRdmaTechnology::IWARP
+}
+
+/// `OID_NDK_CONNECTIONS` (rules A19, A21).
+pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
+    let mut list = ListWriter::new(
+        buffer,
+        NDIS_NDK_CONNECTIONS_HEADER_SIZE,
+        NDIS_NDK_CONNECTION_ENTRY_SIZE,
+    );
+    provider.connections(&mut |c: &Connection| {
+        list.push(|w, at| {
+            type E = NdisNdkConnectionEntry;
+            w.sockaddr_inet(at + offset_of!(E, local), &c.local);
+            w.sockaddr_inet(at + offset_of!(E, remote), &c.remote);
+            w.u8(
+                at + offset_of!(E, user_mode_owner),
+                u8::from(c.user_mode_owner),
+            );
+            w.u32(at + offset_of!(E, owner_pid), c.owner_pid);
+        });
+    });
+    list.finish(ndis_sizeof_ndk_connections_revision_1, |w, count, size| {
+        type L = NdisNdkConnections;
+        w.header(
+            0,
+            NDIS_OBJECT_TYPE_DEFAULT,
+            NDIS_NDK_CONNECTIONS_REVISION_1,
+            size,
+        );
+        w.u32(offset_of!(L, flags), 0);
+        w.u32(offset_of!(L, count), count);
+        w.u8(
+            offset_of!(L, nd_connections_mappedto_tcp_connections),
+            u8::from(tcp),
+        );
+    })
+}
+
+/// `OID_NDK_LOCAL_ENDPOINTS` (rules A20, A21).
+pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
+    let mut list = ListWriter::new(
+        buffer,
+        NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE,
+        NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE,
+    );
+    provider.local_endpoints(&mut |e: &LocalEndpoint| {
+        list.push(|w, at| {
+            type E = NdisNdkLocalEndpointEntry;
+            w.sockaddr_inet(at + offset_of!(E, local), &e.local);
+            w.u8(
+                at + offset_of!(E, user_mode_owner),
+                u8::from(e.user_mode_owner),
+            );
+            w.u8(at + offset_of!(E, listener), u8::from(e.listener));
+            w.u32(at + offset_of!(E, owner_pid), e.owner_pid);
+        });
+    });
+    list.finish(
+        ndis_sizeof_ndk_local_endpoints_revision_1,
+        |w, count, size| {
+            type L = NdisNdkLocalEndpoints;
+            w.header(
+                0,
+                NDIS_OBJECT_TYPE_DEFAULT,
+                NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
+                size,
+            );
+            w.u32(offset_of!(L, flags), 0);
+            w.u32(offset_of!(L, count), count);
+            w.u8(
+                offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints),
+                u8::from(tcp),
+            );
+        },
+    )
+}
+
+/// Writes a variable-length NDK list in one pass over the provider's entries:
+/// entries that fit are written, all are counted, and the answer is
+/// `BUFFER_TOO_SHORT` with the full size when some did not fit. One pass means
+/// no allocation and no window in which the list can change between counting
+/// and writing.
+struct ListWriter<'a> {
+    writer: Writer<'a>,
+    header: usize,
+    entry: usize,
+    count: usize,
+}
+
+impl<'a> ListWriter<'a> {
+    fn new(buffer: &'a mut [u8], header: usize, entry: usize) -> Self {
+        Self {
+            writer: Writer { buf: buffer },
+            header,
+            entry,
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, write: impl FnOnce(&mut Writer<'a>, usize)) {
+        let at = self
+            .header
+            .saturating_add(self.count.saturating_mul(self.entry));
+        if at.saturating_add(self.entry) <= self.writer.buf.len() {
+            self.writer.zero(at, self.entry);
+            write(&mut self.writer, at);
+        }
+        self.count = self.count.saturating_add(1);
+    }
+
+    fn finish(
+        mut self,
+        size_of_list: fn(usize) -> usize,
+        write_header: impl FnOnce(&mut Writer<'a>, u32, u16),
+    ) -> OidOutcome {
+        let needed = size_of_list(self.count);
+        if self.writer.buf.len() < needed {
+            return OidOutcome::too_short(needed);
+        }
+        self.writer.zero(0, self.header);
+        // The header's `Size` is a USHORT: min(0xFFFF, size) (rules A19, A20).
+        let size = u16::try_from(needed).unwrap_or(u16::MAX);
+        write_header(&mut self.writer, clamp_u32(self.count), size);
+        OidOutcome::done(needed)
+    }
+}
+
+/// Little-endian writes into an answer buffer. Every write is bounds-checked
+/// and silently skipped out of range (callers check the length first, so that
+/// never happens; skipping instead of panicking keeps a mistake from being a
+/// bug check).
+pub struct Writer<'a> {
+    buf: &'a mut [u8],
+}
+
+impl Writer<'_> {
+    fn bytes(&mut self, at: usize, bytes: &[u8]) {
+        if let Some(dst) = self.buf.get_mut(at..at.saturating_add(bytes.len())) {
+            dst.copy_from_slice(bytes);
+        }
+    }
+
+    fn zero(&mut self, at: usize, len: usize) {
+        if let Some(dst) = self.buf.get_mut(at..at.saturating_add(len)) {
+            dst.fill(0);
+        }
+    }
+
+    fn u8(&mut self, at: usize, value: u8) {
+        self.bytes(at, &[value]);
+    }
+
+    fn u16(&mut self, at: usize, value: u16) {
+        self.bytes(at, &value.to_le_bytes());
+    }
+
+    fn u32(&mut self, at: usize, value: u32) {
+        self.bytes(at, &value.to_le_bytes());
+    }
+
+    fn u64(&mut self, at: usize, value: u64) {
+        self.bytes(at, &value.to_le_bytes());
+    }
+
+    /// An `NDIS_OBJECT_HEADER` at `at`.
+    fn header(&mut self, at: usize, type_: u8, revision: u8, size: u16) {
+        self.u8(at + offset_of!(NdisObjectHeader, type_), type_);
+        self.u8(at + offset_of!(NdisObjectHeader, revision), revision);
+        self.u16(at + offset_of!(NdisObjectHeader, size), size);
+    }
+
+    /// A `SOCKADDR_INET` at `at`: `SOCKADDR_IN` or `SOCKADDR_IN6` with the
+    /// Windows family values, the port in network order, and every other byte
+    /// of the 0x1C-byte union zero.
+    fn sockaddr_inet(&mut self, at: usize, addr: &SocketAddr) {
+        self.zero(at, size_of::<SockAddrInet>());
+        match addr {
+            SocketAddr::V4(v4) => {
+                self.u16(at + offset_of!(SockAddrIn, sin_family), AF_INET);
+                self.bytes(
+                    at + offset_of!(SockAddrIn, sin_port),
+                    &v4.port().to_be_bytes(),
+                );
+                self.bytes(at + offset_of!(SockAddrIn, sin_addr), &v4.ip().octets());
+            }
+            SocketAddr::V6(v6) => {
+                self.u16(at + offset_of!(SockAddrIn6, sin6_family), AF_INET6);
+                self.bytes(
+                    at + offset_of!(SockAddrIn6, sin6_port),
+                    &v6.port().to_be_bytes(),
+                );
+                self.u32(at + offset_of!(SockAddrIn6, sin6_flowinfo), v6.flowinfo());
+                self.bytes(at + offset_of!(SockAddrIn6, sin6_addr), &v6.ip().octets());
+                self.u32(at + offset_of!(SockAddrIn6, sin6_scope_id), v6.scope_id());
+            }
+        }
+    }
+}
+
+/// Answers a query with `needed` bytes written by `fill`, or
+/// `BUFFER_TOO_SHORT`. The bytes are zeroed before `fill` runs, so fields it
+/// does not write are 0.
+fn answer_with(buffer: &mut [u8], needed: usize, fill: impl FnOnce(&mut Writer<'_>)) -> OidOutcome {
+    let Some(out) = buffer.get_mut(..needed) else {
+        return OidOutcome::too_short(needed);
+    };
+    out.fill(0);
+    fill(&mut Writer { buf: out });
+    OidOutcome::done(needed)
+}
+
+fn answer_bytes(buffer: &mut [u8], data: &[u8]) -> OidOutcome {
+    answer_with(buffer, data.len(), |w| w.bytes(0, data))
+}
+
+fn answer_u32(buffer: &mut [u8], value: u32) -> OidOutcome {
+    answer_bytes(buffer, &value.to_le_bytes())
+}
+
+/// A 64-bit statistics counter: eight bytes when there is room, the low four
+/// bytes for a four-byte buffer (NDIS 5 callers), and `BytesNeeded` 8 either
+/// way.
+fn answer_counter(buffer: &mut [u8], value: u64) -> OidOutcome {
+    let bytes = value.to_le_bytes();
+    let mut outcome = if buffer.len() >= 8 {
+        answer_bytes(buffer, &bytes)
+    } else if buffer.len() >= 4 {
+        answer_bytes(buffer, bytes.get(..4).unwrap_or_default())
+    } else {
+        OidOutcome::too_short(8)
+    };
+    outcome.bytes_needed = 8;
+    outcome
+}
+
+/// A set buffer of exactly four bytes as a `ULONG`.
+fn read_u32_exact(buffer: &[u8]) -> Option<u32> {
+    let bytes: [u8; 4] = buffer.try_into().ok()?;
+    Some(u32::from_le_bytes(bytes))
+}

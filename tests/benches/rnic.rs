@@ -1,0 +1,361 @@
+//! Benchmark of the emulated RNIC's data path, beside a plain memory copy of
+//! the same size.
+//!
+//! * 64-byte Send → receive completion: post a receive at B, post a Send at
+//!   A, poll both CQs until both completions are in;
+//! * 1 MiB RDMA Write → completion: post a Write at A, poll A's CQ;
+//!
+//! each with the engine `Inline` (in the posting thread) and `Deferred` (on
+//! the host's deferred-work threads), and `copy_from_slice` of 64 bytes and of
+//! 1 MiB as the baseline. Each case is warmed up, then timed in batches; the
+//! table reports the median batch's time per operation.
+//!
+//! `cargo bench --bench rnic` runs it (about ten seconds). Run without
+//! `--bench` (as `cargo test --benches` does) it makes one short pass over
+//! every case instead, to check that the code works, and prints the numbers
+//! of that pass, which mean nothing.
+//!
+//! Uses the public API of `softndk::rnic` only; timings are printed, never
+//! asserted.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use softndk::rnic::cq::{Cq, CqEvent, CqNotify};
+use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::memory::Span;
+use softndk::rnic::mr::{Mr, Pd};
+use softndk::rnic::qp::{self, Payload, Qp, QpConfig};
+use softndk::rnic::{Access, Completion, Limits, Opcode, Sge, WcStatus, WrFlags};
+
+/// Bytes of the Send.
+const SEND_LEN: usize = 64;
+/// Bytes of the Write.
+const WRITE_LEN: usize = 1 << 20;
+/// Timed batches per case; the median is reported.
+const BATCHES: u32 = 15;
+
+/// A CQ notifier that ignores everything: the benchmark polls.
+struct Quiet;
+
+impl CqNotify for Quiet {
+    fn notify(&self, _event: CqEvent) {}
+    fn close_complete(&self) {}
+}
+
+/// Memory registered with a device. The bytes are owned here and outlive the
+/// registration: [`Drop`] closes the region before the box is freed, and no
+/// Rust reference to the bytes is used while the region is registered.
+struct Region {
+    mr: Arc<Mr>,
+    addr: u64,
+    bytes: Box<[u8]>,
+}
+
+impl Region {
+    fn new(pd: &Arc<Pd>, len: usize, fill: u8, access: Access) -> Self {
+        let mut bytes = vec![fill; len].into_boxed_slice();
+        let ptr = bytes.as_mut_ptr() as usize;
+        // SAFETY: `bytes` is a heap allocation owned by this `Region`; it is
+        // never moved out, reallocated or freed before `Drop` has closed the
+        // region, so the range stays valid (and is not otherwise accessed)
+        // for as long as the device may use the span.
+        let span = unsafe { Span::new(ptr, len) }.expect("a heap buffer does not wrap");
+        let mr = Mr::new(pd, false).expect("region");
+        mr.register(span, ptr as u64, access).expect("register");
+        Self {
+            mr,
+            addr: ptr as u64,
+            bytes,
+        }
+    }
+
+    fn sge(&self, len: usize) -> Sge {
+        Sge {
+            addr: self.addr,
+            len: u32::try_from(len).expect("length fits an SGE"),
+            key: self.mr.local_key().expect("registered"),
+        }
+    }
+
+    fn rkey(&self) -> u32 {
+        self.mr.remote_key().expect("registered")
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // Every request using the region has completed (the benchmark polls
+        // each one), so the close is immediate and no copy is in flight.
+        let _ = self.mr.close(Box::new(|| {}));
+        black_box(&self.bytes);
+    }
+}
+
+/// One side of a connection.
+struct Side {
+    qp: Arc<Qp>,
+    scq: Arc<Cq>,
+    rcq: Arc<Cq>,
+    pd: Arc<Pd>,
+}
+
+impl Side {
+    fn new(mode: EngineMode, context: usize) -> Self {
+        let device = Device::new(Limits::DEFAULT, mode).expect("device");
+        let pd = Pd::new(&device).expect("pd");
+        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
+        let (scq, rcq) = (cq(), cq());
+        let config = QpConfig {
+            context,
+            receive_depth: 256,
+            initiator_depth: 256,
+            max_receive_sge: 1,
+            max_initiator_sge: 1,
+            inline_size: 0,
+        };
+        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        Self { qp, scq, rcq, pd }
+    }
+}
+
+/// Two connected QPs on two devices, with the memory both cases use.
+/// Field order is drop order: the QPs go before the regions they used.
+struct Fixture {
+    a: Side,
+    b: Side,
+    send_src: Region,
+    send_dst: Region,
+    write_src: Region,
+    write_dst: Region,
+    next: usize,
+}
+
+impl Fixture {
+    fn new(mode: EngineMode) -> Self {
+        let a = Side::new(mode, 0xA);
+        let b = Side::new(mode, 0xB);
+        qp::connect(&a.qp, &b.qp, (16, 16), (16, 16)).expect("connect");
+        let send_src = Region::new(&a.pd, SEND_LEN, 0x5A, Access::empty());
+        let send_dst = Region::new(&b.pd, SEND_LEN, 0, Access::LOCAL_WRITE);
+        let write_src = Region::new(&a.pd, WRITE_LEN, 0xA5, Access::empty());
+        let write_dst = Region::new(&b.pd, WRITE_LEN, 0, Access::REMOTE_WRITE);
+        Self {
+            a,
+            b,
+            send_src,
+            send_dst,
+            write_src,
+            write_dst,
+            next: 0,
+        }
+    }
+
+    fn context(&mut self) -> usize {
+        self.next = self.next.wrapping_add(1);
+        self.next
+    }
+
+    /// One 64-byte Send and its receive, until both completions are polled.
+    fn send_receive(&mut self) {
+        let context = self.context();
+        self.b
+            .qp
+            .post_receive(context, &[self.send_dst.sge(SEND_LEN)])
+            .expect("post receive");
+        self.a
+            .qp
+            .post_send(
+                context,
+                Payload::Sges(&[self.send_src.sge(SEND_LEN)]),
+                WrFlags::empty(),
+                None,
+            )
+            .expect("post send");
+        let sent = wait_one(&self.a.scq);
+        let received = wait_one(&self.b.rcq);
+        check(sent, Opcode::Send, context);
+        check(received, Opcode::Receive, context);
+    }
+
+    /// One 1 MiB Write, until its completion is polled.
+    fn write(&mut self) {
+        let context = self.context();
+        self.a
+            .qp
+            .post_write(
+                context,
+                Payload::Sges(&[self.write_src.sge(WRITE_LEN)]),
+                self.write_dst.addr,
+                self.write_dst.rkey(),
+                WrFlags::empty(),
+            )
+            .expect("post write");
+        check(wait_one(&self.a.scq), Opcode::Write, context);
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.a.qp.close();
+        self.b.qp.close();
+    }
+}
+
+/// Polls `cq` until it returns one completion.
+fn wait_one(cq: &Cq) -> Completion {
+    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
+    let mut spins = 0_u32;
+    loop {
+        if cq.poll(&mut out) == 1 {
+            return out[0];
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            // Two cores: let the deferred-work threads have one.
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The benchmark measures the success path only.
+fn check(completion: Completion, opcode: Opcode, context: usize) {
+    assert_eq!(
+        (
+            completion.status,
+            completion.opcode,
+            completion.request_context
+        ),
+        (WcStatus::Success, opcode, context),
+        "unexpected completion"
+    );
+}
+
+/// How long to run a case.
+#[derive(Clone, Copy)]
+struct Plan {
+    /// Warm-up time, also used to size the batches.
+    warm_up: Duration,
+    /// Target time of one batch.
+    batch: Duration,
+    batches: u32,
+}
+
+const FULL: Plan = Plan {
+    warm_up: Duration::from_millis(300),
+    batch: Duration::from_millis(60),
+    batches: BATCHES,
+};
+
+const SMOKE: Plan = Plan {
+    warm_up: Duration::from_millis(1),
+    batch: Duration::from_millis(1),
+    batches: 1,
+};
+
+/// Runs `op` per `plan`: warms up, sizes a batch to take about
+/// `plan.batch`, and returns the median batch's nanoseconds per operation.
+fn measure(plan: Plan, mut op: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    let mut warm = 0_u32;
+    while warm == 0 || start.elapsed() < plan.warm_up {
+        op();
+        warm += 1;
+    }
+    let per_op = (start.elapsed().as_nanos() / u128::from(warm)).max(1);
+    let per_batch =
+        u32::try_from((plan.batch.as_nanos() / per_op).clamp(1, 10_000_000)).unwrap_or(1);
+    let mut samples: Vec<f64> = (0..plan.batches)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..per_batch {
+                op();
+            }
+            start.elapsed().as_secs_f64() * 1e9 / f64::from(per_batch)
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// `copy_from_slice` of `len` bytes, the baseline.
+fn memcpy(plan: Plan, len: usize) -> f64 {
+    let src = vec![0x5A_u8; len];
+    let mut dst = vec![0_u8; len];
+    measure(plan, || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    })
+}
+
+struct Row {
+    operation: &'static str,
+    mode: &'static str,
+    ns: f64,
+    baseline: f64,
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let plan = if full { FULL } else { SMOKE };
+    let mut rows = Vec::new();
+
+    let copy_small = memcpy(plan, SEND_LEN);
+    let copy_large = memcpy(plan, WRITE_LEN);
+    rows.push(Row {
+        operation: "64 B copy_from_slice",
+        mode: "-",
+        ns: copy_small,
+        baseline: copy_small,
+    });
+    for (mode, name) in [
+        (EngineMode::Inline, "inline"),
+        (EngineMode::Deferred, "deferred"),
+    ] {
+        let mut fixture = Fixture::new(mode);
+        rows.push(Row {
+            operation: "64 B send -> receive",
+            mode: name,
+            ns: measure(plan, || fixture.send_receive()),
+            baseline: copy_small,
+        });
+    }
+    rows.push(Row {
+        operation: "1 MiB copy_from_slice",
+        mode: "-",
+        ns: copy_large,
+        baseline: copy_large,
+    });
+    for (mode, name) in [
+        (EngineMode::Inline, "inline"),
+        (EngineMode::Deferred, "deferred"),
+    ] {
+        let mut fixture = Fixture::new(mode);
+        rows.push(Row {
+            operation: "1 MiB RDMA write",
+            mode: name,
+            ns: measure(plan, || fixture.write()),
+            baseline: copy_large,
+        });
+    }
+
+    if !full {
+        println!("smoke run (pass --bench, as `cargo bench` does, to measure)");
+    }
+    println!(
+        "{:<24} {:<9} {:>12} {:>10}",
+        "operation", "mode", "ns/op", "vs memcpy"
+    );
+    for row in &rows {
+        println!(
+            "{:<24} {:<9} {:>12.1} {:>9.1}x",
+            row.operation,
+            row.mode,
+            row.ns,
+            row.ns / row.baseline
+        );
+    }
+}

@@ -1,0 +1,2768 @@
+//! Family L of the rules catalogue (object lifetime: creation, asynchronous
+//! completion, close), through the C ABI.
+//!
+//! Consumer-only rules (L17, L19, L28) are checked as the provider's behaviour
+//! when a consumer keeps them, and as its robustness when one breaks them while
+//! the object is still alive (a close still pending).
+
+#![allow(
+    clippy::too_many_lines,
+    reason = "a lifetime scenario reads best as one sequence"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test contexts and pointers round-trip through usize"
+)]
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use softndk::abi::*;
+use softndk::provider::host::SoftNdkCloseAdapter;
+
+use super::harness::lck::*;
+use super::harness::*;
+
+// ---------------------------------------------------------------------------
+// One object of every type
+// ---------------------------------------------------------------------------
+
+/// A GUID no provider implements.
+const UNKNOWN_EXTENSION: Guid = Guid {
+    data1: 0x1234_5678,
+    data2: 0x9ABC,
+    data3: 0xDEF0,
+    data4: [0x4C, 0x43, 0x4B, 0, 1, 2, 3, 4],
+};
+
+/// What QueryExtension must leave alone when it does not succeed (L29).
+const UNTOUCHED: usize = 0x5EED_0000_0000_5EED;
+
+/// One object of an NDK type, as the generic tests see it.
+struct Obj {
+    ptr: *mut c_void,
+    kind: NdkObjectType,
+    slots: usize,
+    query_extension: NdkFnQueryExtensionInterface,
+    name: &'static str,
+}
+
+/// One object of each of the ten NDK types on one adapter (two MRs: one for
+/// RegisterMr, one for fast registration; two QPs: one with its own receive
+/// queue, one on the SRQ).
+struct Zoo {
+    addr: Addr,
+    adapter: Adapter,
+    cq: Cq,
+    pd: Pd,
+    mr: Mr,
+    fast_mr: Mr,
+    mw: Mw,
+    srq: Srq,
+    qp: Qp,
+    srq_qp: Qp,
+    endpoint: SharedEndpoint,
+    connector: Connector,
+    listener: Listener,
+    incoming: Arc<Incoming>,
+}
+
+impl Zoo {
+    fn new() -> Self {
+        let addr = own_address();
+        let adapter = Adapter::open(addr);
+        let cq = adapter.cq(64);
+        let pd = adapter.pd();
+        let mr = pd.mr(false);
+        let fast_mr = pd.mr(true);
+        let mw = pd.mw();
+        let srq = pd.try_srq(16, 1, 0, None).expect("CreateSrq");
+        let qp = pd.qp(&cq, &cq, 0x200);
+        let srq_qp = pd
+            .try_qp_with_srq(&cq, &cq, &srq, 0x201, 16, 1, 0)
+            .expect("CreateQpWithSrq");
+        let endpoint = adapter
+            .try_shared_endpoint(addr)
+            .expect("CreateSharedEndpoint");
+        let connector = adapter.connector();
+        let incoming = Incoming::new();
+        let listener = adapter.listener(&incoming);
+        Self {
+            addr,
+            adapter,
+            cq,
+            pd,
+            mr,
+            fast_mr,
+            mw,
+            srq,
+            qp,
+            srq_qp,
+            endpoint,
+            connector,
+            listener,
+            incoming,
+        }
+    }
+
+    fn objects(&self) -> Vec<Obj> {
+        vec![
+            Obj {
+                ptr: self.adapter.0.cast(),
+                kind: NdkObjectType::ADAPTER,
+                slots: 9,
+                query_extension: self.adapter.d().ndk_query_extension,
+                name: "adapter",
+            },
+            Obj {
+                ptr: self.qp.0.cast(),
+                kind: NdkObjectType::QP,
+                slots: 11,
+                query_extension: self.qp.d().ndk_query_extension,
+                name: "QP",
+            },
+            Obj {
+                ptr: self.srq_qp.0.cast(),
+                kind: NdkObjectType::QP,
+                slots: 11,
+                query_extension: self.srq_qp.d().ndk_query_extension,
+                name: "QP with SRQ",
+            },
+            Obj {
+                ptr: self.cq.0.cast(),
+                kind: NdkObjectType::CQ,
+                slots: 7,
+                query_extension: self.cq.d().ndk_query_extension,
+                name: "CQ",
+            },
+            Obj {
+                ptr: self.mr.0.cast(),
+                kind: NdkObjectType::MR,
+                slots: 7,
+                query_extension: self.mr.d().ndk_query_extension,
+                name: "MR",
+            },
+            Obj {
+                ptr: self.fast_mr.0.cast(),
+                kind: NdkObjectType::MR,
+                slots: 7,
+                query_extension: self.fast_mr.d().ndk_query_extension,
+                name: "fast-register MR",
+            },
+            Obj {
+                ptr: self.mw.0.cast(),
+                kind: NdkObjectType::MW,
+                slots: 3,
+                query_extension: self.mw.d().ndk_query_extension,
+                name: "MW",
+            },
+            Obj {
+                ptr: self.pd.0.cast(),
+                kind: NdkObjectType::PD,
+                slots: 8,
+                query_extension: self.pd.d().ndk_query_extension,
+                name: "PD",
+            },
+            Obj {
+                ptr: self.endpoint.0.cast(),
+                kind: NdkObjectType::SHARED_ENDPOINT,
+                slots: 3,
+                query_extension: self.endpoint.d().ndk_query_extension,
+                name: "shared endpoint",
+            },
+            Obj {
+                ptr: self.connector.0.cast(),
+                kind: NdkObjectType::CONNECTOR,
+                slots: 11,
+                query_extension: self.connector.d().ndk_query_extension,
+                name: "connector",
+            },
+            Obj {
+                ptr: self.listener.0.cast(),
+                kind: NdkObjectType::LISTENER,
+                slots: 5,
+                query_extension: self.listener.d().ndk_query_extension,
+                name: "listener",
+            },
+            Obj {
+                ptr: self.srq.0.cast(),
+                kind: NdkObjectType::SRQ,
+                slots: 4,
+                query_extension: self.srq.d().ndk_query_extension,
+                name: "SRQ",
+            },
+        ]
+    }
+
+    /// Closes every object, successors first, each through its own close
+    /// slot (L18 checked), then the adapter.
+    fn close(self) {
+        close_and_wait(
+            self.connector.0.cast(),
+            self.connector.d().ndk_close_connector,
+        );
+        close_and_wait(self.listener.0.cast(), self.listener.d().ndk_close_listener);
+        close_and_wait(
+            self.endpoint.0.cast(),
+            self.endpoint.d().ndk_close_shared_endpoint,
+        );
+        close_and_wait(self.qp.0.cast(), self.qp.d().ndk_close_qp);
+        close_and_wait(self.srq_qp.0.cast(), self.srq_qp.d().ndk_close_qp);
+        close_and_wait(self.srq.0.cast(), self.srq.d().ndk_close_srq);
+        close_and_wait(self.mw.0.cast(), self.mw.d().ndk_close_mw);
+        close_and_wait(self.mr.0.cast(), self.mr.d().ndk_close_mr);
+        close_and_wait(self.fast_mr.0.cast(), self.fast_mr.d().ndk_close_mr);
+        close_and_wait(self.cq.0.cast(), self.cq.d().ndk_close_cq);
+        close_and_wait(self.pd.0.cast(), self.pd.d().ndk_close_pd);
+        self.adapter.close();
+    }
+}
+
+/// QueryExtension through `query`: the status and what the interface holds
+/// afterwards ([`UNTOUCHED`] unless the provider wrote it).
+fn query_extension(
+    object: *mut c_void,
+    query: NdkFnQueryExtensionInterface,
+    id: &Guid,
+) -> (NtStatus, usize) {
+    let mut interface = NdkExtensionInterface {
+        dispatch: UNTOUCHED as *const c_void,
+    };
+    // SAFETY: a live object and its own QueryExtension slot; valid GUID and
+    // out-structure.
+    let status = unsafe { query(object.cast(), id, NDK_VERSION_1_2, &raw mut interface) };
+    (status, interface.dispatch as usize)
+}
+
+/// The objects of a pair, with their types.
+fn pair_objects(p: &Pair) -> Vec<(*mut c_void, NdkObjectType, &'static str)> {
+    vec![
+        (p.a.0.cast(), NdkObjectType::ADAPTER, "adapter A"),
+        (p.b.0.cast(), NdkObjectType::ADAPTER, "adapter B"),
+        (p.a_cq.0.cast(), NdkObjectType::CQ, "CQ A"),
+        (p.b_cq.0.cast(), NdkObjectType::CQ, "CQ B"),
+        (p.a_pd.0.cast(), NdkObjectType::PD, "PD A"),
+        (p.b_pd.0.cast(), NdkObjectType::PD, "PD B"),
+        (p.a_qp.0.cast(), NdkObjectType::QP, "QP A"),
+        (p.b_qp.0.cast(), NdkObjectType::QP, "QP B"),
+        (p.a_conn.0.cast(), NdkObjectType::CONNECTOR, "connector A"),
+        (
+            p.b_conn.0.cast(),
+            NdkObjectType::CONNECTOR,
+            "connector B (incoming)",
+        ),
+        (p.listener.0.cast(), NdkObjectType::LISTENER, "listener"),
+    ]
+}
+
+/// L2 / L3: the header of `object` holds the negotiated version, its type and
+/// an all-zero reserved block.
+fn assert_header(object: *const c_void, kind: NdkObjectType, version: NdkVersion, name: &str) {
+    let header = header_of(object);
+    assert_eq!(header.version, version, "L2: version of the {name}");
+    assert_eq!(header.object_type, kind, "L2: type of the {name}");
+    assert_ne!(header.object_type, NdkObjectType::UNDEFINED);
+    assert!(
+        header.ndk_reserved.rf.iter().all(|p| p.is_null()),
+        "L2/L3: reserved block of the {name}: {:?}",
+        header.ndk_reserved.rf
+    );
+    assert!(!dispatch_of(object).is_null(), "L2: Dispatch of the {name}");
+}
+
+/// NdkConnect with the test's own completion callback and context, no
+/// private data.
+fn connect_with(
+    connector: &Connector,
+    qp: &Qp,
+    src: Addr,
+    dst: Addr,
+    callback: NdkFnRequestCompletion,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: live objects; addresses valid for the call; the context
+    // outlives the completion (tests keep it).
+    unsafe {
+        (connector.d().ndk_connect)(
+            connector.0,
+            qp.0,
+            src.as_ptr(),
+            src.len(),
+            dst.as_ptr(),
+            dst.len(),
+            1,
+            1,
+            b"".as_ptr().cast(),
+            0,
+            Some(callback),
+            context,
+        )
+    }
+}
+
+/// A listening listener on a fresh adapter of its own and the address a
+/// connector reaches it at.
+struct Far {
+    adapter: Adapter,
+    listener: Listener,
+    incoming: Arc<Incoming>,
+    at: Addr,
+}
+
+impl Far {
+    fn new() -> Self {
+        let addr = own_address();
+        let adapter = Adapter::open(addr);
+        let incoming = Incoming::new();
+        let listener = adapter.listener(&incoming);
+        assert_eq!(listener.listen(addr), STATUS_SUCCESS, "Listen");
+        let (_, at, _) = listener.local_address();
+        Self {
+            adapter,
+            listener,
+            incoming,
+            at,
+        }
+    }
+
+    /// Closes the incoming connectors `n` so far, the listener and the adapter.
+    fn close(self, n: usize) {
+        for i in 1..=n {
+            let connector = self.incoming.wait_nth(i);
+            let status = connector.close();
+            assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+        }
+        let status = self.listener.close();
+        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+        self.adapter.close();
+    }
+}
+
+/// An adapter with a CQ, a PD and a QP, unconnected.
+struct Near {
+    addr: Addr,
+    adapter: Adapter,
+    cq: Cq,
+    pd: Pd,
+    qp: Qp,
+}
+
+impl Near {
+    fn new() -> Self {
+        let addr = own_address();
+        let adapter = Adapter::open(addr);
+        let cq = adapter.cq(64);
+        let pd = adapter.pd();
+        let qp = pd.qp(&cq, &cq, 0x0A);
+        Self {
+            addr,
+            adapter,
+            cq,
+            pd,
+            qp,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// L1, L2, L3, L4, L29: shapes and tables
+// ---------------------------------------------------------------------------
+
+// rule L1, L10, L29
+#[test]
+fn l1_every_slot_of_every_table_is_a_working_function() {
+    let zoo = Zoo::new();
+    // No slot is NULL (read as raw words: a NULL fn pointer is not a value
+    // Rust can hold).
+    for obj in zoo.objects() {
+        let raw = raw_slots(obj.ptr, obj.slots);
+        assert!(
+            raw.iter().all(|&slot| slot != 0),
+            "L1: a NULL slot in the {} table: {raw:x?}",
+            obj.name
+        );
+    }
+    // QueryExtension, slot 1 of every table (0 of the adapter's): L29.
+    for obj in zoo.objects() {
+        let (status, _) = query_extension(obj.ptr, obj.query_extension, &UNKNOWN_EXTENSION);
+        assert_eq!(status, STATUS_NOT_SUPPORTED, "L29: {}", obj.name);
+    }
+
+    // Adapter: QueryAdapterInfo, the five creates (Zoo::new), BuildLam and
+    // ReleaseLam.
+    let info = zoo.adapter.info();
+    assert_eq!(info.version, NDK_VERSION_1_2);
+    let mut pages = Buffer::new(2 * PAGE, 0, 0);
+    let (status, mut lam, _fbo) = zoo.adapter.build_lam(&mut pages);
+    assert_eq!(status, STATUS_SUCCESS, "BuildLam");
+    let lam_page = lam_pages(&lam)[0];
+
+    // CQ: ResizeCq, ArmCq, GetCqResults, ControlCqInterruptModeration,
+    // GetCqResultsEx (close at the end).
+    assert_eq!(zoo.cq.resize(128), STATUS_SUCCESS, "ResizeCq");
+    zoo.cq.arm(NdkCqNotifyType::ANY);
+    assert!(zoo.cq.poll(4).is_empty());
+    assert!(zoo.cq.poll_ex(4).is_empty());
+    // SAFETY: a live CQ.
+    let status = unsafe { (zoo.cq.d().ndk_control_cq_interrupt_moderation)(zoo.cq.0, 0, 0) };
+    assert_eq!(status, STATUS_NOT_SUPPORTED, "K8: no moderation flag");
+
+    // PD: GetPrivilegedMemoryRegionToken (the creates: Zoo::new).
+    let _ = zoo.pd.privileged_token();
+
+    // MR: RegisterMr, the two token getters; InitializeFastRegisterMr.
+    let mut region = Buffer::new(PAGE, 0, 0);
+    assert_eq!(
+        zoo.mr
+            .register(&mut region, MrFlags::ALLOW_LOCAL_WRITE.bits()),
+        STATUS_SUCCESS
+    );
+    let local = zoo.mr.local_token();
+    let _remote = zoo.mr.remote_token();
+    assert_eq!(zoo.fast_mr.init_fast(16, true), STATUS_SUCCESS);
+
+    // MW: GetRemoteTokenFromMw (unbound: any value).
+    let _ = zoo.mw.remote_token();
+
+    // SRQ: ModifySrq, SrqReceive.
+    assert_eq!(zoo.srq.modify(0, 0), STATUS_SUCCESS, "ModifySrq");
+    assert_eq!(zoo.srq.receive(1, &[]), STATUS_SUCCESS, "SrqReceive");
+
+    // QP: Receive; every initiator request on an unconnected QP (P7); Flush.
+    assert_eq!(
+        zoo.qp.receive(1, &[region.sge(0, 64, local)]),
+        STATUS_SUCCESS
+    );
+    let sge = [region.sge(0, 64, local)];
+    let initiator = [
+        ("Send", zoo.qp.send(2, &sge, 0)),
+        (
+            "SendAndInvalidate",
+            zoo.qp.send_and_invalidate(3, &sge, 0, 1),
+        ),
+        ("Read", zoo.qp.read(4, &sge, region.va(), 1, 0)),
+        ("Write", zoo.qp.write(5, &sge, region.va(), 1, 0)),
+        (
+            "Bind",
+            zoo.qp.bind(
+                6,
+                &zoo.mr,
+                &zoo.mw,
+                region.va(),
+                64,
+                OpFlags::ALLOW_REMOTE_READ.bits(),
+            ),
+        ),
+        (
+            "FastRegister",
+            zoo.qp
+                .fast_register(7, &zoo.fast_mr, &[lam_page], 0, PAGE, lam_page, 0),
+        ),
+        ("Invalidate", zoo.qp.invalidate(8, zoo.mw.header(), 0)),
+    ];
+    for (name, status) in initiator {
+        assert_eq!(status, STATUS_CONNECTION_INVALID, "P7: {name} unconnected");
+    }
+    zoo.qp.flush();
+    // E1: the QP's receive is cancelled (the SRQ's stays in the SRQ, E4).
+    assert_eq!(
+        contexts(&zoo.cq.wait_results(1)),
+        vec![(1, STATUS_CANCELLED)]
+    );
+    assert_eq!(zoo.mr.deregister(), STATUS_SUCCESS, "DeregisterMr");
+    zoo.adapter.release_lam(&mut lam);
+
+    // Shared endpoint: GetLocalAddress.
+    let mut addr = Addr::empty();
+    let mut len = 28_u32;
+    // SAFETY: a live endpoint and a 28-byte buffer.
+    let status = unsafe {
+        (zoo.endpoint.d().ndk_get_local_address)(zoo.endpoint.0, addr.as_mut_ptr(), &raw mut len)
+    };
+    assert_eq!(status, STATUS_SUCCESS, "GetSharedEndpointLocalAddress");
+
+    // Listener: Listen, GetLocalAddress, ControlConnectEvents.
+    assert_eq!(zoo.listener.listen(zoo.addr), STATUS_SUCCESS);
+    let (status, listening, _) = zoo.listener.local_address();
+    assert_eq!(status, STATUS_SUCCESS);
+    assert_ne!(listening.port(), 0, "an ephemeral port was picked");
+    zoo.listener.pause(true);
+    zoo.listener.pause(false);
+
+    // Connector: Connect and ConnectWithSharedEndpoint (nobody listens on
+    // port 9: refused), then every other function on the idle connector.
+    let nobody = zoo.addr.with_port(9);
+    let signal = Signal::new();
+    // (The SRQ QP: the other one was flushed and can no longer connect.)
+    let status = connect_with(
+        &zoo.connector,
+        &zoo.srq_qp,
+        zoo.addr,
+        nobody,
+        on_status,
+        signal.ctx(),
+    );
+    assert_eq!(settle(status, &signal), STATUS_CONNECTION_REFUSED);
+    let signal = Signal::new();
+    // SAFETY: live objects and an address valid for the call.
+    let status = unsafe {
+        (zoo.connector.d().ndk_connect_with_shared_endpoint)(
+            zoo.connector.0,
+            zoo.srq_qp.0,
+            zoo.endpoint.0,
+            nobody.as_ptr(),
+            nobody.len(),
+            1,
+            1,
+            b"".as_ptr().cast(),
+            0,
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(settle(status, &signal), STATUS_CONNECTION_REFUSED);
+    let indications = Signal::new();
+    let signal = Signal::new();
+    // SAFETY: a live connector; the signals outlive it.
+    let status = unsafe {
+        (zoo.connector.d().ndk_complete_connect)(
+            zoo.connector.0,
+            Some(on_disconnect),
+            indications.ctx(),
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(
+        settle(status, &signal),
+        STATUS_CONNECTION_INVALID,
+        "N14: CompleteConnect while not connecting"
+    );
+    let (status, signal) = zoo.connector.accept(&zoo.srq_qp, 1, 1, b"", &indications);
+    assert!(settle(status, &signal) < 0, "Accept on an active connector");
+    assert_ne!(zoo.connector.reject(b""), STATUS_PENDING, "L10: Reject");
+    assert_ne!(zoo.connector.connection_data(0).0, STATUS_PENDING, "L10");
+    assert_ne!(zoo.connector.local_address().0, STATUS_PENDING, "L10");
+    assert_ne!(zoo.connector.peer_address().0, STATUS_PENDING, "L10");
+    let (status, signal) = zoo.connector.disconnect();
+    assert!(
+        settle(status, &signal) < 0,
+        "Disconnect of an idle connector"
+    );
+    assert_eq!(indications.count(), 0);
+
+    // Close, slot 0 of every table but the adapter's: Zoo::close.
+    zoo.close();
+}
+
+// rule L2
+// see also A4
+#[test]
+fn l2_headers_hold_version_type_zero_reserved_and_the_type_table() {
+    let zoo = Zoo::new();
+    let version = zoo.adapter.info().version;
+    assert_eq!(version, NDK_VERSION_1_2, "A2: the provider's highest minor");
+    let objects = zoo.objects();
+    for obj in &objects {
+        assert_header(obj.ptr, obj.kind, version, obj.name);
+    }
+    // One table per type: equal within a type, distinct across types.
+    for x in &objects {
+        for y in &objects {
+            let same = dispatch_of(x.ptr) == dispatch_of(y.ptr);
+            assert_eq!(
+                same,
+                x.kind == y.kind,
+                "L2: Dispatch of the {} and the {}",
+                x.name,
+                y.name
+            );
+        }
+    }
+    // A connector the provider creates for an incoming request (handed over
+    // by the connect event) is set up the same way.
+    assert_eq!(zoo.listener.listen(zoo.addr), STATUS_SUCCESS);
+    let (_, at, _) = zoo.listener.local_address();
+    let active = zoo.adapter.connector();
+    let (status, connected) = active.connect(&zoo.qp, zoo.addr, at, 1, 1, b"");
+    let passive = zoo.incoming.wait_nth(1);
+    assert_header(
+        passive.0.cast(),
+        NdkObjectType::CONNECTOR,
+        version,
+        "incoming connector",
+    );
+    assert_eq!(
+        dispatch_of(passive.0.cast()),
+        dispatch_of(zoo.connector.0.cast()),
+        "L2: the incoming connector's table is the connector table"
+    );
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
+    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
+    close_and_wait(active.0.cast(), active.d().ndk_close_connector);
+    zoo.close();
+}
+
+// rule L3, L2
+#[test]
+fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
+    let watch = Watch::new();
+    let p = pair_watching_b(&watch);
+    let version = p.a.info().version;
+    for (object, kind, name) in pair_objects(&p) {
+        assert_header(object, kind, version, name);
+    }
+    // Traffic of every kind of callback and completion.
+    let mut sink = Buffer::new(PAGE, 0, 0);
+    let mr = p.b_pd.mr(false);
+    assert_eq!(
+        mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()),
+        STATUS_SUCCESS
+    );
+    let data = *b"reserved";
+    let inline = [NdkSge {
+        address: data.as_ptr() as u64,
+        length: 8,
+        memory_region_token: 0,
+    }];
+    for i in 0..4 {
+        recv0(&p.b_qp, 100 + i);
+    }
+    p.b_cq.arm(NdkCqNotifyType::ANY);
+    send0(&p.a_qp, 1, 0);
+    send0(&p.a_qp, 2, SOLICIT);
+    assert_eq!(
+        p.a_qp.write(
+            3,
+            &inline,
+            sink.va(),
+            mr.remote_token(),
+            OpFlags::INLINE.bits()
+        ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(p.a_cq.wait_results(3).len(), 3);
+    assert_eq!(p.b_cq.wait_results(2).len(), 2);
+    watch.wait_returned(1);
+    assert_eq!(&sink.bytes()[..8], b"reserved");
+    // The MR's header too, and while its PD's close is pending.
+    let pd_log = Signal::new();
+    let status = close_with(p.b_pd.0.cast(), p.b_pd.d().ndk_close_pd, &pd_log);
+    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR and a QP");
+    for (object, kind, name) in pair_objects(&p) {
+        assert_header(object, kind, version, name);
+    }
+    assert_header(mr.0.cast(), NdkObjectType::MR, version, "MR");
+    assert_header(p.b_pd.0.cast(), NdkObjectType::PD, version, "closing PD");
+    assert_eq!(mr.close(), STATUS_SUCCESS);
+    teardown_except(
+        p,
+        Closed {
+            b_pd: true,
+            ..Closed::default()
+        },
+    );
+    finish_close(status, &pd_log);
+}
+
+// rule L4
+#[test]
+fn l4_provider_never_reads_dispatch_after_creation() {
+    let p = Pair::new();
+    // The consumer keeps copies of the tables and calls through them.
+    let ad = *p.a.d();
+    let bd = *p.b.d();
+    let a_cqd = *p.a_cq.d();
+    let b_cqd = *p.b_cq.d();
+    let a_pdd = *p.a_pd.d();
+    let b_pdd = *p.b_pd.d();
+    let a_qpd = *p.a_qp.d();
+    let b_qpd = *p.b_qp.d();
+    let active_cd = *p.a_conn.d();
+    let passive_cd = *p.b_conn.d();
+    let ld = *p.listener.d();
+    let objects: Vec<*mut c_void> = pair_objects(&p).into_iter().map(|o| o.0).collect();
+    // ... and overwrites every Dispatch field (NULL: any read for a call or
+    // for a check would show).
+    let saved: Vec<*const c_void> = objects
+        .iter()
+        // SAFETY: live objects; restored below before the harness reads them.
+        .map(|&object| unsafe { set_dispatch(object, std::ptr::null()) })
+        .collect();
+
+    // Adapter: QueryAdapterInfo, a new PD and MR, CreateCq.
+    let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
+    let mut size = u32::try_from(size_of::<NdkAdapterInfo>()).unwrap();
+    // SAFETY: a live adapter and a buffer of `size` bytes.
+    let status = unsafe { (ad.ndk_query_adapter_info)(p.a.0, info.as_mut_ptr(), &raw mut size) };
+    assert_eq!(status, STATUS_SUCCESS, "L4: QueryAdapterInfo");
+    let mut cq = std::ptr::null_mut();
+    let watch = Signal::new();
+    // SAFETY: a live adapter; the signal outlives the CQ.
+    let status = unsafe {
+        (bd.ndk_create_cq)(
+            p.b.0,
+            8,
+            Some(on_status),
+            watch.ctx(),
+            std::ptr::null(),
+            None,
+            std::ptr::null_mut(),
+            &raw mut cq,
+        )
+    };
+    assert_eq!(status, STATUS_SUCCESS, "L4: CreateCq");
+    let extra_cq = Cq(cq, watch);
+    let mut mr = std::ptr::null_mut();
+    // SAFETY: a live PD.
+    let status =
+        unsafe { (b_pdd.ndk_create_mr)(p.b_pd.0, 0, None, std::ptr::null_mut(), &raw mut mr) };
+    assert_eq!(status, STATUS_SUCCESS, "L4: CreateMr");
+    let mr = Mr(mr);
+    let mrd = *mr.d();
+    // SAFETY: the new MR is live; its Dispatch is not read again here.
+    let _ = unsafe { set_dispatch(mr.0.cast(), std::ptr::null()) };
+    let mut sink = Buffer::new(PAGE, 0, 0);
+    let signal = Signal::new();
+    // SAFETY: the MDL describes the test's locked buffer, kept until closed.
+    let status = unsafe {
+        (mrd.ndk_register_mr)(
+            mr.0,
+            sink.mdl(),
+            sink.len,
+            MrFlags::ALLOW_REMOTE_WRITE.bits(),
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "L4: RegisterMr");
+    // SAFETY: a live MR.
+    let token = unsafe { (mrd.ndk_get_remote_token_from_mr)(mr.0) };
+    // SAFETY: a live MR.
+    let _local = unsafe { (mrd.ndk_get_local_token_from_mr)(mr.0) };
+    let mut privileged = 0;
+    // SAFETY: a live PD.
+    unsafe { (a_pdd.ndk_get_privileged_memory_region_token)(p.a_pd.0, &raw mut privileged) };
+
+    // QPs and CQs: a Receive, an armed CQ, a solicited Send, an inline Write,
+    // and the completions through both GetCqResults forms.
+    // SAFETY: a live QP; no SGEs.
+    let status = unsafe { (b_qpd.ndk_receive)(p.b_qp.0, 7 as *mut c_void, std::ptr::null(), 0) };
+    assert_eq!(status, STATUS_SUCCESS, "L4: Receive");
+    // SAFETY: a live CQ.
+    unsafe { (b_cqd.ndk_arm_cq)(p.b_cq.0, NdkCqNotifyType::ANY) };
+    // SAFETY: a live QP; no SGEs.
+    let status =
+        unsafe { (a_qpd.ndk_send)(p.a_qp.0, 8 as *mut c_void, std::ptr::null(), 0, SOLICIT) };
+    assert_eq!(status, STATUS_SUCCESS, "L4: Send");
+    let data = *b"dispatch";
+    let inline = NdkSge {
+        address: data.as_ptr() as u64,
+        length: 8,
+        memory_region_token: 0,
+    };
+    // SAFETY: a live QP; the inline SGE's buffer lives through the call.
+    let status = unsafe {
+        (a_qpd.ndk_write)(
+            p.a_qp.0,
+            9 as *mut c_void,
+            &raw const inline,
+            1,
+            sink.va(),
+            token,
+            OpFlags::INLINE.bits(),
+        )
+    };
+    assert_eq!(status, STATUS_SUCCESS, "L4: Write");
+    let mut got: Vec<usize> = Vec::new();
+    let mut received = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while got.len() < 2 || received.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "L4: completions missing"
+        );
+        // SAFETY: NdkResult is plain data.
+        let mut results = [unsafe { std::mem::zeroed::<NdkResult>() }; 4];
+        // SAFETY: room for 4 results.
+        let n = unsafe { (a_cqd.ndk_get_cq_results)(p.a_cq.0, results.as_mut_ptr(), 4) };
+        for r in &results[..n as usize] {
+            assert_eq!(r.status, STATUS_SUCCESS);
+            got.push(r.request_context as usize);
+        }
+        // SAFETY: NdkResultEx is plain data.
+        let mut results = [unsafe { std::mem::zeroed::<NdkResultEx>() }; 4];
+        // SAFETY: room for 4 results.
+        let n = unsafe { (b_cqd.ndk_get_cq_results_ex)(p.b_cq.0, results.as_mut_ptr(), 4) };
+        received.extend(
+            results[..n as usize]
+                .iter()
+                .map(|r| r.request_context as usize),
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(got, vec![8, 9], "L4: initiator completions");
+    assert_eq!(received, vec![7], "L4: the receive");
+    assert_eq!(p.b_cq.1.wait(), STATUS_SUCCESS, "L4: the notification");
+    assert_eq!(&sink.bytes()[..8], b"dispatch");
+
+    // Connectors and the listener: their address getters.
+    for (connector, d) in [(&p.a_conn, active_cd), (&p.b_conn, passive_cd)] {
+        let mut addr = Addr::empty();
+        let mut len = 28_u32;
+        // SAFETY: a live connector and a 28-byte buffer.
+        let status =
+            unsafe { (d.ndk_get_peer_address)(connector.0, addr.as_mut_ptr(), &raw mut len) };
+        assert_eq!(status, STATUS_SUCCESS, "L4: GetPeerAddress");
+    }
+    let mut addr = Addr::empty();
+    let mut len = 28_u32;
+    // SAFETY: a live listener and a 28-byte buffer.
+    let status =
+        unsafe { (ld.ndk_get_local_address)(p.listener.0, addr.as_mut_ptr(), &raw mut len) };
+    assert_eq!(status, STATUS_SUCCESS, "L4: GetListenerLocalAddress");
+
+    // Closes through the saved tables with Dispatch still overwritten.
+    close_and_wait(mr.0.cast(), mrd.ndk_close_mr);
+    close_and_wait(extra_cq.0.cast(), b_cqd.ndk_close_cq);
+
+    // The harness's closes read Dispatch: give the objects their tables back,
+    // except the adapters, whose close (SoftNdkCloseAdapter) takes the
+    // pointer alone.
+    for (&object, &dispatch) in objects.iter().zip(&saved).skip(2) {
+        // SAFETY: live objects; their own table back.
+        let _ = unsafe { set_dispatch(object, dispatch) };
+    }
+    p.teardown();
+}
+
+// rule L29, L10
+#[test]
+fn l29_query_extension_is_not_supported_on_every_object_and_fills_nothing() {
+    let zoo = Zoo::new();
+    for obj in zoo.objects() {
+        for id in [&UNKNOWN_EXTENSION, &NDK_EXTENSION_ID_ADAPTER_RSS_DISPATCH] {
+            let (status, interface) = query_extension(obj.ptr, obj.query_extension, id);
+            if status == STATUS_SUCCESS {
+                assert_ne!(interface, UNTOUCHED, "L29: success must fill the interface");
+            } else {
+                assert_eq!(status, STATUS_NOT_SUPPORTED, "L29: {}", obj.name);
+                assert_eq!(
+                    interface, UNTOUCHED,
+                    "L29: filled on failure ({})",
+                    obj.name
+                );
+            }
+        }
+    }
+    zoo.close();
+}
+
+// ---------------------------------------------------------------------------
+// L5–L9: creation and request completions
+// ---------------------------------------------------------------------------
+
+/// What one create completion received.
+#[derive(Default)]
+struct Created {
+    calls: Mutex<Vec<(usize, NtStatus, usize)>>,
+}
+
+/// `NDK_FN_CREATE_COMPLETION` recording (context, status, object).
+unsafe extern "system" fn on_created(
+    ctx: *mut c_void,
+    status: NtStatus,
+    object: *mut NdkObjectHeader,
+) {
+    // SAFETY: `ctx` is the address of a `Created` the test keeps alive.
+    let created = unsafe { &*ctx.cast::<Created>() };
+    created
+        .calls
+        .lock()
+        .unwrap()
+        .push((ctx as usize, status, object as usize));
+}
+
+/// A sentinel the provider must not write over after `STATUS_PENDING` (L6).
+const SENTINEL: usize = 0x00DE_AD00_0000_0CA1;
+
+/// Runs a create with [`on_created`] and an out-pointer preset to
+/// [`SENTINEL`], and checks L5–L7 either way: the object and its final
+/// status, or the failure status.
+fn create<T>(
+    what: &str,
+    call: impl FnOnce(Option<NdkFnCreateCompletion>, *mut c_void, *mut *mut T) -> NtStatus,
+) -> Result<*mut T, NtStatus> {
+    let created = Arc::new(Created::default());
+    let ctx = Arc::as_ptr(&created).cast_mut().cast::<c_void>();
+    let mut out = SENTINEL as *mut T;
+    let status = call(Some(on_created), ctx, &raw mut out);
+    if status == STATUS_PENDING {
+        // L5: exactly once, with the context, the status and the object.
+        let deadline = std::time::Instant::now() + WAIT;
+        while created.calls.lock().unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "L5: {what} never completed"
+            );
+            std::thread::yield_now();
+        }
+        std::thread::sleep(SETTLE);
+        let calls = created.calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 1, "L5: {what} completed {} times", calls.len());
+        // L6: the out-pointer is not written after STATUS_PENDING.
+        assert_eq!(out as usize, SENTINEL, "L6: {what} wrote the out-pointer");
+        let (context, status, object) = calls[0];
+        assert_eq!(context, ctx as usize, "L5: {what} context");
+        if status == STATUS_SUCCESS {
+            assert_ne!(object, 0, "L5: {what} object");
+            Ok(object as *mut T)
+        } else {
+            Err(status)
+        }
+    } else {
+        // L7: finished; the completion is never called.
+        std::thread::sleep(SETTLE);
+        assert!(
+            created.calls.lock().unwrap().is_empty(),
+            "L7: {what} returned {status:#x} and called its completion"
+        );
+        if status == STATUS_SUCCESS {
+            assert!(
+                !out.is_null() && out as usize != SENTINEL,
+                "L7: {what} succeeded without its object"
+            );
+            Ok(out)
+        } else {
+            Err(status)
+        }
+    }
+}
+
+// rule L7, L5, L6, L14
+#[test]
+fn l7_every_create_finishes_inline_without_its_create_completion() {
+    let addr = own_address();
+    let adapter = Adapter::open(addr);
+    let ad = *adapter.d();
+    let cq_watch = Signal::new();
+    // SAFETY: (here and in each closure below) a live antecedent and the
+    // out-pointer `create` passes; the notification contexts outlive the
+    // objects.
+    let cq = create("CreateCq", |cc, ctx, out| unsafe {
+        (ad.ndk_create_cq)(
+            adapter.0,
+            16,
+            Some(on_status),
+            cq_watch.ctx(),
+            std::ptr::null(),
+            cc,
+            ctx,
+            out,
+        )
+    })
+    .map(|cq| Cq(cq, Signal::new()))
+    .expect("CreateCq");
+    // SAFETY: as above.
+    let pd = create("CreatePd", |cc, ctx, out| unsafe {
+        (ad.ndk_create_pd)(adapter.0, cc, ctx, out)
+    })
+    .map(Pd)
+    .expect("CreatePd");
+    // SAFETY: as above.
+    let connector = create("CreateConnector", |cc, ctx, out| unsafe {
+        (ad.ndk_create_connector)(adapter.0, cc, ctx, out)
+    })
+    .map(Connector)
+    .expect("CreateConnector");
+    let incoming = Incoming::new();
+    // SAFETY: as above.
+    let listener = create("CreateListener", |cc, ctx, out| unsafe {
+        (ad.ndk_create_listener)(adapter.0, Some(on_connect), incoming.ctx(), cc, ctx, out)
+    })
+    .map(Listener)
+    .expect("CreateListener");
+    // SAFETY: as above.
+    let endpoint = create("CreateSharedEndpoint", |cc, ctx, out| unsafe {
+        (ad.ndk_create_shared_endpoint)(adapter.0, addr.as_ptr(), addr.len(), cc, ctx, out)
+    })
+    .map(SharedEndpoint)
+    .expect("CreateSharedEndpoint");
+    let pdd = *pd.d();
+    // SAFETY: as above.
+    let mr = create("CreateMr", |cc, ctx, out| unsafe {
+        (pdd.ndk_create_mr)(pd.0, 0, cc, ctx, out)
+    })
+    .map(Mr)
+    .expect("CreateMr");
+    // SAFETY: as above.
+    let mw = create("CreateMw", |cc, ctx, out| unsafe {
+        (pdd.ndk_create_mw)(pd.0, cc, ctx, out)
+    })
+    .map(Mw)
+    .expect("CreateMw");
+    // SAFETY: as above.
+    let srq = create("CreateSrq", |cc, ctx, out| unsafe {
+        (pdd.ndk_create_srq)(
+            pd.0,
+            8,
+            1,
+            0,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            cc,
+            ctx,
+            out,
+        )
+    })
+    .map(Srq)
+    .expect("CreateSrq");
+    // SAFETY: as above.
+    let qp = create("CreateQp", |cc, ctx, out| unsafe {
+        (pdd.ndk_create_qp)(
+            pd.0,
+            cq.0,
+            cq.0,
+            std::ptr::null_mut(),
+            8,
+            8,
+            1,
+            1,
+            0,
+            cc,
+            ctx,
+            out,
+        )
+    })
+    .map(Qp)
+    .expect("CreateQp");
+    // SAFETY: as above.
+    let srq_qp = create("CreateQpWithSrq", |cc, ctx, out| unsafe {
+        (pdd.ndk_create_qp_with_srq)(
+            pd.0,
+            cq.0,
+            cq.0,
+            srq.0,
+            std::ptr::null_mut(),
+            8,
+            1,
+            0,
+            cc,
+            ctx,
+            out,
+        )
+    })
+    .map(Qp)
+    .expect("CreateQpWithSrq");
+    // Failing creates are final too (L7): no completion.
+    let info = adapter.info();
+    // SAFETY: as above.
+    let refused = create("CreateCq over MaxCqDepth", |cc, ctx, out| unsafe {
+        (ad.ndk_create_cq)(
+            adapter.0,
+            info.max_cq_depth + 1,
+            Some(on_status),
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            cc,
+            ctx,
+            out,
+        )
+    });
+    assert_eq!(refused.err(), Some(STATUS_INVALID_PARAMETER));
+
+    for (object, close) in [
+        (srq_qp.0.cast(), srq_qp.d().ndk_close_qp),
+        (qp.0.cast(), qp.d().ndk_close_qp),
+        (srq.0.cast(), srq.d().ndk_close_srq),
+        (mw.0.cast(), mw.d().ndk_close_mw),
+        (mr.0.cast(), mr.d().ndk_close_mr),
+        (endpoint.0.cast(), endpoint.d().ndk_close_shared_endpoint),
+        (listener.0.cast(), listener.d().ndk_close_listener),
+        (connector.0.cast(), connector.d().ndk_close_connector),
+        (pd.0.cast(), pd.d().ndk_close_pd),
+        (cq.0.cast(), cq.d().ndk_close_cq),
+    ] {
+        close_and_wait(object, close);
+    }
+    adapter.close();
+}
+
+// rule L8, L10
+// see also N13, N15
+#[test]
+fn l8_request_completion_runs_once_and_only_after_pending() {
+    let a_addr = own_address();
+    let b_addr = own_address();
+    let a = Adapter::open(a_addr);
+    let b = Adapter::open(b_addr);
+    let a_cq = a.cq(64);
+    let b_cq = b.cq(64);
+    let a_pd = a.pd();
+    let b_pd = b.pd();
+    let a_qp = a_pd.qp(&a_cq, &a_cq, 0xA);
+    let b_qp = b_pd.qp(&b_cq, &b_cq, 0xB);
+
+    // ResizeCq.
+    let signal = Signal::new();
+    // SAFETY: a live CQ; the signal outlives the call's completion.
+    let status = unsafe { (a_cq.d().ndk_resize_cq)(a_cq.0, 128, Some(on_status), signal.ctx()) };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "ResizeCq");
+
+    // RegisterMr, DeregisterMr, InitializeFastRegisterMr.
+    let mr = a_pd.mr(false);
+    let mut buffer = Buffer::new(PAGE, 0, 0);
+    let signal = Signal::new();
+    // SAFETY: the MDL describes the test's buffer, kept until the MR closes.
+    let status = unsafe {
+        (mr.d().ndk_register_mr)(
+            mr.0,
+            buffer.mdl(),
+            buffer.len,
+            MrFlags::ALLOW_LOCAL_WRITE.bits(),
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(status, STATUS_SUCCESS, "RegisterMr completes inline");
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "RegisterMr");
+    let signal = Signal::new();
+    // SAFETY: a live, registered MR.
+    let status = unsafe { (mr.d().ndk_deregister_mr)(mr.0, Some(on_status), signal.ctx()) };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "DeregisterMr");
+    let fast = a_pd.mr(true);
+    let signal = Signal::new();
+    // SAFETY: a live fast-register MR.
+    let status = unsafe {
+        (fast.d().ndk_initialize_fast_register_mr)(fast.0, 16, 0, Some(on_status), signal.ctx())
+    };
+    assert_eq!(
+        settle(status, &signal),
+        STATUS_SUCCESS,
+        "InitializeFastRegisterMr"
+    );
+
+    // ModifySrq.
+    let srq = a_pd.try_srq(8, 1, 0, None).expect("CreateSrq");
+    let signal = Signal::new();
+    // SAFETY: a live SRQ.
+    let status = unsafe { (srq.d().ndk_modify_srq)(srq.0, 16, 0, Some(on_status), signal.ctx()) };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "ModifySrq");
+
+    // BuildLam with a completion.
+    let mut pages = Buffer::new(PAGE, 0, 0);
+    let mut lam = vec![0_u64; 8];
+    let mut size = 64_u32;
+    let mut fbo = 0_u32;
+    let signal = Signal::new();
+    // SAFETY: a locked buffer's MDL; a LAM buffer of `size` bytes.
+    let status = unsafe {
+        (a.d().ndk_build_lam)(
+            a.0,
+            pages.mdl(),
+            pages.len,
+            Some(on_status),
+            signal.ctx(),
+            lam.as_mut_ptr().cast(),
+            &raw mut size,
+            &raw mut fbo,
+        )
+    };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "BuildLam");
+    a.release_lam(&mut lam);
+
+    // Listen.
+    let incoming = Incoming::new();
+    let listener = b.listener(&incoming);
+    let signal = Signal::new();
+    // SAFETY: a live listener and an address valid for the call.
+    let status = unsafe {
+        (listener.d().ndk_listen)(
+            listener.0,
+            b_addr.as_ptr(),
+            b_addr.len(),
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "Listen");
+    let (_, at, _) = listener.local_address();
+
+    // Connect refused inline: no completion.
+    let refused = a.connector();
+    let signal = Signal::new();
+    let status = connect_with(
+        &refused,
+        &a_qp,
+        a_addr,
+        b_addr.with_port(9),
+        on_status,
+        signal.ctx(),
+    );
+    assert_eq!(
+        settle(status, &signal),
+        STATUS_CONNECTION_REFUSED,
+        "Connect"
+    );
+    close_and_wait(refused.0.cast(), refused.d().ndk_close_connector);
+
+    // Connect, Accept, CompleteConnect: the asynchronous ones pend and
+    // complete once.
+    let active = a.connector();
+    let connected = Signal::new();
+    let connect = connect_with(&active, &a_qp, a_addr, at, on_status, connected.ctx());
+    assert_eq!(connect, STATUS_PENDING, "Connect waits for the peer");
+    let passive = incoming.wait_nth(1);
+    let b_indications = Signal::new();
+    let (accept, accepted) = passive.accept(&b_qp, 1, 1, b"", &b_indications);
+    assert_eq!(settle(connect, &connected), STATUS_SUCCESS, "Connect");
+    let a_indications = Signal::new();
+    let signal = Signal::new();
+    // SAFETY: a live connector; the signals outlive it.
+    let status = unsafe {
+        (active.d().ndk_complete_connect)(
+            active.0,
+            Some(on_disconnect),
+            a_indications.ctx(),
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "CompleteConnect");
+    assert_eq!(settle(accept, &accepted), STATUS_SUCCESS, "Accept");
+
+    // Disconnect, both sides.
+    let (a_status, a_signal) = active.disconnect();
+    let (b_status, b_signal) = passive.disconnect();
+    assert_eq!(settle(a_status, &a_signal), STATUS_SUCCESS, "Disconnect A");
+    let _ = settle(b_status, &b_signal);
+
+    for (object, close) in [
+        (active.0.cast(), active.d().ndk_close_connector),
+        (passive.0.cast(), passive.d().ndk_close_connector),
+        (listener.0.cast(), listener.d().ndk_close_listener),
+        (a_qp.0.cast(), a_qp.d().ndk_close_qp),
+        (b_qp.0.cast(), b_qp.d().ndk_close_qp),
+        (srq.0.cast(), srq.d().ndk_close_srq),
+        (mr.0.cast(), mr.d().ndk_close_mr),
+        (fast.0.cast(), fast.d().ndk_close_mr),
+        (a_cq.0.cast(), a_cq.d().ndk_close_cq),
+        (b_cq.0.cast(), b_cq.d().ndk_close_cq),
+        (a_pd.0.cast(), a_pd.d().ndk_close_pd),
+        (b_pd.0.cast(), b_pd.d().ndk_close_pd),
+    ] {
+        close_and_wait(object, close);
+    }
+    a.close();
+    b.close();
+}
+
+// rule L9, L7
+#[test]
+fn l9_running_out_of_pds_is_insufficient_resources() {
+    let adapter = Adapter::open(own_address());
+    let d = *adapter.d();
+    let created = Arc::new(Created::default());
+    let ctx = Arc::as_ptr(&created).cast_mut().cast::<c_void>();
+    let mut pds = Vec::new();
+    let failure = loop {
+        assert!(pds.len() < 100_000, "L9: no limit on PDs");
+        let mut pd = std::ptr::null_mut();
+        // SAFETY: a live adapter; `created` outlives every completion.
+        let status = unsafe { (d.ndk_create_pd)(adapter.0, Some(on_created), ctx, &raw mut pd) };
+        match status {
+            STATUS_SUCCESS => pds.push(Pd(pd)),
+            STATUS_PENDING => {
+                // L9: the failure may also come as the completion's status.
+                let deadline = std::time::Instant::now() + WAIT;
+                let call = loop {
+                    if let Some(&call) = created.calls.lock().unwrap().last() {
+                        break call;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "L5: no completion");
+                    std::thread::yield_now();
+                };
+                created.calls.lock().unwrap().clear();
+                if call.1 == STATUS_SUCCESS {
+                    pds.push(Pd(call.2 as *mut NdkPd));
+                } else {
+                    break call.1;
+                }
+            }
+            status => break status,
+        }
+    };
+    assert_eq!(failure, STATUS_INSUFFICIENT_RESOURCES, "L9");
+    std::thread::sleep(SETTLE);
+    assert!(
+        created.calls.lock().unwrap().is_empty(),
+        "L7: completion after an inline return"
+    );
+    // The limit is the adapter's: one close makes room for one more.
+    pds.pop().unwrap().close();
+    pds.push(adapter.pd());
+    for pd in pds {
+        assert_eq!(pd.close(), STATUS_SUCCESS);
+    }
+    adapter.close();
+}
+
+// rule L10, K8
+// see also N5, N16, N18, N22, A7
+#[test]
+fn l10_calls_without_a_completion_never_pend_and_are_done_on_return() {
+    let p = Pair::new();
+    let far = Far::new();
+    let info_size = u32::try_from(size_of::<NdkAdapterInfo>()).unwrap();
+
+    // QueryAdapterInfo, too small and right.
+    let mut size = 4_u32;
+    // SAFETY: a live adapter; no buffer, only its size.
+    let status =
+        unsafe { (p.a.d().ndk_query_adapter_info)(p.a.0, std::ptr::null_mut(), &raw mut size) };
+    assert_eq!(status, STATUS_BUFFER_TOO_SMALL, "A7");
+    assert_eq!(size, info_size, "A7: the size needed");
+    let _ = p.a.info();
+
+    // ControlCqInterruptModeration: K8 without the flag.
+    for (interval, count) in [
+        (0, 0),
+        (100, 8),
+        (MAXULONG, 4),
+        (10, MAXULONG),
+        (MAXULONG, MAXULONG),
+    ] {
+        // SAFETY: a live CQ.
+        let status =
+            unsafe { (p.a_cq.d().ndk_control_cq_interrupt_moderation)(p.a_cq.0, interval, count) };
+        assert_ne!(status, STATUS_PENDING, "L10: ControlCqInterruptModeration");
+    }
+
+    // Address getters on connected connectors and on the listener.
+    for (status, _, len) in [
+        p.a_conn.local_address(),
+        p.a_conn.peer_address(),
+        p.b_conn.local_address(),
+        p.b_conn.peer_address(),
+        p.listener.local_address(),
+    ] {
+        assert_eq!(status, STATUS_SUCCESS, "L10: address getter");
+        assert_eq!(len, 16, "N22: a SOCKADDR_IN");
+    }
+
+    // GetConnectionData and Reject on an incoming connector: done on return,
+    // the peer's Connect fails (N16).
+    let connector = p.a.connector();
+    let extra_cq = p.a.cq(8);
+    let extra_qp = p.a_pd.qp(&extra_cq, &extra_cq, 0xE);
+    let a_addr = p.a_conn.local_address().1.with_port(0);
+    let (status, connected) = connector.connect(&extra_qp, a_addr, far.at, 1, 1, b"data");
+    let passive = far.incoming.wait_nth(1);
+    let (data_status, _, _, data, len) = passive.connection_data(64);
+    assert_eq!(data_status, STATUS_SUCCESS, "L10: GetConnectionData");
+    assert!(len >= 4 && data[..4] == *b"data", "N18: the private data");
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS, "L10: Reject");
+    assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED, "N16");
+
+    // ControlConnectEvents: paused when it returns (N5).
+    far.listener.pause(true);
+    let (status, paused) = connector.connect(&extra_qp, a_addr, far.at, 1, 1, b"");
+    assert_eq!(
+        paused.outcome(status),
+        STATUS_CONNECTION_REFUSED,
+        "N5: paused"
+    );
+    far.listener.pause(false);
+
+    // Flush: the cancellations have started when it returns (E1).
+    recv0(&extra_qp, 0xF1);
+    extra_qp.flush();
+    assert_eq!(
+        contexts(&extra_cq.wait_results(1)),
+        vec![(0xF1, STATUS_CANCELLED)]
+    );
+
+    // QueryExtension never pends (L29 has the rest).
+    let (status, _) = query_extension(
+        p.a_qp.0.cast(),
+        p.a_qp.d().ndk_query_extension,
+        &UNKNOWN_EXTENSION,
+    );
+    assert_eq!(status, STATUS_NOT_SUPPORTED);
+
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    close_and_wait(extra_qp.0.cast(), extra_qp.d().ndk_close_qp);
+    close_and_wait(extra_cq.0.cast(), extra_cq.d().ndk_close_cq);
+    far.close(1);
+    p.teardown();
+}
+
+// rule L11
+// see also P6
+#[test]
+fn l11_work_requests_report_only_through_the_cq() {
+    let p = Pair::new();
+    let mut sink = Buffer::new(PAGE, 0, 0);
+    let b_mr = p.b_pd.mr(false);
+    assert_eq!(
+        b_mr.register(
+            &mut sink,
+            (MrFlags::ALLOW_REMOTE_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
+        ),
+        STATUS_SUCCESS
+    );
+    let mut source = Buffer::pattern(PAGE, 0, 7);
+    let a_mr = p.a_pd.mr(false);
+    assert_eq!(
+        a_mr.register(&mut source, MrFlags::ALLOW_LOCAL_WRITE.bits()),
+        STATUS_SUCCESS
+    );
+    let mw = p.b_pd.mw();
+    let a_sge = [source.sge(0, 64, a_mr.local_token())];
+    let b_sge = [sink.sge(0, 64, b_mr.local_token())];
+    assert_eq!(p.b_qp.receive(1, &b_sge), STATUS_SUCCESS);
+    assert_eq!(p.a_qp.send(2, &a_sge, 0), STATUS_SUCCESS);
+    assert_eq!(
+        p.a_qp
+            .write(3, &a_sge, sink.va() + 64, b_mr.remote_token(), 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        p.a_qp.read(4, &a_sge, sink.va(), b_mr.remote_token(), 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        p.b_qp.bind(
+            5,
+            &b_mr,
+            &mw,
+            sink.va(),
+            PAGE,
+            OpFlags::ALLOW_REMOTE_READ.bits()
+        ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(p.b_qp.invalidate(6, mw.header(), 0), STATUS_SUCCESS);
+    let a_results = p.a_cq.wait_results(3);
+    let b_results = p.b_cq.wait_results(3);
+    assert_eq!(
+        contexts(&a_results),
+        vec![(2, 0), (3, 0), (4, 0)],
+        "L11: A's requests on A's CQ"
+    );
+    assert_eq!(
+        contexts(&b_results),
+        vec![(1, 0), (5, 0), (6, 0)],
+        "L11: B's requests on B's CQ"
+    );
+    std::thread::sleep(SETTLE);
+    // No callback of any kind: CQs unarmed, no disconnect.
+    assert_eq!(p.a_cq.notifications(), vec![]);
+    assert_eq!(p.b_cq.notifications(), vec![]);
+    assert_eq!(p.a_disconnects.count(), 0);
+    assert_eq!(p.b_disconnects.count(), 0);
+    assert_eq!(mw.close(), STATUS_SUCCESS);
+    assert_eq!(a_mr.close(), STATUS_SUCCESS);
+    assert_eq!(b_mr.close(), STATUS_SUCCESS);
+    p.teardown();
+}
+
+// ---------------------------------------------------------------------------
+// L12, L13: creation limits
+// ---------------------------------------------------------------------------
+
+// rule L12
+// see also Q1
+#[test]
+fn l12_cq_and_srq_above_the_adapter_limits_are_invalid_parameter() {
+    let adapter = Adapter::open(own_address());
+    let info = adapter.info();
+    let watch = Signal::new();
+    assert_eq!(
+        adapter.try_cq(info.max_cq_depth + 1, &watch).err(),
+        Some(STATUS_INVALID_PARAMETER),
+        "L12: CQ depth"
+    );
+    let at_max = adapter
+        .try_cq(info.max_cq_depth, &watch)
+        .expect("L12: MaxCqDepth");
+    assert_eq!(at_max.close(), STATUS_SUCCESS);
+    let pd = adapter.pd();
+    if info.max_srq_depth == 0 {
+        assert_eq!(
+            pd.try_srq(1, 1, 0, None).err(),
+            Some(STATUS_INVALID_PARAMETER),
+            "Q1"
+        );
+    } else {
+        assert_eq!(
+            pd.try_srq(info.max_srq_depth + 1, 1, 0, None).err(),
+            Some(STATUS_INVALID_PARAMETER),
+            "L12: SRQ depth"
+        );
+        assert_eq!(
+            pd.try_srq(4, info.max_receive_request_sge + 1, 0, None)
+                .err(),
+            Some(STATUS_INVALID_PARAMETER),
+            "L12: SRQ SGEs"
+        );
+        let srq = pd
+            .try_srq(info.max_srq_depth, info.max_receive_request_sge, 0, None)
+            .expect("L12: SRQ at the limits");
+        assert_eq!(srq.close(), STATUS_SUCCESS);
+    }
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    adapter.close();
+}
+
+// rule L13
+#[test]
+fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
+    let adapter = Adapter::open(own_address());
+    let info = adapter.info();
+    let cq = adapter.cq(16);
+    let pd = adapter.pd();
+    let srq = pd.try_srq(8, 1, 0, None).expect("CreateSrq");
+    // (receive depth, initiator depth, receive SGEs, initiator SGEs, inline)
+    let small = [4, 4, 1, 1, 0];
+    let limits = [
+        info.max_receive_queue_depth,
+        info.max_initiator_queue_depth,
+        info.max_receive_request_sge,
+        info.max_initiator_request_sge,
+        info.max_inline_data_size,
+    ];
+    let names = [
+        "receive depth",
+        "initiator depth",
+        "receive SGEs",
+        "initiator SGEs",
+        "inline",
+    ];
+    for i in 0..5 {
+        for (value, ok) in [(limits[i] + 1, false), (limits[i], true)] {
+            let mut v = small;
+            v[i] = value;
+            let result = pd.try_qp(&cq, &cq, 1, v[0], v[1], v[2], v[3], v[4]);
+            if ok {
+                let qp =
+                    result.unwrap_or_else(|s| panic!("L13: {} at the limit: {s:#x}", names[i]));
+                assert_eq!(qp.close(), STATUS_SUCCESS);
+            } else {
+                assert_eq!(
+                    result.err(),
+                    Some(STATUS_INVALID_PARAMETER),
+                    "L13: {}",
+                    names[i]
+                );
+            }
+            // CreateQpWithSrq has no receive parameters.
+            if i >= 1 && i != 2 {
+                let result = pd.try_qp_with_srq(&cq, &cq, &srq, 1, v[1], v[3], v[4]);
+                if ok {
+                    let qp = result
+                        .unwrap_or_else(|s| panic!("L13: {} at the limit (SRQ): {s:#x}", names[i]));
+                    assert_eq!(qp.close(), STATUS_SUCCESS);
+                } else {
+                    assert_eq!(
+                        result.err(),
+                        Some(STATUS_INVALID_PARAMETER),
+                        "L13: {} (SRQ)",
+                        names[i]
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(srq.close(), STATUS_SUCCESS);
+    assert_eq!(cq.close(), STATUS_SUCCESS);
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    adapter.close();
+}
+
+// ---------------------------------------------------------------------------
+// L14, L24, L25: antecedents and successors
+// ---------------------------------------------------------------------------
+
+// rule L24, L14, L18
+#[test]
+fn l24_pd_close_pends_until_its_mr_is_closed() {
+    let adapter = Adapter::open(own_address());
+    let pd = adapter.pd();
+    let mr = pd.mr(false);
+    let log = Signal::new();
+    let status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &log);
+    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count(), 0, "L24: completed before its MR closed");
+    assert_eq!(mr.close(), STATUS_SUCCESS);
+    finish_close(status, &log);
+    adapter.close();
+}
+
+// rule L24, L14, L18
+#[test]
+fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
+    let adapter = Adapter::open(own_address());
+    let cq = adapter.cq(16);
+    let pd = adapter.pd();
+    let mw = pd.mw();
+    let fast = pd.mr(true);
+    let srq = pd.try_srq(8, 1, 0, None).expect("CreateSrq");
+    let qp = pd
+        .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
+        .expect("CreateQpWithSrq");
+    let pd_log = Signal::new();
+    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    assert_eq!(pd_status, STATUS_PENDING);
+    // The SRQ is an antecedent of the QP: its close pends too.
+    let srq_log = Signal::new();
+    let srq_status = close_with(srq.0.cast(), srq.d().ndk_close_srq, &srq_log);
+    assert_eq!(srq_status, STATUS_PENDING, "L24: the SRQ has a QP");
+    // So is the CQ.
+    let cq_log = Signal::new();
+    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    assert_eq!(cq_status, STATUS_PENDING, "L24: the CQ has a QP");
+    for (object, close) in [
+        (mw.0.cast(), mw.d().ndk_close_mw),
+        (fast.0.cast(), fast.d().ndk_close_mr),
+    ] {
+        close_and_wait(object, close);
+        std::thread::sleep(SETTLE);
+        assert_eq!(pd_log.count(), 0, "L24: the PD still has successors");
+    }
+    assert_eq!(srq_log.count() + cq_log.count(), 0, "L24: the QP is open");
+    close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    finish_close(cq_status, &cq_log);
+    finish_close(srq_status, &srq_log);
+    finish_close(pd_status, &pd_log);
+    adapter.close();
+}
+
+// rule L14, L24
+#[test]
+fn l14_connect_ties_the_qp_to_the_connector() {
+    let p = Pair::new();
+    let log = Signal::new();
+    let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
+    assert_eq!(status, STATUS_PENDING, "L14: the connector holds its QP");
+    let a_conn_log = Signal::new();
+    let (disconnect, disconnected) = p.a_conn.disconnect();
+    let (b_disconnect, b_disconnected) = p.b_conn.disconnect();
+    let _ = disconnected.outcome(disconnect);
+    let _ = b_disconnected.outcome(b_disconnect);
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count(), 0, "L14: tied until the connector closes");
+    let conn_status = close_with(
+        p.a_conn.0.cast(),
+        p.a_conn.d().ndk_close_connector,
+        &a_conn_log,
+    );
+    finish_close(conn_status, &a_conn_log);
+    finish_close(status, &log);
+    teardown_except(
+        p,
+        Closed {
+            a_conn: true,
+            a_qp: true,
+            ..Closed::default()
+        },
+    );
+}
+
+// rule L14, L24
+// see also N7
+#[test]
+fn l14_connect_event_ties_the_connector_to_its_listener() {
+    let p = Pair::new();
+    let log = Signal::new();
+    let status = close_with(p.listener.0.cast(), p.listener.d().ndk_close_listener, &log);
+    assert_eq!(
+        status, STATUS_PENDING,
+        "L14: the incoming connector holds it"
+    );
+    let (a, a_signal) = p.a_conn.disconnect();
+    let (b, b_signal) = p.b_conn.disconnect();
+    let _ = a_signal.outcome(a);
+    let _ = b_signal.outcome(b);
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count(), 0);
+    let conn_log = Signal::new();
+    let conn_status = close_with(
+        p.b_conn.0.cast(),
+        p.b_conn.d().ndk_close_connector,
+        &conn_log,
+    );
+    finish_close(conn_status, &conn_log);
+    finish_close(status, &log);
+    teardown_except(
+        p,
+        Closed {
+            b_conn: true,
+            listener: true,
+            ..Closed::default()
+        },
+    );
+}
+
+// rule L14, L24
+// see also N10
+#[test]
+fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
+    let near = Near::new();
+    let far = Far::new();
+    let endpoint = near
+        .adapter
+        .try_shared_endpoint(near.addr)
+        .expect("CreateSharedEndpoint");
+    let connector = near.adapter.connector();
+    let signal = Signal::new();
+    // SAFETY: live objects and an address valid for the call.
+    let status = unsafe {
+        (connector.d().ndk_connect_with_shared_endpoint)(
+            connector.0,
+            near.qp.0,
+            endpoint.0,
+            far.at.as_ptr(),
+            far.at.len(),
+            1,
+            1,
+            b"".as_ptr().cast(),
+            0,
+            Some(on_status),
+            signal.ctx(),
+        )
+    };
+    assert_eq!(status, STATUS_PENDING);
+    let passive = far.incoming.wait_nth(1);
+    let log = Signal::new();
+    let ep_status = close_with(
+        endpoint.0.cast(),
+        endpoint.d().ndk_close_shared_endpoint,
+        &log,
+    );
+    assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
+    std::thread::sleep(SETTLE);
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    finish_close(ep_status, &log);
+    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
+    close_and_wait(near.qp.0.cast(), near.qp.d().ndk_close_qp);
+    close_and_wait(near.cq.0.cast(), near.cq.d().ndk_close_cq);
+    close_and_wait(near.pd.0.cast(), near.pd.d().ndk_close_pd);
+    near.adapter.close();
+    let status = far.listener.close();
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    far.adapter.close();
+}
+
+// rule L14, L19, L25
+#[test]
+fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
+    let adapter = Adapter::open(own_address());
+    let cq = adapter.cq(16);
+    let pd = adapter.pd();
+    let mr = pd.mr(false);
+    let qp = pd.qp(&cq, &cq, 1);
+    let pd_log = Signal::new();
+    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    assert_eq!(pd_status, STATUS_PENDING);
+    let cq_log = Signal::new();
+    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    assert_eq!(cq_status, STATUS_PENDING);
+    // A consumer breaking L14 / L19: creates from the closing PD, naming the
+    // closing CQ. Refused, or created and then held like any successor.
+    let late_mw = create("CreateMw on a closing PD", |cc, ctx, out| {
+        // SAFETY: the PD is still alive (its close pends).
+        unsafe { (pd.d().ndk_create_mw)(pd.0, cc, ctx, out) }
+    });
+    let late_qp = pd.try_qp(&cq, &cq, 2, 4, 4, 1, 1, 0);
+    if let Err(status) = late_qp {
+        assert!(status < 0, "a refusal is a failure status: {status:#x}");
+    }
+    close_and_wait(mr.0.cast(), mr.d().ndk_close_mr);
+    close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    if let Ok(late) = late_qp {
+        std::thread::sleep(SETTLE);
+        assert_eq!(cq_log.count(), 0, "L24: the late QP holds the CQ");
+        close_and_wait(late.0.cast(), late.d().ndk_close_qp);
+    }
+    if let Ok(late) = late_mw {
+        std::thread::sleep(SETTLE);
+        assert_eq!(pd_log.count(), 0, "L24: the late MW holds the PD");
+        let mw = Mw(late);
+        close_and_wait(mw.0.cast(), mw.d().ndk_close_mw);
+    }
+    finish_close(cq_status, &cq_log);
+    finish_close(pd_status, &pd_log);
+    adapter.close();
+}
+
+// rule L25
+// see also N6
+#[test]
+fn l25_successors_keep_working_while_their_antecedents_close_pends() {
+    let p = Pair::new();
+    let pd_log = Signal::new();
+    let pd_status = close_with(p.a_pd.0.cast(), p.a_pd.d().ndk_close_pd, &pd_log);
+    assert_eq!(pd_status, STATUS_PENDING);
+    let b_pd_log = Signal::new();
+    let b_pd_status = close_with(p.b_pd.0.cast(), p.b_pd.d().ndk_close_pd, &b_pd_log);
+    assert_eq!(b_pd_status, STATUS_PENDING);
+    // The QPs of the closing PDs still carry traffic both ways.
+    for i in 0..3 {
+        recv0(&p.b_qp, 10 + i);
+        recv0(&p.a_qp, 20 + i);
+        send0(&p.a_qp, 30 + i, 0);
+        send0(&p.b_qp, 40 + i, 0);
+    }
+    let mut a: Vec<_> = contexts(&p.a_cq.wait_results(6));
+    let mut b: Vec<_> = contexts(&p.b_cq.wait_results(6));
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(
+        a,
+        vec![(20, 0), (21, 0), (22, 0), (30, 0), (31, 0), (32, 0)],
+        "L25"
+    );
+    assert_eq!(
+        b,
+        vec![(10, 0), (11, 0), (12, 0), (40, 0), (41, 0), (42, 0)],
+        "L25"
+    );
+    // The exception: a closing listener turns requests away at once (N6).
+    let listener_log = Signal::new();
+    let listener_status = close_with(
+        p.listener.0.cast(),
+        p.listener.d().ndk_close_listener,
+        &listener_log,
+    );
+    assert_eq!(listener_status, STATUS_PENDING, "N7: its connector is open");
+    let extra_cq = p.a.cq(8);
+    let extra_pd = p.a.pd();
+    let extra_qp = extra_pd.qp(&extra_cq, &extra_cq, 0xE);
+    let connector = p.a.connector();
+    let (_, listen_at, _) = p.b_conn.local_address();
+    let (_, a_addr, _) = p.a_conn.local_address();
+    let (status, signal) = connector.connect(&extra_qp, a_addr.with_port(0), listen_at, 1, 1, b"");
+    assert_eq!(signal.outcome(status), STATUS_CONNECTION_REFUSED, "N6");
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    close_and_wait(extra_qp.0.cast(), extra_qp.d().ndk_close_qp);
+    close_and_wait(extra_cq.0.cast(), extra_cq.d().ndk_close_cq);
+    close_and_wait(extra_pd.0.cast(), extra_pd.d().ndk_close_pd);
+    teardown_except(
+        p,
+        Closed {
+            a_pd: true,
+            b_pd: true,
+            listener: true,
+            ..Closed::default()
+        },
+    );
+    finish_close(pd_status, &pd_log);
+    finish_close(b_pd_status, &b_pd_log);
+    finish_close(listener_status, &listener_log);
+}
+
+// ---------------------------------------------------------------------------
+// L15–L17: closing from inside a completion
+// ---------------------------------------------------------------------------
+
+/// A hook for a [`Watch`] that closes `object` through `close` from inside
+/// the first callback, logging the close completion in `log` and its return
+/// value in `returned`.
+fn close_inside(
+    object: *mut c_void,
+    close: NdkFnCloseObject,
+    log: &Arc<Signal>,
+    returned: &Arc<Mutex<Option<NtStatus>>>,
+) -> impl FnMut(NtStatus) + Send + 'static {
+    let object = object as usize;
+    let log = Arc::clone(log);
+    let returned = Arc::clone(returned);
+    move |_| {
+        let mut slot = returned.lock().unwrap();
+        if slot.is_none() {
+            // SAFETY: the object is alive: this callback holds it (L15), and
+            // it is closed only here.
+            let status = unsafe {
+                close(
+                    object as *mut NdkObjectHeader,
+                    Some(on_tagged_close),
+                    log.ctx(),
+                )
+            };
+            *slot = Some(status);
+        }
+    }
+}
+
+// rule L15, L16, L17, L18, L20
+#[test]
+fn l15_connector_closed_inside_its_failed_connect_completion() {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    let watch = Watch::new();
+    let log = Signal::new();
+    let returned = Arc::new(Mutex::new(None));
+    watch.set_hook(close_inside(
+        connector.0.cast(),
+        connector.d().ndk_close_connector,
+        &log,
+        &returned,
+    ));
+    let status = connect_with(
+        &connector,
+        &near.qp,
+        near.addr,
+        far.at,
+        on_watch,
+        watch.ctx(),
+    );
+    assert_eq!(status, STATUS_PENDING);
+    let passive = far.incoming.wait_nth(1);
+    // The peer turns it down: the Connect fails in the peer's Reject call, and
+    // the consumer closes the connector inside that completion.
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    watch.wait_returned(1);
+    assert_eq!(watch.all(), vec![STATUS_CONNECTION_REFUSED]);
+    let close_status = returned.lock().unwrap().expect("closed inside");
+    assert!(
+        close_status == STATUS_SUCCESS || close_status == STATUS_PENDING,
+        "L18: {close_status:#x}"
+    );
+    finish_close(close_status, &log);
+    // L16: the provider left the closed connector alone; the QP it had tied
+    // is free again and everything closes.
+    std::thread::sleep(SETTLE);
+    assert_eq!(watch.entered(), 1, "L22: nothing after the close");
+    assert_eq!(
+        near.qp.close(),
+        STATUS_SUCCESS,
+        "the failed Connect untied the QP"
+    );
+    assert_eq!(near.cq.close(), STATUS_SUCCESS);
+    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    near.adapter.close();
+    far.close(1);
+}
+
+// rule L16, L15, L17, L22
+#[test]
+fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call() {
+    let p = Pair::new();
+    let (a_status, a_signal) = p.a_conn.disconnect();
+    let watch = Watch::new();
+    let log = Signal::new();
+    let returned = Arc::new(Mutex::new(None));
+    watch.set_hook(close_inside(
+        p.b_conn.0.cast(),
+        p.b_conn.d().ndk_close_connector,
+        &log,
+        &returned,
+    ));
+    // SAFETY: a live connector; the watch outlives the completion.
+    let status = unsafe { (p.b_conn.d().ndk_disconnect)(p.b_conn.0, Some(on_watch), watch.ctx()) };
+    // The connector may be closed by now (L15): it is not touched again.
+    assert_eq!(
+        status, STATUS_PENDING,
+        "this scenario needs a pending Disconnect"
+    );
+    watch.wait_returned(1);
+    let _ = a_signal.outcome(a_status);
+    let close_status = returned.lock().unwrap().expect("closed inside");
+    finish_close(close_status, &log);
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.entered(),
+        1,
+        "L8/L22: one completion, nothing after the close"
+    );
+    teardown_except(
+        p,
+        Closed {
+            b_conn: true,
+            ..Closed::default()
+        },
+    );
+}
+
+// rule L15, L23, L24
+#[test]
+fn l15_cq_closed_inside_its_own_notification() {
+    let watch = Watch::new();
+    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let log = Signal::new();
+    let returned = Arc::new(Mutex::new(None));
+    watch.set_hook(close_inside(
+        spout.cq.0.cast(),
+        spout.cq.d().ndk_close_cq,
+        &log,
+        &returned,
+    ));
+    spout.cq.arm(NdkCqNotifyType::ANY);
+    spout.emit(1);
+    watch.wait_returned(1);
+    let close_status = returned.lock().unwrap().expect("closed inside");
+    assert_eq!(
+        close_status, STATUS_PENDING,
+        "L23/L24: callback running, QP open"
+    );
+    // More completions: nothing is delivered after the close (L22).
+    spout.emit(2);
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count(), 0, "L24: the QP still holds the CQ");
+    let Spout {
+        adapter, pd, qp, ..
+    } = spout;
+    assert_eq!(qp.close(), STATUS_SUCCESS);
+    finish_close(close_status, &log);
+    assert_eq!(watch.entered(), 1, "L22");
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    adapter.close();
+}
+
+// rule L17
+// see also P8
+#[test]
+fn l17_further_calls_before_an_earlier_completion_arrives() {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"early");
+    assert_eq!(status, STATUS_PENDING);
+    // While the Connect is pending: other calls on the connector and its QP.
+    let (query, _) = query_extension(
+        connector.0.cast(),
+        connector.d().ndk_query_extension,
+        &UNKNOWN_EXTENSION,
+    );
+    assert_eq!(query, STATUS_NOT_SUPPORTED);
+    assert_ne!(connector.local_address().0, STATUS_PENDING);
+    recv0(&near.qp, 0x77);
+    assert_eq!(connected.count(), 0);
+    // The peer accepts; the calls made meanwhile changed nothing.
+    let far_cq = far.adapter.cq(16);
+    let far_pd = far.adapter.pd();
+    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let passive = far.incoming.wait_nth(1);
+    let (_, _, _, data, _) = passive.connection_data(16);
+    assert_eq!(&data[..5], b"early");
+    let indications = Signal::new();
+    let (accept, accepted) = passive.accept(&far_qp, 1, 1, b"", &indications);
+    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    let near_indications = Signal::new();
+    assert_eq!(
+        connector.complete_connect(&near_indications),
+        STATUS_SUCCESS
+    );
+    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    send0(&far_qp, 1, 0);
+    assert_eq!(contexts(&near.cq.wait_results(1)), vec![(0x77, 0)]);
+    let (x, xs) = connector.disconnect();
+    let (y, ys) = passive.disconnect();
+    let _ = xs.outcome(x);
+    let _ = ys.outcome(y);
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
+    for qp in [near.qp, far_qp] {
+        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    }
+    for cq in [near.cq, far_cq] {
+        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
+    }
+    for pd in [near.pd, far_pd] {
+        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
+    }
+    near.adapter.close();
+    let status = far.listener.close();
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    far.adapter.close();
+}
+
+// ---------------------------------------------------------------------------
+// L18–L23: close
+// ---------------------------------------------------------------------------
+
+// rule L18
+#[test]
+fn l18_close_returns_success_or_pending_on_every_object_type() {
+    // Closes with nothing outstanding.
+    let zoo = Zoo::new();
+    zoo.close();
+    // Closes that must wait: antecedents first (L24), then the successors.
+    let zoo = Zoo::new();
+    let mut pending = Vec::new();
+    for (object, close) in [
+        (zoo.pd.0.cast(), zoo.pd.d().ndk_close_pd),
+        (zoo.cq.0.cast(), zoo.cq.d().ndk_close_cq),
+        (zoo.srq.0.cast(), zoo.srq.d().ndk_close_srq),
+    ] {
+        let log = Signal::new();
+        let status = close_with(object, close, &log);
+        assert_eq!(status, STATUS_PENDING, "L24");
+        pending.push((status, log));
+    }
+    // A second close of a closing object is quiet (L19) and adds no completion.
+    for (object, close) in [
+        (zoo.pd.0.cast(), zoo.pd.d().ndk_close_pd),
+        (zoo.cq.0.cast(), zoo.cq.d().ndk_close_cq),
+    ] {
+        let again = Signal::new();
+        let status = close_with(object, close, &again);
+        std::thread::sleep(SETTLE);
+        assert_eq!(
+            again.count(),
+            0,
+            "L19: second close called back ({status:#x})"
+        );
+    }
+    for (object, close) in [
+        (
+            zoo.connector.0.cast(),
+            zoo.connector.d().ndk_close_connector,
+        ),
+        (zoo.listener.0.cast(), zoo.listener.d().ndk_close_listener),
+        (
+            zoo.endpoint.0.cast(),
+            zoo.endpoint.d().ndk_close_shared_endpoint,
+        ),
+        (zoo.qp.0.cast(), zoo.qp.d().ndk_close_qp),
+        (zoo.srq_qp.0.cast(), zoo.srq_qp.d().ndk_close_qp),
+        (zoo.mw.0.cast(), zoo.mw.d().ndk_close_mw),
+        (zoo.mr.0.cast(), zoo.mr.d().ndk_close_mr),
+        (zoo.fast_mr.0.cast(), zoo.fast_mr.d().ndk_close_mr),
+    ] {
+        close_and_wait(object, close);
+    }
+    for (status, log) in pending {
+        finish_close(status, &log);
+    }
+    zoo.adapter.close();
+}
+
+// rule L19, L18, L25
+#[test]
+fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
+    let adapter = Adapter::open(own_address());
+    let pd = adapter.pd();
+    let mr = pd.mr(false);
+    let log = Signal::new();
+    let status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &log);
+    assert_eq!(status, STATUS_PENDING);
+    // Breaches while the PD is still alive.
+    let _ = pd.privileged_token();
+    let (query, _) = query_extension(pd.0.cast(), pd.d().ndk_query_extension, &UNKNOWN_EXTENSION);
+    assert_eq!(query, STATUS_NOT_SUPPORTED);
+    let again = Signal::new();
+    let second = close_with(pd.0.cast(), pd.d().ndk_close_pd, &again);
+    assert_eq!(
+        second, STATUS_SUCCESS,
+        "L19: a second close returns quietly"
+    );
+    std::thread::sleep(SETTLE);
+    assert_eq!(again.count() + log.count(), 0);
+    // The MR still works (L25) and closes; then the PD's one close completion.
+    let mut buffer = Buffer::new(PAGE, 0, 0);
+    assert_eq!(mr.register(&mut buffer, 0), STATUS_SUCCESS);
+    assert_eq!(mr.close(), STATUS_SUCCESS);
+    finish_close(status, &log);
+    assert_eq!(again.count(), 0, "L19: one close completion");
+    adapter.close();
+}
+
+// rule L19, L22, L25, C3
+#[test]
+fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
+    let watch = Watch::new();
+    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    spout.emit(1);
+    let log = Signal::new();
+    let status = close_with(spout.cq.0.cast(), spout.cq.d().ndk_close_cq, &log);
+    assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
+    // Every CQ call while the close pends: no crash, no notification.
+    spout.cq.arm(NdkCqNotifyType::ANY);
+    let _ = spout.cq.poll(4);
+    let _ = spout.cq.poll_ex(4);
+    let _ = spout.cq.resize(32);
+    // SAFETY: the CQ is alive (its close pends).
+    let _ = unsafe { (spout.cq.d().ndk_control_cq_interrupt_moderation)(spout.cq.0, 1, 1) };
+    let (query, _) = query_extension(
+        spout.cq.0.cast(),
+        spout.cq.d().ndk_query_extension,
+        &UNKNOWN_EXTENSION,
+    );
+    assert_eq!(query, STATUS_NOT_SUPPORTED);
+    spout.cq.arm(NdkCqNotifyType::SOLICITED);
+    // Posts on its QP still answer (their completions have nowhere to go).
+    let _ = spout.qp.receive(2, &[]);
+    let again = Signal::new();
+    assert_eq!(
+        close_with(spout.cq.0.cast(), spout.cq.d().ndk_close_cq, &again),
+        STATUS_SUCCESS,
+        "L19: a second close returns quietly"
+    );
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count() + again.count(), 0);
+    let Spout {
+        adapter, pd, qp, ..
+    } = spout;
+    assert_eq!(qp.close(), STATUS_SUCCESS);
+    finish_close(status, &log);
+    assert_eq!(again.count(), 0);
+    assert_eq!(
+        watch.entered(),
+        0,
+        "L22: no notification after the close started"
+    );
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    adapter.close();
+}
+
+// rule L20, L21
+// see also E1
+#[test]
+fn l20_qp_close_flushes_its_outstanding_requests() {
+    let p = Pair::new();
+    // Outstanding: two receives, and a Send that waits for a receive the
+    // peer never posts.
+    recv0(&p.a_qp, 1);
+    recv0(&p.a_qp, 2);
+    send0(&p.a_qp, 3, 0);
+    std::thread::sleep(SETTLE);
+    assert!(p.a_cq.poll(4).is_empty(), "all three are outstanding");
+    let log = Signal::new();
+    let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
+    // The close itself starts the flush: they complete before the close does
+    // (the connector still holds the QP).
+    let mut flushed = contexts(&p.a_cq.wait_results(3));
+    flushed.sort_unstable();
+    assert_eq!(
+        flushed,
+        vec![
+            (1, STATUS_CANCELLED),
+            (2, STATUS_CANCELLED),
+            (3, STATUS_CANCELLED)
+        ],
+        "L20"
+    );
+    teardown_except(
+        p,
+        Closed {
+            a_qp: true,
+            ..Closed::default()
+        },
+    );
+    finish_close(status, &log);
+}
+
+// rule L20, L21, L22
+#[test]
+fn l20_connector_close_cancels_its_pending_connect_first() {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    let log = Signal::new();
+    let status = connect_with(
+        &connector,
+        &near.qp,
+        near.addr,
+        far.at,
+        on_status,
+        log.ctx(),
+    );
+    assert_eq!(status, STATUS_PENDING);
+    let _passive = far.incoming.wait_nth(1);
+    // Nobody accepts; the close cancels the Connect, whose completion comes
+    // before the close completion (L21, L22), both in the one log.
+    let close_status = close_with(connector.0.cast(), connector.d().ndk_close_connector, &log);
+    let first = log.wait_nth(1);
+    assert!(first < 0, "L20: the Connect fails: {first:#x}");
+    if close_status == STATUS_PENDING {
+        assert_eq!(log.wait_nth(2), CLOSED, "L22: the close completion is last");
+    }
+    std::thread::sleep(SETTLE);
+    assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
+    assert_eq!(near.qp.close(), STATUS_SUCCESS, "untied");
+    assert_eq!(near.cq.close(), STATUS_SUCCESS);
+    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    near.adapter.close();
+    far.close(1);
+}
+
+// rule L21, L15, L22
+#[test]
+fn l21_connector_close_waits_for_its_running_connect_completion() {
+    let near = Near::new();
+    let far = Far::new();
+    let far_cq = far.adapter.cq(8);
+    let far_pd = far.adapter.pd();
+    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let connector = near.adapter.connector();
+    // The Connect completion and the close completion share one gated watch:
+    // its log orders them and it flags overlap.
+    let watch = Watch::gated();
+    let status = connect_with(
+        &connector,
+        &near.qp,
+        near.addr,
+        far.at,
+        on_watch,
+        watch.ctx(),
+    );
+    assert_eq!(status, STATUS_PENDING);
+    let passive = far.incoming.wait_nth(1);
+    let passive_ptr = passive.0 as usize;
+    let far_qp_ptr = far_qp.0 as usize;
+    // The Accept delivers the Connect completion; it blocks in there.
+    let accepting = std::thread::spawn(move || {
+        let passive = Connector(passive_ptr as *mut NdkConnector);
+        let far_qp = Qp(far_qp_ptr as *mut NdkQp);
+        let indications = Signal::new();
+        let (status, signal) = passive.accept(&far_qp, 1, 1, b"", &indications);
+        let outcome = signal.outcome(status);
+        (outcome, indications.count())
+    });
+    watch.wait_entered(1);
+    // SAFETY: a live connector; the watch outlives the close.
+    let close_status = unsafe {
+        (connector.d().ndk_close_connector)(connector.0.cast(), Some(on_watch_close), watch.ctx())
+    };
+    assert_eq!(close_status, STATUS_PENDING, "L21: a completion is running");
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.all(),
+        vec![STATUS_SUCCESS],
+        "L21: closed under a running callback"
+    );
+    watch.open();
+    watch.wait_returned(2);
+    assert_eq!(watch.all(), vec![STATUS_SUCCESS, CLOSED], "L22");
+    assert!(
+        !watch.overlapped(),
+        "C5/L21: close completion inside the Connect completion"
+    );
+    let (accept, _) = accepting.join().unwrap();
+    assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
+    assert_eq!(near.qp.close(), STATUS_SUCCESS);
+    assert_eq!(near.cq.close(), STATUS_SUCCESS);
+    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    near.adapter.close();
+    close_and_wait(far_qp.0.cast(), far_qp.d().ndk_close_qp);
+    close_and_wait(far_cq.0.cast(), far_cq.d().ndk_close_cq);
+    close_and_wait(far_pd.0.cast(), far_pd.d().ndk_close_pd);
+    far.close(1);
+}
+
+// rule L21, L15, L22
+#[test]
+fn l21_listener_close_waits_for_its_running_connect_event() {
+    let near = Near::new();
+    let far_addr = own_address();
+    let far = Adapter::open(far_addr);
+    let watch = Watch::gated();
+    let mut listener = std::ptr::null_mut();
+    // SAFETY: a live adapter; the watch outlives the listener.
+    let status = unsafe {
+        (far.d().ndk_create_listener)(
+            far.0,
+            Some(on_watch_connect),
+            watch.ctx(),
+            None,
+            std::ptr::null_mut(),
+            &raw mut listener,
+        )
+    };
+    assert_eq!(status, STATUS_SUCCESS);
+    let listener = Listener(listener);
+    assert_eq!(listener.listen(far_addr), STATUS_SUCCESS);
+    let (_, at, _) = listener.local_address();
+    // Inside the connect event the consumer closes the new connector (it is
+    // the consumer's from that moment, L15), then the callback blocks.
+    let passive_log = Signal::new();
+    let passive_close = Arc::new(Mutex::new(None));
+    let (hook_watch, hook_log, hook_close) = (
+        Arc::clone(&watch),
+        Arc::clone(&passive_log),
+        Arc::clone(&passive_close),
+    );
+    watch.set_hook(move |_| {
+        let Some(&connector) = hook_watch.connectors().last() else {
+            return;
+        };
+        let connector = Connector(connector as *mut NdkConnector);
+        let close = connector.d().ndk_close_connector;
+        // SAFETY: the connector handed over by this event, closed only here.
+        let status = unsafe { close(connector.0.cast(), Some(on_tagged_close), hook_log.ctx()) };
+        *hook_close.lock().unwrap() = Some(status);
+    });
+    let connector = near.adapter.connector();
+    let (connector_ptr, qp_ptr) = (connector.0 as usize, near.qp.0 as usize);
+    let src = near.addr;
+    let connecting = std::thread::spawn(move || {
+        let connector = Connector(connector_ptr as *mut NdkConnector);
+        let qp = Qp(qp_ptr as *mut NdkQp);
+        let (status, signal) = connector.connect(&qp, src, at, 1, 1, b"");
+        signal.outcome(status)
+    });
+    watch.wait_entered(1);
+    // SAFETY: a live listener; the watch outlives the close.
+    let status = unsafe {
+        (listener.d().ndk_close_listener)(listener.0.cast(), Some(on_watch_close), watch.ctx())
+    };
+    assert_eq!(status, STATUS_PENDING, "L21: its connect event is running");
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.all(),
+        vec![STATUS_SUCCESS],
+        "L21: closed under its event"
+    );
+    watch.open();
+    let connect = connecting.join().unwrap();
+    assert!(connect < 0, "the Connect failed: {connect:#x}");
+    watch.wait_returned(2);
+    assert_eq!(watch.all(), vec![STATUS_SUCCESS, CLOSED], "L22");
+    assert!(!watch.overlapped());
+    let passive_status = passive_close
+        .lock()
+        .unwrap()
+        .expect("closed inside the event");
+    finish_close(passive_status, &passive_log);
+    watch.set_hook(|_| {});
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    assert_eq!(near.qp.close(), STATUS_SUCCESS);
+    assert_eq!(near.cq.close(), STATUS_SUCCESS);
+    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    near.adapter.close();
+    far.close();
+}
+
+// rule L21, L22
+// see also X2, N24
+#[test]
+fn l21_connector_close_waits_for_its_running_disconnect_event() {
+    let near = Near::new();
+    let far = Far::new();
+    let far_cq = far.adapter.cq(8);
+    let far_pd = far.adapter.pd();
+    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let connector = near.adapter.connector();
+    let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
+    let passive = far.incoming.wait_nth(1);
+    // B's disconnect event and B's close completion share one gated watch.
+    let watch = Watch::gated();
+    let accepted = Signal::new();
+    // SAFETY: live objects; the watch and signal outlive the connector.
+    let accept = unsafe {
+        (passive.d().ndk_accept)(
+            passive.0,
+            far_qp.0,
+            1,
+            1,
+            b"".as_ptr().cast(),
+            0,
+            Some(on_watch_event),
+            watch.ctx(),
+            Some(on_status),
+            accepted.ctx(),
+        )
+    };
+    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    let near_events = Signal::new();
+    assert_eq!(connector.complete_connect(&near_events), STATUS_SUCCESS);
+    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    // A disconnects on a thread of its own: B's event comes, and blocks.
+    let connector_ptr = connector.0 as usize;
+    let disconnecting = std::thread::spawn(move || {
+        let connector = Connector(connector_ptr as *mut NdkConnector);
+        let (status, signal) = connector.disconnect();
+        signal.outcome(status)
+    });
+    watch.wait_entered(1);
+    assert_eq!(watch.all(), vec![EVENT], "X2: B learns of the disconnect");
+    // SAFETY: a live connector; the watch outlives the close.
+    let status = unsafe {
+        (passive.d().ndk_close_connector)(passive.0.cast(), Some(on_watch_close), watch.ctx())
+    };
+    assert_eq!(
+        status, STATUS_PENDING,
+        "L21: its disconnect event is running"
+    );
+    std::thread::sleep(SETTLE);
+    assert_eq!(watch.all(), vec![EVENT], "L21: closed under its event");
+    watch.open();
+    let _ = disconnecting.join().unwrap();
+    watch.wait_returned(2);
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.all(),
+        vec![EVENT, CLOSED],
+        "L22: the close completion is last"
+    );
+    assert!(!watch.overlapped());
+    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    for qp in [near.qp, far_qp] {
+        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    }
+    for cq in [near.cq, far_cq] {
+        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
+    }
+    for pd in [near.pd, far_pd] {
+        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
+    }
+    near.adapter.close();
+    let status = far.listener.close();
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    far.adapter.close();
+}
+
+// rule L23, L21, L22, L27
+#[test]
+fn l23_cq_close_pends_until_its_running_notification_returns() {
+    let watch = Watch::gated();
+    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    spout.emit(1);
+    let Spout {
+        adapter,
+        cq,
+        pd,
+        qp,
+    } = spout;
+    // No QP holds the CQ any more: only its callback can keep it open.
+    assert_eq!(qp.close(), STATUS_SUCCESS);
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    // The arm finds a fresh completion (C4): the notification runs at once,
+    // on the arming thread, and blocks there.
+    let cq_ptr = cq.0 as usize;
+    let arm = cq.d().ndk_arm_cq;
+    let arming = std::thread::spawn(move || {
+        // SAFETY: the CQ is alive until its close completes, which waits for
+        // this callback (the rule under test).
+        unsafe { arm(cq_ptr as *mut NdkCq, NdkCqNotifyType::ANY) };
+    });
+    watch.wait_entered(1);
+    // SAFETY: a live CQ; the watch outlives the close.
+    let status = unsafe { (cq.d().ndk_close_cq)(cq.0.cast(), Some(on_watch_close), watch.ctx()) };
+    assert_eq!(status, STATUS_PENDING, "L23: its notification is running");
+    // The adapter's close waits for that callback as well (L27).
+    let adapter_ptr = adapter.0 as usize;
+    let closing_adapter = std::thread::spawn(move || {
+        // SAFETY: an open adapter, not used by the test afterwards.
+        unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) }
+    });
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.all(),
+        vec![STATUS_SUCCESS],
+        "L23: completed under the callback"
+    );
+    assert!(
+        !closing_adapter.is_finished(),
+        "L27: adapter closed under a callback"
+    );
+    watch.open();
+    arming.join().unwrap();
+    watch.wait_returned(2);
+    assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        watch.all(),
+        vec![STATUS_SUCCESS, CLOSED],
+        "L22/L23: nothing after"
+    );
+    assert!(!watch.overlapped());
+}
+
+// rule L22, L21
+#[test]
+fn l22_no_notification_after_the_cq_close() {
+    let watch = Watch::new();
+    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    spout.cq.arm(NdkCqNotifyType::ANY);
+    // SAFETY: a live CQ; the watch outlives the close.
+    let status = unsafe {
+        (spout.cq.d().ndk_close_cq)(spout.cq.0.cast(), Some(on_watch_close), watch.ctx())
+    };
+    assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
+    // Completions for the armed, closing CQ: no notification.
+    spout.emit(1);
+    spout.emit(2);
+    let Spout {
+        adapter, pd, qp, ..
+    } = spout;
+    assert_eq!(qp.close(), STATUS_SUCCESS);
+    watch.wait_returned(1);
+    std::thread::sleep(SETTLE);
+    assert_eq!(watch.all(), vec![CLOSED], "L22: only the close completion");
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    adapter.close();
+}
+
+// rule L22
+// see also X2
+#[test]
+fn l22_no_disconnect_event_after_the_connector_close() {
+    let p = Pair::new();
+    // B's disconnect events and B's close completion in one log.
+    let log = Arc::clone(&p.b_disconnects);
+    let status = close_with(p.b_conn.0.cast(), p.b_conn.d().ndk_close_connector, &log);
+    if status == STATUS_PENDING {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !log.all().contains(&CLOSED) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "close never completed"
+            );
+            std::thread::yield_now();
+        }
+    }
+    // A disconnects after B's close completed.
+    let (a, a_signal) = p.a_conn.disconnect();
+    let _ = a_signal.outcome(a);
+    std::thread::sleep(SETTLE);
+    let entries = log.all();
+    if status == STATUS_PENDING {
+        assert_eq!(entries.last(), Some(&CLOSED), "L22: {entries:x?}");
+        assert_eq!(entries.iter().filter(|&&e| e == CLOSED).count(), 1);
+    } else {
+        assert!(
+            entries.is_empty(),
+            "L22: after a STATUS_SUCCESS close: {entries:x?}"
+        );
+    }
+    teardown_except(
+        p,
+        Closed {
+            b_conn: true,
+            ..Closed::default()
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------
+// L26–L28: the adapter and the order of closes
+// ---------------------------------------------------------------------------
+
+// rule L26, L27, L21, L24
+#[test]
+fn l26_antecedents_wait_for_a_successors_running_close_completion() {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
+    assert_eq!(status, STATUS_PENDING, "the Connect ties the QP");
+    let _passive = far.incoming.wait_nth(1);
+    let Near {
+        adapter,
+        cq,
+        pd,
+        qp,
+        ..
+    } = near;
+    let cq_log = Signal::new();
+    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    let pd_log = Signal::new();
+    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    assert_eq!((cq_status, pd_status), (STATUS_PENDING, STATUS_PENDING));
+    // The QP's close pends (tied); its completion will block.
+    let qp_watch = Watch::gated();
+    // SAFETY: a live QP; the watch outlives the close.
+    let qp_status =
+        unsafe { (qp.d().ndk_close_qp)(qp.0.cast(), Some(on_watch_close), qp_watch.ctx()) };
+    assert_eq!(qp_status, STATUS_PENDING, "L14: the connector holds the QP");
+    // The adapter's close, from another thread: it must wait for all of it.
+    let adapter_ptr = adapter.0 as usize;
+    let adapter_closed = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&adapter_closed);
+    let closing_adapter = std::thread::spawn(move || {
+        // SAFETY: an open adapter, not used by the test afterwards.
+        let status = unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) };
+        flag.store(true, Ordering::SeqCst);
+        status
+    });
+    // Closing the connector cancels the Connect and unties the QP, whose close
+    // completion then runs, and blocks.
+    let connector_ptr = connector.0 as usize;
+    let close_connector = connector.d().ndk_close_connector;
+    let closing_connector = std::thread::spawn(move || {
+        close_and_wait(connector_ptr as *mut NdkObjectHeader, close_connector)
+    });
+    qp_watch.wait_entered(1);
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        cq_log.count(),
+        0,
+        "L26: the CQ closed under its QP's close completion"
+    );
+    assert_eq!(
+        pd_log.count(),
+        0,
+        "L26: the PD closed under its QP's close completion"
+    );
+    assert!(
+        !adapter_closed.load(Ordering::SeqCst),
+        "L26/L27: the adapter closed under a close completion"
+    );
+    qp_watch.open();
+    let _ = closing_connector.join().unwrap();
+    finish_close(cq_status, &cq_log);
+    finish_close(pd_status, &pd_log);
+    assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
+    assert!(connected.count() <= 1);
+    assert!(!qp_watch.overlapped());
+    far.close(1);
+}
+
+// rule L27, L24, L28
+#[test]
+fn l27_adapter_close_returns_only_after_its_last_object_closed() {
+    let adapter = Adapter::open(own_address());
+    let cq = adapter.cq(16);
+    let pd = adapter.pd();
+    let qp = pd.qp(&cq, &cq, 1);
+    let mr = pd.mr(false);
+    let connector = adapter.connector();
+    let adapter_ptr = adapter.0 as usize;
+    let last_close_started = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&last_close_started);
+    let closing = std::thread::spawn(move || {
+        // SAFETY: an open adapter, not used by the test afterwards.
+        let status = unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) };
+        (status, flag.load(Ordering::SeqCst))
+    });
+    std::thread::sleep(SETTLE);
+    assert!(!closing.is_finished(), "L27: returned with objects open");
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_eq!(qp.close(), STATUS_SUCCESS);
+    assert_eq!(mr.close(), STATUS_SUCCESS);
+    assert_eq!(cq.close(), STATUS_SUCCESS);
+    std::thread::sleep(SETTLE);
+    assert!(!closing.is_finished(), "L27: returned with the PD open");
+    last_close_started.store(true, Ordering::SeqCst);
+    assert_eq!(pd.close(), STATUS_SUCCESS);
+    let (status, after_last) = closing.join().unwrap();
+    assert_eq!(status, STATUS_SUCCESS);
+    assert!(after_last, "L27: returned before the last close");
+}
+
+// rule L28, L27
+#[test]
+fn l28_adapter_closes_after_its_callbacks_have_returned() {
+    let watch = Watch::new();
+    let p = pair_watching_b(&watch);
+    recv0(&p.b_qp, 1);
+    p.b_cq.arm(NdkCqNotifyType::ANY);
+    send0(&p.a_qp, 2, 0);
+    watch.wait_returned(1);
+    assert_eq!(p.b_cq.wait_results(1).len(), 1);
+    // Every callback has returned; the consumer closes the adapters from its
+    // own thread (never from a callback), after the objects.
+    assert_eq!(watch.entered(), watch.returned());
+    p.teardown();
+    assert_eq!(watch.entered(), 1, "no callback after the adapter closed");
+}

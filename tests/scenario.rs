@@ -1,0 +1,491 @@
+//! An SMB-Direct-like session between two adapters, through the C ABI only.
+//!
+//! * receive credits: each side posts 255 receives of 1364 bytes;
+//! * a negotiate exchange;
+//! * a stream of 1364-byte sends under credit flow (the receiver grants
+//!   credits back as it reposts its receives);
+//! * transfers of 64 KiB, 1 MiB and 8 MiB: the client fast-registers its
+//!   buffer (deferred, chained with the request Send), the server RDMA-writes
+//!   into it (a "read" request) or RDMA-reads from it (a "write" request) and
+//!   replies with SendAndInvalidate; the client sees the invalidated token;
+//! * graceful disconnect and the close of every object, after which no
+//!   provider object is left allocated.
+//!
+//! Every byte and every completion is checked. This file is its own test
+//! binary so that the leak count sees only its objects.
+
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::too_many_lines,
+    reason = "a test of bounded sizes, written as one session from start to end"
+)]
+
+#[path = "conformance/harness.rs"]
+mod harness;
+
+use harness::*;
+use softndk::abi::*;
+
+const CREDITS: usize = 255;
+const MESSAGE: usize = 1364;
+const STREAM: usize = 2000;
+/// Credits granted back in one grant message.
+const GRANT_EVERY: usize = 64;
+
+/// One side's receive buffers: 255 slots of 1364 bytes in one registration.
+struct Receives {
+    buffer: Buffer,
+    mr: Mr,
+}
+
+impl Receives {
+    fn new(pd: &Pd) -> Self {
+        let mut buffer = Buffer::new(CREDITS * MESSAGE, 0, 0);
+        let mr = pd.mr(false);
+        assert_eq!(
+            mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE),
+            STATUS_SUCCESS
+        );
+        Self { buffer, mr }
+    }
+
+    fn sge(&self, slot: usize) -> NdkSge {
+        self.buffer
+            .sge(slot * MESSAGE, MESSAGE as u32, self.mr.local_token())
+    }
+
+    fn slot_bytes(&self, slot: usize, len: usize) -> &[u8] {
+        &self.buffer.bytes()[slot * MESSAGE..slot * MESSAGE + len]
+    }
+
+    fn post_all(&self, qp: &Qp) {
+        for slot in 0..CREDITS {
+            assert_eq!(qp.receive(slot, &[self.sge(slot)]), STATUS_SUCCESS);
+        }
+    }
+}
+
+const MR_FLAG_LOCAL_WRITE: u32 = 0x1;
+const MR_FLAG_REMOTE_READ: u32 = 0x2;
+
+/// One side's send staging buffer (one message at a time).
+struct Sender {
+    buffer: Buffer,
+    mr: Mr,
+}
+
+impl Sender {
+    fn new(pd: &Pd) -> Self {
+        let mut buffer = Buffer::new(MESSAGE, 0, 0);
+        let mr = pd.mr(false);
+        assert_eq!(
+            mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE),
+            STATUS_SUCCESS
+        );
+        Self { buffer, mr }
+    }
+
+    /// Sends `bytes` (≤ 1364) and returns the SGE used.
+    fn stage(&mut self, bytes: &[u8]) -> NdkSge {
+        self.buffer.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        self.buffer
+            .sge(0, bytes.len() as u32, self.mr.local_token())
+    }
+}
+
+/// A message of the stream: sequence number and a pattern derived from it.
+fn message(kind: u8, seq: u32, len: usize) -> Vec<u8> {
+    let mut m = vec![0_u8; len];
+    m[0] = kind;
+    m[1..5].copy_from_slice(&seq.to_le_bytes());
+    for (i, b) in m.iter_mut().enumerate().skip(5) {
+        *b = (seq as u8)
+            .wrapping_mul(7)
+            .wrapping_add(i as u8)
+            .wrapping_add(kind);
+    }
+    m
+}
+
+/// Polls `cq` until a completion of `kind` for `qp_context` arrives (the
+/// oldest such); others are kept in `backlog` in arrival order.
+fn next_for(
+    cq: &Cq,
+    qp_context: usize,
+    kind: NdkOperationType,
+    backlog: &mut Vec<NdkResultEx>,
+) -> NdkResultEx {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(at) = backlog
+            .iter()
+            .position(|r| r.qp_context as usize == qp_context && r.type_ == kind)
+        {
+            return backlog.remove(at);
+        }
+        // A failed completion of another kind is a failure of the session.
+        if let Some(bad) = backlog.iter().find(|r| r.status != STATUS_SUCCESS) {
+            panic!("completion {:?} failed with {:#x}", bad.type_, bad.status);
+        }
+        backlog.extend(cq.poll_ex(64));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion for QP {qp_context:#x}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits for the next completion of `kind` on `cq`; asserts it succeeded.
+fn expect(
+    cq: &Cq,
+    backlog: &mut Vec<NdkResultEx>,
+    qp: usize,
+    kind: NdkOperationType,
+) -> NdkResultEx {
+    let r = next_for(cq, qp, kind, backlog);
+    assert_eq!(
+        r.status, STATUS_SUCCESS,
+        "completion {:?} of {:?}",
+        r.type_, kind
+    );
+    r
+}
+
+const CLIENT: usize = 0xC11E;
+const SERVER: usize = 0x5E7E;
+
+#[test]
+fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
+    let before = softndk::provider::object::live_objects();
+    let (client_addr, server_addr) = fresh_addresses();
+    let client = Adapter::open(client_addr);
+    let server = Adapter::open(server_addr);
+    let info = client.info();
+    assert!(
+        info.max_transfer_length as usize >= 8 << 20,
+        "8 MiB transfers fit"
+    );
+
+    let client_cq = client.cq(4096);
+    let server_cq = server.cq(4096);
+    let client_pd = client.pd();
+    let server_pd = server.pd();
+    let client_qp = client_pd
+        .try_qp(&client_cq, &client_cq, CLIENT, 256, 512, 1, 2, 0)
+        .expect("client QP");
+    let server_qp = server_pd
+        .try_qp(&server_cq, &server_cq, SERVER, 256, 512, 1, 2, 0)
+        .expect("server QP");
+
+    // Receive credits on both sides before connecting (P8).
+    let client_recv = Receives::new(&client_pd);
+    let server_recv = Receives::new(&server_pd);
+    client_recv.post_all(&client_qp);
+    server_recv.post_all(&server_qp);
+
+    // Connect.
+    let incoming = Incoming::new();
+    let listener = server.listener(&incoming);
+    assert_eq!(listener.listen(server_addr.with_port(445)), STATUS_SUCCESS);
+    let client_conn = client.connector();
+    let (status, connected) = client_conn.connect(
+        &client_qp,
+        client_addr,
+        server_addr.with_port(445),
+        16,
+        16,
+        b"smb2",
+    );
+    let server_conn = incoming.wait_nth(1);
+    let (_, _, _, data, len) = server_conn.connection_data(64);
+    assert_eq!(&data[..len as usize], b"smb2");
+    let server_disconnects = Signal::new();
+    let (accept, accepted) = server_conn.accept(&server_qp, 16, 16, b"ok", &server_disconnects);
+    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    let client_disconnects = Signal::new();
+    assert_eq!(
+        client_conn.complete_connect(&client_disconnects),
+        STATUS_SUCCESS
+    );
+    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+
+    let mut cb = Vec::new(); // client completion backlog
+    let mut sb = Vec::new(); // server completion backlog
+    let mut client_send = Sender::new(&client_pd);
+    let mut server_send = Sender::new(&server_pd);
+    // Next receive slot each side consumes (receives complete in order).
+    let mut client_slot = 0_usize;
+    let mut server_slot = 0_usize;
+
+    // --- Negotiate ----------------------------------------------------------
+    let request = message(b'N', 0, 36);
+    let sge = client_send.stage(&request);
+    assert_eq!(client_qp.send(1, &[sge], 0), STATUS_SUCCESS);
+    expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+    let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+    assert_eq!(r.request_context as usize, server_slot);
+    assert_eq!(r.bytes_transferred as usize, request.len());
+    assert_eq!(
+        server_recv.slot_bytes(server_slot, request.len()),
+        &request[..]
+    );
+    assert_eq!(
+        server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
+        STATUS_SUCCESS
+    );
+    server_slot = (server_slot + 1) % CREDITS;
+
+    let response = message(b'n', 0, 32);
+    let sge = server_send.stage(&response);
+    assert_eq!(server_qp.send(2, &[sge], 0), STATUS_SUCCESS);
+    expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+    let r = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
+    assert_eq!(
+        client_recv.slot_bytes(client_slot, response.len()),
+        &response[..]
+    );
+    assert_eq!(r.request_context as usize, client_slot);
+    assert_eq!(
+        client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
+        STATUS_SUCCESS
+    );
+    client_slot = (client_slot + 1) % CREDITS;
+
+    // --- A stream of full-size messages under credit flow --------------------
+    let mut credits = CREDITS;
+    let mut sent = 0_usize;
+    let mut received = 0_usize;
+    let mut ungranted = 0_usize;
+    while received < STREAM {
+        // The client sends while it has credits.
+        while credits > 0 && sent < STREAM {
+            let m = message(b'D', sent as u32, MESSAGE);
+            let sge = client_send.stage(&m);
+            // The staging buffer is reused: wait for each send to complete.
+            assert_eq!(client_qp.send(10_000 + sent, &[sge], 0), STATUS_SUCCESS);
+            let done = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+            assert_eq!(done.request_context as usize, 10_000 + sent);
+            credits -= 1;
+            sent += 1;
+        }
+        // The server consumes, checks and reposts; grants credits back.
+        let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+        assert_eq!(
+            r.request_context as usize, server_slot,
+            "receives complete in order (P23)"
+        );
+        assert_eq!(r.bytes_transferred as usize, MESSAGE);
+        let m = message(b'D', received as u32, MESSAGE);
+        assert_eq!(
+            server_recv.slot_bytes(server_slot, MESSAGE),
+            &m[..],
+            "message {received}"
+        );
+        assert_eq!(
+            server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
+            STATUS_SUCCESS
+        );
+        server_slot = (server_slot + 1) % CREDITS;
+        received += 1;
+        ungranted += 1;
+        if ungranted == GRANT_EVERY || received == STREAM {
+            let grant = message(b'G', ungranted as u32, 24);
+            let sge = server_send.stage(&grant);
+            assert_eq!(server_qp.send(3, &[sge], 0), STATUS_SUCCESS);
+            expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+            let g = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
+            assert_eq!(g.bytes_transferred, 24);
+            assert_eq!(client_recv.slot_bytes(client_slot, 24), &grant[..]);
+            assert_eq!(
+                client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
+                STATUS_SUCCESS
+            );
+            client_slot = (client_slot + 1) % CREDITS;
+            credits += ungranted;
+            ungranted = 0;
+        }
+    }
+    assert_eq!(sent, STREAM);
+
+    // --- Large transfers through a fast-registered client buffer -------------
+    let mut server_data = Buffer::pattern(8 << 20, 0, 0x5A);
+    let server_mr = server_pd.mr(false);
+    assert_eq!(
+        server_mr.register(&mut server_data, MR_FLAG_LOCAL_WRITE | MR_FLAG_REMOTE_READ),
+        STATUS_SUCCESS
+    );
+    let fast = client_pd.mr(true);
+    assert_eq!(
+        fast.init_fast(((8 << 20) / PAGE) as u32 + 1, true),
+        STATUS_SUCCESS
+    );
+    let token_local = fast.local_token();
+    let token_remote = fast.remote_token();
+
+    for (round, size) in [64 << 10, 1 << 20, 8 << 20, 64 << 10, 1 << 20, 8 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let server_reads = round % 2 == 1; // "write" request: server RDMA-reads
+        let fbo = if round < 3 { 0 } else { 0x234 };
+        let mut client_data = if server_reads {
+            Buffer::pattern(size, fbo, round as u8)
+        } else {
+            Buffer::new(size, fbo, 0)
+        };
+        let (status, mut lam, lam_fbo) = client.build_lam(&mut client_data);
+        assert_eq!(status, STATUS_SUCCESS);
+        assert_eq!(lam_fbo as usize, fbo);
+        let pages = lam_pages(&lam);
+        let base = (0x7000_0000_u64 + round as u64 * 0x100_0000) + u64::from(lam_fbo);
+        let flags = if server_reads {
+            OP_FLAG_ALLOW_REMOTE_READ
+        } else {
+            OP_FLAG_ALLOW_REMOTE_WRITE
+        };
+        // FastRegister (deferred) chained with the request Send (D2).
+        assert_eq!(
+            client_qp.fast_register(
+                20,
+                &fast,
+                &pages,
+                lam_fbo,
+                size,
+                base,
+                flags | OP_FLAG_DEFER
+            ),
+            STATUS_SUCCESS
+        );
+        let mut request = message(b'R', round as u32, 32);
+        request[8..16].copy_from_slice(&base.to_le_bytes());
+        request[16..20].copy_from_slice(&token_remote.to_le_bytes());
+        request[20..28].copy_from_slice(&(size as u64).to_le_bytes());
+        let sge = client_send.stage(&request);
+        assert_eq!(client_qp.send(21, &[sge], 0), STATUS_SUCCESS);
+        let fr = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::FAST_REGISTER);
+        assert_eq!(fr.request_context as usize, 20);
+        expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+
+        // The server parses the request.
+        let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+        let got = server_recv.slot_bytes(server_slot, 32).to_vec();
+        assert_eq!(r.bytes_transferred, 32);
+        assert_eq!(
+            server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
+            STATUS_SUCCESS
+        );
+        server_slot = (server_slot + 1) % CREDITS;
+        let remote = u64::from_le_bytes(got[8..16].try_into().unwrap());
+        let token = u32::from_le_bytes(got[16..20].try_into().unwrap());
+        let length = u64::from_le_bytes(got[20..28].try_into().unwrap()) as usize;
+        assert_eq!((remote, token, length), (base, token_remote, size));
+
+        // The server moves the data in two halves (two SGEs each side).
+        let half = length / 2;
+        let sges = [
+            server_data.sge(0, half as u32, server_mr.local_token()),
+            server_data.sge(half, (length - half) as u32, server_mr.local_token()),
+        ];
+        if server_reads {
+            assert_eq!(server_qp.read(30, &sges, remote, token, 0), STATUS_SUCCESS);
+            expect(&server_cq, &mut sb, SERVER, NdkOperationType::READ);
+            assert_eq!(
+                &server_data.bytes()[..length],
+                client_data.bytes(),
+                "RDMA Read of round {round}"
+            );
+        } else {
+            assert_eq!(server_qp.write(31, &sges, remote, token, 0), STATUS_SUCCESS);
+            expect(&server_cq, &mut sb, SERVER, NdkOperationType::WRITE);
+            assert_eq!(
+                client_data.bytes(),
+                &server_data.bytes()[..length],
+                "RDMA Write of round {round}"
+            );
+        }
+
+        // Reply with SendAndInvalidate of the client's token.
+        let reply = message(b'r', round as u32, 40);
+        let sge = server_send.stage(&reply);
+        assert_eq!(
+            server_qp.send_and_invalidate(32, &[sge], 0, token),
+            STATUS_SUCCESS
+        );
+        let sent = expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+        assert_eq!(
+            sent.request_context as usize, 32,
+            "SendAndInvalidate completes as a Send (P22)"
+        );
+        let r = expect(
+            &client_cq,
+            &mut cb,
+            CLIENT,
+            NdkOperationType::RECEIVE_AND_INVALIDATE,
+        );
+        assert_eq!(
+            r.type_specific_completion_output as u32, token_remote,
+            "C2: the invalidated token"
+        );
+        assert_eq!(r.bytes_transferred, 40);
+        assert_eq!(client_recv.slot_bytes(client_slot, 40), &reply[..]);
+        assert_eq!(
+            client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
+            STATUS_SUCCESS
+        );
+        client_slot = (client_slot + 1) % CREDITS;
+
+        // The token is invalid now: a further server Write through it fails
+        // and would end the connection, so probe nothing; instead the next
+        // round's FastRegister reuses the same tokens (M35).
+        assert_eq!(fast.local_token(), token_local);
+        assert_eq!(fast.remote_token(), token_remote);
+        client.release_lam(&mut lam);
+    }
+
+    // Everything was reaped.
+    assert!(client_cq.poll(16).is_empty() && cb.is_empty());
+    assert!(server_cq.poll(16).is_empty() && sb.is_empty());
+
+    // --- Graceful disconnect and close of everything ------------------------
+    let (a, a_done) = client_conn.disconnect();
+    assert!(
+        server_disconnects.wait() == STATUS_SUCCESS,
+        "the server learns of the client's disconnect (X2)"
+    );
+    let (b, b_done) = server_conn.disconnect();
+    assert_eq!(a_done.outcome(a), STATUS_SUCCESS, "client Disconnect (X1)");
+    assert_eq!(b_done.outcome(b), STATUS_SUCCESS, "server Disconnect");
+    // The outstanding receives are flushed with the disconnect (E3).
+    let flushed = client_cq.wait_results(CREDITS);
+    assert!(flushed.iter().all(|r| r.status == STATUS_CANCELLED));
+    let flushed = server_cq.wait_results(CREDITS);
+    assert!(flushed.iter().all(|r| r.status == STATUS_CANCELLED));
+
+    assert_eq!(client_conn.close(), STATUS_SUCCESS);
+    assert_eq!(server_conn.close(), STATUS_SUCCESS);
+    listener.close();
+    fast.close();
+    server_mr.close();
+    client_recv.mr.close();
+    server_recv.mr.close();
+    client_send.mr.close();
+    server_send.mr.close();
+    client_qp.close();
+    server_qp.close();
+    client_cq.close();
+    server_cq.close();
+    client_pd.close();
+    server_pd.close();
+    client.close();
+    server.close();
+    assert_eq!(
+        softndk::provider::object::live_objects(),
+        before,
+        "every provider object was freed"
+    );
+}
+
+const OP_FLAG_DEFER: u32 = 0x200;
+const OP_FLAG_ALLOW_REMOTE_READ: u32 = 0x8;
+const OP_FLAG_ALLOW_REMOTE_WRITE: u32 = 0x30;
