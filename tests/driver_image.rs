@@ -207,11 +207,12 @@ fn test_image_has_no_tls_or_crt_initialisers() {
 }
 
 /// What the full driver imports, exactly: the miniport's NDIS routines, and
-/// the kernel services it uses (pool, spin lock, DPC flush on unload, the
+/// the kernel services it uses (pool, spin lock, the DPCs of the RNIC's
+/// deferred work and their flush on unload, the
 /// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
 /// path, the debug log, bug check on panic) plus the C runtime routine `core`
 /// always needs.
-const REQUIRED_IMPORTS: [(&str, &str); 24] = [
+const REQUIRED_IMPORTS: [(&str, &str); 26] = [
     ("ndis.sys", "NdisMRegisterMiniportDriver"),
     ("ndis.sys", "NdisMDeregisterMiniportDriver"),
     ("ndis.sys", "NdisSetOptionalHandlers"),
@@ -231,6 +232,8 @@ const REQUIRED_IMPORTS: [(&str, &str); 24] = [
     ("ntoskrnl.exe", "KeAcquireSpinLockRaiseToDpc"),
     ("ntoskrnl.exe", "KeReleaseSpinLock"),
     ("ntoskrnl.exe", "KeFlushQueuedDpcs"),
+    ("ntoskrnl.exe", "KeInitializeDpc"),
+    ("ntoskrnl.exe", "KeInsertQueueDpc"),
     ("ntoskrnl.exe", "KeDelayExecutionThread"),
     ("ntoskrnl.exe", "KeBugCheckEx"),
     ("ntoskrnl.exe", "MmMapLockedPagesSpecifyCache"),
@@ -238,13 +241,9 @@ const REQUIRED_IMPORTS: [(&str, &str); 24] = [
     ("ntoskrnl.exe", "memcpy"),
 ];
 
-/// Imports that may appear but need not: the DPC routines of the RNIC's
-/// deferred work and the clock, which come with the NDK provider (the
-/// placeholder provider creates no queue pair), and the C runtime routines the
-/// compiler emits calls to depending on optimisation.
-const OPTIONAL_IMPORTS: [(&str, &str); 8] = [
-    ("ntoskrnl.exe", "KeInitializeDpc"),
-    ("ntoskrnl.exe", "KeInsertQueueDpc"),
+/// Imports that may appear but need not: the clock, and the C runtime
+/// routines the compiler emits calls to depending on optimisation.
+const OPTIONAL_IMPORTS: [(&str, &str); 6] = [
     ("ntoskrnl.exe", "KeQueryInterruptTimePrecise"),
     ("ntoskrnl.exe", "memmove"),
     ("ntoskrnl.exe", "memset"),

@@ -57,7 +57,7 @@ use super::state::NdkEvent;
 
 /// Where each adapter's NDK provider comes from. **The one line to change
 /// when `src/provider/` is ready**: name its factory here.
-pub const PROVIDER_FACTORY: ProviderFactory = super::ndk::device_only_provider;
+pub const PROVIDER_FACTORY: ProviderFactory = crate::provider::ndis::factory;
 
 /// How the emulated NIC runs its engine (see `docs/rnic.md`); deferred work
 /// runs in DPCs either way.

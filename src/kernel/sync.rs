@@ -36,7 +36,16 @@ pub struct SpinLockGuard<'a, T> {
 }
 
 impl<T> SpinLock<T> {
+    /// Creates an unlocked lock around `value` (usable in a `static`).
+    #[cfg(not(loom))]
+    pub const fn new(value: T) -> Self {
+        Self {
+            inner: imp::Lock::new(value),
+        }
+    }
+
     /// Creates an unlocked lock around `value`.
+    #[cfg(loom)]
     pub fn new(value: T) -> Self {
         Self {
             inner: imp::Lock::new(value),

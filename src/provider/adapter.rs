@@ -13,8 +13,8 @@ use super::{cm, cq, pd, write_out};
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
     NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
-    NdkFnRequestCompletion, NdkLogicalAddressMapping, NdkObjectType, NdkRdmaTechnology, NdkVersion,
-    NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    NdkFnRequestCompletion, NdkLogicalAddressMapping, NdkObjectType, NdkVersion, NtStatus,
+    STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
     STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
 };
 use crate::abi::{GroupAffinity, NdkCq, NdkPd};
@@ -113,38 +113,16 @@ pub unsafe fn close(adapter: *mut NdkAdapter) {
     }
 }
 
-/// The adapter's information: the true limits of the emulated NIC (A8).
+/// The adapter's information: the true limits of the emulated NIC (A8) and
+/// the features this provider implements.
 pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
-    let l = device.limits();
     let flags = AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED
         | AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED
         | AdapterFlags::CQ_RESIZE_SUPPORTED
         | AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED;
     NdkAdapterInfo {
         version,
-        vendor_id: 0,
-        device_id: 0,
-        padding_0c: 0,
-        max_registration_size: usize::try_from(l.max_registration_size).unwrap_or(usize::MAX),
-        max_window_size: usize::try_from(l.max_window_size).unwrap_or(usize::MAX),
-        frmr_page_count: l.max_fr_pages,
-        max_initiator_request_sge: l.max_initiator_sge,
-        max_receive_request_sge: l.max_receive_sge,
-        max_read_request_sge: l.max_read_sge,
-        max_transfer_length: l.max_transfer_length,
-        max_inline_data_size: l.max_inline_data,
-        max_inbound_read_limit: l.max_inbound_read_limit,
-        max_outbound_read_limit: l.max_outbound_read_limit,
-        max_receive_queue_depth: l.max_receive_queue_depth,
-        max_initiator_queue_depth: l.max_initiator_queue_depth,
-        max_srq_depth: l.max_srq_depth,
-        max_cq_depth: l.max_cq_depth,
-        large_request_threshold: 16 * 1024,
-        max_caller_data: l.max_caller_data,
-        max_callee_data: l.max_callee_data,
-        adapter_flags: flags.bits(),
-        rdma_technology: NdkRdmaTechnology::ROCE_V2,
-        padding_64: 0,
+        ..crate::driver::ndk::adapter_info_from_limits(device.limits(), flags)
     }
 }
 

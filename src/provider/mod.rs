@@ -31,6 +31,8 @@ pub mod adapter;
 pub mod cm;
 pub mod cq;
 pub mod mr;
+#[cfg(not(loom))]
+pub mod ndis;
 pub mod object;
 pub mod pd;
 pub mod qp;

@@ -191,14 +191,27 @@ const INVALIDATE_FLAGS: OpFlags = COMMON;
 /// `NDK_OP_FLAG_*` to the RNIC's request flags and, for Bind and
 /// FastRegister, rights (M7: remote write includes local write).
 ///
-/// `None` when a bit outside `accepted` is set. P18 obliges the provider to
+/// `None` when a bit outside `accepted` is set, or ALLOW_LOCAL_WRITE alone
+/// where `local_write_alone` says the operation does not document it. P18 obliges the provider to
 /// accept every flag the operation documents; for the others NDK documents
 /// no status, and NDSPI v2 refuses them inline (P25), which is what this
 /// provider does, with `STATUS_INVALID_PARAMETER` (see
 /// [`status::undocumented_flags`]). Refusing keeps P6: nothing is queued.
-fn decode(flags: u32, accepted: OpFlags) -> Option<(WrFlags, Access)> {
+fn decode(flags: u32, accepted: OpFlags, local_write_alone: bool) -> Option<(WrFlags, Access)> {
     let flags = OpFlags::from_bits_retain(flags);
     if !accepted.contains(flags) {
+        return None;
+    }
+    // Flags are values, not bit sets: ALLOW_REMOTE_WRITE (0x30) contains the
+    // ALLOW_LOCAL_WRITE bit (0x10), but its other bit (0x20) is no flag of
+    // its own, and ALLOW_LOCAL_WRITE alone is documented only where the
+    // operation lists it (FastRegister, not Bind).
+    let remote_write_bit = OpFlags::ALLOW_REMOTE_WRITE.difference(OpFlags::ALLOW_LOCAL_WRITE);
+    let has_local_write_alone =
+        flags.contains(OpFlags::ALLOW_LOCAL_WRITE) && !flags.intersects(remote_write_bit);
+    if (flags.intersects(remote_write_bit) && !flags.contains(OpFlags::ALLOW_LOCAL_WRITE))
+        || (has_local_write_alone && !local_write_alone)
+    {
         return None;
     }
     let mut wr = WrFlags::empty();
@@ -217,7 +230,6 @@ fn decode(flags: u32, accepted: OpFlags) -> Option<(WrFlags, Access)> {
             wr |= w;
         }
     }
-    let remote_write_bit = OpFlags::ALLOW_REMOTE_WRITE.difference(OpFlags::ALLOW_LOCAL_WRITE);
     let mut access = Access::empty();
     for (op, a) in [
         (OpFlags::ALLOW_REMOTE_READ, Access::REMOTE_READ),
@@ -416,7 +428,7 @@ unsafe extern "system" fn send(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, SEND_FLAGS) else {
+    let Some((wr, _)) = decode(flags, SEND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer's SGL of `n` entries (inline buffers readable
@@ -443,7 +455,7 @@ unsafe extern "system" fn send_and_invalidate(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, SEND_FLAGS) else {
+    let Some((wr, _)) = decode(flags, SEND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: as in `send`.
@@ -469,7 +481,7 @@ unsafe extern "system" fn write(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, WRITE_FLAGS) else {
+    let Some((wr, _)) = decode(flags, WRITE_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: as in `send`.
@@ -496,7 +508,7 @@ unsafe extern "system" fn read(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, READ_FLAGS) else {
+    let Some((wr, _)) = decode(flags, READ_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     let mut buffer = [Sge::default(); MAX_SGE];
@@ -551,7 +563,7 @@ unsafe extern "system" fn bind(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, access)) = decode(flags, BIND_FLAGS) else {
+    let Some((wr, access)) = decode(flags, BIND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer passes its MR.
@@ -601,7 +613,7 @@ unsafe extern "system" fn fast_register(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, access)) = decode(flags, FAST_REGISTER_FLAGS) else {
+    let Some((wr, access)) = decode(flags, FAST_REGISTER_FLAGS, true) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer passes its MR.
@@ -671,7 +683,7 @@ unsafe extern "system" fn invalidate(
         return STATUS_INVALID_PARAMETER;
     };
     let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, INVALIDATE_FLAGS) else {
+    let Some((wr, _)) = decode(flags, INVALIDATE_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer passes the header of its MR or MW.
@@ -1723,7 +1735,11 @@ pub(crate) mod tests {
         ];
         for (name, post, accepted) in ops {
             for bit in (0..32).map(|n| 1_u32 << n) {
-                let expected = if accepted & bit == 0 {
+                // Flags are values: 0x20 is only half of ALLOW_REMOTE_WRITE
+                // (0x30), and ALLOW_LOCAL_WRITE (0x10) alone is a
+                // FastRegister flag, not a Bind flag (P25).
+                let value = bit != 0x20 && !(bit == 0x10 && name == "bind");
+                let expected = if accepted & bit == 0 || !value {
                     STATUS_INVALID_PARAMETER
                 } else {
                     STATUS_CONNECTION_INVALID
@@ -1732,8 +1748,8 @@ pub(crate) mod tests {
             }
             assert_eq!(post(accepted), STATUS_CONNECTION_INVALID, "{name}");
         }
-        // The table above is ndk-abi.md §5.3, plus ALLOW_LOCAL_WRITE's bit on
-        // Bind (part of ALLOW_REMOTE_WRITE's value 0x30).
+        // The table above is ndk-abi.md §5.3: Bind's 0x30 is
+        // ALLOW_REMOTE_WRITE, whose value contains ALLOW_LOCAL_WRITE's bit.
         assert_eq!(OpFlags::ALLOW_REMOTE_WRITE.bits(), 0x30);
         assert!(poll(env.cq).is_empty());
         for object in [qp.cast::<c_void>(), mw.cast(), fast.cast(), mr.cast()] {

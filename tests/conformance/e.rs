@@ -1,4 +1,1125 @@
-//! Family E of the rules catalogue, through the C ABI.
+//! Family E of the rules catalogue, through the C ABI: errors and completion
+//! statuses.
 
-#[allow(unused_imports, reason = "filled in by the family's tests")]
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    clippy::similar_names,
+    reason = "test code: byte patterns from small loop indices, long scenario tests, local helper types"
+)]
+
+use std::sync::Arc;
+
+use softndk::abi::*;
+
+use super::harness::dpei::*;
 use super::harness::*;
+
+use NdkOperationType as T;
+
+/// Sorted (context, status, type) of extended results.
+fn sorted_ex(results: &[NdkResultEx]) -> Vec<(usize, NtStatus, NdkOperationType)> {
+    let mut s = summary_ex(results);
+    s.sort_unstable_by_key(|r| r.0);
+    s
+}
+
+/// E1: NdkFlush cancels every pending receive and initiator request of the
+/// QP — waiting Sends, the requests queued behind them, deferred ones, posted
+/// receives — each completing once with STATUS_CANCELLED.
+#[test]
+fn e1_flush_cancels_pending_receives_and_initiator_requests() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 1, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let qp = &pair.a_qp;
+    for i in 0..3 {
+        assert_eq!(
+            qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]),
+            STATUS_SUCCESS
+        );
+    }
+    // B posts no receive: the Sends wait, the Write waits behind them.
+    for i in 0..3 {
+        assert_eq!(qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0), STATUS_SUCCESS);
+    }
+    assert_eq!(
+        qp.write(
+            30,
+            &[a_mem.sge(0, 64)],
+            b_mem.remote(0),
+            b_mem.token(),
+            DEFER
+        ),
+        STATUS_SUCCESS
+    );
+    qp.flush();
+    let done = wait_results_ex(&pair.a_cq, 7);
+    assert_eq!(
+        sorted_ex(&done),
+        [
+            (10, STATUS_CANCELLED, T::RECEIVE),
+            (11, STATUS_CANCELLED, T::RECEIVE),
+            (12, STATUS_CANCELLED, T::RECEIVE),
+            (20, STATUS_CANCELLED, T::SEND),
+            (21, STATUS_CANCELLED, T::SEND),
+            (22, STATUS_CANCELLED, T::SEND),
+            (30, STATUS_CANCELLED, T::WRITE),
+        ]
+    );
+    // P21: cancelled entries carry the QP's context too.
+    assert!(done.iter().all(|r| r.qp_context as usize == 0xA));
+    assert_empty(&pair.a_cq);
+    assert!(
+        b_mem.bytes().iter().all(|&b| b == 0),
+        "the flushed Write ran"
+    );
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E2 (consumer): a consumer that drains the CQ until it has seen a
+/// completion for every request posted before the flush knows the flush is
+/// over — so there is exactly one for each: those that had completed, those
+/// in flight, those held back.
+#[test]
+fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 8192, 2, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (remote, token) = (b_mem.remote(0), b_mem.token());
+    let qp = &pair.a_qp;
+    let mut posted = Vec::new();
+    for i in 0..40_usize {
+        let status = match i % 5 {
+            0 => qp.write(
+                i,
+                &[a_mem.sge(i * 64, 64)],
+                remote + 64 * i as u64,
+                token,
+                0,
+            ),
+            1 => qp.write(
+                i,
+                &[a_mem.sge(i * 64, 64)],
+                remote + 64 * i as u64,
+                token,
+                DEFER,
+            ),
+            2 => qp.receive(i, &[a_mem.sge(4096 + i * 64, 64)]),
+            3 => qp.read(i, &[a_mem.sge(4096 + i * 64, 64)], remote, token, 0),
+            // A Send without a receive at B: it and everything behind it wait.
+            _ if i == 34 => qp.send(i, &[a_mem.sge(0, 8)], 0),
+            _ => qp.write(i, &[a_mem.sge(0, 8)], remote, token, SILENT | DEFER),
+        };
+        assert_eq!(status, STATUS_SUCCESS, "post {i}");
+        posted.push(i);
+    }
+    qp.flush();
+    // Drain until every request posted before the flush has an entry (the
+    // silent ones that succeeded have none, P14; those cancelled do, P15).
+    let silent: Vec<usize> = (0..40).filter(|i| i % 5 == 4 && *i != 34).collect();
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen: Vec<NdkResult> = Vec::new();
+    let is_seen =
+        |seen: &[NdkResult], i: usize| seen.iter().any(|r| r.request_context as usize == i);
+    while !posted
+        .iter()
+        .filter(|i| !silent.contains(i))
+        .all(|&i| is_seen(&seen, i))
+    {
+        seen.extend(pair.a_cq.poll(16));
+        assert!(std::time::Instant::now() < deadline, "flush never finished");
+        std::thread::yield_now();
+    }
+    seen.extend(pair.a_cq.poll(64));
+    let mut contexts: Vec<usize> = seen.iter().map(|r| r.request_context as usize).collect();
+    contexts.sort_unstable();
+    let before = contexts.len();
+    contexts.dedup();
+    assert_eq!(before, contexts.len(), "a request completed twice");
+    for r in &seen {
+        let i = r.request_context as usize;
+        assert!(posted.contains(&i));
+        assert!(
+            r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,
+            "{i}: {:#x}",
+            r.status
+        );
+        if silent.contains(&i) {
+            assert_eq!(r.status, STATUS_CANCELLED, "a silent success left an entry");
+        }
+        if i >= 34 || i % 5 == 2 {
+            // Behind the waiting Send, or a receive nobody sent to.
+            assert_eq!(r.status, STATUS_CANCELLED, "{i}");
+        }
+    }
+    assert_empty(&pair.a_cq);
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E3: Disconnect flushes the QP after the disconnect exchange: every request
+/// still outstanding, on both sides, completes with STATUS_CANCELLED.
+#[test]
+fn e3_disconnect_cancels_outstanding_requests() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    for i in 0..2 {
+        assert_eq!(
+            pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]),
+            STATUS_SUCCESS
+        );
+        assert_eq!(
+            pair.a_qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0),
+            STATUS_SUCCESS
+        );
+    }
+    assert_eq!(
+        pair.a_qp.write(
+            30,
+            &[a_mem.sge(0, 64)],
+            b_mem.remote(0),
+            b_mem.token(),
+            DEFER
+        ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.b_qp.send(40, &[b_mem.sge(0, 0)], DEFER),
+        STATUS_SUCCESS
+    );
+    disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
+    assert_eq!(
+        sorted_ex(&wait_results_ex(&pair.a_cq, 5)),
+        [
+            (10, STATUS_CANCELLED, T::RECEIVE),
+            (11, STATUS_CANCELLED, T::RECEIVE),
+            (20, STATUS_CANCELLED, T::SEND),
+            (21, STATUS_CANCELLED, T::SEND),
+            (30, STATUS_CANCELLED, T::WRITE),
+        ]
+    );
+    assert_eq!(
+        sorted_ex(&wait_results_ex(&pair.b_cq, 1)),
+        [(40, STATUS_CANCELLED, T::SEND)]
+    );
+    assert_empty(&pair.a_cq);
+    assert_empty(&pair.b_cq);
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E4 (inference): receives posted to an SRQ belong to the SRQ — flushing or
+/// disconnecting an attached QP does not cancel them; another QP on the SRQ
+/// consumes them later.
+#[test]
+fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
+    let (a, b) = Side::two();
+    let a_cq = a.adapter.cq(64);
+    let b_cq = b.adapter.cq(64);
+    let srq = b.pd.try_srq(16, 4, 0, None).expect("CreateSrq");
+    let b_mem = Region::new(&b.pd, 4096, 0, MR_LOCAL_WRITE);
+    let a_mem = Region::pattern(&a.pd, 4096, 4, MR_LOCAL_WRITE);
+    for i in 0..3 {
+        assert_eq!(
+            srq.receive(i + 1, &[b_mem.sge(i * 256, 256)]),
+            STATUS_SUCCESS
+        );
+    }
+    let a_qp1 = a.pd.qp(&a_cq, &a_cq, 0xA1);
+    let b_qp1 =
+        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB1, 16, 4, 64)
+            .unwrap();
+    let link1 = a.connect(&a_qp1, &b, &b_qp1);
+    b_qp1.flush();
+    assert_empty(&b_cq);
+    link1.close();
+    assert_close(b_qp1.close());
+    assert_close(a_qp1.close());
+    assert_empty(&b_cq);
+    assert_empty(&a_cq);
+    // A second QP on the SRQ gets the three receives.
+    let a_qp2 = a.pd.qp(&a_cq, &a_cq, 0xA2);
+    let b_qp2 =
+        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB2, 16, 4, 64)
+            .unwrap();
+    let link2 = a.connect(&a_qp2, &b, &b_qp2);
+    for i in 0..3 {
+        assert_eq!(
+            a_qp2.send(10 + i, &[a_mem.sge(i * 100, 100)], 0),
+            STATUS_SUCCESS
+        );
+    }
+    assert_eq!(a_cq.wait_results(3).len(), 3);
+    let got = b_cq.wait_results(3);
+    let seen: Vec<_> = got
+        .iter()
+        .map(|r| (r.request_context as usize, r.status, r.qp_context as usize))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, STATUS_SUCCESS, 0xB2),
+            (2, STATUS_SUCCESS, 0xB2),
+            (3, STATUS_SUCCESS, 0xB2)
+        ]
+    );
+    link2.close();
+    assert_close(a_qp2.close());
+    assert_close(b_qp2.close());
+    assert_close(srq.close());
+    a_mem.close();
+    b_mem.close();
+    assert_close(a_cq.close());
+    assert_close(b_cq.close());
+    a.close();
+    b.close();
+}
+
+/// E5 (NDSPI v2; this provider's behaviour): once a request completed with an
+/// error the connection is terminated; every request outstanding or posted
+/// afterwards on the QP completes with STATUS_CANCELLED — and the peer's
+/// outstanding receives too.
+#[test]
+fn e5_error_completion_terminates_and_cancels_the_rest() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (remote, token) = (b_mem.remote(0), b_mem.token());
+    for i in 0..2 {
+        assert_eq!(
+            pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]),
+            STATUS_SUCCESS
+        );
+    }
+    let qp = &pair.a_qp;
+    assert_eq!(
+        qp.write(1, &[a_mem.sge(0, 64)], remote, token ^ 0x33, DEFER),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.write(2, &[a_mem.sge(0, 64)], remote, token, DEFER),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.send(3, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(3)),
+        [
+            (1, STATUS_ACCESS_VIOLATION),
+            (2, STATUS_CANCELLED),
+            (3, STATUS_CANCELLED)
+        ]
+    );
+    assert!(b_mem.bytes().iter().all(|&b| b == 0));
+    assert_eq!(
+        summary(&pair.b_cq.wait_results(2)),
+        [(10, STATUS_CANCELLED), (11, STATUS_CANCELLED)]
+    );
+    // Posted afterwards, on either queue and either side.
+    assert_eq!(
+        qp.write(4, &[a_mem.sge(0, 64)], remote, token, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.receive(5, &[a_mem.sge(1024, 64)]), STATUS_SUCCESS);
+    assert_eq!(qp.send(6, &[a_mem.sge(0, 64)], SILENT), STATUS_SUCCESS);
+    assert_eq!(
+        sorted_ex(&wait_results_ex(&pair.a_cq, 3)),
+        [
+            (4, STATUS_CANCELLED, T::WRITE),
+            (5, STATUS_CANCELLED, T::RECEIVE),
+            (6, STATUS_CANCELLED, T::SEND)
+        ]
+    );
+    assert_eq!(pair.b_qp.send(12, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.b_cq.wait_results(1)),
+        [(12, STATUS_CANCELLED)]
+    );
+    assert_empty(&pair.a_cq);
+    assert_empty(&pair.b_cq);
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E6 (NDSPI v2; this provider's behaviour): a work-request call that fails
+/// inline does not harm the QP: earlier and later requests proceed and
+/// succeed.
+#[test]
+fn e6_inline_failure_leaves_the_qp_working() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 8192, 6, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (remote, token) = (b_mem.remote(0), b_mem.token());
+    let qp = &pair.a_qp;
+    let five: Vec<NdkSge> = (0..5).map(|i| a_mem.sge(i * 8, 8)).collect();
+    let big = [0_u8; 300];
+    let inline = [NdkSge {
+        address: big.as_ptr() as u64,
+        length: 300,
+        memory_region_token: 0,
+    }];
+    assert_eq!(
+        pair.b_qp.receive(50, &[b_mem.sge(4096, 1024)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.b_qp.receive(51, &[b_mem.sge(5120, 1024)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.write(1, &[a_mem.sge(0, 512)], remote, token, DEFER),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.send(2, &[a_mem.sge(512, 100)], 0), STATUS_SUCCESS);
+    assert_eq!(qp.send(90, &five, 0), STATUS_DATA_OVERRUN);
+    assert_eq!(qp.send(91, &inline, INLINE), STATUS_BUFFER_OVERFLOW);
+    assert_eq!(
+        qp.write(92, &[a_mem.sge(0, 8)], remote, token, UNKNOWN_FLAG),
+        STATUS_INVALID_PARAMETER
+    );
+    assert_eq!(qp.receive(93, &five), STATUS_DATA_OVERRUN);
+    assert_eq!(
+        qp.write(3, &[a_mem.sge(1024, 512)], b_mem.remote(1024), token, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.send(4, &[a_mem.sge(2048, 100)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(4)),
+        [
+            (1, STATUS_SUCCESS),
+            (2, STATUS_SUCCESS),
+            (3, STATUS_SUCCESS),
+            (4, STATUS_SUCCESS)
+        ]
+    );
+    assert_eq!(
+        summary(&pair.b_cq.wait_results(2)),
+        [(50, STATUS_SUCCESS), (51, STATUS_SUCCESS)]
+    );
+    assert_eq!(&b_mem.bytes()[..512], &a_mem.bytes()[..512]);
+    assert_eq!(&b_mem.bytes()[1024..1536], &a_mem.bytes()[1024..1536]);
+    assert_eq!(&b_mem.bytes()[4096..4196], &a_mem.bytes()[512..612]);
+    assert_eq!(&b_mem.bytes()[5120..5220], &a_mem.bytes()[2048..2148]);
+    assert_empty(&pair.a_cq);
+    a_mem.close();
+    b_mem.close();
+    pair.teardown();
+}
+
+/// E7 (NDSPI v2; this provider's behaviour): an incoming Send larger than the
+/// receive it lands in completes that receive with STATUS_BUFFER_OVERFLOW and
+/// terminates the connection; the Send fails too (STATUS_REMOTE_RESOURCES,
+/// ND_REMOTE_ERROR).
+#[test]
+fn e7_receive_too_small_overflows_and_terminates() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 7, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    assert_eq!(
+        pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(pair.a_qp.send(1, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
+    assert_eq!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        summary_ex(&wait_results_ex(&pair.b_cq, 2)),
+        [
+            (10, STATUS_BUFFER_OVERFLOW, T::RECEIVE),
+            (11, STATUS_CANCELLED, T::RECEIVE)
+        ]
+    );
+    assert_eq!(
+        summary_ex(&wait_results_ex(&pair.a_cq, 2)),
+        [
+            (1, STATUS_REMOTE_RESOURCES, T::SEND),
+            (2, STATUS_CANCELLED, T::SEND)
+        ]
+    );
+    // Terminated: later requests are cancelled on both sides.
+    assert_eq!(
+        pair.b_qp.receive(12, &[b_mem.sge(1024, 1024)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(pair.a_qp.send(3, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.b_cq.wait_results(1)),
+        [(12, STATUS_CANCELLED)]
+    );
+    assert_eq!(summary(&pair.a_cq.wait_results(1)), [(3, STATUS_CANCELLED)]);
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E8's table: whether an operation's completion may carry `status`.
+/// SendAndInvalidate follows Send (its type is Send, P22), a
+/// ReceiveAndInvalidate follows Receive, FastRegister follows Bind.
+fn allowed(op: NdkOperationType, status: NtStatus) -> bool {
+    let send = op == T::SEND;
+    let receive = op == T::RECEIVE || op == T::RECEIVE_AND_INVALIDATE;
+    let data = send || receive || op == T::READ || op == T::WRITE;
+    let known = data || op == T::BIND || op == T::FAST_REGISTER || op == T::INVALIDATE;
+    known
+        && match status {
+            STATUS_SUCCESS
+            | STATUS_CANCELLED
+            | STATUS_INVALID_DEVICE_REQUEST
+            | STATUS_INTERNAL_ERROR => true,
+            STATUS_DATA_OVERRUN => data && !receive,
+            STATUS_BUFFER_OVERFLOW => receive,
+            STATUS_ACCESS_VIOLATION | STATUS_IO_TIMEOUT | STATUS_REMOTE_RESOURCES => data,
+            _ => false,
+        }
+}
+
+/// One failure scenario on a fresh pair: `run` posts, then both CQs are
+/// drained of the expected entries, which must match exactly and fit E8.
+fn scenario(
+    name: &str,
+    run: impl FnOnce(&Pair, &Region, &Region, &Region),
+    a_expected: &[(usize, NtStatus, NdkOperationType)],
+    b_expected: &[(usize, NtStatus, NdkOperationType)],
+) {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
+    let b_mem = Region::pattern(&pair.b_pd, 4096, 9, MR_REMOTE);
+    let b_recv = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    run(&pair, &a_mem, &b_mem, &b_recv);
+    for (cq, expected, side) in [(&pair.a_cq, a_expected, "A"), (&pair.b_cq, b_expected, "B")] {
+        let got = wait_results_ex(cq, expected.len());
+        assert_eq!(sorted_ex(&got), expected, "{name}: side {side}");
+        for r in &got {
+            assert!(
+                allowed(r.type_, r.status),
+                "{name}: {:?} completed with {:#x}",
+                r.type_,
+                r.status
+            );
+        }
+        assert_empty(cq);
+    }
+    for region in [a_mem, b_mem, b_recv] {
+        region.close();
+    }
+    teardown_lenient(pair);
+}
+
+/// E8 (NDSPI v2; this provider's behaviour): a completion carries only a
+/// status its operation can report — checked on every error this provider
+/// produces, and on the cancellations that follow, for every operation.
+#[test]
+fn e8_completion_statuses_fit_their_operation() {
+    // A Write with a bad remote token; every kind of request posted
+    // afterwards is cancelled.
+    let pair = Pair::new();
+    let a = Region::pattern(&pair.a_pd, 4096, 10, MR_LOCAL_WRITE);
+    let b = Region::pattern(&pair.b_pd, 4096, 11, MR_REMOTE);
+    let mw = pair.a_pd.mw();
+    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
+    let qp = &pair.a_qp;
+    assert_eq!(
+        qp.write(1, &[a.sge(0, 8)], b.remote(0), b.token() ^ 1, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.bind(2, &a.mr, &mw, a.remote(0), 64, OP_REMOTE_READ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(frmr.post(qp, 3, 0), STATUS_SUCCESS);
+    assert_eq!(qp.invalidate(4, frmr.mr.header(), 0), STATUS_SUCCESS);
+    assert_eq!(
+        qp.read(5, &[a.sge(0, 8)], b.remote(0), b.token(), 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.send(6, &[a.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        qp.send_and_invalidate(7, &[a.sge(0, 8)], 0, 1),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.receive(8, &[a.sge(0, 8)]), STATUS_SUCCESS);
+    let got = wait_results_ex(&pair.a_cq, 8);
+    assert_eq!(
+        sorted_ex(&got),
+        [
+            (1, STATUS_ACCESS_VIOLATION, T::WRITE),
+            (2, STATUS_CANCELLED, T::BIND),
+            (3, STATUS_CANCELLED, T::FAST_REGISTER),
+            (4, STATUS_CANCELLED, T::INVALIDATE),
+            (5, STATUS_CANCELLED, T::READ),
+            (6, STATUS_CANCELLED, T::SEND),
+            (7, STATUS_CANCELLED, T::SEND),
+            (8, STATUS_CANCELLED, T::RECEIVE),
+        ]
+    );
+    assert!(got.iter().all(|r| allowed(r.type_, r.status)));
+    frmr.close(&pair.a);
+    assert_close(mw.close());
+    a.close();
+    b.close();
+    teardown_lenient(pair);
+
+    scenario(
+        "Read past the region",
+        |p, a, b, _| {
+            assert_eq!(
+                p.a_qp
+                    .read(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0),
+                STATUS_SUCCESS
+            );
+        },
+        &[(1, STATUS_REMOTE_RESOURCES, T::READ)],
+        &[],
+    );
+    scenario(
+        "Read, bad token",
+        |p, a, b, _| {
+            assert_eq!(
+                p.a_qp
+                    .read(1, &[a.sge(0, 64)], b.remote(0), b.token() ^ 2, 0),
+                STATUS_SUCCESS
+            );
+        },
+        &[(1, STATUS_ACCESS_VIOLATION, T::READ)],
+        &[],
+    );
+    scenario(
+        "Write past the region",
+        |p, a, b, _| {
+            assert_eq!(
+                p.a_qp
+                    .write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0),
+                STATUS_SUCCESS
+            );
+        },
+        &[(1, STATUS_REMOTE_RESOURCES, T::WRITE)],
+        &[],
+    );
+    scenario(
+        "receive too small",
+        |p, a, _, r| {
+            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 16)]), STATUS_SUCCESS);
+            assert_eq!(p.a_qp.send(1, &[a.sge(0, 64)], 0), STATUS_SUCCESS);
+        },
+        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(10, STATUS_BUFFER_OVERFLOW, T::RECEIVE)],
+    );
+    scenario(
+        "Send, bad local token",
+        |p, a, _, r| {
+            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 64)]), STATUS_SUCCESS);
+            let mut sge = a.sge(0, 64);
+            sge.memory_region_token ^= 0x77;
+            assert_eq!(p.a_qp.send(1, &[sge], 0), STATUS_SUCCESS);
+        },
+        &[(1, STATUS_ACCESS_VIOLATION, T::SEND)],
+        &[(10, STATUS_CANCELLED, T::RECEIVE)],
+    );
+    scenario(
+        "receive, bad local token",
+        |p, a, _, r| {
+            let mut sge = r.sge(0, 64);
+            sge.memory_region_token ^= 0x77;
+            assert_eq!(p.b_qp.receive(10, &[sge]), STATUS_SUCCESS);
+            assert_eq!(p.a_qp.send(1, &[a.sge(0, 64)], 0), STATUS_SUCCESS);
+        },
+        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(10, STATUS_ACCESS_VIOLATION, T::RECEIVE)],
+    );
+    scenario(
+        "SendAndInvalidate of a token the peer cannot invalidate",
+        |p, a, _, r| {
+            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 64)]), STATUS_SUCCESS);
+            assert_eq!(
+                p.a_qp
+                    .send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD),
+                STATUS_SUCCESS
+            );
+        },
+        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(10, STATUS_INVALID_DEVICE_REQUEST, T::RECEIVE)],
+    );
+    scenario(
+        "Invalidate of an unbound window",
+        |p, _, _, _| {
+            let mw = p.a_pd.mw();
+            assert_eq!(p.a_qp.invalidate(1, mw.header(), 0), STATUS_SUCCESS);
+            let got = wait_results_ex(&p.a_cq, 1);
+            assert_eq!(
+                summary_ex(&got),
+                [(1, STATUS_INVALID_DEVICE_REQUEST, T::INVALIDATE)]
+            );
+            assert!(allowed(got[0].type_, got[0].status));
+            assert_close(mw.close());
+        },
+        &[],
+        &[],
+    );
+}
+
+/// E9: a request that completes with an error satisfies a SOLICITED arm (a
+/// successful initiator completion does not), and an ANY arm.
+#[test]
+fn e9_error_completion_satisfies_solicited_and_any_arms() {
+    for arm in [NdkCqNotifyType::SOLICITED, NdkCqNotifyType::ANY] {
+        let pair = Pair::new();
+        let a_mem = Region::pattern(&pair.a_pd, 4096, 12, MR_LOCAL_WRITE);
+        let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        let (remote, token) = (b_mem.remote(0), b_mem.token());
+        pair.a_cq.arm(arm);
+        if arm == NdkCqNotifyType::SOLICITED {
+            assert_eq!(
+                pair.a_qp.write(1, &[a_mem.sge(0, 8)], remote, token, 0),
+                STATUS_SUCCESS
+            );
+            assert_eq!(summary(&pair.a_cq.wait_results(1)), [(1, STATUS_SUCCESS)]);
+            assert!(
+                pair.a_cq.notifications().is_empty(),
+                "a success satisfied SOLICITED"
+            );
+        }
+        assert_eq!(
+            pair.a_qp.write(2, &[a_mem.sge(0, 8)], remote, token ^ 4, 0),
+            STATUS_SUCCESS
+        );
+        assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS, "{arm:?}");
+        assert_eq!(
+            summary(&pair.a_cq.wait_results(1)),
+            [(2, STATUS_ACCESS_VIOLATION)]
+        );
+        assert_eq!(pair.a_cq.notifications().len(), 1);
+        a_mem.close();
+        b_mem.close();
+        teardown_lenient(pair);
+    }
+    // At the receiver: a receive that completes with an error (too small,
+    // E7) satisfies the receiver's SOLICITED arm, though the Send was not
+    // solicited; so does a receive cancelled by a flush.
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert_eq!(pair.b_qp.receive(20, &[b_mem.sge(0, 8)]), STATUS_SUCCESS);
+    assert_eq!(pair.a_qp.send(21, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
+    assert_eq!(pair.b_cq.1.wait(), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.b_cq.wait_results(1)),
+        [(20, STATUS_BUFFER_OVERFLOW)]
+    );
+    pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(1)),
+        [(21, STATUS_REMOTE_RESOURCES)]
+    );
+    assert_eq!(
+        pair.a_qp.receive(22, &[a_mem.sge(1024, 64)]),
+        STATUS_SUCCESS
+    );
+    pair.a_qp.flush();
+    assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(1)),
+        [(22, STATUS_CANCELLED)]
+    );
+    a_mem.close();
+    b_mem.close();
+    teardown_lenient(pair);
+    // C6: ERRORS merged with SOLICITED is SOLICITED, which an error satisfies.
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 13, MR_LOCAL_WRITE);
+    pair.a_cq.arm(NdkCqNotifyType::ERRORS);
+    pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert_eq!(
+        pair.a_qp.write(3, &[a_mem.sge(0, 8)], 0x1000, 0x1234, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS);
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(1)),
+        [(3, STATUS_ACCESS_VIOLATION)]
+    );
+    a_mem.close();
+    teardown_lenient(pair);
+}
+
+/// A connection whose A side has a CQ of `depth` entries (watched), shared by
+/// its receive and initiator queues.
+struct SmallCq {
+    a: Side,
+    b: Side,
+    a_cq: Cq,
+    b_cq: Cq,
+    a_qp: Qp,
+    b_qp: Qp,
+    link: Link,
+    a_mem: Region,
+    b_mem: Region,
+}
+
+impl SmallCq {
+    fn new(depth: u32, watch: &Arc<Signal>) -> Self {
+        let (a, b) = Side::two();
+        let a_cq = a.adapter.try_cq(depth, watch).expect("CreateCq");
+        let b_cq = b.adapter.cq(256);
+        let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
+        let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
+        let link = a.connect(&a_qp, &b, &b_qp);
+        let a_mem = Region::pattern(&a.pd, 4096, 14, MR_LOCAL_WRITE);
+        let b_mem = Region::new(&b.pd, 4096, 0, MR_REMOTE);
+        Self {
+            a,
+            b,
+            a_cq,
+            b_cq,
+            a_qp,
+            b_qp,
+            link,
+            a_mem,
+            b_mem,
+        }
+    }
+
+    /// A Write that succeeds (unless the QP is unusable).
+    fn write(&self, context: usize) -> NtStatus {
+        self.a_qp.write(
+            context,
+            &[self.a_mem.sge(0, 8)],
+            self.b_mem.remote(0),
+            self.b_mem.token(),
+            0,
+        )
+    }
+
+    /// Closes everything; every close completes (L18, E13).
+    fn close(self) {
+        self.a_mem.close();
+        self.b_mem.close();
+        self.link.close();
+        assert_close(self.a_qp.close());
+        assert_close(self.b_qp.close());
+        assert_close(self.a_cq.close());
+        assert_close(self.b_cq.close());
+        self.a.close();
+        self.b.close();
+    }
+}
+
+/// E10: a CQ that would have to hold more completions than its depth
+/// overflows: STATUS_BUFFER_OVERFLOW through its notification callback; from
+/// then on the CQ and every QP associated with it are unusable (posts fail
+/// inline) and no further completion is reported.
+#[test]
+fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
+    const DEPTH: usize = 4;
+    let watch = Signal::new();
+    let rig = SmallCq::new(DEPTH as u32, &watch);
+    let other_qp = rig.a.pd.qp(&rig.a_cq, &rig.a_cq, 0xC);
+    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    for i in 0..=DEPTH {
+        assert_eq!(rig.write(i), STATUS_SUCCESS, "Write {i}");
+    }
+    assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
+    // What was queued before the error may still be reaped; the completion
+    // that did not fit is not reported, nor is anything later.
+    let kept = rig.a_cq.poll(2 * DEPTH);
+    assert!(kept.len() <= DEPTH);
+    for (i, r) in kept.iter().enumerate() {
+        assert_eq!((r.request_context as usize, r.status), (i, STATUS_SUCCESS));
+    }
+    let unusable = [
+        ("Write", rig.write(100)),
+        ("Receive", rig.a_qp.receive(101, &[rig.a_mem.sge(1024, 64)])),
+        ("Send", rig.a_qp.send(102, &[rig.a_mem.sge(0, 8)], 0)),
+        (
+            "Receive on another QP of the CQ",
+            other_qp.receive(103, &[rig.a_mem.sge(2048, 64)]),
+        ),
+    ];
+    for (name, status) in unusable {
+        assert_ne!(status, STATUS_SUCCESS, "{name} on an unusable QP");
+        assert_eq!(status, STATUS_INTERNAL_ERROR, "{name}");
+    }
+    rig.a_qp.flush();
+    assert!(
+        rig.a_cq.poll(16).is_empty(),
+        "a completion after the overflow"
+    );
+    rig.a_cq.arm(NdkCqNotifyType::ANY);
+    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    assert_eq!(watch.count(), 1, "the overflow is reported once");
+    assert_close(other_qp.close());
+    rig.close();
+    assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW]);
+}
+
+/// E11: a fatal CQ error is reported through the notification callback with
+/// STATUS_INTERNAL_ERROR, with E10's consequences. The C ABI offers no way
+/// to provoke a fatal device error in host mode, so this checks what a
+/// consumer can observe: a healthy CQ, armed every way through a busy
+/// exchange, never reports STATUS_INTERNAL_ERROR; and after the one error a
+/// consumer can cause (overflow) the CQ reports that error, once, and then
+/// nothing — E11's "same consequences".
+#[test]
+fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 15, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    for round in 0..30_usize {
+        let arm = [
+            NdkCqNotifyType::ANY,
+            NdkCqNotifyType::SOLICITED,
+            NdkCqNotifyType::ERRORS,
+        ][round % 3];
+        pair.a_cq.arm(arm);
+        pair.b_cq.arm(arm);
+        assert_eq!(
+            pair.b_qp.receive(round, &[b_mem.sge(0, 64)]),
+            STATUS_SUCCESS
+        );
+        let flags = if round % 2 == 0 { SOLICIT } else { 0 };
+        assert_eq!(
+            pair.a_qp.send(round, &[a_mem.sge(0, 64)], flags),
+            STATUS_SUCCESS
+        );
+        assert_eq!(pair.a_cq.wait_results(1).len(), 1);
+        assert_eq!(pair.b_cq.wait_results(1).len(), 1);
+    }
+    for status in pair
+        .a_cq
+        .notifications()
+        .into_iter()
+        .chain(pair.b_cq.notifications())
+    {
+        assert_eq!(status, STATUS_SUCCESS);
+    }
+    a_mem.close();
+    b_mem.close();
+    pair.teardown();
+
+    let watch = Signal::new();
+    let rig = SmallCq::new(2, &watch);
+    for i in 0..3 {
+        assert_eq!(rig.write(i), STATUS_SUCCESS);
+    }
+    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
+    assert_eq!(rig.write(9), STATUS_INTERNAL_ERROR);
+    rig.close();
+    assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW]);
+}
+
+/// E12 (inference from C3, C6): a CQ error satisfies every arm type — ERRORS,
+/// SOLICITED and ANY — and is delivered only through an arm: an overflow with
+/// no arm set is reported at the next ArmCq, once.
+#[test]
+fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
+    for arm in [
+        NdkCqNotifyType::ERRORS,
+        NdkCqNotifyType::SOLICITED,
+        NdkCqNotifyType::ANY,
+    ] {
+        let watch = Signal::new();
+        let rig = SmallCq::new(2, &watch);
+        for i in 0..3 {
+            assert_eq!(rig.write(i), STATUS_SUCCESS);
+        }
+        assert_eq!(watch.count(), 0, "{arm:?}: reported without an arm");
+        rig.a_cq.arm(arm);
+        assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
+        rig.a_cq.arm(arm);
+        assert_eq!(watch.count(), 1, "{arm:?}");
+        rig.close();
+        assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW], "{arm:?}");
+    }
+    // Armed before the overflow: the arm is satisfied when it happens.
+    for arm in [NdkCqNotifyType::ERRORS, NdkCqNotifyType::SOLICITED] {
+        let watch = Signal::new();
+        let rig = SmallCq::new(2, &watch);
+        rig.a_cq.arm(arm);
+        for i in 0..3 {
+            assert_eq!(rig.write(i), STATUS_SUCCESS);
+        }
+        assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
+        rig.close();
+        assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW], "{arm:?}");
+    }
+}
+
+/// E13 (inference): an object made unusable by an error still answers every
+/// call promptly — inline failure or cancelled completion — and closes
+/// normally: after a CQ overflow (E10) and after an error completion (E5).
+#[test]
+fn e13_unusable_objects_answer_every_call_and_close_normally() {
+    // E10: every call on the CQ and its QP returns; posts fail inline.
+    let watch = Signal::new();
+    let rig = SmallCq::new(2, &watch);
+    for i in 0..6 {
+        let _ = rig.write(i);
+    }
+    rig.a_cq.arm(NdkCqNotifyType::ANY);
+    assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
+    let mw = rig.a.pd.mw();
+    let frmr = Frmr::new(&rig.a.adapter, &rig.a.pd, PAGE, 0, 4, false);
+    let qp = &rig.a_qp;
+    let sge = [rig.a_mem.sge(0, 8)];
+    let (remote, token) = (rig.b_mem.remote(0), rig.b_mem.token());
+    let calls = [
+        qp.send(10, &sge, 0),
+        qp.send_and_invalidate(11, &sge, 0, 1),
+        qp.write(12, &sge, remote, token, DEFER),
+        qp.read(13, &sge, remote, token, 0),
+        qp.bind(14, &rig.a_mem.mr, &mw, rig.a_mem.remote(0), 64, 0),
+        frmr.post(qp, 15, 0),
+        qp.invalidate(16, mw.header(), 0),
+        qp.receive(17, &sge),
+    ];
+    for status in calls {
+        assert_ne!(status, STATUS_SUCCESS);
+    }
+    qp.flush();
+    let _ = rig.a_cq.poll(8);
+    let _ = rig.a_cq.poll_ex(8);
+    rig.a_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert!(rig.a_cq.poll(8).is_empty());
+    frmr.close(&rig.a.adapter);
+    assert_close(mw.close());
+    rig.close();
+
+    // E5: a terminated QP accepts and cancels.
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 16, MR_LOCAL_WRITE);
+    assert_eq!(
+        pair.a_qp.write(1, &[a_mem.sge(0, 8)], 0x1000, 0x4321, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        summary(&pair.a_cq.wait_results(1)),
+        [(1, STATUS_ACCESS_VIOLATION)]
+    );
+    let mw = pair.a_pd.mw();
+    let qp = &pair.a_qp;
+    let sge = [a_mem.sge(0, 8)];
+    let calls = [
+        qp.send(2, &sge, 0),
+        qp.write(3, &sge, 0x1000, 0x4321, DEFER),
+        qp.read(4, &sge, 0x1000, 0x4321, 0),
+        qp.bind(5, &a_mem.mr, &mw, a_mem.remote(0), 64, 0),
+        qp.invalidate(6, mw.header(), 0),
+        qp.receive(7, &sge),
+    ];
+    let accepted: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == STATUS_SUCCESS)
+        .map(|(i, _)| i + 2)
+        .collect();
+    qp.flush();
+    let done = pair.a_cq.wait_results(accepted.len());
+    let mut contexts: Vec<usize> = done.iter().map(|r| r.request_context as usize).collect();
+    contexts.sort_unstable();
+    assert_eq!(contexts, accepted);
+    assert!(done.iter().all(|r| r.status == STATUS_CANCELLED));
+    assert_close(mw.close());
+    a_mem.close();
+    teardown_lenient(pair);
+}
+
+/// E14: every NDK_RESULT_EX with STATUS_SUCCESS has 0 at offset 0x1C (the
+/// NDKPI 2.1 ProviderErrorCode), written by the provider — the array is
+/// prefilled with 0xA5 — for every operation type.
+#[test]
+fn e14_result_ex_provider_error_code_is_zero_on_success() {
+    assert_eq!(std::mem::offset_of!(NdkResultEx, provider_error_code), 0x1C);
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, 4096, 17, MR_REMOTE);
+    let b_mem = Region::pattern(&pair.b_pd, 4096, 18, MR_REMOTE);
+    let a_mw = pair.a_pd.mw();
+    let b_mw = pair.b_pd.mw();
+    let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
+    assert_eq!(
+        pair.b_qp
+            .bind(50, &b_mem.mr, &b_mw, b_mem.remote(0), 64, OP_REMOTE_READ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.b_qp.receive(51, &[b_mem.sge(1024, 64)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.b_qp.receive(52, &[b_mem.sge(2048, 64)]),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        pair.a_qp.receive(53, &[a_mem.sge(2048, 64)]),
+        STATUS_SUCCESS
+    );
+    let qp = &pair.a_qp;
+    let (remote, token) = (b_mem.remote(3072), b_mem.token());
+    assert_eq!(qp.send(1, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_eq!(
+        qp.send_and_invalidate(2, &[a_mem.sge(0, 8)], 0, b_mw.remote_token()),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.write(3, &[a_mem.sge(0, 8)], remote, token, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.read(4, &[a_mem.sge(8, 8)], remote, token, 0),
+        STATUS_SUCCESS
+    );
+    assert_eq!(
+        qp.bind(5, &a_mem.mr, &a_mw, a_mem.remote(0), 64, OP_REMOTE_READ),
+        STATUS_SUCCESS
+    );
+    assert_eq!(qp.invalidate(6, a_mw.header(), 0), STATUS_SUCCESS);
+    assert_eq!(a_frmr.post(qp, 7, 0), STATUS_SUCCESS);
+    assert_eq!(qp.invalidate(8, a_frmr.mr.header(), 0), STATUS_SUCCESS);
+    assert_eq!(pair.b_qp.send(54, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    let mut results = Vec::new();
+    for (cq, n) in [(&pair.a_cq, 9), (&pair.b_cq, 4)] {
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut got = Vec::new();
+        while got.len() < n {
+            got.extend(poll_ex_dirty(cq, n - got.len()));
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        }
+        results.extend(got);
+    }
+    let mut types: Vec<NdkOperationType> = Vec::new();
+    for r in &results {
+        assert_eq!(r.status, STATUS_SUCCESS);
+        assert_eq!(r.provider_error_code, 0, "{:?}", r.type_);
+        types.push(r.type_);
+    }
+    for t in [
+        T::SEND,
+        T::RECEIVE,
+        T::RECEIVE_AND_INVALIDATE,
+        T::WRITE,
+        T::READ,
+        T::BIND,
+        T::INVALIDATE,
+        T::FAST_REGISTER,
+    ] {
+        assert!(types.contains(&t), "{t:?}");
+    }
+    a_frmr.close(&pair.a);
+    assert_close(a_mw.close());
+    assert_close(b_mw.close());
+    a_mem.close();
+    b_mem.close();
+    pair.teardown();
+}

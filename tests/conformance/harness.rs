@@ -1436,6 +1436,494 @@ impl Pair {
     }
 }
 
+// --- helpers added for D/P/E/I ---
+
+/// Helpers of the D, P, E and I families: registered regions, connecting QPs
+/// a test built itself, CQs with the test's own callback, and teardowns that
+/// tolerate a connection an error already ended or objects the test already
+/// closed. In a module of their own so that no name collides with other
+/// families' helpers.
+pub mod dpei {
+    use std::ffi::c_void;
+    use std::sync::Arc;
+
+    use softndk::abi::*;
+
+    use super::{
+        Adapter, Addr, Buffer, Connector, Cq, Incoming, Listener, Mr, Pair, Pd, Qp, Signal, WAIT,
+        close_object,
+    };
+
+    /// `NDK_OP_FLAG_*` words.
+    pub const SILENT: u32 = OpFlags::SILENT_SUCCESS.bits();
+    pub const FENCE: u32 = OpFlags::READ_FENCE.bits();
+    pub const SOLICIT: u32 = OpFlags::SEND_AND_SOLICIT_EVENT.bits();
+    pub const OP_REMOTE_READ: u32 = OpFlags::ALLOW_REMOTE_READ.bits();
+    pub const OP_LOCAL_WRITE: u32 = OpFlags::ALLOW_LOCAL_WRITE.bits();
+    pub const OP_REMOTE_WRITE: u32 = OpFlags::ALLOW_REMOTE_WRITE.bits();
+    pub const INLINE: u32 = OpFlags::INLINE.bits();
+    pub const READ_SINK: u32 = OpFlags::RDMA_READ_SINK.bits();
+    pub const READ_LOCAL_INVALIDATE: u32 = OpFlags::RDMA_READ_LOCAL_INVALIDATE.bits();
+    pub const DEFER: u32 = OpFlags::DEFER.bits();
+    /// A bit no work request documents.
+    pub const UNKNOWN_FLAG: u32 = 0x1000;
+
+    /// `NDK_MR_FLAG_*` words.
+    pub const MR_LOCAL_WRITE: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits();
+    pub const MR_REMOTE: u32 =
+        MrFlags::ALLOW_REMOTE_READ.bits() | MrFlags::ALLOW_REMOTE_WRITE.bits();
+
+    /// A buffer and the MR that registers all of it.
+    pub struct Region {
+        pub buffer: Buffer,
+        pub mr: Mr,
+    }
+
+    impl Region {
+        /// `len` bytes (page-aligned start) filled with `fill`, registered on
+        /// `pd` with `NDK_MR_FLAG_*` `flags`.
+        pub fn new(pd: &Pd, len: usize, fill: u8, flags: u32) -> Self {
+            Self::register(pd, Buffer::new(len, 0, fill), flags)
+        }
+
+        /// As [`Region::new`], filled with [`Buffer::pattern`] of `seed`.
+        pub fn pattern(pd: &Pd, len: usize, seed: u8, flags: u32) -> Self {
+            Self::register(pd, Buffer::pattern(len, 0, seed), flags)
+        }
+
+        fn register(pd: &Pd, mut buffer: Buffer, flags: u32) -> Self {
+            let mr = pd.mr(false);
+            assert_eq!(
+                mr.register(&mut buffer, flags),
+                STATUS_SUCCESS,
+                "RegisterMr"
+            );
+            Self { buffer, mr }
+        }
+
+        /// A local SGE over `len` bytes at `offset`.
+        pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+            self.buffer
+                .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
+        }
+
+        /// The remote address of the byte at `offset`.
+        pub fn remote(&self, offset: usize) -> u64 {
+            self.buffer.va() + offset as u64
+        }
+
+        /// The remote token.
+        pub fn token(&self) -> u32 {
+            self.mr.remote_token()
+        }
+
+        pub fn bytes(&self) -> &[u8] {
+            self.buffer.bytes()
+        }
+
+        pub fn bytes_mut(&mut self) -> &mut [u8] {
+            self.buffer.bytes_mut()
+        }
+
+        /// Closes the MR (the buffer is freed after the close completed).
+        pub fn close(self) {
+            let status = self.mr.close();
+            assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+        }
+    }
+
+    /// The connection of two QPs a test created itself (as `Pair::new`
+    /// connects its own).
+    pub struct Link {
+        pub a_conn: Connector,
+        pub b_conn: Connector,
+        pub listener: Listener,
+        pub incoming: Arc<Incoming>,
+        pub a_disconnects: Arc<Signal>,
+        pub b_disconnects: Arc<Signal>,
+    }
+
+    impl Link {
+        /// Connects `a_qp` (of adapter `a`, opened on `addr_a`) to `b_qp` (of
+        /// `b`, opened on `addr_b`) through a listener on `b`.
+        pub fn connect(
+            a: &Adapter,
+            addr_a: Addr,
+            a_qp: &Qp,
+            b: &Adapter,
+            addr_b: Addr,
+            b_qp: &Qp,
+        ) -> Self {
+            let incoming = Incoming::new();
+            let listener = b.listener(&incoming);
+            assert_eq!(listener.listen(addr_b), STATUS_SUCCESS, "Listen");
+            let (_, listen_addr, _) = listener.local_address();
+            let a_conn = a.connector();
+            let (status, connected) = a_conn.connect(a_qp, addr_a, listen_addr, 16, 16, b"hello");
+            assert!(
+                status == STATUS_PENDING || status == STATUS_SUCCESS,
+                "Connect returned {status:#x}"
+            );
+            let b_conn = incoming.wait_nth(1);
+            let b_disconnects = Signal::new();
+            let (accept, accepted) = b_conn.accept(b_qp, 16, 16, b"welcome", &b_disconnects);
+            assert!(
+                accept == STATUS_PENDING || accept == STATUS_SUCCESS,
+                "Accept returned {accept:#x}"
+            );
+            assert_eq!(
+                connected.outcome(status),
+                STATUS_SUCCESS,
+                "Connect completion"
+            );
+            let a_disconnects = Signal::new();
+            assert_eq!(
+                a_conn.complete_connect(&a_disconnects),
+                STATUS_SUCCESS,
+                "CompleteConnect"
+            );
+            assert_eq!(
+                accepted.outcome(accept),
+                STATUS_SUCCESS,
+                "Accept completion"
+            );
+            Self {
+                a_conn,
+                b_conn,
+                listener,
+                incoming,
+                a_disconnects,
+                b_disconnects,
+            }
+        }
+
+        /// Disconnects both sides (whatever the outcome: an error may have
+        /// ended the connection already) and closes the connectors and the
+        /// listener.
+        pub fn close(self) {
+            disconnect_both(Some(&self.a_conn), Some(&self.b_conn));
+            assert_close(self.a_conn.close());
+            assert_close(self.b_conn.close());
+            assert_close(self.listener.close());
+        }
+    }
+
+    /// Starts a Disconnect on each connector given and waits for every one
+    /// that pends, accepting any final status.
+    pub fn disconnect_both(a: Option<&Connector>, b: Option<&Connector>) {
+        let started: Vec<_> = [a, b]
+            .into_iter()
+            .flatten()
+            .map(Connector::disconnect)
+            .collect();
+        for (status, signal) in started {
+            let _ = signal.outcome(status);
+        }
+    }
+
+    /// L18: a close returns `STATUS_SUCCESS` or `STATUS_PENDING` (the
+    /// harness's closes have already waited for a pending one).
+    pub fn assert_close(status: NtStatus) {
+        assert!(
+            status == STATUS_SUCCESS || status == STATUS_PENDING,
+            "close returned {status:#x}"
+        );
+    }
+
+    /// CreateCq with the test's own notification callback and affinity.
+    ///
+    /// # Safety
+    /// `context` stays valid for `callback` until the CQ's close completes,
+    /// and `affinity` is null or valid during the call.
+    pub unsafe fn cq_with(
+        adapter: &Adapter,
+        depth: u32,
+        callback: NdkFnCqNotificationCallback,
+        context: *mut c_void,
+        affinity: *const GroupAffinity,
+    ) -> Result<Cq, NtStatus> {
+        let mut cq = std::ptr::null_mut();
+        // SAFETY: a live adapter; the caller vouches for context and affinity.
+        let status = unsafe {
+            (adapter.d().ndk_create_cq)(
+                adapter.0,
+                depth,
+                Some(callback),
+                context,
+                affinity,
+                None,
+                std::ptr::null_mut(),
+                &raw mut cq,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Cq(cq, Signal::new()))
+        } else {
+            Err(status)
+        }
+    }
+
+    /// Starts the close of a QP the test keeps the wrapper of (it must not
+    /// close it again): the close's return value and completion signal.
+    pub fn close_qp_async(qp: &Qp) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(qp.0.cast(), qp.d().ndk_close_qp, &signal);
+        (status, signal)
+    }
+
+    /// As [`close_qp_async`], for a connector.
+    pub fn close_connector_async(connector: &Connector) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(
+            connector.0.cast(),
+            connector.d().ndk_close_connector,
+            &signal,
+        );
+        (status, signal)
+    }
+
+    /// Closes the test started early with [`close_qp_async`] /
+    /// [`close_connector_async`] on side A of a pair.
+    #[derive(Default)]
+    pub struct Early {
+        pub a_qp: Option<(NtStatus, Arc<Signal>)>,
+        pub a_conn: Option<(NtStatus, Arc<Signal>)>,
+    }
+
+    /// Waits for an early close: L18 status, and its completion if it pended.
+    fn finish_early(close: Option<(NtStatus, Arc<Signal>)>) {
+        if let Some((status, signal)) = close {
+            assert_close(status);
+            if status == STATUS_PENDING {
+                signal.wait();
+            }
+        }
+    }
+
+    /// `Pair::teardown` that accepts any Disconnect outcome (an error may have
+    /// terminated the connection) and skips what the test closed early.
+    pub fn teardown_after(pair: Pair, early: Early) {
+        let Pair {
+            a,
+            b,
+            a_cq,
+            b_cq,
+            a_pd,
+            b_pd,
+            a_qp,
+            b_qp,
+            a_conn,
+            b_conn,
+            listener,
+            ..
+        } = pair;
+        let a_conn_open = early.a_conn.is_none();
+        disconnect_both(a_conn_open.then_some(&a_conn), Some(&b_conn));
+        if a_conn_open {
+            assert_close(a_conn.close());
+        }
+        assert_close(b_conn.close());
+        finish_early(early.a_conn);
+        assert_close(listener.close());
+        if early.a_qp.is_some() {
+            finish_early(early.a_qp);
+        } else {
+            assert_close(a_qp.close());
+        }
+        assert_close(b_qp.close());
+        assert_close(a_cq.close());
+        assert_close(b_cq.close());
+        assert_close(a_pd.close());
+        assert_close(b_pd.close());
+        a.close();
+        b.close();
+    }
+
+    /// `Pair::teardown` for a pair whose connection an error may have ended.
+    pub fn teardown_lenient(pair: Pair) {
+        teardown_after(pair, Early::default());
+    }
+
+    /// GetCqResultsEx into an array prefilled with 0xA5 bytes, so that a field
+    /// the provider leaves unwritten shows.
+    pub fn poll_ex_dirty(cq: &Cq, max: usize) -> Vec<NdkResultEx> {
+        let mut out: Vec<NdkResultEx> = Vec::with_capacity(max);
+        // SAFETY: room for `max` entries; 0xA5 bytes make valid plain data
+        // (integers and raw pointers).
+        unsafe {
+            std::ptr::write_bytes(out.as_mut_ptr(), 0xA5, max);
+        }
+        // SAFETY: initialised just above.
+        unsafe { out.set_len(max) };
+        // SAFETY: room for `max` results.
+        let n = unsafe {
+            (cq.d().ndk_get_cq_results_ex)(cq.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
+        };
+        out.truncate(n as usize);
+        out
+    }
+
+    /// Polls `GetCqResultsEx` until `n` results arrived.
+    pub fn wait_results_ex(cq: &Cq, n: usize) -> Vec<NdkResultEx> {
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut got = Vec::new();
+        while got.len() < n {
+            got.extend(cq.poll_ex(n - got.len()));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {} of {n} completions arrived",
+                got.len()
+            );
+            if got.len() < n {
+                std::thread::yield_now();
+            }
+        }
+        got
+    }
+
+    /// (request context, status) of each result.
+    pub fn summary(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
+        results
+            .iter()
+            .map(|r| (r.request_context as usize, r.status))
+            .collect()
+    }
+
+    /// (request context, status, type) of each extended result.
+    pub fn summary_ex(results: &[NdkResultEx]) -> Vec<(usize, NtStatus, NdkOperationType)> {
+        results
+            .iter()
+            .map(|r| (r.request_context as usize, r.status, r.type_))
+            .collect()
+    }
+
+    /// Asserts the CQ holds nothing more.
+    pub fn assert_empty(cq: &Cq) {
+        let more = cq.poll(16);
+        assert!(
+            more.is_empty(),
+            "unexpected completions: {:?}",
+            summary(&more)
+        );
+    }
+
+    /// One side of a connection a test builds itself: an adapter opened on a
+    /// fresh address, and a PD.
+    pub struct Side {
+        pub adapter: Adapter,
+        pub addr: Addr,
+        pub pd: Pd,
+    }
+
+    impl Side {
+        /// Two sides on a fresh pair of addresses.
+        pub fn two() -> (Self, Self) {
+            let (addr_a, addr_b) = super::fresh_addresses();
+            let open = |addr: Addr| {
+                let adapter = Adapter::open(addr);
+                let pd = adapter.pd();
+                Self { adapter, addr, pd }
+            };
+            (open(addr_a), open(addr_b))
+        }
+
+        /// Connects `qp` of this side to `peer_qp` of `peer` (a listener on
+        /// `peer`).
+        pub fn connect(&self, qp: &Qp, peer: &Self, peer_qp: &Qp) -> Link {
+            Link::connect(
+                &self.adapter,
+                self.addr,
+                qp,
+                &peer.adapter,
+                peer.addr,
+                peer_qp,
+            )
+        }
+
+        /// Closes the PD and the adapter (after everything on them).
+        pub fn close(self) {
+            assert_close(self.pd.close());
+            self.adapter.close();
+        }
+    }
+
+    /// A fast-register MR over LAM pages of a buffer of its adapter.
+    pub struct Frmr {
+        pub mr: Mr,
+        pub buffer: Buffer,
+        pub lam: Vec<u64>,
+        pub pages: Vec<u64>,
+        pub fbo: u32,
+    }
+
+    impl Frmr {
+        /// The index the mapping starts at (FBO plus whole pages, M16).
+        pub const BASE: u64 = 0x7000_0000;
+
+        /// A `len`-byte buffer (filled with `fill`) mapped with BuildLam, and
+        /// an MR initialized for `pages` pages, with remote access or not.
+        pub fn new(
+            adapter: &Adapter,
+            pd: &Pd,
+            len: usize,
+            fill: u8,
+            pages: u32,
+            remote: bool,
+        ) -> Self {
+            let mut buffer = Buffer::new(len, 0, fill);
+            let (status, lam, fbo) = adapter.build_lam(&mut buffer);
+            assert_eq!(status, STATUS_SUCCESS, "BuildLam");
+            let page_list = super::lam_pages(&lam);
+            let mr = pd.mr(true);
+            assert_eq!(
+                mr.init_fast(pages, remote),
+                STATUS_SUCCESS,
+                "InitializeFastRegisterMr"
+            );
+            Self {
+                mr,
+                buffer,
+                lam,
+                pages: page_list,
+                fbo,
+            }
+        }
+
+        /// The base index of the mapping.
+        pub fn base(&self) -> u64 {
+            Self::BASE + u64::from(self.fbo)
+        }
+
+        /// Posts a FastRegister of the whole buffer.
+        pub fn post(&self, qp: &Qp, context: usize, flags: u32) -> NtStatus {
+            qp.fast_register(
+                context,
+                &self.mr,
+                &self.pages,
+                self.fbo,
+                self.buffer.len,
+                self.base(),
+                flags,
+            )
+        }
+
+        /// A local SGE through the fast-registered mapping.
+        pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+            NdkSge {
+                address: self.base() + offset as u64,
+                length: u32::try_from(len).unwrap(),
+                memory_region_token: self.mr.local_token(),
+            }
+        }
+
+        /// Closes the MR and releases the LAM.
+        pub fn close(mut self, adapter: &Adapter) {
+            assert_close(self.mr.close());
+            adapter.release_lam(&mut self.lam);
+        }
+    }
+}
+
 // --- helpers added for L/C/K ---
 
 /// Helpers of the L, C and K families: closes through a saved close slot with

@@ -1,0 +1,187 @@
+//! The provider as the miniport sees it: [`NdkProvider`] over one emulated
+//! NIC, for the driver's open / close NDK adapter handlers and NDK OIDs.
+//!
+//! Every miniport adapter gets one [`Provider`] over its own [`Device`]; all
+//! of them share the driver instance's [`Fabric`], so QPs of different
+//! miniport adapters can connect to each other.
+//!
+//! **Addresses.** The provider's connection layer names local endpoints by IP
+//! address. The interface's addresses belong to the TCP/IP stack; learning
+//! them (`NotifyUnicastIpAddressChange` on the miniport's `NET_LUID`) is not
+//! implemented yet, so an adapter opened through NDIS owns no address: its
+//! `Listen`, `Connect` and `CreateSharedEndpoint` fail with
+//! `STATUS_INVALID_ADDRESS` (N3), while every other object works. This is
+//! stated in `docs/driver.md` as an open item.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::ptr::NonNull;
+
+use super::adapter;
+use crate::abi::STATUS_INSUFFICIENT_RESOURCES;
+use crate::abi::{NdisNdkPerformanceCounters, NdkAdapter, NdkAdapterInfo, NdkVersion, NtStatus};
+use crate::driver::ndk::{Connection, LocalEndpoint, NdkProvider, counters_from_device};
+use crate::kernel::sync::{Arc, SpinLock};
+use crate::rnic::cm::{AddressSet, ConnectionInfo, Endpoint, Fabric, IpAddr, LocalEndpointInfo};
+use crate::rnic::device::Device;
+
+/// The fabric of this driver instance (created at the first provider).
+static FABRIC: SpinLock<Option<Arc<Fabric>>> = SpinLock::new(None);
+
+fn fabric() -> Arc<Fabric> {
+    let mut slot = FABRIC.lock();
+    Arc::clone(slot.get_or_insert_with(Fabric::new))
+}
+
+/// Entries reported per OID pass, on the stack.
+const BATCH: usize = 32;
+
+/// The NDK provider of one miniport adapter.
+pub struct Provider {
+    device: Arc<Device>,
+    fabric: Arc<Fabric>,
+    /// Adapters opened and not yet closed (for `close_all`, A15).
+    open: SpinLock<Vec<usize>>,
+}
+
+/// The [`ProviderFactory`](crate::driver::ndk::ProviderFactory) of SoftNDK.
+///
+/// # Errors
+/// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out.
+pub fn factory(device: &Arc<Device>) -> Result<Box<dyn NdkProvider>, NtStatus> {
+    let provider = Provider {
+        device: Arc::clone(device),
+        fabric: fabric(),
+        open: SpinLock::new(Vec::new()),
+    };
+    let boxed = crate::driver::mem::try_box(provider).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    Ok(boxed as Box<dyn NdkProvider>)
+}
+
+fn socket(endpoint: Endpoint) -> SocketAddr {
+    match endpoint.ip {
+        IpAddr::V4(b) => SocketAddr::new(Ipv4Addr::from(b).into(), endpoint.port),
+        IpAddr::V6(b) => SocketAddr::new(Ipv6Addr::from(b).into(), endpoint.port),
+    }
+}
+
+// SAFETY:
+// - `open_adapter` returns the pointer of an adapter object created by
+//   `adapter::open`, valid until `adapter::close` for it has returned;
+// - adapters are closed only by `close_adapter` and `close_all`, each once
+//   (the `open` list hands each pointer out for closing once).
+unsafe impl NdkProvider for Provider {
+    fn open_adapter(&self, version: NdkVersion) -> Result<NonNull<NdkAdapter>, NtStatus> {
+        let mut open = self.open.lock();
+        open.try_reserve(1)
+            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
+        let addresses =
+            AddressSet::register(&self.fabric, &self.device, &[]).map_err(super::cm::status)?;
+        let ptr = adapter::open(&self.device, version, addresses)?;
+        let ptr = NonNull::new(ptr).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+        open.push(ptr.as_ptr() as usize);
+        Ok(ptr)
+    }
+
+    fn close_adapter(&self, adapter: NonNull<NdkAdapter>) {
+        let known = {
+            let mut open = self.open.lock();
+            let at = open.iter().position(|&p| p == adapter.as_ptr() as usize);
+            at.map(|at| open.swap_remove(at))
+        };
+        if known.is_some() {
+            // SAFETY: an adapter this provider opened and has not closed
+            // (just taken off the open list, so closed exactly once).
+            unsafe { adapter::close(adapter.as_ptr()) };
+        }
+    }
+
+    fn adapter_info(&self) -> NdkAdapterInfo {
+        adapter::info(&self.device, adapter::HIGHEST_VERSION)
+    }
+
+    fn statistics(&self) -> NdisNdkPerformanceCounters {
+        counters_from_device(&self.device.counters)
+    }
+
+    fn connections(&self, out: &mut dyn FnMut(&Connection)) {
+        let blank = ConnectionInfo {
+            local: Endpoint::new(IpAddr::V4([0; 4]), 0),
+            remote: Endpoint::new(IpAddr::V4([0; 4]), 0),
+        };
+        let mut batch = [blank; BATCH];
+        let n = self.fabric.connections(&self.device, &mut batch).min(BATCH);
+        for info in batch.iter().take(n) {
+            out(&Connection {
+                local: socket(info.local),
+                remote: socket(info.remote),
+                user_mode_owner: false,
+                owner_pid: 0,
+            });
+        }
+    }
+
+    fn local_endpoints(&self, out: &mut dyn FnMut(&LocalEndpoint)) {
+        let blank = LocalEndpointInfo {
+            local: Endpoint::new(IpAddr::V4([0; 4]), 0),
+            listener: false,
+        };
+        let mut batch = [blank; BATCH];
+        let n = self
+            .fabric
+            .local_endpoints(&self.device, &mut batch)
+            .min(BATCH);
+        for info in batch.iter().take(n) {
+            out(&LocalEndpoint {
+                local: socket(info.local),
+                user_mode_owner: false,
+                listener: info.listener,
+                owner_pid: 0,
+            });
+        }
+    }
+
+    fn close_all(&self) {
+        loop {
+            let next = self.open.lock().pop();
+            let Some(ptr) = next else { break };
+            // SAFETY: an adapter this provider opened, taken off the open
+            // list, so closed exactly once.
+            unsafe { adapter::close(ptr as *mut NdkAdapter) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{NDK_VERSION_1_2, NdkObjectType};
+    use crate::rnic::Limits;
+    use crate::rnic::device::EngineMode;
+
+    #[test]
+    fn test_driver_provider_opens_closes_and_reports_the_device() {
+        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let provider = factory(&device).unwrap();
+        let adapter = provider.open_adapter(NDK_VERSION_1_2).unwrap();
+        // SAFETY: a live adapter just opened.
+        let header = unsafe { adapter.as_ref() }.header;
+        assert_eq!(header.version, NDK_VERSION_1_2);
+        assert_eq!(header.object_type, NdkObjectType::ADAPTER);
+        assert_eq!(
+            provider.adapter_info().max_cq_depth,
+            device.limits().max_cq_depth
+        );
+        let mut connections = 0;
+        provider.connections(&mut |_| connections += 1);
+        assert_eq!(connections, 0);
+        provider.close_adapter(adapter);
+        // A second open, then close_all tears it down.
+        let _second = provider.open_adapter(NDK_VERSION_1_2).unwrap();
+        provider.close_all();
+        provider.close_all();
+        // Closed adapters are forgotten: closing one again is ignored.
+        provider.close_adapter(adapter);
+    }
+}
