@@ -839,7 +839,10 @@ impl ListenerEvents for ListenerBridge {
     }
 
     fn closed(&self) {
-        if let Some(listener) = self.object.lock().upgrade() {
+        // Upgrade under the lock, release outside it: the release may
+        // complete the close and call the consumer (I4).
+        let listener = self.object.lock().upgrade();
+        if let Some(listener) = listener {
             listener.release();
         }
     }

@@ -25,3 +25,6 @@ pub mod types;
 pub mod testing;
 
 pub use types::*;
+
+#[cfg(all(test, not(loom)))]
+mod model_tests;

@@ -755,7 +755,11 @@ impl Qp {
         }
         if kick_peer {
             // A peer's Send was waiting for this receive.
-            if let Some(peer) = self.sq.lock().peer.clone() {
+            // Read the peer out first: kicking it may run its queue here
+            // (inline engine) and end the connection, which takes this
+            // QP's locks again (I4).
+            let peer = self.sq.lock().peer.clone();
+            if let Some(peer) = peer {
                 peer.kick();
             }
         }
