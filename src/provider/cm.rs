@@ -23,9 +23,13 @@
 //! connector to its QP — and to the shared endpoint (N10) — which then stay
 //! open until the connector closes, or until the attempt fails (N28).
 //!
-//! Closing a connected connector is a graceful disconnect towards the peer
-//! (the peer gets its disconnect indication, X2), and the close completes
-//! once the connection's DMA has finished (X1, L21).
+//! Disconnect waits for the peer's graceful disconnect, as X1 (a) says: the
+//! peer's consumer gets its indication and answers with its own Disconnect
+//! or by closing its connector (see [`crate::rnic::cm`] for the scheme and
+//! why no wait needs a timer). Closing a connected connector is a graceful
+//! disconnect towards the peer (the peer gets its disconnect indication, X2,
+//! and its Disconnect then succeeds) that does not wait for the peer; the
+//! close completes once the connection's DMA has finished (X1, L21).
 
 use core::ffi::c_void;
 
@@ -773,9 +777,11 @@ unsafe extern "system" fn get_peer_address(
     }
 }
 
-/// `NdkDisconnect` (X1–X7, N26): pending until the connection's DMA has
-/// finished; `STATUS_SUCCESS` after a graceful exchange,
-/// `STATUS_CONNECTION_ABORTED` when the connection had been aborted;
+/// `NdkDisconnect` (X1–X7, N26): pending until the peer's graceful
+/// disconnect (its Disconnect or close) has arrived and the connection's DMA
+/// has finished; `STATUS_SUCCESS` after a graceful exchange,
+/// `STATUS_CONNECTION_ABORTED` when the connection was aborted,
+/// `STATUS_CANCELLED` when the connector is closed while it waits;
 /// `STATUS_CONNECTION_INVALID` inline when not connected (X5).
 unsafe extern "system" fn disconnect(
     connector: *mut NdkConnector,
@@ -2155,13 +2161,20 @@ mod tests {
                 (e.passive, e.active, &e.ind_b, &e.ind_a, &e.a)
             };
             let (l1, l2) = (Log::default(), Log::default());
+            assert_eq!(side_second.receive(7), STATUS_SUCCESS);
             assert_eq!(first.disconnect(&l1), STATUS_PENDING);
-            assert_eq!(wait(&l1, 1), vec![STATUS_SUCCESS]);
             assert_eq!(ind_second.take(), vec![INDICATED], "X2");
-            // X6: the connection is gone for the other side too.
-            assert_eq!(side_second.send(1), STATUS_CONNECTION_INVALID);
+            // X1 (a): pending until the peer's graceful disconnect arrives;
+            // N24: the indication flushed nothing on the other side.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            assert!(l1.take().is_empty());
+            assert!(side_second.results().is_empty());
             assert_eq!(second.disconnect(&l2), STATUS_PENDING);
             assert_eq!(wait(&l2, 1), vec![STATUS_SUCCESS]);
+            assert_eq!(wait(&l1, 1), vec![STATUS_SUCCESS]);
+            // X6: the connection is gone for both sides, the receive flushed.
+            assert_eq!(side_second.results(), vec![(7, STATUS_CANCELLED)]);
+            assert_eq!(side_second.send(1), STATUS_CONNECTION_INVALID);
             assert!(
                 ind_first.take().is_empty(),
                 "X2: not after its own Disconnect"
@@ -2237,13 +2250,16 @@ mod tests {
         assert_eq!(e.a.receive(5), STATUS_SUCCESS);
         assert_eq!(e.a.send(6), STATUS_SUCCESS);
         assert!(e.a.results().is_empty());
-        let log = Log::default();
-        assert_eq!(e.active.disconnect(&log), STATUS_PENDING);
-        assert_eq!(wait(&log, 1), vec![STATUS_SUCCESS]);
+        let (la, lb) = (Log::default(), Log::default());
+        assert_eq!(e.active.disconnect(&la), STATUS_PENDING);
+        assert_eq!(e.ind_b.take(), vec![INDICATED]);
+        assert_eq!(e.passive.disconnect(&lb), STATUS_PENDING);
+        assert_eq!(wait(&la, 1), vec![STATUS_SUCCESS]);
+        assert_eq!(wait(&lb, 1), vec![STATUS_SUCCESS]);
         let mut results = e.a.results();
         results.sort_unstable();
         assert_eq!(results, vec![(5, STATUS_CANCELLED), (6, STATUS_CANCELLED)]);
-        assert_eq!(e.ind_b.take(), vec![INDICATED]);
+        assert!(e.b.results().is_empty(), "the Send never reached B");
         e.close();
         a.close();
         b.close();

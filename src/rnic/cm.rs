@@ -42,41 +42,55 @@
 //!   (Connect completed; GetConnectionData)                  │
 //!     │ complete_connect: QPs connected (qp::connect)        │
 //!  Established ◀────────────────────────────────────▶ Established
-//!     │ disconnect (or close)                               │
-//!  Disconnecting ──graceful notice──▶ indication (X2) unless it disconnected too (X3)
-//!     │ all DMA of both QPs finished (X1b), QPs disconnected (X6, X7)
-//!  Disconnected (no reuse, X5)
+//!     │ disconnect ──graceful notice──▶ indication (X2, N24)  │
+//!  Disconnecting (waits for the peer, X1a)                  │
+//!     │ ◀──────────── its disconnect or close (X3) ─────────┤
+//!     │ both QPs disconnected (X6, X7); DMA finished (X1b)   │
+//!  Disconnected (no reuse, X5)                          Disconnected
 //! ```
 //! Any attempt that fails or is abandoned before `Established` leaves the
 //! connector `Failed`; an active connector may then `connect` again with the
 //! same or another idle QP, which the attempt left untouched (N28).
 //!
 //! # Disconnect (X1–X7)
-//! `disconnect` sends the graceful notice to the peer's provider, which
-//! answers it at once, the way an InfiniBand CM answers a DREQ: the peer's
-//! consumer gets its disconnect indication (X2) but is not asked to
-//! cooperate, so condition (a) of X1 holds as soon as the notice is sent.
-//! The result is success unless the connection had already been aborted
-//! (an error completion terminated it, E5, or the peer's QP went away
-//! without a disconnect), in which case it is [`CmError::ConnectionAborted`].
-//! Then both QPs are disconnected — outstanding work completes cancelled (X7,
-//! E3) and the peer's QP leaves the connection too: there are no half-closed
-//! connections (X6) — and the disconnect completes when neither QP has DMA in
-//! progress (X1b, checked with [`Qp::is_quiescent`]: at once when possible,
-//! else by a deferred poll). Closing an established connector is a graceful
-//! disconnect towards the peer, exactly as `disconnect` without a completion.
+//! `disconnect` sends the graceful notice to the peer: the peer's consumer
+//! gets its disconnect indication (X2), unless it disconnected already, and
+//! nothing else happens to the peer's QP — its outstanding work is not
+//! flushed because of the indication (N24). The disconnect then waits for
+//! the peer's answer, which is its consumer's own `disconnect` or the close
+//! of its connector (X1 a); it does not wait when the peer answered first
+//! (X3: of two simultaneous disconnects the second one answers the first)
+//! or when the connection had been aborted. Once the exchange is over both
+//! QPs leave the connection (`Qp::disconnect`): outstanding work completes
+//! cancelled (X7, E3), later posts fail (X5), nothing flows either way (X6).
+//! Each side's disconnect completes when the DMA of both QPs has finished
+//! (X1 b, checked with [`Qp::is_quiescent`]: at once when possible, else by
+//! a deferred poll). The result is success, or
+//! [`CmError::ConnectionAborted`] when the connection was aborted (an error
+//! completion terminated it, E5, or a QP went away without a disconnect)
+//! before or during the wait. The indication is given at most once per
+//! connection and never after the side's own disconnect (N24, X2).
+//!
+//! Closing an established connector is a graceful disconnect towards the
+//! peer (its indication, and its later `disconnect` succeeds), but a close
+//! never waits for the peer's consumer: it tears the connection down at
+//! once and completes when the DMA has finished. A close while the own
+//! `disconnect` waits for the peer ends the wait: that disconnect completes
+//! [`CmError::Cancelled`] (L20) before the close does.
 //!
 //! # Timeouts
-//! There are none, and no timer: no wait of this layer can outlast an event
-//! of the fabric. A `connect` waits for the passive consumer's accept or
-//! reject, never timing out (N29); the passive side's close answers it too
-//! (refused). An `accept` waits for the active consumer's `complete_connect`
-//! or reject; its close answers it too (aborted). A `disconnect` waits only
-//! for DMA in flight, which always finishes. Peers cannot vanish silently:
-//! every side is on this fabric and closes through it. A consumer that never
-//! answers a connection request is a consumer bug that costs that one
-//! connection, and no provider call ever blocks on it; `STATUS_IO_TIMEOUT`
-//! is therefore never produced.
+//! There are none, and no timer. A `connect` waits for the passive
+//! consumer's accept or reject and never times out (N29); the passive
+//! side's close answers it (refused). An `accept` waits for the active
+//! consumer's `complete_connect` or reject; the active side's close answers
+//! it (aborted). A `disconnect` waits for the peer consumer's `disconnect`
+//! or close, or for an abort. Every wait thus ends by an event of the
+//! fabric at the latest when the peer closes its connector — which every
+//! consumer does before it can close its adapter (L24, L27) — or when the
+//! waiting side closes its own: peers cannot vanish silently, all of them
+//! are on this fabric. Nothing waits on a peer consumer for ever unless that
+//! consumer never closes (its bug, costing that one connection), and no
+//! provider call ever blocks; `STATUS_IO_TIMEOUT` is never produced.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -621,7 +635,11 @@ struct ConnectorRec {
     /// The disconnect indication was given, or is no longer due (X2, N24).
     indicated: bool,
     ending: Ending,
-    disconnect_result: Result<(), CmError>,
+    /// Disconnecting, waiting for the peer's graceful disconnect (X1 a).
+    waiting: bool,
+    /// The own close ended the wait for the peer: the Disconnect completes
+    /// cancelled (L20).
+    cancelled: bool,
     callouts: usize,
     closing: bool,
     close_pending: bool,
@@ -653,7 +671,8 @@ impl ConnectorRec {
             pending: Pending::default(),
             indicated: false,
             ending: Ending::Open,
-            disconnect_result: Ok(()),
+            waiting: false,
+            cancelled: false,
             callouts: 0,
             closing: false,
             close_pending: false,
@@ -726,9 +745,13 @@ enum Action {
         events: Arc<dyn ListenerEvents>,
         notify: bool,
     },
-    /// Disconnect a QP (outside the lock: its peer reports back, X2), then
-    /// see whether the connector's DMA has finished.
-    QpDisconnect { qp: Arc<Qp>, key: Key },
+    /// Take both QPs of a connection out of it (outside the lock: a QP
+    /// reports back to its peer's handler), then see whether the DMA of
+    /// each side still in the connection has finished (X1 b, X6).
+    Teardown {
+        qps: [Option<Arc<Qp>>; 2],
+        keys: [Option<Key>; 2],
+    },
 }
 
 /// The longest sequence any single transition pushes is four actions; the
@@ -1204,52 +1227,97 @@ impl State {
         uncount(rec);
         if rec.pending.disconnect {
             rec.pending.disconnect = false;
-            let result = rec.disconnect_result;
+            // X1: success once the peer's graceful disconnect arrived;
+            // failure when the connection had been aborted, or when the own
+            // close cut the wait short.
+            let result = if rec.cancelled {
+                Err(CmError::Cancelled)
+            } else if rec.ending == Ending::Aborted {
+                Err(CmError::ConnectionAborted)
+            } else {
+                Ok(())
+            };
             self.emit(actions, key, Callout::Disconnect(result));
         }
         self.settle(key, actions);
     }
 
-    /// This side leaves an established connection (disconnect or close):
-    /// the peer gets the graceful notice and its indication unless it
-    /// disconnected too (X2, X3), this side's QP is disconnected (X6, X7),
-    /// and the DMA wait starts.
-    fn leave(&mut self, key: Key, actions: &mut Actions) {
+    /// The peer of `key` while it still takes part in the connection
+    /// (established, or disconnecting itself).
+    fn connected_peer(&self, key: Key) -> Option<Key> {
+        let peer = self.connectors.get(key)?.peer?;
+        let rec = self.connectors.get(peer)?;
+        let taking_part = matches!(rec.state, ConnState::Established | ConnState::Disconnecting);
+        (taking_part && rec.peer == Some(key)).then_some(peer)
+    }
+
+    /// This side leaves an established connection, by `disconnect` or by
+    /// its close. The peer gets the graceful notice: its indication unless
+    /// it disconnected already (X2, X3); its QP and outstanding work are left
+    /// alone (N24). A `disconnect` then waits for the peer's answer — its
+    /// consumer's own disconnect or close — unless it has answered already
+    /// or the connection was aborted (X1 a); a close never waits for the
+    /// peer's consumer and tears the connection down at once.
+    fn leave(&mut self, key: Key, by_close: bool, actions: &mut Actions) {
         let Some(rec) = self.connectors.get_mut(key) else {
             return;
         };
         rec.set_state(key, ConnState::Disconnecting);
         // X2: no indication after this side's own disconnect.
         rec.indicated = true;
-        rec.disconnect_result = match rec.ending {
-            Ending::Aborted => Err(CmError::ConnectionAborted),
-            Ending::Open | Ending::Graceful => Ok(()),
-        };
-        rec.quiescing = true;
-        let qp = rec.qp.clone();
-        let peer_qp = rec.peer_qp.clone();
-        if let Some(peer) = self.peer_in(key, ConnState::Established)
+        let own_open = rec.ending == Ending::Open;
+        let mut wait = false;
+        if let Some(peer) = self.connected_peer(key)
             && let Some(p) = self.connectors.get_mut(peer)
+            && p.state == ConnState::Established
         {
             if p.ending == Ending::Open {
                 p.ending = Ending::Graceful;
             }
-            if !p.indicated {
-                p.indicated = true;
+            if !core::mem::replace(&mut p.indicated, true) {
                 self.emit(actions, peer, Callout::Indicate);
             }
+            wait = !by_close && own_open;
         }
-        // X6: no half-closed connections. Both QPs leave the connection now
-        // (the peer's was flushed by this side's disconnect already; now it
-        // refuses new work too, X5), and the DMA wait covers both.
-        match qp {
-            Some(qp) => {
-                actions.push(Action::QpDisconnect { qp, key });
-                if let Some(qp) = peer_qp {
-                    actions.push(Action::QpDisconnect { qp, key });
+        if wait {
+            if let Some(rec) = self.connectors.get_mut(key) {
+                rec.waiting = true;
+            }
+        } else {
+            self.teardown(key, actions);
+        }
+    }
+
+    /// The exchange is over (or cut short): both QPs leave the connection —
+    /// outstanding work completes cancelled (X7, E3), later posts fail (X5),
+    /// nothing flows either way (X6) — and each side that is disconnecting
+    /// waits for the DMA of both QPs (X1 b).
+    fn teardown(&mut self, key: Key, actions: &mut Actions) {
+        let peer = self.connected_peer(key);
+        let qps = self
+            .connectors
+            .get(key)
+            .map(|rec| [rec.qp.clone(), rec.peer_qp.clone()])
+            .unwrap_or_default();
+        let mut keys = [None, None];
+        for (n, k) in [Some(key), peer].into_iter().enumerate() {
+            let Some(k) = k else { continue };
+            let Some(rec) = self.connectors.get_mut(k) else {
+                continue;
+            };
+            // A peer waiting for this side's answer has it now (X1 a, X3).
+            rec.waiting = false;
+            if rec.state == ConnState::Disconnecting {
+                rec.quiescing = true;
+                if let Some(slot) = keys.get_mut(n) {
+                    *slot = Some(k);
                 }
             }
-            None => self.finish_disconnect(key, actions),
+        }
+        if qps.iter().all(Option::is_none) {
+            self.finish_disconnect(key, actions);
+        } else {
+            actions.push(Action::Teardown { qps, keys });
         }
     }
 }
@@ -1639,21 +1707,28 @@ impl State {
             return Err(CmError::ConnectionInvalid);
         }
         rec.pending.disconnect = true;
-        self.leave(key, actions);
+        self.leave(key, false, actions);
         Ok(())
     }
 
     fn connection_lost(&mut self, key: Key, actions: &mut Actions) {
-        let indicate = match self.connectors.get_mut(key) {
-            Some(rec) if rec.state == ConnState::Established => {
-                if rec.ending == Ending::Open {
-                    rec.ending = Ending::Aborted;
-                }
-                !core::mem::replace(&mut rec.indicated, true)
-            }
-            _ => false,
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
         };
-        if indicate {
+        // Only while the connection is up, or this side waits for the peer:
+        // a teardown in progress makes the QPs report the loss too, which
+        // is no abort.
+        let waiting = rec.state == ConnState::Disconnecting && rec.waiting;
+        if rec.state != ConnState::Established && !waiting {
+            return;
+        }
+        if rec.ending == Ending::Open {
+            rec.ending = Ending::Aborted;
+        }
+        if waiting {
+            // X1: an abort ends the wait for the peer, with a failure.
+            self.teardown(key, actions);
+        } else if !core::mem::replace(&mut rec.indicated, true) {
             // X2: the abort is indicated, once (N24).
             self.emit(actions, key, Callout::Indicate);
         }
@@ -1668,10 +1743,15 @@ impl State {
         }
         rec.closing = true;
         match rec.state {
-            ConnState::Idle
-            | ConnState::Failed
-            | ConnState::Disconnecting
-            | ConnState::Disconnected => {}
+            ConnState::Idle | ConnState::Failed | ConnState::Disconnected => {}
+            ConnState::Disconnecting => {
+                if rec.waiting {
+                    // L20: the close stops waiting for the peer's answer;
+                    // the Disconnect completes, cancelled, before the close.
+                    rec.cancelled = true;
+                    self.teardown(key, actions);
+                }
+            }
             ConnState::Connecting => {
                 // L20: the close cancels the pending Connect; the passive
                 // side finds the request abandoned (N15, N16).
@@ -1706,7 +1786,7 @@ impl State {
             }
             // Closing a connected connector is a graceful disconnect towards
             // the peer (X2), without a completion of its own.
-            ConnState::Established => self.leave(key, actions),
+            ConnState::Established => self.leave(key, true, actions),
         }
         if self.settle(key, actions) {
             CloseState::Done
@@ -2003,12 +2083,13 @@ impl Fabric {
                         events.closed();
                     }
                 }
-                Action::QpDisconnect { qp, key } => {
-                    // X6/X7: outstanding work completes cancelled, and the
-                    // peer's QP leaves the connection too.
-                    qp.disconnect();
-                    drop(qp);
-                    self.check_quiescence(key);
+                Action::Teardown { qps, keys } => {
+                    for qp in qps.into_iter().flatten() {
+                        qp.disconnect();
+                    }
+                    for key in keys.into_iter().flatten() {
+                        self.check_quiescence(key);
+                    }
                 }
             }
         }
@@ -3500,24 +3581,28 @@ mod tests {
         }
 
         #[test]
-        fn test_disconnect_graceful_rule_x1_x2() {
+        fn test_disconnect_waits_for_peer_rule_x1_x2_n24() {
             let net = net();
             let c = established(&net);
+            let buf = c.b.buffer(64, 0, Access::LOCAL_WRITE);
+            c.b.qp.post_receive(9, &[buf.sge(0, 64)]).unwrap();
             c.active.conn.disconnect().unwrap();
-            assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+            // X1 (a): pending until the peer's graceful disconnect arrives.
+            assert!(c.active.events.take().is_empty());
+            assert_eq!(c.active.conn.state(), Some(ConnState::Disconnecting));
+            // X2: the peer is told; N24: its work is not flushed for that.
             assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
-            // X6: both QPs are out of the connection.
-            assert_eq!(c.a.qp.state(), QpState::Disconnected);
-            assert_eq!(c.b.qp.state(), QpState::Disconnected);
-            assert_eq!(c.active.conn.state(), Some(ConnState::Disconnected));
-            // The passive side completes its own disconnect successfully:
-            // the peer's graceful disconnect arrived.
+            assert_eq!(c.b.qp.state(), QpState::Connected);
+            assert!(c.b.rcq.drain().is_empty());
+            // The peer answers: both complete successfully.
             c.passive.conn.disconnect().unwrap();
             assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
-            assert!(
-                c.active.events.take().is_empty(),
-                "X2: no indication after own disconnect"
-            );
+            assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+            // X6: both QPs are out of the connection, the receive flushed.
+            assert_eq!(c.a.qp.state(), QpState::Disconnected);
+            assert_eq!(c.b.qp.state(), QpState::Disconnected);
+            assert_eq!(c.b.rcq.drain()[0].status, WcStatus::Cancelled);
+            assert_eq!(c.active.conn.state(), Some(ConnState::Disconnected));
             assert_eq!(
                 net.a
                     .device
@@ -3529,14 +3614,31 @@ mod tests {
         }
 
         #[test]
-        fn test_disconnect_passive_first_rule_x2() {
+        fn test_disconnect_after_peer_disconnected_rule_x1_x2() {
             let net = net();
             let c = established(&net);
             c.passive.conn.disconnect().unwrap();
-            assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
             assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
+            assert!(
+                c.passive.events.take().is_empty(),
+                "waits for the active side"
+            );
+            // The peer's graceful disconnect arrived already: no wait.
             c.active.conn.disconnect().unwrap();
             assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+            assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        }
+
+        #[test]
+        fn test_peer_close_answers_the_wait_rule_x1() {
+            let net = net();
+            let c = established(&net);
+            c.active.conn.disconnect().unwrap();
+            let Conn {
+                active, passive, ..
+            } = c;
+            drop(passive);
+            assert_eq!(active.events.take(), vec![Ev::Disconnect(Ok(()))]);
         }
 
         #[test]
@@ -3632,12 +3734,35 @@ mod tests {
         fn test_peer_qp_closed_indicates_once_rule_n24() {
             let net = net();
             let c = established(&net);
+            // The passive consumer closes its QP without disconnecting: an
+            // abort for the active side.
             c.b.qp.close();
             assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
-            // The passive consumer then disconnects: no second indication.
+            // The passive consumer disconnects: it waits for the active side,
+            // which gets no second indication.
             c.passive.conn.disconnect().unwrap();
             assert_eq!(c.active.events.take(), vec![]);
+            assert_eq!(c.passive.events.take(), vec![]);
+            c.active.conn.disconnect().unwrap();
+            assert_eq!(
+                c.active.events.take(),
+                vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
+            );
             assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        }
+
+        #[test]
+        fn test_abort_ends_the_wait_rule_x1() {
+            let net = net();
+            let c = established(&net);
+            c.active.conn.disconnect().unwrap();
+            assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+            // The peer's QP goes away without its disconnect: an abort.
+            c.b.qp.close();
+            assert_eq!(
+                c.active.events.take(),
+                vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
+            );
         }
 
         #[test]
@@ -3674,6 +3799,7 @@ mod tests {
                 .unwrap();
             assert!(c.a.scq.drain().is_empty());
             c.active.conn.disconnect().unwrap();
+            c.passive.conn.disconnect().unwrap();
             assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
             let sends = c.a.scq.drain();
             let receives = c.a.rcq.drain();
@@ -3703,22 +3829,39 @@ mod tests {
                     .unwrap();
             }
             c.active.conn.disconnect().unwrap();
+            c.passive.conn.disconnect().unwrap();
             crate::kernel::deferred::flush();
             assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+            assert_eq!(
+                c.passive.events.take(),
+                vec![Ev::Indicated, Ev::Disconnect(Ok(()))]
+            );
             assert!(c.a.qp.is_quiescent() && c.b.qp.is_quiescent());
             // Every request completed, successfully or cancelled (X7).
             assert_eq!(c.a.scq.drain().len(), 16);
         }
 
         #[test]
-        fn test_close_during_disconnect_finishes_disconnect_first_rule_l21() {
+        fn test_close_during_disconnect_finishes_disconnect_first_rule_l20_l21() {
             let net = net();
             let c = established(&net);
-            let Conn { active, .. } = c;
+            let Conn {
+                active, passive, b, ..
+            } = c;
             active.conn.disconnect().unwrap();
             let events = Arc::clone(&active.events);
+            // L20: the close stops the wait for the peer; the Disconnect
+            // completes (cancelled) before the close does.
             drop(active);
-            assert_eq!(events.take(), vec![Ev::Disconnect(Ok(()))]);
+            assert_eq!(
+                events.take(),
+                vec![Ev::Disconnect(Err(CmError::Cancelled)), Ev::Closed]
+            );
+            assert_eq!(b.qp.state(), QpState::Disconnected);
+            // The peer had its indication; its own disconnect succeeds.
+            assert_eq!(passive.events.take(), vec![Ev::Indicated]);
+            passive.conn.disconnect().unwrap();
+            assert_eq!(passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
         }
     }
 
