@@ -2481,3 +2481,579 @@ pub mod lck {
             .collect()
     }
 }
+
+// --- helpers added for N/X ---
+
+/// Helpers of the N and X families: addresses of their own, one side of a
+/// connection (adapter, CQ, PD), connections a test drives step by step, and
+/// the connection calls the harness wraps only in one form
+/// (ConnectWithSharedEndpoint, the address getters with a chosen buffer size,
+/// GetConnectionData with a chosen buffer and length, CompleteConnect and
+/// Accept with an optional disconnect callback). In a module of their own so
+/// that no name collides with other families' helpers.
+pub mod nx {
+    use super::*;
+    use std::sync::atomic::{AtomicU16, Ordering};
+
+    /// How long a check waits to see that a callback does *not* come (it is
+    /// always followed by the positive check; no test asserts on timing).
+    pub const SETTLE: Duration = Duration::from_millis(50);
+
+    /// A fresh IPv4 address nobody else uses, `127.78.x.y` (outside the
+    /// ranges of [`fresh_addresses`] and of the other families' helpers).
+    pub fn own_v4() -> Addr {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let [low, high] = (n % 250 + 1 + (n / 250) * 256).to_le_bytes();
+        Addr::v4([127, 78, high, low], 0)
+    }
+
+    /// A fresh pair of IPv6 addresses nobody else uses, `fd00:4e58::<n>:1`
+    /// and `fd00:4e58::<n>:2`.
+    pub fn fresh_v6() -> (Addr, Addr) {
+        static NEXT: AtomicU16 = AtomicU16::new(1);
+        let [hi, lo] = NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+        let ip = |last: u8| {
+            let mut ip = [0_u8; 16];
+            ip[..4].copy_from_slice(&[0xFD, 0x00, 0x4E, 0x58]);
+            ip[12] = hi;
+            ip[13] = lo;
+            ip[15] = last;
+            ip
+        };
+        (Addr::v6(ip(1), 0), Addr::v6(ip(2), 0))
+    }
+
+    /// Waits [`SETTLE`] and returns how many callbacks `signal` has seen.
+    pub fn settled_count(signal: &Signal) -> usize {
+        std::thread::sleep(SETTLE);
+        signal.count()
+    }
+
+    /// One side of a connection: an adapter opened on `addr`, a CQ (depth
+    /// 1024) and a PD.
+    pub struct End {
+        pub addr: Addr,
+        pub adapter: Adapter,
+        pub cq: Cq,
+        pub pd: Pd,
+    }
+
+    impl End {
+        pub fn open(addr: Addr) -> Self {
+            let adapter = Adapter::open(addr);
+            let cq = adapter.cq(1024);
+            let pd = adapter.pd();
+            Self {
+                addr,
+                adapter,
+                cq,
+                pd,
+            }
+        }
+
+        /// Two sides on [`fresh_addresses`].
+        pub fn two() -> (Self, Self) {
+            let (a, b) = fresh_addresses();
+            (Self::open(a), Self::open(b))
+        }
+
+        /// A QP (depth 64, 4 SGEs, 256 inline bytes) on the side's CQ.
+        pub fn qp(&self, context: usize) -> Qp {
+            self.pd.qp(&self.cq, &self.cq, context)
+        }
+
+        /// A listener on this side's adapter listening on `addr`:`port`
+        /// (port 0: ephemeral); returns it with its events and the address
+        /// it reports.
+        pub fn listen(&self, port: u16) -> (Listener, Arc<Incoming>, Addr) {
+            let incoming = Incoming::new();
+            let listener = self.adapter.listener(&incoming);
+            assert_eq!(
+                listener.listen(self.addr.with_port(port)),
+                STATUS_SUCCESS,
+                "Listen"
+            );
+            let (status, local, _) = listener.local_address();
+            assert_eq!(status, STATUS_SUCCESS, "GetListenerLocalAddress");
+            (listener, incoming, local)
+        }
+
+        /// Closes the CQ, the PD and the adapter (L18 checked).
+        pub fn close(self) {
+            for status in [self.cq.close(), self.pd.close()] {
+                assert!(
+                    status == STATUS_SUCCESS || status == STATUS_PENDING,
+                    "L18: close returned {status:#x}"
+                );
+            }
+            self.adapter.close();
+        }
+    }
+
+    /// An established connection: the active connector, the passive one (from
+    /// the connect event) and each side's disconnect indications.
+    pub struct Conn {
+        pub active: Connector,
+        pub passive: Connector,
+        pub a_disconnects: Arc<Signal>,
+        pub b_disconnects: Arc<Signal>,
+    }
+
+    impl Conn {
+        /// Connects `qp` (of `adapter`, from `src`) to `dst`, whose listener
+        /// reports to `incoming`; accepts the `nth` connect event with
+        /// `peer_qp`; read limits 16 / 16.
+        pub fn establish(
+            adapter: &Adapter,
+            src: Addr,
+            qp: &Qp,
+            dst: Addr,
+            incoming: &Incoming,
+            nth: usize,
+            peer_qp: &Qp,
+        ) -> Self {
+            let active = adapter.connector();
+            let (status, connected) = active.connect(qp, src, dst, 16, 16, b"hello");
+            assert!(
+                status == STATUS_PENDING || status == STATUS_SUCCESS,
+                "Connect returned {status:#x}"
+            );
+            let passive = incoming.wait_nth(nth);
+            let b_disconnects = Signal::new();
+            let (accept, accepted) = passive.accept(peer_qp, 16, 16, b"welcome", &b_disconnects);
+            assert!(
+                accept == STATUS_PENDING || accept == STATUS_SUCCESS,
+                "Accept returned {accept:#x}"
+            );
+            assert_eq!(
+                connected.outcome(status),
+                STATUS_SUCCESS,
+                "Connect completion"
+            );
+            let a_disconnects = Signal::new();
+            assert_eq!(
+                active.complete_connect(&a_disconnects),
+                STATUS_SUCCESS,
+                "CompleteConnect"
+            );
+            assert_eq!(
+                accepted.outcome(accept),
+                STATUS_SUCCESS,
+                "Accept completion"
+            );
+            Self {
+                active,
+                passive,
+                a_disconnects,
+                b_disconnects,
+            }
+        }
+
+        /// Disconnects both sides (any outcome) and closes both connectors.
+        pub fn close(self) {
+            let started = [self.active.disconnect(), self.passive.disconnect()];
+            for (status, signal) in started {
+                let _ = signal.outcome(status);
+            }
+            for status in [self.active.close(), self.passive.close()] {
+                assert!(
+                    status == STATUS_SUCCESS || status == STATUS_PENDING,
+                    "L18: close returned {status:#x}"
+                );
+            }
+        }
+    }
+
+    /// `NdkCompleteConnect` with an optional disconnect callback: its return
+    /// value and completion signal.
+    pub fn complete_connect_with(
+        connector: &Connector,
+        event: Option<NdkFnDisconnectEventCallback>,
+        event_context: *mut c_void,
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: a live connector; the caller keeps the event context alive.
+        let status = unsafe {
+            (connector.d().ndk_complete_connect)(
+                connector.0,
+                event,
+                event_context,
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    /// `NdkAccept` with an optional disconnect callback: its return value
+    /// and completion signal.
+    #[allow(clippy::too_many_arguments, reason = "mirrors NdkAccept")]
+    pub fn accept_with(
+        connector: &Connector,
+        qp: &Qp,
+        ird: u32,
+        ord: u32,
+        data: &[u8],
+        event: Option<NdkFnDisconnectEventCallback>,
+        event_context: *mut c_void,
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: live objects; data valid for the call; the caller keeps the
+        // event context alive.
+        let status = unsafe {
+            (connector.d().ndk_accept)(
+                connector.0,
+                qp.0,
+                ird,
+                ord,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+                event,
+                event_context,
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    /// `NdkConnectWithSharedEndpoint`: its return value and completion signal.
+    pub fn connect_shared(
+        connector: &Connector,
+        qp: &Qp,
+        endpoint: &SharedEndpoint,
+        dst: Addr,
+        ird: u32,
+        ord: u32,
+        data: &[u8],
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: live objects; address and data valid for the call.
+        let status = unsafe {
+            (connector.d().ndk_connect_with_shared_endpoint)(
+                connector.0,
+                qp.0,
+                endpoint.0,
+                dst.as_ptr(),
+                dst.len(),
+                ird,
+                ord,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    /// `NdkConnect` with explicit address lengths (N2): its return value and
+    /// completion signal.
+    #[allow(clippy::too_many_arguments, reason = "mirrors NdkConnect")]
+    pub fn connect_with_lengths(
+        connector: &Connector,
+        qp: &Qp,
+        src: Addr,
+        src_len: u32,
+        dst: Addr,
+        dst_len: u32,
+        data: &[u8],
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: live objects; both addresses are 28-byte buffers, at least
+        // the lengths given (at most 28).
+        let status = unsafe {
+            (connector.d().ndk_connect)(
+                connector.0,
+                qp.0,
+                src.as_ptr(),
+                src_len.min(28),
+                dst.as_ptr(),
+                dst_len.min(28),
+                16,
+                16,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    /// `NdkListen` with an explicit address length (N2): the outcome (L8).
+    pub fn listen_with_length(listener: &Listener, addr: Addr, len: u32) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live listener; the address is a 28-byte buffer.
+        let status = unsafe {
+            (listener.d().ndk_listen)(
+                listener.0,
+                addr.as_ptr(),
+                len.min(28),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        signal.outcome(status)
+    }
+
+    /// `NdkCreateSharedEndpoint` with an explicit address length (N2).
+    pub fn shared_endpoint_with_length(
+        adapter: &Adapter,
+        addr: Addr,
+        len: u32,
+    ) -> Result<SharedEndpoint, NtStatus> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: a live adapter; the address is a 28-byte buffer.
+        let status = unsafe {
+            (adapter.d().ndk_create_shared_endpoint)(
+                adapter.0,
+                addr.as_ptr(),
+                len.min(28),
+                None,
+                std::ptr::null_mut(),
+                &raw mut e,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(SharedEndpoint(e))
+        } else {
+            Err(status)
+        }
+    }
+
+    /// What GetConnectionData reported: status, `*pPrivateDataLength` after
+    /// the call, and the read limits (when asked for).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Data {
+        pub status: NtStatus,
+        pub length: u32,
+        pub limits: Option<(u32, u32)>,
+    }
+
+    /// `NdkGetConnectionData` into `buffer` (None: a NULL buffer) with
+    /// `*pPrivateDataLength` = `length` on entry (at most the buffer's
+    /// size); `limits`: whether to pass the read-limit outputs (else NULL).
+    pub fn connection_data_into(
+        connector: &Connector,
+        buffer: Option<&mut [u8]>,
+        length: u32,
+        limits: bool,
+    ) -> Data {
+        let (mut ird, mut ord) = (0xDEAD_u32, 0xBEEF_u32);
+        let mut len = length;
+        let ptr: *mut c_void = match buffer {
+            Some(b) => {
+                assert!(length as usize <= b.len());
+                b.as_mut_ptr().cast()
+            }
+            None => std::ptr::null_mut(),
+        };
+        let (pi, po): (*mut u32, *mut u32) = if limits {
+            (&raw mut ird, &raw mut ord)
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        // SAFETY: a live connector; the buffer holds `length` bytes.
+        let status = unsafe {
+            (connector.d().ndk_get_connection_data)(connector.0, pi, po, ptr, &raw mut len)
+        };
+        Data {
+            status,
+            length: len,
+            limits: limits.then_some((ird, ord)),
+        }
+    }
+
+    /// Which address getter.
+    #[derive(Clone, Copy)]
+    pub enum Getter<'a> {
+        ConnectorLocal(&'a Connector),
+        ConnectorPeer(&'a Connector),
+        Listener(&'a Listener),
+        Endpoint(&'a SharedEndpoint),
+    }
+
+    impl Getter<'_> {
+        pub fn name(&self) -> &'static str {
+            match self {
+                Self::ConnectorLocal(_) => "connector GetLocalAddress",
+                Self::ConnectorPeer(_) => "GetPeerAddress",
+                Self::Listener(_) => "GetListenerLocalAddress",
+                Self::Endpoint(_) => "GetSharedEndpointLocalAddress",
+            }
+        }
+    }
+
+    /// Calls an address getter with `*pAddressLength` = `room` on entry (a
+    /// NULL buffer when `room` is 0): status, the address buffer (filled
+    /// with 0xEE beforehand) and `*pAddressLength` after the call.
+    pub fn get_address(getter: Getter<'_>, room: u32) -> (NtStatus, [u8; 28], u32) {
+        assert!(room <= 28);
+        let mut buf = [0xEE_u8; 28];
+        let mut len = room;
+        let ptr: *mut SockAddr = if room == 0 {
+            std::ptr::null_mut()
+        } else {
+            buf.as_mut_ptr().cast()
+        };
+        let len_ptr = &raw mut len;
+        let status = match getter {
+            // SAFETY: a live object; a buffer of `room` bytes (at most 28)
+            // and an in/out length.
+            Getter::ConnectorLocal(c) => unsafe {
+                (c.d().ndk_get_local_address)(c.0, ptr, len_ptr)
+            },
+            // SAFETY: as above.
+            Getter::ConnectorPeer(c) => unsafe { (c.d().ndk_get_peer_address)(c.0, ptr, len_ptr) },
+            // SAFETY: as above.
+            Getter::Listener(l) => unsafe { (l.d().ndk_get_local_address)(l.0, ptr, len_ptr) },
+            // SAFETY: as above.
+            Getter::Endpoint(e) => unsafe { (e.d().ndk_get_local_address)(e.0, ptr, len_ptr) },
+        };
+        (status, buf, len)
+    }
+
+    /// The address a getter reports into a 28-byte buffer; asserts success.
+    pub fn address_of(getter: Getter<'_>) -> Addr {
+        let (status, bytes, _) = get_address(getter, 28);
+        assert_eq!(status, STATUS_SUCCESS, "{}", getter.name());
+        let mut addr = Addr::empty();
+        // SAFETY: `Addr` is a 28-byte plain buffer.
+        unsafe { addr.as_mut_ptr().cast::<[u8; 28]>().write(bytes) };
+        addr
+    }
+
+    /// Starts the close of a shared endpoint: its return value and signal.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "the close consumes the object"
+    )]
+    pub fn close_endpoint_async(endpoint: SharedEndpoint) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(
+            endpoint.0.cast(),
+            endpoint.d().ndk_close_shared_endpoint,
+            &signal,
+        );
+        (status, signal)
+    }
+
+    /// Starts the close of a connector: its return value and signal.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "the close consumes the object"
+    )]
+    pub fn close_connector_async(connector: Connector) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(
+            connector.0.cast(),
+            connector.d().ndk_close_connector,
+            &signal,
+        );
+        (status, signal)
+    }
+
+    /// Waits for a close started with one of the `…_async` helpers (L18).
+    pub fn finish_close((status, signal): (NtStatus, Arc<Signal>)) {
+        assert!(
+            status == STATUS_SUCCESS || status == STATUS_PENDING,
+            "L18: close returned {status:#x}"
+        );
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+    }
+
+    /// `NDK_MR_FLAG_*`: local write, remote read and remote write.
+    pub const MR_ALL: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits()
+        | MrFlags::ALLOW_REMOTE_READ.bits()
+        | MrFlags::ALLOW_REMOTE_WRITE.bits();
+
+    /// `NDK_OP_FLAG_SILENT_SUCCESS`.
+    pub const SILENT: u32 = OpFlags::SILENT_SUCCESS.bits();
+
+    /// A page-aligned buffer registered with [`MR_ALL`].
+    pub struct Mem {
+        pub buffer: Buffer,
+        pub mr: Mr,
+    }
+
+    impl Mem {
+        /// `len` bytes filled with `fill`, registered on `pd`.
+        pub fn new(pd: &Pd, len: usize, fill: u8) -> Self {
+            let mut buffer = Buffer::new(len, 0, fill);
+            let mr = pd.mr(false);
+            assert_eq!(
+                mr.register(&mut buffer, MR_ALL),
+                STATUS_SUCCESS,
+                "RegisterMr"
+            );
+            Self { buffer, mr }
+        }
+
+        /// A local SGE over `len` bytes at `offset`.
+        pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+            self.buffer
+                .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
+        }
+
+        /// The remote address of the byte at `offset`.
+        pub fn remote(&self, offset: usize) -> u64 {
+            self.buffer.va() + offset as u64
+        }
+
+        /// The remote token.
+        pub fn token(&self) -> u32 {
+            self.mr.remote_token()
+        }
+
+        pub fn bytes(&self) -> &[u8] {
+            self.buffer.bytes()
+        }
+
+        /// Closes the MR (the buffer is freed after the close completed).
+        pub fn close(self) {
+            let status = self.mr.close();
+            assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+        }
+    }
+
+    /// Sends `payload` from `from` (QP, CQ, memory) into a receive posted on
+    /// `to`, and checks both completions (SUCCESS) and the bytes received.
+    /// The two sides may share one CQ (a loopback connection).
+    pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
+        let (qp, cq, mem) = from;
+        let (peer_qp, peer_cq, peer_mem) = to;
+        let len = payload.len();
+        mem.buffer.bytes_mut()[..len].copy_from_slice(payload);
+        assert_eq!(
+            peer_qp.receive(0x5EC0, &[peer_mem.sge(0, len)]),
+            STATUS_SUCCESS,
+            "Receive"
+        );
+        assert_eq!(
+            qp.send(0x5E4D, &[mem.sge(0, len)], 0),
+            STATUS_SUCCESS,
+            "Send"
+        );
+        let mut done: Vec<(usize, NtStatus)> = if std::ptr::eq(cq.0, peer_cq.0) {
+            cq.wait_results(2)
+        } else {
+            let mut v = cq.wait_results(1);
+            v.extend(peer_cq.wait_results(1));
+            v
+        }
+        .iter()
+        .map(|r| (r.request_context as usize, r.status))
+        .collect();
+        done.sort_unstable();
+        assert_eq!(
+            done,
+            [(0x5E4D, STATUS_SUCCESS), (0x5EC0, STATUS_SUCCESS)],
+            "Send and Receive completions"
+        );
+        assert_eq!(&peer_mem.bytes()[..len], payload, "bytes received");
+    }
+}

@@ -1,4 +1,2678 @@
-//! Family N of the rules catalogue, through the C ABI.
+//! Family N of the rules catalogue, through the C ABI: connections —
+//! listeners, connectors, shared endpoints.
+//!
+//! Every test opens adapters on addresses of its own ([`fresh_addresses`],
+//! [`own_v4`], [`fresh_v6`]), so tests running in parallel never share an
+//! emulated NIC or a port, and closes everything it created.
 
-#[allow(unused_imports, reason = "filled in by the family's tests")]
+#![allow(
+    clippy::too_many_lines,
+    clippy::similar_names,
+    clippy::cast_possible_truncation,
+    reason = "test code: long step-by-step scenarios, a/b names of two sides, small indices"
+)]
+
+use std::sync::Arc;
+
+use softndk::abi::*;
+
+use super::harness::nx::*;
 use super::harness::*;
+
+/// The ephemeral port range (N3, N9; `ndk-abi.md` §5.14).
+const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// A port no test picks by chance: below the ephemeral range.
+const FIXED_PORT: u16 = 4_000;
+
+/// The outcome of a call that may pend (L8).
+fn outcome((status, signal): (NtStatus, Arc<Signal>)) -> NtStatus {
+    signal.outcome(status)
+}
+
+/// Asserts that a call that may pend failed with `expected`, and that a
+/// failure returned inline has no completion (L8).
+fn assert_fails((status, signal): (NtStatus, Arc<Signal>), expected: NtStatus, what: &str) {
+    if status == STATUS_PENDING {
+        assert_eq!(signal.wait(), expected, "{what} (completion)");
+    } else {
+        assert_eq!(status, expected, "{what}");
+        assert_eq!(
+            settled_count(&signal),
+            0,
+            "{what}: no completion after an inline failure"
+        );
+    }
+}
+
+/// Starts a Connect that must be accepted later (returned STATUS_PENDING).
+fn start_connect(
+    connector: &Connector,
+    qp: &Qp,
+    src: Addr,
+    dst: Addr,
+    data: &[u8],
+) -> (NtStatus, Arc<Signal>) {
+    let started = connector.connect(qp, src, dst, 16, 16, data);
+    assert_eq!(started.0, STATUS_PENDING, "Connect starts and pends");
+    started
+}
+
+/// Both sides' QPs, connected through `listener` of `b`, then a message
+/// each way.
+fn connect_and_exchange(a: &End, b: &End) {
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    assert_eq!(listen_addr.family(), b.addr.family());
+    assert_eq!(listen_addr.ip_bytes(), b.addr.ip_bytes());
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    // Each connector reports the addresses of its family.
+    let local = address_of(Getter::ConnectorLocal(&conn.active));
+    let peer = address_of(Getter::ConnectorPeer(&conn.active));
+    assert_eq!(local.family(), a.addr.family());
+    assert_eq!(local.ip_bytes(), a.addr.ip_bytes());
+    assert_eq!(peer, listen_addr);
+    assert_eq!(
+        address_of(Getter::ConnectorLocal(&conn.passive)),
+        listen_addr
+    );
+    assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
+    let mut a_mem = Mem::new(&a.pd, 4096, 0);
+    let mut b_mem = Mem::new(&b.pd, 4096, 0);
+    ping(
+        (&a_qp, &a.cq, &mut a_mem),
+        (&b_qp, &b.cq, &b_mem),
+        b"over there",
+    );
+    ping(
+        (&b_qp, &b.cq, &mut b_mem),
+        (&a_qp, &a.cq, &a_mem),
+        b"and back",
+    );
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+}
+
+// ---------------------------------------------------------------------------
+// N1, N2: address families and SOCKADDRs
+// ---------------------------------------------------------------------------
+
+/// N1: a connection between two IPv4 addresses carries data both ways.
+#[test]
+fn n1_connections_work_over_ipv4() {
+    let (a, b) = End::two();
+    connect_and_exchange(&a, &b);
+    a.close();
+    b.close();
+}
+
+/// N1: a connection between two IPv6 addresses carries data both ways, and
+/// the address getters report `SOCKADDR_IN6`s.
+#[test]
+fn n1_connections_work_over_ipv6() {
+    let (addr_a, addr_b) = fresh_v6();
+    let a = End::open(addr_a);
+    let b = End::open(addr_b);
+    connect_and_exchange(&a, &b);
+    a.close();
+    b.close();
+}
+
+/// N2: Listen, Connect and CreateSharedEndpoint take a `SOCKADDR_IN` (16
+/// bytes) or `SOCKADDR_IN6` (28 bytes) with the number of bytes supplied: a
+/// length that covers the structure (even a longer one) works, a length
+/// short of it is refused (the provider's documented status,
+/// STATUS_INVALID_PARAMETER), as is an unknown family.
+#[test]
+fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
+    let (a, b) = End::two();
+    let (v6_a, _) = fresh_v6();
+    let v6 = End::open(v6_a);
+    let incoming = Incoming::new();
+
+    // Listen.
+    let short = b.adapter.listener(&incoming);
+    assert_eq!(
+        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 15),
+        STATUS_INVALID_PARAMETER,
+        "SOCKADDR_IN cut short"
+    );
+    let mut unknown = b.addr.with_port(FIXED_PORT);
+    // SAFETY: the family is the first two bytes of the 28-byte buffer.
+    unsafe { unknown.as_mut_ptr().cast::<u16>().write_unaligned(0x7777) };
+    assert_eq!(
+        listen_with_length(&short, unknown, 28),
+        STATUS_INVALID_PARAMETER,
+        "unknown family"
+    );
+    // The refused calls left the listener unused: it still listens.
+    assert_eq!(
+        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 16),
+        STATUS_SUCCESS,
+        "SOCKADDR_IN, 16 bytes"
+    );
+    let v6_listener = v6.adapter.listener(&incoming);
+    assert_eq!(
+        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 16),
+        STATUS_INVALID_PARAMETER,
+        "SOCKADDR_IN6 given 16 bytes"
+    );
+    assert_eq!(
+        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 28),
+        STATUS_SUCCESS,
+        "SOCKADDR_IN6, 28 bytes"
+    );
+    let long = b.adapter.listener(&incoming);
+    assert_eq!(
+        listen_with_length(&long, b.addr.with_port(FIXED_PORT + 1), 28),
+        STATUS_SUCCESS,
+        "SOCKADDR_IN with more bytes supplied"
+    );
+    assert_eq!(
+        address_of(Getter::Listener(&long)),
+        b.addr.with_port(FIXED_PORT + 1)
+    );
+
+    // CreateSharedEndpoint.
+    assert_eq!(
+        shared_endpoint_with_length(&a.adapter, a.addr.with_port(FIXED_PORT), 8).err(),
+        Some(STATUS_INVALID_PARAMETER)
+    );
+    assert_eq!(
+        shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 16).err(),
+        Some(STATUS_INVALID_PARAMETER)
+    );
+    let endpoint = shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 28)
+        .expect("CreateSharedEndpoint, SOCKADDR_IN6");
+    assert_eq!(
+        address_of(Getter::Endpoint(&endpoint)),
+        v6.addr.with_port(FIXED_PORT + 5)
+    );
+
+    // Connect: both addresses are checked.
+    let qp = a.qp(1);
+    let connector = a.adapter.connector();
+    let dst = b.addr.with_port(FIXED_PORT);
+    assert_fails(
+        connect_with_lengths(&connector, &qp, a.addr, 15, dst, 16, b""),
+        STATUS_INVALID_PARAMETER,
+        "Connect with a short source",
+    );
+    assert_fails(
+        connect_with_lengths(&connector, &qp, a.addr, 16, dst, 4, b""),
+        STATUS_INVALID_PARAMETER,
+        "Connect with a short destination",
+    );
+    // Nothing was started: the same connector and QP connect.
+    let (status, connected) = connect_with_lengths(&connector, &qp, a.addr, 16, dst, 28, b"hi");
+    assert!(status == STATUS_PENDING || status == STATUS_SUCCESS);
+    let passive = incoming.wait_nth(1);
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
+
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    for listener in [short, v6_listener, long] {
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+    }
+    qp.close();
+    a.close();
+    b.close();
+    v6.close();
+}
+
+// ---------------------------------------------------------------------------
+// N3: Listen
+// ---------------------------------------------------------------------------
+
+/// N3: Listen on port 0 picks a port of 49152–65535, which
+/// GetListenerLocalAddress reports (IPv4 and IPv6); an explicit port is
+/// reported as given. Listen is a request that may pend (L8): its outcome
+/// is STATUS_SUCCESS.
+#[test]
+fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
+    let (addr, _) = fresh_addresses();
+    let (v6_addr, _) = fresh_v6();
+    for addr in [addr, v6_addr] {
+        let end = End::open(addr);
+        let incoming = Incoming::new();
+        let first = end.adapter.listener(&incoming);
+        let second = end.adapter.listener(&incoming);
+        let fixed = end.adapter.listener(&incoming);
+        assert_eq!(first.listen(addr.with_port(0)), STATUS_SUCCESS);
+        assert_eq!(second.listen(addr.with_port(0)), STATUS_SUCCESS);
+        assert_eq!(fixed.listen(addr.with_port(FIXED_PORT)), STATUS_SUCCESS);
+        let p1 = address_of(Getter::Listener(&first));
+        let p2 = address_of(Getter::Listener(&second));
+        for got in [p1, p2] {
+            assert_eq!(got.family(), addr.family());
+            assert_eq!(got.ip_bytes(), addr.ip_bytes());
+            assert!(
+                EPHEMERAL.contains(&got.port()),
+                "port {} not ephemeral",
+                got.port()
+            );
+        }
+        assert_ne!(p1.port(), p2.port(), "two listeners, two ports");
+        assert_eq!(
+            address_of(Getter::Listener(&fixed)),
+            addr.with_port(FIXED_PORT)
+        );
+        // The port reported is the one that takes connections.
+        let qp = end.qp(1);
+        let connector = end.adapter.connector();
+        let started = start_connect(&connector, &qp, addr, p2, b"");
+        let passive = incoming.wait_nth(1);
+        assert_eq!(address_of(Getter::ConnectorLocal(&passive)), p2);
+        assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+        assert_eq!(outcome(started), STATUS_CONNECTION_REFUSED);
+        assert_eq!(passive.close(), STATUS_SUCCESS);
+        assert_eq!(connector.close(), STATUS_SUCCESS);
+        for listener in [first, second, fixed] {
+            assert_eq!(listener.close(), STATUS_SUCCESS);
+        }
+        qp.close();
+        end.close();
+    }
+}
+
+/// N3: Listen on an address and port already in use fails with
+/// STATUS_SHARING_VIOLATION; the listener that failed can listen elsewhere.
+#[test]
+fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
+    let (a, _) = End::two();
+    let incoming = Incoming::new();
+    let (first, _, addr) = a.listen(0);
+    let second = a.adapter.listener(&incoming);
+    assert_eq!(
+        second.listen(addr),
+        STATUS_SHARING_VIOLATION,
+        "ephemeral port in use"
+    );
+    let fixed = a.adapter.listener(&incoming);
+    assert_eq!(fixed.listen(a.addr.with_port(FIXED_PORT)), STATUS_SUCCESS);
+    assert_eq!(
+        second.listen(a.addr.with_port(FIXED_PORT)),
+        STATUS_SHARING_VIOLATION,
+        "explicit port in use"
+    );
+    assert_eq!(
+        second.listen(a.addr.with_port(FIXED_PORT + 1)),
+        STATUS_SUCCESS
+    );
+    for listener in [first, second, fixed] {
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+    }
+    a.close();
+}
+
+/// N3: Listen on an address that is not one of this adapter's fails with
+/// STATUS_INVALID_ADDRESS: the peer adapter's address, an address no adapter
+/// has, an address of the other family.
+#[test]
+fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
+    let (a, b) = End::two();
+    let (v6, _) = fresh_v6();
+    let incoming = Incoming::new();
+    let listener = a.adapter.listener(&incoming);
+    for (foreign, what) in [
+        (b.addr.with_port(FIXED_PORT), "another adapter's address"),
+        (own_v4().with_port(FIXED_PORT), "an address nobody has"),
+        (
+            v6.with_port(FIXED_PORT),
+            "an IPv6 address of an IPv4 adapter",
+        ),
+    ] {
+        assert_eq!(listener.listen(foreign), STATUS_INVALID_ADDRESS, "{what}");
+    }
+    assert_eq!(
+        listener.listen(a.addr.with_port(FIXED_PORT)),
+        STATUS_SUCCESS
+    );
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N3: with every port of the ephemeral range taken on an address, Listen
+/// on port 0 fails with STATUS_TOO_MANY_ADDRESSES; once one is free again,
+/// port 0 gets exactly that one.
+#[test]
+fn n3_listen_on_port_0_with_every_ephemeral_port_taken_fails_too_many_addresses() {
+    let end = End::open(own_v4());
+    let incoming = Incoming::new();
+    let mut taken = Vec::with_capacity(EPHEMERAL.len());
+    for port in EPHEMERAL {
+        let listener = end.adapter.listener(&incoming);
+        assert_eq!(
+            listener.listen(end.addr.with_port(port)),
+            STATUS_SUCCESS,
+            "port {port}"
+        );
+        taken.push(listener);
+    }
+    let last = end.adapter.listener(&incoming);
+    assert_eq!(
+        last.listen(end.addr.with_port(0)),
+        STATUS_TOO_MANY_ADDRESSES
+    );
+    // The shared endpoint fails alike (N9).
+    assert_eq!(
+        end.adapter.try_shared_endpoint(end.addr.with_port(0)).err(),
+        Some(STATUS_TOO_MANY_ADDRESSES)
+    );
+    // Free one port in the middle of the range.
+    let freed = taken.remove(1000);
+    assert_eq!(freed.close(), STATUS_SUCCESS);
+    assert_eq!(last.listen(end.addr.with_port(0)), STATUS_SUCCESS);
+    assert_eq!(
+        address_of(Getter::Listener(&last)),
+        end.addr.with_port(49152 + 1000)
+    );
+    assert_eq!(last.close(), STATUS_SUCCESS);
+    while let Some(listener) = taken.pop() {
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+    }
+    end.close();
+}
+
+// ---------------------------------------------------------------------------
+// N4–N8: listeners and their endpoints
+// ---------------------------------------------------------------------------
+
+/// N4: every incoming request yields a new connector, handed over by one
+/// call of the connect-event callback; each can be accepted on its own.
+#[test]
+fn n4_each_incoming_request_yields_one_new_connector_through_one_connect_event() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let qps: Vec<(Qp, Qp)> = (0..3).map(|i| (a.qp(0x100 + i), b.qp(0x200 + i))).collect();
+    let conns: Vec<Conn> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, (a_qp, b_qp))| {
+            Conn::establish(
+                &a.adapter,
+                a.addr,
+                a_qp,
+                listen_addr,
+                &incoming,
+                i + 1,
+                b_qp,
+            )
+        })
+        .collect();
+    assert_eq!(
+        settled_count_incoming(&incoming),
+        3,
+        "one connect event per request"
+    );
+    let passive: Vec<usize> = conns.iter().map(|c| c.passive.0 as usize).collect();
+    let active: Vec<usize> = conns.iter().map(|c| c.active.0 as usize).collect();
+    for (i, p) in passive.iter().enumerate() {
+        assert!(!active.contains(p), "a new connector, not the active one");
+        assert!(!passive[..i].contains(p), "a new connector per request");
+    }
+    // Each passive connector knows its own peer.
+    for conn in &conns {
+        assert_eq!(
+            address_of(Getter::ConnectorPeer(&conn.passive)),
+            address_of(Getter::ConnectorLocal(&conn.active))
+        );
+    }
+    for conn in conns {
+        conn.close();
+    }
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// How many connect events `incoming` has seen after a settling pause.
+fn settled_count_incoming(incoming: &Incoming) -> usize {
+    std::thread::sleep(SETTLE);
+    incoming.count()
+}
+
+/// N5: a paused listener treats requests as though it did not exist
+/// (Connect fails with STATUS_CONNECTION_REFUSED, no connect event); resumed,
+/// it takes them again.
+#[test]
+fn n5_paused_listener_refuses_and_resumed_one_accepts() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    listener.pause(true);
+    let connector = a.adapter.connector();
+    assert_fails(
+        connector.connect(&a_qp, a.addr, listen_addr, 16, 16, b""),
+        STATUS_CONNECTION_REFUSED,
+        "Connect to a paused listener",
+    );
+    assert_eq!(
+        settled_count_incoming(&incoming),
+        0,
+        "no connect event while paused"
+    );
+    // Pausing twice, then resuming once, resumes.
+    listener.pause(true);
+    listener.pause(false);
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N6: from the moment its close is issued, a listener turns away every new
+/// request, although the close is still pending (a connector it produced is
+/// open, N7).
+#[test]
+fn n6_closing_listener_turns_away_new_requests_at_once() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    let (close_status, closed) = listener.close_async();
+    assert_eq!(
+        close_status, STATUS_PENDING,
+        "an accepted connector is still open"
+    );
+    let late_qp = a.qp(0xC);
+    let late = a.adapter.connector();
+    assert_fails(
+        late.connect(&late_qp, a.addr, listen_addr, 16, 16, b""),
+        STATUS_CONNECTION_REFUSED,
+        "Connect to a closing listener",
+    );
+    assert_eq!(
+        settled_count_incoming(&incoming),
+        1,
+        "no connect event after the close"
+    );
+    assert_eq!(closed.count(), 0);
+    assert_eq!(late.close(), STATUS_SUCCESS);
+    conn.close();
+    assert_eq!(
+        closed.wait(),
+        STATUS_SUCCESS,
+        "the close completes after the connectors'"
+    );
+    for qp in [a_qp, b_qp, late_qp] {
+        qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// N7: a listener's endpoint counts one reference for the listener and one
+/// per accepted connector: the listener's close stays pending until the
+/// accepted connectors are closed, and until then Listen, Connect and
+/// ConnectWithSharedEndpoint (through CreateSharedEndpoint) on that address
+/// and port fail; afterwards the address and port are free again.
+#[test]
+fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_reused_only_after() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let qps: Vec<(Qp, Qp)> = (0..2).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
+    let mut conns: Vec<Conn> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, (a_qp, b_qp))| {
+            Conn::establish(
+                &a.adapter,
+                a.addr,
+                a_qp,
+                listen_addr,
+                &incoming,
+                i + 1,
+                b_qp,
+            )
+        })
+        .collect();
+    let (close_status, closed) = listener.close_async();
+    assert_eq!(close_status, STATUS_PENDING);
+
+    // A listener on A to aim a Connect from B's endpoint at.
+    let (a_listener, a_incoming, a_listen_addr) = a.listen(0);
+    let in_use = |when: &str| {
+        let other = b.adapter.listener(&Incoming::new());
+        assert_eq!(
+            other.listen(listen_addr),
+            STATUS_SHARING_VIOLATION,
+            "Listen {when}"
+        );
+        assert_eq!(other.close(), STATUS_SUCCESS);
+        assert_eq!(
+            b.adapter.try_shared_endpoint(listen_addr).err(),
+            Some(STATUS_SHARING_VIOLATION),
+            "CreateSharedEndpoint {when}"
+        );
+        let qp = b.qp(0xEE);
+        let connector = b.adapter.connector();
+        assert_fails(
+            connector.connect(&qp, listen_addr, a_listen_addr, 16, 16, b""),
+            STATUS_SHARING_VIOLATION,
+            &format!("Connect from the endpoint {when}"),
+        );
+        assert_eq!(connector.close(), STATUS_SUCCESS);
+        qp.close();
+    };
+    in_use("while two accepted connectors remain");
+    // Closing the first connection leaves one reference.
+    conns.remove(0).close();
+    assert_eq!(settled_count(&closed), 0, "one accepted connector remains");
+    in_use("while one accepted connector remains");
+    conns.remove(0).close();
+    assert_eq!(closed.wait(), STATUS_SUCCESS, "the last reference went");
+    assert_eq!(a_incoming.count(), 0);
+
+    // The address and port are free again.
+    let again = b.adapter.listener(&Incoming::new());
+    assert_eq!(again.listen(listen_addr), STATUS_SUCCESS);
+    assert_eq!(again.close(), STATUS_SUCCESS);
+    assert_eq!(a_listener.close(), STATUS_SUCCESS);
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// N8: a connector accepted through a listener uses the listener's endpoint
+/// (its local address is the listener's, port included).
+#[test]
+fn n8_accepted_connector_uses_the_listener_endpoint() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(FIXED_PORT);
+    assert_eq!(listen_addr, b.addr.with_port(FIXED_PORT));
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    assert_eq!(
+        address_of(Getter::ConnectorLocal(&conn.passive)),
+        listen_addr
+    );
+    assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N8: a connector connected with NdkConnect owns a dedicated local
+/// endpoint (port 0: an ephemeral one): while the connector exists — even
+/// after its Disconnect — the address and port are in use; its close
+/// releases them.
+#[test]
+fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+
+    // Port 0: an ephemeral port, reported by GetLocalAddress.
+    let ephemeral = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    let local = address_of(Getter::ConnectorLocal(&ephemeral.active));
+    assert_eq!(local.ip_bytes(), a.addr.ip_bytes());
+    assert!(EPHEMERAL.contains(&local.port()));
+    ephemeral.close();
+
+    // An explicit port.
+    let a_qp2 = a.qp(0xA2);
+    let b_qp2 = b.qp(0xB2);
+    let src = a.addr.with_port(FIXED_PORT);
+    let conn = Conn::establish(&a.adapter, src, &a_qp2, listen_addr, &incoming, 2, &b_qp2);
+    assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
+    let probe = a.adapter.listener(&Incoming::new());
+    assert_eq!(
+        probe.listen(src),
+        STATUS_SHARING_VIOLATION,
+        "while connected"
+    );
+    let (status, signal) = conn.active.disconnect();
+    let (b_status, b_signal) = conn.passive.disconnect();
+    assert_eq!(signal.outcome(status), STATUS_SUCCESS);
+    assert_eq!(b_signal.outcome(b_status), STATUS_SUCCESS);
+    assert_eq!(
+        probe.listen(src),
+        STATUS_SHARING_VIOLATION,
+        "disconnected, not closed"
+    );
+    assert_eq!(conn.active.close(), STATUS_SUCCESS);
+    assert_eq!(probe.listen(src), STATUS_SUCCESS, "released by the close");
+    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
+    assert_eq!(probe.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    for qp in [a_qp, b_qp, a_qp2, b_qp2] {
+        qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N9–N11: shared endpoints
+// ---------------------------------------------------------------------------
+
+/// N9: CreateSharedEndpoint with port 0 claims an ephemeral port, reported
+/// by GetSharedEndpointLocalAddress; an explicit port is reported as given
+/// (IPv4 and IPv6); the address and port are then in use.
+#[test]
+fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
+    let (addr, _) = fresh_addresses();
+    let (v6_addr, _) = fresh_v6();
+    for addr in [addr, v6_addr] {
+        let end = End::open(addr);
+        let ephemeral = end
+            .adapter
+            .try_shared_endpoint(addr.with_port(0))
+            .expect("CreateSharedEndpoint, port 0");
+        let got = address_of(Getter::Endpoint(&ephemeral));
+        assert_eq!(got.family(), addr.family());
+        assert_eq!(got.ip_bytes(), addr.ip_bytes());
+        assert!(EPHEMERAL.contains(&got.port()));
+        let fixed = end
+            .adapter
+            .try_shared_endpoint(addr.with_port(FIXED_PORT))
+            .expect("CreateSharedEndpoint, explicit port");
+        assert_eq!(
+            address_of(Getter::Endpoint(&fixed)),
+            addr.with_port(FIXED_PORT)
+        );
+        let listener = end.adapter.listener(&Incoming::new());
+        assert_eq!(listener.listen(got), STATUS_SHARING_VIOLATION);
+        assert_eq!(
+            listener.listen(addr.with_port(FIXED_PORT)),
+            STATUS_SHARING_VIOLATION
+        );
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_eq!(ephemeral.close(), STATUS_SUCCESS);
+        assert_eq!(fixed.close(), STATUS_SUCCESS);
+        end.close();
+    }
+}
+
+/// N9: CreateSharedEndpoint fails like Listen: STATUS_SHARING_VIOLATION for
+/// an address and port in use (by a listener, by another shared endpoint),
+/// STATUS_INVALID_ADDRESS for an address that is not the adapter's.
+#[test]
+fn n9_shared_endpoint_fails_like_listen() {
+    let (a, b) = End::two();
+    let (listener, _incoming, listen_addr) = a.listen(0);
+    assert_eq!(
+        a.adapter.try_shared_endpoint(listen_addr).err(),
+        Some(STATUS_SHARING_VIOLATION),
+        "a listener's address"
+    );
+    let endpoint = a
+        .adapter
+        .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+        .expect("CreateSharedEndpoint");
+    assert_eq!(
+        a.adapter
+            .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+            .err(),
+        Some(STATUS_SHARING_VIOLATION),
+        "another shared endpoint's address"
+    );
+    assert_eq!(
+        a.adapter
+            .try_shared_endpoint(b.addr.with_port(FIXED_PORT))
+            .err(),
+        Some(STATUS_INVALID_ADDRESS),
+        "the peer adapter's address"
+    );
+    assert_eq!(
+        a.adapter
+            .try_shared_endpoint(own_v4().with_port(FIXED_PORT))
+            .err(),
+        Some(STATUS_INVALID_ADDRESS),
+        "an address nobody has"
+    );
+    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N10: a shared endpoint counts one reference for itself and one per
+/// connector connected through it: its close stays pending while such a
+/// connector remains, and until then the address and port stay in use;
+/// afterwards they are free.
+#[test]
+fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let src = a.addr.with_port(FIXED_PORT);
+    let endpoint = a
+        .adapter
+        .try_shared_endpoint(src)
+        .expect("CreateSharedEndpoint");
+    let active = a.adapter.connector();
+    let (status, connected) = connect_shared(&active, &a_qp, &endpoint, listen_addr, 16, 16, b"s");
+    assert_eq!(status, STATUS_PENDING);
+    let passive = incoming.wait_nth(1);
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    assert_eq!(active.complete_connect(&Signal::new()), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
+
+    let closing = close_endpoint_async(endpoint);
+    assert_eq!(
+        closing.0, STATUS_PENDING,
+        "a connector still uses the endpoint"
+    );
+    let probe = a.adapter.listener(&Incoming::new());
+    assert_eq!(
+        probe.listen(src),
+        STATUS_SHARING_VIOLATION,
+        "while the connector remains"
+    );
+    let (x, xs) = active.disconnect();
+    let (y, ys) = passive.disconnect();
+    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(settled_count(&closing.1), 0, "disconnected, not closed");
+    assert_eq!(probe.listen(src), STATUS_SHARING_VIOLATION);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(
+        closing.1.wait(),
+        STATUS_SUCCESS,
+        "the last connector closed"
+    );
+    assert_eq!(
+        probe.listen(src),
+        STATUS_SUCCESS,
+        "the address and port are free"
+    );
+
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(probe.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N11: connections through one shared endpoint share its address and port
+/// as long as their destinations differ; one whose four-tuple already exists
+/// fails with STATUS_ADDRESS_ALREADY_EXISTS; once that connection is gone
+/// the four-tuple can be used again.
+#[test]
+fn n11_shared_endpoint_connections_need_distinct_destinations() {
+    let (a, b) = End::two();
+    let (l1, in1, dst1) = b.listen(0);
+    let (l2, in2, dst2) = b.listen(0);
+    let endpoint = a
+        .adapter
+        .try_shared_endpoint(a.addr.with_port(0))
+        .expect("CreateSharedEndpoint");
+    let src = address_of(Getter::Endpoint(&endpoint));
+    let qps: Vec<(Qp, Qp)> = (0..4).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
+
+    let shared = |n: usize, dst: Addr, incoming: &Incoming, nth: usize| -> Conn {
+        let (a_qp, b_qp) = &qps[n];
+        let active = a.adapter.connector();
+        let (status, connected) = connect_shared(&active, a_qp, &endpoint, dst, 16, 16, b"");
+        assert_eq!(
+            status, STATUS_PENDING,
+            "ConnectWithSharedEndpoint to {dst:?}"
+        );
+        let passive = incoming.wait_nth(nth);
+        let b_disconnects = Signal::new();
+        let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
+        assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+        let a_disconnects = Signal::new();
+        assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+        assert_eq!(outcome(accepted), STATUS_SUCCESS);
+        assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
+        Conn {
+            active,
+            passive,
+            a_disconnects,
+            b_disconnects,
+        }
+    };
+    let first = shared(0, dst1, &in1, 1);
+    let second = shared(1, dst2, &in2, 1);
+
+    let dup = a.adapter.connector();
+    assert_fails(
+        connect_shared(&dup, &qps[2].0, &endpoint, dst1, 16, 16, b""),
+        STATUS_ADDRESS_ALREADY_EXISTS,
+        "the same four-tuple",
+    );
+    assert_eq!(
+        settled_count_incoming(&in1),
+        1,
+        "the duplicate reached no listener"
+    );
+    assert_eq!(dup.close(), STATUS_SUCCESS);
+
+    first.close();
+    let third = shared(3, dst1, &in1, 2);
+    third.close();
+    second.close();
+    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_eq!(l1.close(), STATUS_SUCCESS);
+    assert_eq!(l2.close(), STATUS_SUCCESS);
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N12–N17: establishing a connection
+// ---------------------------------------------------------------------------
+
+/// N12: Connect to an address where nobody listens fails with
+/// STATUS_CONNECTION_REFUSED (the port of a closed listener too); the
+/// connector and QP may then connect to a listener.
+#[test]
+fn n12_connect_without_a_listener_is_refused() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let connector = a.adapter.connector();
+    assert_fails(
+        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        STATUS_CONNECTION_REFUSED,
+        "no listener",
+    );
+    let (gone, _, gone_addr) = b.listen(0);
+    assert_eq!(gone.close(), STATUS_SUCCESS);
+    assert_fails(
+        connector.connect(&a_qp, a.addr, gone_addr, 16, 16, b""),
+        STATUS_CONNECTION_REFUSED,
+        "a closed listener's port",
+    );
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N12: the other Connect failures this provider can produce, each with its
+/// documented status: STATUS_HOST_UNREACHABLE (no adapter has the
+/// destination), STATUS_NETWORK_UNREACHABLE (source and destination of
+/// different families), STATUS_INVALID_ADDRESS (a source that is not the
+/// adapter's), STATUS_SHARING_VIOLATION (a source address and port in use).
+#[test]
+fn n12_connect_failures_name_their_cause() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let (v6, _) = fresh_v6();
+    let (busy, _, busy_addr) = a.listen(0);
+    let qp = a.qp(0xA);
+    let connector = a.adapter.connector();
+    for (src, dst, expected, what) in [
+        (
+            a.addr,
+            own_v4().with_port(FIXED_PORT),
+            STATUS_HOST_UNREACHABLE,
+            "nobody has the destination",
+        ),
+        (
+            a.addr,
+            v6.with_port(FIXED_PORT),
+            STATUS_NETWORK_UNREACHABLE,
+            "IPv4 source, IPv6 destination",
+        ),
+        (
+            b.addr,
+            listen_addr,
+            STATUS_INVALID_ADDRESS,
+            "the source is the peer's address",
+        ),
+        (
+            own_v4(),
+            listen_addr,
+            STATUS_INVALID_ADDRESS,
+            "the source is nobody's address",
+        ),
+        (
+            busy_addr,
+            listen_addr,
+            STATUS_SHARING_VIOLATION,
+            "the source port is a listener's",
+        ),
+    ] {
+        assert_fails(
+            connector.connect(&qp, src, dst, 16, 16, b""),
+            expected,
+            what,
+        );
+    }
+    assert_eq!(settled_count_incoming(&incoming), 0);
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_eq!(busy.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    qp.close();
+    a.close();
+    b.close();
+}
+
+/// N12: when the listener's backlog of unanswered requests is full, Connect
+/// fails with STATUS_CONNECTION_REFUSED; answering one request makes room.
+#[test]
+fn n12_connect_is_refused_when_the_backlog_is_full() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let mut attempts: Vec<(Qp, Connector, Arc<Signal>)> = Vec::new();
+    let refused_at = loop {
+        assert!(attempts.len() < 1000, "the backlog never filled");
+        let qp = a.qp(attempts.len());
+        let connector = a.adapter.connector();
+        let (status, signal) = connector.connect(&qp, a.addr, listen_addr, 16, 16, b"");
+        if status == STATUS_PENDING {
+            attempts.push((qp, connector, signal));
+            continue;
+        }
+        assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
+        assert_eq!(settled_count(&signal), 0);
+        assert_eq!(connector.close(), STATUS_SUCCESS);
+        qp.close();
+        break attempts.len();
+    };
+    assert!(refused_at > 0);
+    assert_eq!(
+        settled_count_incoming(&incoming),
+        refused_at,
+        "every request was delivered"
+    );
+    assert!(
+        attempts.iter().all(|(_, _, s)| s.count() == 0),
+        "none answered yet"
+    );
+    // Rejecting one request makes room for one more.
+    let first = incoming.wait_nth(1);
+    assert_eq!(first.reject(b""), STATUS_SUCCESS);
+    assert_eq!(attempts[0].2.wait(), STATUS_CONNECTION_REFUSED);
+    let qp = a.qp(0xFFFF);
+    let connector = a.adapter.connector();
+    let (status, signal) = connector.connect(&qp, a.addr, listen_addr, 16, 16, b"");
+    assert_eq!(status, STATUS_PENDING, "room again");
+    incoming.wait_nth(refused_at + 1);
+    attempts.push((qp, connector, signal));
+
+    // Teardown: closing an unanswered request refuses it; closing a pending
+    // Connect cancels it (L20).
+    for n in 1..=incoming.count() {
+        assert_eq!(incoming.wait_nth(n).close(), STATUS_SUCCESS);
+    }
+    for (qp, connector, signal) in attempts {
+        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
+        qp.close();
+    }
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N13: Connect completes with STATUS_SUCCESS once the peer has accepted,
+/// not before; the active consumer may then read GetConnectionData and
+/// finishes with CompleteConnect, which registers its disconnect callback
+/// (a later peer disconnect is indicated through it) and connects the QPs.
+#[test]
+fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"hello");
+    let passive = incoming.wait_nth(1);
+    assert_eq!(
+        settled_count(&connecting.1),
+        0,
+        "Connect pends until the peer accepts"
+    );
+    let b_disconnects = Signal::new();
+    let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"welcome", &b_disconnects);
+    assert_eq!(accept, STATUS_PENDING);
+    assert_eq!(
+        connecting.1.wait(),
+        STATUS_SUCCESS,
+        "Connect completes once accepted"
+    );
+    let (status, _, _, data, len) = active.connection_data(64);
+    assert_eq!(status, STATUS_SUCCESS);
+    assert_eq!(&data[..len as usize], b"welcome");
+    let a_disconnects = Signal::new();
+    let (complete, completed) =
+        complete_connect_with(&active, Some(on_disconnect), a_disconnects.ctx());
+    assert_eq!(
+        completed.outcome(complete),
+        STATUS_SUCCESS,
+        "CompleteConnect"
+    );
+    assert_eq!(accepted.wait(), STATUS_SUCCESS);
+    assert_eq!(
+        settled_count(&connecting.1),
+        1,
+        "Connect completed exactly once"
+    );
+
+    // The QPs are connected.
+    let mut a_mem = Mem::new(&a.pd, 4096, 0);
+    let b_mem = Mem::new(&b.pd, 4096, 0);
+    ping(
+        (&a_qp, &a.cq, &mut a_mem),
+        (&b_qp, &b.cq, &b_mem),
+        b"established",
+    );
+    // The disconnect callback was registered: the peer's disconnect is
+    // indicated through it.
+    let (y, ys) = passive.disconnect();
+    assert_eq!(
+        a_disconnects.wait(),
+        STATUS_SUCCESS,
+        "indicated to the active side"
+    );
+    let (x, xs) = active.disconnect();
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N14: CompleteConnect on a connector that is not connecting fails with
+/// STATUS_CONNECTION_INVALID: never connected, still waiting for the peer's
+/// accept, a passive connector, already established.
+#[test]
+fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let idle = a.adapter.connector();
+    assert_fails(
+        complete_connect_with(&idle, None, std::ptr::null_mut()),
+        STATUS_CONNECTION_INVALID,
+        "never connected",
+    );
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    assert_fails(
+        complete_connect_with(&active, None, std::ptr::null_mut()),
+        STATUS_CONNECTION_INVALID,
+        "the peer has not accepted yet",
+    );
+    assert_fails(
+        complete_connect_with(&passive, None, std::ptr::null_mut()),
+        STATUS_CONNECTION_INVALID,
+        "a passive connector",
+    );
+    // The refused calls changed nothing: the connection is made.
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_fails(
+        complete_connect_with(&active, None, std::ptr::null_mut()),
+        STATUS_CONNECTION_INVALID,
+        "already established",
+    );
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(idle.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N14: CompleteConnect after the accepting peer gave up (closed its
+/// connector while its Accept was pending) fails with
+/// STATUS_CONNECTION_ABORTED; the QP is not connected and may connect again.
+#[test]
+fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    assert_eq!(accepted.0, STATUS_PENDING);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    // The passive consumer gives up: its close cancels its Accept (L20).
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    assert_fails(
+        complete_connect_with(&active, None, std::ptr::null_mut()),
+        STATUS_CONNECTION_ABORTED,
+        "the accepting peer gave up",
+    );
+    assert_eq!(
+        a_qp.send(1, &[], 0),
+        STATUS_CONNECTION_INVALID,
+        "the QP was not connected"
+    );
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N15: Accept completes only once the active side has called
+/// CompleteConnect (the active side's Connect completes first).
+#[test]
+fn n15_accept_completes_only_after_complete_connect() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    let b_disconnects = Signal::new();
+    let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    assert_eq!(accept, STATUS_PENDING);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_eq!(
+        settled_count(&accepted),
+        0,
+        "Accept pends until CompleteConnect"
+    );
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(accepted.wait(), STATUS_SUCCESS);
+    assert_eq!(settled_count(&accepted), 1, "exactly once");
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N15: Accept fails with STATUS_CONNECTION_ABORTED when the active side
+/// gave up (closed its connector, cancelling its Connect) before the
+/// passive consumer answered; the QP given to Accept stays unconnected and
+/// usable.
+#[test]
+fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(
+        connecting.1.wait(),
+        STATUS_CANCELLED,
+        "the close cancels the Connect (L20)"
+    );
+    assert_fails(
+        passive.accept(&b_qp, 16, 16, b"", &Signal::new()),
+        STATUS_CONNECTION_ABORTED,
+        "Accept after the active side gave up",
+    );
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N16: on the passive side, Reject (synchronous, STATUS_SUCCESS) turns the
+/// request down, and the peer's Connect fails with STATUS_CONNECTION_REFUSED.
+#[test]
+fn n16_passive_reject_refuses_the_active_connect() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    assert_eq!(passive.reject(b"no thanks"), STATUS_SUCCESS);
+    assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
+    assert_eq!(settled_count(&connecting.1), 1);
+    assert_eq!(
+        a_qp.send(1, &[], 0),
+        STATUS_CONNECTION_INVALID,
+        "the QP was not connected"
+    );
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N16: on the active side, after Connect completed, Reject (synchronous,
+/// STATUS_SUCCESS) abandons the connection, and the peer's Accept fails
+/// with STATUS_CONNECTION_ABORTED.
+#[test]
+fn n16_active_reject_after_connect_aborts_the_passive_accept() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    assert_eq!(accepted.0, STATUS_PENDING);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_eq!(active.reject(b"changed my mind"), STATUS_SUCCESS);
+    assert_eq!(accepted.1.wait(), STATUS_CONNECTION_ABORTED);
+    assert_eq!(settled_count(&accepted.1), 1);
+    assert_eq!(
+        b_qp.send(1, &[], 0),
+        STATUS_CONNECTION_INVALID,
+        "the QP was not connected"
+    );
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N16: Reject returns STATUS_CONNECTION_ABORTED when the peer had already
+/// abandoned the connection — on the passive side (the active side closed
+/// its connector) and on the active side (the passive side closed its
+/// connector after accepting).
+#[test]
+fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+
+    // Passive side.
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
+    assert_eq!(passive.reject(b""), STATUS_CONNECTION_ABORTED);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+
+    // Active side.
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(2);
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N17: private data above `MaxCallerData` on Connect and
+/// ConnectWithSharedEndpoint is refused inline (NDSPI v2's
+/// STATUS_INVALID_BUFFER_SIZE, the provider's documented status); exactly
+/// `MaxCallerData` bytes reach the peer whole.
+#[test]
+fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
+    let (a, b) = End::two();
+    let max = a.adapter.info().max_caller_data as usize;
+    assert!(max > 0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let long = vec![0x5A_u8; max + 1];
+    let connector = a.adapter.connector();
+    assert_fails(
+        connector.connect(&a_qp, a.addr, listen_addr, 16, 16, &long),
+        STATUS_INVALID_BUFFER_SIZE,
+        "Connect with MaxCallerData + 1 bytes",
+    );
+    let endpoint = a
+        .adapter
+        .try_shared_endpoint(a.addr.with_port(0))
+        .expect("CreateSharedEndpoint");
+    assert_fails(
+        connect_shared(&connector, &a_qp, &endpoint, listen_addr, 16, 16, &long),
+        STATUS_INVALID_BUFFER_SIZE,
+        "ConnectWithSharedEndpoint with MaxCallerData + 1 bytes",
+    );
+    assert_eq!(settled_count_incoming(&incoming), 0);
+    let exact: Vec<u8> = (0..max).map(|i| i as u8).collect();
+    let connecting = connect_shared(&connector, &a_qp, &endpoint, listen_addr, 16, 16, &exact);
+    assert_eq!(connecting.0, STATUS_PENDING);
+    let passive = incoming.wait_nth(1);
+    let (status, _, _, data, len) = passive.connection_data(max + 8);
+    assert_eq!(status, STATUS_SUCCESS);
+    assert_eq!(&data[..len as usize], &exact[..]);
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N17: private data above `MaxCalleeData` on Accept and Reject is refused
+/// inline (STATUS_INVALID_BUFFER_SIZE) and leaves the request unanswered;
+/// exactly `MaxCalleeData` bytes reach the active side whole.
+#[test]
+fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
+    let (a, b) = End::two();
+    let max = b.adapter.info().max_callee_data as usize;
+    assert!(max > 0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    let long = vec![0xA5_u8; max + 1];
+    assert_fails(
+        passive.accept(&b_qp, 16, 16, &long, &Signal::new()),
+        STATUS_INVALID_BUFFER_SIZE,
+        "Accept with MaxCalleeData + 1 bytes",
+    );
+    assert_eq!(
+        passive.reject(&long),
+        STATUS_INVALID_BUFFER_SIZE,
+        "Reject with MaxCalleeData + 1 bytes"
+    );
+    assert_eq!(connecting.1.count(), 0, "the request is still unanswered");
+    let exact: Vec<u8> = (0..max).map(|i| (i * 7) as u8).collect();
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, &exact, &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    let (status, _, _, data, len) = active.connection_data(max + 8);
+    assert_eq!(status, STATUS_SUCCESS);
+    assert_eq!(&data[..len as usize], &exact[..]);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N18–N21: connection data and read limits
+// ---------------------------------------------------------------------------
+
+/// Checks N18 on a connector whose peer sent `sent`.
+fn check_connection_data(connector: &Connector, sent: &[u8]) {
+    let rds = u32::try_from(sent.len()).unwrap();
+    // No buffer, length 0: the size.
+    let query = connection_data_into(connector, None, 0, true);
+    assert_eq!(
+        (query.status, query.length),
+        (STATUS_SUCCESS, rds),
+        "NULL buffer, length 0"
+    );
+    // Exactly RDS bytes.
+    let mut exact = vec![0xEE_u8; sent.len()];
+    let got = connection_data_into(connector, Some(&mut exact), rds, true);
+    assert_eq!(
+        (got.status, got.length),
+        (STATUS_SUCCESS, rds),
+        "a buffer of RDS bytes"
+    );
+    assert_eq!(exact, sent);
+    // More room than needed: RDS bytes copied, the rest untouched.
+    let mut roomy = vec![0xEE_u8; sent.len() + 10];
+    let got = connection_data_into(connector, Some(&mut roomy), rds + 10, false);
+    assert_eq!(
+        (got.status, got.length),
+        (STATUS_SUCCESS, rds),
+        "a larger buffer"
+    );
+    assert_eq!(&roomy[..sent.len()], sent);
+    assert!(
+        roomy[sent.len()..].iter().all(|&x| x == 0xEE),
+        "nothing written past RDS"
+    );
+    // Too small: min(length, RDS) bytes, STATUS_BUFFER_TOO_SMALL, length = RDS.
+    for short in [1_usize, sent.len() - 1] {
+        let mut small = vec![0xEE_u8; sent.len()];
+        let got = connection_data_into(connector, Some(&mut small), short as u32, true);
+        assert_eq!(
+            (got.status, got.length),
+            (STATUS_BUFFER_TOO_SMALL, rds),
+            "a buffer of {short} bytes"
+        );
+        assert_eq!(
+            &small[..short],
+            &sent[..short],
+            "the first {short} bytes are copied"
+        );
+        assert!(
+            small[short..].iter().all(|&x| x == 0xEE),
+            "nothing past the buffer"
+        );
+    }
+}
+
+/// N18: GetConnectionData with no buffer and a length of 0 returns
+/// STATUS_SUCCESS with the length set to RDS (the size of the peer's
+/// private data).
+#[test]
+fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"twelve bytes");
+    let passive = incoming.wait_nth(1);
+    let query = connection_data_into(&passive, None, 0, false);
+    assert_eq!(
+        query,
+        Data {
+            status: STATUS_SUCCESS,
+            length: 12,
+            limits: None
+        }
+    );
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N18: with a buffer, GetConnectionData copies min(length, RDS) bytes and
+/// returns STATUS_SUCCESS if the buffer held RDS bytes, else
+/// STATUS_BUFFER_TOO_SMALL, setting the length to RDS in both cases — on the
+/// passive side (the caller's data) and on the active side (the callee's).
+#[test]
+fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let caller = b"caller's private data";
+    let callee = b"the callee's answer, somewhat longer";
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, caller);
+    let passive = incoming.wait_nth(1);
+    check_connection_data(&passive, caller);
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    check_connection_data(&active, callee);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N18: no private data: RDS is 0, and a query with a buffer succeeds
+/// without writing to it.
+#[test]
+fn n18_empty_private_data_has_rds_0() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    let query = connection_data_into(&passive, None, 0, false);
+    assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
+    let mut buffer = [0xEE_u8; 8];
+    let got = connection_data_into(&passive, Some(&mut buffer), 8, false);
+    assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
+    assert_eq!(buffer, [0xEE; 8]);
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N19: GetConnectionData works on a connector delivered by a connect event
+/// (before Accept or Reject) and on an active connector whose Connect has
+/// completed (before CompleteConnect), with NULL read-limit outputs or with
+/// them; before the peer has answered (Connect still pending, or never
+/// called) there is nothing to read: the provider's documented answer is
+/// STATUS_CONNECTION_INVALID.
+#[test]
+fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let never = connection_data_into(&active, None, 0, true);
+    assert_eq!(never.status, STATUS_CONNECTION_INVALID, "never connected");
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"ask");
+    let passive = incoming.wait_nth(1);
+    let pending = connection_data_into(&active, None, 0, true);
+    assert_eq!(
+        pending.status, STATUS_CONNECTION_INVALID,
+        "Connect still pending"
+    );
+    // Passive, before Accept: NULL limit outputs, then with them.
+    let mut buffer = [0_u8; 3];
+    let got = connection_data_into(&passive, Some(&mut buffer), 3, false);
+    assert_eq!(
+        (got.status, got.length, got.limits),
+        (STATUS_SUCCESS, 3, None)
+    );
+    assert_eq!(&buffer, b"ask");
+    let got = connection_data_into(&passive, Some(&mut buffer), 3, true);
+    assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
+    assert_eq!(got.limits, Some((16, 16)), "the peer asked for 16 / 16");
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 8, 4, b"yes", &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    // Active, after Connect completed, before CompleteConnect.
+    let got = connection_data_into(&active, Some(&mut buffer), 3, false);
+    assert_eq!(
+        (got.status, got.length, got.limits),
+        (STATUS_SUCCESS, 3, None)
+    );
+    assert_eq!(&buffer, b"yes");
+    let got = connection_data_into(&active, None, 0, true);
+    assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
+    assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N19 (consumer): GetConnectionData is not called after Accept or
+/// CompleteConnect. A consumer that does anyway gets a prompt, harmless
+/// answer — the provider's: STATUS_SUCCESS with the peer's data and the
+/// effective limits — and the connection is unaffected.
+#[test]
+fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"from a");
+    let passive = incoming.wait_nth(1);
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, b"from b", &b_disconnects);
+    // After Accept, before the connection is complete.
+    let mut buffer = [0_u8; 6];
+    let got = connection_data_into(&passive, Some(&mut buffer), 6, true);
+    assert_eq!(
+        (got.status, got.length, got.limits),
+        (STATUS_SUCCESS, 6, Some((16, 16)))
+    );
+    assert_eq!(&buffer, b"from a");
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    // After CompleteConnect and Accept completed.
+    for (connector, sent) in [(&active, b"from b"), (&passive, b"from a")] {
+        let got = connection_data_into(connector, Some(&mut buffer), 6, true);
+        assert_eq!(
+            (got.status, got.length, got.limits),
+            (STATUS_SUCCESS, 6, Some((16, 16)))
+        );
+        assert_eq!(&buffer, sent);
+    }
+    let mut a_mem = Mem::new(&a.pd, 4096, 0);
+    let b_mem = Mem::new(&b.pd, 4096, 0);
+    ping(
+        (&a_qp, &a.cq, &mut a_mem),
+        (&b_qp, &b.cq, &b_mem),
+        b"still fine",
+    );
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N20: the provider lowers each side's read limits to the adapter's
+/// `MaxInboundReadLimit` / `MaxOutboundReadLimit`, sends them to the peer,
+/// and reports effective inbound = min(own inbound, peer's outbound) and
+/// effective outbound = min(own outbound, peer's inbound). Before Accept the
+/// passive side sees the caller's offer from its own side (inbound = the
+/// caller's outbound, outbound = the caller's inbound), lowered alike.
+#[test]
+fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effective() {
+    let (a, b) = End::two();
+    let info = a.adapter.info();
+    let (max_in, max_out) = (info.max_inbound_read_limit, info.max_outbound_read_limit);
+    assert!(max_in > 8 && max_out > 8, "limits: {max_in} / {max_out}");
+    let (listener, incoming, listen_addr) = b.listen(0);
+    // (caller inbound, caller outbound, callee inbound, callee outbound)
+    let cases = [
+        (u32::MAX, u32::MAX, 5, 7),
+        (3, u32::MAX, u32::MAX, 2),
+        (u32::MAX, 6, 4, u32::MAX),
+        (0, 0, u32::MAX, u32::MAX),
+    ];
+    for (n, (c_in, c_out, s_in, s_out)) in cases.into_iter().enumerate() {
+        let a_qp = a.qp(0xA);
+        let b_qp = b.qp(0xB);
+        let active = a.adapter.connector();
+        let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, c_in, c_out, b"");
+        assert_eq!(status, STATUS_PENDING);
+        let passive = incoming.wait_nth(n + 1);
+        let (c_in, c_out) = (c_in.min(max_in), c_out.min(max_out));
+        let (s_in, s_out) = (s_in.min(max_in), s_out.min(max_out));
+        let offer = connection_data_into(&passive, None, 0, true);
+        assert_eq!(offer.status, STATUS_SUCCESS);
+        assert_eq!(
+            offer.limits,
+            Some((c_out.min(max_in), c_in.min(max_out))),
+            "case {n}: the passive side before Accept"
+        );
+        let b_disconnects = Signal::new();
+        let accepted = passive.accept(&b_qp, cases[n].2, cases[n].3, b"", &b_disconnects);
+        assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
+        let effective = connection_data_into(&active, None, 0, true);
+        assert_eq!(effective.status, STATUS_SUCCESS);
+        assert_eq!(
+            effective.limits,
+            Some((c_in.min(s_out), c_out.min(s_in))),
+            "case {n}: the active side's effective limits"
+        );
+        let a_disconnects = Signal::new();
+        assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+        assert_eq!(outcome(accepted), STATUS_SUCCESS);
+        Conn {
+            active,
+            passive,
+            a_disconnects,
+            b_disconnects,
+        }
+        .close();
+        a_qp.close();
+        b_qp.close();
+    }
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N21: the effective limits bound the Reads in flight; Reads beyond them
+/// wait their turn and complete — they do not fail. With effective limits
+/// of 1 / 1, sixteen Reads posted at once all complete with the right data.
+#[test]
+fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, 1, 1, b"");
+    let passive = incoming.wait_nth(1);
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 1, 1, b"", &b_disconnects);
+    assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
+    let limits = connection_data_into(&active, None, 0, true).limits;
+    assert_eq!(limits, Some((1, 1)), "effective limits");
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+
+    let a_mem = Mem::new(&a.pd, 16 * 1024, 0);
+    let mut b_mem = Mem::new(&b.pd, 16 * 1024, 0);
+    for (i, byte) in b_mem.buffer.bytes_mut().iter_mut().enumerate() {
+        *byte = (i / 1024) as u8 ^ (i as u8);
+    }
+    for i in 0..16 {
+        let status = a_qp.read(
+            0x100 + i,
+            &[a_mem.sge(i * 1024, 1024)],
+            b_mem.remote(i * 1024),
+            b_mem.token(),
+            0,
+        );
+        assert_eq!(status, STATUS_SUCCESS, "Read {i} is accepted");
+    }
+    let mut done: Vec<(usize, NtStatus)> =
+        a.cq.wait_results(16)
+            .iter()
+            .map(|r| (r.request_context as usize, r.status))
+            .collect();
+    done.sort_unstable();
+    let expected: Vec<(usize, NtStatus)> = (0..16).map(|i| (0x100 + i, STATUS_SUCCESS)).collect();
+    assert_eq!(done, expected);
+    assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N22, N23: address getters
+// ---------------------------------------------------------------------------
+
+/// Checks N22 on one getter that reports `expected`.
+fn check_getter(getter: Getter<'_>, expected: Addr) {
+    let name = getter.name();
+    let needed = expected.len();
+    // Room for a SOCKADDR_IN6: the bytes written are reported.
+    let (status, bytes, len) = get_address(getter, 28);
+    assert_eq!(
+        (status, len),
+        (STATUS_SUCCESS, needed),
+        "{name}: bytes written"
+    );
+    assert!(
+        bytes[needed as usize..].iter().all(|&x| x == 0xEE),
+        "{name}: nothing past them"
+    );
+    assert_eq!(address_of(getter), expected, "{name}");
+    // Exactly the size needed.
+    let (status, _, len) = get_address(getter, needed);
+    assert_eq!(
+        (status, len),
+        (STATUS_SUCCESS, needed),
+        "{name}: exact buffer"
+    );
+    // Too small (and none at all): the size needed.
+    for room in [needed - 1, 8, 0] {
+        let (status, bytes, len) = get_address(getter, room);
+        assert_eq!(
+            (status, len),
+            (STATUS_BUFFER_TOO_SMALL, needed),
+            "{name}: {room} bytes"
+        );
+        assert!(bytes.iter().all(|&x| x == 0xEE), "{name}: nothing written");
+    }
+}
+
+/// N22: every address getter takes the buffer size in `*pAddressLength`
+/// and returns the bytes written there (16 for IPv4, 28 for IPv6); a buffer
+/// that is too small gives STATUS_BUFFER_TOO_SMALL with the size needed.
+#[test]
+fn n22_address_getters_report_the_bytes_written_or_needed() {
+    let (v4_a, v4_b) = fresh_addresses();
+    let (v6_a, v6_b) = fresh_v6();
+    for (addr_a, addr_b) in [(v4_a, v4_b), (v6_a, v6_b)] {
+        let a = End::open(addr_a);
+        let b = End::open(addr_b);
+        let a_qp = a.qp(0xA);
+        let b_qp = b.qp(0xB);
+        let (listener, incoming, listen_addr) = b.listen(0);
+        let src = a.addr.with_port(FIXED_PORT);
+        let conn = Conn::establish(&a.adapter, src, &a_qp, listen_addr, &incoming, 1, &b_qp);
+        let endpoint = a
+            .adapter
+            .try_shared_endpoint(a.addr.with_port(FIXED_PORT + 1))
+            .expect("CreateSharedEndpoint");
+        check_getter(Getter::Listener(&listener), listen_addr);
+        check_getter(Getter::ConnectorLocal(&conn.active), src);
+        check_getter(Getter::ConnectorPeer(&conn.active), listen_addr);
+        check_getter(Getter::ConnectorLocal(&conn.passive), listen_addr);
+        check_getter(Getter::ConnectorPeer(&conn.passive), src);
+        check_getter(
+            Getter::Endpoint(&endpoint),
+            a.addr.with_port(FIXED_PORT + 1),
+        );
+        assert_eq!(endpoint.close(), STATUS_SUCCESS);
+        conn.close();
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+        a_qp.close();
+        b_qp.close();
+        a.close();
+        b.close();
+    }
+}
+
+/// N23 (NDSPI v2 only), as this provider behaves: a connector has no
+/// addresses before it connects (STATUS_CONNECTION_INVALID, its documented
+/// answer); its local address is available once it is connecting, and both
+/// are once it is connected; a connector delivered by a connect event has
+/// both at once.
+#[test]
+fn n23_local_address_once_connecting_peer_address_once_connected() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    for getter in [
+        Getter::ConnectorLocal(&active),
+        Getter::ConnectorPeer(&active),
+    ] {
+        let (status, bytes, _) = get_address(getter, 28);
+        assert_eq!(
+            status,
+            STATUS_CONNECTION_INVALID,
+            "{} before Connect",
+            getter.name()
+        );
+        assert!(bytes.iter().all(|&x| x == 0xEE));
+    }
+    let src = a.addr.with_port(FIXED_PORT);
+    let connecting = start_connect(&active, &a_qp, src, listen_addr, b"");
+    assert_eq!(
+        address_of(Getter::ConnectorLocal(&active)),
+        src,
+        "while connecting"
+    );
+    let passive = incoming.wait_nth(1);
+    assert_eq!(address_of(Getter::ConnectorLocal(&passive)), listen_addr);
+    assert_eq!(address_of(Getter::ConnectorPeer(&passive)), src);
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
+    assert_eq!(address_of(Getter::ConnectorPeer(&active)), listen_addr);
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N24–N26: disconnect events and Disconnect
+// ---------------------------------------------------------------------------
+
+/// Connects `a_qp` to `b_qp` with the given disconnect callbacks (None:
+/// NULL) on CompleteConnect and Accept.
+#[allow(clippy::too_many_arguments, reason = "both sides' callbacks")]
+fn connect_with_callbacks(
+    a: &End,
+    a_qp: &Qp,
+    b_qp: &Qp,
+    listen_addr: Addr,
+    incoming: &Incoming,
+    nth: usize,
+    a_event: Option<(NdkFnDisconnectEventCallback, *mut std::ffi::c_void)>,
+    b_event: Option<(NdkFnDisconnectEventCallback, *mut std::ffi::c_void)>,
+) -> (Connector, Connector) {
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(nth);
+    let (b_cb, b_ctx) = b_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
+    let accepted = accept_with(&passive, b_qp, 16, 16, b"", b_cb, b_ctx);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    let (a_cb, a_ctx) = a_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
+    assert_eq!(
+        outcome(complete_connect_with(&active, a_cb, a_ctx)),
+        STATUS_SUCCESS
+    );
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    (active, passive)
+}
+
+/// N24: the disconnect callback of CompleteConnect and Accept is optional:
+/// with NULL on both sides the connection works, each side's peer-initiated
+/// disconnect (and a peer's close) goes unindicated without harm, and
+/// Disconnect completes.
+#[test]
+fn n24_disconnect_callback_may_be_null() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    for (n, a_first) in [true, false].into_iter().enumerate() {
+        let a_qp = a.qp(0xA);
+        let b_qp = b.qp(0xB);
+        let (active, passive) =
+            connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, n + 1, None, None);
+        let mut a_mem = Mem::new(&a.pd, 4096, 0);
+        let b_mem = Mem::new(&b.pd, 4096, 0);
+        ping(
+            (&a_qp, &a.cq, &mut a_mem),
+            (&b_qp, &b.cq, &b_mem),
+            b"no callbacks",
+        );
+        let (first, second) = if a_first {
+            (&active, &passive)
+        } else {
+            (&passive, &active)
+        };
+        let (x, xs) = first.disconnect();
+        std::thread::sleep(SETTLE);
+        let (y, ys) = second.disconnect();
+        assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+        assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+        assert_eq!(active.close(), STATUS_SUCCESS);
+        assert_eq!(passive.close(), STATUS_SUCCESS);
+        a_mem.close();
+        b_mem.close();
+        a_qp.close();
+        b_qp.close();
+    }
+    // A peer's close, too, with no callback to call.
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (active, passive) =
+        connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, 3, None, None);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    let (y, ys) = passive.disconnect();
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N24: the disconnect callback is called at most once per connection, even
+/// when the connection is first aborted (an error completion) and the peer
+/// then disconnects and closes.
+#[test]
+fn n24_disconnect_indication_at_most_once_per_connection() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let a_events = Signal::new();
+    let b_events = Signal::new();
+    let (active, passive) = connect_with_callbacks(
+        &a,
+        &a_qp,
+        &b_qp,
+        listen_addr,
+        &incoming,
+        1,
+        Some((on_disconnect, a_events.ctx())),
+        Some((on_disconnect, b_events.ctx())),
+    );
+    // An RDMA Write to a token B never issued: an error ends the connection
+    // (E5), which both sides learn of (X2).
+    let a_mem = Mem::new(&a.pd, 4096, 1);
+    let b_mem = Mem::new(&b.pd, 4096, 0);
+    let bad_token = b_mem.token() ^ 0x00FF_FF00;
+    assert_eq!(
+        a_qp.write(1, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0),
+        STATUS_SUCCESS
+    );
+    let failed = a.cq.wait_results(1);
+    assert_ne!(failed[0].status, STATUS_SUCCESS, "the Write failed");
+    assert_eq!(
+        a_events.wait(),
+        STATUS_SUCCESS,
+        "the abort is indicated to A"
+    );
+    assert_eq!(
+        b_events.wait(),
+        STATUS_SUCCESS,
+        "the abort is indicated to B"
+    );
+    // The peer's Disconnect and close add no second indication.
+    let (y, ys) = passive.disconnect();
+    let _ = ys.outcome(y);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(settled_count(&a_events), 1, "once for A");
+    let (x, xs) = active.disconnect();
+    let _ = xs.outcome(x);
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(settled_count(&b_events), 1, "once for B");
+    assert_eq!(a_events.count(), 1);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N24: indicating a peer-initiated disconnect does not flush the
+/// consumer's outstanding work requests: receives B posted stay pending
+/// after B's indication, until B itself disconnects (then they are
+/// cancelled, E3).
+#[test]
+fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let b_events = Signal::new();
+    let (active, passive) = connect_with_callbacks(
+        &a,
+        &a_qp,
+        &b_qp,
+        listen_addr,
+        &incoming,
+        1,
+        None,
+        Some((on_disconnect, b_events.ctx())),
+    );
+    let b_mem = Mem::new(&b.pd, 4096, 0);
+    for i in 0..4 {
+        assert_eq!(
+            b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]),
+            STATUS_SUCCESS
+        );
+    }
+    let (x, xs) = active.disconnect();
+    assert_eq!(
+        b_events.wait(),
+        STATUS_SUCCESS,
+        "B is told of A's disconnect"
+    );
+    std::thread::sleep(SETTLE);
+    let early: Vec<(usize, NtStatus)> =
+        b.cq.poll(16)
+            .iter()
+            .map(|r| (r.request_context as usize, r.status))
+            .collect();
+    assert_eq!(early, [], "the indication flushed nothing");
+    let (y, ys) = passive.disconnect();
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    let mut flushed: Vec<(usize, NtStatus)> =
+        b.cq.wait_results(4)
+            .iter()
+            .map(|r| (r.request_context as usize, r.status))
+            .collect();
+    flushed.sort_unstable();
+    assert_eq!(
+        flushed,
+        (0..4)
+            .map(|i| (0x10 + i, STATUS_CANCELLED))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
+
+/// N25 (NDKPI 2.1): the Ex disconnect callback with its reason code comes
+/// with CompleteConnectEx / AcceptEx, which only a 2.1 connector table has.
+/// This provider negotiates NDKPI 1.2 (adapter information and every
+/// connector header say so), so a consumer registers the plain callback,
+/// which carries no reason and is called once on a peer disconnect.
+#[test]
+fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
+    let (a, b) = End::two();
+    assert_eq!(a.adapter.info().version, NDK_VERSION_1_2);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    for connector in [&conn.active, &conn.passive] {
+        // SAFETY: live connectors; every NDK object starts with its header.
+        let header = unsafe { (*connector.0).header };
+        assert_eq!(header.version, NDK_VERSION_1_2);
+        assert_eq!(header.object_type, NdkObjectType::CONNECTOR);
+    }
+    let (x, xs) = conn.active.disconnect();
+    assert_eq!(conn.b_disconnects.wait(), STATUS_SUCCESS);
+    let (y, ys) = conn.passive.disconnect();
+    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(settled_count(&conn.b_disconnects), 1);
+    assert_eq!(conn.active.close(), STATUS_SUCCESS);
+    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N26: Disconnect may pend (L8): it returns STATUS_PENDING and completes
+/// once (or returns STATUS_SUCCESS with no completion), and after the
+/// graceful exchange the QP is flushed: requests still outstanding complete
+/// with STATUS_CANCELLED (E3).
+#[test]
+fn n26_disconnect_completes_once_and_flushes_the_qp() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    let a_mem = Mem::new(&a.pd, 4096, 0);
+    for i in 0..3 {
+        assert_eq!(
+            a_qp.receive(0x20 + i, &[a_mem.sge(i * 64, 64)]),
+            STATUS_SUCCESS
+        );
+    }
+    let (x, xs) = conn.active.disconnect();
+    let (y, ys) = conn.passive.disconnect();
+    for (status, signal) in [(x, &xs), (y, &ys)] {
+        assert!(
+            status == STATUS_PENDING || status == STATUS_SUCCESS,
+            "{status:#x}"
+        );
+        assert_eq!(signal.outcome(status), STATUS_SUCCESS);
+        let expected = usize::from(status == STATUS_PENDING);
+        assert_eq!(
+            settled_count(signal),
+            expected,
+            "one completion iff it pended"
+        );
+    }
+    let mut flushed: Vec<(usize, NtStatus)> =
+        a.cq.wait_results(3)
+            .iter()
+            .map(|r| (r.request_context as usize, r.status))
+            .collect();
+    flushed.sort_unstable();
+    assert_eq!(
+        flushed,
+        (0..3)
+            .map(|i| (0x20 + i, STATUS_CANCELLED))
+            .collect::<Vec<_>>()
+    );
+    assert!(a.cq.poll(4).is_empty());
+    assert_eq!(conn.active.close(), STATUS_SUCCESS);
+    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N26: Disconnect on a connector that is not connected fails inline with
+/// the provider's documented STATUS_CONNECTION_INVALID, and no completion
+/// follows; the provider never times a Disconnect out (it documents no
+/// timeouts), so STATUS_IO_TIMEOUT never appears.
+#[test]
+fn n26_disconnect_of_an_unconnected_connector_fails_inline() {
+    let (a, b) = End::two();
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let a_qp = a.qp(0xA);
+    let idle = a.adapter.connector();
+    assert_fails(
+        idle.disconnect(),
+        STATUS_CONNECTION_INVALID,
+        "never connected",
+    );
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    assert_fails(
+        active.disconnect(),
+        STATUS_CONNECTION_INVALID,
+        "still connecting",
+    );
+    let passive = incoming.wait_nth(1);
+    assert_fails(
+        passive.disconnect(),
+        STATUS_CONNECTION_INVALID,
+        "an unanswered request",
+    );
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_fails(active.disconnect(), STATUS_CONNECTION_INVALID, "refused");
+    for connector in [idle, active, passive] {
+        assert_eq!(connector.close(), STATUS_SUCCESS);
+    }
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    a.close();
+    b.close();
+}
+
+// ---------------------------------------------------------------------------
+// N27–N32
+// ---------------------------------------------------------------------------
+
+/// N27: the adapter reports `LOOPBACK_CONNECTIONS_SUPPORTED`, and a
+/// connection from an address to the same address on the same adapter
+/// behaves like any other: data both ways, disconnect, close.
+#[test]
+fn n27_loopback_connection_on_one_adapter() {
+    let (addr, _) = fresh_addresses();
+    let end = End::open(addr);
+    let flags = AdapterFlags::from_bits_retain(end.adapter.info().adapter_flags);
+    assert!(flags.contains(AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED));
+    let qp1 = end.qp(1);
+    let qp2 = end.qp(2);
+    let (listener, incoming, listen_addr) = end.listen(0);
+    let conn = Conn::establish(&end.adapter, addr, &qp1, listen_addr, &incoming, 1, &qp2);
+    let local = address_of(Getter::ConnectorLocal(&conn.active));
+    assert_eq!(local.ip_bytes(), addr.ip_bytes());
+    assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
+    assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
+    let mut m1 = Mem::new(&end.pd, 4096, 0);
+    let mut m2 = Mem::new(&end.pd, 4096, 0);
+    ping((&qp1, &end.cq, &mut m1), (&qp2, &end.cq, &m2), b"to myself");
+    ping(
+        (&qp2, &end.cq, &mut m2),
+        (&qp1, &end.cq, &m1),
+        b"from myself",
+    );
+    let (x, xs) = conn.active.disconnect();
+    assert_eq!(
+        conn.b_disconnects.wait(),
+        STATUS_SUCCESS,
+        "X2 on a loopback connection"
+    );
+    let (y, ys) = conn.passive.disconnect();
+    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_eq!(conn.active.close(), STATUS_SUCCESS);
+    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    m1.close();
+    m2.close();
+    qp1.close();
+    qp2.close();
+    end.close();
+}
+
+/// N28 (NDSPI v2 only), as this provider behaves: a failed connection
+/// attempt (no listener, rejected, abandoned) leaves the QP as it was — the
+/// receive posted before the attempts is still there and takes the first
+/// message once the QP connects.
+#[test]
+fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let a_mem = Mem::new(&a.pd, 4096, 0);
+    assert_eq!(a_qp.receive(0x77, &[a_mem.sge(0, 64)]), STATUS_SUCCESS);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let connector = a.adapter.connector();
+    // No listener.
+    assert_fails(
+        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        STATUS_CONNECTION_REFUSED,
+        "no listener",
+    );
+    // Rejected.
+    let connecting = start_connect(&connector, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    // Abandoned by the passive side after it accepted.
+    let connecting = start_connect(&connector, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(2);
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    assert_eq!(
+        outcome(complete_connect_with(
+            &connector,
+            None,
+            std::ptr::null_mut()
+        )),
+        STATUS_CONNECTION_ABORTED
+    );
+    assert!(a.cq.poll(4).is_empty(), "the posted receive is untouched");
+    assert_eq!(connector.close(), STATUS_SUCCESS);
+    // Both QPs connect now; the old receive takes the message.
+    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 3, &b_qp);
+    let mut b_mem = Mem::new(&b.pd, 4096, 0);
+    b_mem.buffer.bytes_mut()[..5].copy_from_slice(b"still");
+    assert_eq!(b_qp.send(0x88, &[b_mem.sge(0, 5)], 0), STATUS_SUCCESS);
+    let got = a.cq.wait_results(1);
+    assert_eq!(
+        (got[0].request_context as usize, got[0].status),
+        (0x77, STATUS_SUCCESS)
+    );
+    assert_eq!(got[0].bytes_transferred, 5);
+    assert_eq!(&a_mem.bytes()[..5], b"still");
+    assert_eq!(b.cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_mem.close();
+    b_mem.close();
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N29 (NDSPI v2 only), as this provider behaves: nothing times a
+/// connection out while the passive consumer takes its time to answer —
+/// after a pause the request is still pending and can be accepted.
+#[test]
+fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
+    let (a, b) = End::two();
+    let a_qp = a.qp(0xA);
+    let b_qp = b.qp(0xB);
+    let (listener, incoming, listen_addr) = b.listen(0);
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
+    let passive = incoming.wait_nth(1);
+    std::thread::sleep(SETTLE * 6);
+    assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    // The active consumer, too, may take its time before CompleteConnect.
+    std::thread::sleep(SETTLE * 6);
+    assert_eq!(accepted.1.count(), 0);
+    let a_disconnects = Signal::new();
+    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
+    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    Conn {
+        active,
+        passive,
+        a_disconnects,
+        b_disconnects,
+    }
+    .close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a_qp.close();
+    b_qp.close();
+    a.close();
+    b.close();
+}
+
+/// N30 (NDSPI v2 only), as this provider behaves: the ND port space is its
+/// own — a port that a host TCP socket holds on the same IP address is free
+/// for Listen — and connections made with Connect never share a local port.
+#[test]
+fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
+    let (a, b) = End::two();
+    let ip = a.addr.ip_bytes();
+    let tcp = std::net::TcpListener::bind((std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]), 0))
+        .expect("a host TCP socket on the adapter's address");
+    let port = tcp.local_addr().unwrap().port();
+    let listener = a.adapter.listener(&Incoming::new());
+    assert_eq!(
+        listener.listen(a.addr.with_port(port)),
+        STATUS_SUCCESS,
+        "TCP port {port}"
+    );
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    drop(tcp);
+
+    // Connections made with Connect: distinct ephemeral ports; an explicit
+    // port one of them holds is refused.
+    let (b_listener, incoming, listen_addr) = b.listen(0);
+    let qps: Vec<(Qp, Qp)> = (0..3).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
+    let first = Conn::establish(
+        &a.adapter,
+        a.addr,
+        &qps[0].0,
+        listen_addr,
+        &incoming,
+        1,
+        &qps[0].1,
+    );
+    let second = Conn::establish(
+        &a.adapter,
+        a.addr,
+        &qps[1].0,
+        listen_addr,
+        &incoming,
+        2,
+        &qps[1].1,
+    );
+    let p1 = address_of(Getter::ConnectorLocal(&first.active));
+    let p2 = address_of(Getter::ConnectorLocal(&second.active));
+    assert_ne!(p1.port(), p2.port());
+    let third = a.adapter.connector();
+    assert_fails(
+        third.connect(&qps[2].0, p1, listen_addr, 16, 16, b""),
+        STATUS_SHARING_VIOLATION,
+        "a local port another Connect holds",
+    );
+    assert_eq!(third.close(), STATUS_SUCCESS);
+    first.close();
+    second.close();
+    assert_eq!(b_listener.close(), STATUS_SUCCESS);
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// N31 (NDSPI v2 only), as this provider behaves: a listener on the
+/// wildcard address covers the adapter's addresses (it takes requests to
+/// them, and a specific listener on the same port conflicts) but never spans
+/// adapters (another adapter may listen on the wildcard with the same port,
+/// and requests to it go there).
+#[test]
+fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
+    let (a, b) = End::two();
+    let any = Addr::v4([0, 0, 0, 0], 0);
+    let a_incoming = Incoming::new();
+    let a_listener = a.adapter.listener(&a_incoming);
+    assert_eq!(a_listener.listen(any), STATUS_SUCCESS);
+    let reported = address_of(Getter::Listener(&a_listener));
+    assert_eq!(
+        reported.ip_bytes(),
+        [0, 0, 0, 0],
+        "the wildcard is reported"
+    );
+    let port = reported.port();
+    assert!(EPHEMERAL.contains(&port));
+    let specific = a.adapter.listener(&Incoming::new());
+    assert_eq!(
+        specific.listen(a.addr.with_port(port)),
+        STATUS_SHARING_VIOLATION
+    );
+    let b_incoming = Incoming::new();
+    let b_listener = b.adapter.listener(&b_incoming);
+    assert_eq!(
+        b_listener.listen(any.with_port(port)),
+        STATUS_SUCCESS,
+        "another adapter"
+    );
+
+    let qps: Vec<(Qp, Qp)> = (0..2).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
+    // B → A's address: A's wildcard listener takes it.
+    let to_a = Conn::establish(
+        &b.adapter,
+        b.addr,
+        &qps[0].1,
+        a.addr.with_port(port),
+        &a_incoming,
+        1,
+        &qps[0].0,
+    );
+    assert_eq!(
+        address_of(Getter::ConnectorLocal(&to_a.passive)),
+        a.addr.with_port(port)
+    );
+    // A → B's address: B's, not A's.
+    let to_b = Conn::establish(
+        &a.adapter,
+        a.addr,
+        &qps[1].0,
+        b.addr.with_port(port),
+        &b_incoming,
+        1,
+        &qps[1].1,
+    );
+    assert_eq!(
+        address_of(Getter::ConnectorLocal(&to_b.passive)),
+        b.addr.with_port(port)
+    );
+    assert_eq!(settled_count_incoming(&a_incoming), 1);
+    assert_eq!(b_incoming.count(), 1);
+    to_a.close();
+    to_b.close();
+    for listener in [a_listener, specific, b_listener] {
+        assert_eq!(listener.close(), STATUS_SUCCESS);
+    }
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// N32: an adapter opened twice (two openings of one address) gives objects
+/// that work together: a connector from the first opening's listener accepts
+/// with a QP of the second, and a connector of one opening connects with a
+/// QP of the other.
+#[test]
+fn n32_objects_of_two_openings_of_one_adapter_work_together() {
+    let (addr_x, addr_y) = fresh_addresses();
+    let x1 = End::open(addr_x);
+    let x2 = End::open(addr_x);
+    let y1 = End::open(addr_y);
+    let y2 = End::open(addr_y);
+    let x_qp = x2.qp(0x12);
+    let y_qp = y1.qp(0x21);
+    // The listener is on x1; the passive QP is x2's.
+    let (listener, incoming, listen_addr) = x1.listen(0);
+    // The active connector is y2's; its QP is y1's.
+    let conn = Conn::establish(&y2.adapter, addr_y, &y_qp, listen_addr, &incoming, 1, &x_qp);
+    let mut x_mem = Mem::new(&x2.pd, 4096, 0);
+    let mut y_mem = Mem::new(&y1.pd, 4096, 0);
+    ping(
+        (&y_qp, &y1.cq, &mut y_mem),
+        (&x_qp, &x2.cq, &x_mem),
+        b"across openings",
+    );
+    ping(
+        (&x_qp, &x2.cq, &mut x_mem),
+        (&y_qp, &y1.cq, &y_mem),
+        b"and back",
+    );
+    conn.close();
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    x_mem.close();
+    y_mem.close();
+    x_qp.close();
+    y_qp.close();
+    for end in [x1, x2, y1, y2] {
+        end.close();
+    }
+}
