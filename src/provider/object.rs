@@ -120,11 +120,14 @@ impl Event {
     }
 }
 
-/// Room for callbacks queued behind a running one. Each object has a bounded
-/// number of requests that can complete asynchronously (the listener bounds
-/// its backlog to fit), so this never fills in practice; if it does, the
-/// event is delivered directly after the running one by the same thread.
-const SERIAL_CAPACITY: usize = 32;
+/// Room for callbacks queued behind a running one. An object has a bounded
+/// number of requests that can complete asynchronously (a connector: its
+/// connect, accept, disconnect, the disconnect indication), and a listener
+/// hands over at most `rnic::cm::BACKLOG` requests not yet answered, so this
+/// holds every callback that can be due at once. (Were it ever full, `deliver`
+/// would call the consumer at once on the calling thread rather than lose a
+/// completion; the bound keeps that from happening.)
+const SERIAL_CAPACITY: usize = crate::rnic::cm::BACKLOG * 2;
 
 struct Serial {
     running: bool,
