@@ -143,6 +143,10 @@ unsafe impl NdkProvider for Provider {
     }
 
     fn close_all(&self) {
+        // A15: connections end first, so that consumers, told by their
+        // disconnect indications, close the objects they own; each adapter
+        // close below then returns once its objects are closed (L27).
+        self.fabric.abort_all(&self.device);
         loop {
             let next = self.open.lock().pop();
             let Some(ptr) = next else { break };

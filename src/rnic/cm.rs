@@ -1978,7 +1978,12 @@ impl Fabric {
         let mut n = 0_usize;
         for (_, rec) in &state.connectors.slots {
             let Some(rec) = rec else { continue };
-            if rec.node != node || rec.state != ConnState::Established {
+            // An aborted connection (E5, A15) is no longer active, though its
+            // connector waits for the consumer's Disconnect or close.
+            if rec.node != node
+                || rec.state != ConnState::Established
+                || rec.ending == Ending::Aborted
+            {
                 continue;
             }
             if let (Some(local), Some(remote)) = (rec.local, rec.remote) {
@@ -1989,6 +1994,40 @@ impl Fabric {
             }
         }
         n
+    }
+
+    /// Aborts every established connection of `device` (NDK disabled, or
+    /// the adapter halting: A15): both sides' QPs enter the error state, their
+    /// outstanding work completes cancelled (E5), and both consumers get their
+    /// disconnect indication (X2), so that they close what they own. Returns
+    /// how many connections were aborted. Control path: allocates.
+    pub fn abort_all(&self, device: &Arc<Device>) -> usize {
+        let node = node_of_device(device);
+        let mut qps: Vec<Arc<Qp>> = Vec::new();
+        {
+            let state = self.state.lock();
+            for (_, rec) in &state.connectors.slots {
+                let Some(rec) = rec else { continue };
+                if rec.node != node
+                    || rec.state != ConnState::Established
+                    || rec.ending == Ending::Aborted
+                {
+                    continue;
+                }
+                if let Some(qp) = &rec.qp {
+                    if qps.try_reserve(1).is_err() {
+                        break;
+                    }
+                    qps.push(Arc::clone(qp));
+                }
+            }
+        }
+        // Outside the fabric's lock: terminating reports the loss back here.
+        let aborted = qps.len();
+        for qp in qps {
+            qp.terminate();
+        }
+        aborted
     }
 
     /// The listeners and shared endpoints of `device` (for
@@ -3727,6 +3766,30 @@ mod tests {
             assert_eq!(
                 c.passive.events.take(),
                 vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
+            );
+        }
+
+        #[test]
+        fn test_abort_all_ends_the_devices_connections_rule_a15_x2() {
+            let net = net();
+            let c = established(&net);
+            let local = c.b.buffer(64, 1, Access::LOCAL_WRITE);
+            c.b.qp.post_receive(7, &[local.sge(0, 64)]).unwrap();
+            // NDK disabled on B's adapter: its connection is aborted.
+            assert_eq!(net.fabric.abort_all(&net.b.device), 1);
+            crate::kernel::deferred::flush();
+            // Both consumers are told (X2); B's outstanding receive is
+            // cancelled (E5); the connection is no longer reported (A19).
+            assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
+            assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+            let cancelled = c.b.rcq.drain();
+            assert_eq!(cancelled.len(), 1);
+            assert_eq!(cancelled[0].status, WcStatus::Cancelled);
+            assert_eq!(net.fabric.connections(&net.b.device, &mut []), 0);
+            assert_eq!(
+                net.fabric.abort_all(&net.b.device),
+                0,
+                "nothing left to abort"
             );
         }
 
