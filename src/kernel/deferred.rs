@@ -82,7 +82,8 @@ pub fn flush() {
     backend::dpc_flush();
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use crate::kernel::sync::atomic::{AtomicUsize, Ordering};

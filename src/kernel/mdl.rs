@@ -160,7 +160,8 @@ pub unsafe fn copy_from_chain(
     Ok(copied)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use core::ffi::c_void;

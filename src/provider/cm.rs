@@ -1095,7 +1095,8 @@ unsafe extern "system" fn get_endpoint_address(
     unsafe { write_address(endpoint.inner.rnic.local(), address, length) }
 }
 
-#[cfg(all(test, not(loom), not(target_os = "windows")))]
+#[cfg(test)]
+#[cfg(all(not(loom), not(target_os = "windows")))]
 mod tests {
     //! A consumer driving the C dispatch tables, adapters opened through
     //! `SoftNdkOpenAdapter`. Every test uses its own addresses (127.1.T.x),

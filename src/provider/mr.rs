@@ -373,7 +373,8 @@ unsafe extern "system" fn mw_remote_token(mw: *mut NdkMw) -> u32 {
     mw.inner.rnic.remote_key()
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use core::ffi::c_void;
     use core::ptr::null_mut;

@@ -893,7 +893,8 @@ unsafe extern "system" fn srq_receive(
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 pub(crate) mod tests {
     //! The QP and SRQ tables driven as a C consumer drives them; the fixture
     //! is shared with the MR tests.

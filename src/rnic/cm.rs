@@ -2680,7 +2680,8 @@ impl Drop for Connector {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use alloc::vec;
     use std::sync::Mutex;

@@ -677,7 +677,8 @@ impl Cq {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};

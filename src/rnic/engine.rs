@@ -372,7 +372,8 @@ fn read(
     WcStatus::Success
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod smoke {
     use crate::rnic::device::EngineMode;
     use crate::rnic::qp::Payload;

@@ -21,10 +21,12 @@ pub mod ring;
 pub mod srq;
 pub mod types;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 pub mod testing;
 
 pub use types::*;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod model_tests;

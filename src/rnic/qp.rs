@@ -1334,7 +1334,8 @@ pub fn connect(
     Ok(())
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests;
 
 #[cfg(all(test, loom))]
