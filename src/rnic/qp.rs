@@ -266,10 +266,15 @@ pub(crate) struct SendQueue {
     inline: Box<[u8]>,
     /// Negotiated read limits (N20): inbound, outbound.
     pub(crate) read_limits: (u32, u32),
+    /// Whether the QP has ever been `Connected`: a QP flushed before it was
+    /// connected is in `Error` for its receives (E1) but still not connected
+    /// for its initiator requests (P7).
+    was_connected: bool,
 }
 
 impl SendQueue {
     fn set_state(&mut self, qp: u32, state: QpState) {
+        self.was_connected |= state == QpState::Connected;
         if self.state != state {
             crate::klog!(
                 crate::kernel::log::Level::Trace,
@@ -458,6 +463,7 @@ impl Qp {
             inline: try_filled(depth.saturating_mul(inline_cap), 0_u8)
                 .ok_or(CreateQpError::Resources)?,
             read_limits: (0, 0),
+            was_connected: false,
         };
         let rq = if srq.is_some() {
             None
@@ -907,16 +913,21 @@ impl Qp {
             return self.refuse(PostError::Unusable);
         }
         let mut sq = self.sq.lock();
-        let outcome = match sq.state {
-            QpState::Connected | QpState::Error => {
-                if sq.ring.is_full() {
-                    Err(PostError::QueueFull)
-                } else {
-                    self.fill_slot(&mut sq, context, op, flags, fill)
-                }
-            }
-            // P7 and X5: not connected, or no longer.
-            QpState::Idle | QpState::Disconnected => Err(PostError::ConnectionInvalid),
+        let connected = match sq.state {
+            QpState::Connected => true,
+            // E1, E5: a connection flushed or ended by an error still takes
+            // requests, which complete cancelled; P7: a flush before any
+            // connection makes none.
+            QpState::Error => sq.was_connected,
+            // P7 and X5: not connected yet, or no longer.
+            QpState::Idle | QpState::Disconnected => false,
+        };
+        let outcome = if !connected {
+            Err(PostError::ConnectionInvalid)
+        } else if sq.ring.is_full() {
+            Err(PostError::QueueFull)
+        } else {
+            self.fill_slot(&mut sq, context, op, flags, fill)
         };
         match outcome {
             Ok(()) => {

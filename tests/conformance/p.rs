@@ -1700,3 +1700,163 @@ fn p25_sub_bits_of_allow_remote_write_alone_are_refused() {
     a_mem.close();
     pair.teardown();
 }
+
+// --- P7 in every state a QP can be in (issue: posts on a flushed, never
+// connected QP). The decision and the rules it rests on: docs/rnic.md,
+// "Posting in each QP state".
+
+/// Everything one of each initiator request names: a registered region, a
+/// window, and a fast-register MR over LAM pages of the same adapter.
+struct Kit {
+    mem: Region,
+    mw: Mw,
+    frmr: Frmr,
+}
+
+impl Kit {
+    fn new(adapter: &Adapter, pd: &Pd) -> Self {
+        Self {
+            mem: Region::pattern(pd, 4096, 8, MR_REMOTE),
+            mw: pd.mw(),
+            frmr: Frmr::new(adapter, pd, PAGE, 0, 4, true),
+        }
+    }
+
+    /// Posts each of the seven initiator requests once, with contexts
+    /// `base + 1 ..= base + 7`.
+    fn post_all(&self, qp: &Qp, base: usize) -> Vec<(&'static str, NtStatus)> {
+        let sge = [self.mem.sge(0, 64)];
+        let (remote, token) = (self.mem.remote(1024), self.mem.token());
+        vec![
+            ("Send", qp.send(base + 1, &sge, 0)),
+            (
+                "SendAndInvalidate",
+                qp.send_and_invalidate(base + 2, &sge, 0, 0x1234),
+            ),
+            ("Write", qp.write(base + 3, &sge, remote, token, 0)),
+            ("Read", qp.read(base + 4, &sge, remote, token, 0)),
+            (
+                "Bind",
+                qp.bind(
+                    base + 5,
+                    &self.mem.mr,
+                    &self.mw,
+                    self.mem.remote(0),
+                    512,
+                    OP_REMOTE_READ,
+                ),
+            ),
+            ("FastRegister", self.frmr.post(qp, base + 6, OP_REMOTE_READ)),
+            ("Invalidate", qp.invalidate(base + 7, self.mw.header(), 0)),
+        ]
+    }
+
+    /// Asserts every post of [`Kit::post_all`] failed inline with
+    /// STATUS_CONNECTION_INVALID.
+    fn assert_all_refused(&self, qp: &Qp, base: usize, state: &str) {
+        for (name, status) in self.post_all(qp, base) {
+            assert_eq!(
+                status, STATUS_CONNECTION_INVALID,
+                "P7: {name} on a QP {state} returned {status:#x}"
+            );
+        }
+    }
+
+    fn close(self, adapter: &Adapter) {
+        self.frmr.close(adapter);
+        assert_close(self.mw.close());
+        self.mem.close();
+    }
+}
+
+/// P7, P8, E1: a QP that was never connected and then flushed is still not
+/// connected: every initiator request fails inline with
+/// STATUS_CONNECTION_INVALID and leaves no CQ entry, while a receive (P8) is
+/// still accepted and, the receive queue being flushed, completes cancelled.
+#[test]
+fn p7_initiator_post_on_flushed_never_connected_qp_fails_connection_invalid() {
+    let side = Side::two().0;
+    let cq = side.adapter.cq(64);
+    let qp = side.pd.qp(&cq, &cq, 0xC);
+    let kit = Kit::new(&side.adapter, &side.pd);
+    let buffer = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+    assert_eq!(qp.receive(1, &[buffer.sge(0, 64)]), STATUS_SUCCESS);
+    qp.flush();
+    assert_eq!(summary(&cq.wait_results(1)), [(1, STATUS_CANCELLED)]);
+    kit.assert_all_refused(&qp, 10, "flushed before it was ever connected");
+    assert_eq!(qp.receive(2, &[buffer.sge(0, 64)]), STATUS_SUCCESS);
+    assert_eq!(summary(&cq.wait_results(1)), [(2, STATUS_CANCELLED)]);
+    assert_empty(&cq);
+    kit.close(&side.adapter);
+    buffer.close();
+    assert_close(qp.close());
+    assert_empty(&cq);
+    assert_close(cq.close());
+    side.close();
+}
+
+/// P7: while its Connect is pending (the peer has not accepted) a QP is not
+/// connected: every initiator request fails inline.
+#[test]
+fn p7_initiator_post_while_connecting_fails_connection_invalid() {
+    let (a, b) = Side::two();
+    let cq = a.adapter.cq(64);
+    let qp = a.pd.qp(&cq, &cq, 0xC);
+    let kit = Kit::new(&a.adapter, &a.pd);
+    let incoming = Incoming::new();
+    let listener = b.adapter.listener(&incoming);
+    assert_eq!(listener.listen(b.addr), STATUS_SUCCESS);
+    let (_, listen_addr, _) = listener.local_address();
+    let connector = a.adapter.connector();
+    let (status, connected) = connector.connect(&qp, a.addr, listen_addr, 0, 0, b"");
+    assert_eq!(status, STATUS_PENDING, "Connect");
+    let request = incoming.wait_nth(1);
+    kit.assert_all_refused(&qp, 0, "whose Connect is pending");
+    assert_eq!(request.reject(b""), STATUS_SUCCESS, "Reject");
+    assert_eq!(connected.wait(), STATUS_CONNECTION_REFUSED);
+    kit.assert_all_refused(&qp, 10, "whose Connect was refused");
+    assert_empty(&cq);
+    assert_close(request.close());
+    assert_close(connector.close());
+    assert_close(listener.close());
+    kit.close(&a.adapter);
+    assert_close(qp.close());
+    assert_close(cq.close());
+    a.close();
+    b.close();
+}
+
+/// E1, E5, P4: a QP flushed while connected is still connected (its
+/// connection is only torn down by Disconnect): every initiator request is
+/// accepted and completes with STATUS_CANCELLED, exactly once each.
+#[test]
+fn e1_initiator_post_on_qp_flushed_while_connected_completes_cancelled() {
+    let pair = Pair::new();
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    pair.a_qp.flush();
+    for (name, status) in kit.post_all(&pair.a_qp, 0) {
+        assert_eq!(status, STATUS_SUCCESS, "{name} on a flushed connected QP");
+    }
+    let mut got = sorted(&pair.a_cq.wait_results(7));
+    got.dedup();
+    assert_eq!(got, (1..=7).collect::<Vec<_>>());
+    let statuses: Vec<NtStatus> = pair.a_cq.poll(16).iter().map(|r| r.status).collect();
+    assert!(statuses.is_empty(), "more completions: {statuses:x?}");
+    kit.close(&pair.a);
+    teardown_lenient(pair);
+}
+
+/// P7, X5: once disconnected — and after a flush that follows the disconnect
+/// — a QP is no longer connected: every initiator request fails inline.
+#[test]
+fn p7_initiator_post_after_disconnect_and_after_a_later_flush_fails_connection_invalid() {
+    let pair = Pair::new();
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
+    kit.assert_all_refused(&pair.a_qp, 0, "after Disconnect");
+    pair.a_qp.flush();
+    kit.assert_all_refused(&pair.a_qp, 10, "flushed after Disconnect");
+    assert_empty(&pair.a_cq);
+    kit.close(&pair.a);
+    teardown_lenient(pair);
+}

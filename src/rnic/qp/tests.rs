@@ -578,6 +578,38 @@ mod idle {
     }
 
     #[test]
+    fn test_idle_flushed_initiator_posts_still_fail_connection_invalid_rule_p7_e1() {
+        both(|mode| {
+            let side = idle_side(mode, 0xA);
+            let buf = side.pattern(64, 1, RW);
+            side.qp.flush();
+            settle();
+            assert_eq!(side.qp.state(), QpState::Error);
+            // P7: a flush makes no connection; nothing is queued (P6).
+            for flags in [WrFlags::empty(), WrFlags::DEFER] {
+                assert_eq!(
+                    send(&side, 1, &[buf.sge(0, 64)], flags),
+                    Err(PostError::ConnectionInvalid),
+                    "{mode:?}"
+                );
+                assert_eq!(
+                    write(&side, 2, &[buf.sge(0, 8)], &buf, 8, flags),
+                    Err(PostError::ConnectionInvalid),
+                    "{mode:?}"
+                );
+            }
+            // E1: a receive on the flushed queue is taken and cancelled.
+            side.qp.post_receive(3, &[buf.sge(0, 64)]).unwrap();
+            settle();
+            assert!(side.scq.drain().is_empty(), "{mode:?}");
+            assert_eq!(
+                summary(&side.rcq.drain()),
+                [(3, Opcode::Receive, WcStatus::Cancelled)]
+            );
+        });
+    }
+
+    #[test]
     fn test_idle_connect_to_itself_refused() {
         let side = idle_side(EngineMode::Inline, 0xA);
         assert_eq!(
