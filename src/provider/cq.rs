@@ -22,13 +22,19 @@ use crate::rnic::{Completion, Opcode, WcStatus};
 pub struct Cq {
     rnic: Arc<rcq::Cq>,
     notifier: Arc<Notifier>,
-    _slot: Slot,
+    /// The CQ's reservation on its NIC, which also names that NIC.
+    slot: Slot,
 }
 
 impl Cq {
     /// The RNIC completion queue.
     pub const fn rnic(&self) -> &Arc<rcq::Cq> {
         &self.rnic
+    }
+
+    /// The emulated NIC the CQ lives on.
+    pub const fn device(&self) -> &Arc<crate::rnic::device::Device> {
+        self.slot.device()
     }
 }
 
@@ -118,7 +124,7 @@ pub(super) fn create(
     let inner = Cq {
         rnic: Arc::new(rnic),
         notifier: Arc::clone(&notifier),
-        _slot: slot,
+        slot,
     };
     let parent: Arc<dyn Holder> = adapter.arc();
     let object = Object::create(

@@ -116,6 +116,15 @@ pub(super) unsafe fn create_qp(
     if !live {
         return Err(STATUS_INVALID_PARAMETER);
     }
+    // L14: a QP completes into CQs of its own NIC only (adapters opened on
+    // one NIC share it, N32). The RNIC's CQs know no device, so the check is
+    // here; the SRQ's is in `rqp::Qp::new`.
+    let device = pd.inner.rnic().device();
+    if !Arc::ptr_eq(receive.inner.device(), device)
+        || !Arc::ptr_eq(initiator.inner.device(), device)
+    {
+        return Err(STATUS_INVALID_PARAMETER);
+    }
     let rnic = rqp::Qp::new(
         pd.inner.rnic(),
         receive.inner.rnic(),

@@ -2766,3 +2766,221 @@ fn l28_adapter_closes_after_its_callbacks_have_returned() {
     p.teardown();
     assert_eq!(watch.entered(), 1, "no callback after the adapter closed");
 }
+
+// ---------------------------------------------------------------------------
+// L14: antecedents of one NIC (issue: cross-NIC objects). Two adapter objects
+// opened on the same address are one NIC and may mix their objects (N32, as
+// Microsoft's sample consumer does); objects of two NICs never mix.
+// ---------------------------------------------------------------------------
+mod cross_nic {
+    use super::*;
+    use crate::harness::dpei::*;
+
+    /// Shared endpoint create on `adapter` at `addr` with port 0.
+    fn endpoint_on(adapter: &Adapter, addr: Addr) -> SharedEndpoint {
+        adapter
+            .try_shared_endpoint(addr.with_port(0))
+            .expect("CreateSharedEndpoint")
+    }
+
+    /// L14: CreateQp and CreateQpWithSrq naming a CQ or an SRQ of another NIC
+    /// than the PD's fail with STATUS_INVALID_PARAMETER and create nothing.
+    #[test]
+    fn l14_create_qp_naming_a_cq_or_srq_of_another_nic_is_refused() {
+        let (a, b) = Side::two();
+        let a_cq = a.adapter.cq(16);
+        let b_cq = b.adapter.cq(16);
+        let a_srq = a.pd.try_srq(16, 2, 0, None).expect("CreateSrq");
+        let b_srq = b.pd.try_srq(16, 2, 0, None).expect("CreateSrq");
+        let refused = Err(STATUS_INVALID_PARAMETER);
+        let status = |r: Result<Qp, NtStatus>| r.map(|qp| assert_close(qp.close()));
+        assert_eq!(status(a.pd.try_qp(&b_cq, &a_cq, 1, 4, 4, 1, 1, 0)), refused);
+        assert_eq!(status(a.pd.try_qp(&a_cq, &b_cq, 2, 4, 4, 1, 1, 0)), refused);
+        assert_eq!(status(a.pd.try_qp(&b_cq, &b_cq, 3, 4, 4, 1, 1, 0)), refused);
+        assert_eq!(
+            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &b_srq, 4, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp_with_srq(&b_cq, &a_cq, &a_srq, 5, 4, 1, 0)),
+            refused
+        );
+        // The same calls with objects of the PD's own NIC succeed.
+        assert_eq!(status(a.pd.try_qp(&a_cq, &a_cq, 6, 4, 4, 1, 1, 0)), Ok(()));
+        assert_eq!(
+            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &a_srq, 7, 4, 1, 0)),
+            Ok(())
+        );
+        // Nothing was left holding the foreign objects (L24): they close at once.
+        assert_eq!(b_srq.close(), STATUS_SUCCESS);
+        assert_eq!(b_cq.close(), STATUS_SUCCESS);
+        assert_close(a_srq.close());
+        assert_close(a_cq.close());
+        a.close();
+        b.close();
+    }
+
+    /// L14, N32: objects of two adapter objects opened on the same NIC mix: a QP
+    /// on one's PD with CQs and an SRQ of the other, connected with the other's
+    /// connector.
+    #[test]
+    fn l14_objects_of_two_adapters_opened_on_one_nic_mix() {
+        let (near, far) = Side::two();
+        let twin = Adapter::open(near.addr);
+        let twin_cq = twin.cq(16);
+        let twin_pd = twin.pd();
+        let twin_srq = twin_pd.try_srq(16, 2, 0, None).expect("CreateSrq");
+        let qp = near
+            .pd
+            .try_qp(&twin_cq, &twin_cq, 1, 4, 4, 1, 1, 0)
+            .expect("CreateQp with the twin adapter's CQ");
+        let srq_qp = near
+            .pd
+            .try_qp_with_srq(&twin_cq, &twin_cq, &twin_srq, 2, 4, 1, 0)
+            .expect("CreateQpWithSrq with the twin adapter's SRQ");
+        let far_cq = far.adapter.cq(16);
+        let far_qp = far.pd.qp(&far_cq, &far_cq, 3);
+        // Connect from the twin adapter's connector with the near PD's QP.
+        let link = Link::connect(&twin, near.addr, &qp, &far.adapter, far.addr, &far_qp);
+        let src = Region::pattern(&near.pd, 4096, 5, MR_LOCAL_WRITE);
+        let dst = Region::new(&far.pd, 4096, 0, MR_LOCAL_WRITE);
+        assert_eq!(far_qp.receive(9, &[dst.sge(0, 64)]), STATUS_SUCCESS);
+        assert_eq!(qp.send(8, &[src.sge(0, 64)], 0), STATUS_SUCCESS);
+        assert_eq!(summary(&twin_cq.wait_results(1)), [(8, STATUS_SUCCESS)]);
+        assert_eq!(summary(&far_cq.wait_results(1)), [(9, STATUS_SUCCESS)]);
+        assert_eq!(&dst.bytes()[..64], &src.bytes()[..64]);
+        link.close();
+        src.close();
+        dst.close();
+        assert_close(qp.close());
+        assert_close(srq_qp.close());
+        assert_close(far_qp.close());
+        assert_close(twin_srq.close());
+        assert_close(twin_cq.close());
+        assert_close(far_cq.close());
+        assert_close(twin_pd.close());
+        twin.close();
+        near.close();
+        far.close();
+    }
+
+    /// L14: Bind, FastRegister and Invalidate naming an MR or MW of another NIC
+    /// fail inline with STATUS_INVALID_PARAMETER and leave no CQ entry (P6).
+    #[test]
+    fn l14_work_requests_naming_an_mr_or_mw_of_another_nic_are_refused() {
+        let pair = Pair::new();
+        let a_mem = Region::pattern(&pair.a_pd, 4096, 1, MR_REMOTE);
+        let b_mem = Region::pattern(&pair.b_pd, 4096, 2, MR_REMOTE);
+        let a_mw = pair.a_pd.mw();
+        let b_mw = pair.b_pd.mw();
+        let b_frmr = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0, 4, true);
+        let qp = &pair.a_qp;
+        let ops = [
+            (
+                "Bind of a foreign MR",
+                qp.bind(1, &b_mem.mr, &a_mw, b_mem.remote(0), 512, OP_REMOTE_READ),
+            ),
+            (
+                "Bind of a foreign MW",
+                qp.bind(2, &a_mem.mr, &b_mw, a_mem.remote(0), 512, OP_REMOTE_READ),
+            ),
+            (
+                "FastRegister of a foreign MR",
+                b_frmr.post(qp, 3, OP_REMOTE_READ),
+            ),
+            (
+                "Invalidate of a foreign MW",
+                qp.invalidate(4, b_mw.header(), 0),
+            ),
+            (
+                "Invalidate of a foreign MR",
+                qp.invalidate(5, b_frmr.mr.header(), 0),
+            ),
+        ];
+        for (name, status) in ops {
+            assert_eq!(status, STATUS_INVALID_PARAMETER, "{name}");
+        }
+        assert_empty(&pair.a_cq);
+        // E6: the QP is unharmed.
+        assert_eq!(
+            qp.bind(6, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ),
+            STATUS_SUCCESS
+        );
+        assert_eq!(summary(&pair.a_cq.wait_results(1)), [(6, STATUS_SUCCESS)]);
+        b_frmr.close(&pair.b);
+        assert_close(a_mw.close());
+        assert_close(b_mw.close());
+        a_mem.close();
+        b_mem.close();
+        pair.teardown();
+    }
+
+    /// L14: Connect, Accept and ConnectWithSharedEndpoint tie a connector to a
+    /// QP (and an endpoint) of the connector's own NIC only; naming one of
+    /// another NIC fails with STATUS_INVALID_PARAMETER, and the connector stays
+    /// usable.
+    #[test]
+    fn l14_connector_naming_a_qp_or_endpoint_of_another_nic_is_refused() {
+        let (a, b) = Side::two();
+        let a_cq = a.adapter.cq(16);
+        let b_cq = b.adapter.cq(16);
+        let a_qp = a.pd.qp(&a_cq, &a_cq, 1);
+        let b_qp = b.pd.qp(&b_cq, &b_cq, 2);
+        let incoming = Incoming::new();
+        let listener = b.adapter.listener(&incoming);
+        assert_eq!(listener.listen(b.addr), STATUS_SUCCESS);
+        let (_, at, _) = listener.local_address();
+        // Connect from A's connector with B's QP.
+        let connector = a.adapter.connector();
+        let (status, signal) = connector.connect(&b_qp, a.addr, at, 0, 0, b"");
+        assert_eq!(
+            status, STATUS_INVALID_PARAMETER,
+            "Connect with a foreign QP"
+        );
+        // ConnectWithSharedEndpoint with B's endpoint.
+        let b_endpoint = endpoint_on(&b.adapter, b.addr);
+        let shared = Signal::new();
+        // SAFETY: live objects and an address valid for the call.
+        let status = unsafe {
+            (connector.d().ndk_connect_with_shared_endpoint)(
+                connector.0,
+                a_qp.0,
+                b_endpoint.0,
+                at.as_ptr(),
+                at.len(),
+                0,
+                0,
+                b"".as_ptr().cast(),
+                0,
+                Some(on_status),
+                shared.ctx(),
+            )
+        };
+        assert_eq!(status, STATUS_INVALID_PARAMETER, "a foreign endpoint");
+        // The connector is unharmed: a proper Connect reaches the listener, and
+        // B's side accepting with A's QP is refused, then accepts with its own.
+        let (status, connected) = connector.connect(&a_qp, a.addr, at, 0, 0, b"");
+        assert_eq!(status, STATUS_PENDING, "Connect with its own QP");
+        let passive = incoming.wait_nth(1);
+        let b_disconnects = Signal::new();
+        let (status, _) = passive.accept(&a_qp, 0, 0, b"", &b_disconnects);
+        assert_eq!(status, STATUS_INVALID_PARAMETER, "Accept with a foreign QP");
+        let (accept, accepted) = passive.accept(&b_qp, 0, 0, b"", &b_disconnects);
+        assert_eq!(connected.outcome(STATUS_PENDING), STATUS_SUCCESS);
+        let a_disconnects = Signal::new();
+        assert_eq!(connector.complete_connect(&a_disconnects), STATUS_SUCCESS);
+        assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+        assert!(signal.all().is_empty() && shared.all().is_empty(), "L8");
+        disconnect_both(Some(&connector), Some(&passive));
+        assert_close(connector.close());
+        assert_close(passive.close());
+        assert_close(listener.close());
+        assert_close(b_endpoint.close());
+        assert_close(a_qp.close());
+        assert_close(b_qp.close());
+        assert_close(a_cq.close());
+        assert_close(b_cq.close());
+        a.close();
+        b.close();
+    }
+}
