@@ -207,12 +207,14 @@ fn test_image_has_no_tls_or_crt_initialisers() {
 }
 
 /// What the full driver imports, exactly: the miniport's NDIS routines, and
-/// the kernel services it uses (pool, spin lock, the DPCs of the RNIC's
+/// the kernel services it uses (pool — `ExAllocatePool2`, newer than the
+/// floor, is looked up at run time with `MmGetSystemRoutineAddress`, with
+/// `ExAllocatePoolWithTag` as the fallback — spin lock, the DPCs of the RNIC's
 /// deferred work and their flush on unload, the
 /// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
 /// path, the debug log, bug check on panic) plus the C runtime routine `core`
 /// always needs.
-const REQUIRED_IMPORTS: [(&str, &str); 26] = [
+const REQUIRED_IMPORTS: [(&str, &str); 27] = [
     ("ndis.sys", "NdisMRegisterMiniportDriver"),
     ("ndis.sys", "NdisMDeregisterMiniportDriver"),
     ("ndis.sys", "NdisSetOptionalHandlers"),
@@ -227,8 +229,9 @@ const REQUIRED_IMPORTS: [(&str, &str); 26] = [
     ("ndis.sys", "NdisReadNetworkAddress"),
     ("ndis.sys", "NdisCloseConfiguration"),
     ("ndis.sys", "NdisWriteEventLogEntry"),
-    ("ntoskrnl.exe", "ExAllocatePool2"),
+    ("ntoskrnl.exe", "ExAllocatePoolWithTag"),
     ("ntoskrnl.exe", "ExFreePoolWithTag"),
+    ("ntoskrnl.exe", "MmGetSystemRoutineAddress"),
     ("ntoskrnl.exe", "KeAcquireSpinLockRaiseToDpc"),
     ("ntoskrnl.exe", "KeReleaseSpinLock"),
     ("ntoskrnl.exe", "KeFlushQueuedDpcs"),
