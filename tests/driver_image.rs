@@ -149,6 +149,24 @@ fn test_image_imports_only_kernel_modules() {
     }
 }
 
+#[test]
+fn test_image_binds_to_no_framework() {
+    for (module, name) in imports() {
+        assert!(
+            !module.starts_with("wdf"),
+            "{module}!{name}: the image binds to a driver framework"
+        );
+    }
+    // So Cargo.toml's driver model is WDM (tests/inf.rs ties the INF to it).
+    let manifest = std::fs::read_to_string(manifest_dir().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest
+            .lines()
+            .any(|line| line.replace(' ', "") == "driver-type=\"WDM\""),
+        "Cargo.toml: [package.metadata.wdk.driver-model] driver-type = \"WDM\""
+    );
+}
+
 /// The files that declare imports by hand: the raw kernel backend and the
 /// driver's `ndis.sys` block.
 const DECLARING_FILES: [&str; 2] = ["src/kernel/raw.rs", "src/driver/ndis_sys.rs"];
