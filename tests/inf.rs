@@ -210,12 +210,10 @@ fn test_inf_referenced_sections_and_strings_exist() {
     let text = inx_text();
     let inf = Inf::parse(&text);
     let install = install_section(&inf);
-    for suffix in [".Services", ".Wdf"] {
-        assert!(
-            inf.has(&format!("{install}{suffix}")),
-            "[{install}{suffix}]"
-        );
-    }
+    assert!(
+        inf.has(&format!("{install}.Services")),
+        "[{install}.Services]"
+    );
     for key in ["AddReg", "CopyFiles"] {
         for section in inf.listed(&install, key) {
             assert!(inf.has(&section), "{key} section [{section}]");
@@ -238,9 +236,6 @@ fn test_inf_referenced_sections_and_strings_exist() {
             assert!(inf.has(&section), "event log AddReg [{section}]");
         }
     }
-    let wdf = inf.directives(&format!("{install}.Wdf"));
-    let kmdf = fields(&wdf[0].1);
-    assert!(inf.has(&kmdf[1]), "KmdfService section [{}]", kmdf[1]);
     // Every CopyFiles section has a destination, and every file a source disk.
     let destinations = inf.directives("DestinationDirs");
     let sources = inf.directives("SourceDisksFiles");
@@ -418,38 +413,79 @@ fn test_inf_network_address_keyword() {
     assert_eq!(default, "", "empty: the generated address");
 }
 
-#[test]
-fn test_inf_kmdf_version_directive() {
-    let inf = inx();
-    let install = install_section(&inf);
-    let wdf = inf.directives(&format!("{install}.Wdf"));
-    let kmdf = fields(&wdf[0].1);
-    assert_eq!(
-        inf.value(&kmdf[1], "KmdfLibraryVersion").as_deref(),
-        Some("$KMDFVERSION$"),
-        "stamped by stampinf -k"
-    );
-}
-
-/// `major.minor` of KMDF from Cargo.toml's `[package.metadata.wdk]`.
-fn kmdf_version() -> String {
+/// `driver-type` of Cargo.toml's `[package.metadata.wdk.driver-model]`, and
+/// the other keys of that table (KMDF or UMDF versions).
+fn driver_model() -> (String, Vec<String>) {
     let manifest = std::fs::read_to_string(manifest_dir().join("Cargo.toml")).expect("Cargo.toml");
-    let number = |key: &str| -> String {
-        manifest
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once('=')?;
-                (k.trim() == key).then(|| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("{key} in Cargo.toml"))
-    };
-    format!(
-        "{}.{}",
-        number("kmdf-version-major"),
-        number("target-kmdf-version-minor")
+    let mut in_table = false;
+    let mut driver_type = None;
+    let mut others = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_table = line == "[package.metadata.wdk.driver-model]";
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_table {
+            if key.trim() == "driver-type" {
+                driver_type = Some(value.trim().trim_matches('"').to_owned());
+            } else {
+                others.push(key.trim().to_owned());
+            }
+        }
+    }
+    (
+        driver_type.expect("driver-type in [package.metadata.wdk.driver-model]"),
+        others,
     )
 }
 
+/// The INF's framework directives: the install section's `.Wdf` section and
+/// every `KmdfService` / `KmdfLibraryVersion` / `UmdfService` line.
+fn framework_directives(inf: &Inf) -> Vec<String> {
+    inf.sections
+        .iter()
+        .flat_map(|(name, lines)| {
+            let wdf_section = name.to_ascii_lowercase().ends_with(".wdf");
+            lines
+                .iter()
+                .filter(move |line| {
+                    let key = line.split('=').next().unwrap_or_default().trim();
+                    wdf_section
+                        || ["KmdfService", "KmdfLibraryVersion", "UmdfService"]
+                            .iter()
+                            .any(|k| key.eq_ignore_ascii_case(k))
+                })
+                .map(move |line| format!("[{name}] {line}"))
+        })
+        .collect()
+}
+
+#[test]
+fn test_inf_framework_directives_match_cargo_driver_model() {
+    let (driver_type, others) = driver_model();
+    let text = inx_text();
+    let inf = Inf::parse(&text);
+    let directives = framework_directives(&inf);
+    // The image binds to no framework (tests/driver_image.rs checks it
+    // imports nothing from a WDF module), so it is a WDM driver: Cargo.toml
+    // says so, and the INF asks for no framework library.
+    assert_eq!(driver_type, "WDM", "the image binds to no framework");
+    assert!(
+        others.is_empty(),
+        "a WDM driver has no framework versions in Cargo.toml: {others:?}"
+    );
+    assert!(
+        directives.is_empty(),
+        "a WDM driver's INF has no KMDF/UMDF directives: {directives:?}"
+    );
+    assert!(
+        !text.contains("$KMDFVERSION$") && !text.contains("$UMDFVERSION$"),
+        "nothing for stampinf -k / -u to stamp"
+    );
+}
 /// `MM/DD/YYYY` of a Unix time (UTC), by the civil-from-days algorithm.
 fn date(unix_seconds: u64) -> String {
     let days = i64::try_from(unix_seconds / 86_400).unwrap();
@@ -466,8 +502,8 @@ fn date(unix_seconds: u64) -> String {
 }
 
 /// What stampinf does, for the portable package: `DriverVer` (date from
-/// `SOURCE_DATE_EPOCH` when set, else today; version from Cargo.toml),
-/// `$ARCH$` and `$KMDFVERSION$`.
+/// `SOURCE_DATE_EPOCH` when set, else today; version from Cargo.toml) and
+/// `$ARCH$` (a WDM driver has no `$KMDFVERSION$`).
 fn stamp(inx: &str) -> String {
     let seconds = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
@@ -489,7 +525,6 @@ fn stamp(inx: &str) -> String {
                 driver_ver.clone()
             } else {
                 line.replace("$ARCH$", "amd64")
-                    .replace("$KMDFVERSION$", &kmdf_version())
             }
         })
         .collect::<Vec<_>>()
@@ -519,7 +554,7 @@ fn test_inf_stamped_copy_in_target_driver() {
         "every $TOKEN$ stamped"
     );
     let (models, _, _) = device(&inf);
-    assert!(models.ends_with(".NTamd64.10.0...16299"), "{models}");
+    assert!(models.ends_with(".NTamd64.10.0...17763"), "{models}");
     let out = manifest_dir().join("target").join("driver");
     std::fs::create_dir_all(&out).expect("create target/driver");
     std::fs::write(out.join("softndk.inf"), &stamped).expect("write target/driver/softndk.inf");

@@ -120,6 +120,8 @@ pub unsafe extern "system" fn DriverEntry(
     driver_object: *mut c_void,
     registry_path: *mut c_void,
 ) -> NtStatus {
+    // First, before anything allocates: pick the pool routines this kernel has.
+    crate::kernel::pool::init();
     klog!(
         Level::Info,
         "DriverEntry (softndk {}, NDIS {}.{})",

@@ -6,15 +6,25 @@
 //! libraries needed. The prototypes follow `wdm.h`; the kernel's own `memcpy`,
 //! `memset`, `memcmp`, `memmove`, `strlen` and `__chkstk` are imported too,
 //! because `core` and `alloc` call them and a driver links no C runtime.
+//!
+//! The image runs on Windows 10 1809 / Windows Server 2019 (build 17763) and
+//! later, so only routines that kernel exports are imported statically (the
+//! image test checks each against its minimum build). `ExAllocatePool2` is
+//! newer (Windows 10 2004, build 19041): [`init`] looks it up at run time with
+//! `MmGetSystemRoutineAddress`, and where the kernel lacks it the pool
+//! allocator falls back to `ExAllocatePoolWithTag(NonPagedPoolNx)`.
 
 use super::deferred::{DeferredRoutine, Inner};
 use super::log::{Level, Message};
 use super::pool::POOL_TAG;
-use crate::abi::{KERNEL_MODE, MDL_MAPPING_NO_EXECUTE, MM_CACHED, Mdl, NORMAL_PAGE_PRIORITY};
+use crate::abi::{
+    KERNEL_MODE, MDL_MAPPING_NO_EXECUTE, MM_CACHED, Mdl, NORMAL_PAGE_PRIORITY, UnicodeString,
+};
 use alloc::sync::Arc;
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// `KDPC` on x64: 0x40 bytes, 8-aligned. Only the kernel reads its fields.
 #[repr(C, align(8))]
@@ -30,8 +40,12 @@ type KDeferredRoutine = unsafe extern "system" fn(
 
 /// `POOL_FLAG_NON_PAGED` for `ExAllocatePool2`: non-paged, no-execute.
 const POOL_FLAG_NON_PAGED: u64 = 0x0000_0000_0000_0040;
-/// `POOL_FLAG_UNINITIALIZED`: `alloc` callers do not expect zeroed memory.
+/// `POOL_FLAG_UNINITIALIZED`: `alloc` callers do not expect zeroed memory
+/// (without it `ExAllocatePool2` zeroes the block).
 const POOL_FLAG_UNINITIALIZED: u64 = 0x0000_0000_0000_0002;
+/// `POOL_TYPE` `NonPagedPoolNx` for `ExAllocatePoolWithTag`: non-paged,
+/// no-execute, like `POOL_FLAG_NON_PAGED`.
+const NON_PAGED_POOL_NX: u32 = 512;
 /// `DPFLTR_IHVNETWORK_ID`: the component id of network drivers' debug output.
 const DPFLTR_IHVNETWORK_ID: u32 = 78;
 /// The pool's natural alignment on x64.
@@ -46,8 +60,9 @@ unsafe extern "system" {
     fn KeInitializeDpc(dpc: *mut Kdpc, routine: KDeferredRoutine, context: *mut c_void);
     fn KeInsertQueueDpc(dpc: *mut Kdpc, argument1: *mut c_void, argument2: *mut c_void) -> u8;
     fn KeFlushQueuedDpcs();
-    fn ExAllocatePool2(flags: u64, number_of_bytes: usize, tag: u32) -> *mut c_void;
+    fn ExAllocatePoolWithTag(pool_type: u32, number_of_bytes: usize, tag: u32) -> *mut c_void;
     fn ExFreePoolWithTag(p: *mut c_void, tag: u32);
+    fn MmGetSystemRoutineAddress(system_routine_name: *const UnicodeString) -> *mut c_void;
     fn KeQueryInterruptTimePrecise(qpc_time_stamp: *mut u64) -> u64;
     fn KeDelayExecutionThread(wait_mode: i8, alertable: u8, interval: *const i64) -> i32;
     fn KeBugCheckEx(code: u32, p1: usize, p2: usize, p3: usize, p4: usize) -> !;
@@ -238,33 +253,103 @@ pub(super) fn sleep_100ns(duration: u64) {
     let _ = unsafe { KeDelayExecutionThread(0, 0, &raw const interval) };
 }
 
-/// Allocates non-paged pool for `layout`, or returns null.
-pub(super) fn pool_alloc(layout: Layout) -> *mut u8 {
-    if layout.align() <= POOL_ALIGN {
-        // SAFETY: ExAllocatePool2 accepts any size and returns null on failure.
-        return unsafe {
-            ExAllocatePool2(
-                POOL_FLAG_NON_PAGED | POOL_FLAG_UNINITIALIZED,
-                layout.size(),
-                POOL_TAG,
-            )
+/// `ExAllocatePool2`'s prototype (`wdm.h`, `NTDDI_VERSION >= NTDDI_WIN10_VB`):
+/// newer than the floor, so called only through the address [`init`] finds.
+type ExAllocatePool2Fn =
+    unsafe extern "system" fn(flags: u64, number_of_bytes: usize, tag: u32) -> *mut c_void;
+
+/// `"ExAllocatePool2"` in UTF-16, for `MmGetSystemRoutineAddress`.
+static EX_ALLOCATE_POOL2_NAME: [u16; 15] = ascii_to_utf16("ExAllocatePool2");
+
+/// The kernel's `ExAllocatePool2`, or null: before [`init`] has run, and on
+/// kernels older than Windows 10 2004, which do not export it. Written only
+/// by [`init`]; every value it ever holds is a correct choice, so readers
+/// need no other synchronisation.
+static EX_ALLOCATE_POOL2: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+
+/// An ASCII string as UTF-16 code units, at compile time (a length mismatch
+/// fails the build).
+const fn ascii_to_utf16<const N: usize>(text: &str) -> [u16; N] {
+    let bytes = text.as_bytes();
+    assert!(bytes.len() == N, "length of the UTF-16 name");
+    let mut out = [0_u16; N];
+    let mut i = 0;
+    while i < N {
+        assert!(bytes[i].is_ascii(), "an ASCII routine name");
+        out[i] = bytes[i] as u16;
+        i += 1;
+    }
+    out
+}
+
+/// Looks up, once, the kernel routines newer than the floor (Windows 10
+/// 1809, build 17763) that the image uses when present: `ExAllocatePool2`.
+/// Called first thing in `DriverEntry`, at PASSIVE_LEVEL (what
+/// `MmGetSystemRoutineAddress` requires), before the driver allocates or
+/// starts anything concurrent. Allocation-free; calling it again is harmless.
+pub(super) fn init() {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a 15-character name: 30 bytes"
+    )]
+    let length = core::mem::size_of_val(&EX_ALLOCATE_POOL2_NAME) as u16;
+    let name = UnicodeString {
+        length,
+        maximum_length: length,
+        padding_04: 0,
+        buffer: EX_ALLOCATE_POOL2_NAME.as_ptr(),
+    };
+    // SAFETY: PASSIVE_LEVEL (DriverEntry); `name` is a counted UTF-16 string
+    // over a static buffer, which the kernel only reads; the result is the
+    // routine's address, or null when the kernel does not export it.
+    let routine = unsafe { MmGetSystemRoutineAddress(&raw const name) };
+    EX_ALLOCATE_POOL2.store(routine, Ordering::Release);
+}
+
+/// Allocates `size` bytes of non-paged, no-execute pool tagged `SNdk`, zeroed
+/// if asked, or returns null. `ExAllocatePool2` when [`init`] found it,
+/// otherwise `ExAllocatePoolWithTag(NonPagedPoolNx)` (zeroed here when
+/// asked, as `ExAllocatePool2` zeroes unless told not to). Either block is
+/// freed by `ExFreePoolWithTag`. IRQL <= DISPATCH_LEVEL.
+fn allocate_block(size: usize, zeroed: bool) -> *mut u8 {
+    let routine = EX_ALLOCATE_POOL2.load(Ordering::Acquire);
+    if routine.is_null() {
+        // SAFETY: ExAllocatePoolWithTag (every Windows) takes non-paged pool
+        // of any size at IRQL <= DISPATCH_LEVEL and returns null on failure.
+        let block: *mut u8 =
+            unsafe { ExAllocatePoolWithTag(NON_PAGED_POOL_NX, size, POOL_TAG) }.cast();
+        if zeroed && !block.is_null() {
+            // SAFETY: `block` is a fresh pool block of `size` writable bytes.
+            unsafe { block.write_bytes(0, size) };
         }
-        .cast();
+        return block;
+    }
+    // SAFETY: `routine` is non-null, so it is what MmGetSystemRoutineAddress
+    // returned for "ExAllocatePool2": that kernel routine, whose prototype is
+    // `ExAllocatePool2Fn`.
+    let allocate = unsafe { core::mem::transmute::<*mut c_void, ExAllocatePool2Fn>(routine) };
+    let flags = if zeroed {
+        POOL_FLAG_NON_PAGED
+    } else {
+        POOL_FLAG_NON_PAGED | POOL_FLAG_UNINITIALIZED
+    };
+    // SAFETY: ExAllocatePool2 accepts any size at IRQL <= DISPATCH_LEVEL for
+    // non-paged pool and returns null on failure.
+    unsafe { allocate(flags, size, POOL_TAG) }.cast()
+}
+
+/// Allocates non-paged pool for `layout` (zeroed if `zeroed`), or returns
+/// null.
+pub(super) fn pool_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+    if layout.align() <= POOL_ALIGN {
+        return allocate_block(layout.size(), zeroed);
     }
     // Over-aligned: allocate size + align, align up past a header slot, and store
     // the pool block's address just below the returned pointer.
     let Some(total) = layout.size().checked_add(layout.align()) else {
         return core::ptr::null_mut();
     };
-    // SAFETY: as above.
-    let block: *mut u8 = unsafe {
-        ExAllocatePool2(
-            POOL_FLAG_NON_PAGED | POOL_FLAG_UNINITIALIZED,
-            total,
-            POOL_TAG,
-        )
-    }
-    .cast();
+    let block = allocate_block(total, zeroed);
     if block.is_null() {
         return block;
     }
