@@ -40,3 +40,8 @@
 //! written, or an error when it does not fit.
 
 pub mod crc;
+pub mod ddp;
+pub mod mpa;
+pub mod rdmap;
+pub mod terminate;
+mod wire;
