@@ -628,3 +628,299 @@ impl<'a> Message<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rnic::iwarp::terminate::{Layer, LlpCode};
+    use proptest::prelude::*;
+
+    fn ulpdu(message: &Message<'_>) -> Vec<u8> {
+        let mut buf = vec![0u8; message.ulpdu_len()];
+        assert_eq!(message.write_ulpdu(&mut buf), Ok(buf.len()));
+        buf
+    }
+
+    #[test]
+    fn read_request_is_byte_exact_and_round_trips() {
+        let request = ReadRequest {
+            sink_stag: 0x0a0b_0c0d,
+            sink_to: 0x1000,
+            size: 1 << 20,
+            source_stag: 0x1111_2222,
+            source_to: 0x2000,
+        };
+        let message = Message::ReadRequest { msn: 7, request };
+        let bytes = ulpdu(&message);
+        let mut expected = vec![0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0];
+        expected.extend_from_slice(&[0x0a, 0x0b, 0x0c, 0x0d]);
+        expected.extend_from_slice(&0x1000u64.to_be_bytes());
+        expected.extend_from_slice(&(1u32 << 20).to_be_bytes());
+        expected.extend_from_slice(&[0x11, 0x11, 0x22, 0x22]);
+        expected.extend_from_slice(&0x2000u64.to_be_bytes());
+        assert_eq!(bytes, expected);
+        assert_eq!(Message::parse(&bytes, None), Ok(message));
+        assert_eq!(ReadRequest::parse(&bytes[18..]), Ok(request));
+    }
+
+    #[test]
+    fn every_message_kind_round_trips_through_an_fpdu() {
+        let terminate = Terminate::new(TermCode::rdmap(2, 6));
+        let messages = [
+            Message::Write {
+                stag: 5,
+                to: 9,
+                last: false,
+                payload: b"abc",
+            },
+            Message::ReadResponse {
+                stag: 6,
+                to: 1,
+                last: true,
+                payload: b"",
+            },
+            Message::Send {
+                solicited: true,
+                invalidate: Some(0x77),
+                msn: 3,
+                mo: 40,
+                last: true,
+                payload: b"tail",
+            },
+            Message::Send {
+                solicited: false,
+                invalidate: None,
+                msn: 1,
+                mo: 0,
+                last: false,
+                payload: b"x",
+            },
+            Message::Terminate { msn: 1, terminate },
+        ];
+        for message in messages {
+            for crc in [false, true] {
+                let mut buf = [0u8; 128];
+                let len = message.write_fpdu(&mut buf, crc).unwrap();
+                let (bytes, used) = mpa::parse_fpdu(&buf[..len], crc, 100).unwrap();
+                assert_eq!(used, len);
+                assert_eq!(Message::parse(bytes, Some(TermLayout::Rfc)), Ok(message));
+            }
+        }
+    }
+
+    #[test]
+    fn send_with_invalidate_carries_the_stag_in_rsvdulp() {
+        let message = Message::Send {
+            solicited: false,
+            invalidate: Some(0xcafe_f00d),
+            msn: 1,
+            mo: 0,
+            last: true,
+            payload: &[],
+        };
+        let bytes = ulpdu(&message);
+        assert_eq!(&bytes[..6], &[0x41, 0x44, 0xca, 0xfe, 0xf0, 0x0d]);
+        assert_eq!(message.opcode(), Opcode::SendInvalidate);
+    }
+
+    #[test]
+    fn rtr_messages() {
+        for kind in [Rtr::Send, Rtr::Write, Rtr::Read] {
+            let message = Message::rtr(kind, 1);
+            assert!(message.is_rtr(kind));
+            let bytes = ulpdu(&message);
+            let parsed = Message::parse(&bytes, None).unwrap();
+            assert!(parsed.is_rtr(kind));
+            for other in [Rtr::Send, Rtr::Write, Rtr::Read] {
+                assert_eq!(parsed.is_rtr(other), other == kind);
+            }
+        }
+        let data = Message::Write {
+            stag: 1,
+            to: 0,
+            last: true,
+            payload: b"x",
+        };
+        assert!(!data.is_rtr(Rtr::Write));
+    }
+
+    fn send_bytes() -> Vec<u8> {
+        ulpdu(&Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: true,
+            payload: b"hello",
+        })
+    }
+
+    #[test]
+    fn message_rejections() {
+        let good = send_bytes();
+        let with = |at: usize, value: u8| {
+            let mut b = good.clone();
+            b[at] = value;
+            Message::parse(&b, None).map(|_| ())
+        };
+        // DDP version 2.
+        assert_eq!(
+            with(0, 0x42),
+            Err(RdmapError::Ddp(DdpError::BadVersion {
+                version: 2,
+                tagged: false
+            }))
+        );
+        // DDP reserved bit.
+        assert_eq!(
+            with(0, 0x41 | 0x08),
+            Err(RdmapError::Ddp(DdpError::ReservedBits))
+        );
+        // RDMAP version 0, 2 and 3.
+        assert_eq!(with(1, 0x03), Err(RdmapError::BadVersion(0)));
+        assert_eq!(with(1, 0x83), Err(RdmapError::BadVersion(2)));
+        assert_eq!(with(1, 0xc3), Err(RdmapError::BadVersion(3)));
+        // RDMAP reserved bits.
+        assert_eq!(with(1, 0x53), Err(RdmapError::ReservedBits));
+        // Unknown opcodes.
+        for op in 8..16u8 {
+            assert_eq!(with(1, 0x40 | op), Err(RdmapError::UnknownOpcode(op)));
+        }
+        // A Write in an untagged segment.
+        assert_eq!(
+            with(1, 0x40),
+            Err(RdmapError::WrongBufferModel(Opcode::Write))
+        );
+        // A Send on queue 1.
+        assert_eq!(
+            with(9, 1),
+            Err(RdmapError::WrongQueue {
+                opcode: Opcode::Send,
+                qn: 1
+            })
+        );
+        // A plain Send with a nonzero RsvdULP word.
+        assert_eq!(with(5, 1), Err(RdmapError::ReservedBits));
+        // Truncated.
+        assert_eq!(
+            Message::parse(&good[..17], None),
+            Err(RdmapError::Ddp(DdpError::Truncated { needed: 18 }))
+        );
+        // A Read Request that is not the last segment, or too short.
+        let rr = ulpdu(&Message::rtr(Rtr::Read, 1));
+        let mut not_last = rr.clone();
+        not_last[0] = 0x01;
+        assert_eq!(
+            Message::parse(&not_last, None),
+            Err(RdmapError::NotSingleSegment(Opcode::ReadRequest))
+        );
+        assert_eq!(
+            Message::parse(&rr[..rr.len() - 1], None),
+            Err(RdmapError::BadLength {
+                opcode: Opcode::ReadRequest,
+                len: 27
+            })
+        );
+        // A tagged segment whose payload wraps the offset.
+        let wrap = ulpdu(&Message::Write {
+            stag: 1,
+            to: u64::MAX,
+            last: true,
+            payload: b"ab",
+        });
+        assert_eq!(
+            Message::parse(&wrap, None),
+            Err(RdmapError::Ddp(DdpError::OffsetWrap))
+        );
+    }
+
+    #[test]
+    fn error_term_codes() {
+        let code = |e: RdmapError| e.term_code().map(|c| (c.layer, c.etype, c.ecode));
+        assert_eq!(code(RdmapError::BadVersion(2)), Some((Layer::Rdmap, 2, 5)));
+        assert_eq!(
+            code(RdmapError::UnknownOpcode(9)),
+            Some((Layer::Rdmap, 2, 6))
+        );
+        assert_eq!(
+            code(RdmapError::WrongBufferModel(Opcode::Send)),
+            Some((Layer::Rdmap, 2, 6))
+        );
+        assert_eq!(
+            code(RdmapError::WrongQueue {
+                opcode: Opcode::Send,
+                qn: 2
+            }),
+            Some((Layer::Ddp, 2, 1))
+        );
+        assert_eq!(
+            code(RdmapError::ReservedBits),
+            Some((Layer::Rdmap, 2, 0xff))
+        );
+        assert_eq!(code(RdmapError::Terminate(TerminateError::Truncated)), None);
+        assert_eq!(
+            code(RdmapError::Mpa(MpaError::BadCrc {
+                computed: 1,
+                received: 2
+            })),
+            Some((Layer::Llp, 0, LlpCode::Crc as u8))
+        );
+        assert_eq!(code(RdmapError::BufferTooSmall { needed: 3 }), None);
+    }
+
+    #[test]
+    fn builders_refuse_small_buffers() {
+        let message = Message::rtr(Rtr::Read, 1);
+        assert_eq!(
+            message.write_ulpdu(&mut [0u8; 45]),
+            Err(RdmapError::BufferTooSmall { needed: 46 })
+        );
+        assert_eq!(
+            message.write_fpdu(&mut [0u8; 50], true),
+            Err(RdmapError::BufferTooSmall { needed: 52 })
+        );
+        let huge = vec![0u8; 70_000];
+        let big = Message::Write {
+            stag: 1,
+            to: 0,
+            last: true,
+            payload: &huge,
+        };
+        let mut buf = vec![0u8; 80_000];
+        assert!(matches!(
+            big.write_fpdu(&mut buf, false),
+            Err(RdmapError::Mpa(MpaError::UlpduTooLong { .. }))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_the_rdmap_parser(
+            bytes in proptest::collection::vec(any::<u8>(), 0..120),
+            ctrl in 0u8..=255,
+            layout in proptest::option::of(prop_oneof![Just(TermLayout::Rfc), Just(TermLayout::Siw)]),
+        ) {
+            let _ = Message::parse(&bytes, layout);
+            // Mostly-valid headers reach the deeper checks.
+            let mut b = bytes.clone();
+            if b.len() >= 2 {
+                b[0] = (b[0] & 0xc0) | 0x01;
+                b[1] = ctrl;
+                let _ = Message::parse(&b, layout);
+            }
+        }
+
+        #[test]
+        fn read_requests_round_trip(
+            msn in any::<u32>(), sink_stag in any::<u32>(), sink_to in any::<u64>(),
+            size in any::<u32>(), source_stag in any::<u32>(), source_to in any::<u64>(),
+        ) {
+            let message = Message::ReadRequest {
+                msn,
+                request: ReadRequest { sink_stag, sink_to, size, source_stag, source_to },
+            };
+            let bytes = ulpdu(&message);
+            prop_assert_eq!(Message::parse(&bytes, None), Ok(message));
+        }
+    }
+}

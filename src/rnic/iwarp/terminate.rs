@@ -372,7 +372,8 @@ pub struct Terminate<'a> {
     pub segment_len: Option<u16>,
     /// The offending DDP header, 14 or 18 bytes (the D bit).
     pub ddp_header: Option<&'a [u8]>,
-    /// The offending Read Request's 28-byte RDMAP header (the R bit).
+    /// The RDMAP header copied (the R bit): a Read Request's 28 bytes, or
+    /// empty for a message whose RDMAP header is all in the DDP header.
     pub rdmap_header: Option<&'a [u8]>,
 }
 
@@ -533,9 +534,12 @@ impl<'a> Terminate<'a> {
                 && header
                     .get(1)
                     .is_some_and(|c| c & 0x0f == super::rdmap::Opcode::ReadRequest as u8);
-            if has_r && read_request {
+            if has_r {
+                // For other messages the RDMAP header is inside the DDP
+                // header: R is kept, with nothing more copied.
+                let len = if read_request { READ_REQUEST_LEN } else { 0 };
                 let (header, tail) = rest
-                    .split_at_checked(READ_REQUEST_LEN)
+                    .split_at_checked(len)
                     .ok_or(TerminateError::Truncated)?;
                 term.rdmap_header = Some(header);
                 rest = tail;
@@ -574,6 +578,319 @@ fn detect(b0: u8, ecode: u8, flags: u8) -> Result<TermLayout, TerminateError> {
             } else {
                 TermLayout::Rfc
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rnic::iwarp::ddp::Buffer;
+    use crate::rnic::iwarp::mpa::MpaError;
+    use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
+    use proptest::prelude::*;
+
+    fn written(term: &Terminate<'_>, layout: TermLayout) -> Vec<u8> {
+        let mut buf = [0u8; MAX_TERMINATE_LEN];
+        let len = term.write(&mut buf, layout).unwrap();
+        buf[..len].to_vec()
+    }
+
+    #[test]
+    fn terminate_without_headers_is_byte_exact() {
+        let term = Terminate::new(TermCode::llp(LlpCode::Crc));
+        // Layer 2 (high nibble), type 0, code 2, no flags.
+        assert_eq!(written(&term, TermLayout::Rfc), [0x20, 0x02, 0, 0]);
+        assert_eq!(written(&term, TermLayout::Siw), [0x02, 0x02, 0, 0]);
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0, 0], None),
+            Ok((term, TermLayout::Rfc))
+        );
+    }
+
+    #[test]
+    fn terminate_with_copied_read_request_round_trips_in_both_layouts() {
+        let rreq = Message::ReadRequest {
+            msn: 4,
+            request: ReadRequest {
+                sink_stag: 1,
+                sink_to: 2,
+                size: 3,
+                source_stag: 4,
+                source_to: 5,
+            },
+        };
+        let mut offending = [0u8; 46];
+        rreq.write_ulpdu(&mut offending).unwrap();
+        let term = Terminate {
+            code: LocalCause::ReadSourceDenied(Denied::Rights).term_code(),
+            segment_len: Some(0),
+            ddp_header: Some(&offending[..18]),
+            rdmap_header: Some(&offending[18..]),
+        };
+        let rfc = written(&term, TermLayout::Rfc);
+        // Layer 0 / type 1, code 2 (access rights), M | D | R.
+        assert_eq!(&rfc[..6], &[0x01, 0x02, 0xe0, 0x00, 0, 0]);
+        assert_eq!(rfc.len(), MAX_TERMINATE_LEN);
+        let siw = written(&term, TermLayout::Siw);
+        assert_eq!(&siw[..4], &[0x10, 0x02, 0x07, 0x00]);
+        assert_eq!(Terminate::parse(&rfc, None), Ok((term, TermLayout::Rfc)));
+        assert_eq!(Terminate::parse(&siw, None), Ok((term, TermLayout::Siw)));
+        let ddp = term.offending_ddp().unwrap();
+        assert!(matches!(ddp.buffer, Buffer::Untagged { qn: 1, msn: 4, .. }));
+    }
+
+    #[test]
+    fn terminate_with_copied_tagged_header() {
+        let write = Message::Write {
+            stag: 9,
+            to: 0,
+            last: true,
+            payload: &[],
+        };
+        let mut offending = [0u8; 14];
+        write.write_ulpdu(&mut offending).unwrap();
+        let term = Terminate {
+            code: LocalCause::SinkDenied(Denied::Token).term_code(),
+            segment_len: Some(1436),
+            ddp_header: Some(&offending),
+            rdmap_header: None,
+        };
+        let bytes = written(&term, TermLayout::Rfc);
+        assert_eq!(&bytes[..6], &[0x11, 0x00, 0xc0, 0x00, 0x05, 0x9c]);
+        assert_eq!(Terminate::parse(&bytes, None), Ok((term, TermLayout::Rfc)));
+    }
+
+    #[test]
+    fn r_flag_on_a_send_round_trips_with_an_empty_rdmap_header() {
+        let send = Message::rtr(crate::rnic::iwarp::mpa::Rtr::Send, 3);
+        let mut offending = [0u8; 18];
+        send.write_ulpdu(&mut offending).unwrap();
+        // siw's remote protection Terminate for a Send: M | D | R, 18 bytes.
+        let mut bytes = vec![0x10, 0x00, 0x07, 0x00, 0x00, 0x00];
+        bytes.extend_from_slice(&offending);
+        let (term, layout) = Terminate::parse(&bytes, None).unwrap();
+        assert_eq!(layout, TermLayout::Siw);
+        assert_eq!(term.code, TermCode::rdmap(1, 0));
+        assert_eq!(term.rdmap_header, Some(&[][..]));
+        assert_eq!(term.segment_len, Some(0));
+        assert_eq!(written(&term, TermLayout::Siw), bytes);
+    }
+
+    #[test]
+    fn terminate_as_a_whole_message() {
+        let term = Terminate::new(LocalCause::NoReceive.term_code());
+        let message = Message::Terminate {
+            msn: 1,
+            terminate: term,
+        };
+        let mut buf = [0u8; 64];
+        let len = message.write_ulpdu(&mut buf).unwrap();
+        // Untagged, last, DV 1; RDMAP v1 opcode 7; queue 2, MSN 1, MO 0.
+        assert_eq!(
+            &buf[..len],
+            &[
+                0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x12, 0x02, 0, 0
+            ]
+        );
+        assert_eq!(Message::parse(&buf[..len], None), Ok(message));
+    }
+
+    #[test]
+    fn layout_detection_without_flags() {
+        // siw's "RDMAP / remote operation / unexpected opcode": byte 0 0x20.
+        // Read as RFC it is "MPA / 0 / 6" (insufficient IRD), also known:
+        // the RFC reading wins.
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x06, 0, 0], None).unwrap().1,
+            TermLayout::Rfc
+        );
+        // siw's "DDP / untagged / version" is 0x21; RFC reads layer 2 type 1,
+        // unknown, so siw's reading is taken.
+        let (term, layout) = Terminate::parse(&[0x21, 0x06, 0, 0], None).unwrap();
+        assert_eq!(layout, TermLayout::Siw);
+        assert_eq!(term.code, TermCode::ddp(2, 6));
+        // With the layout pinned, no guessing.
+        let (term, _) = Terminate::parse(&[0x20, 0x06, 0, 0], Some(TermLayout::Siw)).unwrap();
+        assert_eq!(term.code, TermCode::rdmap(2, 6));
+    }
+
+    #[test]
+    fn terminate_rejections() {
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0], None),
+            Err(TerminateError::Truncated)
+        );
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0, 0, 0], None),
+            Err(TerminateError::TrailingBytes)
+        );
+        assert_eq!(
+            Terminate::parse(&[0x30, 0x02, 0, 0], Some(TermLayout::Rfc)),
+            Err(TerminateError::BadLayer(3))
+        );
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0x81, 0], None),
+            Err(TerminateError::ReservedBits)
+        );
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0x00, 1], None),
+            Err(TerminateError::ReservedBits)
+        );
+        assert_eq!(
+            Terminate::parse(&[0x20, 0x02, 0x10, 0], Some(TermLayout::Rfc)),
+            Err(TerminateError::ReservedBits)
+        );
+        // R without D.
+        assert_eq!(
+            Terminate::parse(&[0x01, 0x02, 0x20, 0, 0, 0], None),
+            Err(TerminateError::RdmapHeaderWithoutDdp)
+        );
+        // D announced, header cut short.
+        assert_eq!(
+            Terminate::parse(&[0x11, 0x00, 0x40, 0, 0, 0, 0x81, 0x40], None),
+            Err(TerminateError::Truncated)
+        );
+        let no_ddp = Terminate {
+            rdmap_header: Some(&[0; 28]),
+            ..Terminate::new(TermCode::rdmap(1, 0))
+        };
+        assert_eq!(
+            no_ddp.write(&mut [0u8; 64], TermLayout::Rfc),
+            Err(TerminateError::RdmapHeaderWithoutDdp)
+        );
+        assert_eq!(
+            Terminate::new(TermCode::rdmap(0, 0)).write(&mut [0u8; 3], TermLayout::Rfc),
+            Err(TerminateError::BufferTooSmall { needed: 4 })
+        );
+    }
+
+    #[test]
+    fn local_causes_map_to_rfc_codes() {
+        let code = |c: LocalCause| {
+            let t = c.term_code();
+            (t.layer, t.etype, t.ecode)
+        };
+        assert_eq!(
+            code(LocalCause::SinkDenied(Denied::Token)),
+            (Layer::Ddp, 1, 0)
+        );
+        assert_eq!(
+            code(LocalCause::SinkDenied(Denied::Range)),
+            (Layer::Ddp, 1, 1)
+        );
+        assert_eq!(
+            code(LocalCause::SinkDenied(Denied::Rights)),
+            (Layer::Ddp, 1, 0)
+        );
+        assert_eq!(code(LocalCause::SinkOffsetWrap), (Layer::Ddp, 1, 3));
+        assert_eq!(
+            code(LocalCause::ReadSourceDenied(Denied::Token)),
+            (Layer::Rdmap, 1, 0)
+        );
+        assert_eq!(
+            code(LocalCause::ReadSourceDenied(Denied::Range)),
+            (Layer::Rdmap, 1, 1)
+        );
+        assert_eq!(
+            code(LocalCause::ReadSourceDenied(Denied::Rights)),
+            (Layer::Rdmap, 1, 2)
+        );
+        assert_eq!(code(LocalCause::CannotInvalidate), (Layer::Rdmap, 2, 9));
+        assert_eq!(code(LocalCause::NoReceive), (Layer::Ddp, 2, 2));
+        assert_eq!(code(LocalCause::ReceiveTooSmall), (Layer::Ddp, 2, 5));
+        assert_eq!(code(LocalCause::IrdExceeded), (Layer::Rdmap, 2, 7));
+        assert_eq!(code(LocalCause::Catastrophic), (Layer::Rdmap, 0, 0));
+        for cause in [
+            LocalCause::SinkDenied(Denied::Token),
+            LocalCause::ReadSourceDenied(Denied::Rights),
+            LocalCause::CannotInvalidate,
+            LocalCause::NoReceive,
+            LocalCause::ReceiveTooSmall,
+            LocalCause::IrdExceeded,
+            LocalCause::Catastrophic,
+        ] {
+            assert!(cause.term_code().is_known(), "{cause:?}");
+        }
+    }
+
+    #[test]
+    fn received_terminate_status_agrees_with_the_local_engine() {
+        // The same denial gives the initiator the same status over the wire
+        // as through the local engine (Denied::remote_status, rule P20).
+        for denied in [Denied::Token, Denied::Range, Denied::Rights] {
+            for cause in [
+                LocalCause::SinkDenied(denied),
+                LocalCause::ReadSourceDenied(denied),
+            ] {
+                assert_eq!(
+                    cause.term_code().completion_status(),
+                    denied.remote_status(),
+                    "{cause:?}"
+                );
+            }
+        }
+        // E7 and M24: the sender's status is RemoteOperationError.
+        for cause in [
+            LocalCause::ReceiveTooSmall,
+            LocalCause::CannotInvalidate,
+            LocalCause::NoReceive,
+        ] {
+            assert_eq!(
+                cause.term_code().completion_status(),
+                WcStatus::RemoteOperationError
+            );
+        }
+        assert_eq!(
+            TermCode::llp(LlpCode::Crc).completion_status(),
+            WcStatus::RemoteOperationError
+        );
+        assert_eq!(
+            TermCode::ddp(ddp_etype::TAGGED_BUFFER, ddp_code::T_STAG_NOT_ASSOCIATED)
+                .completion_status(),
+            WcStatus::RemoteAccessError
+        );
+        assert_eq!(
+            TermCode::rdmap(9, 9).completion_status(),
+            WcStatus::RemoteOperationError
+        );
+        assert!(!TermCode::rdmap(9, 9).is_known());
+        assert_eq!(
+            MpaError::UlpduTooLong { len: 2, max: 1 }.term_code(),
+            Some(TermCode::llp(LlpCode::FpduFraming))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_the_terminate_parser(
+            bytes in proptest::collection::vec(any::<u8>(), 0..60),
+            flags in any::<u8>(),
+        ) {
+            let _ = Terminate::parse(&bytes, None);
+            let _ = Terminate::parse(&bytes, Some(TermLayout::Siw));
+            let mut b = bytes.clone();
+            if b.len() >= 4 {
+                b[2] = flags;
+                b[3] = 0;
+                if let Ok((term, layout)) = Terminate::parse(&b, None) {
+                    // What parses writes back to the same bytes.
+                    let mut out = [0u8; MAX_TERMINATE_LEN];
+                    let len = term.write(&mut out, layout).unwrap();
+                    prop_assert_eq!(&out[..len], &b[..]);
+                }
+            }
+        }
+
+        #[test]
+        fn codes_round_trip_in_both_layouts(layer in 0u8..3, etype in 0u8..16, ecode in any::<u8>()) {
+            let code = TermCode { layer: Layer::from_u8(layer).unwrap(), etype, ecode };
+            for layout in [TermLayout::Rfc, TermLayout::Siw] {
+                let mut out = [0u8; 4];
+                Terminate::new(code).write(&mut out, layout).unwrap();
+                let (term, _) = Terminate::parse(&out, Some(layout)).unwrap();
+                prop_assert_eq!(term.code, code);
+            }
         }
     }
 }
