@@ -130,7 +130,9 @@ pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(adapter: *mut NdkAdapter) -> Option<&'a Object<Adapter>> {
+pub(super) unsafe fn get<'a>(
+    adapter: *mut NdkAdapter,
+) -> Option<super::object::Entered<'a, Adapter>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Adapter>::from_ptr(adapter.cast()) }
 }
@@ -185,7 +187,7 @@ unsafe extern "system" fn create_cq(
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    match cq::create(adapter, depth, notification, notification_context as usize) {
+    match cq::create(&adapter, depth, notification, notification_context as usize) {
         // L7: created inline; the completion is never called.
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
@@ -207,7 +209,7 @@ unsafe extern "system" fn create_pd(
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    match pd::create(adapter) {
+    match pd::create(&adapter) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
         Err(status) => status,

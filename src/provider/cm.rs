@@ -39,15 +39,15 @@ use super::qp::{self, Qp};
 use super::write_out;
 use crate::abi::{
     AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkAdapter, NdkConnector, NdkConnectorDispatch,
-    NdkFnCloseCompletion, NdkFnConnectEventCallback, NdkFnCreateCompletion,
-    NdkFnDisconnectEventCallback, NdkFnRequestCompletion, NdkListener, NdkListenerDispatch,
-    NdkObjectHeader, NdkObjectType, NdkQp, NdkSharedEndpoint, NdkSharedEndpointDispatch, NtStatus,
-    STATUS_ADDRESS_ALREADY_EXISTS, STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED,
-    STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED,
-    STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_ADDRESS,
-    STATUS_INVALID_BUFFER_SIZE, STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER,
-    STATUS_NETWORK_UNREACHABLE, STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
-    STATUS_TOO_MANY_ADDRESSES, SockAddr, SockAddrIn, SockAddrIn6,
+    NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,
+    NdkFnRequestCompletion, NdkListener, NdkListenerDispatch, NdkObjectType, NdkQp,
+    NdkSharedEndpoint, NdkSharedEndpointDispatch, NtStatus, STATUS_ADDRESS_ALREADY_EXISTS,
+    STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED, STATUS_CONNECTION_ABORTED,
+    STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_ADDRESS, STATUS_INVALID_BUFFER_SIZE,
+    STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_NETWORK_UNREACHABLE,
+    STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS, STATUS_TOO_MANY_ADDRESSES, SockAddr,
+    SockAddrIn, SockAddrIn6,
 };
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::cm::{
@@ -357,7 +357,7 @@ impl Kind for Connector {
 }
 
 static CONNECTOR_DISPATCH: NdkConnectorDispatch = NdkConnectorDispatch {
-    ndk_close_connector: close_connector,
+    ndk_close_connector: super::object::close_object::<Connector>,
     ndk_query_extension: super::query_extension,
     ndk_connect: connect,
     ndk_connect_with_shared_endpoint: connect_with_shared_endpoint,
@@ -415,7 +415,7 @@ pub(super) unsafe extern "system" fn create_connector(
         Ok(rnic) => rnic,
         Err(error) => return status(error),
     };
-    match new_connector(adapter, None, rnic) {
+    match new_connector(&adapter, None, rnic) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
         Err(status) => status,
@@ -426,21 +426,9 @@ pub(super) unsafe extern "system" fn create_connector(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-unsafe fn get<'a>(connector: *const c_void) -> Option<&'a Object<Connector>> {
+unsafe fn get<'a>(connector: *const c_void) -> Option<super::object::Entered<'a, Connector>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Connector>::from_ptr(connector) }
-}
-
-unsafe extern "system" fn close_connector(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its connector (L19).
-    match unsafe { get(object.cast()) } {
-        Some(connector) => connector.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// Starts a Connect or ConnectWithSharedEndpoint: records the completion,
@@ -527,10 +515,10 @@ unsafe extern "system" fn connect(
     let connector = connector.arc();
     start_connect(
         &connector,
-        qp,
+        &qp,
         None,
         (completion, context as usize),
-        |rnic| rnic.connect(qp::rnic_qp(qp), src, dst, limits, data),
+        |rnic| rnic.connect(qp::rnic_qp(&qp), src, dst, limits, data),
     )
 }
 
@@ -579,10 +567,10 @@ unsafe extern "system" fn connect_with_shared_endpoint(
     let connector = connector.arc();
     start_connect(
         &connector,
-        qp,
-        Some(endpoint),
+        &qp,
+        Some(&endpoint),
         (completion, context as usize),
-        |rnic| rnic.connect_shared(qp::rnic_qp(qp), &endpoint.inner.rnic, dst, limits, data),
+        |rnic| rnic.connect_shared(qp::rnic_qp(&qp), &endpoint.inner.rnic, dst, limits, data),
     )
 }
 
@@ -661,7 +649,7 @@ unsafe extern "system" fn accept(
         r.qp = Some(tie);
     }
     let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
-    match connector.inner.rnic.accept(qp::rnic_qp(qp), limits, data) {
+    match connector.inner.rnic.accept(qp::rnic_qp(&qp), limits, data) {
         Ok(()) => STATUS_PENDING,
         Err(error) => {
             {
@@ -877,7 +865,7 @@ impl Kind for Listener {
 }
 
 static LISTENER_DISPATCH: NdkListenerDispatch = NdkListenerDispatch {
-    ndk_close_listener: close_listener,
+    ndk_close_listener: super::object::close_object::<Listener>,
     ndk_query_extension: super::query_extension,
     ndk_listen: listen,
     ndk_get_local_address: get_listener_address,
@@ -929,21 +917,11 @@ pub(super) unsafe extern "system" fn create_listener(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-unsafe fn get_listener<'a>(listener: *const c_void) -> Option<&'a Object<Listener>> {
+unsafe fn get_listener<'a>(
+    listener: *const c_void,
+) -> Option<super::object::Entered<'a, Listener>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Listener>::from_ptr(listener) }
-}
-
-unsafe extern "system" fn close_listener(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its listener (L19).
-    match unsafe { get_listener(object.cast()) } {
-        Some(listener) => listener.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NdkListen` (N3, N31): inline. `STATUS_SHARING_VIOLATION`,
@@ -1021,7 +999,7 @@ impl Kind for SharedEndpoint {
 }
 
 static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch = NdkSharedEndpointDispatch {
-    ndk_close_shared_endpoint: close_endpoint,
+    ndk_close_shared_endpoint: super::object::close_object::<SharedEndpoint>,
     ndk_query_extension: super::query_extension,
     ndk_get_local_address: get_endpoint_address,
 };
@@ -1064,21 +1042,11 @@ pub(super) unsafe extern "system" fn create_shared_endpoint(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-unsafe fn get_endpoint<'a>(endpoint: *const c_void) -> Option<&'a Object<SharedEndpoint>> {
+unsafe fn get_endpoint<'a>(
+    endpoint: *const c_void,
+) -> Option<super::object::Entered<'a, SharedEndpoint>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<SharedEndpoint>::from_ptr(endpoint) }
-}
-
-unsafe extern "system" fn close_endpoint(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its shared endpoint (L19).
-    match unsafe { get_endpoint(object.cast()) } {
-        Some(endpoint) => endpoint.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).

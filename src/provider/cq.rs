@@ -8,7 +8,7 @@ use super::object::{Holder, Kind, Object};
 use super::status;
 use crate::abi::{
     NdkCq, NdkCqDispatch, NdkCqNotifyType, NdkFnCqNotificationCallback, NdkFnRequestCompletion,
-    NdkObjectHeader, NdkObjectType, NdkResult, NdkResultEx, NtStatus, STATUS_BUFFER_OVERFLOW,
+    NdkObjectType, NdkResult, NdkResultEx, NtStatus, STATUS_BUFFER_OVERFLOW,
     STATUS_INSUFFICIENT_RESOURCES, STATUS_INTERNAL_ERROR, STATUS_INVALID_PARAMETER,
     STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
 };
@@ -92,7 +92,7 @@ impl Kind for Cq {
 }
 
 static DISPATCH: NdkCqDispatch = NdkCqDispatch {
-    ndk_close_cq: close,
+    ndk_close_cq: super::object::close_object::<Cq>,
     ndk_query_extension: super::query_extension,
     ndk_resize_cq: resize,
     ndk_arm_cq: arm,
@@ -141,21 +141,9 @@ pub(super) fn create(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(cq: *const c_void) -> Option<&'a Object<Cq>> {
+pub(super) unsafe fn get<'a>(cq: *const c_void) -> Option<super::object::Entered<'a, Cq>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Cq>::from_ptr(cq) }
-}
-
-unsafe extern "system" fn close(
-    object: *mut NdkObjectHeader,
-    callback: Option<crate::abi::NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its CQ (NDK contract, L19).
-    match unsafe { get(object.cast()) } {
-        Some(cq) => cq.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NdkResizeCq` (K2, K4): inline.
@@ -232,7 +220,7 @@ unsafe extern "system" fn get_results(cq: *mut NdkCq, results: *mut NdkResult, n
     if results.is_null() {
         return 0;
     }
-    reap(cq, n, |i, c| {
+    reap(&cq, n, |i, c| {
         let result = NdkResult {
             status: status::wc_status(c.status),
             bytes_transferred: c.bytes,
@@ -254,7 +242,7 @@ unsafe extern "system" fn get_results_ex(cq: *mut NdkCq, results: *mut NdkResult
     if results.is_null() {
         return 0;
     }
-    reap(cq, n, |i, c| {
+    reap(&cq, n, |i, c| {
         let result = NdkResultEx {
             status: status::wc_status(c.status),
             bytes_transferred: c.bytes,

@@ -14,9 +14,9 @@ use super::object::{Event, Holder, Kind, Object};
 use super::pd::Pd;
 use super::status;
 use crate::abi::{
-    Boolean, Mdl, MrFlags, NdkFnCloseCompletion, NdkFnRequestCompletion, NdkMr, NdkMrDispatch,
-    NdkMw, NdkMwDispatch, NdkObjectHeader, NdkObjectType, NtStatus, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+    Boolean, Mdl, MrFlags, NdkFnRequestCompletion, NdkMr, NdkMrDispatch, NdkMw, NdkMwDispatch,
+    NdkObjectType, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    STATUS_PENDING, STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::Access;
@@ -97,7 +97,7 @@ fn withdraw_dereg(object: &Object<Mr>) {
 }
 
 static MR_DISPATCH: NdkMrDispatch = NdkMrDispatch {
-    ndk_close_mr: close_mr,
+    ndk_close_mr: super::object::close_object::<Mr>,
     ndk_query_extension: super::query_extension,
     ndk_register_mr: register,
     ndk_deregister_mr: deregister,
@@ -125,21 +125,9 @@ pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtSta
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_mr<'a>(mr: *const c_void) -> Option<&'a Object<Mr>> {
+pub(crate) unsafe fn get_mr<'a>(mr: *const c_void) -> Option<super::object::Entered<'a, Mr>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Mr>::from_ptr(mr) }
-}
-
-unsafe extern "system" fn close_mr(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its MR (L19).
-    match unsafe { get_mr(object.cast()) } {
-        Some(mr) => mr.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NDK_MR_FLAG_*` to the rights they grant (M6, M9): local read always;
@@ -246,11 +234,11 @@ unsafe extern "system" fn deregister(
         // it may run before this returns (I3, L15).
         Ok(Progress::Pending) => STATUS_PENDING,
         Ok(Progress::Done) => {
-            withdraw_dereg(mr);
+            withdraw_dereg(&mr);
             STATUS_SUCCESS
         }
         Err(e) => {
-            withdraw_dereg(mr);
+            withdraw_dereg(&mr);
             status::mr(e)
         }
     }
@@ -323,7 +311,7 @@ impl Kind for Mw {
 }
 
 static MW_DISPATCH: NdkMwDispatch = NdkMwDispatch {
-    ndk_close_mw: close_mw,
+    ndk_close_mw: super::object::close_object::<Mw>,
     ndk_query_extension: super::query_extension,
     ndk_get_remote_token_from_mw: mw_remote_token,
 };
@@ -346,21 +334,9 @@ pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_mw<'a>(mw: *const c_void) -> Option<&'a Object<Mw>> {
+pub(crate) unsafe fn get_mw<'a>(mw: *const c_void) -> Option<super::object::Entered<'a, Mw>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Mw>::from_ptr(mw) }
-}
-
-unsafe extern "system" fn close_mw(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its MW (L19).
-    match unsafe { get_mw(object.cast()) } {
-        Some(mw) => mw.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NdkGetRemoteTokenFromMw` (M20): the token of the current (or last)

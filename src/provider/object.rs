@@ -30,6 +30,17 @@
 //! The provider never reads `Dispatch` after creation (L4) and never writes
 //! the reserved block (L3): the private state is reached through the object
 //! pointer itself.
+//!
+//! # Entering an object
+//! Every entry point reaches its object through [`Object::from_ptr`], which
+//! *enters* it: the returned [`Entered`] guard keeps the memory alive until
+//! the call returns, even when the consumer closes the object on another
+//! thread meanwhile (a breach of L17). The consumer's reference is given back
+//! by whichever comes last, the close or the last call inside ([`Entries`]):
+//! one atomic add and one subtract per call, no lock, no allocation. A close
+//! that finds another call inside reports the breach (L17, see
+//! [`consumer_breaches`]). A call made *after* the close completed (L19) finds
+//! freed memory; nothing in the object can guard against that.
 
 use core::ffi::c_void;
 use core::mem::offset_of;
@@ -163,6 +174,7 @@ pub struct Object<T: Kind> {
     header: NdkObjectHeader,
     dispatch: *const c_void,
     tag: u64,
+    entries: Entries,
     life: SpinLock<Life>,
     finished: AtomicBool,
     serial: SpinLock<Serial>,
@@ -217,6 +229,7 @@ impl<T: Kind> Object<T> {
             },
             dispatch: T::dispatch(),
             tag: tag_of(T::TYPE),
+            entries: Entries::new(),
             life: SpinLock::new(Life {
                 open: true,
                 holds: 0,
@@ -239,12 +252,25 @@ impl<T: Kind> Object<T> {
         Some(object)
     }
 
-    /// The object behind a consumer's pointer, if it is one of ours of type `T`.
+    /// Enters the object behind a consumer's pointer, if it is one of ours
+    /// of type `T`: the guard keeps it alive until dropped, whatever closes
+    /// it meanwhile.
     ///
     /// # Safety
     /// `ptr` is null or the [`as_ptr`](Self::as_ptr) of an object (of any
     /// type) and its close has not completed (the consumer's contract, L19).
-    pub unsafe fn from_ptr<'a>(ptr: *const c_void) -> Option<&'a Self> {
+    pub unsafe fn from_ptr<'a>(ptr: *const c_void) -> Option<Entered<'a, T>> {
+        // SAFETY: the caller's contract.
+        let object = unsafe { Self::peek(ptr) }?;
+        object.entries.enter();
+        Some(Entered { object })
+    }
+
+    /// The object behind a consumer's pointer, not entered.
+    ///
+    /// # Safety
+    /// As [`from_ptr`](Self::from_ptr).
+    unsafe fn peek<'a>(ptr: *const c_void) -> Option<&'a Self> {
         if ptr.is_null() || !ptr.cast::<u64>().is_aligned() {
             return None;
         }
@@ -299,6 +325,7 @@ impl<T: Kind> Object<T> {
         if !self.is_open() {
             return STATUS_SUCCESS;
         }
+
         // Keep the object alive through the close, whatever the callbacks do.
         let this = self.arc();
         T::begin_close(&this);
@@ -324,6 +351,18 @@ impl<T: Kind> Object<T> {
         }
     }
 
+    /// The consumer's NdkCloseObject (entered by [`close_object`]): as
+    /// [`close`](Self::close), and a close while another call of the
+    /// consumer's is inside the object is reported (L17) — unless it may come
+    /// from inside a completion that call initiated, which L15 allows: the
+    /// object's callbacks are being delivered.
+    fn consumer_close(&self, callback: Option<NdkFnCloseCompletion>, context: usize) -> NtStatus {
+        if self.entries.calls() > 1 && !self.serial.lock().running {
+            report_breach(Breach::L17, T::TYPE);
+        }
+        self.close(callback, context)
+    }
+
     /// Closes without a consumer close call: the adapter's teardown and
     /// provider-owned objects (a refused passive connector). Never calls back.
     pub fn close_silently(&self) {
@@ -344,10 +383,24 @@ impl<T: Kind> Object<T> {
             parent.release();
         }
         self.finished.store(true, Ordering::Release);
+        if self.entries.release_owner() {
+            // SAFETY: no call is inside and the close is done, so this is the
+            // last user of the consumer's reference (see `give_back`).
+            unsafe { self.give_back() };
+        }
+    }
+
+    /// Drops the consumer's strong reference.
+    ///
+    /// # Safety
+    /// Called exactly once per object: by whichever of the close (`finish`)
+    /// and the last entered call ([`Entered`]'s drop) ends the object's
+    /// [`Entries`] — `release_owner` and `exit` return `true` to exactly one
+    /// of them. `create` took that reference for every object.
+    unsafe fn give_back(&self) {
         let ptr: *const Self = self;
-        // SAFETY: the consumer's strong reference taken by `hand_out`, given
-        // back exactly once: `finish` runs once, when `open` went false and
-        // the holds reached zero; `create` took that reference for every object.
+        // SAFETY: the caller's contract: the consumer's reference, given back
+        // once.
         drop(unsafe { Arc::from_raw(ptr) });
     }
 
@@ -396,6 +449,137 @@ impl<T: Kind> Drop for Object<T> {
     }
 }
 
+/// `NdkCloseObject`, the first slot of every table but the adapter's, for
+/// objects of type `T` (L18, L19; L17 breaches reported).
+///
+/// # Safety
+/// Called by the consumer through `T`'s dispatch table: `object` is its
+/// object of type `T` whose close it has not started (L19); anything else
+/// that is not one of ours of type `T` is ignored.
+pub unsafe extern "system" fn close_object<T: Kind>(
+    object: *mut crate::abi::NdkObjectHeader,
+    callback: Option<NdkFnCloseCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the caller's contract.
+    match unsafe { Object::<T>::from_ptr(object.cast()) } {
+        Some(entered) => entered.consumer_close(callback, context as usize),
+        None => STATUS_SUCCESS,
+    }
+}
+
+/// A call inside an object: keeps the object's memory alive until dropped
+/// (see the module docs, "Entering an object").
+#[must_use = "the object may be freed as soon as the guard is dropped"]
+pub struct Entered<'a, T: Kind> {
+    object: &'a Object<T>,
+}
+
+impl<T: Kind> core::ops::Deref for Entered<'_, T> {
+    type Target = Object<T>;
+    fn deref(&self) -> &Object<T> {
+        self.object
+    }
+}
+
+impl<T: Kind> Drop for Entered<'_, T> {
+    fn drop(&mut self) {
+        if self.object.entries.exit() {
+            // SAFETY: the close completed while this call was inside, and
+            // this was the last call: it gives the reference back (the
+            // contract of `give_back`).
+            unsafe { self.object.give_back() };
+        }
+    }
+}
+
+/// The enter / close protocol of an object, in one word: bit 0 says the
+/// consumer's reference is still held (the close has not completed), the top
+/// bit that it has been given back, the rest counts calls inside. The
+/// reference is given back by the party that brings the word to zero and
+/// then marks it given back: the close when no call is inside, else the last
+/// call to leave. A call that enters after that (a consumer's call after the
+/// close completed, L19, on memory the provider still holds) never gives it
+/// back a second time. Checked by the loom model in `provider::entries_loom`.
+pub struct Entries(crate::kernel::sync::atomic::AtomicUsize);
+
+impl Entries {
+    const OWNER: usize = 1;
+    const CALL: usize = 2;
+    const GIVEN_BACK: usize = 1 << (usize::BITS - 1);
+
+    /// The consumer's reference held, no call inside.
+    pub fn new() -> Self {
+        Self(crate::kernel::sync::atomic::AtomicUsize::new(Self::OWNER))
+    }
+
+    /// A call enters.
+    pub fn enter(&self) {
+        self.0.fetch_add(Self::CALL, Ordering::Acquire);
+    }
+
+    /// A call leaves: `true` when it must give the consumer's reference back
+    /// (it was the last call, after the close completed).
+    pub fn exit(&self) -> bool {
+        self.0.fetch_sub(Self::CALL, Ordering::AcqRel) == Self::CALL && self.claim()
+    }
+
+    /// The close completed: `true` when no call is inside, so the closer
+    /// gives the reference back; otherwise the last call to leave does.
+    pub fn release_owner(&self) -> bool {
+        self.0.fetch_sub(Self::OWNER, Ordering::AcqRel) == Self::OWNER && self.claim()
+    }
+
+    /// The word reached zero: marks the reference given back, unless a call
+    /// entered meanwhile (then its exit claims it).
+    fn claim(&self) -> bool {
+        self.0
+            .compare_exchange(0, Self::GIVEN_BACK, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// How many calls are inside now (a snapshot, for breach reports).
+    pub fn calls(&self) -> usize {
+        (self.0.load(Ordering::Relaxed) & !Self::GIVEN_BACK) / Self::CALL
+    }
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A consumer rule the provider saw broken (and survived).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Breach {
+    /// L17: an object closed while another call on it was still running.
+    L17,
+}
+
+/// Breaches seen in this driver instance (or host process), per rule.
+static BREACHES: [core::sync::atomic::AtomicUsize; 1] = [core::sync::atomic::AtomicUsize::new(0)];
+
+/// Counts a consumer breach and writes it to the debug log.
+fn report_breach(breach: Breach, object: NdkObjectType) {
+    if let Some(count) = BREACHES.get(breach as usize) {
+        count.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+    crate::klog!(
+        crate::kernel::log::Level::Warning,
+        "consumer breach {breach:?}: object type {} closed while another call on it was running",
+        object.0
+    );
+}
+
+/// How many times the consumer broke `breach` so far (every adapter).
+pub fn consumer_breaches(breach: Breach) -> usize {
+    BREACHES
+        .get(breach as usize)
+        .map_or(0, |c| c.load(core::sync::atomic::Ordering::Relaxed))
+}
+
 /// Provider objects whose memory is still allocated, in this driver instance
 /// (or host process): a leak detector for tests and diagnostics.
 /// (A plain core atomic: a static, and not part of any modelled protocol.)
@@ -436,3 +620,106 @@ struct Shell {
 }
 
 const _: () = assert!(offset_of!(Shell, tag) == 0x30);
+
+/// Loom models of the enter / close protocol ([`Entries`]): the consumer's
+/// reference is given back exactly once, and never while a call that entered
+/// before the close is still inside.
+#[cfg(all(test, loom))]
+mod entries_loom {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use loom::thread;
+
+    use super::Entries;
+
+    /// The object's memory: `freed` once the reference is given back.
+    struct Model {
+        entries: Entries,
+        freed: AtomicBool,
+        gives: AtomicUsize,
+    }
+
+    impl Model {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                entries: Entries::new(),
+                freed: AtomicBool::new(false),
+                gives: AtomicUsize::new(0),
+            })
+        }
+
+        fn give_back(&self) {
+            self.gives.fetch_add(1, Ordering::Relaxed);
+            self.freed.store(true, Ordering::Release);
+        }
+
+        /// A call already inside uses the object, then leaves.
+        fn leave(&self) {
+            assert!(!self.freed.load(Ordering::Acquire), "freed under a call");
+            if self.entries.exit() {
+                self.give_back();
+            }
+        }
+
+        fn close(&self) {
+            if self.entries.release_owner() {
+                self.give_back();
+            }
+        }
+    }
+
+    #[test]
+    fn loom_close_racing_a_call_inside_frees_once_after_it_leaves_rule_l17() {
+        loom::model(|| {
+            let m = Model::new();
+            m.entries.enter();
+            let call = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || m.leave())
+            };
+            m.close();
+            call.join().unwrap();
+            assert_eq!(m.gives.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn loom_close_racing_two_calls_inside_frees_once_rule_l17() {
+        loom::model(|| {
+            let m = Model::new();
+            m.entries.enter();
+            m.entries.enter();
+            let calls: Vec<_> = (0..2)
+                .map(|_| {
+                    let m = Arc::clone(&m);
+                    thread::spawn(move || m.leave())
+                })
+                .collect();
+            m.close();
+            for call in calls {
+                call.join().unwrap();
+            }
+            assert_eq!(m.gives.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn loom_call_entering_during_the_close_never_frees_twice_rule_l19() {
+        loom::model(|| {
+            let m = Model::new();
+            let call = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    m.entries.enter();
+                    if m.entries.exit() {
+                        m.give_back();
+                    }
+                })
+            };
+            m.close();
+            call.join().unwrap();
+            assert_eq!(m.gives.load(Ordering::Relaxed), 1);
+            assert_eq!(m.entries.calls(), 0);
+        });
+    }
+}

@@ -7,10 +7,9 @@ use super::adapter::Adapter;
 use super::object::{Holder, Kind, Object};
 use super::{mr, qp, status, write_out};
 use crate::abi::{
-    Boolean, GroupAffinity, NdkCq, NdkFnCloseCompletion, NdkFnCreateCompletion,
-    NdkFnSrqNotificationCallback, NdkMr, NdkMw, NdkObjectHeader, NdkObjectType, NdkPd,
-    NdkPdDispatch, NdkQp, NdkSrq, NtStatus, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
+    Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
+    NdkMw, NdkObjectType, NdkPd, NdkPdDispatch, NdkQp, NdkSrq, NtStatus,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::mr as rmr;
@@ -36,7 +35,7 @@ impl Kind for Pd {
 }
 
 static DISPATCH: NdkPdDispatch = NdkPdDispatch {
-    ndk_close_pd: close,
+    ndk_close_pd: super::object::close_object::<Pd>,
     ndk_query_extension: super::query_extension,
     ndk_create_mr: create_mr,
     ndk_create_mw: create_mw,
@@ -63,21 +62,9 @@ pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> 
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(pd: *const c_void) -> Option<&'a Object<Pd>> {
+pub(super) unsafe fn get<'a>(pd: *const c_void) -> Option<super::object::Entered<'a, Pd>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Pd>::from_ptr(pd) }
-}
-
-unsafe extern "system" fn close(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its PD (L19).
-    match unsafe { get(object.cast()) } {
-        Some(pd) => pd.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// Writes `result` to `out` or returns its error.
@@ -107,7 +94,7 @@ unsafe extern "system" fn create_mr(
         return STATUS_INVALID_PARAMETER;
     };
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mr(pd, fast_register != 0)) }
+    unsafe { finish(out, mr::create_mr(&pd, fast_register != 0)) }
 }
 
 unsafe extern "system" fn create_mw(
@@ -121,7 +108,7 @@ unsafe extern "system" fn create_mw(
         return STATUS_INVALID_PARAMETER;
     };
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mw(pd)) }
+    unsafe { finish(out, mr::create_mw(&pd)) }
 }
 
 unsafe extern "system" fn create_srq(
@@ -141,7 +128,7 @@ unsafe extern "system" fn create_srq(
         return STATUS_INVALID_PARAMETER;
     };
     let result = qp::create_srq(
-        pd,
+        &pd,
         depth,
         max_sge,
         threshold,
@@ -180,7 +167,7 @@ unsafe extern "system" fn create_qp(
     };
     // SAFETY: the consumer passes its CQs.
     let result =
-        unsafe { qp::create_qp(pd, receive_cq, initiator_cq, core::ptr::null_mut(), config) };
+        unsafe { qp::create_qp(&pd, receive_cq, initiator_cq, core::ptr::null_mut(), config) };
     // SAFETY: the consumer's out-pointer.
     unsafe { finish(out, result) }
 }
@@ -214,7 +201,7 @@ unsafe extern "system" fn create_qp_with_srq(
         inline_size,
     };
     // SAFETY: the consumer passes its CQs and SRQ.
-    let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config) };
+    let result = unsafe { qp::create_qp(&pd, receive_cq, initiator_cq, srq, config) };
     // SAFETY: the consumer's out-pointer.
     unsafe { finish(out, result) }
 }

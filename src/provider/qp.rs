@@ -16,10 +16,9 @@ use super::object::{Event, Holder, Kind, Object, Parents};
 use super::pd::Pd;
 use super::status;
 use crate::abi::{
-    NdkCq, NdkFnCloseCompletion, NdkFnRequestCompletion, NdkFnSrqNotificationCallback,
-    NdkLogicalAddress, NdkMr, NdkMw, NdkObjectHeader, NdkObjectType, NdkQp, NdkQpDispatch, NdkSge,
-    NdkSrq, NdkSrqDispatch, NtStatus, OpFlags, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
+    NdkCq, NdkFnRequestCompletion, NdkFnSrqNotificationCallback, NdkLogicalAddress, NdkMr, NdkMw,
+    NdkObjectHeader, NdkObjectType, NdkQp, NdkQpDispatch, NdkSge, NdkSrq, NdkSrqDispatch, NtStatus,
+    OpFlags, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::memory::{self, Span};
@@ -71,7 +70,7 @@ impl Kind for Qp {
 }
 
 static QP_DISPATCH: NdkQpDispatch = NdkQpDispatch {
-    ndk_close_qp: close_qp,
+    ndk_close_qp: super::object::close_object::<Qp>,
     ndk_query_extension: super::query_extension,
     ndk_flush: flush,
     ndk_send: send,
@@ -111,8 +110,10 @@ pub(super) unsafe fn create_qp(
         Some(unsafe { get_srq(srq.cast()) }.ok_or(STATUS_INVALID_PARAMETER)?)
     };
     // L14: successors are created from live antecedents only.
-    let live =
-        pd.is_open() && receive.is_open() && initiator.is_open() && srq.is_none_or(Object::is_open);
+    let live = pd.is_open()
+        && receive.is_open()
+        && initiator.is_open()
+        && srq.as_ref().is_none_or(|s| s.is_open());
     if !live {
         return Err(STATUS_INVALID_PARAMETER);
     }
@@ -129,7 +130,7 @@ pub(super) unsafe fn create_qp(
         pd.inner.rnic(),
         receive.inner.rnic(),
         initiator.inner.rnic(),
-        srq.map(|s| &s.inner.rnic),
+        srq.as_ref().map(|s| &s.inner.rnic),
         config,
     )
     .map_err(status::create_qp)?;
@@ -139,7 +140,7 @@ pub(super) unsafe fn create_qp(
         Some(pd.arc() as Arc<dyn Holder>),
         Some(receive.arc() as Arc<dyn Holder>),
         Some(initiator.arc() as Arc<dyn Holder>),
-        srq.map(|s| s.arc() as Arc<dyn Holder>),
+        srq.as_ref().map(|s| s.arc() as Arc<dyn Holder>),
     ];
     let Some(object) = Object::create(pd.header().version, Qp { rnic }, parents) else {
         return Err(STATUS_INSUFFICIENT_RESOURCES);
@@ -152,21 +153,9 @@ pub(super) unsafe fn create_qp(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_qp<'a>(qp: *const c_void) -> Option<&'a Object<Qp>> {
+pub(crate) unsafe fn get_qp<'a>(qp: *const c_void) -> Option<super::object::Entered<'a, Qp>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Qp>::from_ptr(qp) }
-}
-
-unsafe extern "system" fn close_qp(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its QP (L19).
-    match unsafe { get_qp(object.cast()) } {
-        Some(qp) => qp.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 // ----- flags ---------------------------------------------------------------
@@ -793,7 +782,7 @@ impl SrqNotify for SrqNotifier {
 }
 
 static SRQ_DISPATCH: NdkSrqDispatch = NdkSrqDispatch {
-    ndk_close_srq: close_srq,
+    ndk_close_srq: super::object::close_object::<Srq>,
     ndk_query_extension: super::query_extension,
     ndk_modify_srq: modify_srq,
     ndk_srq_receive: srq_receive,
@@ -843,21 +832,9 @@ pub(super) fn create_srq(
 ///
 /// # Safety
 /// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_srq<'a>(srq: *const c_void) -> Option<&'a Object<Srq>> {
+pub(crate) unsafe fn get_srq<'a>(srq: *const c_void) -> Option<super::object::Entered<'a, Srq>> {
     // SAFETY: the caller's contract.
     unsafe { Object::<Srq>::from_ptr(srq) }
-}
-
-unsafe extern "system" fn close_srq(
-    object: *mut NdkObjectHeader,
-    callback: Option<NdkFnCloseCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the consumer passes its SRQ (L19).
-    match unsafe { get_srq(object.cast()) } {
-        Some(srq) => srq.close(callback, context as usize),
-        None => STATUS_SUCCESS,
-    }
 }
 
 /// `NdkModifySrq` (Q5–Q7): inline, so the request completion is never
@@ -1386,7 +1363,7 @@ pub(crate) mod tests {
         let a = unsafe { get_qp(a.cast()) }.unwrap();
         // SAFETY: as above.
         let b = unsafe { get_qp(b.cast()) }.unwrap();
-        rqp::connect(rnic_qp(a), rnic_qp(b), (1, 1), (1, 1)).unwrap();
+        rqp::connect(rnic_qp(&a), rnic_qp(&b), (1, 1), (1, 1)).unwrap();
     }
 
     /// Every completion in the CQ, through `NdkGetCqResultsEx`.

@@ -32,6 +32,8 @@ pub const PAGE: usize = 4096;
 pub struct Signal {
     statuses: Mutex<Vec<NtStatus>>,
     cv: Condvar,
+    /// Runs (once) inside the next callback, before it returns.
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Signal {
@@ -45,8 +47,18 @@ impl Signal {
     }
 
     pub fn push(&self, status: NtStatus) {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         self.statuses.lock().unwrap().push(status);
         self.cv.notify_all();
+    }
+
+    /// Runs `hook` inside the next callback recorded here, on the thread
+    /// that calls back, before the callback returns.
+    pub fn on_next(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.hook.lock().unwrap() = Some(Box::new(hook));
     }
 
     /// Statuses so far.

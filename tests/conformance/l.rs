@@ -2984,3 +2984,187 @@ mod cross_nic {
         b.close();
     }
 }
+
+// ---------------------------------------------------------------------------
+// L17 broken: the consumer closes an object from another thread while a call
+// on it is still inside the provider. The call keeps the object alive until
+// it returns (`provider::object::Entered`); before, the close freed it under
+// the call (valgrind: invalid reads under the running call). Each case makes
+// the close land *inside* the call deterministically: the call completes a
+// request inline, the CQ's notification callback runs on the calling thread,
+// and there a second thread closes the object and returns before the
+// callback does. `.ci/run` runs these under valgrind (memcheck).
+// ---------------------------------------------------------------------------
+
+mod close_race {
+    use std::sync::mpsc;
+
+    use softndk::provider::object::{Breach, consumer_breaches};
+
+    use super::*;
+    use crate::harness::dpei::*;
+
+    /// A raw object pointer and its close slot, sendable to the closer.
+    #[derive(Clone, Copy)]
+    struct Target {
+        object: usize,
+        close: NdkFnCloseObject,
+    }
+
+    /// Arms `watch` so that inside its next callback another thread closes
+    /// `target` and that close call returns; the receiver yields the close
+    /// call's status and its completion signal.
+    fn close_inside_next_callback(
+        watch: &Arc<Signal>,
+        target: Target,
+    ) -> mpsc::Receiver<(NtStatus, Arc<Signal>)> {
+        let (tx, rx) = mpsc::channel();
+        watch.on_next(move || {
+            let closer = std::thread::spawn(move || {
+                let done = Signal::new();
+                // SAFETY: the consumer's live object and its own close slot;
+                // `done` outlives the close (the test waits for it).
+                let status = unsafe {
+                    (target.close)(
+                        target.object as *mut NdkObjectHeader,
+                        Some(on_close),
+                        done.ctx(),
+                    )
+                };
+                (status, done)
+            });
+            let outcome = closer.join().expect("closer thread");
+            tx.send(outcome).expect("test waits");
+        });
+        rx
+    }
+
+    /// The close started inside the callback (L18 checked); a pending one
+    /// is left to the caller, as the QP's close pends until its connector
+    /// lets it go (L14).
+    fn closed(rx: &mpsc::Receiver<(NtStatus, Arc<Signal>)>) -> (NtStatus, Arc<Signal>) {
+        let (status, done) = rx.recv_timeout(WAIT).expect("the callback ran");
+        assert_close(status);
+        (status, done)
+    }
+
+    /// A connected pair whose A side CQ reports to `watch`, armed.
+    fn armed_pair() -> (Pair, Arc<Signal>) {
+        let pair = Pair::new();
+        let watch = Arc::clone(&pair.a_cq.1);
+        pair.a_cq.arm(NdkCqNotifyType::ANY);
+        (pair, watch)
+    }
+
+    fn qp_target(qp: &Qp) -> Target {
+        Target {
+            object: qp.0 as usize,
+            close: qp.d().ndk_close_qp,
+        }
+    }
+
+    /// Runs `call` on the armed pair's QP with a close landing inside it,
+    /// then checks the call's status and tears down.
+    fn race_qp(name: &str, call: impl FnOnce(&Pair, &Region, &Region) -> NtStatus) {
+        let (pair, watch) = armed_pair();
+        let mine = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
+        let theirs = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        assert_eq!(pair.b_qp.receive(1, &[theirs.sge(0, 4096)]), STATUS_SUCCESS);
+        let rx = close_inside_next_callback(&watch, qp_target(&pair.a_qp));
+        let status = call(&pair, &mine, &theirs);
+        assert!(
+            status == STATUS_SUCCESS || status == STATUS_CONNECTION_INVALID,
+            "{name} returned {status:#x}"
+        );
+        let early = Early {
+            a_qp: Some(closed(&rx)),
+            a_conn: None,
+        };
+        mine.close();
+        theirs.close();
+        teardown_after(pair, early);
+    }
+
+    /// L17: NdkFlush on a never-connected QP (nothing holds its close) that
+    /// another thread closes while the flush's cancelled receive is being
+    /// reported: the close completes inside the flush, and the QP's memory
+    /// outlives the flush.
+    #[test]
+    fn l17_qp_closed_by_another_thread_during_flush_stays_alive_until_it_returns() {
+        let side = Side::two().0;
+        let watch = Signal::new();
+        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
+        let qp = side.pd.qp(&cq, &cq, 1);
+        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
+        cq.arm(NdkCqNotifyType::ANY);
+        let rx = close_inside_next_callback(&watch, qp_target(&qp));
+        let before = consumer_breaches(Breach::L17);
+        qp.flush();
+        let (status, done) = closed(&rx);
+        assert!(
+            consumer_breaches(Breach::L17) > before,
+            "the breach is reported (L17)"
+        );
+        if status == STATUS_PENDING {
+            done.wait();
+        }
+        assert_eq!(summary(&cq.poll(4)), [(1, STATUS_CANCELLED)]);
+        mine.close();
+        assert_close(cq.close());
+        side.close();
+    }
+
+    /// L17: each initiator post on a connected QP that another thread closes
+    /// while the post's own completion is being reported inline. The
+    /// connector holds the QP's close (L14) until teardown, so here the close
+    /// pends rather than frees; the post completes and the close completes
+    /// once the connector lets go.
+    #[test]
+    fn l17_qp_closed_by_another_thread_during_a_post_stays_alive_until_it_returns() {
+        race_qp("Send", |pair, mine, _| {
+            pair.a_qp.send(2, &[mine.sge(0, 64)], 0)
+        });
+        race_qp("SendAndInvalidate", |pair, mine, _| {
+            pair.a_qp.send_and_invalidate(3, &[mine.sge(0, 64)], 0, 0)
+        });
+        race_qp("Write", |pair, mine, theirs| {
+            pair.a_qp
+                .write(4, &[mine.sge(0, 64)], theirs.remote(0), theirs.token(), 0)
+        });
+        race_qp("Read", |pair, mine, theirs| {
+            pair.a_qp
+                .read(5, &[mine.sge(0, 64)], theirs.remote(0), theirs.token(), 0)
+        });
+    }
+
+    /// L17: NdkArmCq that fires at once (C4) on a CQ that another thread
+    /// closes inside the notification the arm delivers.
+    #[test]
+    fn l17_cq_closed_by_another_thread_during_an_arm_stays_alive_until_it_returns() {
+        let side = Side::two().0;
+        let watch = Signal::new();
+        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
+        let qp = side.pd.qp(&cq, &cq, 1);
+        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
+        qp.flush();
+        assert_close(qp.close());
+        // One cancelled completion waits in the CQ: the arm fires at once.
+        let rx = close_inside_next_callback(
+            &watch,
+            Target {
+                object: cq.0 as usize,
+                close: cq.d().ndk_close_cq,
+            },
+        );
+        cq.arm(NdkCqNotifyType::ANY);
+        let (status, done) = closed(&rx);
+        if status == STATUS_PENDING {
+            done.wait();
+        }
+        assert_eq!(watch.count(), 1, "one notification");
+        mine.close();
+        side.close();
+    }
+}
