@@ -935,3 +935,1069 @@ fn check_rtr(ulpdu: &[u8], rtr: Rtr) -> Result<Option<Message<'static>>, SetupEr
         _ => Ok(None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rnic::iwarp::mpa::{self, FLAG_MARKERS, parse_fpdu, write_fpdu};
+    use crate::rnic::iwarp::rdmap::RTR_STAG;
+    use crate::rnic::iwarp::terminate::Layer;
+    use proptest::prelude::*;
+
+    const T0: u64 = 1_000;
+
+    fn drain_i(i: &mut Initiator) -> Vec<u8> {
+        let bytes = i.output().to_vec();
+        i.advance_output(bytes.len());
+        bytes
+    }
+
+    fn drain_r(r: &mut Responder) -> Vec<u8> {
+        let bytes = r.output().to_vec();
+        r.advance_output(bytes.len());
+        bytes
+    }
+
+    /// Feeds `bytes` in chunks of the given sizes (cycled) until an event;
+    /// returns it and the bytes not yet fed.
+    fn feed(
+        mut recv: impl FnMut(&[u8]) -> Result<Option<Event>, SetupError>,
+        bytes: &[u8],
+        chunks: &[usize],
+    ) -> Result<(Option<Event>, Vec<u8>), SetupError> {
+        let mut sizes = chunks.iter().copied().cycle();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let n = sizes.next().unwrap_or(1).clamp(1, rest.len());
+            let (chunk, tail) = rest.split_at(n);
+            rest = tail;
+            if let Some(event) = recv(chunk)? {
+                return Ok((Some(event), rest.to_vec()));
+            }
+        }
+        Ok((None, Vec::new()))
+    }
+
+    fn frame_bytes(frame: &MpaFrame<'_>) -> Vec<u8> {
+        let mut buf = vec![0; frame.len()];
+        let len = frame.write(&mut buf).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// The FPDU of a Send carrying `payload` (MSN 1), as data after the setup.
+    fn data_fpdu(payload: &[u8], msn: u32, crc: bool) -> Vec<u8> {
+        let message = Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn,
+            mo: 0,
+            last: true,
+            payload,
+        };
+        let mut buf = vec![0; mpa::fpdu_len(message.ulpdu_len())];
+        let len = message.write_fpdu(&mut buf, crc).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// The messages in a stream of FPDUs.
+    fn messages(mut stream: &[u8], crc: bool) -> Vec<Message<'_>> {
+        let mut out = Vec::new();
+        while !stream.is_empty() {
+            let (ulpdu, len) = parse_fpdu(stream, crc, mpa::MAX_ULPDU).unwrap();
+            out.push(Message::parse(ulpdu, None).unwrap());
+            stream = &stream[len..];
+        }
+        out
+    }
+
+    #[derive(Clone, Copy)]
+    enum Decision<'a> {
+        Accept { ird: u16, ord: u16, pd: &'a [u8] },
+        Reject(&'a [u8]),
+    }
+
+    #[derive(Debug)]
+    struct Outcome {
+        request: PeerRequest,
+        /// The initiator's Established or Rejected.
+        initiator: Event,
+        /// The initiator's leftover followed by what was not fed.
+        initiator_rest: Vec<u8>,
+        /// What the initiator sent after the request (the RTR).
+        rtr: Vec<u8>,
+        responder: Option<Established>,
+        responder_rest: Vec<u8>,
+        /// What the responder sent after its reply (a Read RTR's answer).
+        responder_tail: Vec<u8>,
+    }
+
+    /// Runs a whole setup in memory. `r_extra` follows the reply (FPDUs the
+    /// responder sends), `i_extra` follows the RTR.
+    fn handshake(
+        icfg: &InitiatorConfig,
+        ipd: &[u8],
+        rcfg: ResponderConfig,
+        decision: Decision<'_>,
+        i_extra: &[u8],
+        r_extra: &[u8],
+        chunks: &[usize],
+    ) -> Result<Outcome, SetupError> {
+        let mut i = Initiator::new(icfg, ipd, T0)?;
+        let mut r = Responder::new(rcfg, T0);
+        let request_bytes = drain_i(&mut i);
+        let (event, rest) = feed(|c| r.receive(c, T0 + 1), &request_bytes, chunks)?;
+        assert!(rest.is_empty());
+        let Some(Event::Request(request)) = event else {
+            panic!("no request: {event:?}");
+        };
+        let mut responder = None;
+        match decision {
+            Decision::Accept { ird, ord, pd } => {
+                if let Some(Event::Established(e)) = r.accept(ird, ord, pd, T0 + 2)? {
+                    responder = Some(e);
+                }
+            }
+            Decision::Reject(pd) => r.reject(pd, T0 + 2)?,
+        }
+        let mut reply = drain_r(&mut r);
+        reply.extend_from_slice(r_extra);
+        let (event, rest) = feed(|c| i.receive(c, T0 + 3), &reply, chunks)?;
+        let initiator = event.expect("no reply event");
+        let mut initiator_rest = match &initiator {
+            Event::Established(e) => e.leftover.clone(),
+            _ => Vec::new(),
+        };
+        initiator_rest.extend_from_slice(&rest);
+        assert!(i.is_finished());
+        let rtr = drain_i(&mut i);
+        let mut responder_rest = Vec::new();
+        let mut responder_tail = Vec::new();
+        if responder.is_none() && matches!(decision, Decision::Accept { .. }) {
+            let mut stream = rtr.clone();
+            stream.extend_from_slice(i_extra);
+            let (event, rest) = feed(|c| r.receive(c, T0 + 4), &stream, chunks)?;
+            let Some(Event::Established(e)) = event else {
+                panic!("responder not established: {event:?}");
+            };
+            responder_rest = e.leftover.clone();
+            responder_rest.extend_from_slice(&rest);
+            responder = Some(e);
+            responder_tail = drain_r(&mut r);
+        }
+        assert!(r.is_finished());
+        Ok(Outcome {
+            request,
+            initiator,
+            initiator_rest,
+            rtr,
+            responder,
+            responder_rest,
+            responder_tail,
+        })
+    }
+
+    fn established(event: &Event) -> &Established {
+        match event {
+            Event::Established(e) => e,
+            other => panic!("not established: {other:?}"),
+        }
+    }
+
+    fn accept(ird: u16, ord: u16, pd: &[u8]) -> Decision<'_> {
+        Decision::Accept { ird, ord, pd }
+    }
+
+    #[test]
+    fn accept_with_and_without_crc() {
+        for (icrc, rcrc) in [(false, false), (true, false), (false, true), (true, true)] {
+            let icfg = InitiatorConfig {
+                crc: icrc,
+                ird: 8,
+                ord: 4,
+                ..InitiatorConfig::default()
+            };
+            let rcfg = ResponderConfig {
+                crc: rcrc,
+                ..ResponderConfig::default()
+            };
+            let crc = icrc || rcrc;
+            let data = data_fpdu(b"first", 1, crc);
+            let out = handshake(
+                &icfg,
+                b"hello",
+                rcfg,
+                accept(16, 8, b"welcome"),
+                &[],
+                &data,
+                &[7],
+            )
+            .unwrap();
+            assert_eq!(
+                out.request,
+                PeerRequest {
+                    revision: 2,
+                    crc: icrc,
+                    ird: Some(8),
+                    ord: Some(4),
+                    rtr_offered: RtrKinds::empty(),
+                    private_data: b"hello".to_vec(),
+                }
+            );
+            let i = established(&out.initiator);
+            assert_eq!(
+                i.negotiated,
+                Negotiated {
+                    crc,
+                    ird: Some(8),
+                    ord: Some(4),
+                    rtr: None,
+                }
+            );
+            assert_eq!((i.revision, i.receive_first), (2, false));
+            assert_eq!(i.private_data, b"welcome");
+            // The responder's FPDU after the reply comes back untouched.
+            assert_eq!(out.initiator_rest, data);
+            assert!(out.rtr.is_empty());
+            let r = out.responder.unwrap();
+            // The responder's view: it takes the initiator's ORD in reads and
+            // issues at most the initiator's IRD.
+            assert_eq!(
+                r.negotiated,
+                Negotiated {
+                    crc,
+                    ird: Some(4),
+                    ord: Some(8),
+                    rtr: None,
+                }
+            );
+            assert!(r.receive_first);
+            assert_eq!(r.private_data, b"hello");
+        }
+    }
+
+    #[test]
+    fn rev2_with_each_rtr_kind() {
+        let cases = [
+            (RtrKinds::WRITE, Rtr::Write),
+            (RtrKinds::READ, Rtr::Read),
+            (RtrKinds::SEND, Rtr::Send),
+            (RtrKinds::all(), Rtr::Write),
+            (RtrKinds::READ | RtrKinds::SEND, Rtr::Read),
+        ];
+        for (offer, chosen) in cases {
+            for crc in [false, true] {
+                let icfg = InitiatorConfig {
+                    crc,
+                    rtr: offer,
+                    ird: 2,
+                    ord: 2,
+                    ..InitiatorConfig::default()
+                };
+                let next = data_fpdu(b"after the RTR", 2, crc);
+                let out = handshake(
+                    &icfg,
+                    &[],
+                    ResponderConfig::default(),
+                    accept(2, 2, &[]),
+                    &next,
+                    &[],
+                    &[3, 11],
+                )
+                .unwrap();
+                assert_eq!(out.request.rtr_offered, offer);
+                let i = established(&out.initiator);
+                assert_eq!(i.negotiated.rtr, Some(chosen));
+                // Exactly one FPDU, the zero-length RTR with MSN 1.
+                let sent = messages(&out.rtr, crc);
+                assert_eq!(sent.len(), 1);
+                assert!(sent[0].is_rtr(chosen), "{:?}", sent[0]);
+                assert_eq!(sent[0], Message::rtr(chosen, RTR_MSN));
+                let r = out.responder.unwrap();
+                assert_eq!(r.negotiated.rtr, Some(chosen));
+                assert!(!r.receive_first);
+                assert_eq!(out.responder_rest, next);
+                let answer = messages(&out.responder_tail, crc);
+                if chosen == Rtr::Read {
+                    assert_eq!(
+                        answer,
+                        [Message::ReadResponse {
+                            stag: RTR_STAG,
+                            to: 0,
+                            last: true,
+                            payload: &[],
+                        }]
+                    );
+                } else {
+                    assert!(answer.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn initiator_falls_back_to_revision_1() {
+        let icfg = InitiatorConfig {
+            rtr: RtrKinds::all(),
+            crc: true,
+            ..InitiatorConfig::default()
+        };
+        let mut i = Initiator::new(&icfg, b"pd", T0).unwrap();
+        let request = drain_i(&mut i);
+        let (req, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+        assert_eq!(req.revision, 2);
+        // A revision-1 responder answers with revision 1 and no block.
+        let reply = MpaFrame {
+            kind: FrameKind::Reply,
+            revision: 1,
+            enhanced: None,
+            private_data: b"v1",
+            ..req
+        };
+        let data = data_fpdu(b"x", 1, true);
+        let mut bytes = frame_bytes(&reply);
+        bytes.extend_from_slice(&data);
+        let event = i.receive(&bytes, T0 + 5).unwrap().unwrap();
+        let e = established(&event);
+        assert_eq!(e.revision, 1);
+        assert_eq!(
+            e.negotiated,
+            Negotiated {
+                crc: true,
+                ird: None,
+                ord: None,
+                rtr: None,
+            }
+        );
+        assert_eq!(e.private_data, b"v1");
+        assert_eq!(e.leftover, data);
+        // No RTR without revision 2: RFC 5044 has the initiator send first.
+        assert!(i.output().is_empty());
+        assert_eq!(i.receive(b"more", T0 + 6), Err(SetupError::WrongState));
+    }
+
+    #[test]
+    fn revision_1_both_sides() {
+        let icfg = InitiatorConfig {
+            enhanced: false,
+            rtr: RtrKinds::all(),
+            ..InitiatorConfig::default()
+        };
+        assert_eq!(icfg.max_private_data(), 512);
+        let pd = [7u8; 512];
+        let out = handshake(
+            &icfg,
+            &pd,
+            ResponderConfig::default(),
+            accept(1, 1, &[1; 512]),
+            &[],
+            &[],
+            &[64],
+        )
+        .unwrap();
+        assert_eq!(out.request.revision, 1);
+        assert_eq!((out.request.ird, out.request.ord), (None, None));
+        assert_eq!(out.request.rtr_offered, RtrKinds::empty());
+        assert_eq!(out.request.private_data, pd);
+        let i = established(&out.initiator);
+        assert_eq!((i.revision, i.negotiated.rtr), (1, None));
+        assert_eq!(i.private_data, [1; 512]);
+        assert!(out.responder.unwrap().receive_first);
+    }
+
+    #[test]
+    fn reject_with_private_data() {
+        for enhanced in [true, false] {
+            let icfg = InitiatorConfig {
+                enhanced,
+                ..InitiatorConfig::default()
+            };
+            let out = handshake(
+                &icfg,
+                b"let me in",
+                ResponderConfig::default(),
+                Decision::Reject(b"go away"),
+                &[],
+                &[],
+                &[5],
+            )
+            .unwrap();
+            assert_eq!(
+                out.initiator,
+                Event::Rejected {
+                    private_data: b"go away".to_vec(),
+                }
+            );
+            assert!(out.responder.is_none());
+            assert!(out.rtr.is_empty());
+        }
+    }
+
+    #[test]
+    fn markers_get_an_automatic_reject() {
+        let request = MpaFrame {
+            markers: true,
+            ..MpaFrame::request(true, Enhanced::default(), b"m")
+        };
+        let bytes = frame_bytes(&request);
+        assert_eq!(bytes[16] & FLAG_MARKERS, FLAG_MARKERS);
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(
+            r.receive(&bytes, T0),
+            Err(SetupError::Mpa(MpaError::MarkersRequested))
+        );
+        let reply = drain_r(&mut r);
+        let (frame, len) = MpaFrame::parse(&reply, FrameKind::Reply).unwrap();
+        assert_eq!(len, reply.len());
+        assert!(frame.reject && !frame.markers && frame.crc);
+        assert_eq!(frame.revision, 2);
+        // Failed for good.
+        assert_eq!(
+            r.accept(1, 1, &[], T0),
+            Err(SetupError::Mpa(MpaError::MarkersRequested))
+        );
+        assert!(r.is_finished());
+        // The initiator reading that reject reports it.
+        let mut i = Initiator::new(&InitiatorConfig::default(), &[], T0).unwrap();
+        assert_eq!(
+            i.receive(&reply, T0),
+            Ok(Some(Event::Rejected {
+                private_data: Vec::new(),
+            }))
+        );
+    }
+
+    #[test]
+    fn peer_to_peer_without_rtr_kinds_is_rejected() {
+        let offer = Enhanced {
+            peer_to_peer: true,
+            ..Enhanced::default()
+        };
+        let bytes = frame_bytes(&MpaFrame::request(false, offer, &[]));
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(
+            r.receive(&bytes, T0),
+            Err(SetupError::Mpa(MpaError::NoMatchingRtr))
+        );
+        let (frame, _) = MpaFrame::parse(r.output(), FrameKind::Reply).unwrap();
+        assert!(frame.reject);
+    }
+
+    #[test]
+    fn one_byte_at_a_time() {
+        for rtr in [
+            RtrKinds::empty(),
+            RtrKinds::WRITE,
+            RtrKinds::READ,
+            RtrKinds::SEND,
+        ] {
+            let icfg = InitiatorConfig {
+                crc: true,
+                rtr,
+                ..InitiatorConfig::default()
+            };
+            let after = data_fpdu(b"tail", 2, true);
+            let out = handshake(
+                &icfg,
+                b"abc",
+                ResponderConfig::default(),
+                accept(1, 1, b"de"),
+                &after,
+                &after,
+                &[1],
+            )
+            .unwrap();
+            assert_eq!(established(&out.initiator).private_data, b"de");
+            if rtr.is_empty() {
+                assert_eq!(out.initiator_rest, after);
+            } else {
+                assert_eq!(out.responder_rest, after);
+                assert_eq!(out.initiator_rest, after);
+            }
+        }
+    }
+
+    /// A change to a frame's bytes.
+    type Edit = fn(&mut Vec<u8>);
+
+    /// A reply frame answering the default request, with `edit` applied.
+    fn reply_to_default(edit: impl FnOnce(&mut Vec<u8>)) -> (Initiator, Vec<u8>) {
+        let mut i = Initiator::new(&InitiatorConfig::default(), &[], T0).unwrap();
+        let request = drain_i(&mut i);
+        let (req, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+        let mut reply = frame_bytes(&MpaFrame::accept(&req, false, 1, 1, b"r").unwrap());
+        edit(&mut reply);
+        (i, reply)
+    }
+
+    #[test]
+    fn malformed_replies_close_without_terminate() {
+        let cases: [(Edit, SetupError); 4] = [
+            (|b| b[0] = b'X', SetupError::Mpa(MpaError::BadKey)),
+            (|b| b[17] = 3, SetupError::Mpa(MpaError::BadRevision(3))),
+            (
+                |b| b[18..20].copy_from_slice(&513u16.to_be_bytes()),
+                SetupError::Mpa(MpaError::PrivateDataTooLong(513)),
+            ),
+            // Revision 2 without the enhanced block, to an enhanced request.
+            (
+                |b| {
+                    b[16] &= !mpa::FLAG_ENHANCED;
+                },
+                SetupError::EnhancedReplyMissing,
+            ),
+        ];
+        for (edit, expected) in cases {
+            for chunk in [1, 20, 100] {
+                let (mut i, reply) = reply_to_default(edit);
+                let got = feed(|c| i.receive(c, T0), &reply, &[chunk]);
+                assert_eq!(got, Err(expected), "chunk {chunk}");
+                assert!(i.output().is_empty());
+                assert!(i.is_finished());
+                assert_eq!(i.tick(T0 + 1_000_000), Err(expected));
+            }
+        }
+        // A bad key is seen with the header, before the private data.
+        let (mut i, reply) = reply_to_default(|b| b[3] = b'?');
+        assert_eq!(
+            i.receive(&reply[..20], T0),
+            Err(SetupError::Mpa(MpaError::BadKey))
+        );
+    }
+
+    #[test]
+    fn failed_terms_send_a_terminate() {
+        // IRD below the initiator's ORD, and an RTR kind not offered.
+        let icfg = InitiatorConfig {
+            ird: 4,
+            ord: 4,
+            rtr: RtrKinds::READ,
+            crc: true,
+            ..InitiatorConfig::default()
+        };
+        let cases = [
+            (
+                Enhanced {
+                    ird: 3,
+                    ord: 4,
+                    peer_to_peer: true,
+                    rtr: RtrKinds::READ,
+                },
+                MpaError::InsufficientIrd,
+                LlpCode::InsufficientIrd,
+            ),
+            (
+                Enhanced {
+                    ird: 4,
+                    ord: 4,
+                    peer_to_peer: true,
+                    rtr: RtrKinds::WRITE,
+                },
+                MpaError::NoMatchingRtr,
+                LlpCode::NoMatchingRtr,
+            ),
+        ];
+        for (answer, error, code) in cases {
+            let mut i = Initiator::new(&icfg, &[], T0).unwrap();
+            drain_i(&mut i);
+            let reply = MpaFrame {
+                kind: FrameKind::Reply,
+                markers: false,
+                crc: true,
+                reject: false,
+                revision: 2,
+                enhanced: Some(answer),
+                private_data: &[],
+                reserved_flags: 0,
+            };
+            assert_eq!(
+                i.receive(&frame_bytes(&reply), T0),
+                Err(SetupError::Mpa(error))
+            );
+            let sent = messages(i.output(), true);
+            let [Message::Terminate { terminate, msn: 1 }] = sent.as_slice() else {
+                panic!("{sent:?}");
+            };
+            assert_eq!(terminate.code, TermCode::llp(code));
+            assert_eq!(terminate.code.layer, Layer::Llp);
+        }
+    }
+
+    #[test]
+    fn bad_requests_close_without_reply() {
+        let good = frame_bytes(&MpaFrame::request(false, Enhanced::default(), b"abcd"));
+        let cases: [(Edit, SetupError); 4] = [
+            (|b| b[15] = b'x', SetupError::Mpa(MpaError::BadKey)),
+            (|b| b[17] = 0, SetupError::Mpa(MpaError::BadRevision(0))),
+            (|b| b[17] = 3, SetupError::Mpa(MpaError::BadRevision(3))),
+            (
+                |b| b[18..20].copy_from_slice(&0xffffu16.to_be_bytes()),
+                SetupError::Mpa(MpaError::PrivateDataTooLong(0xffff)),
+            ),
+        ];
+        for (edit, expected) in cases {
+            for chunk in [1, 7, 64] {
+                let mut bytes = good.clone();
+                edit(&mut bytes);
+                let mut r = Responder::new(ResponderConfig::default(), T0);
+                assert_eq!(feed(|c| r.receive(c, T0), &bytes, &[chunk]), Err(expected));
+                assert!(r.output().is_empty());
+                assert_eq!(r.receive(&[], T0), Err(expected));
+            }
+        }
+        // The request's IRD/ORD block announced but missing.
+        let mut short = good[..20].to_vec();
+        short[18..20].copy_from_slice(&2u16.to_be_bytes());
+        short.extend_from_slice(&[0, 1]);
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(
+            r.receive(&short, T0),
+            Err(SetupError::Mpa(MpaError::EnhancedBlockMissing))
+        );
+    }
+
+    #[test]
+    fn data_before_the_reply_is_refused() {
+        let mut bytes = frame_bytes(&MpaFrame::request(false, Enhanced::default(), &[]));
+        let request_len = bytes.len();
+        bytes.extend_from_slice(&data_fpdu(b"too early", 1, false));
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(r.receive(&bytes, T0), Err(SetupError::DataBeforeReply));
+        // The same bytes after the request event, before the decision.
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert!(matches!(
+            r.receive(&bytes[..request_len], T0),
+            Ok(Some(Event::Request(_)))
+        ));
+        assert_eq!(
+            r.receive(&bytes[request_len..], T0),
+            Err(SetupError::DataBeforeReply)
+        );
+        assert!(r.output().is_empty());
+    }
+
+    #[test]
+    fn truncated_then_timed_out() {
+        let bytes = frame_bytes(&MpaFrame::request(false, Enhanced::default(), b"pd"));
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(r.deadline(), Some(T0 + DEFAULT_REQUEST_TIMEOUT_MS));
+        assert_eq!(r.receive(&bytes[..10], T0 + 1), Ok(None));
+        assert_eq!(r.tick(T0 + DEFAULT_REQUEST_TIMEOUT_MS - 1), Ok(()));
+        assert_eq!(
+            r.tick(T0 + DEFAULT_REQUEST_TIMEOUT_MS),
+            Err(SetupError::TimedOut)
+        );
+        assert_eq!(r.receive(&bytes[10..], T0), Err(SetupError::TimedOut));
+        assert_eq!(r.deadline(), None);
+
+        // Late bytes that still do not complete the frame time out too.
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(
+            r.receive(&bytes[..21], T0 + DEFAULT_REQUEST_TIMEOUT_MS),
+            Err(SetupError::TimedOut)
+        );
+
+        let mut i = Initiator::new(&InitiatorConfig::default(), &[], T0).unwrap();
+        assert_eq!(i.deadline(), Some(T0 + DEFAULT_REPLY_TIMEOUT_MS));
+        let (_, reply) = reply_to_default(|_| {});
+        assert_eq!(i.receive(&reply[..19], T0 + 9_999), Ok(None));
+        assert_eq!(i.tick(T0 + 10_000), Err(SetupError::TimedOut));
+        assert_eq!(i.receive(&reply[19..], T0), Err(SetupError::TimedOut));
+    }
+
+    #[test]
+    fn decision_and_rtr_time_out() {
+        let icfg = InitiatorConfig {
+            rtr: RtrKinds::WRITE,
+            ..InitiatorConfig::default()
+        };
+        let mut i = Initiator::new(&icfg, &[], T0).unwrap();
+        let request = drain_i(&mut i);
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert!(matches!(
+            r.receive(&request, T0),
+            Ok(Some(Event::Request(_)))
+        ));
+        assert_eq!(r.deadline(), Some(T0 + DEFAULT_DECISION_TIMEOUT_MS));
+        let mut late = Responder::new(ResponderConfig::default(), T0);
+        late.receive(&request, T0).unwrap();
+        assert_eq!(
+            late.accept(1, 1, &[], T0 + DEFAULT_DECISION_TIMEOUT_MS),
+            Err(SetupError::TimedOut)
+        );
+        assert_eq!(r.accept(1, 1, &[], T0 + 10), Ok(None));
+        assert_eq!(r.deadline(), Some(T0 + 10 + DEFAULT_RTR_TIMEOUT_MS));
+        assert_eq!(
+            r.receive(&[], T0 + 10 + DEFAULT_RTR_TIMEOUT_MS - 1),
+            Ok(None)
+        );
+        assert_eq!(
+            r.receive(&[], T0 + 10 + DEFAULT_RTR_TIMEOUT_MS),
+            Err(SetupError::TimedOut)
+        );
+    }
+
+    /// A responder that accepted a peer-to-peer request offering `offer`.
+    fn awaiting_rtr(offer: RtrKinds, crc: bool) -> Responder {
+        let icfg = InitiatorConfig {
+            rtr: offer,
+            crc,
+            ..InitiatorConfig::default()
+        };
+        let mut i = Initiator::new(&icfg, &[], T0).unwrap();
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        r.receive(&drain_i(&mut i), T0).unwrap();
+        assert_eq!(r.accept(1, 1, &[], T0), Ok(None));
+        drain_r(&mut r);
+        r
+    }
+
+    fn fpdu_of(message: &Message<'_>, crc: bool) -> Vec<u8> {
+        let mut buf = vec![0; mpa::fpdu_len(message.ulpdu_len())];
+        let len = message.write_fpdu(&mut buf, crc).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    #[test]
+    fn wrong_first_fpdu_is_answered_with_a_terminate() {
+        let not_rtr = [
+            // The wrong kind.
+            Message::rtr(Rtr::Read, RTR_MSN),
+            Message::rtr(Rtr::Send, RTR_MSN),
+            // A Write with data.
+            Message::Write {
+                stag: 1,
+                to: 0,
+                last: true,
+                payload: b"data",
+            },
+            // Not the last segment.
+            Message::Write {
+                stag: 1,
+                to: 0,
+                last: false,
+                payload: &[],
+            },
+        ];
+        for message in not_rtr {
+            let mut r = awaiting_rtr(RtrKinds::WRITE, true);
+            let bytes = fpdu_of(&message, true);
+            assert_eq!(
+                feed(|c| r.receive(c, T0), &bytes, &[3]),
+                Err(SetupError::NotRtr)
+            );
+            let sent = messages(r.output(), true);
+            let [Message::Terminate { terminate, .. }] = sent.as_slice() else {
+                panic!("{sent:?}");
+            };
+            assert_eq!(terminate.code, TermCode::llp(LlpCode::NoMatchingRtr));
+        }
+        // A Send RTR with the wrong MSN.
+        let mut r = awaiting_rtr(RtrKinds::SEND, false);
+        let bytes = fpdu_of(&Message::rtr(Rtr::Send, 2), false);
+        assert_eq!(r.receive(&bytes, T0), Err(SetupError::NotRtr));
+        // A long first FPDU is not read whole: it is no RTR.
+        let mut r = awaiting_rtr(RtrKinds::WRITE, false);
+        let bytes = data_fpdu(&[0; 300], 1, false);
+        assert_eq!(r.receive(&bytes, T0), Err(SetupError::NotRtr));
+        // A bad CRC is reported as such.
+        let mut r = awaiting_rtr(RtrKinds::WRITE, true);
+        let mut bytes = fpdu_of(&Message::rtr(Rtr::Write, RTR_MSN), true);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x55;
+        assert!(matches!(
+            r.receive(&bytes, T0),
+            Err(SetupError::Mpa(MpaError::BadCrc { .. }))
+        ));
+        let sent = messages(r.output(), true);
+        assert!(
+            matches!(sent.as_slice(), [Message::Terminate { terminate, .. }]
+            if terminate.code == TermCode::llp(LlpCode::Crc))
+        );
+        // Garbage that is no RDMAP message.
+        let mut r = awaiting_rtr(RtrKinds::WRITE, false);
+        let mut garbage = vec![0u8; 32];
+        let len = write_fpdu(&mut garbage, &[0xff; 20], false).unwrap();
+        assert!(matches!(
+            r.receive(&garbage[..len], T0),
+            Err(SetupError::Rdmap(_))
+        ));
+        assert!(!r.output().is_empty());
+    }
+
+    #[test]
+    fn a_terminate_instead_of_the_rtr_is_not_answered() {
+        let mut r = awaiting_rtr(RtrKinds::READ, false);
+        let code = TermCode::llp(LlpCode::InsufficientIrd);
+        let bytes = fpdu_of(
+            &Message::Terminate {
+                msn: 1,
+                terminate: Terminate::new(code),
+            },
+            false,
+        );
+        assert_eq!(r.receive(&bytes, T0), Err(SetupError::PeerTerminated(code)));
+        assert!(r.output().is_empty());
+    }
+
+    #[test]
+    fn local_mistakes_leave_the_machines_usable() {
+        let too_much = [0u8; 509];
+        assert_eq!(
+            Initiator::new(&InitiatorConfig::default(), &too_much, T0).unwrap_err(),
+            SetupError::Mpa(MpaError::PrivateDataTooLong(513))
+        );
+        let big = InitiatorConfig {
+            ird: MAX_IRD_ORD + 1,
+            ..InitiatorConfig::default()
+        };
+        assert_eq!(
+            Initiator::new(&big, &[], T0).unwrap_err(),
+            SetupError::Mpa(MpaError::IrdOrdOutOfRange)
+        );
+        let mut i = Initiator::new(&InitiatorConfig::default(), &too_much[..508], T0).unwrap();
+        let mut r = Responder::new(ResponderConfig::default(), T0);
+        assert_eq!(r.accept(1, 1, &[], T0), Err(SetupError::WrongState));
+        r.receive(&drain_i(&mut i), T0).unwrap();
+        assert_eq!(
+            r.accept(1, 1, &too_much, T0),
+            Err(SetupError::Mpa(MpaError::PrivateDataTooLong(513)))
+        );
+        assert_eq!(
+            r.accept(MAX_IRD_ORD + 1, 1, &[], T0),
+            Err(SetupError::Mpa(MpaError::IrdOrdOutOfRange))
+        );
+        assert!(r.output().is_empty());
+        assert!(r.reject(b"later", T0).is_ok());
+        assert_eq!(r.reject(b"again", T0), Err(SetupError::WrongState));
+        assert_eq!(r.receive(b"x", T0), Err(SetupError::WrongState));
+        // Partial writes of the output.
+        let reply = r.output().to_vec();
+        r.advance_output(3);
+        assert_eq!(r.output(), &reply[3..]);
+        r.advance_output(usize::MAX);
+        assert!(r.output().is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn random_chunks_give_the_same_setup(
+            chunks in proptest::collection::vec(1usize..64, 1..10),
+            icrc in any::<bool>(),
+            rcrc in any::<bool>(),
+            enhanced in any::<bool>(),
+            rtr in 0u8..8,
+            ipd in proptest::collection::vec(any::<u8>(), 0..=MAX_PRIVATE_DATA - ENHANCED_LEN),
+            rpd in proptest::collection::vec(any::<u8>(), 0..=MAX_PRIVATE_DATA - ENHANCED_LEN),
+            ird in 0u16..=MAX_IRD_ORD,
+            ord in 0u16..=MAX_IRD_ORD,
+            tail in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let icfg = InitiatorConfig {
+                crc: icrc,
+                enhanced,
+                ird,
+                ord,
+                rtr: RtrKinds::from_bits_truncate(rtr),
+                ..InitiatorConfig::default()
+            };
+            let rcfg = ResponderConfig { crc: rcrc, ..ResponderConfig::default() };
+            // The responder's IRD covers the initiator's ORD.
+            let out = handshake(&icfg, &ipd, rcfg, accept(ord, ird, &rpd), &tail, &tail, &chunks)
+                .unwrap();
+            let i = established(&out.initiator);
+            let r = out.responder.unwrap();
+            prop_assert_eq!(&out.request.private_data, &ipd);
+            prop_assert_eq!(&i.private_data, &rpd);
+            prop_assert_eq!(i.negotiated.crc, icrc || rcrc);
+            prop_assert_eq!(r.negotiated.crc, icrc || rcrc);
+            prop_assert_eq!(i.negotiated.rtr, r.negotiated.rtr);
+            prop_assert_eq!(i.negotiated.ird, r.negotiated.ord);
+            prop_assert_eq!(i.negotiated.ord, r.negotiated.ird);
+            if enhanced && rtr != 0 {
+                prop_assert_eq!(i.negotiated.rtr, icfg.rtr.choose());
+                prop_assert_eq!(&out.responder_rest, &tail);
+                prop_assert_eq!(&out.initiator_rest, &tail);
+            } else {
+                prop_assert!(r.receive_first);
+                prop_assert_eq!(&out.initiator_rest, &tail);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..700),
+            chunks in proptest::collection::vec(1usize..64, 1..8),
+            prefix_valid in any::<bool>(),
+            rtr in 0u8..8,
+        ) {
+            let icfg = InitiatorConfig {
+                rtr: RtrKinds::from_bits_truncate(rtr),
+                ..InitiatorConfig::default()
+            };
+            let mut i = Initiator::new(&icfg, &[], T0).unwrap();
+            let request = drain_i(&mut i);
+            let mut r = Responder::new(ResponderConfig::default(), T0);
+            let mut to_r = Vec::new();
+            if prefix_valid {
+                to_r.extend_from_slice(&request);
+            }
+            to_r.extend_from_slice(&bytes);
+            let _ = feed(|c| r.receive(c, T0), &to_r, &chunks);
+            if prefix_valid && !r.is_finished() {
+                let _ = r.accept(1, 1, &[], T0);
+                let _ = feed(|c| r.receive(c, T0), &bytes, &chunks);
+            }
+            let _ = feed(|c| i.receive(c, T0), &bytes, &chunks);
+            let _ = i.tick(u64::MAX);
+            let _ = r.tick(u64::MAX);
+            prop_assert!(i.is_finished() && r.is_finished());
+        }
+    }
+
+    /// Milliseconds since `start`.
+    fn now(start: std::time::Instant) -> u64 {
+        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Reads what is there (waiting at most 50 ms); `None` at EOF.
+    fn read_some(stream: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+        let mut buf = [0u8; 256];
+        match std::io::Read::read(stream, &mut buf) {
+            Ok(0) => None,
+            Ok(n) => Some(buf[..n].to_vec()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Some(Vec::new())
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+
+    /// Reads until one whole FPDU (after `have`) is in; returns its message payload.
+    fn read_fpdu(
+        stream: &mut std::net::TcpStream,
+        mut have: Vec<u8>,
+        crc: bool,
+        start: std::time::Instant,
+    ) -> Vec<u8> {
+        loop {
+            match parse_fpdu(&have, crc, 1024) {
+                Ok((ulpdu, _)) => {
+                    let Message::Send { payload, .. } = Message::parse(ulpdu, None).unwrap() else {
+                        panic!("not a Send");
+                    };
+                    return payload.to_vec();
+                }
+                Err(MpaError::Truncated { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(now(start) < 10_000, "no FPDU");
+            have.extend(read_some(stream).expect("EOF"));
+        }
+    }
+
+    /// The responder of [`over_tcp_on_loopback`]: accepts, answers "ping"
+    /// with "pong", returns what was agreed.
+    fn tcp_responder(listener: &std::net::TcpListener, start: std::time::Instant) -> Negotiated {
+        use std::io::Write;
+        use std::time::Duration;
+
+        // A bounded accept: poll the non-blocking listener for 10 s at most.
+        listener.set_nonblocking(true).unwrap();
+        let mut stream = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(now(start) < 10_000, "no connection");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        stream.set_nonblocking(false).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let mut r = Responder::new(ResponderConfig::default(), now(start));
+        let established = loop {
+            let out = r.output().to_vec();
+            stream.write_all(&out).unwrap();
+            r.advance_output(out.len());
+            let chunk = read_some(&mut stream).expect("peer closed");
+            match r.receive(&chunk, now(start)).unwrap() {
+                Some(Event::Request(request)) => {
+                    assert_eq!(request.private_data, b"client");
+                    assert_eq!(r.accept(8, 8, b"server", now(start)).unwrap(), None);
+                }
+                Some(Event::Established(e)) => break e,
+                Some(other) => panic!("{other:?}"),
+                None => {}
+            }
+        };
+        let out = r.output().to_vec();
+        stream.write_all(&out).unwrap();
+        r.advance_output(out.len());
+        let crc = established.negotiated.crc;
+        let first = read_fpdu(&mut stream, established.leftover, crc, start);
+        assert_eq!(first, b"ping");
+        stream.write_all(&data_fpdu(b"pong", 1, crc)).unwrap();
+        established.negotiated
+    }
+
+    /// Both sides over a real TCP connection on 127.0.0.1, every read
+    /// bounded: the setup, then one FPDU each way.
+    #[test]
+    fn over_tcp_on_loopback() {
+        use std::io::Write;
+        use std::net::{TcpListener, TcpStream};
+        use std::time::{Duration, Instant};
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let start = Instant::now();
+        let server = std::thread::spawn(move || tcp_responder(&listener, start));
+
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let icfg = InitiatorConfig {
+            crc: true,
+            ird: 8,
+            ord: 8,
+            rtr: RtrKinds::WRITE | RtrKinds::READ,
+            ..InitiatorConfig::default()
+        };
+        let mut i = Initiator::new(&icfg, b"client", now(start)).unwrap();
+        let established = loop {
+            let out = i.output().to_vec();
+            stream.write_all(&out).unwrap();
+            i.advance_output(out.len());
+            let chunk = read_some(&mut stream).expect("peer closed");
+            match i.receive(&chunk, now(start)).unwrap() {
+                Some(Event::Established(e)) => break e,
+                Some(other) => panic!("{other:?}"),
+                None => {}
+            }
+        };
+        assert_eq!(established.private_data, b"server");
+        assert_eq!(established.negotiated.rtr, Some(Rtr::Write));
+        // The RTR first, then data.
+        let out = i.output().to_vec();
+        stream.write_all(&out).unwrap();
+        i.advance_output(out.len());
+        stream.write_all(&data_fpdu(b"ping", 1, true)).unwrap();
+        let reply = read_fpdu(&mut stream, established.leftover, true, start);
+        assert_eq!(reply, b"pong");
+        let responder = server.join().unwrap();
+        assert_eq!(responder.rtr, Some(Rtr::Write));
+        assert_eq!((responder.ird, responder.ord), (Some(8), Some(8)));
+    }
+}
