@@ -12,8 +12,12 @@
 //! * `tick(now)` reports a passed deadline when no bytes come, and
 //!   `deadline()` says when to call it at the latest.
 //!
+//! Bytes that complete a wait are taken even when they are handed over after
+//! its deadline; a wait still incomplete at its deadline fails.
+//!
 //! Every error ends the setup: the machine stays failed and returns the same
-//! error from then on. The caller then writes what `output()` still holds (a
+//! error from then on (except the local mistakes `new`, `accept` and `reject`
+//! document, which change nothing). The caller then writes what `output()` still holds (a
 //! reject frame, or a Terminate once the side is in FPDU mode) and closes the
 //! TCP connection.
 //!
@@ -34,7 +38,7 @@
 //! first FPDUs) come back untouched in [`Established::leftover`].
 //!
 //! The frame buffer is fixed (a header and at most 512 bytes of private
-//! data), the RTR is read through a [`Deframer`] of 128 bytes, and the output
+//! data), the RTR is read through a [`Deframer`] sized for the longest Terminate, and the output
 //! holds at most one frame and one or two short FPDUs: nothing grows with what
 //! a peer sends.
 
@@ -42,12 +46,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
+use super::ddp::UNTAGGED_HEADER_LEN;
 use super::mpa::{
     Deframer, ENHANCED_LEN, Enhanced, FRAME_HEADER_LEN, FrameKind, MAX_IRD_ORD, MAX_PRIVATE_DATA,
     MpaError, MpaFrame, Negotiated, Rtr, RtrKinds,
 };
 use super::rdmap::{Message, RdmapError};
-use super::terminate::{LlpCode, TermCode, Terminate};
+use super::terminate::{LlpCode, MAX_TERMINATE_LEN, TermCode, Terminate};
 
 /// How long an initiator waits for the reply: siw's `MPAREQ_TIMEOUT` (10 s,
 /// the initiator's wait after sending its request).
@@ -66,9 +71,10 @@ pub const DEFAULT_RTR_TIMEOUT_MS: u64 = 5_000;
 /// the first, as RFC 5041 starts every queue at 1.
 pub const RTR_MSN: u32 = 1;
 
-/// Largest ULPDU read while waiting for the RTR: an RTR is at most 46 bytes
-/// (a Read Request), a Terminate at most 86; anything longer is not an RTR.
-const RTR_MAX_ULPDU: usize = 128;
+/// Largest ULPDU read while waiting for the RTR: the longest Terminate (70
+/// bytes with its DDP header); an RTR is at most 46 (a Read Request), and
+/// anything longer than a Terminate is no RTR.
+const RTR_MAX_ULPDU: usize = UNTAGGED_HEADER_LEN + MAX_TERMINATE_LEN;
 /// A whole request or reply frame.
 const MAX_FRAME: usize = FRAME_HEADER_LEN + MAX_PRIVATE_DATA;
 
@@ -464,8 +470,8 @@ impl Initiator {
     /// [`SetupError::EnhancedReplyMissing`], [`MpaError::UnexpectedMarkers`]):
     /// close without a Terminate, MPA is not up. A well-formed accept whose
     /// terms fail ([`MpaError::InsufficientIrd`], [`MpaError::NoMatchingRtr`]):
-    /// this side is in FPDU mode and a Terminate with that code is queued
-    /// (RFC 6581 §9). [`SetupError::TimedOut`]; [`SetupError::WrongState`]
+    /// this side is in FPDU mode and a Terminate with RFC 6581's code for it
+    /// is queued (as siw and iw_cxgb4 do). [`SetupError::TimedOut`]; [`SetupError::WrongState`]
     /// after the end.
     pub fn receive(&mut self, input: &[u8], now: u64) -> Result<Option<Event>, SetupError> {
         let InitiatorState::AwaitReply { reader, .. } = &mut self.state else {
@@ -1739,6 +1745,27 @@ mod tests {
             false,
         );
         assert_eq!(r.receive(&bytes, T0), Err(SetupError::PeerTerminated(code)));
+        assert!(r.output().is_empty());
+        // The longest Terminate, copying a Read Request's headers, fits.
+        let read = Message::rtr(Rtr::Read, RTR_MSN);
+        let mut ulpdu = vec![0; read.ulpdu_len()];
+        read.write_ulpdu(&mut ulpdu).unwrap();
+        let long = Message::Terminate {
+            msn: 1,
+            terminate: Terminate {
+                code,
+                segment_len: Some(46),
+                ddp_header: Some(&ulpdu[..18]),
+                rdmap_header: Some(&ulpdu[18..]),
+            },
+        };
+        assert_eq!(long.ulpdu_len(), RTR_MAX_ULPDU);
+        let mut r = awaiting_rtr(RtrKinds::READ, true);
+        let bytes = fpdu_of(&long, true);
+        assert_eq!(
+            feed(|c| r.receive(c, T0), &bytes, &[5]),
+            Err(SetupError::PeerTerminated(code))
+        );
         assert!(r.output().is_empty());
     }
 
