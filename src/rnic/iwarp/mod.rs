@@ -43,5 +43,6 @@ pub mod crc;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;
+pub mod setup;
 pub mod terminate;
 mod wire;
