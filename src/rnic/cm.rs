@@ -64,8 +64,8 @@
 //! QPs leave the connection (`Qp::disconnect`): outstanding work completes
 //! cancelled (X7, E3), later posts fail (X5), nothing flows either way (X6).
 //! Each side's disconnect completes when the DMA of both QPs has finished
-//! (X1 b, checked with [`Qp::is_quiescent`]: at once when possible, else by
-//! a deferred poll). The result is success, or
+//! (X1 b, checked with [`Qp::is_quiescent`](super::qp::Qp::is_quiescent):
+//! at once when possible, else by a deferred poll). The result is success, or
 //! [`CmError::ConnectionAborted`] when the connection was aborted (an error
 //! completion terminated it, E5, or a QP went away without a disconnect)
 //! before or during the wait. The indication is given at most once per

@@ -41,7 +41,7 @@ pub struct NdisMiniportAdapterRegistrationAttributes {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct NdisPmCapabilities {
-    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
     /// [`NDIS_PM_CAPABILITIES_REVISION_2`],
     /// [`NDIS_SIZEOF_NDIS_PM_CAPABILITIES_REVISION_2`]}.
     pub header: NdisObjectHeader,

@@ -9,7 +9,7 @@ use crate::abi::NdisObjectHeader;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct NdisStatisticsInfo {
-    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
     /// [`NDIS_STATISTICS_INFO_REVISION_1`], [`NDIS_SIZEOF_STATISTICS_INFO_REVISION_1`]}.
     pub header: NdisObjectHeader,
     /// `SupportedStatistics`: `NDIS_STATISTICS_FLAGS_VALID_*`.
@@ -57,7 +57,7 @@ pub struct NdisStatisticsInfo {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct NdisInterruptModerationParameters {
-    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
     /// [`NDIS_INTERRUPT_MODERATION_PARAMETERS_REVISION_1`],
     /// [`NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1`]}.
     pub header: NdisObjectHeader,

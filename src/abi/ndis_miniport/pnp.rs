@@ -36,7 +36,7 @@ pub struct NetPnpEvent {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct NetPnpEventNotification {
-    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
     /// [`NET_PNP_EVENT_NOTIFICATION_REVISION_1`],
     /// [`NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1`]}.
     pub header: NdisObjectHeader,
