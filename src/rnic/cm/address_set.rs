@@ -1,0 +1,139 @@
+//! Address sets: the addresses of one adapter registered on the fabric as
+//! owned by its device (N1, N32), given back when the last set drops.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::address::IpAddr;
+use super::fabric::Fabric;
+use super::state::node_of_device;
+use super::types::CmError;
+use crate::kernel::sync::Arc;
+use crate::rnic::device::Device;
+use crate::rnic::types::Limits;
+
+struct Registration {
+    fabric: Arc<Fabric>,
+    device: Arc<Device>,
+    addresses: Vec<IpAddr>,
+}
+
+/// The local addresses of an adapter, registered on the fabric as owned by
+/// its device (N1). Every opening of one device shares its addresses (N32).
+/// Dropping the set gives the registration back; an address is free for
+/// another device once no set of its device holds it.
+#[derive(Default)]
+pub struct AddressSet {
+    registration: Option<Registration>,
+}
+
+impl fmt::Debug for AddressSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.addresses()).finish()
+    }
+}
+
+impl AddressSet {
+    /// Registers `addresses` as owned by `device` on `fabric`. An address
+    /// the device already owns is shared.
+    ///
+    /// # Errors
+    /// [`CmError::InvalidAddress`] for a wildcard address,
+    /// [`CmError::AddressInUse`] for an address another device owns,
+    /// [`CmError::Resources`].
+    pub fn register(
+        fabric: &Arc<Fabric>,
+        device: &Arc<Device>,
+        addresses: &[IpAddr],
+    ) -> Result<Self, CmError> {
+        let mut list = Vec::new();
+        list.try_reserve_exact(addresses.len())
+            .map_err(|_| CmError::Resources)?;
+        for &ip in addresses {
+            if ip.is_unspecified() {
+                return Err(CmError::InvalidAddress);
+            }
+            if !list.contains(&ip) {
+                list.push(ip);
+            }
+        }
+        fabric.state.lock().register(device, &list)?;
+        Ok(Self {
+            registration: Some(Registration {
+                fabric: Arc::clone(fabric),
+                device: Arc::clone(device),
+                addresses: list,
+            }),
+        })
+    }
+
+    /// Another set with the same registration.
+    ///
+    /// # Errors
+    /// [`CmError::Resources`].
+    pub fn try_clone(&self) -> Result<Self, CmError> {
+        let Some(reg) = &self.registration else {
+            return Ok(Self::default());
+        };
+        let mut list = Vec::new();
+        list.try_reserve_exact(reg.addresses.len())
+            .map_err(|_| CmError::Resources)?;
+        list.extend_from_slice(&reg.addresses);
+        reg.fabric
+            .state
+            .lock()
+            .retain(node_of_device(&reg.device), &list);
+        Ok(Self {
+            registration: Some(Registration {
+                fabric: Arc::clone(&reg.fabric),
+                device: Arc::clone(&reg.device),
+                addresses: list,
+            }),
+        })
+    }
+
+    /// The addresses.
+    pub fn addresses(&self) -> &[IpAddr] {
+        self.registration
+            .as_ref()
+            .map_or(&[], |r| r.addresses.as_slice())
+    }
+
+    /// Whether `ip` is one of them.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.addresses().contains(&ip)
+    }
+
+    /// The device that owns them (`None` for an empty, detached set).
+    pub fn device(&self) -> Option<&Arc<Device>> {
+        self.registration.as_ref().map(|r| &r.device)
+    }
+
+    /// The fabric they are registered on.
+    pub fn fabric(&self) -> Option<&Arc<Fabric>> {
+        self.registration.as_ref().map(|r| &r.fabric)
+    }
+
+    pub(super) fn parts(&self) -> Result<(&Arc<Fabric>, usize, Limits), CmError> {
+        let reg = self
+            .registration
+            .as_ref()
+            .ok_or(CmError::InvalidParameter)?;
+        Ok((
+            &reg.fabric,
+            node_of_device(&reg.device),
+            *reg.device.limits(),
+        ))
+    }
+}
+
+impl Drop for AddressSet {
+    fn drop(&mut self) {
+        if let Some(reg) = self.registration.take() {
+            reg.fabric
+                .state
+                .lock()
+                .unregister(node_of_device(&reg.device), &reg.addresses);
+        }
+    }
+}

@@ -1,0 +1,797 @@
+//! The connection state machine under the fabric lock: connect, request,
+//! accept, reject, complete_connect, disconnect (X1–X7) and close of
+//! connectors (L20, L21), and listen and close of listeners (N3–N7, N12).
+
+use alloc::vec::Vec;
+
+use super::BACKLOG;
+use super::address::Endpoint;
+use super::connector::Connector;
+use super::fabric::{Fabric, LostHandler};
+use super::slab::Key;
+use super::state::{
+    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Pending, Role, State,
+    count_failure, qp_key,
+};
+use super::types::{CloseState, CmError, ConnState, ConnectionData, ReadLimits};
+use crate::kernel::sync::atomic::Ordering;
+use crate::kernel::sync::{Arc, Weak};
+use crate::rnic::qp;
+use crate::rnic::qp::{Qp, QpState};
+
+impl State {
+    // ----- callouts --------------------------------------------------------
+
+    /// Queues a callback to connector `key` (none when it has no events).
+    fn emit(&mut self, actions: &mut Actions, key: Key, callout: Callout) {
+        if let Some(rec) = self.connectors.get_mut(key)
+            && let Some(events) = rec.events.clone()
+        {
+            rec.callouts += 1;
+            actions.push(Action::Connector {
+                events,
+                key,
+                callout,
+            });
+        }
+    }
+
+    /// The live peer of `key` if it is in `state`.
+    fn peer_in(&self, key: Key, state: ConnState) -> Option<Key> {
+        let peer = self.connectors.get(key)?.peer?;
+        let rec = self.connectors.get(peer)?;
+        (rec.state == state && rec.peer == Some(key)).then_some(peer)
+    }
+
+    /// The passive request leaves the listener's backlog.
+    fn leave_backlog(&mut self, key: Key) {
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
+        };
+        if let Some(listener) = rec.listener.take()
+            && let Some(l) = self.listeners.get_mut(listener)
+        {
+            l.backlog = l.backlog.saturating_sub(1);
+        }
+    }
+
+    /// An attempt of `key` failed before establishment: the connector is
+    /// `Failed`, unlinked from its peer, and gives back what the attempt
+    /// took — the QP (N28), the four-tuple and, for an active connector,
+    /// its binding reference (the passive one keeps the listener's until it
+    /// closes, N7).
+    fn fail(&mut self, key: Key) {
+        self.leave_backlog(key);
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
+        };
+        rec.set_state(key, ConnState::Failed);
+        rec.peer = None;
+        rec.pending.connect = false;
+        rec.pending.accept = false;
+        let qp = rec.qp.take();
+        // An attempt that had a QP failed (either direction).
+        count_failure(qp.as_ref());
+        let tuple = rec.tuple.take();
+        let binding = if rec.role == Role::Active {
+            rec.binding.take()
+        } else {
+            None
+        };
+        self.unbind_qp(qp.as_ref());
+        self.remove_tuple(tuple);
+        if let Some(r) = binding {
+            self.unbind(r);
+        }
+    }
+
+    /// Completes the close of `key` if nothing holds it any longer.
+    pub(super) fn settle(&mut self, key: Key, actions: &mut Actions) -> bool {
+        let done = self.connectors.get(key).is_some_and(|rec| {
+            rec.closing && rec.callouts == 0 && !rec.quiescing && !rec.pending.any()
+        });
+        if !done {
+            return false;
+        }
+        let Some(mut rec) = self.connectors.remove(key) else {
+            return false;
+        };
+        if rec.state == ConnState::Requested
+            && let Some(listener) = rec.listener.take()
+            && let Some(l) = self.listeners.get_mut(listener)
+        {
+            l.backlog = l.backlog.saturating_sub(1);
+        }
+        self.unbind_qp(rec.qp.as_ref());
+        self.remove_tuple(rec.tuple.take());
+        if let Some(r) = rec.binding.take() {
+            self.unbind(r);
+        }
+        uncount(&mut rec);
+        if let Some(events) = rec.events.take() {
+            // Dropped (or called) after the lock is released: the owner's
+            // events may hold the last reference to objects whose drop takes
+            // this lock again.
+            actions.push(Action::ConnectorClosed {
+                events,
+                notify: rec.close_pending,
+            });
+        }
+        true
+    }
+
+    /// The connection's DMA has finished (X1b): the disconnect completes.
+    pub(super) fn finish_disconnect(&mut self, key: Key, actions: &mut Actions) {
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
+        };
+        rec.quiescing = false;
+        if rec.state == ConnState::Disconnecting {
+            rec.set_state(key, ConnState::Disconnected);
+        }
+        uncount(rec);
+        if rec.pending.disconnect {
+            rec.pending.disconnect = false;
+            // X1: success once the peer's graceful disconnect arrived;
+            // failure when the connection had been aborted, or when the own
+            // close cut the wait short.
+            let result = if rec.cancelled {
+                Err(CmError::Cancelled)
+            } else if rec.ending == Ending::Aborted {
+                Err(CmError::ConnectionAborted)
+            } else {
+                Ok(())
+            };
+            self.emit(actions, key, Callout::Disconnect(result));
+        }
+        self.settle(key, actions);
+    }
+
+    /// The peer of `key` while it still takes part in the connection
+    /// (established, or disconnecting itself).
+    fn connected_peer(&self, key: Key) -> Option<Key> {
+        let peer = self.connectors.get(key)?.peer?;
+        let rec = self.connectors.get(peer)?;
+        let taking_part = matches!(rec.state, ConnState::Established | ConnState::Disconnecting);
+        (taking_part && rec.peer == Some(key)).then_some(peer)
+    }
+
+    /// This side leaves an established connection, by `disconnect` or by
+    /// its close. The peer gets the graceful notice: its indication unless
+    /// it disconnected already (X2, X3); its QP and outstanding work are left
+    /// alone (N24). A `disconnect` then waits for the peer's answer — its
+    /// consumer's own disconnect or close — unless it has answered already
+    /// or the connection was aborted (X1 a); a close never waits for the
+    /// peer's consumer and tears the connection down at once.
+    fn leave(&mut self, key: Key, by_close: bool, actions: &mut Actions) {
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
+        };
+        rec.set_state(key, ConnState::Disconnecting);
+        // X2: no indication after this side's own disconnect.
+        rec.indicated = true;
+        let own_open = rec.ending == Ending::Open;
+        let mut wait = false;
+        if let Some(peer) = self.connected_peer(key)
+            && let Some(p) = self.connectors.get_mut(peer)
+            && p.state == ConnState::Established
+        {
+            if p.ending == Ending::Open {
+                p.ending = Ending::Graceful;
+            }
+            if !core::mem::replace(&mut p.indicated, true) {
+                self.emit(actions, peer, Callout::Indicate);
+            }
+            wait = !by_close && own_open;
+        }
+        if wait {
+            if let Some(rec) = self.connectors.get_mut(key) {
+                rec.waiting = true;
+            }
+        } else {
+            self.teardown(key, actions);
+        }
+    }
+
+    /// The exchange is over (or cut short): both QPs leave the connection —
+    /// outstanding work completes cancelled (X7, E3), later posts fail (X5),
+    /// nothing flows either way (X6) — and each side that is disconnecting
+    /// waits for the DMA of both QPs (X1 b).
+    fn teardown(&mut self, key: Key, actions: &mut Actions) {
+        let peer = self.connected_peer(key);
+        let qps = self
+            .connectors
+            .get(key)
+            .map(|rec| [rec.qp.clone(), rec.peer_qp.clone()])
+            .unwrap_or_default();
+        let mut keys = [None, None];
+        for (n, k) in [Some(key), peer].into_iter().enumerate() {
+            let Some(k) = k else { continue };
+            let Some(rec) = self.connectors.get_mut(k) else {
+                continue;
+            };
+            // A peer waiting for this side's answer has it now (X1 a, X3).
+            rec.waiting = false;
+            if rec.state == ConnState::Disconnecting {
+                rec.quiescing = true;
+                if let Some(slot) = keys.get_mut(n) {
+                    *slot = Some(k);
+                }
+            }
+        }
+        if qps.iter().all(Option::is_none) {
+            self.finish_disconnect(key, actions);
+        } else {
+            actions.push(Action::Teardown { qps, keys });
+        }
+    }
+}
+
+/// Takes a connection off the devices' `active_connection` counters.
+fn uncount(rec: &mut ConnectorRec) {
+    if core::mem::take(&mut rec.counted)
+        && let Some(qp) = &rec.qp
+    {
+        let _ = qp.device().counters.active_connection.fetch_update(
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            |n| Some(n.saturating_sub(1)),
+        );
+    }
+}
+
+/// Where a connection's local endpoint comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Source {
+    /// `connect`: a dedicated endpoint at this address (N8).
+    Address(Endpoint),
+    /// `connect_shared`: a reference on a shared endpoint's binding (N10).
+    Shared {
+        binding: BindingRef,
+        local: Endpoint,
+        node: usize,
+    },
+}
+
+impl State {
+    // ----- connectors ------------------------------------------------------
+
+    #[expect(clippy::too_many_arguments, reason = "the parameters of NdkConnect")]
+    pub(super) fn connect(
+        &mut self,
+        fabric: &Arc<Fabric>,
+        key: Key,
+        qp: &Arc<Qp>,
+        source: Source,
+        dst: Endpoint,
+        limits: ReadLimits,
+        payload: Vec<u8>,
+        actions: &mut Actions,
+    ) -> Result<(), CmError> {
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
+        if rec.closing || !matches!(rec.state, ConnState::Idle | ConnState::Failed) {
+            // X5: a disconnected connector is never reused.
+            return Err(CmError::ConnectionInvalid);
+        }
+        if payload.len() > rec.limits.max_caller_data as usize {
+            return Err(CmError::PrivateDataTooLong);
+        }
+        let node = rec.node;
+        let own = limits.clamp(&rec.limits);
+        self.check_qp(node, qp)?;
+        if dst.ip.is_unspecified() || dst.port == 0 {
+            return Err(CmError::InvalidAddress);
+        }
+        let (binding, local) = match source {
+            Source::Address(src) => {
+                if src.ip.family() != dst.ip.family() {
+                    return Err(CmError::NetworkUnreachable);
+                }
+                let ip = self.local_ip(node, src.ip, true, Some(dst.ip))?;
+                let r = self.bind(node, ip, src.port)?;
+                (r, Endpoint::new(ip, r.port))
+            }
+            Source::Shared {
+                binding,
+                local,
+                node: endpoint_node,
+            } => {
+                if endpoint_node != node {
+                    return Err(CmError::InvalidParameter);
+                }
+                if local.ip.family() != dst.ip.family() {
+                    return Err(CmError::NetworkUnreachable);
+                }
+                if !self.add_ref(binding) {
+                    return Err(CmError::InvalidParameter);
+                }
+                (binding, local)
+            }
+        };
+        let outcome = self.request(fabric, key, qp, binding, local, dst, own, payload, actions);
+        if outcome.is_err() {
+            self.unbind(binding);
+            count_failure(Some(qp));
+        }
+        outcome
+    }
+
+    /// Sends the request of `key` from `local` to `dst`: finds the listener
+    /// and creates the passive connector that its connect event hands over.
+    #[expect(clippy::too_many_arguments, reason = "the parts of a request")]
+    fn request(
+        &mut self,
+        fabric: &Arc<Fabric>,
+        key: Key,
+        qp: &Arc<Qp>,
+        binding: BindingRef,
+        local: Endpoint,
+        dst: Endpoint,
+        own: ReadLimits,
+        payload: Vec<u8>,
+        actions: &mut Actions,
+    ) -> Result<(), CmError> {
+        // N11: one connection per four-tuple.
+        if self.has_tuple(binding, local.ip, dst) {
+            return Err(CmError::AddressAlreadyExists);
+        }
+        let dst_node = self.owner(dst.ip).ok_or(CmError::HostUnreachable)?;
+        let listener = self
+            .find_listener(dst_node, dst.ip, dst.port)
+            .ok_or(CmError::ConnectionRefused)?;
+        let l = self
+            .listeners
+            .get(listener)
+            .ok_or(CmError::ConnectionRefused)?;
+        // N5: a paused listener is as though there were none; N6: a closing
+        // one turns every request away; N12: the backlog is bounded.
+        if l.paused || l.closing || l.backlog >= BACKLOG {
+            return Err(CmError::ConnectionRefused);
+        }
+        let (l_binding, _) = l.listening.ok_or(CmError::ConnectionRefused)?;
+        let l_limits = l.limits;
+        let l_events = Arc::clone(&l.events);
+        self.bound_qps
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        self.reserve_tuple(binding)?;
+        self.reserve_tuple(l_binding)?;
+        let mut passive = ConnectorRec::new(dst_node, l_limits);
+        passive.state = ConnState::Requested;
+        passive.role = Role::Passive;
+        passive.peer = Some(key);
+        passive.listener = Some(listener);
+        passive.binding = Some(l_binding);
+        passive.tuple = Some((l_binding, dst.ip, local));
+        passive.local = Some(dst);
+        passive.remote = Some(local);
+        passive.peer_limits = own;
+        passive.peer_data = payload;
+        let pkey = self.connectors.insert(passive)?;
+        // Nothing below fails: the room was reserved above.
+        // N7: one reference on the listener's endpoint per connector.
+        self.add_ref(l_binding);
+        self.add_tuple(binding, local.ip, dst);
+        self.add_tuple(l_binding, dst.ip, local);
+        self.bound_qps.push(qp_key(qp));
+        if let Some(l) = self.listeners.get_mut(listener) {
+            l.backlog += 1;
+            l.callouts += 1;
+        }
+        if let Some(rec) = self.connectors.get_mut(key) {
+            rec.set_state(key, ConnState::Connecting);
+            rec.role = Role::Active;
+            rec.peer = Some(pkey);
+            rec.listener = None;
+            rec.qp = Some(Arc::clone(qp));
+            rec.peer_qp = None;
+            rec.binding = Some(binding);
+            rec.tuple = Some((binding, local.ip, dst));
+            rec.local = Some(local);
+            rec.remote = Some(dst);
+            rec.own_limits = Some(own);
+            rec.peer_limits = ReadLimits::default();
+            rec.peer_data.clear();
+            rec.pending = Pending {
+                connect: true,
+                ..Pending::default()
+            };
+            rec.indicated = false;
+            rec.ending = Ending::Open;
+        }
+        actions.push(Action::Incoming {
+            events: l_events,
+            listener,
+            request: Connector {
+                fabric: Arc::clone(fabric),
+                key: pkey,
+            },
+        });
+        Ok(())
+    }
+
+    pub(super) fn accept(
+        &mut self,
+        key: Key,
+        qp: &Arc<Qp>,
+        limits: ReadLimits,
+        payload: Vec<u8>,
+        actions: &mut Actions,
+    ) -> Result<(), CmError> {
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
+        if rec.closing || rec.state != ConnState::Requested {
+            return Err(CmError::ConnectionInvalid);
+        }
+        if payload.len() > rec.limits.max_callee_data as usize {
+            return Err(CmError::PrivateDataTooLong);
+        }
+        let node = rec.node;
+        let own = limits.clamp(&rec.limits);
+        self.check_qp(node, qp)?;
+        let Some(peer) = self.peer_in(key, ConnState::Connecting) else {
+            // N15: the active side gave up.
+            self.fail(key);
+            return Err(CmError::ConnectionAborted);
+        };
+        self.bound_qps
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        self.leave_backlog(key);
+        self.bound_qps.push(qp_key(qp));
+        if let Some(rec) = self.connectors.get_mut(key) {
+            rec.set_state(key, ConnState::Accepting);
+            rec.qp = Some(Arc::clone(qp));
+            rec.own_limits = Some(own);
+            rec.pending.accept = true;
+        }
+        if let Some(p) = self.connectors.get_mut(peer) {
+            p.set_state(peer, ConnState::Replied);
+            p.peer_limits = own;
+            p.peer_data = payload;
+            p.pending.connect = false;
+        }
+        // N13: the active side's Connect completes once the peer accepted.
+        self.emit(actions, peer, Callout::Connect(Ok(())));
+        Ok(())
+    }
+
+    /// The active connector `key` is refused (N16): its Connect fails.
+    fn refuse(&mut self, key: Key, data: Vec<u8>, actions: &mut Actions) {
+        if let Some(rec) = self.connectors.get_mut(key) {
+            rec.peer_data = data;
+        }
+        self.fail(key);
+        self.emit(
+            actions,
+            key,
+            Callout::Connect(Err(CmError::ConnectionRefused)),
+        );
+    }
+
+    pub(super) fn reject(
+        &mut self,
+        key: Key,
+        payload: Vec<u8>,
+        actions: &mut Actions,
+    ) -> Result<(), CmError> {
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
+        if rec.closing {
+            return Err(CmError::ConnectionInvalid);
+        }
+        let (state, max) = (rec.state, rec.limits.max_callee_data as usize);
+        match state {
+            ConnState::Requested | ConnState::Replied => {}
+            _ => return Err(CmError::ConnectionInvalid),
+        }
+        if payload.len() > max {
+            return Err(CmError::PrivateDataTooLong);
+        }
+        let peer_state = if state == ConnState::Requested {
+            ConnState::Connecting
+        } else {
+            ConnState::Accepting
+        };
+        let peer = self.peer_in(key, peer_state);
+        self.fail(key);
+        // N16: Reject answers CONNECTION_ABORTED when the peer had already
+        // abandoned the connection.
+        let peer = peer.ok_or(CmError::ConnectionAborted)?;
+        if state == ConnState::Requested {
+            // N16: the active side's Connect fails as refused.
+            self.refuse(peer, payload, actions);
+        } else {
+            // N16: the passive side's Accept fails as aborted.
+            if let Some(p) = self.connectors.get_mut(peer) {
+                p.peer_data = payload;
+            }
+            self.fail(peer);
+            self.emit(
+                actions,
+                peer,
+                Callout::Accept(Err(CmError::ConnectionAborted)),
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn complete_connect(
+        &mut self,
+        fabric: &Arc<Fabric>,
+        key: Key,
+        actions: &mut Actions,
+    ) -> Result<(), CmError> {
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
+        if rec.closing || rec.state != ConnState::Replied {
+            // N14: not connecting.
+            return Err(CmError::ConnectionInvalid);
+        }
+        let Some(peer) = self.peer_in(key, ConnState::Accepting) else {
+            // N14: the accepting peer gave up.
+            self.fail(key);
+            return Err(CmError::ConnectionAborted);
+        };
+        let own_qp = rec.qp.clone();
+        let own_limits = rec.own_limits.unwrap_or_default();
+        let (peer_qp, peer_limits) = self
+            .connectors
+            .get(peer)
+            .map(|p| (p.qp.clone(), p.own_limits.unwrap_or_default()))
+            .unwrap_or_default();
+        let (Some(own_qp), Some(peer_qp)) = (own_qp, peer_qp) else {
+            self.fail(key);
+            self.fail(peer);
+            self.emit(
+                actions,
+                peer,
+                Callout::Accept(Err(CmError::ConnectionAborted)),
+            );
+            return Err(CmError::ConnectionInvalid);
+        };
+        // E5/X2: errors that end the connection come back as indications.
+        // Set before the QPs connect, so that none is missed.
+        let weak = Arc::downgrade(fabric);
+        own_qp.set_events(Some(Arc::new(LostHandler {
+            fabric: Weak::clone(&weak),
+            key,
+        })));
+        peer_qp.set_events(Some(Arc::new(LostHandler {
+            fabric: weak,
+            key: peer,
+        })));
+        // N14: a QP that is no longer idle (flushed, closed) fails this side
+        // with CONNECTION_INVALID and the other with CONNECTION_ABORTED.
+        let failure = if own_qp.state() != QpState::Idle {
+            Some((CmError::ConnectionInvalid, CmError::ConnectionAborted))
+        } else if peer_qp.state() != QpState::Idle {
+            Some((CmError::ConnectionAborted, CmError::ConnectionInvalid))
+        } else {
+            qp::connect(&own_qp, &peer_qp, own_limits.pair(), peer_limits.pair())
+                .err()
+                .map(|_| (CmError::ConnectionInvalid, CmError::ConnectionAborted))
+        };
+        if let Some((own_error, peer_error)) = failure {
+            self.fail(key);
+            self.fail(peer);
+            self.emit(actions, peer, Callout::Accept(Err(peer_error)));
+            return Err(own_error);
+        }
+        own_qp
+            .device()
+            .counters
+            .connect
+            .fetch_add(1, Ordering::Relaxed);
+        peer_qp
+            .device()
+            .counters
+            .accept
+            .fetch_add(1, Ordering::Relaxed);
+        for qp in [&own_qp, &peer_qp] {
+            qp.device()
+                .counters
+                .active_connection
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(rec) = self.connectors.get_mut(key) {
+            rec.set_state(key, ConnState::Established);
+            rec.peer_qp = Some(Arc::clone(&peer_qp));
+            rec.counted = true;
+        }
+        if let Some(p) = self.connectors.get_mut(peer) {
+            p.set_state(peer, ConnState::Established);
+            p.peer_qp = Some(own_qp);
+            p.counted = true;
+            p.pending.accept = false;
+        }
+        // N15: Accept completes once the active side completed the connection.
+        self.emit(actions, peer, Callout::Accept(Ok(())));
+        Ok(())
+    }
+
+    pub(super) fn disconnect(&mut self, key: Key, actions: &mut Actions) -> Result<(), CmError> {
+        let rec = self
+            .connectors
+            .get_mut(key)
+            .ok_or(CmError::ConnectionInvalid)?;
+        if rec.closing || rec.state != ConnState::Established {
+            // X5: a second disconnect, or one that was never connected.
+            return Err(CmError::ConnectionInvalid);
+        }
+        rec.pending.disconnect = true;
+        self.leave(key, false, actions);
+        Ok(())
+    }
+
+    pub(super) fn connection_lost(&mut self, key: Key, actions: &mut Actions) {
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return;
+        };
+        // Only while the connection is up, or this side waits for the peer:
+        // a teardown in progress makes the QPs report the loss too, which
+        // is no abort.
+        let waiting = rec.state == ConnState::Disconnecting && rec.waiting;
+        if rec.state != ConnState::Established && !waiting {
+            return;
+        }
+        if rec.ending == Ending::Open {
+            rec.ending = Ending::Aborted;
+        }
+        if waiting {
+            // X1: an abort ends the wait for the peer, with a failure.
+            self.teardown(key, actions);
+        } else if !core::mem::replace(&mut rec.indicated, true) {
+            // X2: the abort is indicated, once (N24).
+            self.emit(actions, key, Callout::Indicate);
+        }
+    }
+
+    pub(super) fn close_connector(&mut self, key: Key, actions: &mut Actions) -> CloseState {
+        let Some(rec) = self.connectors.get_mut(key) else {
+            return CloseState::Done;
+        };
+        if rec.closing {
+            return CloseState::Pending;
+        }
+        rec.closing = true;
+        match rec.state {
+            ConnState::Idle | ConnState::Failed | ConnState::Disconnected => {}
+            ConnState::Disconnecting => {
+                if rec.waiting {
+                    // L20: the close stops waiting for the peer's answer;
+                    // the Disconnect completes, cancelled, before the close.
+                    rec.cancelled = true;
+                    self.teardown(key, actions);
+                }
+            }
+            ConnState::Connecting => {
+                // L20: the close cancels the pending Connect; the passive
+                // side finds the request abandoned (N15, N16).
+                self.fail(key);
+                self.emit(actions, key, Callout::Connect(Err(CmError::Cancelled)));
+            }
+            ConnState::Replied => {
+                let peer = self.peer_in(key, ConnState::Accepting);
+                self.fail(key);
+                if let Some(peer) = peer {
+                    self.fail(peer);
+                    self.emit(
+                        actions,
+                        peer,
+                        Callout::Accept(Err(CmError::ConnectionAborted)),
+                    );
+                }
+            }
+            ConnState::Requested => {
+                // An unanswered request closed: as a reject (N16).
+                let peer = self.peer_in(key, ConnState::Connecting);
+                self.fail(key);
+                if let Some(peer) = peer {
+                    self.refuse(peer, Vec::new(), actions);
+                }
+            }
+            ConnState::Accepting => {
+                // L20: the close cancels the pending Accept; the active side
+                // finds the connection abandoned (N14, N16).
+                self.fail(key);
+                self.emit(actions, key, Callout::Accept(Err(CmError::Cancelled)));
+            }
+            // Closing a connected connector is a graceful disconnect towards
+            // the peer (X2), without a completion of its own.
+            ConnState::Established => self.leave(key, true, actions),
+        }
+        if self.settle(key, actions) {
+            CloseState::Done
+        } else {
+            if let Some(rec) = self.connectors.get_mut(key) {
+                rec.close_pending = true;
+            }
+            CloseState::Pending
+        }
+    }
+
+    pub(super) fn connection_data(
+        &self,
+        key: Key,
+        out: &mut [u8],
+    ) -> Result<ConnectionData, CmError> {
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
+        if matches!(rec.state, ConnState::Idle | ConnState::Connecting) {
+            // N19: only once the peer has spoken.
+            return Err(CmError::ConnectionInvalid);
+        }
+        let length = rec.peer_data.len();
+        let copied = out.len().min(length);
+        if let (Some(dst), Some(src)) = (out.get_mut(..copied), rec.peer_data.get(..copied)) {
+            dst.copy_from_slice(src);
+        }
+        Ok(ConnectionData {
+            limits: rec.reported_limits(),
+            length,
+            copied,
+        })
+    }
+
+    // ----- listeners -------------------------------------------------------
+
+    pub(super) fn listen(&mut self, key: Key, local: Endpoint) -> Result<Endpoint, CmError> {
+        let rec = self.listeners.get(key).ok_or(CmError::InvalidState)?;
+        if rec.closing || rec.listening.is_some() {
+            return Err(CmError::InvalidState);
+        }
+        let node = rec.node;
+        // N31: a wildcard listener stays a wildcard.
+        let ip = self.local_ip(node, local.ip, false, None)?;
+        let r = self.bind(node, ip, local.port)?;
+        if let Some(b) = self.binding_mut(r) {
+            b.listener = Some(key);
+        }
+        let endpoint = Endpoint::new(ip, r.port);
+        if let Some(rec) = self.listeners.get_mut(key) {
+            rec.listening = Some((r, endpoint));
+        }
+        Ok(endpoint)
+    }
+
+    pub(super) fn settle_listener(&mut self, key: Key, actions: &mut Actions) -> bool {
+        let done = self
+            .listeners
+            .get(key)
+            .is_some_and(|l| l.closing && l.callouts == 0);
+        if !done {
+            return false;
+        }
+        if let Some(rec) = self.listeners.remove(key) {
+            // As for connectors: dropped or called after the lock.
+            actions.push(Action::ListenerClosed {
+                events: rec.events,
+                notify: rec.close_pending,
+            });
+        }
+        true
+    }
+
+    pub(super) fn close_listener(&mut self, key: Key, actions: &mut Actions) -> CloseState {
+        let Some(rec) = self.listeners.get_mut(key) else {
+            return CloseState::Done;
+        };
+        if rec.closing {
+            return CloseState::Pending;
+        }
+        rec.closing = true;
+        // N6: from now on every request is turned away. N7: the listener's
+        // reference on its endpoint goes; accepted connectors keep theirs.
+        if let Some((r, _)) = rec.listening.take() {
+            if let Some(b) = self.binding_mut(r) {
+                b.listener = None;
+            }
+            self.unbind(r);
+        }
+        if self.settle_listener(key, actions) {
+            CloseState::Done
+        } else {
+            if let Some(rec) = self.listeners.get_mut(key) {
+                rec.close_pending = true;
+            }
+            CloseState::Pending
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The fabric: one lock over every device, endpoint, listener and
+//! connector; transitions run under it and their callbacks after it (I4);
+//! the OID reports of connections and local endpoints (A19, A20); a QP's
+//! lost connection turned into an indication (E5, X2); and the poll of
+//! disconnecting connections until their DMA has finished (X1b).
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::address::{Endpoint, IpAddr};
+use super::slab::Key;
+use super::state::{Action, Actions, Callout, Ending, State, node_of_device};
+use super::types::{CmError, ConnState, ConnectionInfo, LocalEndpointInfo};
+use crate::kernel::deferred::{Deferred, DeferredRoutine};
+use crate::kernel::sync::{Arc, SpinLock, Weak};
+use crate::rnic::device::Device;
+use crate::rnic::qp::{Qp, QpEvents};
+
+/// The connection fabric of one driver instance (host mode: one process):
+/// every device, address, endpoint, listener and connector.
+pub struct Fabric {
+    pub(super) state: SpinLock<State>,
+    /// Polls connections whose DMA has not finished yet (X1b).
+    poller: Deferred<Poller>,
+}
+
+impl fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Fabric { .. }")
+    }
+}
+
+struct Poller(Weak<Fabric>);
+
+impl DeferredRoutine for Poller {
+    fn run(&self) {
+        if let Some(fabric) = self.0.upgrade() {
+            fabric.poll();
+        }
+    }
+}
+
+/// Turns a QP's lost connection into a disconnect indication (E5, X2).
+pub(super) struct LostHandler {
+    pub(super) fabric: Weak<Fabric>,
+    pub(super) key: Key,
+}
+
+impl QpEvents for LostHandler {
+    fn connection_lost(&self) {
+        if let Some(fabric) = self.fabric.upgrade() {
+            fabric.run(|state, _, actions| state.connection_lost(self.key, actions));
+        }
+    }
+}
+
+pub(super) fn copy_data(data: &[u8]) -> Result<Vec<u8>, CmError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(data.len())
+        .map_err(|_| CmError::Resources)?;
+    v.extend_from_slice(data);
+    Ok(v)
+}
+
+impl Fabric {
+    /// An empty fabric.
+    pub fn new() -> Arc<Self> {
+        Arc::new_cyclic(|weak| Self {
+            state: SpinLock::new(State::new()),
+            poller: Deferred::new(Poller(Weak::clone(weak))),
+        })
+    }
+
+    /// The device that owns `ip`, if any.
+    pub fn device_of(&self, ip: IpAddr) -> Option<Arc<Device>> {
+        let state = self.state.lock();
+        let node = state.owner(ip)?;
+        state
+            .nodes
+            .iter()
+            .find(|n| n.key == node)
+            .and_then(|n| n.device.upgrade())
+    }
+
+    /// Whether `ip`:`port` is bound (by a listener, a shared endpoint or a
+    /// connection), directly or through a wildcard.
+    pub fn is_bound(&self, ip: IpAddr, port: u16) -> bool {
+        let state = self.state.lock();
+        let owner = state.owner(ip);
+        state
+            .bindings
+            .get(state.port_range(port))
+            .is_some_and(|found| {
+                found.iter().any(|b| {
+                    b.ip == ip
+                        || (b.ip.is_unspecified()
+                            && b.ip.family() == ip.family()
+                            && owner == Some(b.node))
+                })
+            })
+    }
+
+    /// The established connections of `device` (for `OID_NDK_CONNECTIONS`,
+    /// A19): fills `out` with as many as fit and returns how many there are.
+    pub fn connections(&self, device: &Arc<Device>, out: &mut [ConnectionInfo]) -> usize {
+        let node = node_of_device(device);
+        let state = self.state.lock();
+        let mut n = 0_usize;
+        for (_, rec) in &state.connectors.slots {
+            let Some(rec) = rec else { continue };
+            // An aborted connection (E5, A15) is no longer active, though its
+            // connector waits for the consumer's Disconnect or close.
+            if rec.node != node
+                || rec.state != ConnState::Established
+                || rec.ending == Ending::Aborted
+            {
+                continue;
+            }
+            if let (Some(local), Some(remote)) = (rec.local, rec.remote) {
+                if let Some(slot) = out.get_mut(n) {
+                    *slot = ConnectionInfo { local, remote };
+                }
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Aborts every established connection of `device` (NDK disabled, or
+    /// the adapter halting: A15): both sides' QPs enter the error state, their
+    /// outstanding work completes cancelled (E5), and both consumers get their
+    /// disconnect indication (X2), so that they close what they own. Returns
+    /// how many connections were aborted. Control path: allocates.
+    pub fn abort_all(&self, device: &Arc<Device>) -> usize {
+        let node = node_of_device(device);
+        let mut qps: Vec<Arc<Qp>> = Vec::new();
+        {
+            let state = self.state.lock();
+            for (_, rec) in &state.connectors.slots {
+                let Some(rec) = rec else { continue };
+                if rec.node != node
+                    || rec.state != ConnState::Established
+                    || rec.ending == Ending::Aborted
+                {
+                    continue;
+                }
+                if let Some(qp) = &rec.qp {
+                    if qps.try_reserve(1).is_err() {
+                        break;
+                    }
+                    qps.push(Arc::clone(qp));
+                }
+            }
+        }
+        // Outside the fabric's lock: terminating reports the loss back here.
+        let aborted = qps.len();
+        for qp in qps {
+            qp.terminate();
+        }
+        aborted
+    }
+
+    /// The listeners and shared endpoints of `device` (for
+    /// `OID_NDK_LOCAL_ENDPOINTS`, A20): fills `out` with as many as fit and
+    /// returns how many there are.
+    pub fn local_endpoints(&self, device: &Arc<Device>, out: &mut [LocalEndpointInfo]) -> usize {
+        let node = node_of_device(device);
+        let state = self.state.lock();
+        let mut n = 0_usize;
+        for b in &state.bindings {
+            let listener = b.listener.is_some();
+            if b.node != node || !(listener || b.shared) {
+                continue;
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = LocalEndpointInfo {
+                    local: Endpoint::new(b.ip, b.port),
+                    listener,
+                };
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Connectors that exist (open, or closing with work in flight).
+    pub fn connector_count(&self) -> usize {
+        self.state.lock().connectors.count(|_| true)
+    }
+
+    /// Listeners that exist (open, or closing with callbacks in flight).
+    pub fn listener_count(&self) -> usize {
+        self.state.lock().listeners.count(|_| true)
+    }
+
+    /// Runs `f` under the lock, then makes the callbacks it queued.
+    pub(super) fn run<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut State, &Arc<Self>, &mut Actions) -> R,
+    ) -> R {
+        let mut actions = Actions::new();
+        let result = {
+            let mut state = self.state.lock();
+            f(&mut state, self, &mut actions)
+        };
+        self.execute(actions);
+        result
+    }
+
+    /// Makes the queued callbacks, with no lock held (I4), then the
+    /// bookkeeping each one needs.
+    fn execute(self: &Arc<Self>, mut actions: Actions) {
+        for action in actions.drain() {
+            match action {
+                Action::Connector {
+                    events,
+                    key,
+                    callout,
+                } => {
+                    match callout {
+                        Callout::Connect(result) => events.connect_completed(result),
+                        Callout::Accept(result) => events.accept_completed(result),
+                        Callout::Disconnect(result) => events.disconnect_completed(result),
+                        Callout::Indicate => events.disconnected(),
+                    }
+                    drop(events);
+                    self.run(|state, _, more| {
+                        if let Some(rec) = state.connectors.get_mut(key) {
+                            rec.callouts = rec.callouts.saturating_sub(1);
+                        }
+                        state.settle(key, more);
+                    });
+                }
+                Action::ConnectorClosed { events, notify } => {
+                    if notify {
+                        events.closed();
+                    }
+                }
+                Action::Incoming {
+                    events,
+                    listener,
+                    request,
+                } => {
+                    events.incoming(request);
+                    drop(events);
+                    self.run(|state, _, more| {
+                        if let Some(rec) = state.listeners.get_mut(listener) {
+                            rec.callouts = rec.callouts.saturating_sub(1);
+                        }
+                        state.settle_listener(listener, more);
+                    });
+                }
+                Action::ListenerClosed { events, notify } => {
+                    if notify {
+                        events.closed();
+                    }
+                }
+                Action::Teardown { qps, keys } => {
+                    for qp in qps.into_iter().flatten() {
+                        qp.disconnect();
+                    }
+                    for key in keys.into_iter().flatten() {
+                        self.check_quiescence(key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Completes the disconnect of `key` if its DMA has finished, else
+    /// leaves it to the poller (X1b).
+    fn check_quiescence(self: &Arc<Self>, key: Key) {
+        let wait = self.run(|state, _, actions| match state.connectors.get(key) {
+            Some(rec) if rec.quiescing => {
+                if rec.quiescent() {
+                    state.finish_disconnect(key, actions);
+                    false
+                } else {
+                    true
+                }
+            }
+            _ => false,
+        });
+        if wait {
+            let _ = self.poller.schedule();
+        }
+    }
+
+    /// The poller: completes every disconnect whose DMA has finished, and
+    /// comes back while some still wait. DMA of one request is bounded (a
+    /// copy of at most `MaxTransferLength` bytes), so the polling is short.
+    fn poll(self: &Arc<Self>) {
+        loop {
+            let (progress, waiting) = self.run(|state, _, actions| {
+                match state.connectors.find(|r| r.quiescing && r.quiescent()) {
+                    Some(key) => {
+                        state.finish_disconnect(key, actions);
+                        (true, true)
+                    }
+                    None => (false, state.connectors.count(|r| r.quiescing) > 0),
+                }
+            });
+            if !progress {
+                if waiting {
+                    let _ = self.poller.schedule();
+                }
+                return;
+            }
+        }
+    }
+}

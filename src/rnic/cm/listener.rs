@@ -1,0 +1,96 @@
+//! Listeners (N3–N7, N31): the handle of a listening endpoint that turns
+//! connection requests into passive connectors.
+
+use core::fmt;
+
+use super::address::Endpoint;
+use super::address_set::AddressSet;
+use super::fabric::Fabric;
+use super::slab::Key;
+use super::state::ListenerRec;
+use super::types::{CloseState, CmError, ListenerEvents};
+use crate::kernel::sync::Arc;
+
+/// A listener (N3–N7, N31). Dropping it closes it.
+pub struct Listener {
+    fabric: Arc<Fabric>,
+    key: Key,
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Listener {
+    /// A listener on the device of `set`, reporting to `events`.
+    ///
+    /// # Errors
+    /// [`CmError::InvalidParameter`] for a detached set,
+    /// [`CmError::Resources`].
+    pub fn new(set: &AddressSet, events: Arc<dyn ListenerEvents>) -> Result<Self, CmError> {
+        let (fabric, node, limits) = set.parts()?;
+        let key = fabric.state.lock().listeners.insert(ListenerRec {
+            node,
+            limits,
+            events,
+            listening: None,
+            paused: false,
+            backlog: 0,
+            callouts: 0,
+            closing: false,
+            close_pending: false,
+        })?;
+        Ok(Self {
+            fabric: Arc::clone(fabric),
+            key,
+        })
+    }
+
+    /// Starts listening on `local` (N3): an address of the device or the
+    /// family's wildcard (N31), port 0 for an ephemeral port. Returns the
+    /// endpoint bound.
+    ///
+    /// # Errors
+    /// [`CmError::AddressInUse`], [`CmError::InvalidAddress`],
+    /// [`CmError::TooManyAddresses`], [`CmError::Resources`] (N3);
+    /// [`CmError::InvalidState`] when already listening or closed.
+    pub fn listen(&self, local: Endpoint) -> Result<Endpoint, CmError> {
+        self.fabric.state.lock().listen(self.key, local)
+    }
+
+    /// The endpoint listened on.
+    pub fn local(&self) -> Option<Endpoint> {
+        let state = self.fabric.state.lock();
+        state
+            .listeners
+            .get(self.key)
+            .and_then(|l| l.listening)
+            .map(|(_, endpoint)| endpoint)
+    }
+
+    /// Pauses (`true`) or resumes the delivery of requests (N5): while
+    /// paused, requests are refused as though no listener existed.
+    pub fn pause(&self, pause: bool) {
+        if let Some(rec) = self.fabric.state.lock().listeners.get_mut(self.key) {
+            rec.paused = pause;
+        }
+    }
+
+    /// Closes the listener: requests are refused from now on (N6), its
+    /// reference on the endpoint goes (N7). Pending while `incoming` calls
+    /// are in flight; then `closed` follows.
+    pub fn close(&self) -> CloseState {
+        self.fabric
+            .run(|state, _, actions| state.close_listener(self.key, actions))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
