@@ -238,9 +238,22 @@ fn one<T: Clone + Send + Sync + 'static>(matches: &ArgMatches, id: &str) -> T {
         .unwrap_or_else(|| unreachable!("--{id} has a default"))
 }
 
-/// Parses the command line; a bad one exits with a usage message (status 2).
+/// Parses the command line; a bad one exits with the error and the usage
+/// (status 2), `--help` and `--version` print and exit 0.
 pub fn parse() -> Options {
-    let matches = command().get_matches();
+    let mut command = command();
+    let matches = match command.try_get_matches_from_mut(std::env::args_os()) {
+        Ok(matches) => matches,
+        Err(error) if !error.use_stderr() => error.exit(),
+        Err(error) => {
+            let usage = command.render_usage();
+            let _ = error.print();
+            if !error.to_string().contains("Usage:") {
+                eprintln!("\n{usage}");
+            }
+            std::process::exit(2);
+        }
+    };
     let mut ops: Vec<Test> = matches
         .get_many::<String>("op")
         .into_iter()

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use plotters::coord::combinators::{IntoLogRange, LogCoord};
+use plotters::coord::combinators::{BindKeyPoints, IntoLogRange, LogCoord, WithKeyPoints};
 use plotters::prelude::{
     BLACK, BLUE, ChartBuilder, Circle, Color, DashedLineSeries, GREEN, IntoDrawingArea, LineSeries,
     PathElement, RED, RGBColor, SVGBackend, SeriesLabelPosition, TriangleMarker, WHITE,
@@ -58,7 +58,9 @@ pub fn draw(report: &Report, path: &Path) -> Result<()> {
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(
-            (first / 1.5..last * 1.5).log_scale(),
+            (first / 1.5..last * 1.5)
+                .log_scale()
+                .with_key_points(sizes.iter().map(|&s| float(s)).collect()),
             (low / 2.0..high * 2.0).log_scale(),
         )
         .map_err(|e| error(&e))?;
@@ -91,7 +93,7 @@ pub fn draw(report: &Report, path: &Path) -> Result<()> {
         .map_err(|e| error(&e))?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
@@ -101,7 +103,8 @@ pub fn draw(report: &Report, path: &Path) -> Result<()> {
 }
 
 /// The chart plotters draws on here.
-type Chart<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>;
+type Chart<'a> =
+    ChartContext<'a, SVGBackend<'a>, Cartesian2d<WithKeyPoints<LogCoord<f64>>, LogCoord<f64>>>;
 
 /// One line per operation and engine mode.
 fn draw_operations(chart: &mut Chart<'_>, report: &Report) -> std::result::Result<(), String> {
