@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use softndk::abi::{NdkResult, NdkSge, OpFlags, STATUS_SUCCESS};
 
-use crate::ndk::{EMPTY_RESULT, Link, Region, Result, request_number};
+use crate::ndk::{EMPTY_RESULT, Link, Region, Result, SPINS_BEFORE_YIELD, request_number};
 
 /// Bytes of each side's buffer a bandwidth run spreads its messages over.
 const SLOT_BUDGET: usize = 32 << 20;
@@ -96,6 +96,51 @@ fn measure<T>(timing: Timing, mut f: impl FnMut(u64) -> Result<(Run, T)>) -> Res
             let n = wanted.clamp(1.0, float(MAX_ITERATIONS)) as u64;
             f(n)
         }
+    }
+}
+
+/// Rounds in which two measurements that are compared alternate (with
+/// [`Timing::Duration`]), so that a burst of load from elsewhere on the
+/// machine falls on both rather than on one.
+const ROUNDS: u32 = 5;
+
+/// The timing of one round, and the number of rounds.
+fn split(timing: Timing) -> (Timing, u32) {
+    match timing {
+        Timing::Iterations(n) => (Timing::Iterations(n), 1),
+        Timing::Duration(d) => (Timing::Duration(d / ROUNDS), ROUNDS),
+    }
+}
+
+/// One measurement made in rounds: the first round warms up and sizes the
+/// run as [`measure`] does, the later ones repeat its count; `total` adds
+/// the rounds up.
+struct Rounds {
+    timing: Timing,
+    n: Option<u64>,
+    total: Run,
+}
+
+impl Rounds {
+    fn new(timing: Timing) -> Self {
+        Self {
+            timing,
+            n: None,
+            total: Run::default(),
+        }
+    }
+
+    fn round<T>(&mut self, mut f: impl FnMut(u64) -> Result<(Run, T)>) -> Result<T> {
+        let (run, out) = match self.n {
+            None => measure(self.timing, f)?,
+            Some(n) => f(n)?,
+        };
+        self.n = Some(run.iterations);
+        self.total.iterations += run.iterations;
+        self.total.completions += run.completions;
+        self.total.receive_completions += run.receive_completions;
+        self.total.seconds += run.seconds;
+        Ok(out)
     }
 }
 
@@ -438,27 +483,29 @@ pub fn rate(link: &Link, config: &Config) -> Result<Rate> {
     let slots = slots(size, config.queue_depth);
     let mut a = link.a.pd.region(slots * size)?;
     let b = link.b.pd.region(slots * size)?;
-    let mut runs = [Run::default(); 2];
-    for (defer, out) in [false, true].into_iter().zip(&mut runs) {
-        let mut run_number = 0;
-        let (run, ()) = measure(config.timing, |n| {
-            run_number += 1;
-            for (slot, bytes) in a.bytes_mut().chunks_exact_mut(size).enumerate() {
-                fill(
-                    bytes,
-                    seed(0x5E4D + u64::from(defer), size, run_number, slot),
-                );
-            }
-            let run = send(link, &a, &b, size, slots, n, defer, config)?;
-            let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
-            verify("Send", a.bytes(), b.bytes(), size, used)?;
-            Ok((run, ()))
-        })?;
-        *out = run;
+    let (timing, rounds) = split(config.timing);
+    let mut figures = [Rounds::new(timing), Rounds::new(timing)];
+    let mut run_number = 0;
+    for _ in 0..rounds {
+        for (defer, figure) in [false, true].into_iter().zip(&mut figures) {
+            figure.round(|n| {
+                run_number += 1;
+                for (slot, bytes) in a.bytes_mut().chunks_exact_mut(size).enumerate() {
+                    fill(
+                        bytes,
+                        seed(0x5E4D + u64::from(defer), size, run_number, slot),
+                    );
+                }
+                let run = send(link, &a, &b, size, slots, n, defer, config)?;
+                let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
+                verify("Send", a.bytes(), b.bytes(), size, used)?;
+                Ok((run, ()))
+            })?;
+        }
     }
     a.close()?;
     b.close()?;
-    let [unbatched, deferred] = runs;
+    let [unbatched, deferred] = figures.map(|figure| figure.total);
     Ok(Rate {
         unbatched,
         deferred,
@@ -520,24 +567,31 @@ pub fn latency(link: &Link, config: &Config) -> Result<Latency> {
         link.b.pd.region(SMALL)?,
         link.b.pd.region(SMALL)?,
     ];
+    let (timing, rounds) = split(config.timing);
+    let mut ping = Rounds::new(timing);
+    let mut handoff = Rounds::new(timing);
+    let (mut samples, mut handoff_samples) = (Vec::new(), Vec::new());
     let mut run_number = 0;
-    let (run, mut samples) = measure(config.timing, |n| {
-        run_number += 1;
-        let [a_send, a_receive, b_send, b_receive] = &mut regions;
-        ping_pong(
-            link,
-            [a_send, a_receive, b_send, b_receive],
-            n,
-            run_number,
-            config,
-        )
-    })?;
-    let half = Percentiles::of(&mut samples);
+    for _ in 0..rounds {
+        samples.extend(ping.round(|n| {
+            run_number += 1;
+            let [a_send, a_receive, b_send, b_receive] = &mut regions;
+            ping_pong(
+                link,
+                [a_send, a_receive, b_send, b_receive],
+                n,
+                run_number,
+                config,
+            )
+        })?);
+        handoff_samples.extend(handoff.round(|n| Ok(cacheline(n)))?);
+    }
     for region in regions {
         region.close()?;
     }
-    let (cacheline_run, mut samples) = measure(config.timing, |n| Ok(cacheline(n)))?;
-    let cacheline = Percentiles::of(&mut samples);
+    let half = Percentiles::of(&mut samples);
+    let cacheline = Percentiles::of(&mut handoff_samples);
+    let (run, cacheline_run) = (ping.total, handoff.total);
     Ok(Latency {
         run,
         half,
@@ -703,6 +757,20 @@ fn drain_sends(cq: &crate::ndk::Cq, sends: &mut u64, n: u64, armed: bool) -> Res
     Ok(())
 }
 
+/// Spins until `line` holds `value`, yielding the core as a polling CQ
+/// wait does after [`SPINS_BEFORE_YIELD`] tries.
+fn wait_for(line: &AtomicU64, value: u64) {
+    let mut spins = 0_u32;
+    while line.load(Ordering::Acquire) != value {
+        spins = spins.saturating_add(1);
+        if spins > SPINS_BEFORE_YIELD {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// One cache line, alone in its own line.
 #[repr(align(128))]
 struct Line(AtomicU64);
@@ -716,18 +784,14 @@ fn cacheline(n: u64) -> (Run, Vec<u64>) {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for i in 0..n {
-                while line.0.load(Ordering::Acquire) != 2 * i + 1 {
-                    std::hint::spin_loop();
-                }
+                wait_for(&line.0, 2 * i + 1);
                 line.0.store(2 * i + 2, Ordering::Release);
             }
         });
         for i in 0..n {
             let t0 = Instant::now();
             line.0.store(2 * i + 1, Ordering::Release);
-            while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-                std::hint::spin_loop();
-            }
+            wait_for(&line.0, 2 * i + 2);
             samples.push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
         }
     });

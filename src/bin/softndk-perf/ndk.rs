@@ -25,6 +25,13 @@ use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 /// before it gives up with an error.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// Empty polls in a row after which a polling thread yields its core
+/// before each further poll (about 10 µs of polling): on a machine with
+/// fewer free cores than spinning threads, the thread that would produce
+/// the completion (the peer, or the deferred engine's worker) gets to run
+/// instead of waiting for the spinner's time slice to end.
+pub const SPINS_BEFORE_YIELD: u32 = 256;
+
 /// A failure, with a message for the user.
 pub type Result<T> = std::result::Result<T, String>;
 
@@ -361,7 +368,8 @@ impl Cq {
     }
 
     /// Waits for at least one result, spinning on `NdkGetCqResults`
-    /// (`armed == false`) or sleeping until the CQ's notification callback
+    /// (`armed == false`; after [`SPINS_BEFORE_YIELD`] empty polls each
+    /// further poll yields the core first) or sleeping until the CQ's notification callback
     /// after `NdkArmCq(NDK_CQ_NOTIFY_ANY)` (`armed == true`).
     pub fn wait(&self, out: &mut [NdkResult], armed: bool) -> Result<usize> {
         let start = Instant::now();
@@ -386,8 +394,12 @@ impl Cq {
                     self.notifications.wait("CQ notification")?,
                 )?;
             } else {
-                std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
+                if spins > SPINS_BEFORE_YIELD {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 if spins.is_multiple_of(4096) && start.elapsed() > WAIT {
                     return Err(format!("no completion within {WAIT:?}"));
                 }
