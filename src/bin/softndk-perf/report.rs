@@ -360,7 +360,11 @@ impl Report {
                 goal.name,
                 goal.target,
                 today,
-                if goal.met { "yes" } else { "no" }
+                match (goal.judged, goal.met) {
+                    (false, _) => "not judged (machine busy)",
+                    (true, true) => "yes",
+                    (true, false) => "no",
+                }
             );
         }
     }
