@@ -16,6 +16,12 @@
 //! and 127.0.0.2 connect to one another, and an adapter reaches itself
 //! (loopback, N27). The port of the address is ignored. Adapters are opened
 //! with the highest version SoftNDK implements (NDKPI 1.2).
+//!
+//! The engine mode of a device is read from the environment variable
+//! `SOFTNDK_ENGINE` when the address's device is created (its first open):
+//! `deferred` selects `EngineMode::Deferred` (a worker thread runs the
+//! requests), anything else or nothing the default, `EngineMode::Inline`.
+//! A device keeps its mode while it lives.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -86,13 +92,21 @@ pub unsafe extern "system" fn SoftNdkOpenAdapter(
         Ok(endpoint) => endpoint,
         Err(status) => return status,
     };
-    match open(endpoint.ip, Limits::DEFAULT, EngineMode::default()) {
+    match open(endpoint.ip, Limits::DEFAULT, engine_mode_from_env()) {
         Ok(opened) => {
             // SAFETY: the caller's out-pointer (checked non-null).
             unsafe { adapter.write_unaligned(opened) };
             STATUS_SUCCESS
         }
         Err(status) => status,
+    }
+}
+
+/// The engine mode `SOFTNDK_ENGINE` asks for (see the module documentation).
+fn engine_mode_from_env() -> EngineMode {
+    match std::env::var_os("SOFTNDK_ENGINE") {
+        Some(value) if value == "deferred" => EngineMode::Deferred,
+        _ => EngineMode::default(),
     }
 }
 
