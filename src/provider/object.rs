@@ -624,7 +624,8 @@ const _: () = assert!(offset_of!(Shell, tag) == 0x30);
 /// Loom models of the enter / close protocol ([`Entries`]): the consumer's
 /// reference is given back exactly once, and never while a call that entered
 /// before the close is still inside.
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod entries_loom {
     use loom::sync::Arc;
     use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
