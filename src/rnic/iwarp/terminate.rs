@@ -467,7 +467,8 @@ impl<'a> Terminate<'a> {
     /// Parses a Terminate payload (the bytes after the untagged DDP header).
     /// With `layout` `None` the layout is detected: from the flag bits when
     /// any is set, else from which reading gives a known code (RFC when
-    /// both or neither do). Returns the Terminate and the layout used.
+    /// both or neither do). Returns the Terminate and the layout used. The
+    /// segment length is kept only when M says it is valid.
     ///
     /// # Errors
     /// [`TerminateError`] for a structure that does not hold together; codes
@@ -861,6 +862,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn segment_length_without_m_is_ignored_and_written_back_as_zero() {
+        // Found by the property below: D and R set, M clear, and a nonzero
+        // segment length that RFC 5040 says is not valid without M.
+        let mut bytes = [0u8; 20];
+        bytes[2] = 0x60;
+        bytes[5] = 1;
+        bytes[6] = 0x80;
+        let (term, layout) = Terminate::parse(&bytes, None).unwrap();
+        assert_eq!(layout, TermLayout::Rfc);
+        assert_eq!(term.segment_len, None);
+        assert_eq!(term.ddp_header.map(<[u8]>::len), Some(ddp::TAGGED_HEADER_LEN));
+        assert_eq!(term.rdmap_header, Some(&[][..]));
+        let mut expected = bytes;
+        expected[5] = 0;
+        assert_eq!(written(&term, layout), expected);
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic_the_terminate_parser(
@@ -874,10 +893,17 @@ mod tests {
                 b[2] = flags;
                 b[3] = 0;
                 if let Ok((term, layout)) = Terminate::parse(&b, None) {
-                    // What parses writes back to the same bytes.
+                    // What parses writes back to the same bytes, except a
+                    // segment length without M: not valid, so not kept,
+                    // and written as zero.
+                    let mut expected = b.clone();
+                    if term.segment_len.is_none() && b.len() >= CONTROL_LEN + SEGMENT_LEN_LEN {
+                        expected[CONTROL_LEN] = 0;
+                        expected[CONTROL_LEN + 1] = 0;
+                    }
                     let mut out = [0u8; MAX_TERMINATE_LEN];
                     let len = term.write(&mut out, layout).unwrap();
-                    prop_assert_eq!(&out[..len], &b[..]);
+                    prop_assert_eq!(&out[..len], &expected[..]);
                 }
             }
         }
