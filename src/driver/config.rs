@@ -7,13 +7,7 @@
 //! decisions are here and unit-tested on the host. The keywords are those of
 //! `inf/softndk.inx` (checked against this file by `tests/inf.rs`).
 
-use crate::abi::NdkRdmaTechnology;
-
-/// The RDMA transport SoftNDK's emulated NIC models (RoCE v2 framing, see
-/// `rnic::device::FRAME_OVERHEAD`): the only `*NetworkDirectTechnology` value
-/// the INF offers (rule A23), and the `RdmaTechnology` a provider must report
-/// (rule A8).
-pub const RDMA_TECHNOLOGY: NdkRdmaTechnology = NdkRdmaTechnology::ROCE_V2;
+pub use crate::provider::iface::RDMA_TECHNOLOGY;
 
 /// Bytes of an Ethernet header (destination, source, EtherType).
 pub const ETHERNET_HEADER: u32 = 14;

@@ -49,11 +49,11 @@ use crate::rnic::device::{Device, EngineMode};
 use super::adapter::{Adapter, FrameKind};
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
 use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
-use super::mem::try_box;
 use super::ndis_sys as ndis;
 use super::ndk::ProviderFactory;
 use super::oid::{self, SUPPORTED_OIDS};
 use super::state::NdkEvent;
+use crate::kernel::mem::try_box;
 
 /// Where each adapter's NDK provider comes from. **The one line to change
 /// when `src/provider/` is ready**: name its factory here.

@@ -24,7 +24,6 @@
 pub mod adapter;
 pub mod attributes;
 pub mod config;
-pub mod mem;
 pub mod ndk;
 pub mod oid;
 pub mod state;

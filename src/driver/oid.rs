@@ -424,7 +424,7 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
         OID_GEN_TRANSMIT_BLOCK_SIZE | OID_GEN_RECEIVE_BLOCK_SIZE | OID_GEN_MAXIMUM_TOTAL_SIZE => {
             answer_u32(buffer, frame)
         }
-        OID_GEN_VENDOR_ID => answer_u32(buffer, super::ndk::VENDOR_ID),
+        OID_GEN_VENDOR_ID => answer_u32(buffer, crate::provider::iface::VENDOR_ID),
         OID_GEN_VENDOR_DESCRIPTION => answer_bytes(buffer, VENDOR_DESCRIPTION),
         OID_GEN_VENDOR_DRIVER_VERSION => answer_u32(buffer, VENDOR_DRIVER_VERSION),
         OID_GEN_DRIVER_VERSION => answer_bytes(

@@ -39,6 +39,7 @@ use wdk as backend;
 pub mod deferred;
 pub mod log;
 pub mod mdl;
+pub mod mem;
 pub mod pool;
 pub mod sync;
 pub mod time;

@@ -122,7 +122,7 @@ pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
         | AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED;
     NdkAdapterInfo {
         version,
-        ..crate::driver::ndk::adapter_info_from_limits(device.limits(), flags)
+        ..super::iface::adapter_info_from_limits(device.limits(), flags)
     }
 }
 

@@ -30,6 +30,7 @@ use crate::abi::{
 pub mod adapter;
 pub mod cm;
 pub mod cq;
+pub mod iface;
 pub mod mr;
 #[cfg(not(loom))]
 pub mod ndis;

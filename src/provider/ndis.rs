@@ -19,9 +19,9 @@ use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::ptr::NonNull;
 
 use super::adapter;
+use super::iface::{Connection, LocalEndpoint, NdkProvider, counters_from_device};
 use crate::abi::STATUS_INSUFFICIENT_RESOURCES;
 use crate::abi::{NdisNdkPerformanceCounters, NdkAdapter, NdkAdapterInfo, NdkVersion, NtStatus};
-use crate::driver::ndk::{Connection, LocalEndpoint, NdkProvider, counters_from_device};
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::cm::{AddressSet, ConnectionInfo, Endpoint, Fabric, IpAddr, LocalEndpointInfo};
 use crate::rnic::device::Device;
@@ -45,7 +45,7 @@ pub struct Provider {
     open: SpinLock<Vec<usize>>,
 }
 
-/// The [`ProviderFactory`](crate::driver::ndk::ProviderFactory) of SoftNDK.
+/// The [`ProviderFactory`](super::iface::ProviderFactory) of SoftNDK.
 ///
 /// # Errors
 /// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out.
@@ -55,7 +55,7 @@ pub fn factory(device: &Arc<Device>) -> Result<Box<dyn NdkProvider>, NtStatus> {
         fabric: fabric(),
         open: SpinLock::new(Vec::new()),
     };
-    let boxed = crate::driver::mem::try_box(provider).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let boxed = crate::kernel::mem::try_box(provider).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     Ok(boxed as Box<dyn NdkProvider>)
 }
 

@@ -1,8 +1,8 @@
-//! Fallible allocation for the driver.
+//! Fallible allocation of single objects.
 //!
 //! `Box::new` treats an allocation failure as fatal, and in the kernel a
-//! fatal error is a bug check. Everything the driver allocates on an NDIS
-//! path (adapter context, provider) goes through [`try_box`] instead, so that
+//! fatal error is a bug check. Everything the driver and the provider allocate
+//! on an NDIS path (adapter context, provider) goes through [`try_box`] instead, so that
 //! running out of pool becomes `NDIS_STATUS_RESOURCES`.
 
 use alloc::boxed::Box;
