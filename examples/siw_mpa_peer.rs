@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! siw_mpa_peer respond  --listen 127.0.0.1:0 [--port-file F] [--crc] [--timeout S]
-//! siw_mpa_peer initiate --connect 127.0.0.1:P [--rtr none|write|read|send|all] [--crc] [--timeout S]
+//! siw_mpa_peer initiate --connect 127.0.0.1:P [--rtr none|write|read|send|all] [--crc]
+//!                       [--expect-fpdu] [--rtr-delay-ms N] [--timeout S]
 //! ```
 //!
 //! * `respond`: siw is the MPA initiator (`rping -c` in the guest towards
@@ -15,7 +16,12 @@
 //! * `initiate`: siw is the MPA responder (`rping -s` in the guest, reached
 //!   through QEMU's hostfwd). Sends our request with [`Initiator`] (optionally
 //!   offering RTR kinds), prints siw's reply, sends the RTR when one was
-//!   chosen, and prints whatever FPDUs siw sends within a second.
+//!   chosen, and prints whatever FPDUs siw sends within a second
+//!   (`--expect-fpdu`: waits until the timeout for at least one and fails
+//!   without: a Read RTR must be answered). `--rtr-delay-ms` holds the RTR
+//!   back after the reply: siw's responder installs its RTR receive upcall
+//!   only after sending its reply, and an RTR that lands in between is left
+//!   unread (docs/iwarp.md).
 //!
 //! The last line is `PEER-RESULT <mode> PASS|FAIL <why>`; the exit status is
 //! 0 only on PASS. Every wait is bounded by `--timeout`.
@@ -54,12 +60,14 @@ struct Args {
     port_file: Option<String>,
     rtr: RtrKinds,
     crc: bool,
+    expect_fpdu: bool,
+    rtr_delay: Duration,
     timeout: Duration,
 }
 
 fn usage() -> String {
     "usage: siw_mpa_peer respond --listen ADDR [--port-file F] [--crc] [--timeout S]\n       \
-     siw_mpa_peer initiate --connect ADDR [--rtr none|write|read|send|all] [--crc] [--timeout S]"
+     siw_mpa_peer initiate --connect ADDR [--rtr none|write|read|send|all] [--crc] [--expect-fpdu] [--rtr-delay-ms N] [--timeout S]"
         .to_owned()
 }
 
@@ -76,6 +84,8 @@ fn parse_args() -> Result<Args, String> {
         port_file: None,
         rtr: RtrKinds::empty(),
         crc: false,
+        expect_fpdu: false,
+        rtr_delay: Duration::ZERO,
         timeout: Duration::from_mins(1),
     };
     while let Some(flag) = it.next() {
@@ -84,6 +94,13 @@ fn parse_args() -> Result<Args, String> {
             "--listen" | "--connect" => args.addr = value()?,
             "--port-file" => args.port_file = Some(value()?),
             "--crc" => args.crc = true,
+            "--expect-fpdu" => args.expect_fpdu = true,
+            "--rtr-delay-ms" => {
+                let ms: u64 = value()?
+                    .parse()
+                    .map_err(|e| format!("--rtr-delay-ms: {e}"))?;
+                args.rtr_delay = Duration::from_millis(ms);
+            }
             "--timeout" => {
                 let secs: u64 = value()?.parse().map_err(|e| format!("--timeout: {e}"))?;
                 args.timeout = Duration::from_secs(secs);
@@ -211,8 +228,8 @@ fn print_established(established: &Established) {
     );
 }
 
-/// Parses one ULPDU with the project's DDP and RDMAP parsers and prints it.
-/// Returns whether it is a valid RDMAP message.
+/// Parses one ULPDU with the project's DDP and RDMAP parsers and prints it;
+/// whether it is a valid RDMAP message.
 fn print_ulpdu(index: usize, ulpdu: &[u8]) -> bool {
     println!("PEER FPDU {index}: ULPDU {} bytes:", ulpdu.len());
     print!("{}", hex(ulpdu));
@@ -228,7 +245,10 @@ fn print_ulpdu(index: usize, ulpdu: &[u8]) -> bool {
     }
     match Message::parse(ulpdu, None) {
         Ok(message) => {
-            println!("PEER FPDU {index}: RDMAP {:?}: {message:?}", message.opcode());
+            println!(
+                "PEER FPDU {index}: RDMAP {:?}: {message:?}",
+                message.opcode()
+            );
             if let Message::Send { payload, .. } = message
                 && let [a @ .., k0, k1, k2, k3, l0, l1, l2, l3] = payload
                 && let Ok(addr) = <[u8; 8]>::try_from(a)
@@ -250,14 +270,18 @@ fn print_ulpdu(index: usize, ulpdu: &[u8]) -> bool {
     }
 }
 
-/// Feeds `input` to the de-framer and prints every FPDU it completes.
-/// Returns how many completed, or the de-framing error.
+/// Feeds `input` to the de-framer and prints it raw (length, pad and CRC
+/// fields included) and every FPDU it completes.
 fn deframe(
     deframer: &mut Deframer,
     mut input: &[u8],
     count: &mut usize,
     valid: &mut bool,
 ) -> Result<(), String> {
+    if !input.is_empty() {
+        println!("PEER {} bytes from siw after the setup:", input.len());
+        print!("{}", hex(input));
+    }
     while !input.is_empty() {
         let step = deframer
             .feed(input)
@@ -278,9 +302,7 @@ fn respond(args: &Args) -> Result<String, String> {
     if let Some(file) = &args.port_file {
         std::fs::write(file, format!("{}\n", local.port())).map_err(|e| format!("{file}: {e}"))?;
     }
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("{e}"))?;
+    listener.set_nonblocking(true).map_err(|e| format!("{e}"))?;
     let deadline = Instant::now() + args.timeout;
     let (mut stream, from) = loop {
         match listener.accept() {
@@ -472,6 +494,9 @@ fn initiate_once(args: &Args, mut stream: TcpStream, deadline: Instant) -> Resul
         raw.extend_from_slice(input);
         let event = initiator.receive(input, ms(start));
         let pending = initiator.output().to_vec();
+        if matches!(event, Ok(Some(Event::Established(_)))) && !pending.is_empty() {
+            sleep(args.rtr_delay);
+        }
         flush_initiator(&mut stream, &mut initiator)?;
         match event {
             Ok(None) => {}
@@ -503,16 +528,27 @@ fn initiate_once(args: &Args, mut stream: TcpStream, deadline: Instant) -> Resul
             }
         }
     };
-    print_established(&established);
-    // What siw sends next without being asked (a Read RTR's zero-length Read
-    // Response; nothing otherwise: siw waits for our first FPDU).
+    after_setup(args, &mut stream, &established, deadline)
+}
+
+/// The initiator after the setup: prints what siw sends next without being
+/// asked (a Read RTR's zero-length Read Response; nothing otherwise: siw
+/// waits for our first FPDU).
+fn after_setup(
+    args: &Args,
+    stream: &mut TcpStream,
+    established: &Established,
+    deadline: Instant,
+) -> Result<Attempt, String> {
+    print_established(established);
+    let mut buf = vec![0_u8; 65536];
     let mut deframer = Deframer::new(MAX_ULPDU, established.negotiated.crc);
     let mut count = 0;
     let mut valid = true;
     deframe(&mut deframer, &established.leftover, &mut count, &mut valid)?;
     let linger = Instant::now() + LINGER;
-    while Instant::now() < linger {
-        match read_some(&mut stream, &mut buf) {
+    while Instant::now() < linger || (args.expect_fpdu && count == 0 && Instant::now() < deadline) {
+        match read_some(stream, &mut buf) {
             Ok(Some(n)) => deframe(
                 &mut deframer,
                 buf.get(..n).unwrap_or_default(),
@@ -527,6 +563,11 @@ fn initiate_once(args: &Args, mut stream: TcpStream, deadline: Instant) -> Resul
         }
     }
     println!("PEER siw sent {count} FPDU(s) after its reply");
+    if args.expect_fpdu && count == 0 {
+        return Ok(Attempt::Done(Err(
+            "no FPDU from siw after the setup".to_owned()
+        )));
+    }
     Ok(Attempt::Done(if valid {
         Ok("siw accepted our request; its reply passes our checks".to_owned())
     } else {
