@@ -115,7 +115,8 @@ struct Case {
     /// siw's reply after the key.
     reply: &'static str,
     rtr: Option<Rtr>,
-    /// The RTR FPDU we then sent and siw accepted.
+    /// The RTR FPDU we then sent (siw answered the Read ones; the Write
+    /// one drew no Terminate).
     rtr_fpdu: &'static str,
 }
 
