@@ -183,6 +183,13 @@ impl Bridge {
                 Arc::clone(&socket),
                 running.clone(),
             );
+            let peers: Vec<SocketAddr> = switch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .peers()
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, UDP_PORT))
+                .collect();
             std::thread::spawn(move || {
                 let mut frame = vec![0u8; 2048];
                 let mut datagram = vec![0u8; 2048 + vxlan::HEADER_LEN];
@@ -190,11 +197,19 @@ impl Bridge {
                     let Ok(Some(len)) = tap.recv(&mut frame, POLL) else {
                         continue;
                     };
-                    let mut switch = switch.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Ok(t) = switch.transmit(&frame[..len], clock(), &mut datagram) {
-                        for to in t.targets.addrs() {
-                            let _ = socket.send_to(&datagram[..t.len], to);
-                        }
+                    // Decide under the lock, send after it: a flood goes to
+                    // the fixed peer list, copied once before the loop.
+                    let sent = switch
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .transmit(&frame[..len], clock(), &mut datagram)
+                        .map(|t| (t.len, t.targets.unicast()));
+                    let Ok((len, unicast)) = sent else {
+                        continue;
+                    };
+                    let targets = unicast.as_ref().map_or(&peers[..], std::slice::from_ref);
+                    for to in targets {
+                        let _ = socket.send_to(&datagram[..len], to);
                     }
                 }
             })

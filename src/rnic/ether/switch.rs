@@ -201,6 +201,17 @@ pub enum Targets<'s> {
 }
 
 impl<'s> Targets<'s> {
+    /// The one destination of a unicast; `None` for a flood, which goes to
+    /// every configured peer ([`Switch::peers`], at [`Config::port`]). The
+    /// peer list does not change after configuration, so a caller may keep
+    /// its own copy and send after releasing the switch's lock.
+    pub fn unicast(&self) -> Option<SocketAddr> {
+        match *self {
+            Self::Unicast(addr) => Some(addr),
+            Self::Flood { .. } => None,
+        }
+    }
+
     /// The UDP destinations, one per datagram to send.
     pub fn addrs(&self) -> TargetIter<'s> {
         match *self {

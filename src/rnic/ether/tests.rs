@@ -122,6 +122,7 @@ fn test_unicast_goes_to_the_learned_peer_until_it_ages() {
         .transmit(&frame(MAC_B, LOCAL, 10), 200, &mut out)
         .unwrap();
     assert_eq!(targets(&t), [SocketAddr::new(B, UDP_PORT)]);
+    assert_eq!(t.targets.unicast(), Some(SocketAddr::new(B, UDP_PORT)));
     let t = sw
         .transmit(&frame(MAC_C, LOCAL, 10), 400, &mut out)
         .unwrap();
