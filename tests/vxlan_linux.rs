@@ -14,7 +14,7 @@
 //!
 //! then pings over the overlay both ways, IPv4 and IPv6, and checks what each
 //! side learned. Nothing leaves the namespaces; a guard deletes them however
-//! the test ends. It needs root, `ip` (iproute2), `ping` (iputils-ping) and
+//! the test ends. It needs root, `ip` and `bridge` (iproute2), `ping` (iputils-ping) and
 //! `/dev/net/tun`, and fails with a message saying so when one is missing.
 
 #![cfg(target_os = "linux")]
@@ -52,7 +52,11 @@ fn fail_unless_able() {
         "vxlan_linux needs root (network namespaces, TAP, vxlan); effective uid is {euid}. \
          CI runs it as root."
     );
-    for (tool, arg, package) in [("ip", "-V", "iproute2"), ("ping", "-V", "iputils-ping")] {
+    for (tool, arg, package) in [
+        ("ip", "-V", "iproute2"),
+        ("bridge", "-V", "iproute2"),
+        ("ping", "-V", "iputils-ping"),
+    ] {
         let ok = Command::new(tool)
             .arg(arg)
             .output()
