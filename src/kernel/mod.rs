@@ -20,6 +20,9 @@
 //! * [`log`] — the debug log ([`klog!`](crate::klog)).
 //! * [`pool`] — the pool tag and, in the kernel, the global allocator.
 //! * [`time`] — a monotonic clock.
+//! * `host_tap` (Linux host only, never in the driver) — a TAP device and
+//!   entry into a network namespace, for the VXLAN harness of
+//!   `tests/vxlan_linux.rs`.
 
 #[cfg(not(target_os = "windows"))]
 mod host;
@@ -37,6 +40,8 @@ mod wdk;
 use wdk as backend;
 
 pub mod deferred;
+#[cfg(target_os = "linux")]
+pub mod host_tap;
 pub mod log;
 pub mod mdl;
 pub mod mem;

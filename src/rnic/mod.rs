@@ -13,6 +13,7 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod engine;
+pub mod ether;
 pub mod iwarp;
 pub mod keys;
 pub mod memory;
