@@ -31,14 +31,20 @@
 //! and its Disconnect then succeeds) that does not wait for the peer; the
 //! close completes once the connection's DMA has finished (X1, L21).
 
+#![expect(
+    clippy::too_many_arguments,
+    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
+)]
+
 use core::ffi::c_void;
 
-use super::adapter::{self, Adapter};
-use super::object::{Event, Holder, Kind, Object, Parents};
+use super::adapter::Adapter;
+use super::dispatch::ndk_table;
+use super::object::{Event, Holder, Kind, Object, Parents, Slot};
 use super::qp::{self, Qp};
 use super::write_out;
 use crate::abi::{
-    AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkAdapter, NdkConnector, NdkConnectorDispatch,
+    AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkConnector, NdkConnectorDispatch,
     NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,
     NdkFnRequestCompletion, NdkListener, NdkListenerDispatch, NdkObjectType, NdkQp,
     NdkSharedEndpoint, NdkSharedEndpointDispatch, NtStatus, STATUS_ADDRESS_ALREADY_EXISTS,
@@ -339,10 +345,6 @@ impl Connector {
 
 impl Kind for Connector {
     const TYPE: NdkObjectType = NdkObjectType::CONNECTOR;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkConnectorDispatch = &raw const CONNECTOR_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // L20/L21: cancels what is pending and, when connected, disconnects
         // gracefully; held until that work and its callbacks are over.
@@ -356,19 +358,72 @@ impl Kind for Connector {
     }
 }
 
-static CONNECTOR_DISPATCH: NdkConnectorDispatch = NdkConnectorDispatch {
-    ndk_close_connector: super::object::close_object::<Connector>,
-    ndk_query_extension: super::query_extension,
-    ndk_connect: connect,
-    ndk_connect_with_shared_endpoint: connect_with_shared_endpoint,
-    ndk_complete_connect: complete_connect,
-    ndk_accept: accept,
-    ndk_reject: reject,
-    ndk_get_connection_data: get_connection_data,
-    ndk_get_local_address: get_local_address,
-    ndk_get_peer_address: get_peer_address,
-    ndk_disconnect: disconnect,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector at NdkConnector,
+        close ndk_close_connector = "NdkCloseConnector";
+    ndk_connect = "NdkConnect" => connect(
+        qp: *mut NdkQp,
+        src: *const SockAddr,
+        src_length: u32,
+        dst: *const SockAddr,
+        dst_length: u32,
+        inbound_read_limit: u32,
+        outbound_read_limit: u32,
+        data: *const c_void,
+        data_length: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_connect_with_shared_endpoint = "NdkConnectWithSharedEndpoint" => connect_with_shared_endpoint(
+        qp: *mut NdkQp,
+        endpoint: *mut NdkSharedEndpoint,
+        dst: *const SockAddr,
+        dst_length: u32,
+        inbound_read_limit: u32,
+        outbound_read_limit: u32,
+        data: *const c_void,
+        data_length: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_complete_connect = "NdkCompleteConnect" => complete_connect(
+        disconnect_event: Option<NdkFnDisconnectEventCallback>,
+        disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_accept = "NdkAccept" => accept(
+        qp: *mut NdkQp,
+        inbound_read_limit: u32,
+        outbound_read_limit: u32,
+        data: *const c_void,
+        data_length: u32,
+        disconnect_event: Option<NdkFnDisconnectEventCallback>,
+        disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_reject = "NdkReject" => reject(data: *const c_void, data_length: u32) -> NtStatus;
+    ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(
+        inbound_read_limit: *mut u32,
+        outbound_read_limit: *mut u32,
+        data: *mut c_void,
+        data_length: *mut u32,
+    ) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(
+        address: *mut SockAddr,
+        length: *mut u32,
+    ) -> NtStatus;
+    ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(
+        address: *mut SockAddr,
+        length: *mut u32,
+    ) -> NtStatus;
+    ndk_disconnect = "NdkDisconnect" => disconnect(
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+}
 
 /// Wraps `rnic` in a connector object on `adapter`, a successor of
 /// `listener` when it was created for an incoming request (N4, N7).
@@ -398,16 +453,12 @@ fn new_connector(
 }
 
 /// `NdkCreateConnector` (L7: inline).
-pub(super) unsafe extern "system" fn create_connector(
-    adapter: *mut NdkAdapter,
+pub(super) unsafe fn create_connector(
+    adapter: &Object<Adapter>,
     _completion: Option<NdkFnCreateCompletion>,
     _context: *mut c_void,
     out: *mut *mut NdkConnector,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { adapter::get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -415,20 +466,11 @@ pub(super) unsafe extern "system" fn create_connector(
         Ok(rnic) => rnic,
         Err(error) => return status(error),
     };
-    match new_connector(&adapter, None, rnic) {
+    match new_connector(adapter, None, rnic) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
         Err(status) => status,
     }
-}
-
-/// The connector behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-unsafe fn get<'a>(connector: *const c_void) -> Option<super::object::Entered<'a, Connector>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Connector>::from_ptr(connector) }
 }
 
 /// Starts a Connect or ConnectWithSharedEndpoint: records the completion,
@@ -471,8 +513,8 @@ fn start_connect(
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe extern "system" fn connect(
-    connector: *mut NdkConnector,
+unsafe fn connect(
+    connector: &Object<Connector>,
     qp: *mut NdkQp,
     src: *const SockAddr,
     src_length: u32,
@@ -485,12 +527,8 @@ unsafe extern "system" fn connect(
     completion: Option<NdkFnRequestCompletion>,
     context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { qp::get_qp(qp.cast()) }) else {
+    let Some(qp) = (unsafe { Object::<Qp>::from_ptr(qp.cast(), &Slot("NdkConnect")) }) else {
         return STATUS_INVALID_PARAMETER;
     };
     let Some(completion) = completion else {
@@ -525,8 +563,8 @@ unsafe extern "system" fn connect(
 /// `NdkConnectWithSharedEndpoint` (N10, N11): as [`connect`], from the shared
 /// endpoint's address and port; `STATUS_ADDRESS_ALREADY_EXISTS` when that
 /// four-tuple exists.
-unsafe extern "system" fn connect_with_shared_endpoint(
-    connector: *mut NdkConnector,
+unsafe fn connect_with_shared_endpoint(
+    connector: &Object<Connector>,
     qp: *mut NdkQp,
     endpoint: *mut NdkSharedEndpoint,
     dst: *const SockAddr,
@@ -538,16 +576,14 @@ unsafe extern "system" fn connect_with_shared_endpoint(
     completion: Option<NdkFnRequestCompletion>,
     context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
+    const SLOT: &Slot = &Slot("NdkConnectWithSharedEndpoint");
     // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { qp::get_qp(qp.cast()) }) else {
+    let Some(qp) = (unsafe { Object::<Qp>::from_ptr(qp.cast(), SLOT) }) else {
         return STATUS_INVALID_PARAMETER;
     };
     // SAFETY: the consumer passes its shared endpoint.
-    let Some(endpoint) = (unsafe { get_endpoint(endpoint.cast()) }) else {
+    let Some(endpoint) = (unsafe { Object::<SharedEndpoint>::from_ptr(endpoint.cast(), SLOT) })
+    else {
         return STATUS_INVALID_PARAMETER;
     };
     let Some(completion) = completion else {
@@ -577,17 +613,13 @@ unsafe extern "system" fn connect_with_shared_endpoint(
 /// `NdkCompleteConnect` (N13, N14): inline. Connects both QPs and completes
 /// the peer's Accept; `STATUS_CONNECTION_INVALID` when not connecting or the
 /// QP is no longer idle, `STATUS_CONNECTION_ABORTED` when the peer gave up.
-unsafe extern "system" fn complete_connect(
-    connector: *mut NdkConnector,
+unsafe fn complete_connect(
+    connector: &Object<Connector>,
     disconnect_event: Option<NdkFnDisconnectEventCallback>,
     disconnect_context: *mut c_void,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let connector = connector.arc();
     let bridge = &connector.inner.bridge;
     // Registered first: an indication may follow establishment at once.
@@ -607,8 +639,8 @@ unsafe extern "system" fn complete_connect(
 
 /// `NdkAccept` (N15, N17, N20): pending until the active side completes the
 /// connection; `STATUS_CONNECTION_ABORTED` when it gave up.
-unsafe extern "system" fn accept(
-    connector: *mut NdkConnector,
+unsafe fn accept(
+    connector: &Object<Connector>,
     qp: *mut NdkQp,
     inbound_read_limit: u32,
     outbound_read_limit: u32,
@@ -619,12 +651,8 @@ unsafe extern "system" fn accept(
     completion: Option<NdkFnRequestCompletion>,
     context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { qp::get_qp(qp.cast()) }) else {
+    let Some(qp) = (unsafe { Object::<Qp>::from_ptr(qp.cast(), &Slot("NdkAccept")) }) else {
         return STATUS_INVALID_PARAMETER;
     };
     let Some(completion) = completion else {
@@ -664,15 +692,7 @@ unsafe extern "system" fn accept(
 }
 
 /// `NdkReject` (N16, N17): synchronous.
-unsafe extern "system" fn reject(
-    connector: *mut NdkConnector,
-    data: *const c_void,
-    data_length: u32,
-) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
+unsafe fn reject(connector: &Object<Connector>, data: *const c_void, data_length: u32) -> NtStatus {
     // SAFETY: the consumer's private data covers its length.
     let data = match unsafe { private_data(data, data_length) } {
         Ok(data) => data,
@@ -684,17 +704,13 @@ unsafe extern "system" fn reject(
 }
 
 /// `NdkGetConnectionData` (N18–N20).
-unsafe extern "system" fn get_connection_data(
-    connector: *mut NdkConnector,
+unsafe fn get_connection_data(
+    connector: &Object<Connector>,
     inbound_read_limit: *mut u32,
     outbound_read_limit: *mut u32,
     data: *mut c_void,
     data_length: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if data_length.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -732,15 +748,11 @@ unsafe extern "system" fn get_connection_data(
 }
 
 /// `NdkGetLocalAddress` of a connector (N22, N23): available once connecting.
-unsafe extern "system" fn get_local_address(
-    connector: *mut NdkConnector,
+unsafe fn get_local_address(
+    connector: &Object<Connector>,
     address: *mut SockAddr,
     length: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     match connector.inner.rnic.local() {
         // SAFETY: the consumer's buffer and in/out length.
         Some(endpoint) => unsafe { write_address(endpoint, address, length) },
@@ -749,15 +761,11 @@ unsafe extern "system" fn get_local_address(
 }
 
 /// `NdkGetPeerAddress` (N22, N23): available once connecting.
-unsafe extern "system" fn get_peer_address(
-    connector: *mut NdkConnector,
+unsafe fn get_peer_address(
+    connector: &Object<Connector>,
     address: *mut SockAddr,
     length: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     match connector.inner.rnic.peer() {
         // SAFETY: the consumer's buffer and in/out length.
         Some(endpoint) => unsafe { write_address(endpoint, address, length) },
@@ -771,15 +779,11 @@ unsafe extern "system" fn get_peer_address(
 /// `STATUS_CONNECTION_ABORTED` when the connection was aborted,
 /// `STATUS_CANCELLED` when the connector is closed while it waits;
 /// `STATUS_CONNECTION_INVALID` inline when not connected (X5).
-unsafe extern "system" fn disconnect(
-    connector: *mut NdkConnector,
+unsafe fn disconnect(
+    connector: &Object<Connector>,
     completion: Option<NdkFnRequestCompletion>,
     context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its connector.
-    let Some(connector) = (unsafe { get(connector.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let Some(completion) = completion else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -849,10 +853,6 @@ pub struct Listener {
 
 impl Kind for Listener {
     const TYPE: NdkObjectType = NdkObjectType::LISTENER;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkListenerDispatch = &raw const LISTENER_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // N6: requests are turned away from now on; the close stays pending
         // while a connect event is being delivered (L21) and, through the
@@ -864,27 +864,34 @@ impl Kind for Listener {
     }
 }
 
-static LISTENER_DISPATCH: NdkListenerDispatch = NdkListenerDispatch {
-    ndk_close_listener: super::object::close_object::<Listener>,
-    ndk_query_extension: super::query_extension,
-    ndk_listen: listen,
-    ndk_get_local_address: get_listener_address,
-    ndk_control_connect_events: control_connect_events,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static LISTENER_DISPATCH: NdkListenerDispatch for Listener at NdkListener,
+        close ndk_close_listener = "NdkCloseListener";
+    ndk_listen = "NdkListen" => listen(
+        address: *const SockAddr,
+        length: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(
+        address: *mut SockAddr,
+        length: *mut u32,
+    ) -> NtStatus;
+    ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(
+        pause: Boolean,
+    );
+}
 
 /// `NdkCreateListener` (L7: inline). The connect-event callback is required.
-pub(super) unsafe extern "system" fn create_listener(
-    adapter: *mut NdkAdapter,
+pub(super) unsafe fn create_listener(
+    adapter: &Object<Adapter>,
     event: Option<NdkFnConnectEventCallback>,
     event_context: *mut c_void,
     _completion: Option<NdkFnCreateCompletion>,
     _context: *mut c_void,
     out: *mut *mut NdkListener,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { adapter::get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let Some(callback) = event else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -913,32 +920,17 @@ pub(super) unsafe extern "system" fn create_listener(
     unsafe { write_out(out.cast(), object.as_ptr()) }
 }
 
-/// The listener behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-unsafe fn get_listener<'a>(
-    listener: *const c_void,
-) -> Option<super::object::Entered<'a, Listener>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Listener>::from_ptr(listener) }
-}
-
 /// `NdkListen` (N3, N31): inline. `STATUS_SHARING_VIOLATION`,
 /// `STATUS_INVALID_ADDRESS`, `STATUS_TOO_MANY_ADDRESSES`,
 /// `STATUS_INSUFFICIENT_RESOURCES`; `STATUS_INVALID_DEVICE_REQUEST` when
 /// already listening.
-unsafe extern "system" fn listen(
-    listener: *mut NdkListener,
+unsafe fn listen(
+    listener: &Object<Listener>,
     address: *const SockAddr,
     length: u32,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its listener.
-    let Some(listener) = (unsafe { get_listener(listener.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer's address covers its length (N2).
     let local = match unsafe { read_address(address, length) } {
         Ok(local) => local,
@@ -951,15 +943,11 @@ unsafe extern "system" fn listen(
 }
 
 /// `NdkGetListenerLocalAddress` (N3, N22): the port chosen for port 0.
-unsafe extern "system" fn get_listener_address(
-    listener: *mut NdkListener,
+unsafe fn get_listener_address(
+    listener: &Object<Listener>,
     address: *mut SockAddr,
     length: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its listener.
-    let Some(listener) = (unsafe { get_listener(listener.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     match listener.inner.rnic.local() {
         // SAFETY: the consumer's buffer and in/out length.
         Some(endpoint) => unsafe { write_address(endpoint, address, length) },
@@ -968,11 +956,8 @@ unsafe extern "system" fn get_listener_address(
 }
 
 /// `NdkControlConnectEvents` (N5): TRUE pauses, FALSE resumes.
-unsafe extern "system" fn control_connect_events(listener: *mut NdkListener, pause: Boolean) {
-    // SAFETY: the consumer passes its listener.
-    if let Some(listener) = unsafe { get_listener(listener.cast()) } {
-        listener.inner.rnic.pause(pause != 0);
-    }
+fn control_connect_events(listener: &Object<Listener>, pause: Boolean) {
+    listener.inner.rnic.pause(pause != 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -986,10 +971,6 @@ pub struct SharedEndpoint {
 
 impl Kind for SharedEndpoint {
     const TYPE: NdkObjectType = NdkObjectType::SHARED_ENDPOINT;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkSharedEndpointDispatch = &raw const ENDPOINT_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // N10: the endpoint's own reference goes; connectors connected
         // through it keep the address in use, and (as successors) the close
@@ -998,25 +979,25 @@ impl Kind for SharedEndpoint {
     }
 }
 
-static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch = NdkSharedEndpointDispatch {
-    ndk_close_shared_endpoint: super::object::close_object::<SharedEndpoint>,
-    ndk_query_extension: super::query_extension,
-    ndk_get_local_address: get_endpoint_address,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch for SharedEndpoint at NdkSharedEndpoint,
+        close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
+    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(
+        address: *mut SockAddr,
+        length: *mut u32,
+    ) -> NtStatus;
+}
 
 /// `NdkCreateSharedEndpoint` (N9, L7: inline): fails like Listen (N3).
-pub(super) unsafe extern "system" fn create_shared_endpoint(
-    adapter: *mut NdkAdapter,
+pub(super) unsafe fn create_shared_endpoint(
+    adapter: &Object<Adapter>,
     address: *const SockAddr,
     address_length: u32,
     _completion: Option<NdkFnCreateCompletion>,
     _context: *mut c_void,
     out: *mut *mut NdkSharedEndpoint,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { adapter::get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -1038,27 +1019,12 @@ pub(super) unsafe extern "system" fn create_shared_endpoint(
     unsafe { write_out(out.cast(), object.as_ptr()) }
 }
 
-/// The shared endpoint behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-unsafe fn get_endpoint<'a>(
-    endpoint: *const c_void,
-) -> Option<super::object::Entered<'a, SharedEndpoint>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<SharedEndpoint>::from_ptr(endpoint) }
-}
-
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).
-unsafe extern "system" fn get_endpoint_address(
-    endpoint: *mut NdkSharedEndpoint,
+unsafe fn get_endpoint_address(
+    endpoint: &Object<SharedEndpoint>,
     address: *mut SockAddr,
     length: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its shared endpoint.
-    let Some(endpoint) = (unsafe { get_endpoint(endpoint.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer's buffer and in/out length.
     unsafe { write_address(endpoint.inner.rnic.local(), address, length) }
 }
@@ -1077,8 +1043,8 @@ mod tests {
 
     use super::*;
     use crate::abi::{
-        NdkAdapterDispatch, NdkCq, NdkCqDispatch, NdkFnCloseObject, NdkPd, NdkPdDispatch,
-        NdkQpDispatch, NdkResult, NdkSge, STATUS_CANCELLED,
+        NdkAdapter, NdkAdapterDispatch, NdkCq, NdkCqDispatch, NdkFnCloseObject, NdkPd,
+        NdkPdDispatch, NdkQpDispatch, NdkResult, NdkSge, STATUS_CANCELLED,
     };
     use crate::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 

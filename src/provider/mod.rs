@@ -30,6 +30,7 @@ use crate::abi::{
 pub mod adapter;
 pub mod cm;
 pub mod cq;
+mod dispatch;
 pub mod mr;
 #[cfg(not(loom))]
 pub mod ndis;

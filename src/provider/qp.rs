@@ -7,12 +7,18 @@
 //! provider decides itself still rings the doorbell for the QP's earlier
 //! deferred requests first (D4, see [`refuse`]).
 
+#![expect(
+    clippy::too_many_arguments,
+    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
+)]
+
 use alloc::boxed::Box;
 use core::ffi::c_void;
 
-use super::cq;
-use super::mr::{get_mr, get_mw};
-use super::object::{Event, Holder, Kind, Object, Parents};
+use super::cq::Cq;
+use super::dispatch::ndk_table;
+use super::mr::{Mr, Mw};
+use super::object::{Event, Holder, Kind, Object, Parents, Slot};
 use super::pd::Pd;
 use super::status;
 use crate::abi::{
@@ -49,10 +55,6 @@ pub fn rnic_qp(qp: &Object<Qp>) -> &Arc<rqp::Qp> {
 
 impl Kind for Qp {
     const TYPE: NdkObjectType = NdkObjectType::QP;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkQpDispatch = &raw const QP_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // L20: disconnects and flushes: every outstanding request completes
         // (cancelled) on the QP's CQs, which this QP holds open until its
@@ -69,19 +71,69 @@ impl Kind for Qp {
     }
 }
 
-static QP_DISPATCH: NdkQpDispatch = NdkQpDispatch {
-    ndk_close_qp: super::object::close_object::<Qp>,
-    ndk_query_extension: super::query_extension,
-    ndk_flush: flush,
-    ndk_send: send,
-    ndk_receive: receive,
-    ndk_bind: bind,
-    ndk_fast_register: fast_register,
-    ndk_invalidate: invalidate,
-    ndk_read: read,
-    ndk_write: write,
-    ndk_send_and_invalidate: send_and_invalidate,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static QP_DISPATCH: NdkQpDispatch for Qp at NdkQp,
+        close ndk_close_qp = "NdkCloseQp";
+    ndk_flush = "NdkFlush" => flush();
+    ndk_send = "NdkSend" => send(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_receive = "NdkReceive" => receive(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+    ) -> NtStatus;
+    ndk_bind = "NdkBind" => bind(
+        context: *mut c_void,
+        mr: *mut NdkMr,
+        mw: *mut NdkMw,
+        virtual_address: *mut c_void,
+        length: usize,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_fast_register = "NdkFastRegister" => fast_register(
+        context: *mut c_void,
+        mr: *mut NdkMr,
+        page_count: u32,
+        pages: *const NdkLogicalAddress,
+        fbo: u32,
+        length: usize,
+        base_virtual_address: *mut c_void,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_invalidate = "NdkInvalidate" => invalidate(
+        context: *mut c_void,
+        target: *mut NdkObjectHeader,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_read = "NdkRead" => read(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+        remote_address: u64,
+        remote_token: u32,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_write = "NdkWrite" => write(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+        remote_address: u64,
+        remote_token: u32,
+        flags: u32,
+    ) -> NtStatus;
+    ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+        flags: u32,
+        remote_token: u32,
+    ) -> NtStatus;
+}
 
 /// Creates a QP on `pd` (L13, L14, Q2): its receives come from `srq` when it
 /// is not null, else from a receive queue of its own. Inline (L7).
@@ -98,16 +150,19 @@ pub(super) unsafe fn create_qp(
     initiator_cq: *mut NdkCq,
     srq: *mut NdkSrq,
     config: QpConfig,
+    slot: &'static Slot,
 ) -> Result<*mut NdkQp, NtStatus> {
     // SAFETY: the caller's contract.
-    let receive = unsafe { cq::get(receive_cq.cast()) }.ok_or(STATUS_INVALID_PARAMETER)?;
+    let receive = unsafe { Object::<Cq>::from_ptr(receive_cq.cast(), slot) }
+        .ok_or(STATUS_INVALID_PARAMETER)?;
     // SAFETY: the caller's contract.
-    let initiator = unsafe { cq::get(initiator_cq.cast()) }.ok_or(STATUS_INVALID_PARAMETER)?;
+    let initiator = unsafe { Object::<Cq>::from_ptr(initiator_cq.cast(), slot) }
+        .ok_or(STATUS_INVALID_PARAMETER)?;
     let srq = if srq.is_null() {
         None
     } else {
         // SAFETY: the caller's contract.
-        Some(unsafe { get_srq(srq.cast()) }.ok_or(STATUS_INVALID_PARAMETER)?)
+        Some(unsafe { Object::<Srq>::from_ptr(srq.cast(), slot) }.ok_or(STATUS_INVALID_PARAMETER)?)
     };
     // L14: successors are created from live antecedents only.
     let live = pd.is_open()
@@ -146,16 +201,6 @@ pub(super) unsafe fn create_qp(
         return Err(STATUS_INSUFFICIENT_RESOURCES);
     };
     Ok(object.as_ptr().cast())
-}
-
-/// The QP behind a consumer pointer (null, or an object of another type:
-/// `None`).
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_qp<'a>(qp: *const c_void) -> Option<super::object::Entered<'a, Qp>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Qp>::from_ptr(qp) }
 }
 
 // ----- flags ---------------------------------------------------------------
@@ -401,11 +446,8 @@ unsafe fn post_gathered(
 
 /// `NdkFlush` (E1): every pending receive and initiator request completes
 /// with `STATUS_CANCELLED`; returns at once. SRQ receives stay (E4).
-unsafe extern "system" fn flush(qp: *mut NdkQp) {
-    // SAFETY: the consumer passes its QP.
-    if let Some(qp) = unsafe { get_qp(qp.cast()) } {
-        qp.inner.rnic.flush();
-    }
+fn flush(qp: &Object<Qp>) {
+    qp.inner.rnic.flush();
 }
 
 /// `NdkSend` (P6–P18, D1–D6). Inline refusals: `STATUS_CONNECTION_INVALID`
@@ -414,17 +456,13 @@ unsafe extern "system" fn flush(qp: *mut NdkQp) {
 /// size, P12), `STATUS_NO_MORE_ENTRIES` (queue full, P24),
 /// `STATUS_INVALID_PARAMETER` (undocumented flag, bad SGL or buffer),
 /// `STATUS_INTERNAL_ERROR` (a CQ of the QP failed, E10).
-unsafe extern "system" fn send(
-    qp: *mut NdkQp,
+unsafe fn send(
+    qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
     n: u32,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, SEND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -440,18 +478,14 @@ unsafe extern "system" fn send(
 
 /// `NdkSendAndInvalidate` (M24, C2): a Send that invalidates `remote_token`
 /// at the peer; statuses as [`send`].
-unsafe extern "system" fn send_and_invalidate(
-    qp: *mut NdkQp,
+unsafe fn send_and_invalidate(
+    qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
     n: u32,
     flags: u32,
     remote_token: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, SEND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -465,8 +499,8 @@ unsafe extern "system" fn send_and_invalidate(
 }
 
 /// `NdkWrite` (P13, P19); statuses as [`send`].
-unsafe extern "system" fn write(
-    qp: *mut NdkQp,
+unsafe fn write(
+    qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
     n: u32,
@@ -474,10 +508,6 @@ unsafe extern "system" fn write(
     remote_token: u32,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, WRITE_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -492,8 +522,8 @@ unsafe extern "system" fn write(
 
 /// `NdkRead` (P19, P20, M26): the SGEs are the local sink (up to
 /// `MaxReadRequestSge`); INLINE is not a Read flag. Statuses as [`send`].
-unsafe extern "system" fn read(
-    qp: *mut NdkQp,
+unsafe fn read(
+    qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
     n: u32,
@@ -501,10 +531,6 @@ unsafe extern "system" fn read(
     remote_token: u32,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, READ_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -524,16 +550,7 @@ unsafe extern "system" fn read(
 /// `MaxTransferLength`, `STATUS_NO_MORE_ENTRIES` when full,
 /// `STATUS_CONNECTION_INVALID` after disconnect or close,
 /// `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2) or a bad SGL.
-unsafe extern "system" fn receive(
-    qp: *mut NdkQp,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
+unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
@@ -547,8 +564,8 @@ unsafe extern "system" fn receive(
 /// local write (M19); `STATUS_INVALID_PARAMETER` for a bad MR or MW pointer,
 /// a range outside the region, a window already bound, an MR or MW of
 /// another PD, an undocumented flag; otherwise as [`send`].
-unsafe extern "system" fn bind(
-    qp: *mut NdkQp,
+unsafe fn bind(
+    qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
     mw: *mut NdkMw,
@@ -556,20 +573,16 @@ unsafe extern "system" fn bind(
     length: usize,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, access)) = decode(flags, BIND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+    let Some(mr) = (unsafe { Object::<Mr>::from_ptr(mr.cast(), &Slot("NdkBind")) }) else {
         return refuse(rnic, STATUS_INVALID_PARAMETER);
     };
     // SAFETY: the consumer passes its MW.
-    let Some(mw) = (unsafe { get_mw(mw.cast()) }) else {
+    let Some(mw) = (unsafe { Object::<Mw>::from_ptr(mw.cast(), &Slot("NdkBind")) }) else {
         return refuse(rnic, STATUS_INVALID_PARAMETER);
     };
     let Ok(length) = u64::try_from(length) else {
@@ -595,8 +608,8 @@ unsafe extern "system" fn bind(
 /// page array, a page list the MR cannot hold, a base not `FBO` plus whole
 /// pages (M16), a RegisterMr MR (M1), an undocumented flag; otherwise as
 /// [`send`].
-unsafe extern "system" fn fast_register(
-    qp: *mut NdkQp,
+unsafe fn fast_register(
+    qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
     page_count: u32,
@@ -606,16 +619,12 @@ unsafe extern "system" fn fast_register(
     base_virtual_address: *mut c_void,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, access)) = decode(flags, FAST_REGISTER_FLAGS, true) else {
         return refuse(rnic, status::undocumented_flags());
     };
     // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
+    let Some(mr) = (unsafe { Object::<Mr>::from_ptr(mr.cast(), &Slot("NdkFastRegister")) }) else {
         return refuse(rnic, STATUS_INVALID_PARAMETER);
     };
     let Ok(length) = u64::try_from(length) else {
@@ -656,12 +665,13 @@ unsafe extern "system" fn fast_register(
 /// # Safety
 /// As [`Object::from_ptr`].
 unsafe fn invalidate_target(header: *const NdkObjectHeader) -> Option<InvalidateTarget> {
+    const SLOT: &Slot = &Slot("NdkInvalidate");
     // SAFETY: the caller's contract.
-    if let Some(mr) = unsafe { get_mr(header.cast()) } {
+    if let Some(mr) = unsafe { Object::<Mr>::from_ptr(header.cast(), SLOT) } {
         return Some(InvalidateTarget::Mr(Arc::clone(mr.inner.rnic())));
     }
     // SAFETY: the caller's contract.
-    let mw = unsafe { get_mw(header.cast()) }?;
+    let mw = unsafe { Object::<Mw>::from_ptr(header.cast(), SLOT) }?;
     Some(InvalidateTarget::Mw(Arc::clone(mw.inner.rnic())))
 }
 
@@ -670,16 +680,12 @@ unsafe fn invalidate_target(header: *const NdkObjectHeader) -> Option<Invalidate
 /// an object of another PD, an undocumented flag; otherwise as [`send`]. An
 /// MR or MW with nothing to invalidate completes with
 /// `STATUS_INVALID_DEVICE_REQUEST`.
-unsafe extern "system" fn invalidate(
-    qp: *mut NdkQp,
+unsafe fn invalidate(
+    qp: &Object<Qp>,
     context: *mut c_void,
     target: *mut NdkObjectHeader,
     flags: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { get_qp(qp.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, INVALIDATE_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -707,10 +713,6 @@ impl Srq {
 
 impl Kind for Srq {
     const TYPE: NdkObjectType = NdkObjectType::SRQ;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkSrqDispatch = &raw const SRQ_DISPATCH;
-        table.cast()
-    }
     // Close: the QPs attached to the SRQ hold it open (L24), so when the
     // close completes none is left to consume a receive; the receives still
     // queued have no QP, hence no CQ, to complete on, and are dropped with
@@ -781,12 +783,22 @@ impl SrqNotify for SrqNotifier {
     }
 }
 
-static SRQ_DISPATCH: NdkSrqDispatch = NdkSrqDispatch {
-    ndk_close_srq: super::object::close_object::<Srq>,
-    ndk_query_extension: super::query_extension,
-    ndk_modify_srq: modify_srq,
-    ndk_srq_receive: srq_receive,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static SRQ_DISPATCH: NdkSrqDispatch for Srq at NdkSrq,
+        close ndk_close_srq = "NdkCloseSrq";
+    ndk_modify_srq = "NdkModifySrq" => modify_srq(
+        depth: u32,
+        threshold: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_srq_receive = "NdkSrqReceive" => srq_receive(
+        context: *mut c_void,
+        sgl: *const NdkSge,
+        n: u32,
+    ) -> NtStatus;
+}
 
 /// Creates an SRQ on `pd` (L12, Q1, Q4, Q8). Inline (L7).
 /// `STATUS_INVALID_PARAMETER` for a zero depth or one above `MaxSrqDepth`
@@ -827,32 +839,18 @@ pub(super) fn create_srq(
     Ok(object.as_ptr().cast())
 }
 
-/// The SRQ behind a consumer pointer (null, or an object of another type:
-/// `None`).
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_srq<'a>(srq: *const c_void) -> Option<super::object::Entered<'a, Srq>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Srq>::from_ptr(srq) }
-}
-
 /// `NdkModifySrq` (Q5–Q7): inline, so the request completion is never
 /// called (L8). `STATUS_INVALID_PARAMETER` above `MaxSrqDepth`,
 /// `STATUS_BUFFER_OVERFLOW` below the receives queued (unchanged then),
 /// `STATUS_INTERNAL_ERROR` after a fatal error (Q9),
 /// `STATUS_INSUFFICIENT_RESOURCES`.
-unsafe extern "system" fn modify_srq(
-    srq: *mut NdkSrq,
+unsafe fn modify_srq(
+    srq: &Object<Srq>,
     depth: u32,
     threshold: u32,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its SRQ.
-    let Some(srq) = (unsafe { get_srq(srq.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     match srq.inner.rnic.modify(depth, threshold) {
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::srq(e),
@@ -861,16 +859,12 @@ unsafe extern "system" fn modify_srq(
 
 /// `NdkSrqReceive` (Q3): as [`receive`], on the SRQ; `STATUS_INTERNAL_ERROR`
 /// after a fatal error (Q9).
-unsafe extern "system" fn srq_receive(
-    srq: *mut NdkSrq,
+unsafe fn srq_receive(
+    srq: &Object<Srq>,
     context: *mut c_void,
     sgl: *const NdkSge,
     n: u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its SRQ.
-    let Some(srq) = (unsafe { get_srq(srq.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
@@ -890,7 +884,7 @@ pub(crate) mod tests {
     use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
     use std::vec::Vec;
 
-    use super::{MAX_INLINE, MAX_SGE, get_qp, rnic_qp};
+    use super::{MAX_INLINE, MAX_SGE, Qp, rnic_qp};
     use crate::abi::{
         Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkCq, NdkCqDispatch,
         NdkFnCloseCompletion, NdkFnCloseObject, NdkFnRequestCompletion, NdkMr, NdkMrDispatch,
@@ -902,6 +896,7 @@ pub(crate) mod tests {
         STATUS_PENDING, STATUS_SUCCESS,
     };
     use crate::kernel::sync::Arc;
+    use crate::provider::object::{Object, Slot};
     use crate::rnic::device::{Device, EngineMode, ObjectKind};
     use crate::rnic::{Limits, qp as rqp};
 
@@ -1360,9 +1355,9 @@ pub(crate) mod tests {
     /// Connects two idle QPs directly on the RNIC (no connection manager).
     pub(crate) fn connect(a: *mut NdkQp, b: *mut NdkQp) {
         // SAFETY: live QPs of the test.
-        let a = unsafe { get_qp(a.cast()) }.unwrap();
+        let a = unsafe { Object::<Qp>::from_ptr(a.cast(), &Slot("test")) }.unwrap();
         // SAFETY: as above.
-        let b = unsafe { get_qp(b.cast()) }.unwrap();
+        let b = unsafe { Object::<Qp>::from_ptr(b.cast(), &Slot("test")) }.unwrap();
         rqp::connect(rnic_qp(&a), rnic_qp(&b), (1, 1), (1, 1)).unwrap();
     }
 
