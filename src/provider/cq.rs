@@ -179,8 +179,20 @@ unsafe fn arm(cq: &Object<Cq>, notify_type: NdkCqNotifyType) {
 /// Entries reaped per pass, on the stack.
 const BATCH: usize = 16;
 
-/// Removes up to `n` completions, handing each to `write(index, completion)`.
-fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u32 {
+/// Removes up to `n` completions into the consumer's array `results`, as
+/// `result` makes each entry; returns how many. Null `results`: none.
+///
+/// # Safety
+/// `results` is null or has room for `n` entries (the consumer's contract).
+unsafe fn reap<T>(
+    cq: &Object<Cq>,
+    results: *mut T,
+    n: u32,
+    result: impl Fn(&Completion) -> T,
+) -> u32 {
+    if results.is_null() {
+        return 0;
+    }
     let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); BATCH];
     let wanted = n as usize;
     let mut done = 0_usize;
@@ -191,7 +203,10 @@ fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u
         };
         let got = cq.inner.rnic.poll(slice);
         for (i, completion) in slice.iter().take(got).enumerate() {
-            write(done + i, completion);
+            let entry = result(completion);
+            // SAFETY: `results` has room for `n` entries (the caller's
+            // contract) and `done + i < n`.
+            unsafe { results.wrapping_add(done + i).write_unaligned(entry) };
         }
         done += got;
         if got < room {
@@ -201,36 +216,37 @@ fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u
     u32::try_from(done).unwrap_or(n)
 }
 
+/// `NDK_RESULT` of a completion.
+fn result(c: &Completion) -> NdkResult {
+    NdkResult {
+        status: status::wc_status(c.status),
+        bytes_transferred: c.bytes,
+        qp_context: c.qp_context as *mut c_void,
+        request_context: c.request_context as *mut c_void,
+    }
+}
+
 /// `NdkGetCqResults` (K1, C2: ReceiveAndInvalidate completions appear here
 /// too, as receives).
 unsafe fn get_results(cq: &Object<Cq>, results: *mut NdkResult, n: u32) -> u32 {
-    if results.is_null() {
-        return 0;
-    }
-    reap(cq, n, |i, c| {
-        let result = NdkResult {
-            status: status::wc_status(c.status),
-            bytes_transferred: c.bytes,
-            qp_context: c.qp_context as *mut c_void,
-            request_context: c.request_context as *mut c_void,
-        };
-        // SAFETY: `results` has room for `n` entries (consumer contract) and
-        // `i < n`.
-        unsafe { results.wrapping_add(i).write_unaligned(result) };
-    })
+    // SAFETY: the consumer's array of `n` entries.
+    unsafe { reap(cq, results, n, result) }
 }
 
 /// `NdkGetCqResultsEx` (K1, C2, P22, E14).
 unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> u32 {
-    if results.is_null() {
-        return 0;
-    }
-    reap(cq, n, |i, c| {
-        let result = NdkResultEx {
-            status: status::wc_status(c.status),
-            bytes_transferred: c.bytes,
-            qp_context: c.qp_context as *mut c_void,
-            request_context: c.request_context as *mut c_void,
+    let result_ex = |c: &Completion| {
+        let NdkResult {
+            status,
+            bytes_transferred,
+            qp_context,
+            request_context,
+        } = result(c);
+        NdkResultEx {
+            status,
+            bytes_transferred,
+            qp_context,
+            request_context,
             type_: status::operation(c.opcode),
             // E14: 0 where NDKPI 2.1 consumers read ProviderErrorCode.
             provider_error_code: 0,
@@ -239,10 +255,10 @@ unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> 
             } else {
                 0
             },
-        };
-        // SAFETY: `results` has room for `n` entries and `i < n`.
-        unsafe { results.wrapping_add(i).write_unaligned(result) };
-    })
+        }
+    };
+    // SAFETY: the consumer's array of `n` entries.
+    unsafe { reap(cq, results, n, result_ex) }
 }
 
 /// `NdkControlCqInterruptModeration` (K8): the adapter does not report

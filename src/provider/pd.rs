@@ -19,6 +19,7 @@ use crate::abi::{
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::mr as rmr;
+use crate::rnic::qp::QpConfig;
 
 /// The provider state of an `NDK_PD`.
 pub struct Pd {
@@ -135,7 +136,7 @@ unsafe fn create_qp(
     _context: *mut c_void,
     out: *mut *mut NdkQp,
 ) -> NtStatus {
-    let config = crate::rnic::qp::QpConfig {
+    let config = QpConfig {
         context: qp_context as usize,
         receive_depth,
         initiator_depth,
@@ -143,18 +144,35 @@ unsafe fn create_qp(
         max_initiator_sge,
         inline_size,
     };
-    // SAFETY: the consumer passes its CQs.
-    let result = unsafe {
-        qp::create_qp(
+    let cqs = (receive_cq, initiator_cq);
+    // SAFETY: the consumer's CQs and out-pointer.
+    unsafe {
+        new_qp(
             pd,
-            receive_cq,
-            initiator_cq,
+            cqs,
             core::ptr::null_mut(),
             config,
+            out,
             &Slot("NdkCreateQp"),
         )
-    };
-    // SAFETY: the consumer's out-pointer.
+    }
+}
+
+/// Creates a QP (`qp::create_qp`) and writes it to `out`.
+///
+/// # Safety
+/// As `qp::create_qp` and [`finish`].
+unsafe fn new_qp(
+    pd: &Object<Pd>,
+    (receive_cq, initiator_cq): (*mut NdkCq, *mut NdkCq),
+    srq: *mut NdkSrq,
+    config: QpConfig,
+    out: *mut *mut NdkQp,
+    slot: &'static Slot,
+) -> NtStatus {
+    // SAFETY: the caller's contract.
+    let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config, slot) };
+    // SAFETY: the caller's contract.
     unsafe { finish(out, result) }
 }
 
@@ -174,27 +192,17 @@ unsafe fn create_qp_with_srq(
     if srq.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    let config = crate::rnic::qp::QpConfig {
+    // Q2: the receives come from the SRQ.
+    let config = QpConfig {
         context: qp_context as usize,
-        receive_depth: 0,
         initiator_depth,
-        max_receive_sge: 0,
         max_initiator_sge,
         inline_size,
+        ..QpConfig::default()
     };
-    // SAFETY: the consumer passes its CQs and SRQ.
-    let result = unsafe {
-        qp::create_qp(
-            pd,
-            receive_cq,
-            initiator_cq,
-            srq,
-            config,
-            &Slot("NdkCreateQpWithSrq"),
-        )
-    };
-    // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, result) }
+    let cqs = (receive_cq, initiator_cq);
+    // SAFETY: the consumer's CQs, SRQ and out-pointer.
+    unsafe { new_qp(pd, cqs, srq, config, out, &Slot("NdkCreateQpWithSrq")) }
 }
 
 /// `NdkGetPrivilegedMemoryRegionToken` (M27).
