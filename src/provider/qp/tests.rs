@@ -436,6 +436,14 @@ impl Env {
 
     /// Closes the PD, the CQ and the adapter, and checks that nothing
     /// leaked (objects, tokens, LAMs).
+    /// Closes `objects` (each at once), then tears down.
+    pub(crate) fn teardown_with(self, objects: &[*mut c_void]) {
+        for &object in objects {
+            assert_eq!(close(object), STATUS_SUCCESS);
+        }
+        self.teardown();
+    }
+
     pub(crate) fn teardown(self) {
         assert_eq!(close(self.pd), STATUS_SUCCESS);
         assert_eq!(close(self.cq), STATUS_SUCCESS);
@@ -788,16 +796,7 @@ fn every_slot_answers() {
     assert_eq!(poll(env.cq)[..].len(), 0);
     assert_eq!(modify_srq(srq, 0, 0), STATUS_SUCCESS);
     assert_eq!(srq_receive(srq, 3, &s), STATUS_SUCCESS);
-    for object in [
-        qp.cast::<c_void>(),
-        srq.cast(),
-        mw.cast(),
-        fast.cast(),
-        mr.cast(),
-    ] {
-        assert_eq!(close(object), STATUS_SUCCESS);
-    }
-    env.teardown();
+    env.teardown_with(&[qp.cast(), srq.cast(), mw.cast(), fast.cast(), mr.cast()]);
 }
 
 /// Which flag bits each operation takes (ndk-abi.md §5.3; P18, P25):
@@ -1199,16 +1198,13 @@ fn bind_and_write_through_window() {
         [(STATUS_ACCESS_VIOLATION, NdkOperationType::WRITE, 5)]
     );
     p.close();
-    for object in [
-        mw.cast::<c_void>(),
+    env.teardown_with(&[
+        mw.cast(),
         mw2.cast(),
         mr_a.cast(),
         mr_b.cast(),
         read_only.cast(),
-    ] {
-        assert_eq!(close(object), STATUS_SUCCESS);
-    }
-    env.teardown();
+    ]);
 }
 
 /// rules M24, C2, P22: SendAndInvalidate; the receiver sees
