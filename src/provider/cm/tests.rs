@@ -150,6 +150,21 @@ fn close(object: *mut c_void) {
     }
 }
 
+/// Two adapters on 127.1.`t`.1 and 127.1.`t`.2 (one test's addresses).
+fn two(t: u8) -> (Adapter, Adapter) {
+    (
+        Adapter::open(v4(ip(t, 1), 0)),
+        Adapter::open(v4(ip(t, 2), 0)),
+    )
+}
+
+/// A listener of `b` on 127.1.`t`.2 port 1, listening.
+fn listening(b: &Adapter, requests: &Requests, t: u8) -> Listen {
+    let listener = b.listener(requests);
+    assert_eq!(listener.listen(v4(ip(t, 2), 1)), STATUS_SUCCESS);
+    listener
+}
+
 struct Adapter(*mut NdkAdapter);
 
 impl Adapter {
@@ -572,10 +587,7 @@ impl Established {
 
 #[test]
 fn test_connect_accept_complete_with_private_data_rule_n13_n15_n18() {
-    let (a, b) = (
-        Adapter::open(v4(ip(1, 1), 0)),
-        Adapter::open(v4(ip(1, 2), 0)),
-    );
+    let (a, b) = two(1);
     let requests = Requests::default();
     let listener = b.listener(&requests);
     assert_eq!(listener.listen(v4(ip(1, 2), 445)), STATUS_SUCCESS);
@@ -665,10 +677,7 @@ unsafe extern "system" fn accept_at_once(ctx: *mut c_void, connector: *mut NdkCo
 
 #[test]
 fn test_accept_inside_connect_event_rule_l15_i3() {
-    let (a, b) = (
-        Adapter::open(v4(ip(16, 1), 0)),
-        Adapter::open(v4(ip(16, 2), 0)),
-    );
+    let (a, b) = two(16);
     let (sa, sb) = (Side::new(&a), Side::new(&b));
     let auto = AutoAccept {
         qp: sb.qp as usize,
@@ -718,10 +727,7 @@ fn test_accept_inside_connect_event_rule_l15_i3() {
 
 #[test]
 fn test_addresses_rule_n22() {
-    let (a, b) = (
-        Adapter::open(v4(ip(2, 1), 0)),
-        Adapter::open(v4(ip(2, 2), 0)),
-    );
+    let (a, b) = two(2);
     let requests = Requests::default();
     let listener = b.listener(&requests);
     assert_eq!(
@@ -799,13 +805,9 @@ fn test_bad_sockaddrs_rule_n2() {
 
 #[test]
 fn test_reject_both_directions_rule_n16() {
-    let (a, b) = (
-        Adapter::open(v4(ip(4, 1), 0)),
-        Adapter::open(v4(ip(4, 2), 0)),
-    );
+    let (a, b) = two(4);
     let requests = Requests::default();
-    let listener = b.listener(&requests);
-    assert_eq!(listener.listen(v4(ip(4, 2), 1)), STATUS_SUCCESS);
+    let listener = listening(&b, &requests, 4);
     let (sa, sb) = (Side::new(&a), Side::new(&b));
     let (la, lb, ib) = (Log::default(), Log::default(), Log::default());
     // Passive side rejects: Connect fails refused.
@@ -851,10 +853,7 @@ fn test_reject_both_directions_rule_n16() {
 
 #[test]
 fn test_refused_without_paused_or_closing_listener_rule_n5_n6_n12() {
-    let (a, b) = (
-        Adapter::open(v4(ip(5, 1), 0)),
-        Adapter::open(v4(ip(5, 2), 0)),
-    );
+    let (a, b) = two(5);
     let sa = Side::new(&a);
     let la = Log::default();
     let c = a.connector();
@@ -905,10 +904,7 @@ fn test_refused_without_paused_or_closing_listener_rule_n5_n6_n12() {
 
 #[test]
 fn test_duplicate_listen_and_private_data_limits_rule_n7_n17() {
-    let (a, b) = (
-        Adapter::open(v4(ip(6, 1), 0)),
-        Adapter::open(v4(ip(6, 2), 0)),
-    );
+    let (a, b) = two(6);
     let requests = Requests::default();
     let first = b.listener(&requests);
     let second = b.listener(&requests);
@@ -958,13 +954,9 @@ fn test_duplicate_listen_and_private_data_limits_rule_n7_n17() {
 
 #[test]
 fn test_shared_endpoint_four_tuple_rule_n10_n11() {
-    let (a, b) = (
-        Adapter::open(v4(ip(7, 1), 0)),
-        Adapter::open(v4(ip(7, 2), 0)),
-    );
+    let (a, b) = two(7);
     let requests = Requests::default();
-    let listener = b.listener(&requests);
-    assert_eq!(listener.listen(v4(ip(7, 2), 1)), STATUS_SUCCESS);
+    let listener = listening(&b, &requests, 7);
     let e = a.endpoint(v4(ip(7, 1), 3000)).unwrap();
     assert_eq!(
         a.endpoint(v4(ip(7, 1), 3000)).err(),
@@ -1012,13 +1004,9 @@ fn test_shared_endpoint_four_tuple_rule_n10_n11() {
 
 #[test]
 fn test_read_limits_rule_n20() {
-    let (a, b) = (
-        Adapter::open(v4(ip(8, 1), 0)),
-        Adapter::open(v4(ip(8, 2), 0)),
-    );
+    let (a, b) = two(8);
     let requests = Requests::default();
-    let listener = b.listener(&requests);
-    assert_eq!(listener.listen(v4(ip(8, 2), 1)), STATUS_SUCCESS);
+    let listener = listening(&b, &requests, 8);
     let (sa, sb) = (Side::new(&a), Side::new(&b));
     let (la, lb, ib) = (Log::default(), Log::default(), Log::default());
     let c = a.connector();
@@ -1045,10 +1033,7 @@ fn test_read_limits_rule_n20() {
 
 #[test]
 fn test_graceful_disconnect_both_orders_rule_x1_x2_x6() {
-    let (a, b) = (
-        Adapter::open(v4(ip(9, 1), 0)),
-        Adapter::open(v4(ip(9, 2), 0)),
-    );
+    let (a, b) = two(9);
     for active_first in [true, false] {
         let e = establish(&a, &b, v4(ip(9, 1), 0), v4(ip(9, 2), 1));
         let (first, second, ind_first, ind_second, side_second) = if active_first {
@@ -1101,10 +1086,7 @@ fn test_graceful_disconnect_both_orders_rule_x1_x2_x6() {
 
 #[test]
 fn test_simultaneous_disconnect_rule_x3() {
-    let (a, b) = (
-        Adapter::open(v4(ip(10, 1), 0)),
-        Adapter::open(v4(ip(10, 2), 0)),
-    );
+    let (a, b) = two(10);
     for _ in 0..20 {
         let e = establish(&a, &b, v4(ip(10, 1), 0), v4(ip(10, 2), 1));
         let (l1, l2) = (Log::default(), Log::default());
@@ -1137,10 +1119,7 @@ fn test_simultaneous_disconnect_rule_x3() {
 
 #[test]
 fn test_disconnect_with_outstanding_work_rule_x7() {
-    let (a, b) = (
-        Adapter::open(v4(ip(11, 1), 0)),
-        Adapter::open(v4(ip(11, 2), 0)),
-    );
+    let (a, b) = two(11);
     let e = establish(&a, &b, v4(ip(11, 1), 0), v4(ip(11, 2), 1));
     // A receive, and a Send the peer has no receive for: both wait.
     assert_eq!(e.a.receive(5), STATUS_SUCCESS);
@@ -1163,10 +1142,7 @@ fn test_disconnect_with_outstanding_work_rule_x7() {
 
 #[test]
 fn test_close_connected_connector_is_graceful_disconnect() {
-    let (a, b) = (
-        Adapter::open(v4(ip(12, 1), 0)),
-        Adapter::open(v4(ip(12, 2), 0)),
-    );
+    let (a, b) = two(12);
     let e = establish(&a, &b, v4(ip(12, 1), 0), v4(ip(12, 2), 1));
     e.active.close();
     assert_eq!(e.ind_b.take(), vec![INDICATED]);

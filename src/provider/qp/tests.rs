@@ -606,48 +606,31 @@ pub(crate) fn receive(qp: *mut NdkQp, context: usize, sges: &[NdkSge]) -> NtStat
     unsafe { receive(qp, ctx(context), sges.as_ptr(), count(sges)) }
 }
 
-pub(crate) fn write(
-    qp: *mut NdkQp,
-    context: usize,
-    sges: &[NdkSge],
-    (address, token): (u64, u32),
-    flags: u32,
-) -> NtStatus {
-    let write = table::<NdkQpDispatch, _>(qp).ndk_write;
-    // SAFETY: as in `send`.
-    unsafe {
-        write(
-            qp,
-            ctx(context),
-            sges.as_ptr(),
-            count(sges),
-            address,
-            token,
-            flags,
-        )
-    }
+/// The remote buffer of a Write or Read: address and token.
+pub(crate) type Remote = (u64, u32);
+
+pub(crate) fn write(qp: *mut NdkQp, context: usize, sg: &[NdkSge], at: Remote, f: u32) -> NtStatus {
+    let slot = table::<NdkQpDispatch, _>(qp).ndk_write;
+    rdma(slot, qp, context, sg, at, f)
 }
 
-pub(crate) fn read(
+pub(crate) fn read(qp: *mut NdkQp, context: usize, sg: &[NdkSge], at: Remote, f: u32) -> NtStatus {
+    let slot = table::<NdkQpDispatch, _>(qp).ndk_read;
+    rdma(slot, qp, context, sg, at, f)
+}
+
+/// A Write or Read through `slot` (the two share their C signature).
+fn rdma(
+    slot: crate::abi::NdkFnWrite,
     qp: *mut NdkQp,
     context: usize,
     sges: &[NdkSge],
-    (address, token): (u64, u32),
+    (address, token): Remote,
     flags: u32,
 ) -> NtStatus {
-    let read = table::<NdkQpDispatch, _>(qp).ndk_read;
-    // SAFETY: as in `send`.
-    unsafe {
-        read(
-            qp,
-            ctx(context),
-            sges.as_ptr(),
-            count(sges),
-            address,
-            token,
-            flags,
-        )
-    }
+    let (sgl, n) = (sges.as_ptr(), count(sges));
+    // SAFETY: a live QP; the SGL lives during the call.
+    unsafe { slot(qp, ctx(context), sgl, n, address, token, flags) }
 }
 
 pub(crate) fn bind(
