@@ -814,37 +814,15 @@ unsafe fn answer_address(
 }
 
 /// `NdkGetLocalAddress` of a connector (N22, N23): available once connecting.
-unsafe fn get_local_address(
-    connector: &Object<Connector>,
-    address: *mut SockAddr,
-    length: *mut u32,
-) -> NtStatus {
+unsafe fn get_local_address(c: &Object<Connector>, at: *mut SockAddr, len: *mut u32) -> NtStatus {
     // SAFETY: the consumer's buffer and in/out length.
-    unsafe {
-        answer_address(
-            connector.inner.rnic.local(),
-            STATUS_CONNECTION_INVALID,
-            address,
-            length,
-        )
-    }
+    unsafe { answer_address(c.inner.rnic.local(), STATUS_CONNECTION_INVALID, at, len) }
 }
 
 /// `NdkGetPeerAddress` (N22, N23): available once connecting.
-unsafe fn get_peer_address(
-    connector: &Object<Connector>,
-    address: *mut SockAddr,
-    length: *mut u32,
-) -> NtStatus {
+unsafe fn get_peer_address(c: &Object<Connector>, at: *mut SockAddr, len: *mut u32) -> NtStatus {
     // SAFETY: the consumer's buffer and in/out length.
-    unsafe {
-        answer_address(
-            connector.inner.rnic.peer(),
-            STATUS_CONNECTION_INVALID,
-            address,
-            length,
-        )
-    }
+    unsafe { answer_address(c.inner.rnic.peer(), STATUS_CONNECTION_INVALID, at, len) }
 }
 
 /// `NdkDisconnect` (X1–X7, N26): pending until the peer's graceful
