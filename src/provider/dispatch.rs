@@ -77,6 +77,16 @@ impl Refusal for () {
 /// which checks type and tag) and calls `method(&object, params)`, or returns
 /// [`Refusal::refused`] for anything else. `close` (absent for the adapter,
 /// which closes through NDIS) becomes the table's `NdkCloseObject`.
+///
+/// Why the SAFETY comments of the pattern hold for every instance: a thunk
+/// is reachable only through its table, and the table only through the
+/// `Dispatch` pointer of an object of this type (`Table::dispatch`, written
+/// by `Object::create`); the NDK contract makes the object the first
+/// argument of every slot and keeps it open until its close completes (L19),
+/// which is `from_ptr`'s contract; `from_ptr` refuses anything whose header
+/// type and tag are not this type's. The other arguments are passed through
+/// unchanged, so a method receives exactly what the C slot's contract
+/// promises, and an `unsafe fn` method asks no more than that.
 macro_rules! ndk_table {
     (
         $(#[$meta:meta])*
@@ -86,7 +96,7 @@ macro_rules! ndk_table {
     ) => {
         $(#[$meta])*
         static $table: $Table = {
-        $(
+            $(
             #[doc = concat!("`", $close_name, "`: the generic close (L17–L19).")]
             unsafe extern "system" fn $close(
                 object: *mut $crate::abi::NdkObjectHeader,
