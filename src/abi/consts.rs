@@ -59,6 +59,24 @@ impl NdkObjectType {
     pub const SRQ: Self = Self(0xA);
     /// `NdkObjectTypeMax`: one past the last type; a bound, not a type.
     pub const MAX: Self = Self(0xB);
+
+    /// The type's short name for diagnostics (`"QP"`), `"object"` for a value
+    /// that is no type.
+    pub const fn name(self) -> &'static str {
+        match self.0 {
+            0x1 => "adapter",
+            0x2 => "QP",
+            0x3 => "CQ",
+            0x4 => "MR",
+            0x5 => "MW",
+            0x6 => "PD",
+            0x7 => "shared endpoint",
+            0x8 => "connector",
+            0x9 => "listener",
+            0xA => "SRQ",
+            _ => "object",
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

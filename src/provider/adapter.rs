@@ -6,10 +6,17 @@
 //! mode) and closed by the matching close, which blocks until every object
 //! created from it has closed and every callback has returned (L27).
 
+#![expect(
+    clippy::too_many_arguments,
+    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
+)]
+
 use core::ffi::c_void;
 
-use super::object::{Kind, Object};
-use super::{cm, cq, pd, write_out};
+use super::cm::{self, create_connector, create_listener, create_shared_endpoint};
+use super::dispatch::ndk_table;
+use super::object::{Kind, Object, Slot};
+use super::{cq, pd, write_out};
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
     NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
@@ -17,7 +24,10 @@ use crate::abi::{
     STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
     STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
 };
-use crate::abi::{GroupAffinity, NdkCq, NdkPd};
+use crate::abi::{
+    GroupAffinity, NdkConnector, NdkCq, NdkFnConnectEventCallback, NdkListener, NdkPd,
+    NdkSharedEndpoint, SockAddr,
+};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::Device;
 use crate::rnic::memory::LamId;
@@ -54,23 +64,59 @@ impl Adapter {
 
 impl Kind for Adapter {
     const TYPE: NdkObjectType = NdkObjectType::ADAPTER;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkAdapterDispatch = &raw const DISPATCH;
-        table.cast()
-    }
 }
 
-static DISPATCH: NdkAdapterDispatch = NdkAdapterDispatch {
-    ndk_query_extension: super::query_extension,
-    ndk_query_adapter_info: query_adapter_info,
-    ndk_create_cq: create_cq,
-    ndk_create_pd: create_pd,
-    ndk_create_shared_endpoint: cm::create_shared_endpoint,
-    ndk_create_connector: cm::create_connector,
-    ndk_create_listener: cm::create_listener,
-    ndk_build_lam: build_lam,
-    ndk_release_lam: release_lam,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static DISPATCH: NdkAdapterDispatch for Adapter at NdkAdapter;
+    ndk_query_adapter_info = "NdkQueryAdapterInfo" => query_adapter_info(
+        info_out: *mut NdkAdapterInfo,
+        buffer_size: *mut u32,
+    ) -> NtStatus;
+    ndk_create_cq = "NdkCreateCq" => create_cq(
+        depth: u32,
+        notification: Option<NdkFnCqNotificationCallback>,
+        notification_context: *mut c_void,
+        affinity: *const GroupAffinity,
+        create_completion: Option<NdkFnCreateCompletion>,
+        request_context: *mut c_void,
+        out: *mut *mut NdkCq,
+    ) -> NtStatus;
+    ndk_create_pd = "NdkCreatePd" => create_pd(
+        create_completion: Option<NdkFnCreateCompletion>,
+        request_context: *mut c_void,
+        out: *mut *mut NdkPd,
+    ) -> NtStatus;
+    ndk_create_shared_endpoint = "NdkCreateSharedEndpoint" => create_shared_endpoint(
+        address: *const SockAddr,
+        address_length: u32,
+        completion: Option<NdkFnCreateCompletion>,
+        context: *mut c_void,
+        out: *mut *mut NdkSharedEndpoint,
+    ) -> NtStatus;
+    ndk_create_connector = "NdkCreateConnector" => create_connector(
+        completion: Option<NdkFnCreateCompletion>,
+        context: *mut c_void,
+        out: *mut *mut NdkConnector,
+    ) -> NtStatus;
+    ndk_create_listener = "NdkCreateListener" => create_listener(
+        event: Option<NdkFnConnectEventCallback>,
+        event_context: *mut c_void,
+        completion: Option<NdkFnCreateCompletion>,
+        context: *mut c_void,
+        out: *mut *mut NdkListener,
+    ) -> NtStatus;
+    ndk_build_lam = "NdkBuildLAM" => build_lam(
+        mdl: *mut Mdl,
+        length: usize,
+        request_completion: Option<NdkFnRequestCompletion>,
+        request_context: *mut c_void,
+        lam: *mut NdkLogicalAddressMapping,
+        lam_size: *mut u32,
+        fbo: *mut u32,
+    ) -> NtStatus;
+    ndk_release_lam = "NdkReleaseLAM" => release_lam(lam: *mut NdkLogicalAddressMapping);
+}
 
 /// The highest NDKPI version SoftNDK implements.
 pub const HIGHEST_VERSION: NdkVersion = NDK_VERSION_1_2;
@@ -101,7 +147,9 @@ pub fn open(
 /// `adapter` was returned by [`open`] and is not used afterwards.
 pub unsafe fn close(adapter: *mut NdkAdapter) {
     // SAFETY: the caller's contract.
-    let Some(object) = (unsafe { Object::<Adapter>::from_ptr(adapter.cast()) }) else {
+    let Some(object) =
+        (unsafe { Object::<Adapter>::from_ptr(adapter.cast(), &Slot("SoftNdkCloseAdapter")) })
+    else {
         return;
     };
     let object = object.arc();
@@ -126,27 +174,12 @@ pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
     }
 }
 
-/// The adapter behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(
-    adapter: *mut NdkAdapter,
-) -> Option<super::object::Entered<'a, Adapter>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Adapter>::from_ptr(adapter.cast()) }
-}
-
 /// `NdkQueryAdapterInfo` (A7, L10).
-unsafe extern "system" fn query_adapter_info(
-    adapter: *mut NdkAdapter,
+unsafe fn query_adapter_info(
+    adapter: &Object<Adapter>,
     info_out: *mut NdkAdapterInfo,
     buffer_size: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter (NDK contract).
-    let Some(adapter) = (unsafe { get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if buffer_size.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -167,8 +200,8 @@ unsafe extern "system" fn query_adapter_info(
 }
 
 /// `NdkCreateCq` (L5–L7, L12).
-unsafe extern "system" fn create_cq(
-    adapter: *mut NdkAdapter,
+unsafe fn create_cq(
+    adapter: &Object<Adapter>,
     depth: u32,
     notification: Option<NdkFnCqNotificationCallback>,
     notification_context: *mut c_void,
@@ -177,17 +210,13 @@ unsafe extern "system" fn create_cq(
     _request_context: *mut c_void,
     out: *mut *mut NdkCq,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let Some(notification) = notification else {
         return STATUS_INVALID_PARAMETER;
     };
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    match cq::create(&adapter, depth, notification, notification_context as usize) {
+    match cq::create(adapter, depth, notification, notification_context as usize) {
         // L7: created inline; the completion is never called.
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
@@ -196,20 +225,16 @@ unsafe extern "system" fn create_cq(
 }
 
 /// `NdkCreatePd` (L5–L7).
-unsafe extern "system" fn create_pd(
-    adapter: *mut NdkAdapter,
+unsafe fn create_pd(
+    adapter: &Object<Adapter>,
     _create_completion: Option<NdkFnCreateCompletion>,
     _request_context: *mut c_void,
     out: *mut *mut NdkPd,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    match pd::create(&adapter) {
+    match pd::create(adapter) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
         Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
         Err(status) => status,
@@ -217,8 +242,8 @@ unsafe extern "system" fn create_pd(
 }
 
 /// `NdkBuildLam` (M28–M31, M36): inline, never pending.
-unsafe extern "system" fn build_lam(
-    adapter: *mut NdkAdapter,
+unsafe fn build_lam(
+    adapter: &Object<Adapter>,
     mdl: *mut Mdl,
     length: usize,
     _request_completion: Option<NdkFnRequestCompletion>,
@@ -227,10 +252,6 @@ unsafe extern "system" fn build_lam(
     lam_size: *mut u32,
     fbo: *mut u32,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { get(adapter) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if lam_size.is_null() || fbo.is_null() || mdl.is_null() || length == 0 {
         return STATUS_INVALID_PARAMETER;
     }
@@ -318,14 +339,7 @@ unsafe fn write_lam(lam: *mut NdkLogicalAddressMapping, id: LamId, first: u64, p
 }
 
 /// `NdkReleaseLam` (M32): forgets the mapping; the MDL is untouched.
-unsafe extern "system" fn release_lam(
-    adapter: *mut NdkAdapter,
-    lam: *mut NdkLogicalAddressMapping,
-) {
-    // SAFETY: the consumer passes its adapter.
-    let Some(adapter) = (unsafe { get(adapter) }) else {
-        return;
-    };
+unsafe fn release_lam(adapter: &Object<Adapter>, lam: *mut NdkLogicalAddressMapping) {
     if lam.is_null() {
         return;
     }

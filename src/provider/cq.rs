@@ -4,6 +4,7 @@
 use core::ffi::c_void;
 
 use super::adapter::Adapter;
+use super::dispatch::ndk_table;
 use super::object::{Holder, Kind, Object};
 use super::status;
 use crate::abi::{
@@ -78,10 +79,6 @@ impl CqNotify for Notifier {
 
 impl Kind for Cq {
     const TYPE: NdkObjectType = NdkObjectType::CQ;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkCqDispatch = &raw const DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // L21/L23: a running notification keeps the close pending.
         object.hold();
@@ -91,15 +88,26 @@ impl Kind for Cq {
     }
 }
 
-static DISPATCH: NdkCqDispatch = NdkCqDispatch {
-    ndk_close_cq: super::object::close_object::<Cq>,
-    ndk_query_extension: super::query_extension,
-    ndk_resize_cq: resize,
-    ndk_arm_cq: arm,
-    ndk_get_cq_results: get_results,
-    ndk_control_cq_interrupt_moderation: control_moderation,
-    ndk_get_cq_results_ex: get_results_ex,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static DISPATCH: NdkCqDispatch for Cq at NdkCq,
+        close ndk_close_cq = "NdkCloseCq";
+    ndk_resize_cq = "NdkResizeCq" => resize(
+        depth: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_arm_cq = "NdkArmCq" => arm(notify_type: NdkCqNotifyType);
+    ndk_get_cq_results = "NdkGetCqResults" => get_results(results: *mut NdkResult, n: u32) -> u32;
+    ndk_control_cq_interrupt_moderation = "NdkControlCqInterruptModeration" => control_moderation(
+        interval: u32,
+        count: u32,
+    ) -> NtStatus;
+    ndk_get_cq_results_ex = "NdkGetCqResultsEx" => get_results_ex(
+        results: *mut NdkResultEx,
+        n: u32,
+    ) -> u32;
+}
 
 /// Creates a CQ on `adapter` (L12).
 pub(super) fn create(
@@ -137,26 +145,13 @@ pub(super) fn create(
     Ok(object.as_ptr().cast())
 }
 
-/// The CQ behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(cq: *const c_void) -> Option<super::object::Entered<'a, Cq>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Cq>::from_ptr(cq) }
-}
-
 /// `NdkResizeCq` (K2, K4): inline.
-unsafe extern "system" fn resize(
-    cq: *mut NdkCq,
+unsafe fn resize(
+    cq: &Object<Cq>,
     depth: u32,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its CQ.
-    let Some(cq) = (unsafe { get(cq.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let max = cq.inner.notifier.device.limits().max_cq_depth;
     if depth > max {
         return STATUS_INVALID_PARAMETER;
@@ -171,11 +166,7 @@ unsafe extern "system" fn resize(
 }
 
 /// `NdkArmCq` (C3–C6). An unknown arm type is ignored.
-unsafe extern "system" fn arm(cq: *mut NdkCq, notify_type: NdkCqNotifyType) {
-    // SAFETY: the consumer passes its CQ.
-    let Some(cq) = (unsafe { get(cq.cast()) }) else {
-        return;
-    };
+unsafe fn arm(cq: &Object<Cq>, notify_type: NdkCqNotifyType) {
     let arm = match notify_type {
         NdkCqNotifyType::ERRORS => ArmType::Errors,
         NdkCqNotifyType::ANY => ArmType::Any,
@@ -188,8 +179,20 @@ unsafe extern "system" fn arm(cq: *mut NdkCq, notify_type: NdkCqNotifyType) {
 /// Entries reaped per pass, on the stack.
 const BATCH: usize = 16;
 
-/// Removes up to `n` completions, handing each to `write(index, completion)`.
-fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u32 {
+/// Removes up to `n` completions into the consumer's array `results`, as
+/// `result` makes each entry; returns how many. Null `results`: none.
+///
+/// # Safety
+/// `results` is null or has room for `n` entries (the consumer's contract).
+unsafe fn reap<T>(
+    cq: &Object<Cq>,
+    results: *mut T,
+    n: u32,
+    result: impl Fn(&Completion) -> T,
+) -> u32 {
+    if results.is_null() {
+        return 0;
+    }
     let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); BATCH];
     let wanted = n as usize;
     let mut done = 0_usize;
@@ -200,7 +203,10 @@ fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u
         };
         let got = cq.inner.rnic.poll(slice);
         for (i, completion) in slice.iter().take(got).enumerate() {
-            write(done + i, completion);
+            let entry = result(completion);
+            // SAFETY: `results` has room for `n` entries (the caller's
+            // contract) and `done + i < n`.
+            unsafe { results.wrapping_add(done + i).write_unaligned(entry) };
         }
         done += got;
         if got < room {
@@ -210,44 +216,37 @@ fn reap(cq: &Object<Cq>, n: u32, mut write: impl FnMut(usize, &Completion)) -> u
     u32::try_from(done).unwrap_or(n)
 }
 
+/// `NDK_RESULT` of a completion.
+fn result(c: &Completion) -> NdkResult {
+    NdkResult {
+        status: status::wc_status(c.status),
+        bytes_transferred: c.bytes,
+        qp_context: c.qp_context as *mut c_void,
+        request_context: c.request_context as *mut c_void,
+    }
+}
+
 /// `NdkGetCqResults` (K1, C2: ReceiveAndInvalidate completions appear here
 /// too, as receives).
-unsafe extern "system" fn get_results(cq: *mut NdkCq, results: *mut NdkResult, n: u32) -> u32 {
-    // SAFETY: the consumer passes its CQ.
-    let Some(cq) = (unsafe { get(cq.cast()) }) else {
-        return 0;
-    };
-    if results.is_null() {
-        return 0;
-    }
-    reap(&cq, n, |i, c| {
-        let result = NdkResult {
-            status: status::wc_status(c.status),
-            bytes_transferred: c.bytes,
-            qp_context: c.qp_context as *mut c_void,
-            request_context: c.request_context as *mut c_void,
-        };
-        // SAFETY: `results` has room for `n` entries (consumer contract) and
-        // `i < n`.
-        unsafe { results.wrapping_add(i).write_unaligned(result) };
-    })
+unsafe fn get_results(cq: &Object<Cq>, results: *mut NdkResult, n: u32) -> u32 {
+    // SAFETY: the consumer's array of `n` entries.
+    unsafe { reap(cq, results, n, result) }
 }
 
 /// `NdkGetCqResultsEx` (K1, C2, P22, E14).
-unsafe extern "system" fn get_results_ex(cq: *mut NdkCq, results: *mut NdkResultEx, n: u32) -> u32 {
-    // SAFETY: the consumer passes its CQ.
-    let Some(cq) = (unsafe { get(cq.cast()) }) else {
-        return 0;
-    };
-    if results.is_null() {
-        return 0;
-    }
-    reap(&cq, n, |i, c| {
-        let result = NdkResultEx {
-            status: status::wc_status(c.status),
-            bytes_transferred: c.bytes,
-            qp_context: c.qp_context as *mut c_void,
-            request_context: c.request_context as *mut c_void,
+unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> u32 {
+    let result_ex = |c: &Completion| {
+        let NdkResult {
+            status,
+            bytes_transferred,
+            qp_context,
+            request_context,
+        } = result(c);
+        NdkResultEx {
+            status,
+            bytes_transferred,
+            qp_context,
+            request_context,
             type_: status::operation(c.opcode),
             // E14: 0 where NDKPI 2.1 consumers read ProviderErrorCode.
             provider_error_code: 0,
@@ -256,19 +255,15 @@ unsafe extern "system" fn get_results_ex(cq: *mut NdkCq, results: *mut NdkResult
             } else {
                 0
             },
-        };
-        // SAFETY: `results` has room for `n` entries and `i < n`.
-        unsafe { results.wrapping_add(i).write_unaligned(result) };
-    })
+        }
+    };
+    // SAFETY: the consumer's array of `n` entries.
+    unsafe { reap(cq, results, n, result_ex) }
 }
 
 /// `NdkControlCqInterruptModeration` (K8): the adapter does not report
 /// `CQ_INTERRUPT_MODERATION_SUPPORTED` — a software CQ raises no interrupts to
 /// moderate — so the call exists and answers `STATUS_NOT_SUPPORTED`.
-unsafe extern "system" fn control_moderation(
-    _cq: *mut NdkCq,
-    _interval: u32,
-    _count: u32,
-) -> NtStatus {
+fn control_moderation(_cq: &Object<Cq>, _interval: u32, _count: u32) -> NtStatus {
     STATUS_NOT_SUPPORTED
 }

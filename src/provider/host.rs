@@ -25,8 +25,9 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::adapter;
+use super::adapter::{self, Adapter};
 use super::cm::{self, AddressSet};
+use super::object::{Object, Slot};
 use crate::abi::{
     NdkAdapter, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
     SockAddr,
@@ -123,7 +124,9 @@ fn engine_mode_from_env() -> EngineMode {
 #[unsafe(no_mangle)]
 pub unsafe extern "system" fn SoftNdkCloseAdapter(adapter: *mut NdkAdapter) -> NtStatus {
     // SAFETY: the caller's contract.
-    if unsafe { adapter::get(adapter) }.is_none() {
+    if unsafe { Object::<Adapter>::from_ptr(adapter.cast(), &Slot("SoftNdkCloseAdapter")) }
+        .is_none()
+    {
         return STATUS_INVALID_PARAMETER;
     }
     // SAFETY: an open adapter of ours (checked above), not used afterwards.

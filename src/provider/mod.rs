@@ -3,9 +3,10 @@
 //! Each NDK object is an [`object::Object`] whose first bytes are the C
 //! shape the consumer sees (header and dispatch pointer) and whose tail is
 //! the provider's state over the RNIC. Every dispatch slot is an
-//! `extern "system"` thunk that checks the consumer's pointers, turns the
-//! call into an `rnic` call and the outcome into an NTSTATUS (one mapping,
-//! in [`status`]).
+//! `extern "system"` thunk written by `dispatch::ndk_table!` from one line
+//! per slot: it enters the object and calls the slot's method, which checks
+//! the consumer's other pointers, turns the call into an `rnic` call and the
+//! outcome into an NTSTATUS (one mapping, in [`status`]).
 //!
 //! What the provider guarantees, with the rules of `../shared/spec/rules.md`:
 //! * every slot of every table is a working function (L1);
@@ -30,6 +31,7 @@ use crate::abi::{
 pub mod adapter;
 pub mod cm;
 pub mod cq;
+mod dispatch;
 pub mod iface;
 pub mod mr;
 #[cfg(not(loom))]

@@ -10,6 +10,7 @@
 use alloc::boxed::Box;
 use core::ffi::c_void;
 
+use super::dispatch::ndk_table;
 use super::object::{Event, Holder, Kind, Object};
 use super::pd::Pd;
 use super::status;
@@ -49,10 +50,6 @@ impl Mr {
 
 impl Kind for Mr {
     const TYPE: NdkObjectType = NdkObjectType::MR;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkMrDispatch = &raw const MR_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // L21: DMA in flight on the region keeps the close pending; the
         // RNIC calls `finish` when the last use ends.
@@ -96,15 +93,30 @@ fn withdraw_dereg(object: &Object<Mr>) {
     }
 }
 
-static MR_DISPATCH: NdkMrDispatch = NdkMrDispatch {
-    ndk_close_mr: super::object::close_object::<Mr>,
-    ndk_query_extension: super::query_extension,
-    ndk_register_mr: register,
-    ndk_deregister_mr: deregister,
-    ndk_initialize_fast_register_mr: initialize_fast,
-    ndk_get_remote_token_from_mr: mr_remote_token,
-    ndk_get_local_token_from_mr: mr_local_token,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static MR_DISPATCH: NdkMrDispatch for Mr at NdkMr,
+        close ndk_close_mr = "NdkCloseMr";
+    ndk_register_mr = "NdkRegisterMr" => register(
+        mdl: *mut Mdl,
+        length: usize,
+        flags: u32,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_deregister_mr = "NdkDeregisterMr" => deregister(
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(
+        pages: u32,
+        remote_access: Boolean,
+        completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void,
+    ) -> NtStatus;
+    ndk_get_remote_token_from_mr = "NdkGetRemoteTokenFromMr" => mr_remote_token() -> u32;
+    ndk_get_local_token_from_mr = "NdkGetLocalTokenFromMr" => mr_local_token() -> u32;
+}
 
 /// Creates a region on `pd`, for RegisterMr (`fast == false`) or for fast
 /// registration (`fast == true`), fixed for its life (M1). Inline (L7).
@@ -118,16 +130,6 @@ pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtSta
     let object = Object::create(pd.header().version, inner, [Some(parent), None, None, None])
         .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     Ok(object.as_ptr().cast())
-}
-
-/// The MR behind a consumer pointer (null, or an object of another type:
-/// `None`).
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_mr<'a>(mr: *const c_void) -> Option<super::object::Entered<'a, Mr>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Mr>::from_ptr(mr) }
 }
 
 /// `NDK_MR_FLAG_*` to the rights they grant (M6, M9): local read always;
@@ -160,18 +162,14 @@ fn mr_access(flags: u32) -> Option<Access> {
 /// is not virtually contiguous over `length` (M2), a zero or too-long length
 /// (M10); `STATUS_INVALID_DEVICE_REQUEST` on a fast-register MR (M1) or one
 /// already registered; `STATUS_INSUFFICIENT_RESOURCES` when no token is left.
-unsafe extern "system" fn register(
-    mr: *mut NdkMr,
+unsafe fn register(
+    mr: &Object<Mr>,
     mdl: *mut Mdl,
     length: usize,
     flags: u32,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let Some(access) = mr_access(flags) else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -206,15 +204,11 @@ unsafe extern "system" fn register(
 /// pending deregistration is the consumer's error: the call still pends and
 /// nothing is called. `STATUS_INVALID_DEVICE_REQUEST` when nothing is
 /// registered (or on a fast-register MR, or a second call while one pends).
-unsafe extern "system" fn deregister(
-    mr: *mut NdkMr,
+unsafe fn deregister(
+    mr: &Object<Mr>,
     completion: Option<NdkFnRequestCompletion>,
     context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     {
         let mut dereg = mr.inner.dereg.lock();
         if dereg.is_some() {
@@ -234,11 +228,11 @@ unsafe extern "system" fn deregister(
         // it may run before this returns (I3, L15).
         Ok(Progress::Pending) => STATUS_PENDING,
         Ok(Progress::Done) => {
-            withdraw_dereg(&mr);
+            withdraw_dereg(mr);
             STATUS_SUCCESS
         }
         Err(e) => {
-            withdraw_dereg(&mr);
+            withdraw_dereg(mr);
             status::mr(e)
         }
     }
@@ -248,17 +242,13 @@ unsafe extern "system" fn deregister(
 /// `STATUS_IMPLEMENTATION_LIMIT` above `FRMRPageCount`,
 /// `STATUS_INVALID_PARAMETER` for 0 pages, `STATUS_INVALID_DEVICE_REQUEST` on
 /// a RegisterMr MR (M1) or while a FastRegister mapping is active.
-unsafe extern "system" fn initialize_fast(
-    mr: *mut NdkMr,
+unsafe fn initialize_fast(
+    mr: &Object<Mr>,
     pages: u32,
     remote_access: Boolean,
     _completion: Option<NdkFnRequestCompletion>,
     _context: *mut c_void,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     match mr.inner.rnic.init_fast(pages, remote_access != 0) {
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::mr(e),
@@ -267,20 +257,12 @@ unsafe extern "system" fn initialize_fast(
 
 /// `NdkGetRemoteTokenFromMr` (M12, M17, M35): 0 before RegisterMr or
 /// InitializeFastRegisterMr succeeded.
-unsafe extern "system" fn mr_remote_token(mr: *mut NdkMr) -> u32 {
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
-        return 0;
-    };
+unsafe fn mr_remote_token(mr: &Object<Mr>) -> u32 {
     mr.inner.rnic.remote_key().unwrap_or(0)
 }
 
 /// `NdkGetLocalTokenFromMr` (M12, M35): 0 before registration.
-unsafe extern "system" fn mr_local_token(mr: *mut NdkMr) -> u32 {
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { get_mr(mr.cast()) }) else {
-        return 0;
-    };
+unsafe fn mr_local_token(mr: &Object<Mr>) -> u32 {
     mr.inner.rnic.local_key().unwrap_or(0)
 }
 
@@ -300,21 +282,18 @@ impl Mw {
 
 impl Kind for Mw {
     const TYPE: NdkObjectType = NdkObjectType::MW;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkMwDispatch = &raw const MW_DISPATCH;
-        table.cast()
-    }
     fn begin_close(object: &Object<Self>) {
         // The window's token grants nothing from now on.
         object.inner.rnic.close();
     }
 }
 
-static MW_DISPATCH: NdkMwDispatch = NdkMwDispatch {
-    ndk_close_mw: super::object::close_object::<Mw>,
-    ndk_query_extension: super::query_extension,
-    ndk_get_remote_token_from_mw: mw_remote_token,
-};
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static MW_DISPATCH: NdkMwDispatch for Mw at NdkMw,
+        close ndk_close_mw = "NdkCloseMw";
+    ndk_get_remote_token_from_mw = "NdkGetRemoteTokenFromMw" => mw_remote_token() -> u32;
+}
 
 /// Creates an unbound window on `pd` (M21). Inline (L7).
 pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
@@ -329,23 +308,9 @@ pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
     Ok(object.as_ptr().cast())
 }
 
-/// The MW behind a consumer pointer (null, or an object of another type:
-/// `None`).
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(crate) unsafe fn get_mw<'a>(mw: *const c_void) -> Option<super::object::Entered<'a, Mw>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Mw>::from_ptr(mw) }
-}
-
 /// `NdkGetRemoteTokenFromMw` (M20): the token of the current (or last)
 /// binding, readable as soon as Bind returned; 0 before the first Bind.
-unsafe extern "system" fn mw_remote_token(mw: *mut NdkMw) -> u32 {
-    // SAFETY: the consumer passes its MW.
-    let Some(mw) = (unsafe { get_mw(mw.cast()) }) else {
-        return 0;
-    };
+unsafe fn mw_remote_token(mw: &Object<Mw>) -> u32 {
     mw.inner.rnic.remote_key()
 }
 
@@ -364,6 +329,7 @@ mod tests {
         Mdl, NdkMr, NdkMrDispatch, NdkObjectType, NtStatus, STATUS_IMPLEMENTATION_LIMIT,
         STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
     };
+    use crate::provider::object::{Object, Slot};
     use crate::rnic::mr::Segment;
     use crate::rnic::{Access, Sge};
 
@@ -387,7 +353,7 @@ mod tests {
     /// A use of `len` bytes of the region, as DMA in flight holds one.
     fn in_flight(env: &Env, buf: &Buf, mr: *mut NdkMr, len: u32) -> Segment {
         // SAFETY: the env's live PD.
-        let pd = unsafe { pd::get(env.pd.cast()) }.unwrap();
+        let pd = unsafe { Object::<pd::Pd>::from_ptr(env.pd.cast(), &Slot("test")) }.unwrap();
         let sge = Sge {
             addr: buf.addr(),
             len,

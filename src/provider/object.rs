@@ -37,13 +37,17 @@
 //! the call returns, even when the consumer closes the object on another
 //! thread meanwhile (a breach of L17). The consumer's reference is given back
 //! by whichever comes last, the close or the last call inside ([`Entries`]):
-//! one atomic add and one subtract per call, no lock, no allocation. A close
-//! that finds another call inside reports the breach (L17, see
-//! [`consumer_breaches`]). A call made *after* the close completed (L19) finds
+//! one atomic add and one subtract per call, no lock, no allocation. Each
+//! entry also leaves its slot's name ([`Slot`]) in the object, one pointer
+//! store, so that a close that finds another call inside reports the breach
+//! naming both calls (L17, see [`consumer_breaches`] and [`reported_breach`]). A call made *after* the close completed (L19) finds
 //! freed memory; nothing in the object can guard against that.
 
 use core::ffi::c_void;
 use core::mem::offset_of;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize as CoreAtomicUsize};
+
+pub use super::dispatch::Slot;
 
 use crate::abi::{
     NdkFnCloseCompletion, NdkFnConnectEventCallback, NdkFnDisconnectEventCallback,
@@ -55,11 +59,9 @@ use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::ring::Ring;
 
 /// What the provider knows of every object type.
-pub trait Kind: Send + Sync + Sized + 'static {
+pub trait Kind: super::dispatch::Table + Send + Sync + Sized + 'static {
     /// `NDK_OBJECT_TYPE` of the header.
     const TYPE: NdkObjectType;
-    /// The dispatch table (a `static`).
-    fn dispatch() -> *const c_void;
     /// Starts the close: flushes, cancels and stops what the object owns
     /// (L20). May take holds that are released when that work finishes.
     fn begin_close(object: &Object<Self>) {
@@ -175,6 +177,11 @@ pub struct Object<T: Kind> {
     dispatch: *const c_void,
     tag: u64,
     entries: Entries,
+    /// The slot of the last call that entered (not the close's): named by a
+    /// breach report (L17). A plain core atomic, as it is no part of the
+    /// enter / close protocol: a diagnostic, read when a close finds another
+    /// call inside.
+    inside: AtomicPtr<Slot>,
     life: SpinLock<Life>,
     finished: AtomicBool,
     serial: SpinLock<Serial>,
@@ -230,6 +237,7 @@ impl<T: Kind> Object<T> {
             dispatch: T::dispatch(),
             tag: tag_of(T::TYPE),
             entries: Entries::new(),
+            inside: AtomicPtr::new(core::ptr::null_mut()),
             life: SpinLock::new(Life {
                 open: true,
                 holds: 0,
@@ -253,13 +261,27 @@ impl<T: Kind> Object<T> {
     }
 
     /// Enters the object behind a consumer's pointer, if it is one of ours
-    /// of type `T`: the guard keeps it alive until dropped, whatever closes
-    /// it meanwhile.
+    /// of type `T`, for the call of `slot` (which a breach report names): the
+    /// guard keeps it alive until dropped, whatever closes it meanwhile.
     ///
     /// # Safety
     /// `ptr` is null or the [`as_ptr`](Self::as_ptr) of an object (of any
     /// type) and its close has not completed (the consumer's contract, L19).
-    pub unsafe fn from_ptr<'a>(ptr: *const c_void) -> Option<Entered<'a, T>> {
+    pub unsafe fn from_ptr<'a>(ptr: *const c_void, slot: &'static Slot) -> Option<Entered<'a, T>> {
+        // SAFETY: the caller's contract.
+        let entered = unsafe { Self::enter(ptr) }?;
+        let slot: *const Slot = slot;
+        entered
+            .inside
+            .store(slot.cast_mut(), core::sync::atomic::Ordering::Relaxed);
+        Some(entered)
+    }
+
+    /// Enters without leaving a slot's name (the close, which names itself).
+    ///
+    /// # Safety
+    /// As [`from_ptr`](Self::from_ptr).
+    unsafe fn enter<'a>(ptr: *const c_void) -> Option<Entered<'a, T>> {
         // SAFETY: the caller's contract.
         let object = unsafe { Self::peek(ptr) }?;
         object.entries.enter();
@@ -356,9 +378,15 @@ impl<T: Kind> Object<T> {
     /// consumer's is inside the object is reported (L17) — unless it may come
     /// from inside a completion that call initiated, which L15 allows: the
     /// object's callbacks are being delivered.
-    fn consumer_close(&self, callback: Option<NdkFnCloseCompletion>, context: usize) -> NtStatus {
+    fn consumer_close(
+        &self,
+        callback: Option<NdkFnCloseCompletion>,
+        context: usize,
+        close: &'static Slot,
+    ) -> NtStatus {
         if self.entries.calls() > 1 && !self.serial.lock().running {
-            report_breach(Breach::L17, T::TYPE);
+            let inside = self.inside.load(core::sync::atomic::Ordering::Relaxed);
+            report_breach(Breach::L17, T::TYPE, self.as_ptr() as usize, close, inside);
         }
         self.close(callback, context)
     }
@@ -450,20 +478,22 @@ impl<T: Kind> Drop for Object<T> {
 }
 
 /// `NdkCloseObject`, the first slot of every table but the adapter's, for
-/// objects of type `T` (L18, L19; L17 breaches reported).
+/// objects of type `T` (L18, L19; L17 breaches reported, naming `slot`): the
+/// body of every table's close thunk (`dispatch::ndk_table!`).
 ///
 /// # Safety
 /// Called by the consumer through `T`'s dispatch table: `object` is its
 /// object of type `T` whose close it has not started (L19); anything else
 /// that is not one of ours of type `T` is ignored.
-pub unsafe extern "system" fn close_object<T: Kind>(
+pub unsafe fn close_object<T: Kind>(
     object: *mut crate::abi::NdkObjectHeader,
     callback: Option<NdkFnCloseCompletion>,
     context: *mut c_void,
+    slot: &'static Slot,
 ) -> NtStatus {
     // SAFETY: the caller's contract.
-    match unsafe { Object::<T>::from_ptr(object.cast()) } {
-        Some(entered) => entered.consumer_close(callback, context as usize),
+    match unsafe { Object::<T>::enter(object.cast()) } {
+        Some(entered) => entered.consumer_close(callback, context as usize, slot),
         None => STATUS_SUCCESS,
     }
 }
@@ -561,16 +591,120 @@ pub enum Breach {
 /// Breaches seen in this driver instance (or host process), per rule.
 static BREACHES: [core::sync::atomic::AtomicUsize; 1] = [core::sync::atomic::AtomicUsize::new(0)];
 
-/// Counts a consumer breach and writes it to the debug log.
-fn report_breach(breach: Breach, object: NdkObjectType) {
-    if let Some(count) = BREACHES.get(breach as usize) {
-        count.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+/// One breach as reported: which rule, on which object, and the two calls
+/// that met in it (the close, and a call that was inside).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The rule broken.
+    pub breach: Breach,
+    /// The object's type.
+    pub object_type: NdkObjectType,
+    /// The object's address, as the consumer knows it.
+    pub object: usize,
+    /// The close slot called (`"NdkCloseQp"`).
+    pub close: &'static str,
+    /// The slot of the call that was inside (`"NdkSend"`), or `"a call"`
+    /// when none left its name (not seen yet by the closing thread).
+    pub inside: &'static str,
+}
+
+impl core::fmt::Display for Report {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{:?}: {} on {} {:#x} while {} is inside it",
+            self.breach,
+            self.close,
+            self.object_type.name(),
+            self.object,
+            self.inside
+        )
     }
+}
+
+/// One kept report: the slots as the pointers the entries store. Plain core
+/// atomics written field by field, the object last: two breaches reported at
+/// once into the same entry (only once the ring wraps) can mix, which costs a
+/// diagnostic, nothing else.
+struct Kept {
+    object: CoreAtomicUsize,
+    object_type: AtomicU32,
+    close: AtomicPtr<Slot>,
+    inside: AtomicPtr<Slot>,
+}
+
+/// How many reports are kept, newest last.
+const KEPT: usize = 8;
+static REPORTS: [Kept; KEPT] = [const {
+    Kept {
+        object: CoreAtomicUsize::new(0),
+        object_type: AtomicU32::new(0),
+        close: AtomicPtr::new(core::ptr::null_mut()),
+        inside: AtomicPtr::new(core::ptr::null_mut()),
+    }
+}; KEPT];
+static REPORTED: CoreAtomicUsize = CoreAtomicUsize::new(0);
+
+/// A stored slot pointer back as its name.
+fn slot_name(slot: *mut Slot) -> &'static str {
+    // SAFETY: every slot pointer stored (`from_ptr`, `report_breach`) is
+    // null or comes from a `&'static Slot`.
+    let slot = unsafe { slot.cast_const().as_ref() };
+    slot.map_or("a call", Slot::name)
+}
+
+/// Counts a consumer breach, keeps its report and writes it to the debug
+/// log.
+fn report_breach(
+    breach: Breach,
+    object_type: NdkObjectType,
+    object: usize,
+    close: &'static Slot,
+    inside: *mut Slot,
+) {
+    use core::sync::atomic::Ordering::{Relaxed, Release};
+    if let Some(count) = BREACHES.get(breach as usize) {
+        count.fetch_add(1, Relaxed);
+    }
+    let close_ptr: *const Slot = close;
+    if let Some(kept) = REPORTS.get(REPORTED.fetch_add(1, Relaxed) % KEPT) {
+        kept.object.store(0, Relaxed);
+        kept.object_type.store(object_type.0, Relaxed);
+        kept.close.store(close_ptr.cast_mut(), Relaxed);
+        kept.inside.store(inside, Relaxed);
+        kept.object.store(object, Release);
+    }
+    let report = Report {
+        breach,
+        object_type,
+        object,
+        close: close.name(),
+        inside: slot_name(inside),
+    };
     crate::klog!(
         crate::kernel::log::Level::Warning,
-        "consumer breach {breach:?}: object type {} closed while another call on it was running",
-        object.0
+        "consumer breach {report}"
     );
+}
+
+/// The newest L17 report kept about the object at `object` (the consumer's
+/// pointer), if one of the last few is about it.
+pub fn reported_breach(object: *const c_void) -> Option<Report> {
+    use core::sync::atomic::Ordering::{Acquire, Relaxed};
+    let newest = REPORTED.load(Relaxed);
+    (0..KEPT).find_map(|back| {
+        let kept = REPORTS.get(newest.wrapping_sub(back + 1) % KEPT)?;
+        if kept.object.load(Acquire) != object as usize || object.is_null() {
+            return None;
+        }
+        Some(Report {
+            breach: Breach::L17,
+            object_type: NdkObjectType(kept.object_type.load(Relaxed)),
+            object: object as usize,
+            close: slot_name(kept.close.load(Relaxed)),
+            inside: slot_name(kept.inside.load(Relaxed)),
+        })
+    })
 }
 
 /// How many times the consumer broke `breach` so far (every adapter).

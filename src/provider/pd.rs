@@ -1,10 +1,16 @@
 //! `NDK_PD`: protection domains, and the creation of what lives in one
 //! (regions, windows, SRQs, QPs).
 
+#![expect(
+    clippy::too_many_arguments,
+    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
+)]
+
 use core::ffi::c_void;
 
 use super::adapter::Adapter;
-use super::object::{Holder, Kind, Object};
+use super::dispatch::ndk_table;
+use super::object::{Holder, Kind, Object, Slot};
 use super::{mr, qp, status, write_out};
 use crate::abi::{
     Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
@@ -13,6 +19,7 @@ use crate::abi::{
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::mr as rmr;
+use crate::rnic::qp::QpConfig;
 
 /// The provider state of an `NDK_PD`.
 pub struct Pd {
@@ -28,22 +35,19 @@ impl Pd {
 
 impl Kind for Pd {
     const TYPE: NdkObjectType = NdkObjectType::PD;
-    fn dispatch() -> *const c_void {
-        let table: *const NdkPdDispatch = &raw const DISPATCH;
-        table.cast()
-    }
 }
 
-static DISPATCH: NdkPdDispatch = NdkPdDispatch {
-    ndk_close_pd: super::object::close_object::<Pd>,
-    ndk_query_extension: super::query_extension,
-    ndk_create_mr: create_mr,
-    ndk_create_mw: create_mw,
-    ndk_create_srq: create_srq,
-    ndk_create_qp: create_qp,
-    ndk_create_qp_with_srq: create_qp_with_srq,
-    ndk_get_privileged_memory_region_token: privileged_token,
-};
+ndk_table! {
+    /// The `NDK_PD_DISPATCH` of every PD.
+    static DISPATCH: NdkPdDispatch for Pd at NdkPd,
+        close ndk_close_pd = "NdkClosePd";
+    ndk_create_mr = "NdkCreateMr" => create_mr(fast_register: Boolean, completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkMr) -> NtStatus;
+    ndk_create_mw = "NdkCreateMw" => create_mw(completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkMw) -> NtStatus;
+    ndk_create_srq = "NdkCreateSrq" => create_srq(depth: u32, max_sge: u32, threshold: u32, notification: Option<NdkFnSrqNotificationCallback>, notification_context: *mut c_void, affinity: *const GroupAffinity, completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkSrq) -> NtStatus;
+    ndk_create_qp = "NdkCreateQp" => create_qp(receive_cq: *mut NdkCq, initiator_cq: *mut NdkCq, qp_context: *mut c_void, receive_depth: u32, initiator_depth: u32, max_receive_sge: u32, max_initiator_sge: u32, inline_size: u32, completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkQp) -> NtStatus;
+    ndk_create_qp_with_srq = "NdkCreateQpWithSrq" => create_qp_with_srq(receive_cq: *mut NdkCq, initiator_cq: *mut NdkCq, srq: *mut NdkSrq, qp_context: *mut c_void, initiator_depth: u32, max_initiator_sge: u32, inline_size: u32, completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkQp) -> NtStatus;
+    ndk_get_privileged_memory_region_token = "NdkGetPrivilegedMemoryRegionToken" => privileged_token(token: *mut u32);
+}
 
 /// Creates a PD on `adapter`.
 pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> {
@@ -56,15 +60,6 @@ pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> 
     )
     .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     Ok(object.as_ptr().cast())
-}
-
-/// The PD behind a consumer pointer.
-///
-/// # Safety
-/// As [`Object::from_ptr`].
-pub(super) unsafe fn get<'a>(pd: *const c_void) -> Option<super::object::Entered<'a, Pd>> {
-    // SAFETY: the caller's contract.
-    unsafe { Object::<Pd>::from_ptr(pd) }
 }
 
 /// Writes `result` to `out` or returns its error.
@@ -82,37 +77,29 @@ unsafe fn finish<T>(out: *mut *mut T, result: Result<*mut T, NtStatus>) -> NtSta
     }
 }
 
-unsafe extern "system" fn create_mr(
-    pd: *mut NdkPd,
+unsafe fn create_mr(
+    pd: &Object<Pd>,
     fast_register: Boolean,
     _completion: Option<NdkFnCreateCompletion>,
     _context: *mut c_void,
     out: *mut *mut NdkMr,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mr(&pd, fast_register != 0)) }
+    unsafe { finish(out, mr::create_mr(pd, fast_register != 0)) }
 }
 
-unsafe extern "system" fn create_mw(
-    pd: *mut NdkPd,
+unsafe fn create_mw(
+    pd: &Object<Pd>,
     _completion: Option<NdkFnCreateCompletion>,
     _context: *mut c_void,
     out: *mut *mut NdkMw,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mw(&pd)) }
+    unsafe { finish(out, mr::create_mw(pd)) }
 }
 
-unsafe extern "system" fn create_srq(
-    pd: *mut NdkPd,
+unsafe fn create_srq(
+    pd: &Object<Pd>,
     depth: u32,
     max_sge: u32,
     threshold: u32,
@@ -123,12 +110,8 @@ unsafe extern "system" fn create_srq(
     _context: *mut c_void,
     out: *mut *mut NdkSrq,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     let result = qp::create_srq(
-        &pd,
+        pd,
         depth,
         max_sge,
         threshold,
@@ -139,8 +122,8 @@ unsafe extern "system" fn create_srq(
     unsafe { finish(out, result) }
 }
 
-unsafe extern "system" fn create_qp(
-    pd: *mut NdkPd,
+unsafe fn create_qp(
+    pd: &Object<Pd>,
     receive_cq: *mut NdkCq,
     initiator_cq: *mut NdkCq,
     qp_context: *mut c_void,
@@ -153,11 +136,7 @@ unsafe extern "system" fn create_qp(
     _context: *mut c_void,
     out: *mut *mut NdkQp,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
-    let config = crate::rnic::qp::QpConfig {
+    let config = QpConfig {
         context: qp_context as usize,
         receive_depth,
         initiator_depth,
@@ -165,15 +144,40 @@ unsafe extern "system" fn create_qp(
         max_initiator_sge,
         inline_size,
     };
-    // SAFETY: the consumer passes its CQs.
-    let result =
-        unsafe { qp::create_qp(&pd, receive_cq, initiator_cq, core::ptr::null_mut(), config) };
-    // SAFETY: the consumer's out-pointer.
+    let cqs = (receive_cq, initiator_cq);
+    // SAFETY: the consumer's CQs and out-pointer.
+    unsafe {
+        new_qp(
+            pd,
+            cqs,
+            core::ptr::null_mut(),
+            config,
+            out,
+            &Slot("NdkCreateQp"),
+        )
+    }
+}
+
+/// Creates a QP (`qp::create_qp`) and writes it to `out`.
+///
+/// # Safety
+/// As `qp::create_qp` and [`finish`].
+unsafe fn new_qp(
+    pd: &Object<Pd>,
+    (receive_cq, initiator_cq): (*mut NdkCq, *mut NdkCq),
+    srq: *mut NdkSrq,
+    config: QpConfig,
+    out: *mut *mut NdkQp,
+    slot: &'static Slot,
+) -> NtStatus {
+    // SAFETY: the caller's contract.
+    let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config, slot) };
+    // SAFETY: the caller's contract.
     unsafe { finish(out, result) }
 }
 
-unsafe extern "system" fn create_qp_with_srq(
-    pd: *mut NdkPd,
+unsafe fn create_qp_with_srq(
+    pd: &Object<Pd>,
     receive_cq: *mut NdkCq,
     initiator_cq: *mut NdkCq,
     srq: *mut NdkSrq,
@@ -185,33 +189,24 @@ unsafe extern "system" fn create_qp_with_srq(
     _context: *mut c_void,
     out: *mut *mut NdkQp,
 ) -> NtStatus {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return STATUS_INVALID_PARAMETER;
-    };
     if srq.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
-    let config = crate::rnic::qp::QpConfig {
+    // Q2: the receives come from the SRQ.
+    let config = QpConfig {
         context: qp_context as usize,
-        receive_depth: 0,
         initiator_depth,
-        max_receive_sge: 0,
         max_initiator_sge,
         inline_size,
+        ..QpConfig::default()
     };
-    // SAFETY: the consumer passes its CQs and SRQ.
-    let result = unsafe { qp::create_qp(&pd, receive_cq, initiator_cq, srq, config) };
-    // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, result) }
+    let cqs = (receive_cq, initiator_cq);
+    // SAFETY: the consumer's CQs, SRQ and out-pointer.
+    unsafe { new_qp(pd, cqs, srq, config, out, &Slot("NdkCreateQpWithSrq")) }
 }
 
 /// `NdkGetPrivilegedMemoryRegionToken` (M27).
-unsafe extern "system" fn privileged_token(pd: *mut NdkPd, token: *mut u32) {
-    // SAFETY: the consumer passes its PD.
-    let Some(pd) = (unsafe { get(pd.cast()) }) else {
-        return;
-    };
+unsafe fn privileged_token(pd: &Object<Pd>, token: *mut u32) {
     if token.is_null() {
         return;
     }

@@ -2999,7 +2999,7 @@ mod cross_nic {
 mod close_race {
     use std::sync::mpsc;
 
-    use softndk::provider::object::{Breach, consumer_breaches};
+    use softndk::provider::object::{Breach, consumer_breaches, reported_breach};
 
     use super::*;
     use crate::harness::dpei::*;
@@ -3056,6 +3056,17 @@ mod close_race {
         (pair, watch)
     }
 
+    /// L17 (issue 15): the report names both calls, the close and the one
+    /// inside.
+    fn assert_reported(object: usize, close: &str, inside: &str) {
+        let report = reported_breach(object as *const _).expect("a report on the object");
+        let text = report.to_string();
+        assert!(
+            text.contains(close) && text.contains(inside),
+            "{text} names {close} and {inside}"
+        );
+    }
+
     fn qp_target(qp: &Qp) -> Target {
         Target {
             object: qp.0 as usize,
@@ -3080,6 +3091,7 @@ mod close_race {
             a_qp: Some(closed(&rx)),
             a_conn: None,
         };
+        assert_reported(pair.a_qp.0 as usize, "NdkCloseQp", &format!("Ndk{name}"));
         mine.close();
         theirs.close();
         teardown_after(pair, early);
@@ -3106,6 +3118,7 @@ mod close_race {
             consumer_breaches(Breach::L17) > before,
             "the breach is reported (L17)"
         );
+        assert_reported(qp.0 as usize, "NdkCloseQp", "NdkFlush");
         if status == STATUS_PENDING {
             done.wait();
         }
@@ -3160,6 +3173,7 @@ mod close_race {
         );
         cq.arm(NdkCqNotifyType::ANY);
         let (status, done) = closed(&rx);
+        assert_reported(cq.0 as usize, "NdkCloseCq", "NdkArmCq");
         if status == STATUS_PENDING {
             done.wait();
         }
