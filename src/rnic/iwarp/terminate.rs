@@ -873,7 +873,10 @@ mod tests {
         let (term, layout) = Terminate::parse(&bytes, None).unwrap();
         assert_eq!(layout, TermLayout::Rfc);
         assert_eq!(term.segment_len, None);
-        assert_eq!(term.ddp_header.map(<[u8]>::len), Some(ddp::TAGGED_HEADER_LEN));
+        assert_eq!(
+            term.ddp_header.map(<[u8]>::len),
+            Some(ddp::TAGGED_HEADER_LEN)
+        );
         assert_eq!(term.rdmap_header, Some(&[][..]));
         let mut expected = bytes;
         expected[5] = 0;
