@@ -571,8 +571,10 @@ impl Link {
             Access::REMOTE_READ,
         );
         let built = source.ok().and_then(|seg| {
-            let list = one(seg);
-            self.build(&mut tx, &header, chunk, |out| copy_out(&list, 0, out))
+            let source_list = one(seg);
+            self.build(&mut tx, &header, chunk, |out| {
+                copy_out(&source_list, 0, out)
+            })
         });
         if built.is_none() {
             // The source went away after the request was accepted.
@@ -665,15 +667,15 @@ impl Link {
         slot: usize,
     ) -> Next {
         let is_inline = wqe.flags.contains(WrFlags::INLINE);
-        let list = if is_inline {
+        let gathered = if is_inline {
             None
         } else {
             match resolve_local(qp, sges, Access::empty()) {
-                Ok(list) => Some(list),
+                Ok(resolved) => Some(resolved),
                 Err(status) => return Next::Done(Some(status)),
             }
         };
-        let total = list.as_ref().map_or(inline.len() as u64, |l| l.total);
+        let total = gathered.as_ref().map_or(inline.len() as u64, |l| l.total);
         let mut tx = self.tx.lock();
         if !tx.started {
             tx.started = true;
@@ -712,14 +714,14 @@ impl Link {
             _ => return Next::Done(Some(WcStatus::InternalError)),
         }
         .ddp_header();
-        let built = self.build(&mut tx, &header, chunk, |out| match &list {
-            Some(list) => copy_out(list, offset, out),
-            None => {
-                let at = usize::try_from(offset).map_err(|_| ())?;
-                let from = inline.get(at..at + out.len()).ok_or(())?;
-                out.copy_from_slice(from);
-                Ok(())
+        let built = self.build(&mut tx, &header, chunk, |out| {
+            if let Some(resolved) = &gathered {
+                return copy_out(resolved, offset, out);
             }
+            let at = usize::try_from(offset).map_err(|_| ())?;
+            let from = inline.get(at..at + out.len()).ok_or(())?;
+            out.copy_from_slice(from);
+            Ok(())
         });
         if built.is_none() {
             tx.started = false;
@@ -880,13 +882,16 @@ impl Link {
                             .term_code()
                             .unwrap_or(LocalCause::Catastrophic.term_code());
                         self.queue_terminate(code, None);
-                        (rest.len(), Outcome::failed(state.recv.take(), None))
+                        (
+                            rest.len(),
+                            Outcome::failed(state.recv.take().as_ref(), None),
+                        )
                     }
                 }
             };
             rest = rest.get(consumed..).unwrap_or_default();
             let stop = outcome.fail;
-            self.apply(&qp, outcome);
+            self.apply(&qp, &outcome);
             if stop {
                 return;
             }
@@ -922,7 +927,7 @@ impl Link {
         }
     }
 
-    fn apply(&self, qp: &Arc<Qp>, outcome: Outcome) {
+    fn apply(&self, qp: &Arc<Qp>, outcome: &Outcome) {
         if let Some((recv, status)) = outcome.receive {
             complete_recv(qp, &recv, status);
         }
@@ -1032,10 +1037,9 @@ impl Link {
                             Concerns::Read(None)
                         }
                     }
-                    Some(Buffer::Untagged { .. }) => Concerns::Any,
-                    None => Concerns::Any,
+                    Some(Buffer::Untagged { .. }) | None => Concerns::Any,
                 };
-                let mut outcome = Outcome::failed(state.recv.take(), None);
+                let mut outcome = Outcome::failed(state.recv.take().as_ref(), None);
                 outcome.peer_terminate = Some((kind, terminate.code.completion_status()));
                 outcome
             }
@@ -1047,7 +1051,10 @@ impl Link {
         state.dead = true;
         let code = code.unwrap_or(LocalCause::Catastrophic.term_code());
         self.queue_terminate(code, Some(ulpdu));
-        Outcome::failed(state.recv.take(), Some(WcStatus::RemoteOperationError))
+        Outcome::failed(
+            state.recv.take().as_ref(),
+            Some(WcStatus::RemoteOperationError),
+        )
     }
 
     fn reject_cause(&self, state: &mut RxState, cause: LocalCause, ulpdu: &[u8]) -> Outcome {
@@ -1184,21 +1191,22 @@ impl Link {
             Some(Err(DdpError::MessageTooLong { .. })) => {
                 state.dead = true;
                 self.queue_terminate(LocalCause::ReceiveTooSmall.term_code(), Some(ulpdu));
-                return Outcome::failed(state.recv.take(), Some(WcStatus::ReceiveTooSmall));
+                return Outcome::failed(
+                    state.recv.take().as_ref(),
+                    Some(WcStatus::ReceiveTooSmall),
+                );
             }
             Some(Err(error)) => return self.reject(state, error.term_code(), ulpdu),
             None => return self.reject_cause(state, LocalCause::Catastrophic, ulpdu),
         };
-        let copied = resolve_local(qp, recv.sges(), Access::LOCAL_WRITE)
-            .map_err(|status| status)
-            .and_then(|list| {
-                copy_in(&list, u64::from(placement.offset), payload)
-                    .map_err(|()| WcStatus::LocalAccessError)
-            });
+        let copied = resolve_local(qp, recv.sges(), Access::LOCAL_WRITE).and_then(|list| {
+            copy_in(&list, u64::from(placement.offset), payload)
+                .map_err(|()| WcStatus::LocalAccessError)
+        });
         if let Err(status) = copied {
             state.dead = true;
             self.queue_terminate(LocalCause::Catastrophic.term_code(), Some(ulpdu));
-            return Outcome::failed(state.recv.take(), Some(status));
+            return Outcome::failed(state.recv.take().as_ref(), Some(status));
         }
         if !placement.last {
             return Outcome::default();
@@ -1217,7 +1225,7 @@ impl Link {
             if qp.device().invalidate_key(qp.pd(), key).is_err() {
                 state.dead = true;
                 self.queue_terminate(LocalCause::CannotInvalidate.term_code(), Some(ulpdu));
-                return Outcome::failed(Some(recv), Some(WcStatus::InvalidRequest));
+                return Outcome::failed(Some(&recv), Some(WcStatus::InvalidRequest));
             }
             completion.opcode = Opcode::ReceiveAndInvalidate;
             completion.invalidated_key = key;
@@ -1293,9 +1301,9 @@ struct Outcome {
 impl Outcome {
     /// The connection ends; a receive in progress completes with `status`
     /// (cancelled when none is given).
-    fn failed(recv: Option<RecvWqe>, status: Option<WcStatus>) -> Self {
+    fn failed(recv: Option<&RecvWqe>, status: Option<WcStatus>) -> Self {
         Self {
-            receive: recv.map(|r| (r, status.unwrap_or(WcStatus::Cancelled))),
+            receive: recv.map(|r| (*r, status.unwrap_or(WcStatus::Cancelled))),
             fail: true,
             ..Self::default()
         }

@@ -720,12 +720,12 @@ fn test_peer_reset_fails_connection() {
 
 // ----- the same scenario over both fabrics -----------------------------------
 
+/// Initiator completions of one side, and (context, bytes, solicited) of the
+/// other side's receives.
+type Seen = (Vec<(usize, Opcode, WcStatus)>, Vec<(usize, u32, bool)>);
+
 /// Send, Write and Read between `a` and `b`; returns what each side saw.
-fn scenario(
-    a: &Side,
-    b: &Side,
-    settle: &dyn Fn(),
-) -> (Vec<(usize, Opcode, WcStatus)>, Vec<(usize, u32, bool)>) {
+fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
     let src = a.pattern(200, 1, Access::empty());
     let dst = b.buffer(256, 0, RW);
     b.qp.post_receive(7, &[dst.sge(0, 256)]).unwrap();
