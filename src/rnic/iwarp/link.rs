@@ -58,6 +58,7 @@ use super::rdmap::{self, Message, ReadRequest};
 use super::terminate::{
     LocalCause, MAX_TERMINATE_LEN, TermCode, TermLayout, Terminate, rdmap_code, rdmap_etype,
 };
+use crate::kernel::sync::atomic::Ordering;
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::engine;
 use crate::rnic::memory;
@@ -384,7 +385,7 @@ impl Link {
                 self.wind_down(qp);
                 return;
             }
-            if !self.flush() {
+            if !self.flush(qp) {
                 return;
             }
             match self.step(qp) {
@@ -398,7 +399,7 @@ impl Link {
     }
 
     /// Offers the buffered FPDU to the stream; `true` once it is all taken.
-    fn flush(&self) -> bool {
+    fn flush(&self, qp: &Qp) -> bool {
         let mut tx = self.tx.lock();
         while tx.sent < tx.len {
             let n = match tx.buf.get(tx.sent..tx.len) {
@@ -409,6 +410,13 @@ impl Link {
                 return false;
             }
             tx.sent = tx.sent.saturating_add(n).min(tx.len);
+        }
+        if tx.len > 0 {
+            let counters = &qp.device().counters;
+            counters.rdma_out_frames.fetch_add(1, Ordering::Relaxed);
+            counters
+                .rdma_out_octets
+                .fetch_add(tx.len as u64, Ordering::Relaxed);
         }
         tx.len = 0;
         tx.sent = 0;
@@ -458,7 +466,7 @@ impl Link {
                 tx.completes = None;
             }
         }
-        if !self.flush() {
+        if !self.flush(qp) {
             blocked = true;
         }
         let close = {
@@ -528,7 +536,7 @@ impl Link {
             return Step::Idle;
         };
         let mut tx = self.tx.lock();
-        let room = usize::from(self.config.mulpdu) - ddp::TAGGED_HEADER_LEN;
+        let room = usize::from(self.config.mulpdu).saturating_sub(ddp::TAGGED_HEADER_LEN);
         let offset = tx.response_sent;
         if offset == 0
             && let Err(denied) = qp.device().resolve_remote(
@@ -689,7 +697,7 @@ impl Link {
             SendOp::Send { .. } => ddp::UNTAGGED_HEADER_LEN,
             _ => ddp::TAGGED_HEADER_LEN,
         };
-        let room = usize::from(self.config.mulpdu) - header_len;
+        let room = usize::from(self.config.mulpdu).saturating_sub(header_len);
         let left = total.saturating_sub(offset);
         let chunk = usize::try_from(left).unwrap_or(usize::MAX).min(room);
         let last = chunk as u64 == left;
@@ -858,6 +866,11 @@ impl Link {
         let Some(qp) = self.qp.upgrade() else {
             return;
         };
+        if qp.state() != QpState::Connected {
+            // Flushed, disconnected or closed: nothing is placed any more.
+            self.rx.lock().state.dead = true;
+            return;
+        }
         let mut rest = bytes;
         let mut rounds = 0_usize;
         while !rest.is_empty() && rounds <= bytes.len() {
@@ -872,7 +885,15 @@ impl Link {
                     Ok(step) => (
                         step.consumed,
                         match step.ulpdu {
-                            Some(ulpdu) => self.handle(&qp, state, ulpdu),
+                            Some(ulpdu) => {
+                                let counters = &qp.device().counters;
+                                counters.rdma_in_frames.fetch_add(1, Ordering::Relaxed);
+                                counters.rdma_in_octets.fetch_add(
+                                    mpa::fpdu_len(ulpdu.len()) as u64,
+                                    Ordering::Relaxed,
+                                );
+                                self.handle(&qp, state, ulpdu)
+                            }
                             None => Outcome::default(),
                         },
                     ),

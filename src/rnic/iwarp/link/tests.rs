@@ -10,6 +10,7 @@ use proptest::prelude::*;
 
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::sync::Arc;
+use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
@@ -241,6 +242,15 @@ fn test_send_multi_segment_sge_lists() {
         // 300 bytes in 46-byte payloads: 7 FPDUs, then one for the empty Send.
         let crossed = w.crossed(&w.log_ab);
         assert_eq!(crossed.len(), 8);
+        // Counters count FPDUs and their octets.
+        let out = &w.a.device.counters;
+        let inn = &w.b.device.counters;
+        assert_eq!(out.rdma_out_frames.load(Ordering::Relaxed), 8);
+        assert_eq!(inn.rdma_in_frames.load(Ordering::Relaxed), 8);
+        assert_eq!(
+            out.rdma_out_octets.load(Ordering::Relaxed),
+            w.log_ab.lock().unwrap().len() as u64
+        );
         assert!(
             crossed
                 .iter()
@@ -519,6 +529,59 @@ fn test_read_errors_match_local_engine_statuses() {
         assert_eq!(w.a.qp.state(), QpState::Error);
         assert_eq!(w.b.qp.state(), QpState::Error);
     }
+}
+
+#[test]
+fn test_reads_beyond_ird_terminate() {
+    let cfg = LinkConfig {
+        ird: 1,
+        ..config(false, 4)
+    };
+    let w = Wire::with(8, 8, 21, cfg, EngineMode::Inline);
+    let remote = w.b.buffer(2000, 0, RW);
+    let sinks: Vec<Registered> = (0..4)
+        .map(|_| w.a.buffer(2000, 0, Access::LOCAL_WRITE))
+        .collect();
+    for (i, sink) in sinks.iter().enumerate() {
+        w.a.qp
+            .post_read(
+                i,
+                &[sink.sge(0, 2000)],
+                remote.raddr(0),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+    }
+    w.pump();
+    let code = w.terminate_ba().unwrap();
+    assert_eq!(code, LocalCause::IrdExceeded.term_code());
+    // The Terminate names the second Read Request (MSN 2): it fails, the
+    // first (not fully answered) and the rest are cancelled.
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [
+            (0, Opcode::Read, WcStatus::Cancelled),
+            (1, Opcode::Read, WcStatus::RemoteOperationError),
+            (2, Opcode::Read, WcStatus::Cancelled),
+            (3, Opcode::Read, WcStatus::Cancelled)
+        ]
+    );
+}
+
+#[test]
+fn test_flush_closes_the_stream() {
+    let w = Wire::new(256, 64, 4, false);
+    let dst = w.a.buffer(8, 0, RW);
+    w.a.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    w.b.qp.flush();
+    w.pump();
+    assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
+    assert_eq!(w.a.qp.state(), QpState::Error);
+    assert_eq!(
+        statuses(&w.a.rcq.drain()),
+        [(1, Opcode::Receive, WcStatus::Cancelled)]
+    );
 }
 
 #[test]
