@@ -20,6 +20,8 @@
 //! * [`log`] — the debug log ([`klog!`](crate::klog)).
 //! * [`pool`] — the pool tag and, in the kernel, the global allocator.
 //! * [`time`] — a monotonic clock.
+//! * `net` (host only) — TCP byte streams over `std::net` for the iWARP
+//!   data path.
 
 #[cfg(not(target_os = "windows"))]
 mod host;
@@ -39,6 +41,8 @@ use wdk as backend;
 pub mod deferred;
 pub mod log;
 pub mod mdl;
+#[cfg(not(target_os = "windows"))]
+pub mod net;
 pub mod pool;
 pub mod sync;
 pub mod time;

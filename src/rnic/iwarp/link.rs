@@ -924,6 +924,12 @@ impl Link {
         let Some(qp) = self.qp.upgrade() else {
             return;
         };
+        if qp.state() == QpState::Disconnected {
+            // This side closed first: the peer's close answers ours.
+            self.rx.lock().state.dead = true;
+            self.shared.lock().peer_closed = true;
+            return;
+        }
         let recv = {
             let mut rx = self.rx.lock();
             rx.state.dead = true;
@@ -1352,3 +1358,7 @@ fn one(seg: Segment) -> SegList {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tcp_tests;
