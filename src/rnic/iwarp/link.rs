@@ -458,20 +458,28 @@ impl Link {
     /// close the stream, and retire every request (failed ones with their
     /// status, the others cancelled, E5).
     fn wind_down(&self, qp: &Arc<Qp>) {
-        let mut blocked = false;
+        let (closed, peer_closed) = {
+            let shared = self.shared.lock();
+            (shared.closed, shared.peer_closed)
+        };
         {
             let mut tx = self.tx.lock();
-            if tx.sent == 0 {
+            if tx.sent == 0 || closed || peer_closed {
+                // Not started (or nowhere to go): dropped.
                 tx.len = 0;
+                tx.sent = 0;
                 tx.completes = None;
             }
         }
-        if !self.flush(qp) {
-            blocked = true;
-        }
+        let blocked = !self.flush(qp);
         let close = {
             let mut shared = self.shared.lock();
-            while !blocked && shared.term_sent < shared.term_len && !shared.peer_closed {
+            let mut blocked = blocked;
+            while !blocked
+                && shared.term_sent < shared.term_len
+                && !shared.peer_closed
+                && !shared.closed
+            {
                 let n = match shared.term.get(shared.term_sent..shared.term_len) {
                     Some(rest) => self.stream.send(rest),
                     None => 0,
@@ -497,9 +505,9 @@ impl Link {
             let Some(wqe) = qp.snapshot(0, &mut sges, &mut inline) else {
                 break;
             };
+            let slot = qp.queued(0).map_or(usize::MAX, |(slot, _)| slot);
             let status = {
                 let mut shared = self.shared.lock();
-                let slot = qp.queued(0).map_or(usize::MAX, |(slot, _)| slot);
                 shared.cursor = shared.cursor.saturating_sub(1);
                 shared.done.get_mut(slot).and_then(Option::take)
             };
