@@ -53,8 +53,9 @@
 use alloc::boxed::Box;
 
 use super::ddp::{self, Buffer, DdpError, DdpHeader, UntaggedQueue};
-use super::mpa::{self, Deframer};
+use super::mpa::{self, Deframer, Rtr};
 use super::rdmap::{self, Message, ReadRequest};
+use super::setup::Established;
 use super::terminate::{
     LocalCause, MAX_TERMINATE_LEN, TermCode, TermLayout, Terminate, rdmap_code, rdmap_etype,
 };
@@ -92,6 +93,57 @@ pub struct LinkConfig {
     pub ird: u32,
     /// Outbound Read Requests outstanding at most (ORD).
     pub ord: u32,
+    /// The RFC 6581 RTR the setup exchanged, from this side's view.
+    pub rtr: Option<RtrRole>,
+    /// Send nothing before one FPDU has arrived (a responder without RTR,
+    /// `Established::receive_first`, RFC 5044).
+    pub receive_first: bool,
+}
+
+/// The RTR message of peer-to-peer setup, as one side saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtrRole {
+    /// This side (the initiator) sent it: after a Send RTR its queue 0
+    /// continues at MSN 2; after a Read RTR its queue 1 does, and the
+    /// zero-length Read Response to STag 1 is still to come (it counts
+    /// against the ORD until it arrives, and completes nothing).
+    Sent(Rtr),
+    /// This side (the responder) received it: the peer's queue 0 (Send) or
+    /// 1 (Read) continues at MSN 2. The Read RTR's response was sent by
+    /// `setup`.
+    Received(Rtr),
+}
+
+impl LinkConfig {
+    /// The configuration after a successful `iwarp::setup` exchange: CRC,
+    /// IRD/ORD (`default_ird_ord` when the peer sent no RFC 6581 block), the
+    /// RTR and the responder's wait for the first FPDU. `initiator` says
+    /// which side this is; `mulpdu` comes from the MSS (`mpa::mulpdu`).
+    #[must_use]
+    pub fn established(
+        established: &Established,
+        initiator: bool,
+        mulpdu: u16,
+        max_rx_ulpdu: u16,
+        default_ird_ord: (u32, u32),
+    ) -> Self {
+        let negotiated = &established.negotiated;
+        Self {
+            mulpdu,
+            max_rx_ulpdu,
+            crc: negotiated.crc,
+            ird: negotiated.ird.map_or(default_ird_ord.0, u32::from),
+            ord: negotiated.ord.map_or(default_ird_ord.1, u32::from),
+            rtr: negotiated.rtr.map(|rtr| {
+                if initiator {
+                    RtrRole::Sent(rtr)
+                } else {
+                    RtrRole::Received(rtr)
+                }
+            }),
+            receive_first: established.receive_first,
+        }
+    }
 }
 
 /// Why a link could not be set up.
@@ -120,6 +172,10 @@ struct OutRead {
 }
 
 /// State shared by the transmit and receive sides.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "four independent facts of the stream's life"
+)]
 struct Shared {
     /// Index (from the ring head) of the request being transmitted; the ones
     /// before it are sent and await completion.
@@ -139,6 +195,9 @@ struct Shared {
     peer_closed: bool,
     /// `ByteStream::close` was called.
     closed: bool,
+    /// Sending is allowed (false until the first FPDU arrives when the
+    /// configuration says `receive_first`).
+    may_send: bool,
 }
 
 const TERM_FPDU: usize = mpa::fpdu_len(ddp::UNTAGGED_HEADER_LEN + MAX_TERMINATE_LEN);
@@ -214,7 +273,7 @@ pub fn connect(
     let slots = qp.initiator_slots();
     let ord = config.ord.min(qp.device().limits().max_outbound_read_limit);
     let ird = config.ird.min(qp.device().limits().max_inbound_read_limit);
-    let shared = Shared {
+    let mut shared = Shared {
         cursor: 0,
         done: try_boxed(slots, None)?,
         out_reads: Ring::new(ord as usize).ok_or(LinkError::Resources)?,
@@ -225,6 +284,7 @@ pub fn connect(
         failing: false,
         peer_closed: false,
         closed: false,
+        may_send: !config.receive_first,
     };
     let tx = Tx {
         buf: try_boxed(mpa::fpdu_len(usize::from(config.mulpdu)), 0_u8)?,
@@ -233,15 +293,49 @@ pub fn connect(
         completes: None,
         offset: 0,
         started: false,
-        send_msn: 1,
-        read_msn: 1,
+        send_msn: if config.rtr == Some(RtrRole::Sent(Rtr::Send)) {
+            2
+        } else {
+            1
+        },
+        read_msn: if config.rtr == Some(RtrRole::Sent(Rtr::Read)) {
+            2
+        } else {
+            1
+        },
         response_sent: 0,
         responses_turn: false,
     };
+    let mut queues = [UntaggedQueue::new(); rdmap::QUEUE_COUNT];
+    let rtr_queue = match config.rtr {
+        Some(RtrRole::Received(Rtr::Send)) => Some(rdmap::QN_SEND),
+        Some(RtrRole::Received(Rtr::Read)) => Some(rdmap::QN_READ_REQUEST),
+        _ => None,
+    };
+    if let Some(queue) = rtr_queue.and_then(|qn| queues.get_mut(qn as usize)) {
+        // The RTR took MSN 1.
+        queue.take_msn();
+    }
+    if config.rtr == Some(RtrRole::Sent(Rtr::Read)) {
+        let rtr_read = OutRead {
+            slot: usize::MAX,
+            msn: 1,
+            stag: rdmap::RTR_STAG,
+            to: 0,
+            len: 0,
+            sges: [Sge::default(); MAX_SGE],
+            nsge: 0,
+            invalidate_first: false,
+        };
+        shared
+            .out_reads
+            .push(rtr_read)
+            .map_err(|_| LinkError::InvalidParameter)?;
+    }
     let rx = Rx {
         deframer: Deframer::new(usize::from(config.max_rx_ulpdu), config.crc),
         state: RxState {
-            queues: [UntaggedQueue::new(); rdmap::QUEUE_COUNT],
+            queues,
             recv: None,
             placed: 0,
             layout: None,
@@ -380,9 +474,17 @@ impl Link {
     pub(crate) fn run(&self, qp: &Arc<Qp>) {
         loop {
             self.retire_done(qp);
-            let failing = self.shared.lock().failing;
+            let (failing, may_send) = {
+                let shared = self.shared.lock();
+                (shared.failing, shared.may_send)
+            };
             if qp.state() != QpState::Connected || failing {
                 self.wind_down(qp);
+                return;
+            }
+            if !may_send {
+                // RFC 5044: the responder speaks after the initiator's first
+                // FPDU; its arrival kicks the runner.
                 return;
             }
             if !self.flush(qp) {
@@ -894,13 +996,18 @@ impl Link {
                         step.consumed,
                         match step.ulpdu {
                             Some(ulpdu) => {
+                                let mut shared = self.shared.lock();
+                                let first = !core::mem::replace(&mut shared.may_send, true);
+                                drop(shared);
                                 let counters = &qp.device().counters;
                                 counters.rdma_in_frames.fetch_add(1, Ordering::Relaxed);
                                 counters.rdma_in_octets.fetch_add(
                                     mpa::fpdu_len(ulpdu.len()) as u64,
                                     Ordering::Relaxed,
                                 );
-                                self.handle(&qp, state, ulpdu)
+                                let mut outcome = self.handle(&qp, state, ulpdu);
+                                outcome.kick |= first;
+                                outcome
                             }
                             None => Outcome::default(),
                         },

@@ -109,18 +109,18 @@ fn respond(mut socket: &TcpStream) -> Established {
 }
 
 /// One side: QP, link and socket stream, started.
-fn attach(side: &Side, socket: TcpStream, established: &Established) -> Arc<Link> {
+fn attach(side: &Side, socket: TcpStream, established: &Established, initiator: bool) -> Arc<Link> {
     socket
         .set_read_timeout(None)
         .expect("blocking reads for the reader thread");
     let stream = TcpByteStream::new(socket, 16 * 1024).unwrap();
-    let config = LinkConfig {
-        mulpdu: u16::try_from(mpa::mulpdu(1460)).unwrap(),
-        max_rx_ulpdu: u16::MAX,
-        crc: established.negotiated.crc,
-        ird: established.negotiated.ird.map_or(4, u32::from),
-        ord: established.negotiated.ord.map_or(4, u32::from),
-    };
+    let config = LinkConfig::established(
+        established,
+        initiator,
+        u16::try_from(mpa::mulpdu(1460)).unwrap(),
+        u16::MAX,
+        (4, 4),
+    );
     let link = connect(&side.qp, Arc::clone(&stream) as Arc<dyn ByteStream>, config).unwrap();
     let glue = Arc::new(Glue::default());
     glue.0.set(Arc::clone(&link)).ok().unwrap();
@@ -185,8 +185,8 @@ fn test_send_write_read_over_tcp_loopback() {
         let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let dst = b.buffer(100_000, 0, rw);
         b.qp.post_receive(1, &[dst.sge(0, 100_000)]).unwrap();
-        let _la = attach(&a, client, &a_established);
-        let _lb = attach(&b, server_socket, &b_established);
+        let _la = attach(&a, client, &a_established, true);
+        let _lb = attach(&b, server_socket, &b_established, false);
 
         // A Send larger than the socket buffer (back-pressure), a Write, and
         // two Reads of what was written.

@@ -12,8 +12,11 @@ use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::{Device, EngineMode};
-use crate::rnic::iwarp::mpa;
+use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
+use crate::rnic::iwarp::setup::{
+    Established, Event as SetupEvent, Initiator, InitiatorConfig, Responder, ResponderConfig,
+};
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, ddp_code, ddp_etype};
 use crate::rnic::mr::{Denied, Mw};
 use crate::rnic::qp::{self, Payload, QpState};
@@ -79,6 +82,8 @@ fn config(crc: bool, ord: u32) -> LinkConfig {
         crc,
         ird: 4,
         ord,
+        rtr: None,
+        receive_first: false,
     }
 }
 
@@ -88,6 +93,16 @@ impl Wire {
     }
 
     fn with(window: usize, max_chunk: usize, seed: u64, cfg: LinkConfig, mode: EngineMode) -> Self {
+        Self::with_configs(window, max_chunk, seed, (cfg, cfg), mode)
+    }
+
+    fn with_configs(
+        window: usize,
+        max_chunk: usize,
+        seed: u64,
+        (cfg, cfg_b): (LinkConfig, LinkConfig),
+        mode: EngineMode,
+    ) -> Self {
         let da = Device::new(Limits::DEFAULT, mode).unwrap();
         let db = Device::new(Limits::DEFAULT, mode).unwrap();
         let a = Side::new(&da, 0xA, CONFIG);
@@ -101,7 +116,7 @@ impl Wire {
         };
         let (ab, ba) = (pipe(), pipe());
         let la = connect(&a.qp, Arc::clone(&ab) as Arc<dyn ByteStream>, cfg).unwrap();
-        let lb = connect(&b.qp, Arc::clone(&ba) as Arc<dyn ByteStream>, cfg).unwrap();
+        let lb = connect(&b.qp, Arc::clone(&ba) as Arc<dyn ByteStream>, cfg_b).unwrap();
         Self {
             a,
             b,
@@ -729,6 +744,116 @@ fn test_local_error_sends_terminate() {
     );
     assert_eq!(w.terminate_ab(), Some(LocalCause::Catastrophic.term_code()));
     assert_eq!(w.b.qp.state(), QpState::Error);
+}
+
+// ----- after setup -----------------------------------------------------------
+
+/// Runs `iwarp::setup` in memory, the initiator offering `rtr`: both sides'
+/// outcomes, and the bytes the responder still sends (a Read RTR's
+/// response), which start its data stream.
+fn setup_pair(rtr: RtrKinds) -> (Established, Established, Vec<u8>) {
+    let icfg = InitiatorConfig {
+        ird: 4,
+        ord: 4,
+        rtr,
+        ..InitiatorConfig::default()
+    };
+    let mut i = Initiator::new(&icfg, &[], 0).unwrap();
+    let mut r = Responder::new(ResponderConfig::default(), 0);
+    let request = i.output().to_vec();
+    i.advance_output(request.len());
+    assert!(matches!(
+        r.receive(&request, 0).unwrap(),
+        Some(SetupEvent::Request(_))
+    ));
+    let mut r_done = r.accept(4, 4, &[], 0).unwrap();
+    let reply = r.output().to_vec();
+    r.advance_output(reply.len());
+    let Some(SetupEvent::Established(ei)) = i.receive(&reply, 0).unwrap() else {
+        panic!("initiator not established");
+    };
+    let rtr_bytes = i.output().to_vec();
+    i.advance_output(rtr_bytes.len());
+    if !rtr_bytes.is_empty() {
+        r_done = r.receive(&rtr_bytes, 0).unwrap();
+    }
+    let Some(SetupEvent::Established(er)) = r_done else {
+        panic!("responder not established");
+    };
+    let tail = r.output().to_vec();
+    (ei, er, tail)
+}
+
+#[test]
+fn test_data_path_after_setup_with_each_rtr() {
+    for rtr in [
+        RtrKinds::empty(),
+        RtrKinds::SEND,
+        RtrKinds::READ,
+        RtrKinds::WRITE,
+    ] {
+        let (ei, er, tail) = setup_pair(rtr);
+        let ca = LinkConfig::established(&ei, true, MULPDU, 1024, (4, 4));
+        let cb = LinkConfig::established(&er, false, MULPDU, 1024, (4, 4));
+        assert_eq!(cb.receive_first, rtr.is_empty(), "{rtr:?}");
+        let w = Wire::with_configs(64, 16, 3, (ca, cb), EngineMode::Inline);
+        w.la.receive(&tail);
+        // B speaks first: without RTR it waits for A's first FPDU.
+        let a_in = w.a.buffer(64, 0, RW);
+        w.a.qp.post_receive(1, &[a_in.sge(0, 64)]).unwrap();
+        let b_src = w.b.pattern(64, 4, RW);
+        w.b.qp
+            .post_send(
+                1,
+                Payload::Sges(&[b_src.sge(0, 64)]),
+                WrFlags::empty(),
+                None,
+            )
+            .unwrap();
+        w.pump();
+        let waited = w.log_ba.lock().unwrap().is_empty();
+        assert_eq!(waited, rtr.is_empty(), "{rtr:?}");
+        // A: a Send (MSN after a Send RTR) and Reads (MSN after a Read RTR,
+        // ORD shared with the RTR's outstanding response).
+        let b_in = w.b.buffer(64, 0, RW);
+        w.b.qp.post_receive(2, &[b_in.sge(0, 64)]).unwrap();
+        let src = w.a.pattern(64, 2, Access::empty());
+        w.a.qp
+            .post_send(2, Payload::Sges(&[src.sge(0, 64)]), WrFlags::empty(), None)
+            .unwrap();
+        let sinks: Vec<Registered> = (0..5)
+            .map(|_| w.a.buffer(64, 0, Access::LOCAL_WRITE))
+            .collect();
+        for (n, sink) in sinks.iter().enumerate() {
+            w.a.qp
+                .post_read(
+                    10 + n,
+                    &[sink.sge(0, 64)],
+                    b_src.raddr(0),
+                    b_src.rkey(),
+                    WrFlags::empty(),
+                )
+                .unwrap();
+        }
+        w.pump();
+        assert_eq!(w.terminate_ab(), None, "{rtr:?}");
+        assert_eq!(w.terminate_ba(), None, "{rtr:?}");
+        let done = statuses(&w.a.scq.drain());
+        assert_eq!(done.len(), 6, "{rtr:?}");
+        assert!(
+            done.iter().all(|d| d.2 == WcStatus::Success),
+            "{rtr:?} {done:?}"
+        );
+        assert_eq!(b_in.buffer.bytes(), src.buffer.bytes());
+        assert_eq!(a_in.buffer.bytes(), b_src.buffer.bytes());
+        for sink in &sinks {
+            assert_eq!(sink.buffer.bytes(), b_src.buffer.bytes());
+        }
+        assert_eq!(
+            statuses(&w.b.scq.drain()),
+            [(1, Opcode::Send, WcStatus::Success)]
+        );
+    }
 }
 
 // ----- close ---------------------------------------------------------------
