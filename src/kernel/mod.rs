@@ -23,6 +23,8 @@
 //! * `host_tap` (Linux host only, never in the driver) — a TAP device and
 //!   entry into a network namespace, for the VXLAN harness of
 //!   `tests/vxlan_linux.rs`.
+//! * `net` (host only) — TCP byte streams over `std::net` for the iWARP
+//!   data path.
 
 #[cfg(not(target_os = "windows"))]
 mod host;
@@ -45,6 +47,8 @@ pub mod host_tap;
 pub mod log;
 pub mod mdl;
 pub mod mem;
+#[cfg(not(target_os = "windows"))]
+pub mod net;
 pub mod pool;
 pub mod sync;
 pub mod time;

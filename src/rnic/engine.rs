@@ -230,6 +230,17 @@ pub(crate) fn execute(
             remote_addr,
             remote_key,
         } => Some(read(qp, peer, wqe, data.sges, *remote_addr, *remote_key)),
+        SendOp::Bind { .. } | SendOp::FastRegister { .. } | SendOp::Invalidate { .. } => {
+            execute_local(qp.id(), wqe)
+        }
+    }
+}
+
+/// Executes a request that stays on this side (Bind, FastRegister,
+/// Invalidate); `None` for a data transfer.
+pub(crate) fn execute_local(qp_id: u32, wqe: &SendWqe) -> Option<WcStatus> {
+    match &wqe.op {
+        SendOp::Send { .. } | SendOp::Write { .. } | SendOp::Read { .. } => None,
         SendOp::Bind {
             mw,
             mr,
@@ -237,7 +248,7 @@ pub(crate) fn execute(
             len,
             access,
         } => Some(
-            mw.bind(mr, *base, *len, *access, qp.id())
+            mw.bind(mr, *base, *len, *access, qp_id)
                 .map_or_else(|s| s, |()| WcStatus::Success),
         ),
         SendOp::FastRegister { mr, slot } => Some(

@@ -37,6 +37,7 @@ use core::fmt;
 use super::cq::Cq;
 use super::device::{Device, EngineMode, ObjectKind, ResourceError, Slot};
 use super::engine;
+use super::iwarp::link::Link;
 use super::memory::{self, Span};
 use super::mr::{Finish, Mr, MrError, Mw, Pd, Progress};
 use super::ring::Ring;
@@ -257,6 +258,9 @@ impl fmt::Display for QpState {
 pub(crate) struct SendQueue {
     pub(crate) state: QpState,
     pub(crate) peer: Option<Arc<Qp>>,
+    /// The iWARP link when the peer is reached over a byte stream
+    /// (`iwarp::link`) instead of the in-memory fabric (`peer`).
+    pub(crate) link: Option<Arc<Link>>,
     ring: Ring<SendWqe>,
     /// Entries from the head that the doorbell has released to the runner.
     rung: usize,
@@ -273,7 +277,7 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
-    fn set_state(&mut self, qp: u32, state: QpState) {
+    pub(crate) fn set_state(&mut self, qp: u32, state: QpState) {
         self.was_connected |= state == QpState::Connected;
         if self.state != state {
             crate::klog!(
@@ -456,6 +460,7 @@ impl Qp {
         let sq = SendQueue {
             state: QpState::Idle,
             peer: None,
+            link: None,
             ring: Ring::new(depth).ok_or(CreateQpError::Resources)?,
             rung: 0,
             sges: try_filled(depth.saturating_mul(sge_cap), Sge::default())
@@ -1004,10 +1009,15 @@ impl Qp {
 
     /// The connection ended because of an error on it (E5, E7, M24).
     pub(crate) fn terminate(self: &Arc<Self>) {
-        let peer = {
+        let (peer, link) = {
             let sq = self.sq.lock();
-            sq.peer.clone()
+            (sq.peer.clone(), sq.link.clone())
         };
+        if let Some(link) = link {
+            // Over iWARP the peer learns it from a Terminate (unless one
+            // already crossed), then the stream closes.
+            link.local_failure();
+        }
         self.connection_failed();
         if let Some(peer) = peer {
             peer.connection_failed();
@@ -1031,7 +1041,7 @@ impl Qp {
     }
 
     /// The peer disconnected or closed: flush, and tell the connection layer.
-    fn peer_gone(self: &Arc<Self>) {
+    pub(crate) fn peer_gone(self: &Arc<Self>) {
         let (was_connected, _peer) = {
             let mut sq = self.sq.lock();
             // Drop the link to the departed peer (outside the lock): a closed
@@ -1197,6 +1207,12 @@ impl Qp {
     /// Executes rung requests in order until the queue is drained or a Send
     /// waits for a receive at the peer.
     fn process(self: &Arc<Self>) {
+        let link = self.sq.lock().link.clone();
+        if let Some(link) = link {
+            // The iWARP data path: FPDUs out, completions in post order.
+            link.run(self);
+            return;
+        }
         loop {
             let mut sges = [Sge::default(); MAX_SGE];
             let mut inline = [0_u8; MAX_INLINE];
@@ -1247,8 +1263,52 @@ impl Qp {
         }
     }
 
+    /// Copies the `index`th queued request (from the head) with its SGEs and
+    /// inline bytes, when the doorbell has released it to the runner.
+    pub(crate) fn snapshot(
+        &self,
+        index: usize,
+        sges: &mut [Sge; MAX_SGE],
+        inline: &mut [u8; MAX_INLINE],
+    ) -> Option<SendWqe> {
+        let sq = self.sq.lock();
+        if index >= sq.rung {
+            return None;
+        }
+        let wqe = sq.ring.get(index)?.clone();
+        let slot = sq.ring.slot_of(index);
+        let sge_base = slot.saturating_mul(self.sge_cap);
+        let nsge = wqe.nsge.min(MAX_SGE);
+        if let (Some(src), Some(dst)) =
+            (sq.sges.get(sge_base..sge_base + nsge), sges.get_mut(..nsge))
+        {
+            dst.copy_from_slice(src);
+        }
+        let inline_base = slot.saturating_mul(self.inline_cap);
+        let n = wqe.inline_len.min(MAX_INLINE);
+        if let (Some(src), Some(dst)) = (
+            sq.inline.get(inline_base..inline_base + n),
+            inline.get_mut(..n),
+        ) {
+            dst.copy_from_slice(src);
+        }
+        Some(wqe)
+    }
+
+    /// The ring slot of the `index`th queued request and its opcode.
+    pub(crate) fn queued(&self, index: usize) -> Option<(usize, Opcode)> {
+        let sq = self.sq.lock();
+        let wqe = sq.ring.get(index)?;
+        Some((sq.ring.slot_of(index), wqe.op.opcode()))
+    }
+
+    /// Slots of the initiator ring.
+    pub(crate) fn initiator_slots(&self) -> usize {
+        self.sq.lock().ring.capacity()
+    }
+
     /// Removes the head request and reports its completion.
-    fn retire(self: &Arc<Self>, wqe: &SendWqe, status: WcStatus) {
+    pub(crate) fn retire(self: &Arc<Self>, wqe: &SendWqe, status: WcStatus) {
         {
             let mut sq = self.sq.lock();
             sq.ring.pop();
@@ -1274,6 +1334,35 @@ impl Qp {
             self.terminate();
         }
     }
+}
+
+/// Connects an idle QP to a peer reached through `link` (iWARP), with the
+/// negotiated (inbound, outbound) read limits (N20).
+pub(crate) fn attach_link(
+    qp: &Arc<Qp>,
+    link: Arc<Link>,
+    read_limits: (u32, u32),
+) -> Result<(), ConnectError> {
+    {
+        let mut sq = qp.sq.lock();
+        if sq.state != QpState::Idle {
+            return Err(ConnectError::NotIdle);
+        }
+        let l = qp.device().limits();
+        sq.read_limits = (
+            read_limits.0.min(l.max_inbound_read_limit),
+            read_limits.1.min(l.max_outbound_read_limit),
+        );
+        sq.link = Some(link);
+        sq.set_state(qp.id, QpState::Connected);
+    }
+    if let Some(rq) = &qp.rq {
+        let mut q = rq.lock();
+        if q.state == QpState::Idle {
+            q.state = QpState::Connected;
+        }
+    }
+    Ok(())
 }
 
 /// Why two QPs could not be connected.

@@ -41,6 +41,7 @@
 
 pub mod crc;
 pub mod ddp;
+pub mod link;
 pub mod mpa;
 pub mod rdmap;
 pub mod setup;

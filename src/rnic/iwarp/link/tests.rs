@@ -1,0 +1,997 @@
+//! Two devices, two QPs joined by an in-memory byte pipe through
+//! `iwarp::link`: the data path end to end, its errors and Terminates, close,
+//! and the same scenarios over the local fabric for comparison.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use proptest::prelude::*;
+
+use super::{ByteStream, Link, LinkConfig, connect};
+use crate::kernel::sync::Arc;
+use crate::kernel::sync::atomic::Ordering;
+use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::iwarp::mpa::{self, RtrKinds};
+use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
+use crate::rnic::iwarp::setup::{
+    Established, Event as SetupEvent, Initiator, InitiatorConfig, Responder, ResponderConfig,
+};
+use crate::rnic::iwarp::terminate::{LocalCause, TermCode, ddp_code, ddp_etype};
+use crate::rnic::mr::{Denied, Mw};
+use crate::rnic::qp::{self, Payload, QpState};
+use crate::rnic::testing::{CONFIG, Registered, Side};
+use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+
+/// One direction of the pipe: what the sender's link offered and the
+/// receiver has not read yet, with a window.
+struct Pipe {
+    bytes: Mutex<VecDeque<u8>>,
+    window: usize,
+    closed: Mutex<Option<bool>>,
+}
+
+impl ByteStream for Pipe {
+    fn send(&self, bytes: &[u8]) -> usize {
+        let mut q = self.bytes.lock().unwrap();
+        let n = bytes.len().min(self.window.saturating_sub(q.len()));
+        q.extend(&bytes[..n]);
+        n
+    }
+    fn close(&self, abortive: bool) {
+        let mut closed = self.closed.lock().unwrap();
+        assert!(closed.is_none(), "closed twice");
+        *closed = Some(abortive);
+    }
+}
+
+/// A deterministic chunk-size source.
+struct Chunks(u64);
+
+impl Chunks {
+    fn next(&mut self, max: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        1 + (self.0 as usize) % max
+    }
+}
+
+struct Wire {
+    a: Side,
+    b: Side,
+    la: Arc<Link>,
+    lb: Arc<Link>,
+    ab: Arc<Pipe>,
+    ba: Arc<Pipe>,
+    /// Every byte delivered a → b and b → a.
+    log_ab: Mutex<Vec<u8>>,
+    log_ba: Mutex<Vec<u8>>,
+    close_seen: Mutex<(bool, bool)>,
+    chunks: Mutex<Chunks>,
+    max_chunk: usize,
+    crc: bool,
+}
+
+const MULPDU: u16 = 64;
+
+fn config(crc: bool, ord: u32) -> LinkConfig {
+    LinkConfig {
+        mulpdu: MULPDU,
+        max_rx_ulpdu: 1024,
+        crc,
+        ird: 4,
+        ord,
+        rtr: None,
+        receive_first: false,
+    }
+}
+
+impl Wire {
+    fn new(window: usize, max_chunk: usize, seed: u64, crc: bool) -> Self {
+        Self::with(window, max_chunk, seed, config(crc, 4), EngineMode::Inline)
+    }
+
+    fn with(window: usize, max_chunk: usize, seed: u64, cfg: LinkConfig, mode: EngineMode) -> Self {
+        Self::with_configs(window, max_chunk, seed, (cfg, cfg), mode)
+    }
+
+    fn with_configs(
+        window: usize,
+        max_chunk: usize,
+        seed: u64,
+        (cfg, cfg_b): (LinkConfig, LinkConfig),
+        mode: EngineMode,
+    ) -> Self {
+        let da = Device::new(Limits::DEFAULT, mode).unwrap();
+        let db = Device::new(Limits::DEFAULT, mode).unwrap();
+        let a = Side::new(&da, 0xA, CONFIG);
+        let b = Side::new(&db, 0xB, CONFIG);
+        let pipe = || {
+            Arc::new(Pipe {
+                bytes: Mutex::new(VecDeque::new()),
+                window,
+                closed: Mutex::new(None),
+            })
+        };
+        let (ab, ba) = (pipe(), pipe());
+        let la = connect(&a.qp, Arc::clone(&ab) as Arc<dyn ByteStream>, cfg).unwrap();
+        let lb = connect(&b.qp, Arc::clone(&ba) as Arc<dyn ByteStream>, cfg_b).unwrap();
+        Self {
+            a,
+            b,
+            la,
+            lb,
+            ab,
+            ba,
+            log_ab: Mutex::new(Vec::new()),
+            log_ba: Mutex::new(Vec::new()),
+            close_seen: Mutex::new((false, false)),
+            chunks: Mutex::new(Chunks(seed | 1)),
+            max_chunk,
+            crc: cfg.crc,
+        }
+    }
+
+    /// Moves bytes both ways in random chunks until nothing moves (bounded).
+    fn pump(&self) {
+        for _ in 0..200_000 {
+            crate::kernel::deferred::flush();
+            let moved_ab = self.move_one(&self.ab, &self.lb, &self.la, &self.log_ab, 0);
+            let moved_ba = self.move_one(&self.ba, &self.la, &self.lb, &self.log_ba, 1);
+            if !moved_ab && !moved_ba {
+                crate::kernel::deferred::flush();
+                return;
+            }
+        }
+        panic!("pump did not settle");
+    }
+
+    fn move_one(
+        &self,
+        pipe: &Pipe,
+        to: &Link,
+        from: &Link,
+        log: &Mutex<Vec<u8>>,
+        which: usize,
+    ) -> bool {
+        let n = self.chunks.lock().unwrap().next(self.max_chunk);
+        let chunk: Vec<u8> = {
+            let mut q = pipe.bytes.lock().unwrap();
+            let n = n.min(q.len());
+            q.drain(..n).collect()
+        };
+        if chunk.is_empty() {
+            let closed = *pipe.closed.lock().unwrap();
+            let mut seen = self.close_seen.lock().unwrap();
+            let seen = if which == 0 { &mut seen.0 } else { &mut seen.1 };
+            if let Some(abortive) = closed
+                && !*seen
+            {
+                *seen = true;
+                to.peer_closed(abortive);
+                return true;
+            }
+            return false;
+        }
+        log.lock().unwrap().extend_from_slice(&chunk);
+        to.receive(&chunk);
+        from.writable();
+        true
+    }
+
+    /// The messages that crossed one way: opcode and, for a Terminate, its
+    /// code.
+    fn crossed(&self, log: &Mutex<Vec<u8>>) -> Vec<(WireOp, Option<TermCode>)> {
+        let log = log.lock().unwrap();
+        let mut rest = &log[..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let Ok((ulpdu, len)) = mpa::parse_fpdu(rest, self.crc, 65535) else {
+                break;
+            };
+            let message = Message::parse(ulpdu, None).unwrap();
+            let code = match message {
+                Message::Terminate { terminate, .. } => Some(terminate.code),
+                _ => None,
+            };
+            out.push((message.opcode(), code));
+            rest = &rest[len..];
+        }
+        out
+    }
+
+    fn terminate_ba(&self) -> Option<TermCode> {
+        self.crossed(&self.log_ba).into_iter().find_map(|(_, c)| c)
+    }
+
+    fn terminate_ab(&self) -> Option<TermCode> {
+        self.crossed(&self.log_ab).into_iter().find_map(|(_, c)| c)
+    }
+}
+
+fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
+    c.iter()
+        .map(|c| (c.request_context, c.opcode, c.status))
+        .collect()
+}
+
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ);
+
+#[test]
+fn test_send_multi_segment_sge_lists() {
+    for crc in [false, true] {
+        let w = Wire::new(100, 37, 7, crc);
+        let src = w.a.pattern(300, 3, Access::empty());
+        let dst = w.b.buffer(400, 0, RW);
+        w.b.qp
+            .post_receive(1, &[dst.sge(0, 100), dst.sge(100, 300)])
+            .unwrap();
+        w.b.qp.post_receive(2, &[dst.sge(0, 0)]).unwrap();
+        let sges = [src.sge(0, 50), src.sge(50, 200), src.sge(250, 50)];
+        w.a.qp
+            .post_send(10, Payload::Sges(&sges), WrFlags::SOLICITED, None)
+            .unwrap();
+        // A zero-length Send lands in a zero-length receive.
+        w.a.qp
+            .post_send(11, Payload::Sges(&[]), WrFlags::empty(), None)
+            .unwrap();
+        w.pump();
+        assert_eq!(
+            statuses(&w.a.scq.drain()),
+            [
+                (10, Opcode::Send, WcStatus::Success),
+                (11, Opcode::Send, WcStatus::Success)
+            ]
+        );
+        let got = w.b.rcq.drain();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].request_context, got[0].bytes), (1, 300));
+        assert!(got[0].solicited);
+        assert_eq!(got[0].qp_context, 0xB);
+        assert_eq!((got[1].request_context, got[1].bytes), (2, 0));
+        assert!(!got[1].solicited);
+        assert_eq!(&dst.buffer.bytes()[..300], src.buffer.bytes());
+        // 300 bytes in 46-byte payloads: 7 FPDUs, then one for the empty Send.
+        let crossed = w.crossed(&w.log_ab);
+        assert_eq!(crossed.len(), 8);
+        // Counters count FPDUs and their octets.
+        let out = &w.a.device.counters;
+        let inn = &w.b.device.counters;
+        assert_eq!(out.rdma_out_frames.load(Ordering::Relaxed), 8);
+        assert_eq!(inn.rdma_in_frames.load(Ordering::Relaxed), 8);
+        assert_eq!(
+            out.rdma_out_octets.load(Ordering::Relaxed),
+            w.log_ab.lock().unwrap().len() as u64
+        );
+        assert!(
+            crossed
+                .iter()
+                .all(|(op, _)| *op == WireOp::Send || *op == WireOp::SendSolicited)
+        );
+        assert_eq!(w.a.qp.state(), QpState::Connected);
+        assert_eq!(w.b.qp.state(), QpState::Connected);
+    }
+}
+
+#[test]
+fn test_inline_send_and_write() {
+    let w = Wire::new(64, 5, 11, false);
+    let mut bytes = crate::rnic::testing::Buffer::pattern(200, 9);
+    let span = bytes.span();
+    let dst = w.b.buffer(256, 0, RW);
+    w.b.qp.post_receive(1, &[dst.sge(0, 256)]).unwrap();
+    w.a.qp
+        .post_send(1, Payload::Inline(&[span]), WrFlags::empty(), None)
+        .unwrap();
+    w.pump();
+    assert_eq!(&dst.buffer.bytes()[..200], bytes.bytes());
+    let sink = w.b.buffer(256, 0, RW);
+    w.a.qp
+        .post_write(
+            2,
+            Payload::Inline(&[span]),
+            sink.raddr(10),
+            sink.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    w.pump();
+    assert_eq!(&sink.buffer.bytes()[10..210], bytes.bytes());
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [
+            (1, Opcode::Send, WcStatus::Success),
+            (2, Opcode::Write, WcStatus::Success)
+        ]
+    );
+}
+
+fn write_then_reads(w: &Wire, reads: usize) -> (Registered, Vec<Registered>) {
+    let src = w.a.pattern(500, 5, Access::empty());
+    let remote = w.b.buffer(600, 0, RW);
+    w.a.qp
+        .post_write(
+            1,
+            Payload::Sges(&[src.sge(0, 200), src.sge(200, 300)]),
+            remote.raddr(50),
+            remote.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    let mut sinks = Vec::new();
+    for i in 0..reads {
+        let sink = w.a.buffer(500, 0, Access::LOCAL_WRITE);
+        w.a.qp
+            .post_read(
+                10 + i,
+                &[sink.sge(0, 123), sink.sge(123, 377)],
+                remote.raddr(50),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+        sinks.push(sink);
+    }
+    w.pump();
+    for sink in &sinks {
+        assert_eq!(sink.buffer.bytes(), src.buffer.bytes());
+    }
+    (remote, sinks)
+}
+
+#[test]
+fn test_write_and_reads_up_to_ord_in_order() {
+    for ord in [1, 2, 4] {
+        let w = Wire::with(128, 29, 3, config(true, ord), EngineMode::Inline);
+        let _ = write_then_reads(&w, 6);
+        let done = statuses(&w.a.scq.drain());
+        let mut expected = alloc::vec![(1, Opcode::Write, WcStatus::Success)];
+        expected.extend((0..6).map(|i| (10 + i, Opcode::Read, WcStatus::Success)));
+        assert_eq!(done, expected, "ord {ord}");
+        let requests = w
+            .crossed(&w.log_ab)
+            .iter()
+            .filter(|(op, _)| *op == WireOp::ReadRequest)
+            .count();
+        assert_eq!(requests, 6);
+    }
+}
+
+#[test]
+fn test_deferred_engine_data_path() {
+    let w = Wire::with(64, 13, 5, config(false, 2), EngineMode::Deferred);
+    let _ = write_then_reads(&w, 3);
+    assert_eq!(w.a.scq.drain().len(), 4);
+}
+
+#[test]
+fn test_zero_length_write_and_read() {
+    let w = Wire::new(64, 8, 1, false);
+    let remote = w.b.buffer(16, 0, RW);
+    w.a.qp
+        .post_write(
+            1,
+            Payload::Sges(&[]),
+            remote.raddr(0),
+            remote.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    w.a.qp
+        .post_read(2, &[], remote.raddr(0), remote.rkey(), WrFlags::READ_FENCE)
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [
+            (1, Opcode::Write, WcStatus::Success),
+            (2, Opcode::Read, WcStatus::Success)
+        ]
+    );
+}
+
+#[test]
+fn test_send_with_invalidate_of_a_bound_window() {
+    let w = Wire::new(256, 64, 9, false);
+    let region = w.b.buffer(64, 0, RW);
+    let mw = Mw::new(&w.b.pd).unwrap();
+    // Bind executes on B's side of the link, in order.
+    w.b.qp
+        .post_bind(
+            1,
+            &region.mr,
+            &mw,
+            region.raddr(0),
+            64,
+            Access::REMOTE_WRITE,
+            WrFlags::empty(),
+        )
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        statuses(&w.b.scq.drain()),
+        [(1, Opcode::Bind, WcStatus::Success)]
+    );
+    let key = mw.remote_key();
+    let dst = w.b.buffer(16, 0, RW);
+    w.b.qp.post_receive(5, &[dst.sge(0, 16)]).unwrap();
+    let src = w.a.pattern(16, 1, Access::empty());
+    w.a.qp
+        .post_send(
+            2,
+            Payload::Sges(&[src.sge(0, 16)]),
+            WrFlags::empty(),
+            Some(key),
+        )
+        .unwrap();
+    w.pump();
+    let got = w.b.rcq.drain();
+    assert_eq!(got[0].opcode, Opcode::ReceiveAndInvalidate);
+    assert_eq!(got[0].invalidated_key, key);
+    assert_eq!(got[0].status, WcStatus::Success);
+    // The window no longer takes writes.
+    assert!(
+        w.b.device
+            .resolve_remote(
+                &w.b.pd,
+                w.b.qp.id(),
+                key,
+                region.raddr(0),
+                1,
+                Access::REMOTE_WRITE
+            )
+            .is_err()
+    );
+}
+
+// ----- errors --------------------------------------------------------------
+
+#[test]
+fn test_write_bad_stag_terminates() {
+    for (key_ok, offset, len, cause) in [
+        (false, 0, 8, LocalCause::SinkDenied(Denied::Token)),
+        (true, 60, 8, LocalCause::SinkDenied(Denied::Range)),
+    ] {
+        let w = Wire::new(256, 17, 2, true);
+        let src = w.a.pattern(8, 1, Access::empty());
+        let remote = w.b.buffer(64, 0, RW);
+        let rx = w.b.buffer(8, 0, RW);
+        w.b.qp.post_receive(9, &[rx.sge(0, 8)]).unwrap();
+        let key = if key_ok {
+            remote.rkey()
+        } else {
+            remote.rkey() ^ 0x40
+        };
+        w.a.qp
+            .post_write(
+                1,
+                Payload::Sges(&[src.sge(0, len)]),
+                remote.raddr(offset),
+                key,
+                WrFlags::empty(),
+            )
+            .unwrap();
+        let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
+        w.a.qp
+            .post_read(
+                2,
+                &[sink.sge(0, 8)],
+                remote.raddr(0),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+        w.pump();
+        assert_eq!(w.terminate_ba(), Some(cause.term_code()));
+        assert_eq!(w.terminate_ab(), None, "a Terminate is never answered");
+        // The Write was taken by the stream: success (siw); the Read behind
+        // it is cancelled.
+        let done = statuses(&w.a.scq.drain());
+        assert_eq!(done[0], (1, Opcode::Write, WcStatus::Success));
+        assert_eq!(done[1].2, WcStatus::Cancelled);
+        assert_eq!(w.a.qp.state(), QpState::Error);
+        assert_eq!(w.b.qp.state(), QpState::Error);
+        assert_eq!(
+            statuses(&w.b.rcq.drain()),
+            [(9, Opcode::Receive, WcStatus::Cancelled)]
+        );
+        assert_eq!(*w.ab.closed.lock().unwrap(), Some(false));
+        assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
+    }
+}
+
+#[test]
+fn test_read_errors_match_local_engine_statuses() {
+    for (bad, expected) in [
+        ("token", WcStatus::RemoteAccessError),
+        ("range", WcStatus::RemoteOperationError),
+        ("rights", WcStatus::RemoteAccessError),
+    ] {
+        let w = Wire::new(256, 31, 4, false);
+        let remote = w.b.buffer(64, 0, RW);
+        let no_read =
+            w.b.buffer(64, 0, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        let (key, addr, len) = match bad {
+            "token" => (remote.rkey() ^ 0x40, remote.raddr(0), 8),
+            "range" => (remote.rkey(), remote.raddr(60), 8),
+            _ => (no_read.rkey(), no_read.raddr(0), 8),
+        };
+        let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
+        w.a.qp
+            .post_read(1, &[sink.sge(0, len)], addr, key, WrFlags::empty())
+            .unwrap();
+        // Fenced, the Send waits for the Read's outcome and is cancelled,
+        // as the local engine cancels what follows a failed request.
+        w.a.qp
+            .post_send(2, Payload::Sges(&[]), WrFlags::READ_FENCE, None)
+            .unwrap();
+        w.pump();
+        assert_eq!(
+            statuses(&w.a.scq.drain()),
+            [
+                (1, Opcode::Read, expected),
+                (2, Opcode::Send, WcStatus::Cancelled)
+            ],
+            "{bad}"
+        );
+        assert_eq!(
+            w.terminate_ba().map(|c| c.completion_status()),
+            Some(expected)
+        );
+        assert_eq!(w.a.qp.state(), QpState::Error);
+        assert_eq!(w.b.qp.state(), QpState::Error);
+    }
+}
+
+#[test]
+fn test_reads_beyond_ird_terminate() {
+    let cfg = LinkConfig {
+        ird: 1,
+        ..config(false, 4)
+    };
+    let w = Wire::with(8, 8, 21, cfg, EngineMode::Inline);
+    let remote = w.b.buffer(2000, 0, RW);
+    let sinks: Vec<Registered> = (0..4)
+        .map(|_| w.a.buffer(2000, 0, Access::LOCAL_WRITE))
+        .collect();
+    for (i, sink) in sinks.iter().enumerate() {
+        w.a.qp
+            .post_read(
+                i,
+                &[sink.sge(0, 2000)],
+                remote.raddr(0),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+    }
+    w.pump();
+    let code = w.terminate_ba().unwrap();
+    assert_eq!(code, LocalCause::IrdExceeded.term_code());
+    // The Terminate names the second Read Request (MSN 2): it fails, the
+    // first (not fully answered) and the rest are cancelled.
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [
+            (0, Opcode::Read, WcStatus::Cancelled),
+            (1, Opcode::Read, WcStatus::RemoteOperationError),
+            (2, Opcode::Read, WcStatus::Cancelled),
+            (3, Opcode::Read, WcStatus::Cancelled)
+        ]
+    );
+}
+
+#[test]
+fn test_flush_closes_the_stream() {
+    let w = Wire::new(256, 64, 4, false);
+    let dst = w.a.buffer(8, 0, RW);
+    w.a.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    w.b.qp.flush();
+    w.pump();
+    assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
+    assert_eq!(w.a.qp.state(), QpState::Error);
+    assert_eq!(
+        statuses(&w.a.rcq.drain()),
+        [(1, Opcode::Receive, WcStatus::Cancelled)]
+    );
+}
+
+#[test]
+fn test_send_without_receive_terminates() {
+    let w = Wire::new(256, 64, 4, false);
+    let src = w.a.pattern(8, 1, Access::empty());
+    w.a.qp
+        .post_send(1, Payload::Sges(&[src.sge(0, 8)]), WrFlags::empty(), None)
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        w.terminate_ba(),
+        Some(TermCode::ddp(
+            ddp_etype::UNTAGGED_BUFFER,
+            ddp_code::U_NO_BUFFER
+        ))
+    );
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [(1, Opcode::Send, WcStatus::Success)]
+    );
+    assert_eq!(w.a.qp.state(), QpState::Error);
+    assert_eq!(w.b.qp.state(), QpState::Error);
+}
+
+#[test]
+fn test_send_too_long_fails_receive() {
+    let w = Wire::new(256, 64, 4, false);
+    let src = w.a.pattern(100, 1, Access::empty());
+    let dst = w.b.buffer(64, 0, RW);
+    w.b.qp.post_receive(1, &[dst.sge(0, 64)]).unwrap();
+    w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
+    w.a.qp
+        .post_send(1, Payload::Sges(&[src.sge(0, 100)]), WrFlags::empty(), None)
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        w.terminate_ba(),
+        Some(TermCode::ddp(
+            ddp_etype::UNTAGGED_BUFFER,
+            ddp_code::U_TOO_LONG
+        ))
+    );
+    // As the local engine: the receive reports E7's status, the rest cancel.
+    assert_eq!(
+        statuses(&w.b.rcq.drain()),
+        [
+            (1, Opcode::Receive, WcStatus::ReceiveTooSmall),
+            (2, Opcode::Receive, WcStatus::Cancelled)
+        ]
+    );
+}
+
+#[test]
+fn test_send_invalidate_of_bad_key() {
+    let w = Wire::new(256, 64, 4, false);
+    let src = w.a.pattern(8, 1, Access::empty());
+    let dst = w.b.buffer(8, 0, RW);
+    w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    w.a.qp
+        .post_send(
+            1,
+            Payload::Sges(&[src.sge(0, 8)]),
+            WrFlags::empty(),
+            Some(0x8000_1234),
+        )
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        w.terminate_ba(),
+        Some(LocalCause::CannotInvalidate.term_code())
+    );
+    assert_eq!(
+        statuses(&w.b.rcq.drain()),
+        [(1, Opcode::Receive, WcStatus::InvalidRequest)]
+    );
+}
+
+#[test]
+fn test_bad_crc_terminates() {
+    let w = Wire::new(256, 64, 4, true);
+    let dst = w.b.buffer(8, 0, RW);
+    w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    let src = w.a.pattern(8, 1, Access::empty());
+    w.a.qp
+        .post_send(1, Payload::Sges(&[src.sge(0, 8)]), WrFlags::empty(), None)
+        .unwrap();
+    // Corrupt a payload byte in transit.
+    {
+        let mut q = w.ab.bytes.lock().unwrap();
+        let at = q.len() - 6;
+        q[at] ^= 1;
+    }
+    w.pump();
+    let code = w.terminate_ba().unwrap();
+    assert_eq!(code.layer, crate::rnic::iwarp::terminate::Layer::Llp);
+    assert_eq!(
+        statuses(&w.b.rcq.drain()),
+        [(1, Opcode::Receive, WcStatus::Cancelled)]
+    );
+    assert_eq!(w.b.qp.state(), QpState::Error);
+    assert_eq!(w.a.qp.state(), QpState::Error);
+}
+
+#[test]
+fn test_malformed_segment_terminates() {
+    let w = Wire::new(256, 64, 4, false);
+    // An FPDU whose DDP version is 0.
+    let mut fpdu = [0_u8; 64];
+    let n = mpa::write_fpdu(
+        &mut fpdu,
+        &[0x80, 0x41, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+        false,
+    )
+    .unwrap();
+    w.lb.receive(&fpdu[..n]);
+    w.pump();
+    let code = w.terminate_ba().unwrap();
+    assert_eq!(code.completion_status(), WcStatus::RemoteOperationError);
+    assert_eq!(w.b.qp.state(), QpState::Error);
+}
+
+#[test]
+fn test_local_error_sends_terminate() {
+    let w = Wire::new(256, 64, 4, false);
+    let remote = w.b.buffer(8, 0, RW);
+    let bad = crate::rnic::types::Sge {
+        addr: 0,
+        len: 8,
+        key: 0x1234,
+    };
+    w.a.qp
+        .post_write(
+            1,
+            Payload::Sges(&[bad]),
+            remote.raddr(0),
+            remote.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    w.pump();
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [(1, Opcode::Write, WcStatus::LocalAccessError)]
+    );
+    assert_eq!(w.terminate_ab(), Some(LocalCause::Catastrophic.term_code()));
+    assert_eq!(w.b.qp.state(), QpState::Error);
+}
+
+// ----- after setup -----------------------------------------------------------
+
+/// Runs `iwarp::setup` in memory, the initiator offering `rtr`: both sides'
+/// outcomes, and the bytes the responder still sends (a Read RTR's
+/// response), which start its data stream.
+fn setup_pair(rtr: RtrKinds) -> (Established, Established, Vec<u8>) {
+    let icfg = InitiatorConfig {
+        ird: 4,
+        ord: 4,
+        rtr,
+        ..InitiatorConfig::default()
+    };
+    let mut i = Initiator::new(&icfg, &[], 0).unwrap();
+    let mut r = Responder::new(ResponderConfig::default(), 0);
+    let request = i.output().to_vec();
+    i.advance_output(request.len());
+    assert!(matches!(
+        r.receive(&request, 0).unwrap(),
+        Some(SetupEvent::Request(_))
+    ));
+    let mut r_done = r.accept(4, 4, &[], 0).unwrap();
+    let reply = r.output().to_vec();
+    r.advance_output(reply.len());
+    let Some(SetupEvent::Established(ei)) = i.receive(&reply, 0).unwrap() else {
+        panic!("initiator not established");
+    };
+    let rtr_bytes = i.output().to_vec();
+    i.advance_output(rtr_bytes.len());
+    if !rtr_bytes.is_empty() {
+        r_done = r.receive(&rtr_bytes, 0).unwrap();
+    }
+    let Some(SetupEvent::Established(er)) = r_done else {
+        panic!("responder not established");
+    };
+    let tail = r.output().to_vec();
+    (ei, er, tail)
+}
+
+#[test]
+fn test_data_path_after_setup_with_each_rtr() {
+    for rtr in [
+        RtrKinds::empty(),
+        RtrKinds::SEND,
+        RtrKinds::READ,
+        RtrKinds::WRITE,
+    ] {
+        let (ei, er, tail) = setup_pair(rtr);
+        let ca = LinkConfig::established(&ei, true, MULPDU, 1024, (4, 4));
+        let cb = LinkConfig::established(&er, false, MULPDU, 1024, (4, 4));
+        assert_eq!(cb.receive_first, rtr.is_empty(), "{rtr:?}");
+        let w = Wire::with_configs(64, 16, 3, (ca, cb), EngineMode::Inline);
+        w.la.receive(&tail);
+        // B speaks first: without RTR it waits for A's first FPDU.
+        let a_in = w.a.buffer(64, 0, RW);
+        w.a.qp.post_receive(1, &[a_in.sge(0, 64)]).unwrap();
+        let b_src = w.b.pattern(64, 4, RW);
+        w.b.qp
+            .post_send(
+                1,
+                Payload::Sges(&[b_src.sge(0, 64)]),
+                WrFlags::empty(),
+                None,
+            )
+            .unwrap();
+        w.pump();
+        let waited = w.log_ba.lock().unwrap().is_empty();
+        assert_eq!(waited, rtr.is_empty(), "{rtr:?}");
+        // A: a Send (MSN after a Send RTR) and Reads (MSN after a Read RTR,
+        // ORD shared with the RTR's outstanding response).
+        let b_in = w.b.buffer(64, 0, RW);
+        w.b.qp.post_receive(2, &[b_in.sge(0, 64)]).unwrap();
+        let src = w.a.pattern(64, 2, Access::empty());
+        w.a.qp
+            .post_send(2, Payload::Sges(&[src.sge(0, 64)]), WrFlags::empty(), None)
+            .unwrap();
+        let sinks: Vec<Registered> = (0..5)
+            .map(|_| w.a.buffer(64, 0, Access::LOCAL_WRITE))
+            .collect();
+        for (n, sink) in sinks.iter().enumerate() {
+            w.a.qp
+                .post_read(
+                    10 + n,
+                    &[sink.sge(0, 64)],
+                    b_src.raddr(0),
+                    b_src.rkey(),
+                    WrFlags::empty(),
+                )
+                .unwrap();
+        }
+        w.pump();
+        assert_eq!(w.terminate_ab(), None, "{rtr:?}");
+        assert_eq!(w.terminate_ba(), None, "{rtr:?}");
+        let done = statuses(&w.a.scq.drain());
+        assert_eq!(done.len(), 6, "{rtr:?}");
+        assert!(
+            done.iter().all(|d| d.2 == WcStatus::Success),
+            "{rtr:?} {done:?}"
+        );
+        assert_eq!(b_in.buffer.bytes(), src.buffer.bytes());
+        assert_eq!(a_in.buffer.bytes(), b_src.buffer.bytes());
+        for sink in &sinks {
+            assert_eq!(sink.buffer.bytes(), b_src.buffer.bytes());
+        }
+        assert_eq!(
+            statuses(&w.b.scq.drain()),
+            [(1, Opcode::Send, WcStatus::Success)]
+        );
+    }
+}
+
+// ----- close ---------------------------------------------------------------
+
+#[test]
+fn test_disconnect_both_ways() {
+    for a_first in [true, false] {
+        let w = Wire::new(256, 64, 4, false);
+        let dst = w.b.buffer(8, 0, RW);
+        w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+        let (here, there, pipe) = if a_first {
+            (&w.a, &w.b, &w.ab)
+        } else {
+            (&w.b, &w.a, &w.ba)
+        };
+        here.qp.disconnect();
+        assert_eq!(*pipe.closed.lock().unwrap(), Some(false));
+        w.pump();
+        assert_eq!(here.qp.state(), QpState::Disconnected);
+        assert_eq!(there.qp.state(), QpState::Error);
+        assert_eq!(
+            statuses(&w.b.rcq.drain()),
+            [(1, Opcode::Receive, WcStatus::Cancelled)]
+        );
+        assert_eq!(w.terminate_ab(), None);
+        assert_eq!(w.terminate_ba(), None);
+    }
+}
+
+#[test]
+fn test_peer_reset_fails_connection() {
+    let w = Wire::new(256, 64, 4, false);
+    let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
+    let remote = w.b.buffer(8, 0, RW);
+    w.a.qp
+        .post_read(
+            1,
+            &[sink.sge(0, 8)],
+            remote.raddr(0),
+            remote.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    w.la.peer_closed(true);
+    w.pump();
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [(1, Opcode::Read, WcStatus::Cancelled)]
+    );
+    assert_eq!(w.a.qp.state(), QpState::Error);
+}
+
+// ----- the same scenario over both fabrics -----------------------------------
+
+/// Initiator completions of one side, and (context, bytes, solicited) of the
+/// other side's receives.
+type Seen = (Vec<(usize, Opcode, WcStatus)>, Vec<(usize, u32, bool)>);
+
+/// Send, Write and Read between `a` and `b`; returns what each side saw.
+fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
+    let src = a.pattern(200, 1, Access::empty());
+    let dst = b.buffer(256, 0, RW);
+    b.qp.post_receive(7, &[dst.sge(0, 256)]).unwrap();
+    a.qp.post_send(
+        1,
+        Payload::Sges(&[src.sge(0, 200)]),
+        WrFlags::SOLICITED,
+        None,
+    )
+    .unwrap();
+    a.qp.post_write(
+        2,
+        Payload::Sges(&[src.sge(0, 100)]),
+        dst.raddr(100),
+        dst.rkey(),
+        WrFlags::empty(),
+    )
+    .unwrap();
+    let back = a.buffer(156, 0, Access::LOCAL_WRITE);
+    a.qp.post_read(
+        3,
+        &[back.sge(0, 156)],
+        dst.raddr(100),
+        dst.rkey(),
+        WrFlags::empty(),
+    )
+    .unwrap();
+    a.qp.post_read(
+        4,
+        &[back.sge(0, 8)],
+        dst.raddr(250),
+        dst.rkey(),
+        WrFlags::empty(),
+    )
+    .unwrap();
+    settle();
+    let received = b
+        .rcq
+        .drain()
+        .iter()
+        .map(|c| (c.request_context, c.bytes, c.solicited))
+        .collect();
+    (statuses(&a.scq.drain()), received)
+}
+
+#[test]
+fn test_same_observable_behaviour_as_local_fabric() {
+    let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let a = Side::new(&da, 0xA, CONFIG);
+    let b = Side::new(&db, 0xB, CONFIG);
+    qp::connect(&a.qp, &b.qp, (4, 4), (4, 4)).unwrap();
+    let local = scenario(&a, &b, &|| {});
+    let w = Wire::new(96, 23, 77, true);
+    let wire = scenario(&w.a, &w.b, &|| w.pump());
+    assert_eq!(local, wire);
+    // The last Read leaves the region: RemoteOperationError (P20) both ways.
+    assert_eq!(wire.0[3].2, WcStatus::RemoteOperationError);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn prop_random_chunking_and_window(seed in any::<u64>(), window in 1_usize..200, chunk in 1_usize..100, crc in any::<bool>()) {
+        let w = Wire::new(window, chunk, seed, crc);
+        let src = w.a.pattern(333, 2, Access::empty());
+        let dst = w.b.buffer(400, 0, RW);
+        w.b.qp.post_receive(1, &[dst.sge(0, 400)]).unwrap();
+        w.a.qp.post_send(1, Payload::Sges(&[src.sge(0, 333)]), WrFlags::empty(), None).unwrap();
+        let (_, sinks) = write_then_reads(&w, 3);
+        prop_assert_eq!(&dst.buffer.bytes()[..333], src.buffer.bytes());
+        prop_assert_eq!(sinks.len(), 3);
+        let done = w.a.scq.drain();
+        prop_assert_eq!(done.len(), 5);
+        prop_assert!(done.iter().all(|c| c.status == WcStatus::Success));
+        let contexts: Vec<usize> = done.iter().map(|c| c.request_context).collect();
+        prop_assert_eq!(contexts, alloc::vec![1, 1, 10, 11, 12]);
+        prop_assert_eq!(w.b.rcq.drain().len(), 1);
+    }
+}
