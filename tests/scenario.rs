@@ -20,7 +20,7 @@
     reason = "a test of bounded sizes, written as one session from start to end"
 )]
 
-#[path = "conformance/harness.rs"]
+#[path = "conformance/harness/mod.rs"]
 mod harness;
 
 use harness::*;

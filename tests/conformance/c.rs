@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 use softndk::abi::*;
 
-use super::harness::lck::*;
 use super::harness::*;
 
 /// B's receive completions that A's Sends `contexts` produce, after posting
@@ -274,7 +273,7 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
     // No arm: completions, no notification.
     sends(&p, &[1, 2], 0);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         p.b_cq.notifications(),
         vec![],
@@ -283,19 +282,19 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
     // An arm on an empty CQ waits for a completion, then fires once for
     // however many follow.
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications(), vec![], "C3: nothing matched yet");
     sends(&p, &[3, 4, 5], 0);
     assert_eq!(p.b_cq.1.wait(), STATUS_SUCCESS);
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications().len(), 1, "C3: at most once per arm");
     // The next arm, the next notification.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[6], 0);
     assert_eq!(p.b_cq.1.wait_nth(2), STATUS_SUCCESS);
     assert_eq!(p.b_cq.wait_results(1).len(), 1);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications().len(), 2);
     p.teardown();
 }
@@ -316,7 +315,7 @@ fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
         sends(&p, &[i], 0);
         watch.wait_returned(i);
     }
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![STATUS_SUCCESS; 3],
@@ -344,7 +343,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
         "reaped: the CQ is empty again"
     );
     sends(&p, &[2], 0);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 0, "C3: not armed");
     p.b_cq.arm(NdkCqNotifyType::ANY);
     watch.wait_returned(1);
@@ -356,7 +355,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
     sends(&p, &[4], SOLICIT);
     p.b_cq.arm(NdkCqNotifyType::SOLICITED);
     watch.wait_returned(3);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![STATUS_SUCCESS; 3]);
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
     p.teardown();
@@ -374,7 +373,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // provider may fire at once, and SoftNDK documents that it does not
     // (docs/rnic.md).
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.entered(),
         1,
@@ -386,7 +385,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // Draining part of the backlog changes nothing either.
     assert_eq!(p.b_cq.poll(1).len(), 1);
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 2);
     sends(&p, &[3], 0);
     watch.wait_returned(3);
@@ -429,7 +428,7 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
     // another thread: B's own Send completes on B's CQ.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     send0(&p.b_qp, 2, 0);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.entered(),
         1,
@@ -487,7 +486,7 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
     assert_eq!(status, STATUS_SUCCESS, "I4: posting from inside a callback");
     assert_eq!(entered, 1, "C5: the due callback nested inside the first");
     assert!(!watch.overlapped());
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![STATUS_SUCCESS; 2]);
     let mut b: Vec<_> = contexts(&p.b_cq.wait_results(2));
     b.sort_unstable();
@@ -519,7 +518,7 @@ fn merged(first: NdkCqNotifyType, second: NdkCqNotifyType) -> Merged {
     p.b_cq.arm(first);
     p.b_cq.arm(second);
     let notified = |n: usize| {
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         let got = p.b_cq.notifications();
         assert!(got.len() <= 1, "C3: one notification per arm: {got:x?}");
         got.len() == n

@@ -18,7 +18,6 @@
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
 use super::harness::*;
 
 /// Request contexts of a list of results.

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
 use super::harness::*;
 
 use NdkOperationType as T;

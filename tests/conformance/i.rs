@@ -21,7 +21,6 @@ use std::thread::ThreadId;
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
 use super::harness::*;
 
 /// (request context, status, bytes) of a result: plain data, to hand

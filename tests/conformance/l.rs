@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use softndk::abi::*;
 use softndk::provider::host::SoftNdkCloseAdapter;
 
-use super::harness::lck::*;
 use super::harness::*;
 
 // ---------------------------------------------------------------------------
@@ -664,7 +663,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
             ..Closed::default()
         },
     );
-    finish_close(status, &pd_log);
+    finish_close_logged(status, &pd_log);
 }
 
 // rule L4
@@ -909,7 +908,7 @@ fn create<T>(
             );
             std::thread::yield_now();
         }
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         let calls = created.calls.lock().unwrap().clone();
         assert_eq!(calls.len(), 1, "L5: {what} completed {} times", calls.len());
         // L6: the out-pointer is not written after STATUS_PENDING.
@@ -924,7 +923,7 @@ fn create<T>(
         }
     } else {
         // L7: finished; the completion is never called.
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         assert!(
             created.calls.lock().unwrap().is_empty(),
             "L7: {what} returned {status:#x} and called its completion"
@@ -1296,7 +1295,7 @@ fn l9_running_out_of_pds_is_insufficient_resources() {
         }
     };
     assert_eq!(failure, STATUS_INSUFFICIENT_RESOURCES, "L9");
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert!(
         created.calls.lock().unwrap().is_empty(),
         "L7: completion after an inline return"
@@ -1458,7 +1457,7 @@ fn l11_work_requests_report_only_through_the_cq() {
         vec![(1, 0), (5, 0), (6, 0)],
         "L11: B's requests on B's CQ"
     );
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     // No callback of any kind: CQs unarmed, no disconnect.
     assert_eq!(p.a_cq.notifications(), vec![]);
     assert_eq!(p.b_cq.notifications(), vec![]);
@@ -1596,10 +1595,10 @@ fn l24_pd_close_pends_until_its_mr_is_closed() {
     let log = Signal::new();
     let status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &log);
     assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L24: completed before its MR closed");
     assert_eq!(mr.close(), STATUS_SUCCESS);
-    finish_close(status, &log);
+    finish_close_logged(status, &log);
     adapter.close();
 }
 
@@ -1631,14 +1630,14 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
         (fast.0.cast(), fast.d().ndk_close_mr),
     ] {
         close_and_wait(object, close);
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(pd_log.count(), 0, "L24: the PD still has successors");
     }
     assert_eq!(srq_log.count() + cq_log.count(), 0, "L24: the QP is open");
     close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
-    finish_close(cq_status, &cq_log);
-    finish_close(srq_status, &srq_log);
-    finish_close(pd_status, &pd_log);
+    finish_close_logged(cq_status, &cq_log);
+    finish_close_logged(srq_status, &srq_log);
+    finish_close_logged(pd_status, &pd_log);
     adapter.close();
 }
 
@@ -1654,15 +1653,15 @@ fn l14_connect_ties_the_qp_to_the_connector() {
     let (b_disconnect, b_disconnected) = p.b_conn.disconnect();
     let _ = disconnected.outcome(disconnect);
     let _ = b_disconnected.outcome(b_disconnect);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L14: tied until the connector closes");
     let conn_status = close_with(
         p.a_conn.0.cast(),
         p.a_conn.d().ndk_close_connector,
         &a_conn_log,
     );
-    finish_close(conn_status, &a_conn_log);
-    finish_close(status, &log);
+    finish_close_logged(conn_status, &a_conn_log);
+    finish_close_logged(status, &log);
     teardown_except(
         p,
         Closed {
@@ -1688,7 +1687,7 @@ fn l14_connect_event_ties_the_connector_to_its_listener() {
     let (b, b_signal) = p.b_conn.disconnect();
     let _ = a_signal.outcome(a);
     let _ = b_signal.outcome(b);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0);
     let conn_log = Signal::new();
     let conn_status = close_with(
@@ -1696,8 +1695,8 @@ fn l14_connect_event_ties_the_connector_to_its_listener() {
         p.b_conn.d().ndk_close_connector,
         &conn_log,
     );
-    finish_close(conn_status, &conn_log);
-    finish_close(status, &log);
+    finish_close_logged(conn_status, &conn_log);
+    finish_close_logged(status, &log);
     teardown_except(
         p,
         Closed {
@@ -1747,9 +1746,9 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
     assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
     assert_eq!(passive.reject(b""), STATUS_SUCCESS);
     assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    finish_close(ep_status, &log);
+    finish_close_logged(ep_status, &log);
     close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
     close_and_wait(near.qp.0.cast(), near.qp.d().ndk_close_qp);
     close_and_wait(near.cq.0.cast(), near.cq.d().ndk_close_cq);
@@ -1787,18 +1786,18 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     close_and_wait(mr.0.cast(), mr.d().ndk_close_mr);
     close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
     if let Ok(late) = late_qp {
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(cq_log.count(), 0, "L24: the late QP holds the CQ");
         close_and_wait(late.0.cast(), late.d().ndk_close_qp);
     }
     if let Ok(late) = late_mw {
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(pd_log.count(), 0, "L24: the late MW holds the PD");
         let mw = Mw(late);
         close_and_wait(mw.0.cast(), mw.d().ndk_close_mw);
     }
-    finish_close(cq_status, &cq_log);
-    finish_close(pd_status, &pd_log);
+    finish_close_logged(cq_status, &cq_log);
+    finish_close_logged(pd_status, &pd_log);
     adapter.close();
 }
 
@@ -1863,9 +1862,9 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
             ..Closed::default()
         },
     );
-    finish_close(pd_status, &pd_log);
-    finish_close(b_pd_status, &b_pd_log);
-    finish_close(listener_status, &listener_log);
+    finish_close_logged(pd_status, &pd_log);
+    finish_close_logged(b_pd_status, &b_pd_log);
+    finish_close_logged(listener_status, &listener_log);
 }
 
 // ---------------------------------------------------------------------------
@@ -1936,10 +1935,10 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
         close_status == STATUS_SUCCESS || close_status == STATUS_PENDING,
         "L18: {close_status:#x}"
     );
-    finish_close(close_status, &log);
+    finish_close_logged(close_status, &log);
     // L16: the provider left the closed connector alone; the QP it had tied
     // is free again and everything closes.
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 1, "L22: nothing after the close");
     assert_eq!(
         near.qp.close(),
@@ -1976,8 +1975,8 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     watch.wait_returned(1);
     let _ = a_signal.outcome(a_status);
     let close_status = returned.lock().unwrap().expect("closed inside");
-    finish_close(close_status, &log);
-    std::thread::sleep(SETTLE);
+    finish_close_logged(close_status, &log);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.entered(),
         1,
@@ -2015,13 +2014,13 @@ fn l15_cq_closed_inside_its_own_notification() {
     );
     // More completions: nothing is delivered after the close (L22).
     spout.emit(2);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L24: the QP still holds the CQ");
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_eq!(qp.close(), STATUS_SUCCESS);
-    finish_close(close_status, &log);
+    finish_close_logged(close_status, &log);
     assert_eq!(watch.entered(), 1, "L22");
     assert_eq!(pd.close(), STATUS_SUCCESS);
     adapter.close();
@@ -2115,7 +2114,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     ] {
         let again = Signal::new();
         let status = close_with(object, close, &again);
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(
             again.count(),
             0,
@@ -2141,7 +2140,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
         close_and_wait(object, close);
     }
     for (status, log) in pending {
-        finish_close(status, &log);
+        finish_close_logged(status, &log);
     }
     zoo.adapter.close();
 }
@@ -2165,13 +2164,13 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
         second, STATUS_SUCCESS,
         "L19: a second close returns quietly"
     );
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(again.count() + log.count(), 0);
     // The MR still works (L25) and closes; then the PD's one close completion.
     let mut buffer = Buffer::new(PAGE, 0, 0);
     assert_eq!(mr.register(&mut buffer, 0), STATUS_SUCCESS);
     assert_eq!(mr.close(), STATUS_SUCCESS);
-    finish_close(status, &log);
+    finish_close_logged(status, &log);
     assert_eq!(again.count(), 0, "L19: one close completion");
     adapter.close();
 }
@@ -2207,13 +2206,13 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
         STATUS_SUCCESS,
         "L19: a second close returns quietly"
     );
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count() + again.count(), 0);
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_eq!(qp.close(), STATUS_SUCCESS);
-    finish_close(status, &log);
+    finish_close_logged(status, &log);
     assert_eq!(again.count(), 0);
     assert_eq!(
         watch.entered(),
@@ -2234,7 +2233,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     recv0(&p.a_qp, 1);
     recv0(&p.a_qp, 2);
     send0(&p.a_qp, 3, 0);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert!(p.a_cq.poll(4).is_empty(), "all three are outstanding");
     let log = Signal::new();
     let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
@@ -2258,7 +2257,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
             ..Closed::default()
         },
     );
-    finish_close(status, &log);
+    finish_close_logged(status, &log);
 }
 
 // rule L20, L21, L22
@@ -2286,7 +2285,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     if close_status == STATUS_PENDING {
         assert_eq!(log.wait_nth(2), CLOSED, "L22: the close completion is last");
     }
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
     assert_eq!(near.qp.close(), STATUS_SUCCESS, "untied");
     assert_eq!(near.cq.close(), STATUS_SUCCESS);
@@ -2334,7 +2333,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
         (connector.d().ndk_close_connector)(connector.0.cast(), Some(on_watch_close), watch.ctx())
     };
     assert_eq!(close_status, STATUS_PENDING, "L21: a completion is running");
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![STATUS_SUCCESS],
@@ -2416,7 +2415,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         (listener.d().ndk_close_listener)(listener.0.cast(), Some(on_watch_close), watch.ctx())
     };
     assert_eq!(status, STATUS_PENDING, "L21: its connect event is running");
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![STATUS_SUCCESS],
@@ -2432,7 +2431,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         .lock()
         .unwrap()
         .expect("closed inside the event");
-    finish_close(passive_status, &passive_log);
+    finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
     assert_eq!(near.qp.close(), STATUS_SUCCESS);
@@ -2493,12 +2492,12 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
         status, STATUS_PENDING,
         "L21: its disconnect event is running"
     );
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![EVENT], "L21: closed under its event");
     watch.open();
     let _ = disconnecting.join().unwrap();
     watch.wait_returned(2);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![EVENT, CLOSED],
@@ -2555,7 +2554,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         // SAFETY: an open adapter, not used by the test afterwards.
         unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) }
     });
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![STATUS_SUCCESS],
@@ -2569,7 +2568,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
     arming.join().unwrap();
     watch.wait_returned(2);
     assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
         vec![STATUS_SUCCESS, CLOSED],
@@ -2597,7 +2596,7 @@ fn l22_no_notification_after_the_cq_close() {
     } = spout;
     assert_eq!(qp.close(), STATUS_SUCCESS);
     watch.wait_returned(1);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![CLOSED], "L22: only the close completion");
     assert_eq!(pd.close(), STATUS_SUCCESS);
     adapter.close();
@@ -2624,7 +2623,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
     // A disconnects after B's close completed.
     let (a, a_signal) = p.a_conn.disconnect();
     let _ = a_signal.outcome(a);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     let entries = log.all();
     if status == STATUS_PENDING {
         assert_eq!(entries.last(), Some(&CLOSED), "L22: {entries:x?}");
@@ -2693,7 +2692,7 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
         close_and_wait(connector_ptr as *mut NdkObjectHeader, close_connector)
     });
     qp_watch.wait_entered(1);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         cq_log.count(),
         0,
@@ -2710,8 +2709,8 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     );
     qp_watch.open();
     let _ = closing_connector.join().unwrap();
-    finish_close(cq_status, &cq_log);
-    finish_close(pd_status, &pd_log);
+    finish_close_logged(cq_status, &cq_log);
+    finish_close_logged(pd_status, &pd_log);
     assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
     assert!(connected.count() <= 1);
     assert!(!qp_watch.overlapped());
@@ -2735,13 +2734,13 @@ fn l27_adapter_close_returns_only_after_its_last_object_closed() {
         let status = unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) };
         (status, flag.load(Ordering::SeqCst))
     });
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with objects open");
     assert_eq!(connector.close(), STATUS_SUCCESS);
     assert_eq!(qp.close(), STATUS_SUCCESS);
     assert_eq!(mr.close(), STATUS_SUCCESS);
     assert_eq!(cq.close(), STATUS_SUCCESS);
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with the PD open");
     last_close_started.store(true, Ordering::SeqCst);
     assert_eq!(pd.close(), STATUS_SUCCESS);
@@ -2774,7 +2773,6 @@ fn l28_adapter_closes_after_its_callbacks_have_returned() {
 // ---------------------------------------------------------------------------
 mod cross_nic {
     use super::*;
-    use crate::harness::dpei::*;
 
     /// Shared endpoint create on `adapter` at `addr` with port 0.
     fn endpoint_on(adapter: &Adapter, addr: Addr) -> SharedEndpoint {
@@ -3002,7 +3000,6 @@ mod close_race {
     use softndk::provider::object::{Breach, consumer_breaches, reported_breach};
 
     use super::*;
-    use crate::harness::dpei::*;
 
     /// A raw object pointer and its close slot, sendable to the closer.
     #[derive(Clone, Copy)]

@@ -21,8 +21,6 @@ use std::sync::Arc;
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
-use super::harness::lck::{own_address, recv0, send0};
 use super::harness::*;
 
 // ---------------------------------------------------------------------------

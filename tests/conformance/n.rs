@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use softndk::abi::*;
 
-use super::harness::nx::*;
 use super::harness::*;
 
 /// The ephemeral port range (N3, N9; `ndk-abi.md` §5.14).

@@ -13,7 +13,6 @@ use std::sync::Barrier;
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
 use super::harness::*;
 
 /// Request contexts of a list of results.

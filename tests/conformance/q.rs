@@ -19,8 +19,6 @@ use std::sync::Arc;
 
 use softndk::abi::*;
 
-use super::harness::dpei::*;
-use super::harness::lck::{CLOSED, close_with, own_address, send0};
 use super::harness::*;
 
 /// One connection: A's QP (with its CQ) and B's QP on the SRQ (with its

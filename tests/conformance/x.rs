@@ -16,7 +16,6 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use softndk::abi::*;
 
-use super::harness::nx::*;
 use super::harness::*;
 
 /// Closes every object of a pair whose connectors were already
@@ -132,7 +131,7 @@ fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
     assert_eq!(x, STATUS_PENDING);
     assert_eq!(b_disconnects.wait(), STATUS_SUCCESS);
     assert_eq!(settled_count(&xs), 0, "B has not answered yet");
-    finish_close(close_connector_async(b_conn));
+    finish_close(close_connector_owned_async(b_conn));
     assert_eq!(xs.wait(), STATUS_SUCCESS, "B's close answered");
     for status in [
         a_conn.close(),
@@ -213,7 +212,7 @@ fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
     let (x, xs) = a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
     assert_eq!(b_disconnects.wait(), STATUS_SUCCESS);
-    finish_close(close_connector_async(a_conn));
+    finish_close(close_connector_owned_async(a_conn));
     assert_eq!(
         xs.all(),
         [STATUS_CANCELLED],
@@ -409,7 +408,7 @@ fn x2_peer_close_is_indicated() {
         b_disconnects,
         ..
     } = pair;
-    let closed = close_connector_async(a_conn);
+    let closed = close_connector_owned_async(a_conn);
     assert_eq!(
         b_disconnects.wait(),
         STATUS_SUCCESS,
@@ -585,7 +584,7 @@ fn x3_close_racing_the_peer_disconnect_is_harmless() {
         let (closed, (y, ys)) = std::thread::scope(|s| {
             let closer = s.spawn(|| {
                 barrier.wait();
-                close_connector_async(a_conn)
+                close_connector_owned_async(a_conn)
             });
             let disconnecter = s.spawn(|| {
                 barrier.wait();
@@ -925,7 +924,7 @@ fn x7_close_with_outstanding_requests_flushes_them_and_completes() {
         b_disconnects,
         ..
     } = pair;
-    finish_close(close_connector_async(a_conn));
+    finish_close(close_connector_owned_async(a_conn));
     assert_eq!(
         sorted(&a_cq.wait_results(3)),
         [

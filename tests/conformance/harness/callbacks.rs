@@ -1,0 +1,315 @@
+//! Callbacks: `extern "system"` functions with context pointers, and the
+//! signals and watchers they report to.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Callbacks
+// ---------------------------------------------------------------------------
+
+/// Collects the statuses of request completions (or of any status callback).
+#[derive(Default)]
+pub struct Signal {
+    statuses: Mutex<Vec<NtStatus>>,
+    cv: Condvar,
+    /// Runs (once) inside the next callback, before it returns.
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Signal {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The context pointer to pass with [`on_status`] / [`on_close`].
+    pub fn ctx(self: &Arc<Self>) -> *mut c_void {
+        Arc::as_ptr(self).cast_mut().cast()
+    }
+
+    pub fn push(&self, status: NtStatus) {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.statuses.lock().unwrap().push(status);
+        self.cv.notify_all();
+    }
+
+    /// Runs `hook` inside the next callback recorded here, on the thread
+    /// that calls back, before the callback returns.
+    pub fn on_next(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.hook.lock().unwrap() = Some(Box::new(hook));
+    }
+
+    /// Statuses so far.
+    pub fn all(&self) -> Vec<NtStatus> {
+        self.statuses.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.statuses.lock().unwrap().len()
+    }
+
+    /// Waits for the `n`th (1-based) callback and returns its status.
+    pub fn wait_nth(&self, n: usize) -> NtStatus {
+        let guard = self.statuses.lock().unwrap();
+        let (guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |s| s.len() < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "callback #{n} did not arrive within {WAIT:?}"
+        );
+        guard[n - 1]
+    }
+
+    /// Waits for the first callback.
+    pub fn wait(&self) -> NtStatus {
+        self.wait_nth(1)
+    }
+
+    /// The outcome of a call that may pend: its return value, or the status
+    /// of its completion when it returned `STATUS_PENDING` (L8).
+    pub fn outcome(&self, returned: NtStatus) -> NtStatus {
+        if returned == STATUS_PENDING {
+            self.wait()
+        } else {
+            returned
+        }
+    }
+}
+
+/// `NDK_FN_REQUEST_COMPLETION` (and CQ / SRQ notification) for a [`Signal`].
+pub unsafe extern "system" fn on_status(ctx: *mut c_void, status: NtStatus) {
+    // SAFETY: tests pass `Signal::ctx` of a Signal they keep alive.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(status);
+}
+
+/// `NDK_FN_CLOSE_COMPLETION` for a [`Signal`] (recorded as STATUS_SUCCESS).
+pub unsafe extern "system" fn on_close(ctx: *mut c_void) {
+    // SAFETY: as above.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(STATUS_SUCCESS);
+}
+
+/// `NDK_FN_DISCONNECT_EVENT_CALLBACK` for a [`Signal`].
+pub unsafe extern "system" fn on_disconnect(ctx: *mut c_void) {
+    // SAFETY: as above.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(STATUS_SUCCESS);
+}
+
+/// Incoming connectors of a listener.
+#[derive(Default)]
+pub struct Incoming {
+    connectors: Mutex<Vec<usize>>,
+    cv: Condvar,
+}
+
+impl Incoming {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    pub fn ctx(self: &Arc<Self>) -> *mut c_void {
+        Arc::as_ptr(self).cast_mut().cast()
+    }
+    pub fn count(&self) -> usize {
+        self.connectors.lock().unwrap().len()
+    }
+    /// Waits for the `n`th (1-based) incoming connector.
+    pub fn wait_nth(&self, n: usize) -> Connector {
+        let guard = self.connectors.lock().unwrap();
+        let (guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |c| c.len() < n)
+            .unwrap();
+        assert!(!timeout.timed_out(), "connect event #{n} did not arrive");
+        Connector(guard[n - 1] as *mut NdkConnector)
+    }
+}
+
+/// `NDK_FN_CONNECT_EVENT_CALLBACK` for an [`Incoming`].
+pub unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
+    // SAFETY: tests pass `Incoming::ctx` of an Incoming they keep alive.
+    let incoming = unsafe { &*ctx.cast::<Incoming>() };
+    incoming.connectors.lock().unwrap().push(connector as usize);
+    incoming.cv.notify_all();
+}
+
+/// How long a check waits to see that a callback does *not* come (only to
+/// widen a race window; no test asserts on timing).
+pub const SETTLE_BRIEF: Duration = Duration::from_millis(10);
+
+/// What [`on_tagged_close`] records in a [`Signal`]: not an NTSTATUS any
+/// provider callback carries, so one signal can log request completions,
+/// events and the close completion in their order.
+pub const CLOSED: NtStatus = 0x0C10_5ED0;
+
+/// `NDK_FN_CLOSE_COMPLETION` recording [`CLOSED`] in a [`Signal`].
+pub unsafe extern "system" fn on_tagged_close(ctx: *mut c_void) {
+    // SAFETY: tests pass `Signal::ctx` of a Signal they keep alive.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(CLOSED);
+}
+
+/// `NDK_FN_CREATE_COMPLETION` recording its status in a [`Signal`].
+pub unsafe extern "system" fn on_create(
+    ctx: *mut c_void,
+    status: NtStatus,
+    _object: *mut NdkObjectHeader,
+) {
+    // SAFETY: tests pass `Signal::ctx` of a Signal they keep alive.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(status);
+}
+
+/// Type-erased [`Watch`] hook.
+type Hook = Box<dyn FnMut(NtStatus) + Send>;
+
+/// Records the callbacks of a CQ notification, request completion or close
+/// completion (same shapes: see [`on_watch`], [`on_watch_close`]), counts
+/// overlapping callbacks (C5), can hold every callback until opened
+/// (L21, L23, L26) and can run a hook inside each callback.
+#[derive(Default)]
+pub struct Watch {
+    log: Mutex<(Vec<NtStatus>, usize)>,
+    cv: Condvar,
+    closed_gate: Mutex<bool>,
+    gate_cv: Condvar,
+    inside: AtomicUsize,
+    overlapped: AtomicBool,
+    hook: Mutex<Option<Hook>>,
+    connectors: Mutex<Vec<usize>>,
+}
+
+impl Watch {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// A watch whose callbacks block until [`open`](Self::open).
+    pub fn gated() -> Arc<Self> {
+        let watch = Self::new();
+        *watch.closed_gate.lock().unwrap() = true;
+        watch
+    }
+
+    pub fn ctx(self: &Arc<Self>) -> *mut c_void {
+        Arc::as_ptr(self).cast_mut().cast()
+    }
+
+    /// Lets every held and future callback return.
+    pub fn open(&self) {
+        *self.closed_gate.lock().unwrap() = false;
+        self.gate_cv.notify_all();
+    }
+
+    /// Runs `hook(status)` inside every later callback (before the gate).
+    pub fn set_hook(&self, hook: impl FnMut(NtStatus) + Send + 'static) {
+        *self.hook.lock().unwrap() = Some(Box::new(hook));
+    }
+
+    /// Statuses of the callbacks entered so far, in order.
+    pub fn all(&self) -> Vec<NtStatus> {
+        self.log.lock().unwrap().0.clone()
+    }
+
+    /// Callbacks entered so far.
+    pub fn entered(&self) -> usize {
+        self.log.lock().unwrap().0.len()
+    }
+
+    /// Callbacks returned so far.
+    pub fn returned(&self) -> usize {
+        self.log.lock().unwrap().1
+    }
+
+    /// The connectors handed to [`on_watch_connect`], in order.
+    pub fn connectors(&self) -> Vec<usize> {
+        self.connectors.lock().unwrap().clone()
+    }
+
+    /// Whether two callbacks ever ran at once, or one inside another.
+    pub fn overlapped(&self) -> bool {
+        self.overlapped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` callbacks have been entered.
+    pub fn wait_entered(&self, n: usize) {
+        let guard = self.log.lock().unwrap();
+        let (_guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |log| log.0.len() < n)
+            .unwrap();
+        assert!(!timeout.timed_out(), "callback #{n} did not come");
+    }
+
+    /// Waits until `n` callbacks have returned.
+    pub fn wait_returned(&self, n: usize) {
+        let guard = self.log.lock().unwrap();
+        let (_guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |log| log.1 < n)
+            .unwrap();
+        assert!(!timeout.timed_out(), "callback #{n} did not return");
+    }
+
+    fn call(&self, status: NtStatus) {
+        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            self.overlapped.store(true, Ordering::SeqCst);
+        }
+        self.log.lock().unwrap().0.push(status);
+        self.cv.notify_all();
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(mut hook) = hook {
+            hook(status);
+            let mut slot = self.hook.lock().unwrap();
+            if slot.is_none() {
+                *slot = Some(hook);
+            }
+        }
+        let gate = self.closed_gate.lock().unwrap();
+        drop(self.gate_cv.wait_while(gate, |closed| *closed).unwrap());
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        self.log.lock().unwrap().1 += 1;
+        self.cv.notify_all();
+    }
+}
+
+/// `NDK_FN_CQ_NOTIFICATION_CALLBACK` / `NDK_FN_REQUEST_COMPLETION` for a
+/// [`Watch`].
+pub unsafe extern "system" fn on_watch(ctx: *mut c_void, status: NtStatus) {
+    // SAFETY: tests pass `Watch::ctx` of a Watch they keep alive.
+    let watch = unsafe { &*ctx.cast::<Watch>() };
+    watch.call(status);
+}
+
+/// `NDK_FN_CLOSE_COMPLETION` for a [`Watch`] (recorded as [`CLOSED`]).
+pub unsafe extern "system" fn on_watch_close(ctx: *mut c_void) {
+    // SAFETY: as above.
+    let watch = unsafe { &*ctx.cast::<Watch>() };
+    watch.call(CLOSED);
+}
+
+/// What [`on_watch_event`] records: an event callback without a status
+/// (a disconnect event).
+pub const EVENT: NtStatus = 0x0E7E_0000;
+
+/// `NDK_FN_DISCONNECT_EVENT_CALLBACK` for a [`Watch`] (recorded as
+/// [`EVENT`]).
+pub unsafe extern "system" fn on_watch_event(ctx: *mut c_void) {
+    // SAFETY: as above.
+    let watch = unsafe { &*ctx.cast::<Watch>() };
+    watch.call(EVENT);
+}
+
+/// `NDK_FN_CONNECT_EVENT_CALLBACK` for a [`Watch`]: records
+/// `STATUS_SUCCESS` and keeps the connector in [`Watch::connectors`].
+pub unsafe extern "system" fn on_watch_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
+    // SAFETY: as above.
+    let watch = unsafe { &*ctx.cast::<Watch>() };
+    watch.connectors.lock().unwrap().push(connector as usize);
+    watch.call(STATUS_SUCCESS);
+}

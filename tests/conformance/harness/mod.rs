@@ -1,0 +1,41 @@
+//! A consumer of the NDK C ABI, as a kernel consumer would write one: every
+//! provider call goes through a function pointer read from a dispatch table;
+//! callbacks are `extern "system"` functions with context pointers.
+//!
+//! The wrappers are thin and honest: they return the provider's NTSTATUS and
+//! leave the judging to the tests. Panics here are test failures.
+//!
+//! Split by concern: [`callbacks`] (signals and watchers), [`objects`] (one
+//! wrapper per NDK object, memory, closes), [`connections`] (the one
+//! connection fixture, [`Fixture`], and what it builds) and [`reaping`]
+//! (completion queues and their results). Everything is re-exported here, so
+//! a family needs only `use super::harness::*;`.
+
+#![allow(
+    dead_code,
+    reason = "each test binary module uses a different part of the harness"
+)]
+#![allow(clippy::missing_panics_doc, reason = "test harness")]
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use softndk::abi::*;
+use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
+
+pub mod callbacks;
+pub mod connections;
+pub mod objects;
+pub mod reaping;
+
+pub use callbacks::*;
+pub use connections::*;
+pub use objects::*;
+pub use reaping::*;
+
+/// How long a test waits for an asynchronous completion before failing.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub const PAGE: usize = 4096;

@@ -1,0 +1,1630 @@
+//! Objects: addresses, buffers, and one thin wrapper per NDK object type
+//! whose methods call through the dispatch table; regions, fast-register
+//! MRs, and the closes a test starts or checks itself.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Addresses
+// ---------------------------------------------------------------------------
+
+/// A SOCKADDR_IN6-sized buffer holding an IPv4 or IPv6 address.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Addr {
+    bytes: [u8; 28],
+}
+
+impl Addr {
+    pub fn v4(ip: [u8; 4], port: u16) -> Self {
+        let mut bytes = [0_u8; 28];
+        bytes[..2].copy_from_slice(&AF_INET.to_ne_bytes());
+        bytes[2..4].copy_from_slice(&port.to_be_bytes());
+        bytes[4..8].copy_from_slice(&ip);
+        Self { bytes }
+    }
+
+    pub fn v6(ip: [u8; 16], port: u16) -> Self {
+        let mut bytes = [0_u8; 28];
+        bytes[..2].copy_from_slice(&AF_INET6.to_ne_bytes());
+        bytes[2..4].copy_from_slice(&port.to_be_bytes());
+        bytes[8..24].copy_from_slice(&ip);
+        Self { bytes }
+    }
+
+    /// `::1`.
+    pub fn v6_loopback(port: u16) -> Self {
+        let mut ip = [0_u8; 16];
+        ip[15] = 1;
+        Self::v6(ip, port)
+    }
+
+    pub fn family(&self) -> u16 {
+        u16::from_ne_bytes([self.bytes[0], self.bytes[1]])
+    }
+
+    pub fn port(&self) -> u16 {
+        u16::from_be_bytes([self.bytes[2], self.bytes[3]])
+    }
+
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.bytes[2..4].copy_from_slice(&port.to_be_bytes());
+        self
+    }
+
+    /// Bytes a provider call should be told this address has.
+    pub fn len(&self) -> u32 {
+        if self.family() == AF_INET { 16 } else { 28 }
+    }
+
+    pub fn ip_bytes(&self) -> &[u8] {
+        if self.family() == AF_INET {
+            &self.bytes[4..8]
+        } else {
+            &self.bytes[8..24]
+        }
+    }
+
+    pub fn as_ptr(&self) -> *const SockAddr {
+        self.bytes.as_ptr().cast()
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut SockAddr {
+        self.bytes.as_mut_ptr().cast()
+    }
+
+    pub fn empty() -> Self {
+        Self { bytes: [0; 28] }
+    }
+}
+
+impl std::fmt::Debug for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Addr(family {}, {:?}, port {})",
+            self.family(),
+            self.ip_bytes(),
+            self.port()
+        )
+    }
+}
+
+impl PartialEq for Addr {
+    fn eq(&self, other: &Self) -> bool {
+        self.family() == other.family()
+            && self.ip_bytes() == other.ip_bytes()
+            && self.port() == other.port()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+/// Page-aligned memory with a host-mode MDL describing `len` bytes at
+/// `offset` into its first page.
+pub struct Buffer {
+    storage: Vec<u8>,
+    start: usize,
+    pub len: usize,
+    mdl: Box<Mdl>,
+}
+
+impl Buffer {
+    /// `len` bytes starting `offset` bytes into a page, filled with `fill`.
+    pub fn new(len: usize, offset: usize, fill: u8) -> Self {
+        let pages = (offset + len).div_ceil(PAGE) + 1;
+        let storage = vec![fill; pages * PAGE];
+        let base = storage.as_ptr() as usize;
+        let aligned = (PAGE - base % PAGE) % PAGE;
+        let start = aligned + offset;
+        let page_va = base + aligned;
+        let mdl = Box::new(Mdl {
+            next: std::ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: 0,
+            padding_0c: 0,
+            process: std::ptr::null_mut(),
+            mapped_system_va: std::ptr::null_mut(),
+            start_va: page_va as *mut c_void,
+            byte_count: u32::try_from(len).unwrap(),
+            byte_offset: u32::try_from(offset).unwrap(),
+        });
+        Self {
+            storage,
+            start,
+            len,
+            mdl,
+        }
+    }
+
+    /// Fills with a pattern distinct per offset and seed.
+    pub fn pattern(len: usize, offset: usize, seed: u8) -> Self {
+        let mut buffer = Self::new(len, offset, 0);
+        for (i, byte) in buffer.bytes_mut().iter_mut().enumerate() {
+            let [low, high, ..] = i.to_le_bytes();
+            *byte = low.wrapping_mul(31).wrapping_add(seed).wrapping_add(high);
+        }
+        buffer
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    /// The virtual address of the first byte (the region's index base).
+    pub fn va(&self) -> u64 {
+        self.storage.as_ptr() as u64 + self.start as u64
+    }
+
+    pub fn mdl(&mut self) -> *mut Mdl {
+        &raw mut *self.mdl
+    }
+
+    /// An SGE over `len` bytes at `offset` with `token`.
+    pub fn sge(&self, offset: usize, len: u32, token: u32) -> NdkSge {
+        NdkSge {
+            address: self.va() + offset as u64,
+            length: len,
+            memory_region_token: token,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Objects
+// ---------------------------------------------------------------------------
+
+macro_rules! table {
+    ($ptr:expr) => {
+        // SAFETY: the provider filled `dispatch` when it created the object;
+        // the tables are static.
+        unsafe { &*(*$ptr).dispatch }
+    };
+}
+
+/// Closes any object through its table's close slot (slot 0).
+fn close_object(
+    header: *mut NdkObjectHeader,
+    close: NdkFnCloseObject,
+    signal: &Arc<Signal>,
+) -> NtStatus {
+    // SAFETY: a live object and its own close slot.
+    unsafe { close(header, Some(on_close), signal.ctx()) }
+}
+
+/// An open adapter.
+pub struct Adapter(pub *mut NdkAdapter);
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Adapter {}
+
+// SAFETY: as above.
+unsafe impl Sync for Adapter {}
+
+impl Adapter {
+    /// Opens the host adapter for `addr` (any port).
+    pub fn open(addr: Addr) -> Self {
+        let mut adapter = std::ptr::null_mut();
+        // SAFETY: a valid SOCKADDR and out-pointer.
+        let status = unsafe { SoftNdkOpenAdapter(addr.as_ptr(), &raw mut adapter) };
+        assert_eq!(status, STATUS_SUCCESS, "SoftNdkOpenAdapter({addr:?})");
+        assert!(!adapter.is_null());
+        Self(adapter)
+    }
+
+    pub fn v4(last: u8) -> Self {
+        Self::open(Addr::v4([127, 0, 0, last], 0))
+    }
+
+    pub fn d(&self) -> &NdkAdapterDispatch {
+        table!(self.0)
+    }
+
+    pub fn header(&self) -> NdkObjectHeader {
+        // SAFETY: a live adapter.
+        unsafe { (*self.0).header }
+    }
+
+    pub fn info(&self) -> NdkAdapterInfo {
+        let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
+        let mut size = u32::try_from(size_of::<NdkAdapterInfo>()).unwrap();
+        // SAFETY: a buffer of `size` bytes.
+        let status =
+            unsafe { (self.d().ndk_query_adapter_info)(self.0, info.as_mut_ptr(), &raw mut size) };
+        assert_eq!(status, STATUS_SUCCESS);
+        // SAFETY: filled by the successful call.
+        unsafe { info.assume_init() }
+    }
+
+    pub fn try_cq(&self, depth: u32, watch: &Arc<Signal>) -> Result<Cq, NtStatus> {
+        let mut cq = std::ptr::null_mut();
+        // SAFETY: valid arguments; the watch outlives the CQ (tests keep it).
+        let status = unsafe {
+            (self.d().ndk_create_cq)(
+                self.0,
+                depth,
+                Some(on_status),
+                watch.ctx(),
+                std::ptr::null(),
+                None,
+                std::ptr::null_mut(),
+                &raw mut cq,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Cq(cq, Arc::clone(watch)))
+        } else {
+            Err(status)
+        }
+    }
+
+    pub fn cq(&self, depth: u32) -> Cq {
+        self.try_cq(depth, &Signal::new()).expect("CreateCq")
+    }
+
+    pub fn pd(&self) -> Pd {
+        let mut pd = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status =
+            unsafe { (self.d().ndk_create_pd)(self.0, None, std::ptr::null_mut(), &raw mut pd) };
+        assert_eq!(status, STATUS_SUCCESS, "CreatePd");
+        Pd(pd)
+    }
+
+    pub fn connector(&self) -> Connector {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status = unsafe {
+            (self.d().ndk_create_connector)(self.0, None, std::ptr::null_mut(), &raw mut c)
+        };
+        assert_eq!(status, STATUS_SUCCESS, "CreateConnector");
+        Connector(c)
+    }
+
+    pub fn listener(&self, incoming: &Arc<Incoming>) -> Listener {
+        let mut l = std::ptr::null_mut();
+        // SAFETY: valid arguments; `incoming` outlives the listener.
+        let status = unsafe {
+            (self.d().ndk_create_listener)(
+                self.0,
+                Some(on_connect),
+                incoming.ctx(),
+                None,
+                std::ptr::null_mut(),
+                &raw mut l,
+            )
+        };
+        assert_eq!(status, STATUS_SUCCESS, "CreateListener");
+        Listener(l)
+    }
+
+    pub fn try_shared_endpoint(&self, addr: Addr) -> Result<SharedEndpoint, NtStatus> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status = unsafe {
+            (self.d().ndk_create_shared_endpoint)(
+                self.0,
+                addr.as_ptr(),
+                addr.len(),
+                None,
+                std::ptr::null_mut(),
+                &raw mut e,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(SharedEndpoint(e))
+        } else {
+            Err(status)
+        }
+    }
+
+    /// BuildLam over `buffer`; returns (status, LAM bytes, FBO).
+    pub fn build_lam(&self, buffer: &mut Buffer) -> (NtStatus, Vec<u64>, u32) {
+        let mut size = 0_u32;
+        let mut fbo = 0_u32;
+        // SAFETY: size query with no buffer.
+        let status = unsafe {
+            (self.d().ndk_build_lam)(
+                self.0,
+                buffer.mdl(),
+                buffer.len,
+                None,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &raw mut size,
+                &raw mut fbo,
+            )
+        };
+        assert_eq!(status, STATUS_BUFFER_TOO_SMALL, "size query");
+        let mut storage = vec![0_u64; (size as usize).div_ceil(8)];
+        // SAFETY: a buffer of `size` bytes.
+        let status = unsafe {
+            (self.d().ndk_build_lam)(
+                self.0,
+                buffer.mdl(),
+                buffer.len,
+                None,
+                std::ptr::null_mut(),
+                storage.as_mut_ptr().cast(),
+                &raw mut size,
+                &raw mut fbo,
+            )
+        };
+        (status, storage, fbo)
+    }
+
+    /// ReleaseLam of a LAM built by [`build_lam`](Self::build_lam).
+    pub fn release_lam(&self, lam: &mut [u64]) {
+        // SAFETY: a LAM this adapter built.
+        unsafe { (self.d().ndk_release_lam)(self.0, lam.as_mut_ptr().cast()) };
+    }
+
+    /// Closes the adapter (blocks until everything under it is closed).
+    pub fn close(self) {
+        // SAFETY: a live adapter, not used afterwards.
+        let status = unsafe { SoftNdkCloseAdapter(self.0) };
+        assert_eq!(status, STATUS_SUCCESS);
+    }
+}
+
+/// The page list of a LAM built by [`Adapter::build_lam`].
+pub fn lam_pages(lam: &[u64]) -> Vec<u64> {
+    let count = (lam[1] & 0xFFFF_FFFF) as usize;
+    lam[2..2 + count].to_vec()
+}
+
+pub struct Cq(pub *mut NdkCq, pub Arc<Signal>);
+
+// SAFETY: see `Adapter`.
+unsafe impl Send for Cq {}
+
+// SAFETY: see `Adapter`.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    pub fn d(&self) -> &NdkCqDispatch {
+        table!(self.0)
+    }
+
+    /// Notifications received so far.
+    pub fn notifications(&self) -> Vec<NtStatus> {
+        self.1.all()
+    }
+
+    pub fn arm(&self, kind: NdkCqNotifyType) {
+        // SAFETY: a live CQ.
+        unsafe { (self.d().ndk_arm_cq)(self.0, kind) };
+    }
+
+    pub fn poll(&self, max: usize) -> Vec<NdkResult> {
+        let mut out = vec![
+            NdkResult {
+                status: 0,
+                bytes_transferred: 0,
+                qp_context: std::ptr::null_mut(),
+                request_context: std::ptr::null_mut()
+            };
+            max
+        ];
+        // SAFETY: room for `max` results.
+        let n = unsafe {
+            (self.d().ndk_get_cq_results)(self.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
+        };
+        out.truncate(n as usize);
+        out
+    }
+
+    pub fn poll_ex(&self, max: usize) -> Vec<NdkResultEx> {
+        // SAFETY: NdkResultEx is plain data; zeroed is a valid value.
+        let mut out = vec![unsafe { std::mem::zeroed::<NdkResultEx>() }; max];
+        // SAFETY: room for `max` results.
+        let n = unsafe {
+            (self.d().ndk_get_cq_results_ex)(self.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
+        };
+        out.truncate(n as usize);
+        out
+    }
+
+    /// Polls until `n` results arrived (the engine may run on a worker).
+    pub fn wait_results(&self, n: usize) -> Vec<NdkResult> {
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut got = Vec::new();
+        while got.len() < n {
+            got.extend(self.poll(n - got.len()));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {} of {n} completions arrived: {got:?}",
+                got.len()
+            );
+            if got.len() < n {
+                std::thread::yield_now();
+            }
+        }
+        got
+    }
+
+    pub fn resize(&self, depth: u32) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live CQ.
+        let status =
+            unsafe { (self.d().ndk_resize_cq)(self.0, depth, Some(on_status), signal.ctx()) };
+        signal.outcome(status)
+    }
+
+    /// Closes and waits for the close to complete; returns the close's return value.
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_cq, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Pd(pub *mut NdkPd);
+
+impl Pd {
+    pub fn d(&self) -> &NdkPdDispatch {
+        table!(self.0)
+    }
+
+    pub fn privileged_token(&self) -> u32 {
+        let mut token = 0;
+        // SAFETY: a live PD and an out ULONG.
+        unsafe { (self.d().ndk_get_privileged_memory_region_token)(self.0, &raw mut token) };
+        token
+    }
+
+    pub fn try_mr(&self, fast: bool) -> Result<Mr, NtStatus> {
+        let mut mr = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status = unsafe {
+            (self.d().ndk_create_mr)(
+                self.0,
+                u8::from(fast),
+                None,
+                std::ptr::null_mut(),
+                &raw mut mr,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Mr(mr))
+        } else {
+            Err(status)
+        }
+    }
+
+    pub fn mr(&self, fast: bool) -> Mr {
+        self.try_mr(fast).expect("CreateMr")
+    }
+
+    pub fn mw(&self) -> Mw {
+        let mut mw = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status =
+            unsafe { (self.d().ndk_create_mw)(self.0, None, std::ptr::null_mut(), &raw mut mw) };
+        assert_eq!(status, STATUS_SUCCESS, "CreateMw");
+        Mw(mw)
+    }
+
+    /// CreateQp with explicit limits.
+    #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQp")]
+    pub fn try_qp(
+        &self,
+        rcq: &Cq,
+        icq: &Cq,
+        context: usize,
+        rdepth: u32,
+        idepth: u32,
+        rsge: u32,
+        isge: u32,
+        inline: u32,
+    ) -> Result<Qp, NtStatus> {
+        let mut qp = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status = unsafe {
+            (self.d().ndk_create_qp)(
+                self.0,
+                rcq.0,
+                icq.0,
+                context as *mut c_void,
+                rdepth,
+                idepth,
+                rsge,
+                isge,
+                inline,
+                None,
+                std::ptr::null_mut(),
+                &raw mut qp,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Qp(qp))
+        } else {
+            Err(status)
+        }
+    }
+
+    /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
+    pub fn qp(&self, rcq: &Cq, icq: &Cq, context: usize) -> Qp {
+        self.try_qp(rcq, icq, context, 64, 64, 4, 4, 256)
+            .expect("CreateQp")
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQpWithSrq")]
+    pub fn try_qp_with_srq(
+        &self,
+        rcq: &Cq,
+        icq: &Cq,
+        srq: &Srq,
+        context: usize,
+        idepth: u32,
+        isge: u32,
+        inline: u32,
+    ) -> Result<Qp, NtStatus> {
+        let mut qp = std::ptr::null_mut();
+        // SAFETY: valid arguments.
+        let status = unsafe {
+            (self.d().ndk_create_qp_with_srq)(
+                self.0,
+                rcq.0,
+                icq.0,
+                srq.0,
+                context as *mut c_void,
+                idepth,
+                isge,
+                inline,
+                None,
+                std::ptr::null_mut(),
+                &raw mut qp,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Qp(qp))
+        } else {
+            Err(status)
+        }
+    }
+
+    pub fn try_srq(
+        &self,
+        depth: u32,
+        sge: u32,
+        threshold: u32,
+        watch: Option<&Arc<Signal>>,
+    ) -> Result<Srq, NtStatus> {
+        let mut srq = std::ptr::null_mut();
+        let (callback, ctx) = match watch {
+            Some(w) => (Some(on_status as NdkFnSrqNotificationCallback), w.ctx()),
+            None => (None, std::ptr::null_mut()),
+        };
+        // SAFETY: valid arguments; the watch outlives the SRQ.
+        let status = unsafe {
+            (self.d().ndk_create_srq)(
+                self.0,
+                depth,
+                sge,
+                threshold,
+                callback,
+                ctx,
+                std::ptr::null(),
+                None,
+                std::ptr::null_mut(),
+                &raw mut srq,
+            )
+        };
+        if status == STATUS_SUCCESS {
+            Ok(Srq(srq))
+        } else {
+            Err(status)
+        }
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_pd, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+
+    /// Starts the close and returns at once with the close's signal.
+    pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_pd, &signal);
+        (status, signal)
+    }
+}
+
+pub struct Mr(pub *mut NdkMr);
+
+impl Mr {
+    pub fn d(&self) -> &NdkMrDispatch {
+        table!(self.0)
+    }
+
+    /// RegisterMr over the whole buffer.
+    pub fn register(&self, buffer: &mut Buffer, flags: u32) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: the buffer's MDL describes `len` locked (owned) bytes that
+        // outlive the registration (the test keeps the buffer).
+        let status = unsafe {
+            (self.d().ndk_register_mr)(
+                self.0,
+                buffer.mdl(),
+                buffer.len,
+                flags,
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        signal.outcome(status)
+    }
+
+    pub fn deregister(&self) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live MR.
+        let status = unsafe { (self.d().ndk_deregister_mr)(self.0, Some(on_status), signal.ctx()) };
+        signal.outcome(status)
+    }
+
+    pub fn init_fast(&self, pages: u32, remote: bool) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live MR.
+        let status = unsafe {
+            (self.d().ndk_initialize_fast_register_mr)(
+                self.0,
+                pages,
+                u8::from(remote),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        signal.outcome(status)
+    }
+
+    pub fn local_token(&self) -> u32 {
+        // SAFETY: a live MR.
+        unsafe { (self.d().ndk_get_local_token_from_mr)(self.0) }
+    }
+
+    pub fn remote_token(&self) -> u32 {
+        // SAFETY: a live MR.
+        unsafe { (self.d().ndk_get_remote_token_from_mr)(self.0) }
+    }
+
+    pub fn header(&self) -> *mut NdkObjectHeader {
+        self.0.cast()
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_mr, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Mw(pub *mut NdkMw);
+
+impl Mw {
+    pub fn d(&self) -> &NdkMwDispatch {
+        table!(self.0)
+    }
+
+    pub fn remote_token(&self) -> u32 {
+        // SAFETY: a live MW.
+        unsafe { (self.d().ndk_get_remote_token_from_mw)(self.0) }
+    }
+
+    pub fn header(&self) -> *mut NdkObjectHeader {
+        self.0.cast()
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_mw, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Srq(pub *mut NdkSrq);
+
+impl Srq {
+    pub fn d(&self) -> &NdkSrqDispatch {
+        table!(self.0)
+    }
+
+    pub fn receive(&self, context: usize, sges: &[NdkSge]) -> NtStatus {
+        // SAFETY: a live SRQ and an SGE array.
+        unsafe {
+            (self.d().ndk_srq_receive)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+            )
+        }
+    }
+
+    pub fn modify(&self, depth: u32, threshold: u32) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live SRQ.
+        let status = unsafe {
+            (self.d().ndk_modify_srq)(self.0, depth, threshold, Some(on_status), signal.ctx())
+        };
+        signal.outcome(status)
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_srq, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Qp(pub *mut NdkQp);
+
+// SAFETY: see `Adapter`.
+unsafe impl Send for Qp {}
+
+// SAFETY: see `Adapter`.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    pub fn d(&self) -> &NdkQpDispatch {
+        table!(self.0)
+    }
+
+    pub fn send(&self, context: usize, sges: &[NdkSge], flags: u32) -> NtStatus {
+        // SAFETY: a live QP and an SGE array valid for the call.
+        unsafe {
+            (self.d().ndk_send)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+                flags,
+            )
+        }
+    }
+
+    pub fn send_and_invalidate(
+        &self,
+        context: usize,
+        sges: &[NdkSge],
+        flags: u32,
+        token: u32,
+    ) -> NtStatus {
+        // SAFETY: as above.
+        unsafe {
+            (self.d().ndk_send_and_invalidate)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+                flags,
+                token,
+            )
+        }
+    }
+
+    pub fn receive(&self, context: usize, sges: &[NdkSge]) -> NtStatus {
+        // SAFETY: as above.
+        unsafe {
+            (self.d().ndk_receive)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+            )
+        }
+    }
+
+    pub fn write(
+        &self,
+        context: usize,
+        sges: &[NdkSge],
+        remote: u64,
+        token: u32,
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: as above.
+        unsafe {
+            (self.d().ndk_write)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+                remote,
+                token,
+                flags,
+            )
+        }
+    }
+
+    pub fn read(
+        &self,
+        context: usize,
+        sges: &[NdkSge],
+        remote: u64,
+        token: u32,
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: as above.
+        unsafe {
+            (self.d().ndk_read)(
+                self.0,
+                context as *mut c_void,
+                sges.as_ptr(),
+                u32::try_from(sges.len()).unwrap(),
+                remote,
+                token,
+                flags,
+            )
+        }
+    }
+
+    pub fn bind(
+        &self,
+        context: usize,
+        mr: &Mr,
+        mw: &Mw,
+        va: u64,
+        len: usize,
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: live objects.
+        unsafe {
+            (self.d().ndk_bind)(
+                self.0,
+                context as *mut c_void,
+                mr.0,
+                mw.0,
+                va as *mut c_void,
+                len,
+                flags,
+            )
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "mirrors NdkFastRegister")]
+    pub fn fast_register(
+        &self,
+        context: usize,
+        mr: &Mr,
+        pages: &[u64],
+        fbo: u32,
+        len: usize,
+        base: u64,
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: live objects and a page array valid for the call.
+        unsafe {
+            (self.d().ndk_fast_register)(
+                self.0,
+                context as *mut c_void,
+                mr.0,
+                u32::try_from(pages.len()).unwrap(),
+                pages.as_ptr().cast(),
+                fbo,
+                len,
+                base as *mut c_void,
+                flags,
+            )
+        }
+    }
+
+    pub fn invalidate(&self, context: usize, target: *mut NdkObjectHeader, flags: u32) -> NtStatus {
+        // SAFETY: a live QP and target.
+        unsafe { (self.d().ndk_invalidate)(self.0, context as *mut c_void, target, flags) }
+    }
+
+    pub fn flush(&self) {
+        // SAFETY: a live QP.
+        unsafe { (self.d().ndk_flush)(self.0) };
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_qp, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Connector(pub *mut NdkConnector);
+
+// SAFETY: see `Adapter`.
+unsafe impl Send for Connector {}
+
+// SAFETY: see `Adapter`.
+unsafe impl Sync for Connector {}
+
+impl Connector {
+    pub fn d(&self) -> &NdkConnectorDispatch {
+        table!(self.0)
+    }
+
+    /// Connect; returns the call's return value and the completion signal.
+    pub fn connect(
+        &self,
+        qp: &Qp,
+        src: Addr,
+        dst: Addr,
+        ird: u32,
+        ord: u32,
+        data: &[u8],
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: live objects; addresses and data valid for the call.
+        let status = unsafe {
+            (self.d().ndk_connect)(
+                self.0,
+                qp.0,
+                src.as_ptr(),
+                src.len(),
+                dst.as_ptr(),
+                dst.len(),
+                ird,
+                ord,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    pub fn complete_connect(&self, disconnects: &Arc<Signal>) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live connector; `disconnects` outlives it.
+        let status = unsafe {
+            (self.d().ndk_complete_connect)(
+                self.0,
+                Some(on_disconnect),
+                disconnects.ctx(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        signal.outcome(status)
+    }
+
+    pub fn accept(
+        &self,
+        qp: &Qp,
+        ird: u32,
+        ord: u32,
+        data: &[u8],
+        disconnects: &Arc<Signal>,
+    ) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: live objects; data valid for the call.
+        let status = unsafe {
+            (self.d().ndk_accept)(
+                self.0,
+                qp.0,
+                ird,
+                ord,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+                Some(on_disconnect),
+                disconnects.ctx(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        (status, signal)
+    }
+
+    pub fn reject(&self, data: &[u8]) -> NtStatus {
+        // SAFETY: a live connector; data valid for the call.
+        unsafe {
+            (self.d().ndk_reject)(
+                self.0,
+                data.as_ptr().cast(),
+                u32::try_from(data.len()).unwrap(),
+            )
+        }
+    }
+
+    /// GetConnectionData: (status, inbound, outbound, data, reported length).
+    pub fn connection_data(&self, room: usize) -> (NtStatus, u32, u32, Vec<u8>, u32) {
+        let (mut ird, mut ord) = (0, 0);
+        let mut data = vec![0_u8; room];
+        let mut len = u32::try_from(room).unwrap();
+        let ptr = if room == 0 {
+            std::ptr::null_mut()
+        } else {
+            data.as_mut_ptr().cast()
+        };
+        // SAFETY: valid out-pointers and a buffer of `room` bytes.
+        let status = unsafe {
+            (self.d().ndk_get_connection_data)(
+                self.0,
+                &raw mut ird,
+                &raw mut ord,
+                ptr,
+                &raw mut len,
+            )
+        };
+        (status, ird, ord, data, len)
+    }
+
+    pub fn local_address(&self) -> (NtStatus, Addr, u32) {
+        let mut addr = Addr::empty();
+        let mut len = 28_u32;
+        // SAFETY: a buffer of 28 bytes.
+        let status =
+            unsafe { (self.d().ndk_get_local_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
+        (status, addr, len)
+    }
+
+    pub fn peer_address(&self) -> (NtStatus, Addr, u32) {
+        let mut addr = Addr::empty();
+        let mut len = 28_u32;
+        // SAFETY: a buffer of 28 bytes.
+        let status =
+            unsafe { (self.d().ndk_get_peer_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
+        (status, addr, len)
+    }
+
+    pub fn disconnect(&self) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        // SAFETY: a live connector.
+        let status = unsafe { (self.d().ndk_disconnect)(self.0, Some(on_status), signal.ctx()) };
+        (status, signal)
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_connector, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct Listener(pub *mut NdkListener);
+
+impl Listener {
+    pub fn d(&self) -> &NdkListenerDispatch {
+        table!(self.0)
+    }
+
+    pub fn listen(&self, addr: Addr) -> NtStatus {
+        let signal = Signal::new();
+        // SAFETY: a live listener and an address valid for the call.
+        let status = unsafe {
+            (self.d().ndk_listen)(
+                self.0,
+                addr.as_ptr(),
+                addr.len(),
+                Some(on_status),
+                signal.ctx(),
+            )
+        };
+        signal.outcome(status)
+    }
+
+    pub fn local_address(&self) -> (NtStatus, Addr, u32) {
+        let mut addr = Addr::empty();
+        let mut len = 28_u32;
+        // SAFETY: a buffer of 28 bytes.
+        let status =
+            unsafe { (self.d().ndk_get_local_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
+        (status, addr, len)
+    }
+
+    pub fn pause(&self, pause: bool) {
+        // SAFETY: a live listener.
+        unsafe { (self.d().ndk_control_connect_events)(self.0, u8::from(pause)) };
+    }
+
+    pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_listener, &signal);
+        (status, signal)
+    }
+
+    pub fn close(self) -> NtStatus {
+        let (status, signal) = self.close_async();
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+pub struct SharedEndpoint(pub *mut NdkSharedEndpoint);
+
+impl SharedEndpoint {
+    pub fn d(&self) -> &NdkSharedEndpointDispatch {
+        table!(self.0)
+    }
+
+    pub fn close(self) -> NtStatus {
+        let signal = Signal::new();
+        let status = close_object(self.0.cast(), self.d().ndk_close_shared_endpoint, &signal);
+        if status == STATUS_PENDING {
+            signal.wait();
+        }
+        status
+    }
+}
+
+/// `NDK_OP_FLAG_*` words.
+pub const SILENT: u32 = OpFlags::SILENT_SUCCESS.bits();
+
+pub const FENCE: u32 = OpFlags::READ_FENCE.bits();
+
+pub const SOLICIT: u32 = OpFlags::SEND_AND_SOLICIT_EVENT.bits();
+
+pub const OP_REMOTE_READ: u32 = OpFlags::ALLOW_REMOTE_READ.bits();
+
+pub const OP_LOCAL_WRITE: u32 = OpFlags::ALLOW_LOCAL_WRITE.bits();
+
+pub const OP_REMOTE_WRITE: u32 = OpFlags::ALLOW_REMOTE_WRITE.bits();
+
+pub const INLINE: u32 = OpFlags::INLINE.bits();
+
+pub const READ_SINK: u32 = OpFlags::RDMA_READ_SINK.bits();
+
+pub const READ_LOCAL_INVALIDATE: u32 = OpFlags::RDMA_READ_LOCAL_INVALIDATE.bits();
+
+pub const DEFER: u32 = OpFlags::DEFER.bits();
+
+/// A bit no work request documents.
+pub const UNKNOWN_FLAG: u32 = 0x1000;
+
+/// `NDK_MR_FLAG_*` words.
+pub const MR_LOCAL_WRITE: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits();
+
+pub const MR_REMOTE: u32 =
+    MrFlags::ALLOW_REMOTE_READ.bits() | MrFlags::ALLOW_REMOTE_WRITE.bits();
+
+/// A buffer and the MR that registers all of it.
+pub struct Region {
+    pub buffer: Buffer,
+    pub mr: Mr,
+}
+
+impl Region {
+    /// `len` bytes (page-aligned start) filled with `fill`, registered on
+    /// `pd` with `NDK_MR_FLAG_*` `flags`.
+    pub fn new(pd: &Pd, len: usize, fill: u8, flags: u32) -> Self {
+        Self::register(pd, Buffer::new(len, 0, fill), flags)
+    }
+
+    /// As [`Region::new`], filled with [`Buffer::pattern`] of `seed`.
+    pub fn pattern(pd: &Pd, len: usize, seed: u8, flags: u32) -> Self {
+        Self::register(pd, Buffer::pattern(len, 0, seed), flags)
+    }
+
+    fn register(pd: &Pd, mut buffer: Buffer, flags: u32) -> Self {
+        let mr = pd.mr(false);
+        assert_eq!(
+            mr.register(&mut buffer, flags),
+            STATUS_SUCCESS,
+            "RegisterMr"
+        );
+        Self { buffer, mr }
+    }
+
+    /// A local SGE over `len` bytes at `offset`.
+    pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+        self.buffer
+            .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
+    }
+
+    /// The remote address of the byte at `offset`.
+    pub fn remote(&self, offset: usize) -> u64 {
+        self.buffer.va() + offset as u64
+    }
+
+    /// The remote token.
+    pub fn token(&self) -> u32 {
+        self.mr.remote_token()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.buffer.bytes()
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buffer.bytes_mut()
+    }
+
+    /// Closes the MR (the buffer is freed after the close completed).
+    pub fn close(self) {
+        let status = self.mr.close();
+        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    }
+}
+
+/// L18: a close returns `STATUS_SUCCESS` or `STATUS_PENDING` (the
+/// harness's closes have already waited for a pending one).
+pub fn assert_close(status: NtStatus) {
+    assert!(
+        status == STATUS_SUCCESS || status == STATUS_PENDING,
+        "close returned {status:#x}"
+    );
+}
+
+/// CreateCq with the test's own notification callback and affinity.
+///
+/// # Safety
+/// `context` stays valid for `callback` until the CQ's close completes,
+/// and `affinity` is null or valid during the call.
+pub unsafe fn cq_with(
+    adapter: &Adapter,
+    depth: u32,
+    callback: NdkFnCqNotificationCallback,
+    context: *mut c_void,
+    affinity: *const GroupAffinity,
+) -> Result<Cq, NtStatus> {
+    let mut cq = std::ptr::null_mut();
+    // SAFETY: a live adapter; the caller vouches for context and affinity.
+    let status = unsafe {
+        (adapter.d().ndk_create_cq)(
+            adapter.0,
+            depth,
+            Some(callback),
+            context,
+            affinity,
+            None,
+            std::ptr::null_mut(),
+            &raw mut cq,
+        )
+    };
+    if status == STATUS_SUCCESS {
+        Ok(Cq(cq, Signal::new()))
+    } else {
+        Err(status)
+    }
+}
+
+/// Starts the close of a QP the test keeps the wrapper of (it must not
+/// close it again): the close's return value and completion signal.
+pub fn close_qp_async(qp: &Qp) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
+    let status = close_object(qp.0.cast(), qp.d().ndk_close_qp, &signal);
+    (status, signal)
+}
+
+/// As [`close_qp_async`], for a connector.
+pub fn close_connector_async(connector: &Connector) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
+    let status = close_object(
+        connector.0.cast(),
+        connector.d().ndk_close_connector,
+        &signal,
+    );
+    (status, signal)
+}
+
+/// A fast-register MR over LAM pages of a buffer of its adapter.
+pub struct Frmr {
+    pub mr: Mr,
+    pub buffer: Buffer,
+    pub lam: Vec<u64>,
+    pub pages: Vec<u64>,
+    pub fbo: u32,
+}
+
+impl Frmr {
+    /// The index the mapping starts at (FBO plus whole pages, M16).
+    pub const BASE: u64 = 0x7000_0000;
+
+    /// A `len`-byte buffer (filled with `fill`) mapped with BuildLam, and
+    /// an MR initialized for `pages` pages, with remote access or not.
+    pub fn new(
+        adapter: &Adapter,
+        pd: &Pd,
+        len: usize,
+        fill: u8,
+        pages: u32,
+        remote: bool,
+    ) -> Self {
+        let mut buffer = Buffer::new(len, 0, fill);
+        let (status, lam, fbo) = adapter.build_lam(&mut buffer);
+        assert_eq!(status, STATUS_SUCCESS, "BuildLam");
+        let page_list = lam_pages(&lam);
+        let mr = pd.mr(true);
+        assert_eq!(
+            mr.init_fast(pages, remote),
+            STATUS_SUCCESS,
+            "InitializeFastRegisterMr"
+        );
+        Self {
+            mr,
+            buffer,
+            lam,
+            pages: page_list,
+            fbo,
+        }
+    }
+
+    /// The base index of the mapping.
+    pub fn base(&self) -> u64 {
+        Self::BASE + u64::from(self.fbo)
+    }
+
+    /// Posts a FastRegister of the whole buffer.
+    pub fn post(&self, qp: &Qp, context: usize, flags: u32) -> NtStatus {
+        qp.fast_register(
+            context,
+            &self.mr,
+            &self.pages,
+            self.fbo,
+            self.buffer.len,
+            self.base(),
+            flags,
+        )
+    }
+
+    /// A local SGE through the fast-registered mapping.
+    pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+        NdkSge {
+            address: self.base() + offset as u64,
+            length: u32::try_from(len).unwrap(),
+            memory_region_token: self.mr.local_token(),
+        }
+    }
+
+    /// Closes the MR and releases the LAM.
+    pub fn close(mut self, adapter: &Adapter) {
+        assert_close(self.mr.close());
+        adapter.release_lam(&mut self.lam);
+    }
+}
+
+/// L8: the outcome of a call taking a request completion whose completion
+/// context is `signal`: when it returned `STATUS_PENDING`, its one
+/// completion's status (and no second completion follows); otherwise the
+/// return value (and no completion follows).
+pub fn settle(returned: NtStatus, signal: &Signal) -> NtStatus {
+    if returned == STATUS_PENDING {
+        let status = signal.wait();
+        std::thread::sleep(SETTLE_BRIEF);
+        assert_eq!(signal.count(), 1, "L8: a completion ran more than once");
+        status
+    } else {
+        std::thread::sleep(SETTLE_BRIEF);
+        assert_eq!(
+            signal.count(),
+            0,
+            "L8: a completion ran after the call returned {returned:#x}"
+        );
+        returned
+    }
+}
+
+/// Starts the close of any object through `close` (a close slot the test
+/// saved), with [`on_tagged_close`] on `log`; asserts L18.
+pub fn close_with(
+    header: *mut NdkObjectHeader,
+    close: NdkFnCloseObject,
+    log: &Arc<Signal>,
+) -> NtStatus {
+    // SAFETY: a live object and the close slot of its table; `log` outlives
+    // the close (tests wait for it).
+    let status = unsafe { close(header, Some(on_tagged_close), log.ctx()) };
+    assert!(
+        status == STATUS_SUCCESS || status == STATUS_PENDING,
+        "L18: close returned {status:#x}"
+    );
+    status
+}
+
+/// Closes through `close` and waits until the close is complete; L18: a
+/// `STATUS_SUCCESS` close never calls back, a pending one exactly once.
+pub fn close_and_wait(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+    let log = Signal::new();
+    let status = close_with(header, close, &log);
+    finish_close_logged(status, &log);
+    status
+}
+
+/// Waits for the close that returned `status` with completion `log`
+/// (only the close completion logs there) and checks L18.
+pub fn finish_close_logged(status: NtStatus, log: &Signal) {
+    if status == STATUS_PENDING {
+        assert_eq!(log.wait(), CLOSED);
+    }
+    std::thread::sleep(SETTLE_BRIEF);
+    let expected = usize::from(status == STATUS_PENDING);
+    assert_eq!(
+        log.count(),
+        expected,
+        "L18: close returned {status:#x}, completions {:?}",
+        log.all()
+    );
+}
+
+/// The first `n` dispatch slots of an object's table, as raw words (a null
+/// slot reads 0: reading it as a Rust fn pointer would be undefined).
+pub fn raw_slots(object: *const c_void, n: usize) -> Vec<usize> {
+    let table = dispatch_of(object).cast::<usize>();
+    assert!(!table.is_null(), "L2: null Dispatch");
+    (0..n)
+        // SAFETY: the table has at least `n` slots (§3.9).
+        .map(|i| unsafe { table.wrapping_add(i).read() })
+        .collect()
+}
+
+/// The header of any NDK object.
+pub fn header_of(object: *const c_void) -> NdkObjectHeader {
+    // SAFETY: every NDK object starts with its header (§3.8).
+    unsafe { object.cast::<NdkObjectHeader>().read() }
+}
+
+/// The dispatch pointer of any NDK object.
+pub fn dispatch_of(object: *const c_void) -> *const c_void {
+    // SAFETY: every NDK object has the shape of `NDK_CQ`: the header, then
+    // the dispatch pointer (§3.8).
+    unsafe { (*object.cast::<NdkCq>()).dispatch.cast() }
+}
+
+/// Overwrites the dispatch pointer of any NDK object (L4), returning the
+/// old one.
+///
+/// # Safety
+/// `object` is live; the caller restores the pointer before any code
+/// that reads it (the harness wrappers) runs on the object.
+pub unsafe fn set_dispatch(object: *mut c_void, dispatch: *const c_void) -> *const c_void {
+    // SAFETY: the caller's contract; every NDK object has the shape of
+    // `NDK_CQ` (§3.8).
+    let field = unsafe { &raw mut (*object.cast::<NdkCq>()).dispatch };
+    // SAFETY: as above; the field is the consumer's to write (L4).
+    let old = unsafe { field.read() };
+    // SAFETY: as above.
+    unsafe { field.write(dispatch.cast()) };
+    old.cast()
+}
+
+/// CreateCq with `watch` as its notification callback. The returned
+/// [`Cq`]'s own signal stays empty.
+pub fn watched_cq(adapter: &Adapter, depth: u32, watch: &Arc<Watch>) -> Cq {
+    try_watched_cq(adapter, depth, watch).expect("CreateCq")
+}
+
+/// As [`watched_cq`], returning the failure status.
+pub fn try_watched_cq(
+    adapter: &Adapter,
+    depth: u32,
+    watch: &Arc<Watch>,
+) -> Result<Cq, NtStatus> {
+    let mut cq = std::ptr::null_mut();
+    // SAFETY: a live adapter; the watch outlives the CQ (tests keep it).
+    let status = unsafe {
+        (adapter.d().ndk_create_cq)(
+            adapter.0,
+            depth,
+            Some(on_watch),
+            watch.ctx(),
+            std::ptr::null(),
+            None,
+            std::ptr::null_mut(),
+            &raw mut cq,
+        )
+    };
+    if status == STATUS_SUCCESS {
+        Ok(Cq(cq, Signal::new()))
+    } else {
+        Err(status)
+    }
+}
+
+/// Starts the close of a shared endpoint: its return value and signal.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the close consumes the object"
+)]
+pub fn close_endpoint_async(endpoint: SharedEndpoint) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
+    let status = close_object(
+        endpoint.0.cast(),
+        endpoint.d().ndk_close_shared_endpoint,
+        &signal,
+    );
+    (status, signal)
+}
+
+/// Starts the close of a connector: its return value and signal.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the close consumes the object"
+)]
+pub fn close_connector_owned_async(connector: Connector) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
+    let status = close_object(
+        connector.0.cast(),
+        connector.d().ndk_close_connector,
+        &signal,
+    );
+    (status, signal)
+}
+
+/// Waits for a close started with one of the `…_async` helpers (L18).
+pub fn finish_close((status, signal): (NtStatus, Arc<Signal>)) {
+    assert!(
+        status == STATUS_SUCCESS || status == STATUS_PENDING,
+        "L18: close returned {status:#x}"
+    );
+    if status == STATUS_PENDING {
+        signal.wait();
+    }
+}
+
+/// `NDK_MR_FLAG_*`: local write, remote read and remote write.
+pub const MR_ALL: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits()
+    | MrFlags::ALLOW_REMOTE_READ.bits()
+    | MrFlags::ALLOW_REMOTE_WRITE.bits();
+
+/// A page-aligned buffer registered with [`MR_ALL`].
+pub struct Mem {
+    pub buffer: Buffer,
+    pub mr: Mr,
+}
+
+impl Mem {
+    /// `len` bytes filled with `fill`, registered on `pd`.
+    pub fn new(pd: &Pd, len: usize, fill: u8) -> Self {
+        let mut buffer = Buffer::new(len, 0, fill);
+        let mr = pd.mr(false);
+        assert_eq!(
+            mr.register(&mut buffer, MR_ALL),
+            STATUS_SUCCESS,
+            "RegisterMr"
+        );
+        Self { buffer, mr }
+    }
+
+    /// A local SGE over `len` bytes at `offset`.
+    pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
+        self.buffer
+            .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
+    }
+
+    /// The remote address of the byte at `offset`.
+    pub fn remote(&self, offset: usize) -> u64 {
+        self.buffer.va() + offset as u64
+    }
+
+    /// The remote token.
+    pub fn token(&self) -> u32 {
+        self.mr.remote_token()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.buffer.bytes()
+    }
+
+    /// Closes the MR (the buffer is freed after the close completed).
+    pub fn close(self) {
+        let status = self.mr.close();
+        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    }
+}

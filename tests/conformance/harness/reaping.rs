@@ -1,0 +1,172 @@
+//! Reaping: polling completion queues, summarising and checking results,
+//! and a source of completions without a connection.
+
+use super::*;
+
+/// GetCqResultsEx into an array prefilled with 0xA5 bytes, so that a field
+/// the provider leaves unwritten shows.
+pub fn poll_ex_dirty(cq: &Cq, max: usize) -> Vec<NdkResultEx> {
+    let mut out: Vec<NdkResultEx> = Vec::with_capacity(max);
+    // SAFETY: room for `max` entries; 0xA5 bytes make valid plain data
+    // (integers and raw pointers).
+    unsafe {
+        std::ptr::write_bytes(out.as_mut_ptr(), 0xA5, max);
+    }
+    // SAFETY: initialised just above.
+    unsafe { out.set_len(max) };
+    // SAFETY: room for `max` results.
+    let n = unsafe {
+        (cq.d().ndk_get_cq_results_ex)(cq.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
+    };
+    out.truncate(n as usize);
+    out
+}
+
+/// Polls `GetCqResultsEx` until `n` results arrived.
+pub fn wait_results_ex(cq: &Cq, n: usize) -> Vec<NdkResultEx> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(cq.poll_ex(n - got.len()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {n} completions arrived",
+            got.len()
+        );
+        if got.len() < n {
+            std::thread::yield_now();
+        }
+    }
+    got
+}
+
+/// (request context, status) of each result.
+pub fn summary(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
+    results
+        .iter()
+        .map(|r| (r.request_context as usize, r.status))
+        .collect()
+}
+
+/// (request context, status, type) of each extended result.
+pub fn summary_ex(results: &[NdkResultEx]) -> Vec<(usize, NtStatus, NdkOperationType)> {
+    results
+        .iter()
+        .map(|r| (r.request_context as usize, r.status, r.type_))
+        .collect()
+}
+
+/// Asserts the CQ holds nothing more.
+pub fn assert_empty(cq: &Cq) {
+    let more = cq.poll(16);
+    assert!(
+        more.is_empty(),
+        "unexpected completions: {:?}",
+        summary(&more)
+    );
+}
+
+/// A zero-length Receive.
+pub fn recv0(qp: &Qp, context: usize) {
+    assert_eq!(qp.receive(context, &[]), STATUS_SUCCESS, "Receive");
+}
+
+/// A zero-length Send with `flags`.
+pub fn send0(qp: &Qp, context: usize, flags: u32) {
+    assert_eq!(qp.send(context, &[], flags), STATUS_SUCCESS, "Send");
+}
+
+/// A source of completions without a connection: an unconnected QP that
+/// was flushed, so that every receive posted on it completes at once with
+/// `STATUS_CANCELLED` (E1) on `cq`.
+pub struct Spout {
+    pub adapter: Adapter,
+    pub cq: Cq,
+    pub pd: Pd,
+    pub qp: Qp,
+}
+
+impl Spout {
+    /// An adapter of its own, a CQ made by `make_cq`, a PD and a flushed QP.
+    pub fn new(make_cq: impl FnOnce(&Adapter) -> Cq) -> Self {
+        let adapter = Adapter::open(own_address());
+        let cq = make_cq(&adapter);
+        let pd = adapter.pd();
+        let qp = pd.qp(&cq, &cq, 0x5B);
+        qp.flush();
+        Self {
+            adapter,
+            cq,
+            pd,
+            qp,
+        }
+    }
+
+    /// One `STATUS_CANCELLED` completion with request context `context`.
+    pub fn emit(&self, context: usize) {
+        recv0(&self.qp, context);
+    }
+
+    /// Closes everything (L18 checked).
+    pub fn close(self) {
+        for status in [self.qp.close(), self.cq.close(), self.pd.close()] {
+            assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+        }
+        self.adapter.close();
+    }
+}
+
+/// (request context, status) of each result.
+pub fn contexts(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
+    results
+        .iter()
+        .map(|r| (r.request_context as usize, r.status))
+        .collect()
+}
+
+/// How long a check waits to see that a callback does *not* come (it is
+/// always followed by the positive check; no test asserts on timing).
+pub const SETTLE: Duration = Duration::from_millis(50);
+
+/// Waits [`SETTLE`] and returns how many callbacks `signal` has seen.
+pub fn settled_count(signal: &Signal) -> usize {
+    std::thread::sleep(SETTLE);
+    signal.count()
+}
+
+/// Sends `payload` from `from` (QP, CQ, memory) into a receive posted on
+/// `to`, and checks both completions (SUCCESS) and the bytes received.
+/// The two sides may share one CQ (a loopback connection).
+pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
+    let (qp, cq, mem) = from;
+    let (peer_qp, peer_cq, peer_mem) = to;
+    let len = payload.len();
+    mem.buffer.bytes_mut()[..len].copy_from_slice(payload);
+    assert_eq!(
+        peer_qp.receive(0x5EC0, &[peer_mem.sge(0, len)]),
+        STATUS_SUCCESS,
+        "Receive"
+    );
+    assert_eq!(
+        qp.send(0x5E4D, &[mem.sge(0, len)], 0),
+        STATUS_SUCCESS,
+        "Send"
+    );
+    let mut done: Vec<(usize, NtStatus)> = if std::ptr::eq(cq.0, peer_cq.0) {
+        cq.wait_results(2)
+    } else {
+        let mut v = cq.wait_results(1);
+        v.extend(peer_cq.wait_results(1));
+        v
+    }
+    .iter()
+    .map(|r| (r.request_context as usize, r.status))
+    .collect();
+    done.sort_unstable();
+    assert_eq!(
+        done,
+        [(0x5E4D, STATUS_SUCCESS), (0x5EC0, STATUS_SUCCESS)],
+        "Send and Receive completions"
+    );
+    assert_eq!(&peer_mem.bytes()[..len], payload, "bytes received");
+}
