@@ -158,19 +158,28 @@ const SERVER: usize = 0x5E7E;
 #[test]
 fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let before = softndk::provider::object::live_objects();
-    let (client_addr, server_addr) = fresh_addresses();
-    let client = Adapter::open(client_addr);
-    let server = Adapter::open(server_addr);
+    let (
+        End {
+            addr: client_addr,
+            adapter: client,
+            cq: client_cq,
+            pd: client_pd,
+        },
+        End {
+            addr: server_addr,
+            adapter: server,
+            cq: server_cq,
+            pd: server_pd,
+        },
+    ) = Fixture::new()
+        .a_cq(|client| client.cq(4096))
+        .b_cq(|server| server.cq(4096))
+        .ends();
     let info = client.info();
     assert!(
         info.max_transfer_length as usize >= 8 << 20,
         "8 MiB transfers fit"
     );
-
-    let client_cq = client.cq(4096);
-    let server_cq = server.cq(4096);
-    let client_pd = client.pd();
-    let server_pd = server.pd();
     let client_qp = client_pd
         .try_qp(&client_cq, &client_cq, CLIENT, 256, 512, 1, 2, 0)
         .expect("client QP");

@@ -6,10 +6,173 @@
 use super::*;
 
 // ---------------------------------------------------------------------------
-// A connected pair
+// The connection fixture
 // ---------------------------------------------------------------------------
 
-/// Two adapters, each with a CQ, a PD and a QP, connected through a listener.
+/// How the fixture's two adapters are opened and reach each other. This is
+/// the one place that decides it: every family and the scenario get their
+/// adapters from [`Fixture`] (or [`Transport::open`]), so a later change
+/// runs them all over another transport by adding a variant here and
+/// choosing it in [`Transport::default`].
+///
+/// Connecting is done with NDK calls alone (a listener on B, a connector on
+/// A: [`Conn::establish`]), the same on any transport.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// Host mode's in-memory fabric: both adapters live in this process,
+    /// each opened on a loopback address no other fixture uses, so tests
+    /// running in parallel never share a device.
+    #[default]
+    Local,
+}
+
+/// The address family of a fixture's adapters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Family {
+    #[default]
+    V4,
+    V6,
+}
+
+impl Transport {
+    /// Fresh addresses (port 0) for adapters A and B.
+    pub fn addresses(self, family: Family) -> (Addr, Addr) {
+        match (self, family) {
+            (Self::Local, Family::V4) => fresh_addresses(),
+            (Self::Local, Family::V6) => fresh_v6(),
+        }
+    }
+
+    /// Opens an adapter on `addr`.
+    pub fn open(self, addr: Addr) -> Adapter {
+        match self {
+            Self::Local => Adapter::open(addr),
+        }
+    }
+}
+
+/// Makes a side's CQ on its adapter.
+type MakeCq<'a> = Box<dyn FnOnce(&Adapter) -> Cq + 'a>;
+
+/// The connection fixture: two adapters (A and B) with a PD each, a CQ
+/// each, a QP each and, when asked, an SRQ each, connected through a
+/// listener on B. Options are set builder-style and default to what most
+/// tests want (IPv4, the [`Transport::default`], CQs of depth 1024, no
+/// SRQ); [`Fixture::pair`] builds the connected pair, [`Fixture::ends`] and
+/// [`Fixture::sides`] stop earlier for tests that connect step by step.
+pub struct Fixture<'a> {
+    transport: Transport,
+    family: Family,
+    a_cq: MakeCq<'a>,
+    b_cq: MakeCq<'a>,
+    srq: Option<(u32, u32)>,
+}
+
+impl Default for Fixture<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'a> Fixture<'a> {
+    /// The defaults: IPv4 on [`Transport::default`], CQs of depth 1024.
+    pub fn new() -> Self {
+        Self {
+            transport: Transport::default(),
+            family: Family::default(),
+            a_cq: Box::new(|adapter| adapter.cq(1024)),
+            b_cq: Box::new(|adapter| adapter.cq(1024)),
+            srq: None,
+        }
+    }
+
+    /// Over `transport` instead of the default.
+    #[must_use]
+    pub fn over(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// IPv6 addresses instead of IPv4.
+    #[must_use]
+    pub fn v6(mut self) -> Self {
+        self.family = Family::V6;
+        self
+    }
+
+    /// A's CQ made by `make` (e.g. with a callback of the test's own).
+    #[must_use]
+    pub fn a_cq(mut self, make: impl FnOnce(&Adapter) -> Cq + 'a) -> Self {
+        self.a_cq = Box::new(make);
+        self
+    }
+
+    /// B's CQ made by `make`.
+    #[must_use]
+    pub fn b_cq(mut self, make: impl FnOnce(&Adapter) -> Cq + 'a) -> Self {
+        self.b_cq = Box::new(make);
+        self
+    }
+
+    /// Each side's QP receives through an SRQ of `depth` entries of at most
+    /// `sges` SGEs ([`Pair::a_srq`], [`Pair::b_srq`]).
+    #[must_use]
+    pub fn srq(mut self, depth: u32, sges: u32) -> Self {
+        self.srq = Some((depth, sges));
+        self
+    }
+
+    /// Two unconnected sides: adapter, CQ and PD each.
+    pub fn ends(self) -> (End, End) {
+        let (addr_a, addr_b) = self.transport.addresses(self.family);
+        let a = End::made(self.transport.open(addr_a), addr_a, self.a_cq);
+        let b = End::made(self.transport.open(addr_b), addr_b, self.b_cq);
+        (a, b)
+    }
+
+    /// Two unconnected sides with no CQ: adapter and PD each.
+    pub fn sides(self) -> (Side, Side) {
+        let (addr_a, addr_b) = self.transport.addresses(self.family);
+        let side = |addr: Addr| {
+            let adapter = self.transport.open(addr);
+            let pd = adapter.pd();
+            Side { adapter, addr, pd }
+        };
+        (side(addr_a), side(addr_b))
+    }
+
+    /// The connected pair: QP contexts `0xA` and `0xB`, read limits 16 / 16,
+    /// private data `hello` / `welcome`.
+    pub fn pair(self) -> Pair {
+        let srq = self.srq;
+        let (a, b) = self.ends();
+        let (a_srq, a_qp) = a.qp_maybe_srq(0xA, srq);
+        let (b_srq, b_qp) = b.qp_maybe_srq(0xB, srq);
+        let (listener, incoming, listen_addr) = b.listen(0);
+        let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+        Pair {
+            a: a.adapter,
+            b: b.adapter,
+            a_cq: a.cq,
+            b_cq: b.cq,
+            a_pd: a.pd,
+            b_pd: b.pd,
+            a_qp,
+            b_qp,
+            a_srq,
+            b_srq,
+            a_conn: conn.active,
+            b_conn: conn.passive,
+            listener,
+            incoming,
+            a_disconnects: conn.a_disconnects,
+            b_disconnects: conn.b_disconnects,
+        }
+    }
+}
+
+/// Two adapters, each with a CQ, a PD and a QP (and an SRQ if the fixture
+/// asked for one), connected through a listener on B.
 pub struct Pair {
     pub a: Adapter,
     pub b: Adapter,
@@ -19,6 +182,8 @@ pub struct Pair {
     pub b_pd: Pd,
     pub a_qp: Qp,
     pub b_qp: Qp,
+    pub a_srq: Option<Srq>,
+    pub b_srq: Option<Srq>,
     pub a_conn: Connector,
     pub b_conn: Connector,
     pub listener: Listener,
@@ -30,8 +195,8 @@ pub struct Pair {
 /// Next host address for a pair: every pair gets its own two addresses so
 /// tests running in parallel never share a device.
 fn next_host() -> u16 {
-    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(10);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    static NEXT: AtomicU16 = AtomicU16::new(10);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A fresh pair of loopback addresses, `127.1.<n>.1` and `127.1.<n>.2`
@@ -44,67 +209,26 @@ pub fn fresh_addresses() -> (Addr, Addr) {
     )
 }
 
+/// A fresh pair of IPv6 addresses nobody else uses, `fd00:4e58::<n>:1`
+/// and `fd00:4e58::<n>:2`.
+pub fn fresh_v6() -> (Addr, Addr) {
+    static NEXT: AtomicU16 = AtomicU16::new(1);
+    let [hi, lo] = NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+    let ip = |last: u8| {
+        let mut ip = [0_u8; 16];
+        ip[..4].copy_from_slice(&[0xFD, 0x00, 0x4E, 0x58]);
+        ip[12] = hi;
+        ip[13] = lo;
+        ip[15] = last;
+        ip
+    };
+    (Addr::v6(ip(1), 0), Addr::v6(ip(2), 0))
+}
+
 impl Pair {
-    /// A connected pair with one shared CQ per side.
+    /// The default connected pair: [`Fixture::new`]`.pair()`.
     pub fn new() -> Self {
-        let (addr_a, addr_b) = fresh_addresses();
-        let a = Adapter::open(addr_a);
-        let b = Adapter::open(addr_b);
-        let a_cq = a.cq(1024);
-        let b_cq = b.cq(1024);
-        let a_pd = a.pd();
-        let b_pd = b.pd();
-        let a_qp = a_pd.qp(&a_cq, &a_cq, 0xA);
-        let b_qp = b_pd.qp(&b_cq, &b_cq, 0xB);
-        let incoming = Incoming::new();
-        let listener = b.listener(&incoming);
-        assert_eq!(listener.listen(addr_b), STATUS_SUCCESS, "Listen");
-        let (_, listen_addr, _) = listener.local_address();
-        let a_conn = a.connector();
-        let (status, connected) = a_conn.connect(&a_qp, addr_a, listen_addr, 16, 16, b"hello");
-        assert!(
-            status == STATUS_PENDING || status == STATUS_SUCCESS,
-            "Connect returned {status:#x}"
-        );
-        let b_conn = incoming.wait_nth(1);
-        let b_disconnects = Signal::new();
-        let (accept, accepted) = b_conn.accept(&b_qp, 16, 16, b"welcome", &b_disconnects);
-        assert!(
-            accept == STATUS_PENDING || accept == STATUS_SUCCESS,
-            "Accept returned {accept:#x}"
-        );
-        assert_eq!(
-            connected.outcome(status),
-            STATUS_SUCCESS,
-            "Connect completion"
-        );
-        let a_disconnects = Signal::new();
-        assert_eq!(
-            a_conn.complete_connect(&a_disconnects),
-            STATUS_SUCCESS,
-            "CompleteConnect"
-        );
-        assert_eq!(
-            accepted.outcome(accept),
-            STATUS_SUCCESS,
-            "Accept completion"
-        );
-        Self {
-            a,
-            b,
-            a_cq,
-            b_cq,
-            a_pd,
-            b_pd,
-            a_qp,
-            b_qp,
-            a_conn,
-            b_conn,
-            listener,
-            incoming,
-            a_disconnects,
-            b_disconnects,
-        }
+        Fixture::new().pair()
     }
 
     /// Graceful disconnect of both sides, then close of everything; asserts
@@ -120,6 +244,7 @@ impl Pair {
         self.listener.close();
         self.a_qp.close();
         self.b_qp.close();
+        close_srqs(self.a_srq, self.b_srq);
         self.a_cq.close();
         self.b_cq.close();
         self.a_pd.close();
@@ -129,8 +254,26 @@ impl Pair {
     }
 }
 
-/// The connection of two QPs a test created itself (as `Pair::new`
-/// connects its own).
+/// Closes a pair's SRQs, if it has any (after its QPs), L18 checked.
+fn close_srqs(a: Option<Srq>, b: Option<Srq>) {
+    for srq in [a, b].into_iter().flatten() {
+        assert_close(srq.close());
+    }
+}
+
+/// A listener on `adapter` listening on `addr`: it, its connect events and
+/// the address it reports.
+pub fn listen_on(adapter: &Adapter, addr: Addr) -> (Listener, Arc<Incoming>, Addr) {
+    let incoming = Incoming::new();
+    let listener = adapter.listener(&incoming);
+    assert_eq!(listener.listen(addr), STATUS_SUCCESS, "Listen");
+    let (status, local, _) = listener.local_address();
+    assert_eq!(status, STATUS_SUCCESS, "GetListenerLocalAddress");
+    (listener, incoming, local)
+}
+
+/// The connection of two QPs a test created itself (as [`Fixture::pair`]
+/// connects its own): the listener on B and the established connection.
 pub struct Link {
     pub a_conn: Connector,
     pub b_conn: Connector,
@@ -151,46 +294,15 @@ impl Link {
         addr_b: Addr,
         b_qp: &Qp,
     ) -> Self {
-        let incoming = Incoming::new();
-        let listener = b.listener(&incoming);
-        assert_eq!(listener.listen(addr_b), STATUS_SUCCESS, "Listen");
-        let (_, listen_addr, _) = listener.local_address();
-        let a_conn = a.connector();
-        let (status, connected) = a_conn.connect(a_qp, addr_a, listen_addr, 16, 16, b"hello");
-        assert!(
-            status == STATUS_PENDING || status == STATUS_SUCCESS,
-            "Connect returned {status:#x}"
-        );
-        let b_conn = incoming.wait_nth(1);
-        let b_disconnects = Signal::new();
-        let (accept, accepted) = b_conn.accept(b_qp, 16, 16, b"welcome", &b_disconnects);
-        assert!(
-            accept == STATUS_PENDING || accept == STATUS_SUCCESS,
-            "Accept returned {accept:#x}"
-        );
-        assert_eq!(
-            connected.outcome(status),
-            STATUS_SUCCESS,
-            "Connect completion"
-        );
-        let a_disconnects = Signal::new();
-        assert_eq!(
-            a_conn.complete_connect(&a_disconnects),
-            STATUS_SUCCESS,
-            "CompleteConnect"
-        );
-        assert_eq!(
-            accepted.outcome(accept),
-            STATUS_SUCCESS,
-            "Accept completion"
-        );
+        let (listener, incoming, listen_addr) = listen_on(b, addr_b);
+        let conn = Conn::establish(a, addr_a, a_qp, listen_addr, &incoming, 1, b_qp);
         Self {
-            a_conn,
-            b_conn,
+            a_conn: conn.active,
+            b_conn: conn.passive,
             listener,
             incoming,
-            a_disconnects,
-            b_disconnects,
+            a_disconnects: conn.a_disconnects,
+            b_disconnects: conn.b_disconnects,
         }
     }
 
@@ -202,6 +314,126 @@ impl Link {
         assert_close(self.a_conn.close());
         assert_close(self.b_conn.close());
         assert_close(self.listener.close());
+    }
+}
+
+/// One side of a connection a test builds itself: an adapter and a PD
+/// (see [`Fixture::sides`]).
+pub struct Side {
+    pub adapter: Adapter,
+    pub addr: Addr,
+    pub pd: Pd,
+}
+
+impl Side {
+    /// Two sides of the default fixture.
+    pub fn two() -> (Self, Self) {
+        Fixture::new().sides()
+    }
+
+    /// Connects `qp` of this side to `peer_qp` of `peer` (a listener on
+    /// `peer`).
+    pub fn connect(&self, qp: &Qp, peer: &Self, peer_qp: &Qp) -> Link {
+        Link::connect(
+            &self.adapter,
+            self.addr,
+            qp,
+            &peer.adapter,
+            peer.addr,
+            peer_qp,
+        )
+    }
+
+    /// Closes the PD and the adapter (after everything on them).
+    pub fn close(self) {
+        assert_close(self.pd.close());
+        self.adapter.close();
+    }
+}
+
+/// A connected pair of the default fixture whose CQs are made by `a_cq`
+/// and `b_cq` on adapters A and B.
+pub fn pair_with<'a>(
+    a_cq: impl FnOnce(&Adapter) -> Cq + 'a,
+    b_cq: impl FnOnce(&Adapter) -> Cq + 'a,
+) -> Pair {
+    Fixture::new().a_cq(a_cq).b_cq(b_cq).pair()
+}
+
+/// A pair whose B-side CQ (depth 1024) notifies `watch`.
+pub fn pair_watching_b(watch: &Arc<Watch>) -> Pair {
+    Fixture::new()
+        .b_cq(|b| watched_cq(b, 1024, watch))
+        .pair()
+}
+
+/// One side of a connection: an adapter, a CQ and a PD (see
+/// [`Fixture::ends`]).
+pub struct End {
+    pub addr: Addr,
+    pub adapter: Adapter,
+    pub cq: Cq,
+    pub pd: Pd,
+}
+
+impl End {
+    /// An adapter of the default transport opened on `addr`, a CQ (depth
+    /// 1024) and a PD.
+    pub fn open(addr: Addr) -> Self {
+        Self::made(Transport::default().open(addr), addr, Box::new(|a| a.cq(1024)))
+    }
+
+    fn made(adapter: Adapter, addr: Addr, make_cq: MakeCq<'_>) -> Self {
+        let cq = make_cq(&adapter);
+        let pd = adapter.pd();
+        Self {
+            addr,
+            adapter,
+            cq,
+            pd,
+        }
+    }
+
+    /// Two sides of the default fixture.
+    pub fn two() -> (Self, Self) {
+        Fixture::new().ends()
+    }
+
+    /// A QP (depth 64, 4 SGEs, 256 inline bytes) on the side's CQ.
+    pub fn qp(&self, context: usize) -> Qp {
+        self.pd.qp(&self.cq, &self.cq, context)
+    }
+
+    /// A QP as [`End::qp`], receiving through a new SRQ of `depth` entries
+    /// of `sges` SGEs when `srq` asks for one.
+    fn qp_maybe_srq(&self, context: usize, srq: Option<(u32, u32)>) -> (Option<Srq>, Qp) {
+        let Some((depth, sges)) = srq else {
+            return (None, self.qp(context));
+        };
+        let srq = self.pd.try_srq(depth, sges, 0, None).expect("CreateSrq");
+        let qp = self
+            .pd
+            .try_qp_with_srq(&self.cq, &self.cq, &srq, context, 64, 4, 256)
+            .expect("CreateQpWithSrq");
+        (Some(srq), qp)
+    }
+
+    /// A listener on this side's adapter listening on `addr`:`port`
+    /// (port 0: ephemeral); returns it with its events and the address
+    /// it reports.
+    pub fn listen(&self, port: u16) -> (Listener, Arc<Incoming>, Addr) {
+        listen_on(&self.adapter, self.addr.with_port(port))
+    }
+
+    /// Closes the CQ, the PD and the adapter (L18 checked).
+    pub fn close(self) {
+        for status in [self.cq.close(), self.pd.close()] {
+            assert!(
+                status == STATUS_SUCCESS || status == STATUS_PENDING,
+                "L18: close returned {status:#x}"
+            );
+        }
+        self.adapter.close();
     }
 }
 
@@ -248,6 +480,8 @@ pub fn teardown_after(pair: Pair, early: Early) {
         b_pd,
         a_qp,
         b_qp,
+        a_srq,
+        b_srq,
         a_conn,
         b_conn,
         listener,
@@ -267,6 +501,7 @@ pub fn teardown_after(pair: Pair, early: Early) {
         assert_close(a_qp.close());
     }
     assert_close(b_qp.close());
+    close_srqs(a_srq, b_srq);
     assert_close(a_cq.close());
     assert_close(b_cq.close());
     assert_close(a_pd.close());
@@ -278,114 +513,6 @@ pub fn teardown_after(pair: Pair, early: Early) {
 /// `Pair::teardown` for a pair whose connection an error may have ended.
 pub fn teardown_lenient(pair: Pair) {
     teardown_after(pair, Early::default());
-}
-
-/// One side of a connection a test builds itself: an adapter opened on a
-/// fresh address, and a PD.
-pub struct Side {
-    pub adapter: Adapter,
-    pub addr: Addr,
-    pub pd: Pd,
-}
-
-impl Side {
-    /// Two sides on a fresh pair of addresses.
-    pub fn two() -> (Self, Self) {
-        let (addr_a, addr_b) = fresh_addresses();
-        let open = |addr: Addr| {
-            let adapter = Adapter::open(addr);
-            let pd = adapter.pd();
-            Self { adapter, addr, pd }
-        };
-        (open(addr_a), open(addr_b))
-    }
-
-    /// Connects `qp` of this side to `peer_qp` of `peer` (a listener on
-    /// `peer`).
-    pub fn connect(&self, qp: &Qp, peer: &Self, peer_qp: &Qp) -> Link {
-        Link::connect(
-            &self.adapter,
-            self.addr,
-            qp,
-            &peer.adapter,
-            peer.addr,
-            peer_qp,
-        )
-    }
-
-    /// Closes the PD and the adapter (after everything on them).
-    pub fn close(self) {
-        assert_close(self.pd.close());
-        self.adapter.close();
-    }
-}
-
-/// A connected pair (as [`Pair::new`]) whose CQs are made by `a_cq` and
-/// `b_cq` on adapters A and B.
-pub fn pair_with(a_cq: impl FnOnce(&Adapter) -> Cq, b_cq: impl FnOnce(&Adapter) -> Cq) -> Pair {
-    let (addr_a, addr_b) = fresh_addresses();
-    let a = Adapter::open(addr_a);
-    let b = Adapter::open(addr_b);
-    let a_cq = a_cq(&a);
-    let b_cq = b_cq(&b);
-    let a_pd = a.pd();
-    let b_pd = b.pd();
-    let a_qp = a_pd.qp(&a_cq, &a_cq, 0xA);
-    let b_qp = b_pd.qp(&b_cq, &b_cq, 0xB);
-    let incoming = Incoming::new();
-    let listener = b.listener(&incoming);
-    assert_eq!(listener.listen(addr_b), STATUS_SUCCESS, "Listen");
-    let (_, listen_addr, _) = listener.local_address();
-    let a_conn = a.connector();
-    let (status, connected) = a_conn.connect(&a_qp, addr_a, listen_addr, 16, 16, b"hello");
-    assert!(
-        status == STATUS_PENDING || status == STATUS_SUCCESS,
-        "Connect returned {status:#x}"
-    );
-    let b_conn = incoming.wait_nth(1);
-    let b_disconnects = Signal::new();
-    let (accept, accepted) = b_conn.accept(&b_qp, 16, 16, b"welcome", &b_disconnects);
-    assert!(
-        accept == STATUS_PENDING || accept == STATUS_SUCCESS,
-        "Accept returned {accept:#x}"
-    );
-    assert_eq!(
-        connected.outcome(status),
-        STATUS_SUCCESS,
-        "Connect completion"
-    );
-    let a_disconnects = Signal::new();
-    assert_eq!(
-        a_conn.complete_connect(&a_disconnects),
-        STATUS_SUCCESS,
-        "CompleteConnect"
-    );
-    assert_eq!(
-        accepted.outcome(accept),
-        STATUS_SUCCESS,
-        "Accept completion"
-    );
-    Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        incoming,
-        a_disconnects,
-        b_disconnects,
-    }
-}
-
-/// A pair whose B-side CQ (depth 1024) notifies `watch`.
-pub fn pair_watching_b(watch: &Arc<Watch>) -> Pair {
-    pair_with(|a| a.cq(1024), |b| watched_cq(b, 1024, watch))
 }
 
 /// A fresh IPv4 address of its own, `127.76.x.y` (outside the range of
@@ -436,6 +563,8 @@ pub fn teardown_except(pair: Pair, closed: Closed) {
         b_pd,
         a_qp,
         b_qp,
+        a_srq,
+        b_srq,
         a_conn,
         b_conn,
         listener,
@@ -470,6 +599,7 @@ pub fn teardown_except(pair: Pair, closed: Closed) {
     if !closed.b_qp {
         check(b_qp.close());
     }
+    close_srqs(a_srq, b_srq);
     if !closed.a_cq {
         check(a_cq.close());
     }
@@ -493,83 +623,6 @@ pub fn own_v4() -> Addr {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let [low, high] = (n % 250 + 1 + (n / 250) * 256).to_le_bytes();
     Addr::v4([127, 78, high, low], 0)
-}
-
-/// A fresh pair of IPv6 addresses nobody else uses, `fd00:4e58::<n>:1`
-/// and `fd00:4e58::<n>:2`.
-pub fn fresh_v6() -> (Addr, Addr) {
-    static NEXT: AtomicU16 = AtomicU16::new(1);
-    let [hi, lo] = NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes();
-    let ip = |last: u8| {
-        let mut ip = [0_u8; 16];
-        ip[..4].copy_from_slice(&[0xFD, 0x00, 0x4E, 0x58]);
-        ip[12] = hi;
-        ip[13] = lo;
-        ip[15] = last;
-        ip
-    };
-    (Addr::v6(ip(1), 0), Addr::v6(ip(2), 0))
-}
-
-/// One side of a connection: an adapter opened on `addr`, a CQ (depth
-/// 1024) and a PD.
-pub struct End {
-    pub addr: Addr,
-    pub adapter: Adapter,
-    pub cq: Cq,
-    pub pd: Pd,
-}
-
-impl End {
-    pub fn open(addr: Addr) -> Self {
-        let adapter = Adapter::open(addr);
-        let cq = adapter.cq(1024);
-        let pd = adapter.pd();
-        Self {
-            addr,
-            adapter,
-            cq,
-            pd,
-        }
-    }
-
-    /// Two sides on [`fresh_addresses`].
-    pub fn two() -> (Self, Self) {
-        let (a, b) = fresh_addresses();
-        (Self::open(a), Self::open(b))
-    }
-
-    /// A QP (depth 64, 4 SGEs, 256 inline bytes) on the side's CQ.
-    pub fn qp(&self, context: usize) -> Qp {
-        self.pd.qp(&self.cq, &self.cq, context)
-    }
-
-    /// A listener on this side's adapter listening on `addr`:`port`
-    /// (port 0: ephemeral); returns it with its events and the address
-    /// it reports.
-    pub fn listen(&self, port: u16) -> (Listener, Arc<Incoming>, Addr) {
-        let incoming = Incoming::new();
-        let listener = self.adapter.listener(&incoming);
-        assert_eq!(
-            listener.listen(self.addr.with_port(port)),
-            STATUS_SUCCESS,
-            "Listen"
-        );
-        let (status, local, _) = listener.local_address();
-        assert_eq!(status, STATUS_SUCCESS, "GetListenerLocalAddress");
-        (listener, incoming, local)
-    }
-
-    /// Closes the CQ, the PD and the adapter (L18 checked).
-    pub fn close(self) {
-        for status in [self.cq.close(), self.pd.close()] {
-            assert!(
-                status == STATUS_SUCCESS || status == STATUS_PENDING,
-                "L18: close returned {status:#x}"
-            );
-        }
-        self.adapter.close();
-    }
 }
 
 /// An established connection: the active connector, the passive one (from

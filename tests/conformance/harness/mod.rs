@@ -33,6 +33,7 @@ pub mod reaping;
 pub use callbacks::*;
 pub use connections::*;
 pub use objects::*;
+#[allow(unused_imports, reason = "the scenario binary reaps its own way")]
 pub use reaping::*;
 
 /// How long a test waits for an asynchronous completion before failing.
