@@ -77,8 +77,8 @@ fn connect_and_exchange(a: &End, b: &End) {
         listen_addr
     );
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
-    let mut a_mem = Mem::new(&a.pd, 4096, 0);
-    let mut b_mem = Mem::new(&b.pd, 4096, 0);
+    let mut a_mem = Mem::all(&a.pd, 4096, 0);
+    let mut b_mem = Mem::all(&b.pd, 4096, 0);
     ping(
         (&a_qp, &a.cq, &mut a_mem),
         (&b_qp, &b.cq, &b_mem),
@@ -1086,8 +1086,8 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     );
 
     // The QPs are connected.
-    let mut a_mem = Mem::new(&a.pd, 4096, 0);
-    let b_mem = Mem::new(&b.pd, 4096, 0);
+    let mut a_mem = Mem::all(&a.pd, 4096, 0);
+    let b_mem = Mem::all(&b.pd, 4096, 0);
     ping(
         (&a_qp, &a.cq, &mut a_mem),
         (&b_qp, &b.cq, &b_mem),
@@ -1723,8 +1723,8 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         );
         assert_eq!(&buffer, sent);
     }
-    let mut a_mem = Mem::new(&a.pd, 4096, 0);
-    let b_mem = Mem::new(&b.pd, 4096, 0);
+    let mut a_mem = Mem::all(&a.pd, 4096, 0);
+    let b_mem = Mem::all(&b.pd, 4096, 0);
     ping(
         (&a_qp, &a.cq, &mut a_mem),
         (&b_qp, &b.cq, &b_mem),
@@ -1831,8 +1831,8 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
     assert_eq!(outcome(accepted), STATUS_SUCCESS);
 
-    let a_mem = Mem::new(&a.pd, 16 * 1024, 0);
-    let mut b_mem = Mem::new(&b.pd, 16 * 1024, 0);
+    let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
+    let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
     for (i, byte) in b_mem.buffer.bytes_mut().iter_mut().enumerate() {
         *byte = (i / 1024) as u8 ^ (i as u8);
     }
@@ -2050,8 +2050,8 @@ fn n24_disconnect_callback_may_be_null() {
         let b_qp = b.qp(0xB);
         let (active, passive) =
             connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, n + 1, None, None);
-        let mut a_mem = Mem::new(&a.pd, 4096, 0);
-        let b_mem = Mem::new(&b.pd, 4096, 0);
+        let mut a_mem = Mem::all(&a.pd, 4096, 0);
+        let b_mem = Mem::all(&b.pd, 4096, 0);
         ping(
             (&a_qp, &a.cq, &mut a_mem),
             (&b_qp, &b.cq, &b_mem),
@@ -2113,8 +2113,8 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     );
     // An RDMA Write to a token B never issued: an error ends the connection
     // (E5), which both sides learn of (X2).
-    let a_mem = Mem::new(&a.pd, 4096, 1);
-    let b_mem = Mem::new(&b.pd, 4096, 0);
+    let a_mem = Mem::all(&a.pd, 4096, 1);
+    let b_mem = Mem::all(&b.pd, 4096, 0);
     let bad_token = b_mem.token() ^ 0x00FF_FF00;
     assert_eq!(
         a_qp.write(1, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0),
@@ -2172,7 +2172,7 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
         None,
         Some((on_disconnect, b_events.ctx())),
     );
-    let b_mem = Mem::new(&b.pd, 4096, 0);
+    let b_mem = Mem::all(&b.pd, 4096, 0);
     for i in 0..4 {
         assert_eq!(
             b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]),
@@ -2262,7 +2262,7 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
-    let a_mem = Mem::new(&a.pd, 4096, 0);
+    let a_mem = Mem::all(&a.pd, 4096, 0);
     for i in 0..3 {
         assert_eq!(
             a_qp.receive(0x20 + i, &[a_mem.sge(i * 64, 64)]),
@@ -2368,8 +2368,8 @@ fn n27_loopback_connection_on_one_adapter() {
     assert_eq!(local.ip_bytes(), addr.ip_bytes());
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
-    let mut m1 = Mem::new(&end.pd, 4096, 0);
-    let mut m2 = Mem::new(&end.pd, 4096, 0);
+    let mut m1 = Mem::all(&end.pd, 4096, 0);
+    let mut m2 = Mem::all(&end.pd, 4096, 0);
     ping((&qp1, &end.cq, &mut m1), (&qp2, &end.cq, &m2), b"to myself");
     ping(
         (&qp2, &end.cq, &mut m2),
@@ -2404,7 +2404,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
-    let a_mem = Mem::new(&a.pd, 4096, 0);
+    let a_mem = Mem::all(&a.pd, 4096, 0);
     assert_eq!(a_qp.receive(0x77, &[a_mem.sge(0, 64)]), STATUS_SUCCESS);
     let (listener, incoming, listen_addr) = b.listen(0);
     let connector = a.adapter.connector();
@@ -2439,7 +2439,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     assert_eq!(connector.close(), STATUS_SUCCESS);
     // Both QPs connect now; the old receive takes the message.
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 3, &b_qp);
-    let mut b_mem = Mem::new(&b.pd, 4096, 0);
+    let mut b_mem = Mem::all(&b.pd, 4096, 0);
     b_mem.buffer.bytes_mut()[..5].copy_from_slice(b"still");
     assert_eq!(b_qp.send(0x88, &[b_mem.sge(0, 5)], 0), STATUS_SUCCESS);
     let got = a.cq.wait_results(1);
@@ -2653,8 +2653,8 @@ fn n32_objects_of_two_openings_of_one_adapter_work_together() {
     let (listener, incoming, listen_addr) = x1.listen(0);
     // The active connector is y2's; its QP is y1's.
     let conn = Conn::establish(&y2.adapter, addr_y, &y_qp, listen_addr, &incoming, 1, &x_qp);
-    let mut x_mem = Mem::new(&x2.pd, 4096, 0);
-    let mut y_mem = Mem::new(&y1.pd, 4096, 0);
+    let mut x_mem = Mem::all(&x2.pd, 4096, 0);
+    let mut y_mem = Mem::all(&y1.pd, 4096, 0);
     ping(
         (&y_qp, &y1.cq, &mut y_mem),
         (&x_qp, &x2.cq, &x_mem),

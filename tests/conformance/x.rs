@@ -159,8 +159,8 @@ fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
 #[test]
 fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 0);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 2);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 0);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 2);
     let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
     assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
@@ -266,10 +266,10 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
     let pair = Pair::new();
     let len = (1_usize << 20).min(pair.a.info().max_transfer_length as usize);
     let sources = [
-        Mem::new(&pair.a_pd, len, 0x11),
-        Mem::new(&pair.a_pd, len, 0x22),
+        Mem::all(&pair.a_pd, len, 0x11),
+        Mem::all(&pair.a_pd, len, 0x22),
     ];
-    let target = Mem::new(&pair.b_pd, len, 0);
+    let target = Mem::all(&pair.b_pd, len, 0);
     let sges = [sources[0].sge(0, len), sources[1].sge(0, len)];
     let (remote, token) = (target.remote(0), target.token());
     let landed = || target.bytes()[len - 1] != 0;
@@ -330,8 +330,8 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
 #[test]
 fn x1_disconnect_of_an_aborted_connection_fails_connection_aborted() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
     assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS);
     assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
@@ -372,8 +372,8 @@ fn x2_peer_disconnect_is_indicated_unless_the_consumer_disconnected_first() {
 #[test]
 fn x2_abort_is_indicated_to_both_consumers() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
     assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS, "indicated to A");
     assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS, "indicated to B");
@@ -638,8 +638,8 @@ fn x3_close_racing_the_peer_disconnect_is_harmless() {
 #[test]
 fn x4_indication_neither_loses_nor_duplicates_completions() {
     let pair = Pair::new();
-    let mut a_mem = Mem::new(&pair.a_pd, 4096, 0);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let mut a_mem = Mem::all(&pair.a_pd, 4096, 0);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     for i in 0..4 {
         assert_eq!(
             pair.b_qp.receive(0x40 + i, &[b_mem.sge(i * 64, 64)]),
@@ -699,8 +699,8 @@ fn assert_posts_refused(qp: &Qp, cq: &Cq, mem: &Mem, peer: &Mem, side: &str) {
 #[test]
 fn x5_posts_after_disconnect_fail_connection_invalid() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 0);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 0);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(xs.outcome(x), STATUS_SUCCESS);
@@ -790,8 +790,8 @@ fn x5_disconnected_connector_and_qp_cannot_be_reused() {
 #[test]
 fn x6_after_disconnect_completes_nothing_flows_either_way() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 0);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 0);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     assert_eq!(pair.a_qp.receive(0xA1, &[a_mem.sge(0, 64)]), STATUS_SUCCESS);
     assert_eq!(pair.b_qp.receive(0xB1, &[b_mem.sge(0, 64)]), STATUS_SUCCESS);
     let (x, xs) = pair.a_conn.disconnect();
@@ -808,8 +808,8 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
         [(0xB1, STATUS_CANCELLED)]
     );
     // Neither direction carries anything any more.
-    let a_src = Mem::new(&pair.a_pd, 4096, 0x3C);
-    let b_src = Mem::new(&pair.b_pd, 4096, 0xC3);
+    let a_src = Mem::all(&pair.a_pd, 4096, 0x3C);
+    let b_src = Mem::all(&pair.b_pd, 4096, 0xC3);
     let to_b = pair
         .a_qp
         .write(1, &[a_src.sge(0, 64)], b_mem.remote(0), b_mem.token(), 0);
@@ -836,8 +836,8 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
 #[test]
 fn x6_after_a_failed_disconnect_the_connection_is_fully_closed() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::new(&pair.b_pd, 4096, 0);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
     assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
     let (x, xs) = pair.a_conn.disconnect();
@@ -859,7 +859,7 @@ fn x6_after_a_failed_disconnect_the_connection_is_fully_closed() {
 #[test]
 fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 7);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 7);
     for i in 0..3 {
         assert_eq!(
             pair.a_qp.receive(0x70 + i, &[a_mem.sge(1024 + i * 64, 64)]),
@@ -898,7 +898,7 @@ fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
 #[test]
 fn x7_close_with_outstanding_requests_flushes_them_and_completes() {
     let pair = Pair::new();
-    let a_mem = Mem::new(&pair.a_pd, 4096, 7);
+    let a_mem = Mem::all(&pair.a_pd, 4096, 7);
     assert_eq!(
         pair.a_qp.receive(0x70, &[a_mem.sge(1024, 64)]),
         STATUS_SUCCESS

@@ -188,14 +188,26 @@ macro_rules! table {
     };
 }
 
-/// Closes any object through its table's close slot (slot 0).
-fn close_object(
+/// Starts the close of any object through its table's close slot (slot 0):
+/// the close's return value and completion signal.
+pub fn close_started(
     header: *mut NdkObjectHeader,
     close: NdkFnCloseObject,
-    signal: &Arc<Signal>,
-) -> NtStatus {
+) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
     // SAFETY: a live object and its own close slot.
-    unsafe { close(header, Some(on_close), signal.ctx()) }
+    let status = unsafe { close(header, Some(on_close), signal.ctx()) };
+    (status, signal)
+}
+
+/// Closes an object through its close slot and waits for the completion
+/// if the close pended: the close's return value.
+fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+    let (status, signal) = close_started(header, close);
+    if status == STATUS_PENDING {
+        signal.wait();
+    }
+    status
 }
 
 /// An open adapter.
@@ -459,12 +471,7 @@ impl Cq {
 
     /// Closes and waits for the close to complete; returns the close's return value.
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_cq, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_cq)
     }
 }
 
@@ -628,19 +635,12 @@ impl Pd {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_pd, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_pd)
     }
 
     /// Starts the close and returns at once with the close's signal.
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_pd, &signal);
-        (status, signal)
+        close_started(self.0.cast(), self.d().ndk_close_pd)
     }
 }
 
@@ -706,12 +706,7 @@ impl Mr {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_mr, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_mr)
     }
 }
 
@@ -732,12 +727,7 @@ impl Mw {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_mw, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_mw)
     }
 }
 
@@ -770,12 +760,7 @@ impl Srq {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_srq, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_srq)
     }
 }
 
@@ -942,12 +927,7 @@ impl Qp {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_qp, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_qp)
     }
 }
 
@@ -974,16 +954,30 @@ impl Connector {
         ord: u32,
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
+        self.connect_sized(qp, (src, src.len()), (dst, dst.len()), (ird, ord), data)
+    }
+
+    /// Connect with the address lengths given (at most 28) and read limits
+    /// `(ird, ord)`.
+    pub fn connect_sized(
+        &self,
+        qp: &Qp,
+        (src, src_len): (Addr, u32),
+        (dst, dst_len): (Addr, u32),
+        (ird, ord): (u32, u32),
+        data: &[u8],
+    ) -> (NtStatus, Arc<Signal>) {
         let signal = Signal::new();
-        // SAFETY: live objects; addresses and data valid for the call.
+        // SAFETY: live objects; both addresses are 28-byte buffers, at least
+        // the lengths given; data valid for the call.
         let status = unsafe {
             (self.d().ndk_connect)(
                 self.0,
                 qp.0,
                 src.as_ptr(),
-                src.len(),
+                src_len.min(28),
                 dst.as_ptr(),
-                dst.len(),
+                dst_len.min(28),
                 ird,
                 ord,
                 data.as_ptr().cast(),
@@ -1097,12 +1091,7 @@ impl Connector {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_connector, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_connector)
     }
 }
 
@@ -1143,9 +1132,7 @@ impl Listener {
     }
 
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_listener, &signal);
-        (status, signal)
+        close_started(self.0.cast(), self.d().ndk_close_listener)
     }
 
     pub fn close(self) -> NtStatus {
@@ -1165,12 +1152,7 @@ impl SharedEndpoint {
     }
 
     pub fn close(self) -> NtStatus {
-        let signal = Signal::new();
-        let status = close_object(self.0.cast(), self.d().ndk_close_shared_endpoint, &signal);
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
+        close_waiting(self.0.cast(), self.d().ndk_close_shared_endpoint)
     }
 }
 
@@ -1215,6 +1197,11 @@ impl Region {
     /// `pd` with `NDK_MR_FLAG_*` `flags`.
     pub fn new(pd: &Pd, len: usize, fill: u8, flags: u32) -> Self {
         Self::register(pd, Buffer::new(len, 0, fill), flags)
+    }
+
+    /// As [`Region::new`], with every access right ([`MR_ALL`]).
+    pub fn all(pd: &Pd, len: usize, fill: u8) -> Self {
+        Self::new(pd, len, fill, MR_ALL)
     }
 
     /// As [`Region::new`], filled with [`Buffer::pattern`] of `seed`.
@@ -1308,20 +1295,12 @@ pub unsafe fn cq_with(
 /// Starts the close of a QP the test keeps the wrapper of (it must not
 /// close it again): the close's return value and completion signal.
 pub fn close_qp_async(qp: &Qp) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
-    let status = close_object(qp.0.cast(), qp.d().ndk_close_qp, &signal);
-    (status, signal)
+    close_started(qp.0.cast(), qp.d().ndk_close_qp)
 }
 
 /// As [`close_qp_async`], for a connector.
 pub fn close_connector_async(connector: &Connector) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
-    let status = close_object(
-        connector.0.cast(),
-        connector.d().ndk_close_connector,
-        &signal,
-    );
-    (status, signal)
+    close_started(connector.0.cast(), connector.d().ndk_close_connector)
 }
 
 /// A fast-register MR over LAM pages of a buffer of its adapter.
@@ -1543,13 +1522,7 @@ pub fn try_watched_cq(
     reason = "the close consumes the object"
 )]
 pub fn close_endpoint_async(endpoint: SharedEndpoint) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
-    let status = close_object(
-        endpoint.0.cast(),
-        endpoint.d().ndk_close_shared_endpoint,
-        &signal,
-    );
-    (status, signal)
+    close_started(endpoint.0.cast(), endpoint.d().ndk_close_shared_endpoint)
 }
 
 /// Starts the close of a connector: its return value and signal.
@@ -1558,13 +1531,7 @@ pub fn close_endpoint_async(endpoint: SharedEndpoint) -> (NtStatus, Arc<Signal>)
     reason = "the close consumes the object"
 )]
 pub fn close_connector_owned_async(connector: Connector) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
-    let status = close_object(
-        connector.0.cast(),
-        connector.d().ndk_close_connector,
-        &signal,
-    );
-    (status, signal)
+    close_started(connector.0.cast(), connector.d().ndk_close_connector)
 }
 
 /// Waits for a close started with one of the `…_async` helpers (L18).
@@ -1583,48 +1550,5 @@ pub const MR_ALL: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits()
     | MrFlags::ALLOW_REMOTE_READ.bits()
     | MrFlags::ALLOW_REMOTE_WRITE.bits();
 
-/// A page-aligned buffer registered with [`MR_ALL`].
-pub struct Mem {
-    pub buffer: Buffer,
-    pub mr: Mr,
-}
-
-impl Mem {
-    /// `len` bytes filled with `fill`, registered on `pd`.
-    pub fn new(pd: &Pd, len: usize, fill: u8) -> Self {
-        let mut buffer = Buffer::new(len, 0, fill);
-        let mr = pd.mr(false);
-        assert_eq!(
-            mr.register(&mut buffer, MR_ALL),
-            STATUS_SUCCESS,
-            "RegisterMr"
-        );
-        Self { buffer, mr }
-    }
-
-    /// A local SGE over `len` bytes at `offset`.
-    pub fn sge(&self, offset: usize, len: usize) -> NdkSge {
-        self.buffer
-            .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
-    }
-
-    /// The remote address of the byte at `offset`.
-    pub fn remote(&self, offset: usize) -> u64 {
-        self.buffer.va() + offset as u64
-    }
-
-    /// The remote token.
-    pub fn token(&self) -> u32 {
-        self.mr.remote_token()
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        self.buffer.bytes()
-    }
-
-    /// Closes the MR (the buffer is freed after the close completed).
-    pub fn close(self) {
-        let status = self.mr.close();
-        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    }
-}
+/// A page-aligned buffer registered with [`MR_ALL`] (see [`Region::all`]).
+pub type Mem = Region;
