@@ -3,11 +3,6 @@
 //! between the two QPs of a [`Pair`]: a zero-length Send from A makes one
 //! receive completion on B's CQ, solicited with `SEND_AND_SOLICIT_EVENT`.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    reason = "test contexts round-trip through usize"
-)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -63,7 +58,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
                         let got: Vec<(usize, NtStatus)> = match t {
                             0 => {
                                 cq.arm(NdkCqNotifyType::ANY);
-                                contexts(&cq.poll(5))
+                                summary(&cq.poll(5))
                             }
                             1 => {
                                 cq.arm(NdkCqNotifyType::SOLICITED);
@@ -74,7 +69,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
                             }
                             _ => {
                                 cq.arm(NdkCqNotifyType::ERRORS);
-                                contexts(&cq.poll(1))
+                                summary(&cq.poll(1))
                             }
                         };
                         for (context, status) in &got {
@@ -148,7 +143,7 @@ impl Window {
             STATUS_SUCCESS
         );
         assert_eq!(
-            contexts(&p.b_cq.wait_results(1)),
+            summary(&p.b_cq.wait_results(1)),
             vec![(0xB1, STATUS_SUCCESS)]
         );
         let mut local = Buffer::new(PAGE, 0, 0);
@@ -198,10 +193,10 @@ fn c2_receive_and_invalidate_completion_is_retrievable_with_get_cq_results() {
     assert_eq!(&window.local.bytes()[..16], &window.region.bytes()[..16]);
     recv0(&p.b_qp, 2);
     assert_eq!(p.a_qp.send_and_invalidate(3, &[], 0, token), STATUS_SUCCESS);
-    assert_eq!(contexts(&p.a_cq.wait_results(1)), vec![(3, STATUS_SUCCESS)]);
+    assert_eq!(summary(&p.a_cq.wait_results(1)), vec![(3, STATUS_SUCCESS)]);
     // C2: the receive completion, through the plain NDK_RESULT form.
     let results = p.b_cq.wait_results(1);
-    assert_eq!(contexts(&results), vec![(2, STATUS_SUCCESS)], "C2");
+    assert_eq!(summary(&results), vec![(2, STATUS_SUCCESS)], "C2");
     assert_eq!(results[0].qp_context as usize, 0xB, "P21");
     assert_eq!(results[0].bytes_transferred, 0);
     // The token was invalidated at the receiver all the same.
@@ -254,7 +249,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
     assert_eq!(p.b_qp.invalidate(5, window.mw.header(), 0), STATUS_SUCCESS);
     let results = p.b_cq.wait_results(1);
     assert_eq!(
-        contexts(&results),
+        summary(&results),
         vec![(5, STATUS_INVALID_DEVICE_REQUEST)],
         "C2: Invalidate of an invalidated window"
     );
@@ -438,7 +433,7 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
     assert_eq!(sender.join().unwrap(), STATUS_SUCCESS);
     watch.wait_returned(2);
     assert!(!watch.overlapped(), "C5: callbacks overlapped");
-    let mut b: Vec<_> = contexts(&p.b_cq.wait_results(2));
+    let mut b: Vec<_> = summary(&p.b_cq.wait_results(2));
     b.sort_unstable();
     assert_eq!(b, vec![(2, STATUS_SUCCESS), (1001, STATUS_SUCCESS)]);
     p.teardown();
@@ -488,7 +483,7 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
     assert!(!watch.overlapped());
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![STATUS_SUCCESS; 2]);
-    let mut b: Vec<_> = contexts(&p.b_cq.wait_results(2));
+    let mut b: Vec<_> = summary(&p.b_cq.wait_results(2));
     b.sort_unstable();
     assert_eq!(b, vec![(2, STATUS_SUCCESS), (1001, STATUS_SUCCESS)]);
     // Watch's hook holds the watch: break the cycle.

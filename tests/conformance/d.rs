@@ -7,23 +7,9 @@
 //! each accepted request completes exactly once, eventually — and never that
 //! a deferred request has *not* run yet (D2: the flag is a hint).
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::too_many_lines,
-    clippy::items_after_statements,
-    clippy::similar_names,
-    reason = "test code: byte patterns from small loop indices, long scenario tests, local helper types"
-)]
-
 use softndk::abi::*;
 
 use super::harness::*;
-
-/// Request contexts of a list of results.
-fn contexts(results: &[NdkResult]) -> Vec<usize> {
-    results.iter().map(|r| r.request_context as usize).collect()
-}
 
 /// D1: NDK_OP_FLAG_DEFER is accepted on Bind, FastRegister, Invalidate, Read,
 /// Send, SendAndInvalidate and Write; the chain, closed by a request without
@@ -202,7 +188,7 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
         }
         let rest = 6 - done.len();
         done.extend(pair.a_cq.wait_results(rest));
-        assert_eq!(contexts(&done), (base..base + 6).collect::<Vec<_>>());
+        assert_eq!(request_contexts(&done), (base..base + 6).collect::<Vec<_>>());
         assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     }
     assert_eq!(&b_mem.bytes()[..1536], &a_src.bytes()[..1536]);
@@ -432,7 +418,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
         STATUS_NO_MORE_ENTRIES
     );
     let done = pair.a_cq.wait_results(depth);
-    assert_eq!(contexts(&done), (1000..1000 + depth).collect::<Vec<_>>());
+    assert_eq!(request_contexts(&done), (1000..1000 + depth).collect::<Vec<_>>());
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_empty(&pair.a_cq);
 
@@ -464,7 +450,7 @@ fn open_chain(pair: &Pair, src: &Region, dst: &Region) {
 /// The three requests of [`open_chain`] each completed once, successfully or
 /// cancelled (D5: "complete or cancel").
 fn assert_chain_ended(results: &[NdkResult]) {
-    assert_eq!(contexts(results), [1, 2, 3]);
+    assert_eq!(request_contexts(results), [1, 2, 3]);
     for r in results {
         assert!(
             r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,

@@ -1,15 +1,6 @@
 //! Family E of the rules catalogue, through the C ABI: errors and completion
 //! statuses.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::too_many_lines,
-    clippy::items_after_statements,
-    clippy::similar_names,
-    reason = "test code: byte patterns from small loop indices, long scenario tests, local helper types"
-)]
-
 use std::sync::Arc;
 
 use softndk::abi::*;

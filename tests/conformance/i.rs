@@ -5,15 +5,6 @@
 //! callbacks on the posting thread, re-entry from callbacks, inline data
 //! lifetime, and the Affinity argument.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::too_many_lines,
-    clippy::items_after_statements,
-    clippy::similar_names,
-    reason = "test code: byte patterns from small loop indices, long scenario tests, local helper types"
-)]
-
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};

@@ -3,11 +3,6 @@
 //! flushed, unconnected QP whose every receive completes at once,
 //! cancelled, on the CQ under test.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    reason = "test contexts round-trip through usize"
-)]
-
 use softndk::abi::*;
 
 use super::harness::*;

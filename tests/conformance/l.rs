@@ -5,15 +5,6 @@
 //! when a consumer keeps them, and as its robustness when one breaks them while
 //! the object is still alive (a close still pending).
 
-#![allow(
-    clippy::too_many_lines,
-    reason = "a lifetime scenario reads best as one sequence"
-)]
-#![allow(
-    clippy::cast_possible_truncation,
-    reason = "test contexts and pointers round-trip through usize"
-)]
-
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -466,7 +457,7 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
     zoo.qp.flush();
     // E1: the QP's receive is cancelled (the SRQ's stays in the SRQ, E4).
     assert_eq!(
-        contexts(&zoo.cq.wait_results(1)),
+        summary(&zoo.cq.wait_results(1)),
         vec![(1, STATUS_CANCELLED)]
     );
     assert_eq!(zoo.mr.deregister(), STATUS_SUCCESS, "DeregisterMr");
@@ -1380,7 +1371,7 @@ fn l10_calls_without_a_completion_never_pend_and_are_done_on_return() {
     recv0(&extra_qp, 0xF1);
     extra_qp.flush();
     assert_eq!(
-        contexts(&extra_cq.wait_results(1)),
+        summary(&extra_cq.wait_results(1)),
         vec![(0xF1, STATUS_CANCELLED)]
     );
 
@@ -1448,12 +1439,12 @@ fn l11_work_requests_report_only_through_the_cq() {
     let a_results = p.a_cq.wait_results(3);
     let b_results = p.b_cq.wait_results(3);
     assert_eq!(
-        contexts(&a_results),
+        summary(&a_results),
         vec![(2, 0), (3, 0), (4, 0)],
         "L11: A's requests on A's CQ"
     );
     assert_eq!(
-        contexts(&b_results),
+        summary(&b_results),
         vec![(1, 0), (5, 0), (6, 0)],
         "L11: B's requests on B's CQ"
     );
@@ -1819,8 +1810,8 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
         send0(&p.a_qp, 30 + i, 0);
         send0(&p.b_qp, 40 + i, 0);
     }
-    let mut a: Vec<_> = contexts(&p.a_cq.wait_results(6));
-    let mut b: Vec<_> = contexts(&p.b_cq.wait_results(6));
+    let mut a: Vec<_> = summary(&p.a_cq.wait_results(6));
+    let mut b: Vec<_> = summary(&p.b_cq.wait_results(6));
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(
@@ -2062,7 +2053,7 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     );
     assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
     send0(&far_qp, 1, 0);
-    assert_eq!(contexts(&near.cq.wait_results(1)), vec![(0x77, 0)]);
+    assert_eq!(summary(&near.cq.wait_results(1)), vec![(0x77, 0)]);
     let (x, xs) = connector.disconnect();
     let (y, ys) = passive.disconnect();
     let _ = xs.outcome(x);
@@ -2239,7 +2230,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
     // The close itself starts the flush: they complete before the close does
     // (the connector still holds the QP).
-    let mut flushed = contexts(&p.a_cq.wait_results(3));
+    let mut flushed = summary(&p.a_cq.wait_results(3));
     flushed.sort_unstable();
     assert_eq!(
         flushed,

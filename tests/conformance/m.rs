@@ -7,16 +7,6 @@
 //! boundaries. A request that fails with an error status ends its connection
 //! (E5), so each such check runs on a pair of its own.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::too_many_lines,
-    clippy::similar_names,
-    clippy::items_after_statements,
-    clippy::unnecessary_box_returns,
-    reason = "test code: offsets and lengths of small test buffers, long scenario tests; \
-              MDLs are linked by address, so they live in boxes"
-)]
-
 use std::sync::Arc;
 
 use softndk::abi::*;

@@ -5,6 +5,18 @@
 //! test table is `docs/conformance.md`, kept honest by
 //! `tests/conformance_table.rs`.
 
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    clippy::similar_names,
+    clippy::unnecessary_box_returns,
+    reason = "test code: contexts, offsets and byte patterns round-trip through small \
+              integers; a scenario reads best as one long sequence with a/b names and \
+              local helper types; MDLs are linked by address, so they live in boxes"
+)]
+
 mod harness;
 
 mod c;

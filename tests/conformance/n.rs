@@ -5,13 +5,6 @@
 //! [`own_v4`], [`fresh_v6`]), so tests running in parallel never share an
 //! emulated NIC or a port, and closes everything it created.
 
-#![allow(
-    clippy::too_many_lines,
-    clippy::similar_names,
-    clippy::cast_possible_truncation,
-    reason = "test code: long step-by-step scenarios, a/b names of two sides, small indices"
-)]
-
 use std::sync::Arc;
 
 use softndk::abi::*;

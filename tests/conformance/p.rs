@@ -1,28 +1,14 @@
 //! Family P of the rules catalogue, through the C ABI: work-request posting.
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::too_many_lines,
-    clippy::items_after_statements,
-    clippy::similar_names,
-    reason = "test code: byte patterns from small loop indices, long scenario tests, local helper types"
-)]
-
 use std::sync::Barrier;
 
 use softndk::abi::*;
 
 use super::harness::*;
 
-/// Request contexts of a list of results.
-fn contexts(results: &[NdkResult]) -> Vec<usize> {
-    results.iter().map(|r| r.request_context as usize).collect()
-}
-
 /// Sorted request contexts.
 fn sorted(results: &[NdkResult]) -> Vec<usize> {
-    let mut c = contexts(results);
+    let mut c = request_contexts(results);
     c.sort_unstable();
     c
 }
@@ -715,7 +701,7 @@ fn p11_sges_address_registered_fast_registered_and_lam_memory() {
         STATUS_SUCCESS
     );
     let done = pair.a_cq.wait_results(4);
-    assert_eq!(contexts(&done), [1, 2, 3, 4]);
+    assert_eq!(request_contexts(&done), [1, 2, 3, 4]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(&b_mem.bytes()[..300], &a_mem.bytes()[1000..1300]);
     assert_eq!(&b_mem.bytes()[1024..1224], &lam_buffer.bytes()[100..300]);
@@ -972,7 +958,7 @@ fn p16_read_fence_orders_after_earlier_reads() {
         STATUS_INVALID_PARAMETER
     );
     let done = pair.a_cq.wait_results(8);
-    assert_eq!(contexts(&done), [0, 1, 10, 11, 20, 21, 30, 31]);
+    assert_eq!(request_contexts(&done), [0, 1, 10, 11, 20, 21, 30, 31]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(&b_mem.bytes()[4096..6144], &b_mem.bytes()[..2048]);
     sink.close();
@@ -1019,7 +1005,7 @@ fn p17_solicited_send_satisfies_the_peers_solicited_arm() {
     );
     assert_eq!(pair.b_cq.1.wait_nth(2), STATUS_SUCCESS);
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
-    assert_eq!(contexts(&pair.a_cq.wait_results(3)), [10, 11, 12]);
+    assert_eq!(request_contexts(&pair.a_cq.wait_results(3)), [10, 11, 12]);
     assert_eq!(pair.b_cq.notifications().len(), 2);
     assert_close(b_mw.close());
     a_mem.close();
@@ -1211,7 +1197,7 @@ fn p18_every_documented_flag_is_accepted() {
     }
 
     let done = pair.a_cq.wait_results(p.expected.len());
-    assert_eq!(contexts(&done), p.expected);
+    assert_eq!(request_contexts(&done), p.expected);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_empty(&pair.a_cq);
     // Every Send arrived (silent or not), SendAndInvalidates as such.
@@ -1269,7 +1255,7 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
             STATUS_SUCCESS
         );
     }
-    assert_eq!(contexts(&pair.a_cq.wait_results(6)), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(request_contexts(&pair.a_cq.wait_results(6)), [0, 1, 2, 3, 4, 5]);
     for (i, offset) in offsets.into_iter().enumerate() {
         let expected = &a_mem.bytes()[i * 16..i * 16 + 16];
         assert_eq!(
@@ -1494,10 +1480,10 @@ fn p23_completions_in_post_order_within_a_qp() {
         );
     }
     let done = pair.a_cq.wait_results(31);
-    assert_eq!(contexts(&done), expected);
+    assert_eq!(request_contexts(&done), expected);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     let got = pair.b_cq.wait_results(10);
-    assert_eq!(contexts(&got), (100..110).collect::<Vec<_>>());
+    assert_eq!(request_contexts(&got), (100..110).collect::<Vec<_>>());
     // Receive k got the k-th Send (Send i = 3k carried bytes 24k..24k+8).
     for k in 0..10 {
         assert_eq!(
@@ -1546,7 +1532,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
         );
     }
     let done = pair.a_cq.wait_results(DEPTH);
-    assert_eq!(contexts(&done), (0..DEPTH).collect::<Vec<_>>());
+    assert_eq!(request_contexts(&done), (0..DEPTH).collect::<Vec<_>>());
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(pair.b_cq.wait_results(DEPTH).len(), DEPTH);
     // The receive queue: DEPTH receives fit, one more does not.

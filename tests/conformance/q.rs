@@ -8,13 +8,6 @@
 //! a test makes a later one come and checks that it is the next in line
 //! (callbacks of one SRQ are delivered one at a time, in order).
 
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::too_many_lines,
-    clippy::similar_names,
-    reason = "test code: offsets of small test buffers, long scenario tests, A- and B-side names"
-)]
-
 use std::sync::Arc;
 
 use softndk::abi::*;

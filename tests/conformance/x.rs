@@ -4,12 +4,6 @@
 //! Every test connects adapters on addresses of its own ([`Pair::new`] uses
 //! [`fresh_addresses`]) and closes everything it created.
 
-#![allow(
-    clippy::too_many_lines,
-    clippy::similar_names,
-    reason = "test code: long step-by-step scenarios, a/b names of two sides"
-)]
-
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};

@@ -116,12 +116,9 @@ impl Spout {
     }
 }
 
-/// (request context, status) of each result.
-pub fn contexts(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
-    results
-        .iter()
-        .map(|r| (r.request_context as usize, r.status))
-        .collect()
+/// The request context of each result.
+pub fn request_contexts(results: &[NdkResult]) -> Vec<usize> {
+    results.iter().map(|r| r.request_context as usize).collect()
 }
 
 /// How long a check waits to see that a callback does *not* come (it is
