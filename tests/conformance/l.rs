@@ -2830,7 +2830,7 @@ mod cross_nic {
         let far_cq = far.adapter.cq(16);
         let far_qp = far.pd.qp(&far_cq, &far_cq, 3);
         // Connect from the twin adapter's connector with the near PD's QP.
-        let link = Link::connect(&twin, near.addr, &qp, &far.adapter, far.addr, &far_qp);
+        let link = Link::connect((&twin, near.addr, &qp), (&far.adapter, far.addr, &far_qp));
         let src = Region::pattern(&near.pd, 4096, 5, MR_LOCAL_WRITE);
         let dst = Region::new(&far.pd, 4096, 0, MR_LOCAL_WRITE);
         assert_eq!(far_qp.receive(9, &[dst.sge(0, 64)]), STATUS_SUCCESS);

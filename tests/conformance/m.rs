@@ -43,17 +43,6 @@ fn buffer_with(offset: usize, content: &[u8]) -> Buffer {
     buffer
 }
 
-/// Registers all of `buffer` on `pd` with `NDK_MR_FLAG_*` `flags`.
-fn region(pd: &Pd, mut buffer: Buffer, flags: u32) -> Region {
-    let mr = pd.mr(false);
-    assert_eq!(
-        mr.register(&mut buffer, flags),
-        STATUS_SUCCESS,
-        "RegisterMr"
-    );
-    Region { buffer, mr }
-}
-
 /// RegisterMr of `length` bytes of the chain at `mdl` (the outcome, L8).
 fn register_mdl(mr: &Mr, mdl: *mut Mdl, length: usize, flags: u32) -> NtStatus {
     let signal = Signal::new();
@@ -649,7 +638,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
 fn m5_addresses_are_indexes_never_offsets_from_zero() {
     let pair = Pair::new();
     let before = bytes(2 * PAGE, 11);
-    let target = region(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let target = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 12, 0);
     let mw = pair.b_pd.mw();
     assert_eq!(
@@ -687,7 +676,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     // The same for a local SGE: zero-based, it fails with an access
     // violation and no byte moves.
     let pair = Pair::new();
-    let target = region(&pair.b_pd, buffer_with(0x10, &before), 0);
+    let target = Region::of(&pair.b_pd, buffer_with(0x10, &before), 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     assert_eq!(pair.a_qp.receive(3, &[sink.sge(0, 0x40)]), STATUS_SUCCESS);
     let zero_based = NdkSge {
@@ -892,7 +881,7 @@ fn granted(make: &dyn Fn(&Pair) -> Target, uses: &[Use]) -> Vec<Use> {
 /// A registered region on B: 0x80 bytes into a page, two pages.
 fn registered(flags: u32) -> impl Fn(&Pair) -> Target {
     move |pair: &Pair| {
-        Target::Registered(region(
+        Target::Registered(Region::of(
             &pair.b_pd,
             buffer_with(0x80, &bytes(2 * PAGE, 0x44)),
             flags,
@@ -943,7 +932,7 @@ fn fast_registered(flags: u32) -> impl Fn(&Pair) -> Target {
 /// `NDK_OP_FLAG_*` rights `flags`.
 fn window(flags: u32) -> impl Fn(&Pair) -> Target {
     move |pair: &Pair| {
-        let r = region(
+        let r = Region::of(
             &pair.b_pd,
             buffer_with(0x80, &bytes(2 * PAGE, 0x46)),
             MR_LOCAL_WRITE,
@@ -1201,7 +1190,7 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
 fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let pair = Pair::new();
     let before = bytes(2 * PAGE, 14);
-    let mut target = region(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
+    let mut target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
     let old = target.token();
     assert_eq!(
@@ -1234,7 +1223,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
 
     // Without registering again.
     let pair = Pair::new();
-    let target = region(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
+    let target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 16, 0);
     let old = target.token();
     assert_eq!(target.mr.deregister(), STATUS_SUCCESS);
@@ -1255,7 +1244,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
 #[test]
 fn m11_old_local_token_is_refused_after_deregister_mr() {
     let pair = Pair::new();
-    let target = region(&pair.b_pd, buffer_with(0, &bytes(PAGE, 17)), 0);
+    let target = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 17)), 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let old = target.sge(0, 0x100);
     assert_eq!(target.mr.deregister(), STATUS_SUCCESS);
@@ -1280,7 +1269,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let pair = Pair::new();
     let len = 4 << 20;
-    let target = region(&pair.b_pd, Buffer::new(len, 0, 0), MR_REMOTE);
+    let target = Region::of(&pair.b_pd, Buffer::new(len, 0, 0), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, len, 61, 0);
     let (remote, token) = (target.remote(0), target.token());
     let deregistered = AtomicBool::new(false);
@@ -1352,7 +1341,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
 fn m12_tokens_are_readable_once_registration_completed() {
     let pair = Pair::new();
     let before = bytes(PAGE, 18);
-    let target = region(&pair.b_pd, buffer_with(0x44, &before), MR_REMOTE);
+    let target = Region::of(&pair.b_pd, buffer_with(0x44, &before), MR_REMOTE);
     let (local, remote) = (target.mr.local_token(), target.token());
     assert!(local != 0 && remote != 0 && local != remote);
     assert_eq!(
@@ -1881,7 +1870,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
 fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     let pair = Pair::new();
     let before = bytes(3 * PAGE, 28);
-    let r = region(&pair.b_pd, buffer_with(0x88, &before), MR_LOCAL_WRITE);
+    let r = Region::of(&pair.b_pd, buffer_with(0x88, &before), MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     let (at, len) = (0xF00, 0x1200);
     let outside = pair.b_pd.mw();
@@ -1945,10 +1934,10 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
 #[test]
 fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     let pair = Pair::new();
-    let no_write = region(&pair.b_pd, buffer_with(0, &bytes(PAGE, 30)), MR_REMOTE_READ);
-    let nothing = region(&pair.b_pd, buffer_with(0, &bytes(PAGE, 31)), 0);
+    let no_write = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 30)), MR_REMOTE_READ);
+    let nothing = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 31)), 0);
     let before = bytes(PAGE, 32);
-    let writable = region(&pair.b_pd, buffer_with(0x20, &before), MR_LOCAL_WRITE);
+    let writable = Region::of(&pair.b_pd, buffer_with(0x20, &before), MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     for (name, r, flags) in [
         ("remote read region", &no_write, OP_REMOTE_WRITE),
@@ -2019,7 +2008,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
 fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     let pair = Pair::new();
     let before = bytes(PAGE, 34);
-    let r = region(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let r = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
     let mw = pair.b_pd.mw();
     recv0(&pair.a_qp, 1);
     assert_eq!(
@@ -2112,8 +2101,8 @@ fn m21_window_is_bound_to_one_qp_at_a_time_and_rebinds_after_invalidate() {
     let (a, b) = Side::two();
     let one = Conn::new(&a, &b, 0x10);
     let two = Conn::new(&a, &b, 0x20);
-    let r1 = region(&b.pd, buffer_with(0x30, &bytes(PAGE, 36)), MR_LOCAL_WRITE);
-    let r2 = region(&b.pd, buffer_with(0x50, &bytes(PAGE, 37)), MR_LOCAL_WRITE);
+    let r1 = Region::of(&b.pd, buffer_with(0x30, &bytes(PAGE, 36)), MR_LOCAL_WRITE);
+    let r2 = Region::of(&b.pd, buffer_with(0x50, &bytes(PAGE, 37)), MR_LOCAL_WRITE);
     let sink = Region::new(&a.pd, PAGE, 0, MR_LOCAL_WRITE);
     let mw = b.pd.mw();
     assert_eq!(mw.remote_token(), 0, "unbound: no token");
@@ -2203,7 +2192,7 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
 #[test]
 fn m23_access_through_an_invalidated_window_ends_the_connection() {
     let pair = Pair::new();
-    let r = region(
+    let r = Region::of(
         &pair.b_pd,
         buffer_with(0x70, &bytes(PAGE, 39)),
         MR_LOCAL_WRITE,
@@ -2248,7 +2237,7 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
 fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
     let pair = Pair::new();
     let before = bytes(PAGE, 40);
-    let r = region(&pair.b_pd, buffer_with(0x70, &before), MR_REMOTE);
+    let r = Region::of(&pair.b_pd, buffer_with(0x70, &before), MR_REMOTE);
     assert_eq!(
         pair.b_qp.invalidate(1, r.mr.header(), 0),
         STATUS_INVALID_PARAMETER
@@ -2343,7 +2332,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
 #[test]
 fn m24_send_and_invalidate_invalidates_a_window() {
     let pair = Pair::new();
-    let r = region(&pair.b_pd, buffer_with(0, &bytes(PAGE, 43)), MR_LOCAL_WRITE);
+    let r = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 43)), MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     assert_eq!(
         pair.b_qp
@@ -2400,7 +2389,7 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
     let (a, b) = Side::two();
     let one = Conn::new(&a, &b, 0x30);
     let before = bytes(PAGE, 44);
-    let r = region(&b.pd, buffer_with(0x18, &before), MR_REMOTE);
+    let r = Region::of(&b.pd, buffer_with(0x18, &before), MR_REMOTE);
     let src = Region::pattern(&a.pd, PAGE, 45, 0);
     recv0(&one.b_qp, 1);
     assert_eq!(
@@ -3006,9 +2995,9 @@ fn m34_peer_access_needs_a_valid_token_range_and_right() {
             ReadWithoutTheRight => MR_REMOTE_WRITE,
             _ => MR_REMOTE,
         };
-        let target = region(&pair.b_pd, buffer_with(0x100, &before), flags);
+        let target = Region::of(&pair.b_pd, buffer_with(0x100, &before), flags);
         let other_pd = pair.b.pd();
-        let other = region(&other_pd, buffer_with(0x100, &before), MR_REMOTE);
+        let other = Region::of(&other_pd, buffer_with(0x100, &before), MR_REMOTE);
         let src = Region::pattern(&pair.a_pd, PAGE, 56, 0);
         let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
         let end = target.remote(PAGE);
@@ -3159,16 +3148,9 @@ fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     let cq = side.adapter.cq(64);
     let qp1 = side.pd.qp(&cq, &cq, 0x1);
     let qp2 = side.pd.qp(&cq, &cq, 0x2);
-    let link = Link::connect(
-        &side.adapter,
-        side.addr,
-        &qp1,
-        &side.adapter,
-        side.addr,
-        &qp2,
-    );
+    let link = side.connect(&qp1, &side, &qp2);
     let before = bytes(PAGE, 58);
-    let target = region(&side.pd, buffer_with(0x10, &before), MR_REMOTE);
+    let target = Region::of(&side.pd, buffer_with(0x10, &before), MR_REMOTE);
     let src = Region::pattern(&side.pd, PAGE, 59, 0);
     assert_eq!(
         qp1.write(

@@ -12,44 +12,6 @@ use softndk::abi::*;
 
 use super::harness::*;
 
-/// Closes every object of a pair whose connectors were already
-/// disconnected (or never need to be): connectors, listener, QPs, CQs, PDs,
-/// adapters; every close is checked (L18) and waited for.
-fn close_pair(pair: Pair) {
-    let Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        ..
-    } = pair;
-    for status in [
-        a_conn.close(),
-        b_conn.close(),
-        listener.close(),
-        a_qp.close(),
-        b_qp.close(),
-        a_cq.close(),
-        b_cq.close(),
-        a_pd.close(),
-        b_pd.close(),
-    ] {
-        assert!(
-            status == STATUS_SUCCESS || status == STATUS_PENDING,
-            "L18: close returned {status:#x}"
-        );
-    }
-    a.close();
-    b.close();
-}
-
 /// (request context, status) of each result, sorted.
 fn sorted(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
     let mut v: Vec<_> = results

@@ -275,32 +275,25 @@ pub fn listen_on(adapter: &Adapter, addr: Addr) -> (Listener, Arc<Incoming>, Add
 /// The connection of two QPs a test created itself (as [`Fixture::pair`]
 /// connects its own): the listener on B and the established connection.
 pub struct Link {
-    pub a_conn: Connector,
-    pub b_conn: Connector,
     pub listener: Listener,
     pub incoming: Arc<Incoming>,
+    pub a_conn: Connector,
+    pub b_conn: Connector,
     pub a_disconnects: Arc<Signal>,
     pub b_disconnects: Arc<Signal>,
 }
 
 impl Link {
-    /// Connects `a_qp` (of adapter `a`, opened on `addr_a`) to `b_qp` (of
-    /// `b`, opened on `addr_b`) through a listener on `b`.
-    pub fn connect(
-        a: &Adapter,
-        addr_a: Addr,
-        a_qp: &Qp,
-        b: &Adapter,
-        addr_b: Addr,
-        b_qp: &Qp,
-    ) -> Self {
-        let (listener, incoming, listen_addr) = listen_on(b, addr_b);
-        let conn = Conn::establish(a, addr_a, a_qp, listen_addr, &incoming, 1, b_qp);
+    /// Connects A's QP (of an adapter opened on the address given) to B's
+    /// through a listener on B's adapter.
+    pub fn connect(a: (&Adapter, Addr, &Qp), b: (&Adapter, Addr, &Qp)) -> Self {
+        let (listener, incoming, listen_addr) = listen_on(b.0, b.1);
+        let conn = Conn::establish(a.0, a.1, a.2, listen_addr, &incoming, 1, b.2);
         Self {
-            a_conn: conn.active,
-            b_conn: conn.passive,
             listener,
             incoming,
+            a_conn: conn.active,
+            b_conn: conn.passive,
             a_disconnects: conn.a_disconnects,
             b_disconnects: conn.b_disconnects,
         }
@@ -335,12 +328,8 @@ impl Side {
     /// `peer`).
     pub fn connect(&self, qp: &Qp, peer: &Self, peer_qp: &Qp) -> Link {
         Link::connect(
-            &self.adapter,
-            self.addr,
-            qp,
-            &peer.adapter,
-            peer.addr,
-            peer_qp,
+            (&self.adapter, self.addr, qp),
+            (&peer.adapter, peer.addr, peer_qp),
         )
     }
 
@@ -476,7 +465,7 @@ pub fn teardown_after(pair: Pair, early: Early) {
         a_qp: early.a_qp.is_some(),
         ..Closed::default()
     };
-    reap_pair(pair, closed, early);
+    reap_pair(pair, closed, early, true);
 }
 
 /// `Pair::teardown` for a pair whose connection an error may have ended.
@@ -523,7 +512,7 @@ pub struct Closed {
 /// close it makes is checked (L18) and waited for; the adapters' closes
 /// return only once every close started by the test has completed (L27).
 pub fn teardown_except(pair: Pair, closed: Closed) {
-    reap_pair(pair, closed, Early::default());
+    reap_pair(pair, closed, Early::default(), true);
 }
 
 /// Closes an object unless the test already did (L18 checked).
@@ -533,10 +522,17 @@ fn close_unless(done: bool, close: impl FnOnce() -> NtStatus) {
     }
 }
 
-/// The one lenient teardown: disconnects what is still open (any outcome),
-/// closes what the test has not (L18 checked), waits for the early closes
-/// the test started, and closes the adapters last.
-fn reap_pair(pair: Pair, closed: Closed, early: Early) {
+/// Closes every object of a pair whose connectors were already
+/// disconnected (or never need to be): connectors, listener, QPs, CQs, PDs,
+/// adapters; every close is checked (L18) and waited for.
+pub fn close_pair(pair: Pair) {
+    reap_pair(pair, Closed::default(), Early::default(), false);
+}
+
+/// The one lenient teardown: disconnects what is still open (any outcome)
+/// if `disconnect`, closes what the test has not (L18 checked), waits for
+/// the early closes the test started, and closes the adapters last.
+fn reap_pair(pair: Pair, closed: Closed, early: Early, disconnect: bool) {
     let Pair {
         a,
         b,
@@ -553,10 +549,12 @@ fn reap_pair(pair: Pair, closed: Closed, early: Early) {
         listener,
         ..
     } = pair;
-    disconnect_both(
-        (!closed.a_conn).then_some(&a_conn),
-        (!closed.b_conn).then_some(&b_conn),
-    );
+    if disconnect {
+        disconnect_both(
+            (!closed.a_conn).then_some(&a_conn),
+            (!closed.b_conn).then_some(&b_conn),
+        );
+    }
     close_unless(closed.a_conn, || a_conn.close());
     close_unless(closed.b_conn, || b_conn.close());
     finish_early(early.a_conn);

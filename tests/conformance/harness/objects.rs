@@ -1196,7 +1196,7 @@ impl Region {
     /// `len` bytes (page-aligned start) filled with `fill`, registered on
     /// `pd` with `NDK_MR_FLAG_*` `flags`.
     pub fn new(pd: &Pd, len: usize, fill: u8, flags: u32) -> Self {
-        Self::register(pd, Buffer::new(len, 0, fill), flags)
+        Self::of(pd, Buffer::new(len, 0, fill), flags)
     }
 
     /// As [`Region::new`], with every access right ([`MR_ALL`]).
@@ -1206,10 +1206,12 @@ impl Region {
 
     /// As [`Region::new`], filled with [`Buffer::pattern`] of `seed`.
     pub fn pattern(pd: &Pd, len: usize, seed: u8, flags: u32) -> Self {
-        Self::register(pd, Buffer::pattern(len, 0, seed), flags)
+        Self::of(pd, Buffer::pattern(len, 0, seed), flags)
     }
 
-    fn register(pd: &Pd, mut buffer: Buffer, flags: u32) -> Self {
+    /// `buffer` (as the test made it), registered on `pd` with
+    /// `NDK_MR_FLAG_*` `flags`.
+    pub fn of(pd: &Pd, mut buffer: Buffer, flags: u32) -> Self {
         let mr = pd.mr(false);
         assert_eq!(
             mr.register(&mut buffer, flags),
