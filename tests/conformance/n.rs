@@ -327,9 +327,7 @@ fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
         listener.listen(a.addr.with_port(FIXED_PORT)),
         STATUS_SUCCESS
     );
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [], (a, b));
 }
 
 /// N3: with every port of the ephemeral range taken on an address, Listen
@@ -441,10 +439,7 @@ fn settled_count_incoming(incoming: &Incoming) -> usize {
 /// it takes them again.
 #[test]
 fn n5_paused_listener_refuses_and_resumed_one_accepts() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     listener.pause(true);
     let connector = a.adapter.connector();
     assert_fails(
@@ -463,11 +458,7 @@ fn n5_paused_listener_refuses_and_resumed_one_accepts() {
     assert_eq!(connector.close(), STATUS_SUCCESS);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N6: from the moment its close is issued, a listener turns away every new
@@ -475,10 +466,7 @@ fn n5_paused_listener_refuses_and_resumed_one_accepts() {
 /// open, N7).
 #[test]
 fn n6_closing_listener_turns_away_new_requests_at_once() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     let (close_status, closed) = listener.close_async();
     assert_eq!(
@@ -603,11 +591,7 @@ fn n8_accepted_connector_uses_the_listener_endpoint() {
     );
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N8: a connector connected with NdkConnect owns a dedicated local
@@ -616,10 +600,7 @@ fn n8_accepted_connector_uses_the_listener_endpoint() {
 /// releases them.
 #[test]
 fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
 
     // Port 0: an ephemeral port, reported by GetLocalAddress.
     let ephemeral = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
@@ -741,9 +722,7 @@ fn n9_shared_endpoint_fails_like_listen() {
         "an address nobody has"
     );
     assert_eq!(endpoint.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [], (a, b));
 }
 
 /// N10: a shared endpoint counts one reference for itself and one per
@@ -752,10 +731,7 @@ fn n9_shared_endpoint_fails_like_listen() {
 /// afterwards they are free.
 #[test]
 fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let src = a.addr.with_port(FIXED_PORT);
     let endpoint = a
         .adapter
@@ -803,11 +779,7 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
 
     assert_eq!(passive.close(), STATUS_SUCCESS);
     assert_eq!(probe.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N11: connections through one shared endpoint share its address and port
@@ -909,11 +881,7 @@ fn n12_connect_without_a_listener_is_refused() {
     let (listener, incoming, listen_addr) = b.listen(0);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N12: the other Connect failures this provider can produce, each with its
@@ -1029,9 +997,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
         assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
         qp.close();
     }
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [], (a, b));
 }
 
 /// N13: Connect completes with STATUS_SUCCESS once the peer has accepted,
@@ -1040,10 +1006,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 /// (a later peer disconnect is indicated through it) and connects the QPs.
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"hello");
     let passive = incoming.wait_nth(1);
@@ -1113,10 +1076,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
 /// accept, a passive connector, already established.
 #[test]
 fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let idle = a.adapter.connector();
     assert_fails(
         complete_connect_with(&idle, None, std::ptr::null_mut()),
@@ -1156,11 +1116,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
     }
     .close();
     assert_eq!(idle.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N14: CompleteConnect after the accepting peer gave up (closed its
@@ -1168,10 +1124,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 /// STATUS_CONNECTION_ABORTED; the QP is not connected and may connect again.
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
@@ -1194,21 +1147,14 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
     assert_eq!(active.close(), STATUS_SUCCESS);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N15: Accept completes only once the active side has called
 /// CompleteConnect (the active side's Connect completes first).
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
@@ -1232,11 +1178,7 @@ fn n15_accept_completes_only_after_complete_connect() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N15: Accept fails with STATUS_CONNECTION_ABORTED when the active side
@@ -1245,10 +1187,7 @@ fn n15_accept_completes_only_after_complete_connect() {
 /// usable.
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
@@ -1266,11 +1205,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     assert_eq!(passive.close(), STATUS_SUCCESS);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N16: on the passive side, Reject (synchronous, STATUS_SUCCESS) turns the
@@ -1304,10 +1239,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
 /// with STATUS_CONNECTION_ABORTED.
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
@@ -1324,11 +1256,7 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     );
     assert_eq!(passive.close(), STATUS_SUCCESS);
     assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N16: Reject returns STATUS_CONNECTION_ABORTED when the peer had already
@@ -1337,10 +1265,7 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
 /// connector after accepting).
 #[test]
 fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
 
     // Passive side.
     let active = a.adapter.connector();
@@ -1362,11 +1287,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_eq!(active.close(), STATUS_SUCCESS);
 
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N17: private data above `MaxCallerData` on Connect and
@@ -1410,11 +1331,7 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
     assert_eq!(passive.close(), STATUS_SUCCESS);
     assert_eq!(connector.close(), STATUS_SUCCESS);
     assert_eq!(endpoint.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N17: private data above `MaxCalleeData` on Accept and Reject is refused
@@ -1460,11 +1377,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -1560,10 +1473,7 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
 /// passive side (the caller's data) and on the active side (the callee's).
 #[test]
 fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let caller = b"caller's private data";
     let callee = b"the callee's answer, somewhat longer";
@@ -1584,11 +1494,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N18: no private data: RDS is 0, and a query with a buffer succeeds
@@ -1625,10 +1531,7 @@ fn n18_empty_private_data_has_rds_0() {
 /// STATUS_CONNECTION_INVALID.
 #[test]
 fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let never = connection_data_into(&active, None, 0, true);
     assert_eq!(never.status, STATUS_CONNECTION_INVALID, "never connected");
@@ -1673,11 +1576,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N19 (consumer): GetConnectionData is not called after Accept or
@@ -1686,10 +1585,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 /// effective limits — and the connection is unaffected.
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"from a");
     let passive = incoming.wait_nth(1);
@@ -1798,9 +1694,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
         a_qp.close();
         b_qp.close();
     }
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [], (a, b));
 }
 
 /// N21: the effective limits bound the Reads in flight; Reads beyond them
@@ -1808,10 +1702,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
 /// of 1 / 1, sixteen Reads posted at once all complete with the right data.
 #[test]
 fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, 1, 1, b"");
     let passive = incoming.wait_nth(1);
@@ -1948,10 +1839,7 @@ fn n22_address_getters_report_the_bytes_written_or_needed() {
 /// both at once.
 #[test]
 fn n23_local_address_once_connecting_peer_address_once_connected() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     for getter in [
         Getter::ConnectorLocal(&active),
@@ -1991,11 +1879,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -2076,11 +1960,7 @@ fn n24_disconnect_callback_may_be_null() {
     let (y, ys) = passive.disconnect();
     assert_eq!(ys.outcome(y), STATUS_SUCCESS);
     assert_eq!(passive.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N24: the disconnect callback is called at most once per connection, even
@@ -2088,10 +1968,7 @@ fn n24_disconnect_callback_may_be_null() {
 /// then disconnects and closes.
 #[test]
 fn n24_disconnect_indication_at_most_once_per_connection() {
-    let (a, b) = End::two();
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let a_events = Signal::new();
     let b_events = Signal::new();
     let (active, passive) = connect_with_callbacks(
@@ -2137,11 +2014,7 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     assert_eq!(a_events.count(), 1);
     a_mem.close();
     b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N24: indicating a peer-initiated disconnect does not flush the
@@ -2150,10 +2023,7 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
 /// cancelled, E3).
 #[test]
 fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
-    let (a, b) = End::two();
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let b_events = Signal::new();
     let (active, passive) = connect_with_callbacks(
         &a,
@@ -2203,11 +2073,7 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
     assert_eq!(active.close(), STATUS_SUCCESS);
     assert_eq!(passive.close(), STATUS_SUCCESS);
     b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N25 (NDKPI 2.1): the Ex disconnect callback with its reason code comes
@@ -2237,11 +2103,7 @@ fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
     assert_eq!(settled_count(&conn.b_disconnects), 1);
     assert_eq!(conn.active.close(), STATUS_SUCCESS);
     assert_eq!(conn.passive.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N26: Disconnect may pend (L8): it returns STATUS_PENDING and completes
@@ -2250,10 +2112,7 @@ fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
 /// with STATUS_CANCELLED (E3).
 #[test]
 fn n26_disconnect_completes_once_and_flushes_the_qp() {
-    let (a, b) = End::two();
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     let a_mem = Mem::all(&a.pd, 4096, 0);
     for i in 0..3 {
@@ -2458,10 +2317,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 /// after a pause the request is still pending and can be accepted.
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
@@ -2483,11 +2339,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// N30 (NDSPI v2 only), as this provider behaves: the ND port space is its

@@ -461,10 +461,7 @@ unsafe extern "system" fn disconnect_in_callback(ctx: *mut c_void) {
 /// indication follows.
 #[test]
 fn x3_disconnect_from_inside_the_indication_completes_once() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let active = a.adapter.connector();
     let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, 16, 16, b"");
     let passive = incoming.wait_nth(1);
@@ -506,11 +503,7 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
     assert_eq!(a_disconnects.count(), 0);
     assert_eq!(active.close(), STATUS_SUCCESS);
     assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
 /// X3: one side closes its connector while the other disconnects at the

@@ -893,3 +893,29 @@ pub fn address_of(getter: Getter<'_>) -> Addr {
     unsafe { addr.as_mut_ptr().cast::<[u8; 28]>().write(bytes) };
     addr
 }
+
+/// What a test that connects step by step starts from: two ends of the
+/// fixture, a QP on each (contexts `0xA`, `0xB`) and a listener on B at an
+/// ephemeral port, with its connect events and the address it reports.
+pub type Stage = ((End, End), (Qp, Qp), (Listener, Arc<Incoming>, Addr));
+
+impl Fixture<'_> {
+    /// The fixture's two ends, QPs and a listener on B: a [`Stage`].
+    pub fn stage(self) -> Stage {
+        let (a, b) = self.ends();
+        let qps = (a.qp(0xA), b.qp(0xB));
+        let listening = b.listen(0);
+        ((a, b), qps, listening)
+    }
+}
+
+/// Closes what a [`Stage`] opened once the test is done: the QPs given
+/// (close any outcome), the listener (it must succeed) and both ends.
+pub fn close_stage<const N: usize>(listener: Listener, qps: [Qp; N], (a, b): (End, End)) {
+    for qp in qps {
+        qp.close();
+    }
+    assert_eq!(listener.close(), STATUS_SUCCESS);
+    a.close();
+    b.close();
+}
