@@ -188,7 +188,10 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
         }
         let rest = 6 - done.len();
         done.extend(pair.a_cq.wait_results(rest));
-        assert_eq!(request_contexts(&done), (base..base + 6).collect::<Vec<_>>());
+        assert_eq!(
+            request_contexts(&done),
+            (base..base + 6).collect::<Vec<_>>()
+        );
         assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     }
     assert_eq!(&b_mem.bytes()[..1536], &a_src.bytes()[..1536]);
@@ -418,7 +421,10 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
         STATUS_NO_MORE_ENTRIES
     );
     let done = pair.a_cq.wait_results(depth);
-    assert_eq!(request_contexts(&done), (1000..1000 + depth).collect::<Vec<_>>());
+    assert_eq!(
+        request_contexts(&done),
+        (1000..1000 + depth).collect::<Vec<_>>()
+    );
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_empty(&pair.a_cq);
 

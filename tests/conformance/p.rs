@@ -1255,7 +1255,10 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
             STATUS_SUCCESS
         );
     }
-    assert_eq!(request_contexts(&pair.a_cq.wait_results(6)), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(
+        request_contexts(&pair.a_cq.wait_results(6)),
+        [0, 1, 2, 3, 4, 5]
+    );
     for (i, offset) in offsets.into_iter().enumerate() {
         let expected = &a_mem.bytes()[i * 16..i * 16 + 16];
         assert_eq!(

@@ -68,41 +68,14 @@ fn x1_disconnect_pends_until_the_peer_disconnects() {
 /// Disconnect then completes with STATUS_SUCCESS.
 #[test]
 fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
-    let Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        b_disconnects,
-        ..
-    } = Pair::new();
-    let (x, xs) = a_conn.disconnect();
+    let pair = Pair::new();
+    let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
-    assert_eq!(b_disconnects.wait(), STATUS_SUCCESS);
+    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
     assert_eq!(settled_count(&xs), 0, "B has not answered yet");
-    finish_close(close_connector_owned_async(b_conn));
+    finish_close(close_connector_async(&pair.b_conn));
     assert_eq!(xs.wait(), STATUS_SUCCESS, "B's close answered");
-    for status in [
-        a_conn.close(),
-        listener.close(),
-        a_qp.close(),
-        b_qp.close(),
-        a_cq.close(),
-        b_cq.close(),
-        a_pd.close(),
-        b_pd.close(),
-    ] {
-        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    }
-    a.close();
-    b.close();
+    close_pair_except(pair, Closed::B_CONN);
 }
 
 /// X1 (a): an abort while the Disconnect waits for the peer ends the wait
@@ -150,48 +123,21 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
 /// graceful disconnect).
 #[test]
 fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
-    let Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        b_disconnects,
-        ..
-    } = Pair::new();
-    let (x, xs) = a_conn.disconnect();
+    let pair = Pair::new();
+    let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
-    assert_eq!(b_disconnects.wait(), STATUS_SUCCESS);
-    finish_close(close_connector_owned_async(a_conn));
+    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
         xs.all(),
         [STATUS_CANCELLED],
         "completed before the close (L21)"
     );
-    let (y, ys) = b_conn.disconnect();
+    let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(settled_count(&b_disconnects), 1);
+    assert_eq!(settled_count(&pair.b_disconnects), 1);
     assert_eq!(xs.count(), 1);
-    for status in [
-        b_conn.close(),
-        listener.close(),
-        a_qp.close(),
-        b_qp.close(),
-        a_cq.close(),
-        b_cq.close(),
-        a_pd.close(),
-        b_pd.close(),
-    ] {
-        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    }
-    a.close();
-    b.close();
+    close_pair_except(pair, Closed::A_CONN);
 }
 
 /// X1 (a), the other way round: when the peer disconnects first, the
@@ -349,45 +295,17 @@ fn x2_abort_is_indicated_to_both_consumers() {
 #[test]
 fn x2_peer_close_is_indicated() {
     let pair = Pair::new();
-    let Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        b_disconnects,
-        ..
-    } = pair;
-    let closed = close_connector_owned_async(a_conn);
+    let closed = close_connector_async(&pair.a_conn);
     assert_eq!(
-        b_disconnects.wait(),
+        pair.b_disconnects.wait(),
         STATUS_SUCCESS,
         "the close is indicated to B"
     );
     finish_close(closed);
-    let (y, ys) = b_conn.disconnect();
+    let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(settled_count(&b_disconnects), 1);
-    for status in [
-        b_conn.close(),
-        listener.close(),
-        a_qp.close(),
-        b_qp.close(),
-        a_cq.close(),
-        b_cq.close(),
-        a_pd.close(),
-        b_pd.close(),
-    ] {
-        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    }
-    a.close();
-    b.close();
+    assert_eq!(settled_count(&pair.b_disconnects), 1);
+    close_pair_except(pair, Closed::A_CONN);
 }
 
 /// X3: both consumers call Disconnect at the same moment, so each side's
@@ -514,37 +432,22 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
 fn x3_close_racing_the_peer_disconnect_is_harmless() {
     for round in 0..16 {
         let pair = Pair::new();
-        let Pair {
-            a,
-            b,
-            a_cq,
-            b_cq,
-            a_pd,
-            b_pd,
-            a_qp,
-            b_qp,
-            a_conn,
-            b_conn,
-            listener,
-            a_disconnects,
-            ..
-        } = pair;
         let barrier = Barrier::new(2);
         let (closed, (y, ys)) = std::thread::scope(|s| {
             let closer = s.spawn(|| {
                 barrier.wait();
-                close_connector_owned_async(a_conn)
+                close_connector_async(&pair.a_conn)
             });
             let disconnecter = s.spawn(|| {
                 barrier.wait();
-                b_conn.disconnect()
+                pair.b_conn.disconnect()
             });
             (closer.join().unwrap(), disconnecter.join().unwrap())
         });
         finish_close(closed);
         // The indication may have raced the close (X3) but comes at most
         // once, and never after the close completed (L22).
-        let indicated = a_disconnects.count();
+        let indicated = pair.a_disconnects.count();
         assert!(indicated <= 1, "round {round}");
         assert_eq!(ys.outcome(y), STATUS_SUCCESS, "round {round}");
         std::thread::sleep(SETTLE / 5);
@@ -554,24 +457,11 @@ fn x3_close_racing_the_peer_disconnect_is_harmless() {
             "round {round}"
         );
         assert_eq!(
-            a_disconnects.count(),
+            pair.a_disconnects.count(),
             indicated,
             "round {round}: after the close"
         );
-        for status in [
-            b_conn.close(),
-            listener.close(),
-            a_qp.close(),
-            b_qp.close(),
-            a_cq.close(),
-            b_cq.close(),
-            a_pd.close(),
-            b_pd.close(),
-        ] {
-            assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-        }
-        a.close();
-        b.close();
+        close_pair_except(pair, Closed::A_CONN);
     }
 }
 
@@ -858,46 +748,18 @@ fn x7_close_with_outstanding_requests_flushes_them_and_completes() {
             STATUS_SUCCESS
         );
     }
-    let Pair {
-        a,
-        b,
-        a_cq,
-        b_cq,
-        a_pd,
-        b_pd,
-        a_qp,
-        b_qp,
-        a_conn,
-        b_conn,
-        listener,
-        b_disconnects,
-        ..
-    } = pair;
-    finish_close(close_connector_owned_async(a_conn));
+    finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
-        sorted(&a_cq.wait_results(3)),
+        sorted(&pair.a_cq.wait_results(3)),
         [
             (0x70, STATUS_CANCELLED),
             (0x80, STATUS_CANCELLED),
             (0x81, STATUS_CANCELLED)
         ]
     );
-    assert_eq!(b_disconnects.wait(), STATUS_SUCCESS);
-    let (y, ys) = b_conn.disconnect();
+    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(ys.outcome(y), STATUS_SUCCESS);
     a_mem.close();
-    for status in [
-        b_conn.close(),
-        listener.close(),
-        a_qp.close(),
-        b_qp.close(),
-        a_cq.close(),
-        b_cq.close(),
-        a_pd.close(),
-        b_pd.close(),
-    ] {
-        assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    }
-    a.close();
-    b.close();
+    close_pair_except(pair, Closed::A_CONN);
 }

@@ -351,9 +351,7 @@ pub fn pair_with<'a>(
 
 /// A pair whose B-side CQ (depth 1024) notifies `watch`.
 pub fn pair_watching_b(watch: &Arc<Watch>) -> Pair {
-    Fixture::new()
-        .b_cq(|b| watched_cq(b, 1024, watch))
-        .pair()
+    Fixture::new().b_cq(|b| watched_cq(b, 1024, watch)).pair()
 }
 
 /// One side of a connection: an adapter, a CQ and a PD (see
@@ -369,7 +367,11 @@ impl End {
     /// An adapter of the default transport opened on `addr`, a CQ (depth
     /// 1024) and a PD.
     pub fn open(addr: Addr) -> Self {
-        Self::made(Transport::default().open(addr), addr, Box::new(|a| a.cq(1024)))
+        Self::made(
+            Transport::default().open(addr),
+            addr,
+            Box::new(|a| a.cq(1024)),
+        )
     }
 
     fn made(adapter: Adapter, addr: Addr, make_cq: MakeCq<'_>) -> Self {
@@ -507,6 +509,31 @@ pub struct Closed {
     pub b_pd: bool,
 }
 
+impl Closed {
+    /// Nothing closed.
+    pub const NONE: Self = Self {
+        a_conn: false,
+        b_conn: false,
+        listener: false,
+        a_qp: false,
+        b_qp: false,
+        a_cq: false,
+        b_cq: false,
+        a_pd: false,
+        b_pd: false,
+    };
+    /// Only A's connector.
+    pub const A_CONN: Self = Self {
+        a_conn: true,
+        ..Self::NONE
+    };
+    /// Only B's connector.
+    pub const B_CONN: Self = Self {
+        b_conn: true,
+        ..Self::NONE
+    };
+}
+
 /// `Pair::teardown` that skips what the test closed and accepts any
 /// Disconnect outcome (an error may have ended the connection); every
 /// close it makes is checked (L18) and waited for; the adapters' closes
@@ -527,6 +554,11 @@ fn close_unless(done: bool, close: impl FnOnce() -> NtStatus) {
 /// adapters; every close is checked (L18) and waited for.
 pub fn close_pair(pair: Pair) {
     reap_pair(pair, Closed::default(), Early::default(), false);
+}
+
+/// [`close_pair`] but for what the test closed itself.
+pub fn close_pair_except(pair: Pair, closed: Closed) {
+    reap_pair(pair, closed, Early::default(), false);
 }
 
 /// The one lenient teardown: disconnects what is still open (any outcome)
@@ -825,9 +857,8 @@ pub fn connection_data_into(
         (std::ptr::null_mut(), std::ptr::null_mut())
     };
     // SAFETY: a live connector; the buffer holds `length` bytes.
-    let status = unsafe {
-        (connector.d().ndk_get_connection_data)(connector.0, pi, po, ptr, &raw mut len)
-    };
+    let status =
+        unsafe { (connector.d().ndk_get_connection_data)(connector.0, pi, po, ptr, &raw mut len) };
     Data {
         status,
         length: len,
@@ -871,9 +902,7 @@ pub fn get_address(getter: Getter<'_>, room: u32) -> (NtStatus, [u8; 28], u32) {
     let status = match getter {
         // SAFETY: a live object; a buffer of `room` bytes (at most 28)
         // and an in/out length.
-        Getter::ConnectorLocal(c) => unsafe {
-            (c.d().ndk_get_local_address)(c.0, ptr, len_ptr)
-        },
+        Getter::ConnectorLocal(c) => unsafe { (c.d().ndk_get_local_address)(c.0, ptr, len_ptr) },
         // SAFETY: as above.
         Getter::ConnectorPeer(c) => unsafe { (c.d().ndk_get_peer_address)(c.0, ptr, len_ptr) },
         // SAFETY: as above.

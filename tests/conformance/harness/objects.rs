@@ -1183,8 +1183,7 @@ pub const UNKNOWN_FLAG: u32 = 0x1000;
 /// `NDK_MR_FLAG_*` words.
 pub const MR_LOCAL_WRITE: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits();
 
-pub const MR_REMOTE: u32 =
-    MrFlags::ALLOW_REMOTE_READ.bits() | MrFlags::ALLOW_REMOTE_WRITE.bits();
+pub const MR_REMOTE: u32 = MrFlags::ALLOW_REMOTE_READ.bits() | MrFlags::ALLOW_REMOTE_WRITE.bits();
 
 /// A buffer and the MR that registers all of it.
 pub struct Region {
@@ -1320,14 +1319,7 @@ impl Frmr {
 
     /// A `len`-byte buffer (filled with `fill`) mapped with BuildLam, and
     /// an MR initialized for `pages` pages, with remote access or not.
-    pub fn new(
-        adapter: &Adapter,
-        pd: &Pd,
-        len: usize,
-        fill: u8,
-        pages: u32,
-        remote: bool,
-    ) -> Self {
+    pub fn new(adapter: &Adapter, pd: &Pd, len: usize, fill: u8, pages: u32, remote: bool) -> Self {
         let mut buffer = Buffer::new(len, 0, fill);
         let (status, lam, fbo) = adapter.build_lam(&mut buffer);
         assert_eq!(status, STATUS_SUCCESS, "BuildLam");
@@ -1492,11 +1484,7 @@ pub fn watched_cq(adapter: &Adapter, depth: u32, watch: &Arc<Watch>) -> Cq {
 }
 
 /// As [`watched_cq`], returning the failure status.
-pub fn try_watched_cq(
-    adapter: &Adapter,
-    depth: u32,
-    watch: &Arc<Watch>,
-) -> Result<Cq, NtStatus> {
+pub fn try_watched_cq(adapter: &Adapter, depth: u32, watch: &Arc<Watch>) -> Result<Cq, NtStatus> {
     let mut cq = std::ptr::null_mut();
     // SAFETY: a live adapter; the watch outlives the CQ (tests keep it).
     let status = unsafe {
