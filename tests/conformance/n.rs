@@ -1903,7 +1903,7 @@ fn connect_with_callbacks(
     let connecting = start_connect(&active, a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(nth);
     let (b_cb, b_ctx) = b_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
-    let accepted = accept_with(&passive, b_qp, 16, 16, b"", b_cb, b_ctx);
+    let accepted = accept_with(&passive, b_qp, (16, 16), b"", (b_cb, b_ctx));
     assert_eq!(outcome(connecting), STATUS_SUCCESS);
     let (a_cb, a_ctx) = a_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
     assert_eq!(

@@ -707,17 +707,14 @@ pub fn complete_connect_with(
     (status, signal)
 }
 
-/// `NdkAccept` with an optional disconnect callback: its return value
-/// and completion signal.
-#[allow(clippy::too_many_arguments, reason = "mirrors NdkAccept")]
+/// `NdkAccept` with read limits `(ird, ord)` and an optional disconnect
+/// callback with its context: its return value and completion signal.
 pub fn accept_with(
     connector: &Connector,
     qp: &Qp,
-    ird: u32,
-    ord: u32,
+    (ird, ord): (u32, u32),
     data: &[u8],
-    event: Option<NdkFnDisconnectEventCallback>,
-    event_context: *mut c_void,
+    (event, event_context): (Option<NdkFnDisconnectEventCallback>, *mut c_void),
 ) -> (NtStatus, Arc<Signal>) {
     let signal = Signal::new();
     // SAFETY: live objects; data valid for the call; the caller keeps the

@@ -317,23 +317,7 @@ impl Adapter {
     }
 
     pub fn try_shared_endpoint(&self, addr: Addr) -> Result<SharedEndpoint, NtStatus> {
-        let mut e = std::ptr::null_mut();
-        // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_shared_endpoint)(
-                self.0,
-                addr.as_ptr(),
-                addr.len(),
-                None,
-                std::ptr::null_mut(),
-                &raw mut e,
-            )
-        };
-        if status == STATUS_SUCCESS {
-            Ok(SharedEndpoint(e))
-        } else {
-            Err(status)
-        }
+        shared_endpoint_with_length(self, addr, addr.len())
     }
 
     /// BuildLam over `buffer`; returns (status, LAM bytes, FBO).
@@ -990,17 +974,7 @@ impl Connector {
     }
 
     pub fn complete_connect(&self, disconnects: &Arc<Signal>) -> NtStatus {
-        let signal = Signal::new();
-        // SAFETY: a live connector; `disconnects` outlives it.
-        let status = unsafe {
-            (self.d().ndk_complete_connect)(
-                self.0,
-                Some(on_disconnect),
-                disconnects.ctx(),
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
+        let (status, signal) = complete_connect_with(self, Some(on_disconnect), disconnects.ctx());
         signal.outcome(status)
     }
 
@@ -1012,23 +986,8 @@ impl Connector {
         data: &[u8],
         disconnects: &Arc<Signal>,
     ) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
-        // SAFETY: live objects; data valid for the call.
-        let status = unsafe {
-            (self.d().ndk_accept)(
-                self.0,
-                qp.0,
-                ird,
-                ord,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
-                Some(on_disconnect),
-                disconnects.ctx(),
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        (status, signal)
+        let event = (Some(on_disconnect as NdkFnDisconnectEventCallback), disconnects.ctx());
+        accept_with(self, qp, (ird, ord), data, event)
     }
 
     pub fn reject(&self, data: &[u8]) -> NtStatus {
@@ -1103,18 +1062,7 @@ impl Listener {
     }
 
     pub fn listen(&self, addr: Addr) -> NtStatus {
-        let signal = Signal::new();
-        // SAFETY: a live listener and an address valid for the call.
-        let status = unsafe {
-            (self.d().ndk_listen)(
-                self.0,
-                addr.as_ptr(),
-                addr.len(),
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        signal.outcome(status)
+        listen_with_length(self, addr, addr.len())
     }
 
     pub fn local_address(&self) -> (NtStatus, Addr, u32) {
