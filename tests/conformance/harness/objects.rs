@@ -210,6 +210,35 @@ fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtSta
     status
 }
 
+/// Declares the wrapper of one NDK object type: a newtype over the raw
+/// pointer, usable from any thread (I6), with its dispatch table, its
+/// header and a close that waits for the completion if the close pended.
+macro_rules! object {
+    ($(#[$doc:meta])* $name:ident($raw:ty) -> $table:ty, $close:ident) => {
+        $(#[$doc])*
+        pub struct $name(pub *mut $raw);
+
+        // SAFETY: the provider's objects may be used from any thread (I6).
+        unsafe impl Send for $name {}
+        // SAFETY: as above.
+        unsafe impl Sync for $name {}
+
+        impl $name {
+            pub fn d(&self) -> &$table {
+                table!(self.0)
+            }
+
+            pub fn header(&self) -> *mut NdkObjectHeader {
+                self.0.cast()
+            }
+
+            pub fn close(self) -> NtStatus {
+                close_waiting(self.0.cast(), self.d().$close)
+            }
+        }
+    };
+}
+
 /// An open adapter.
 pub struct Adapter(pub *mut NdkAdapter);
 
@@ -459,13 +488,11 @@ impl Cq {
     }
 }
 
-pub struct Pd(pub *mut NdkPd);
+object! {
+    Pd(NdkPd) -> NdkPdDispatch, ndk_close_pd
+}
 
 impl Pd {
-    pub fn d(&self) -> &NdkPdDispatch {
-        table!(self.0)
-    }
-
     pub fn privileged_token(&self) -> u32 {
         let mut token = 0;
         // SAFETY: a live PD and an out ULONG.
@@ -618,23 +645,17 @@ impl Pd {
         }
     }
 
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_pd)
-    }
-
     /// Starts the close and returns at once with the close's signal.
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
         close_started(self.0.cast(), self.d().ndk_close_pd)
     }
 }
 
-pub struct Mr(pub *mut NdkMr);
+object! {
+    Mr(NdkMr) -> NdkMrDispatch, ndk_close_mr
+}
 
 impl Mr {
-    pub fn d(&self) -> &NdkMrDispatch {
-        table!(self.0)
-    }
-
     /// RegisterMr over the whole buffer.
     pub fn register(&self, buffer: &mut Buffer, flags: u32) -> NtStatus {
         let signal = Signal::new();
@@ -684,44 +705,24 @@ impl Mr {
         // SAFETY: a live MR.
         unsafe { (self.d().ndk_get_remote_token_from_mr)(self.0) }
     }
-
-    pub fn header(&self) -> *mut NdkObjectHeader {
-        self.0.cast()
-    }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_mr)
-    }
 }
 
-pub struct Mw(pub *mut NdkMw);
+object! {
+    Mw(NdkMw) -> NdkMwDispatch, ndk_close_mw
+}
 
 impl Mw {
-    pub fn d(&self) -> &NdkMwDispatch {
-        table!(self.0)
-    }
-
     pub fn remote_token(&self) -> u32 {
         // SAFETY: a live MW.
         unsafe { (self.d().ndk_get_remote_token_from_mw)(self.0) }
     }
-
-    pub fn header(&self) -> *mut NdkObjectHeader {
-        self.0.cast()
-    }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_mw)
-    }
 }
 
-pub struct Srq(pub *mut NdkSrq);
+object! {
+    Srq(NdkSrq) -> NdkSrqDispatch, ndk_close_srq
+}
 
 impl Srq {
-    pub fn d(&self) -> &NdkSrqDispatch {
-        table!(self.0)
-    }
-
     pub fn receive(&self, context: usize, sges: &[NdkSge]) -> NtStatus {
         // SAFETY: a live SRQ and an SGE array.
         unsafe {
@@ -742,25 +743,13 @@ impl Srq {
         };
         signal.outcome(status)
     }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_srq)
-    }
 }
 
-pub struct Qp(pub *mut NdkQp);
-
-// SAFETY: see `Adapter`.
-unsafe impl Send for Qp {}
-
-// SAFETY: see `Adapter`.
-unsafe impl Sync for Qp {}
+object! {
+    Qp(NdkQp) -> NdkQpDispatch, ndk_close_qp
+}
 
 impl Qp {
-    pub fn d(&self) -> &NdkQpDispatch {
-        table!(self.0)
-    }
-
     pub fn send(&self, context: usize, sges: &[NdkSge], flags: u32) -> NtStatus {
         // SAFETY: a live QP and an SGE array valid for the call.
         unsafe {
@@ -909,25 +898,13 @@ impl Qp {
         // SAFETY: a live QP.
         unsafe { (self.d().ndk_flush)(self.0) };
     }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_qp)
-    }
 }
 
-pub struct Connector(pub *mut NdkConnector);
-
-// SAFETY: see `Adapter`.
-unsafe impl Send for Connector {}
-
-// SAFETY: see `Adapter`.
-unsafe impl Sync for Connector {}
+object! {
+    Connector(NdkConnector) -> NdkConnectorDispatch, ndk_close_connector
+}
 
 impl Connector {
-    pub fn d(&self) -> &NdkConnectorDispatch {
-        table!(self.0)
-    }
-
     /// Connect; returns the call's return value and the completion signal.
     pub fn connect(
         &self,
@@ -1048,19 +1025,13 @@ impl Connector {
         let status = unsafe { (self.d().ndk_disconnect)(self.0, Some(on_status), signal.ctx()) };
         (status, signal)
     }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_connector)
-    }
 }
 
-pub struct Listener(pub *mut NdkListener);
+object! {
+    Listener(NdkListener) -> NdkListenerDispatch, ndk_close_listener
+}
 
 impl Listener {
-    pub fn d(&self) -> &NdkListenerDispatch {
-        table!(self.0)
-    }
-
     pub fn listen(&self, addr: Addr) -> NtStatus {
         listen_with_length(self, addr, addr.len())
     }
@@ -1082,27 +1053,12 @@ impl Listener {
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
         close_started(self.0.cast(), self.d().ndk_close_listener)
     }
-
-    pub fn close(self) -> NtStatus {
-        let (status, signal) = self.close_async();
-        if status == STATUS_PENDING {
-            signal.wait();
-        }
-        status
-    }
 }
 
-pub struct SharedEndpoint(pub *mut NdkSharedEndpoint);
-
-impl SharedEndpoint {
-    pub fn d(&self) -> &NdkSharedEndpointDispatch {
-        table!(self.0)
-    }
-
-    pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_shared_endpoint)
-    }
+object! {
+    SharedEndpoint(NdkSharedEndpoint) -> NdkSharedEndpointDispatch, ndk_close_shared_endpoint
 }
+
 
 /// `NDK_OP_FLAG_*` words.
 pub const SILENT: u32 = OpFlags::SILENT_SUCCESS.bits();
