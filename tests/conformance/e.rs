@@ -1056,26 +1056,7 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     );
     let qp = &pair.a_qp;
     let (remote, token) = (b_mem.remote(3072), b_mem.token());
-    assert_eq!(qp.send(1, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
-    assert_eq!(
-        qp.send_and_invalidate(2, &[a_mem.sge(0, 8)], 0, b_mw.remote_token()),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(3, &[a_mem.sge(0, 8)], remote, token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.read(4, &[a_mem.sge(8, 8)], remote, token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.bind(5, &a_mem.mr, &a_mw, a_mem.remote(0), 64, OP_REMOTE_READ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.invalidate(6, a_mw.header(), 0), STATUS_SUCCESS);
-    assert_eq!(a_frmr.post(qp, 7, 0), STATUS_SUCCESS);
-    assert_eq!(qp.invalidate(8, a_frmr.mr.header(), 0), STATUS_SUCCESS);
+    post_one_of_each(qp, (&a_mem, &a_mw, &a_frmr), (remote, token), b_mw.remote_token());
     assert_eq!(pair.b_qp.send(54, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
     let mut results = Vec::new();
     for (cq, n) in [(&pair.a_cq, 9), (&pair.b_cq, 4)] {

@@ -1446,3 +1446,29 @@ pub const MR_ALL: u32 = MrFlags::ALLOW_LOCAL_WRITE.bits()
 
 /// A page-aligned buffer registered with [`MR_ALL`] (see [`Region::all`]).
 pub type Mem = Region;
+
+/// Posts one request of every kind on `qp`, request contexts 1 to 8 in
+/// this order: a Send from `mem`, a SendAndInvalidate of `peer_mw_token`,
+/// a Write to and a Read from `remote` (address, token), a Bind of `mw`
+/// over `mem`, an Invalidate of `mw`, a FastRegister of `frmr` and an
+/// Invalidate of it. Each post must be accepted.
+pub fn post_one_of_each(
+    qp: &Qp,
+    (mem, mw, frmr): (&Region, &Mw, &Frmr),
+    (remote, token): (u64, u32),
+    peer_mw_token: u32,
+) {
+    let header = mw.header();
+    for (context, status) in [
+        (1, qp.send(1, &[mem.sge(0, 8)], 0)),
+        (2, qp.send_and_invalidate(2, &[mem.sge(0, 8)], 0, peer_mw_token)),
+        (3, qp.write(3, &[mem.sge(0, 8)], remote, token, 0)),
+        (4, qp.read(4, &[mem.sge(8, 8)], remote, token, 0)),
+        (5, qp.bind(5, &mem.mr, mw, mem.remote(0), 64, OP_REMOTE_READ)),
+        (6, qp.invalidate(6, header, 0)),
+        (7, frmr.post(qp, 7, 0)),
+        (8, qp.invalidate(8, frmr.mr.header(), 0)),
+    ] {
+        assert_eq!(status, STATUS_SUCCESS, "post {context}");
+    }
+}
