@@ -61,7 +61,7 @@ struct Zoo {
 impl Zoo {
     fn new() -> Self {
         let addr = own_address();
-        let adapter = Adapter::open(addr);
+        let adapter = open_adapter(addr);
         let cq = adapter.cq(64);
         let pd = adapter.pd();
         let mr = pd.mr(false);
@@ -303,7 +303,7 @@ struct Far {
 impl Far {
     fn new() -> Self {
         let addr = own_address();
-        let adapter = Adapter::open(addr);
+        let adapter = open_adapter(addr);
         let incoming = Incoming::new();
         let listener = adapter.listener(&incoming);
         assert_eq!(listener.listen(addr), STATUS_SUCCESS, "Listen");
@@ -329,6 +329,25 @@ impl Far {
     }
 }
 
+/// Closes a connected [`Near`] and [`Far`] once their connectors are
+/// closed: each side's QP, CQ and PD (the far ones given; L18 checked, each
+/// close waited for), the adapters and the listener.
+fn close_near_and_far(near: Near, far: Far, (far_qp, far_cq, far_pd): (Qp, Cq, Pd)) {
+    for qp in [near.qp, far_qp] {
+        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    }
+    for cq in [near.cq, far_cq] {
+        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
+    }
+    for pd in [near.pd, far_pd] {
+        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
+    }
+    near.adapter.close();
+    let status = far.listener.close();
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    far.adapter.close();
+}
+
 /// An adapter with a CQ, a PD and a QP, unconnected.
 struct Near {
     addr: Addr,
@@ -341,7 +360,7 @@ struct Near {
 impl Near {
     fn new() -> Self {
         let addr = own_address();
-        let adapter = Adapter::open(addr);
+        let adapter = open_adapter(addr);
         let cq = adapter.cq(64);
         let pd = adapter.pd();
         let qp = pd.qp(&cq, &cq, 0x0A);
@@ -935,7 +954,7 @@ fn create<T>(
 #[test]
 fn l7_every_create_finishes_inline_without_its_create_completion() {
     let addr = own_address();
-    let adapter = Adapter::open(addr);
+    let adapter = open_adapter(addr);
     let ad = *adapter.d();
     let cq_watch = Signal::new();
     // SAFETY: (here and in each closure below) a live antecedent and the
@@ -1087,8 +1106,8 @@ fn l7_every_create_finishes_inline_without_its_create_completion() {
 fn l8_request_completion_runs_once_and_only_after_pending() {
     let a_addr = own_address();
     let b_addr = own_address();
-    let a = Adapter::open(a_addr);
-    let b = Adapter::open(b_addr);
+    let a = open_adapter(a_addr);
+    let b = open_adapter(b_addr);
     let a_cq = a.cq(64);
     let b_cq = b.cq(64);
     let a_pd = a.pd();
@@ -1253,7 +1272,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
 // rule L9, L7
 #[test]
 fn l9_running_out_of_pds_is_insufficient_resources() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let d = *adapter.d();
     let created = Arc::new(Created::default());
     let ctx = Arc::as_ptr(&created).cast_mut().cast::<c_void>();
@@ -1468,7 +1487,7 @@ fn l11_work_requests_report_only_through_the_cq() {
 // see also Q1
 #[test]
 fn l12_cq_and_srq_above_the_adapter_limits_are_invalid_parameter() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let info = adapter.info();
     let watch = Signal::new();
     assert_eq!(
@@ -1511,7 +1530,7 @@ fn l12_cq_and_srq_above_the_adapter_limits_are_invalid_parameter() {
 // rule L13
 #[test]
 fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let info = adapter.info();
     let cq = adapter.cq(16);
     let pd = adapter.pd();
@@ -1580,7 +1599,7 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
 // rule L24, L14, L18
 #[test]
 fn l24_pd_close_pends_until_its_mr_is_closed() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let log = Signal::new();
@@ -1596,7 +1615,7 @@ fn l24_pd_close_pends_until_its_mr_is_closed() {
 // rule L24, L14, L18
 #[test]
 fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let cq = adapter.cq(16);
     let pd = adapter.pd();
     let mw = pd.mw();
@@ -1753,7 +1772,7 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
 // rule L14, L19, L25
 #[test]
 fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let cq = adapter.cq(16);
     let pd = adapter.pd();
     let mr = pd.mr(false);
@@ -2060,19 +2079,7 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     let _ = ys.outcome(y);
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
     close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
-    for qp in [near.qp, far_qp] {
-        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
-    }
-    for cq in [near.cq, far_cq] {
-        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
-    }
-    for pd in [near.pd, far_pd] {
-        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
-    }
-    near.adapter.close();
-    let status = far.listener.close();
-    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    far.adapter.close();
+    close_near_and_far(near, far, (far_qp, far_cq, far_pd));
 }
 
 // ---------------------------------------------------------------------------
@@ -2139,7 +2146,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
 // rule L19, L18, L25
 #[test]
 fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let log = Signal::new();
@@ -2354,7 +2361,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
 fn l21_listener_close_waits_for_its_running_connect_event() {
     let near = Near::new();
     let far_addr = own_address();
-    let far = Adapter::open(far_addr);
+    let far = open_adapter(far_addr);
     let watch = Watch::gated();
     let mut listener = std::ptr::null_mut();
     // SAFETY: a live adapter; the watch outlives the listener.
@@ -2496,19 +2503,7 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
     );
     assert!(!watch.overlapped());
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    for qp in [near.qp, far_qp] {
-        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
-    }
-    for cq in [near.cq, far_cq] {
-        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
-    }
-    for pd in [near.pd, far_pd] {
-        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
-    }
-    near.adapter.close();
-    let status = far.listener.close();
-    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    far.adapter.close();
+    close_near_and_far(near, far, (far_qp, far_cq, far_pd));
 }
 
 // rule L23, L21, L22, L27
@@ -2711,7 +2706,7 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
 // rule L27, L24, L28
 #[test]
 fn l27_adapter_close_returns_only_after_its_last_object_closed() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let cq = adapter.cq(16);
     let pd = adapter.pd();
     let qp = pd.qp(&cq, &cq, 1);
@@ -2815,7 +2810,7 @@ mod cross_nic {
     #[test]
     fn l14_objects_of_two_adapters_opened_on_one_nic_mix() {
         let (near, far) = Side::two();
-        let twin = Adapter::open(near.addr);
+        let twin = open_adapter(near.addr);
         let twin_cq = twin.cq(16);
         let twin_pd = twin.pd();
         let twin_srq = twin_pd.try_srq(16, 2, 0, None).expect("CreateSrq");

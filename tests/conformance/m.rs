@@ -273,7 +273,7 @@ fn build_lam_raw(
 
 /// The adapter information (of an adapter opened for the purpose).
 fn info() -> NdkAdapterInfo {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let info = adapter.info();
     adapter.close();
     info
@@ -419,7 +419,7 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
 /// `STATUS_INVALID_PARAMETER`; the MR stays unregistered and usable.
 #[test]
 fn m2_register_mr_refuses_a_chain_that_is_not_contiguous() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let mut buffer = Buffer::pattern(2 * PAGE, 0x10, 4);
@@ -466,7 +466,7 @@ fn m2_register_mr_refuses_a_chain_that_is_not_contiguous() {
 /// the described bytes.
 #[test]
 fn m3_a_chain_shorter_than_length_is_refused() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let mut buffer = Buffer::pattern(PAGE + 0x100, 0x300, 5);
@@ -2692,7 +2692,7 @@ fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
 /// it succeeds and writes exactly that size.
 #[test]
 fn m29_build_lam_reports_the_size_needed() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let mut buffer = Buffer::new(5 * PAGE - 0x10, 0x20, 0);
     // 0x20 + 5 pages − 0x10 spans 6 pages.
     let needed = 0x10 + 8 * 6;
@@ -2760,7 +2760,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
 /// the callback is never called (L8).
 #[test]
 fn m31_build_lam_without_a_completion_finishes_inline() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let mut buffer = Buffer::new(PAGE + 1, 0xFFF, 0);
     for completion in [false, true] {
         let call = build_lam_raw(&adapter, buffer.mdl(), buffer.len, completion, 0x28);

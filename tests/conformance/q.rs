@@ -147,7 +147,7 @@ impl Fixture {
 /// CreateSrq the same way; SoftNDK is not one.)
 #[test]
 fn q1_adapter_offers_srqs_and_refuses_limits_above_its_maximum() {
-    let adapter = Adapter::open(own_address());
+    let adapter = open_adapter(own_address());
     let info = adapter.info();
     assert!(info.max_srq_depth > 0);
     let pd = adapter.pd();

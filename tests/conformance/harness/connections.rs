@@ -51,6 +51,12 @@ impl Transport {
     }
 }
 
+/// Opens an adapter on `addr` over [`Transport::default`]: how every test
+/// that needs an adapter of its own, outside a [`Fixture`], opens one.
+pub fn open_adapter(addr: Addr) -> Adapter {
+    Transport::default().open(addr)
+}
+
 /// Makes a side's CQ on its adapter.
 type MakeCq<'a> = Box<dyn FnOnce(&Adapter) -> Cq + 'a>;
 

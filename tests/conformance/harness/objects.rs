@@ -249,7 +249,8 @@ unsafe impl Send for Adapter {}
 unsafe impl Sync for Adapter {}
 
 impl Adapter {
-    /// Opens the host adapter for `addr` (any port).
+    /// Opens the host adapter for `addr` (any port). Tests open adapters
+    /// through [`open_adapter`] or a [`Fixture`], which choose the transport.
     pub fn open(addr: Addr) -> Self {
         let mut adapter = std::ptr::null_mut();
         // SAFETY: a valid SOCKADDR and out-pointer.
@@ -257,10 +258,6 @@ impl Adapter {
         assert_eq!(status, STATUS_SUCCESS, "SoftNdkOpenAdapter({addr:?})");
         assert!(!adapter.is_null());
         Self(adapter)
-    }
-
-    pub fn v4(last: u8) -> Self {
-        Self::open(Addr::v4([127, 0, 0, last], 0))
     }
 
     pub fn d(&self) -> &NdkAdapterDispatch {

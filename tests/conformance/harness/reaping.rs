@@ -89,7 +89,7 @@ pub struct Spout {
 impl Spout {
     /// An adapter of its own, a CQ made by `make_cq`, a PD and a flushed QP.
     pub fn new(make_cq: impl FnOnce(&Adapter) -> Cq) -> Self {
-        let adapter = Adapter::open(own_address());
+        let adapter = open_adapter(own_address());
         let cq = make_cq(&adapter);
         let pd = adapter.pd();
         let qp = pd.qp(&cq, &cq, 0x5B);
