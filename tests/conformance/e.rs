@@ -1056,7 +1056,12 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     );
     let qp = &pair.a_qp;
     let (remote, token) = (b_mem.remote(3072), b_mem.token());
-    post_one_of_each(qp, (&a_mem, &a_mw, &a_frmr), (remote, token), b_mw.remote_token());
+    post_one_of_each(
+        qp,
+        (&a_mem, &a_mw, &a_frmr),
+        (remote, token),
+        b_mw.remote_token(),
+    );
     assert_eq!(pair.b_qp.send(54, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
     let mut results = Vec::new();
     for (cq, n) in [(&pair.a_cq, 9), (&pair.b_cq, 4)] {

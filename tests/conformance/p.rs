@@ -1392,7 +1392,12 @@ fn p22_result_ex_type_names_the_operation() {
     );
     let (remote, token) = (b_mem.remote(3072), b_mem.token());
     let qp = &pair.a_qp;
-    post_one_of_each(qp, (&a_mem, &a_mw, &a_frmr), (remote, token), b_mw.remote_token());
+    post_one_of_each(
+        qp,
+        (&a_mem, &a_mw, &a_frmr),
+        (remote, token),
+        b_mw.remote_token(),
+    );
     use NdkOperationType as T;
     assert_eq!(
         summary_ex(&wait_results_ex(&pair.a_cq, 8)),

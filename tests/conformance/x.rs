@@ -388,7 +388,10 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
         .connector
         .store(passive.0 as usize, Ordering::SeqCst);
     let ctx: *mut c_void = Arc::as_ptr(&replier).cast_mut().cast();
-    let event = (Some(disconnect_in_callback as NdkFnDisconnectEventCallback), ctx);
+    let event = (
+        Some(disconnect_in_callback as NdkFnDisconnectEventCallback),
+        ctx,
+    );
     let (accept, accepted) = accept_with(&passive, &b_qp, (16, 16), b"", event);
     assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
     let a_disconnects = Signal::new();

@@ -960,7 +960,10 @@ impl Connector {
         data: &[u8],
         disconnects: &Arc<Signal>,
     ) -> (NtStatus, Arc<Signal>) {
-        let event = (Some(on_disconnect as NdkFnDisconnectEventCallback), disconnects.ctx());
+        let event = (
+            Some(on_disconnect as NdkFnDisconnectEventCallback),
+            disconnects.ctx(),
+        );
         accept_with(self, qp, (ird, ord), data, event)
     }
 
@@ -1055,7 +1058,6 @@ impl Listener {
 object! {
     SharedEndpoint(NdkSharedEndpoint) -> NdkSharedEndpointDispatch, ndk_close_shared_endpoint
 }
-
 
 /// `NDK_OP_FLAG_*` words.
 pub const SILENT: u32 = OpFlags::SILENT_SUCCESS.bits();
@@ -1458,10 +1460,16 @@ pub fn post_one_of_each(
     let header = mw.header();
     for (context, status) in [
         (1, qp.send(1, &[mem.sge(0, 8)], 0)),
-        (2, qp.send_and_invalidate(2, &[mem.sge(0, 8)], 0, peer_mw_token)),
+        (
+            2,
+            qp.send_and_invalidate(2, &[mem.sge(0, 8)], 0, peer_mw_token),
+        ),
         (3, qp.write(3, &[mem.sge(0, 8)], remote, token, 0)),
         (4, qp.read(4, &[mem.sge(8, 8)], remote, token, 0)),
-        (5, qp.bind(5, &mem.mr, mw, mem.remote(0), 64, OP_REMOTE_READ)),
+        (
+            5,
+            qp.bind(5, &mem.mr, mw, mem.remote(0), 64, OP_REMOTE_READ),
+        ),
         (6, qp.invalidate(6, header, 0)),
         (7, frmr.post(qp, 7, 0)),
         (8, qp.invalidate(8, frmr.mr.header(), 0)),
