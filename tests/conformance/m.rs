@@ -54,23 +54,6 @@ fn register_mdl(mr: &Mr, mdl: *mut Mdl, length: usize, flags: u32) -> NtStatus {
     signal.outcome(status)
 }
 
-/// A host-mode MDL describing `len` bytes from `first` (its virtual address
-/// is where the bytes are).
-fn mdl_at(first: *mut u8, len: usize) -> Box<Mdl> {
-    let offset = first as usize % PAGE;
-    Box::new(Mdl {
-        next: std::ptr::null_mut(),
-        size: 0x30,
-        mdl_flags: 0,
-        padding_0c: 0,
-        process: std::ptr::null_mut(),
-        mapped_system_va: std::ptr::null_mut(),
-        start_va: first.wrapping_sub(offset).cast(),
-        byte_count: u32::try_from(len).unwrap(),
-        byte_offset: u32::try_from(offset).unwrap(),
-    })
-}
-
 /// An MDL of `len` bytes at a made-up virtual address that no memory backs:
 /// only a provider that uses the address as an index survives it.
 fn mdl_nowhere(address: u64, len: u64) -> Box<Mdl> {

@@ -111,26 +111,32 @@ pub struct Buffer {
     mdl: Box<Mdl>,
 }
 
+/// A host-mode MDL describing `len` bytes from `first` (its virtual address
+/// is where the bytes are).
+pub fn mdl_at(first: *mut u8, len: usize) -> Box<Mdl> {
+    let offset = first as usize % PAGE;
+    Box::new(Mdl {
+        next: std::ptr::null_mut(),
+        size: 0x30,
+        mdl_flags: 0,
+        padding_0c: 0,
+        process: std::ptr::null_mut(),
+        mapped_system_va: std::ptr::null_mut(),
+        start_va: first.wrapping_sub(offset).cast(),
+        byte_count: u32::try_from(len).unwrap(),
+        byte_offset: u32::try_from(offset).unwrap(),
+    })
+}
+
 impl Buffer {
     /// `len` bytes starting `offset` bytes into a page, filled with `fill`.
     pub fn new(len: usize, offset: usize, fill: u8) -> Self {
         let pages = (offset + len).div_ceil(PAGE) + 1;
-        let storage = vec![fill; pages * PAGE];
+        let mut storage = vec![fill; pages * PAGE];
         let base = storage.as_ptr() as usize;
         let aligned = (PAGE - base % PAGE) % PAGE;
         let start = aligned + offset;
-        let page_va = base + aligned;
-        let mdl = Box::new(Mdl {
-            next: std::ptr::null_mut(),
-            size: 0x30,
-            mdl_flags: 0,
-            padding_0c: 0,
-            process: std::ptr::null_mut(),
-            mapped_system_va: std::ptr::null_mut(),
-            start_va: page_va as *mut c_void,
-            byte_count: u32::try_from(len).unwrap(),
-            byte_offset: u32::try_from(offset).unwrap(),
-        });
+        let mdl = mdl_at(storage.as_mut_ptr().wrapping_add(start), len);
         Self {
             storage,
             start,
