@@ -281,10 +281,7 @@ fn d3_defer_changes_nothing_about_completions() {
         ]
     );
     assert_empty(&pair.a_cq);
-    for region in [a_src, b_mem] {
-        region.close();
-    }
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_src, b_mem]);
 }
 
 /// D4: when an initiator call fails inline, every earlier deferred request of
@@ -477,10 +474,7 @@ fn d5_open_chain_is_ended_by_flush() {
     pair.a_qp.flush();
     assert_chain_ended(&pair.a_cq.wait_results(3));
     assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, dst]);
 }
 
 /// D5: a Disconnect ends an open chain: every request completes or is
@@ -494,10 +488,7 @@ fn d5_open_chain_is_ended_by_disconnect() {
     disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
     assert_chain_ended(&pair.a_cq.wait_results(3));
     assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, dst]);
 }
 
 /// D5: closing the QP ends an open chain: every request completes or is

@@ -66,9 +66,7 @@ fn e1_flush_cancels_pending_receives_and_initiator_requests() {
         b_mem.bytes().iter().all(|&b| b == 0),
         "the flushed Write ran"
     );
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// E2 (consumer): a consumer that drains the CQ until it has seen a
@@ -148,9 +146,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
         }
     }
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// E3: Disconnect flushes the QP after the disconnect exchange: every request
@@ -201,9 +197,7 @@ fn e3_disconnect_cancels_outstanding_requests() {
     );
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// E4 (inference): receives posted to an SRQ belong to the SRQ — flushing or
@@ -334,9 +328,7 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
     );
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// E6 (NDSPI v2; this provider's behaviour): a work-request call that fails
@@ -448,9 +440,7 @@ fn e7_receive_too_small_overflows_and_terminates() {
         [(12, STATUS_CANCELLED)]
     );
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(3, STATUS_CANCELLED)]);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// E8's table: whether an operation's completion may carry `status`.
@@ -500,10 +490,7 @@ fn scenario(
         }
         assert_empty(cq);
     }
-    for region in [a_mem, b_mem, b_recv] {
-        region.close();
-    }
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem, b_recv]);
 }
 
 /// E8 (NDSPI v2; this provider's behaviour): a completion carries only a
@@ -556,9 +543,7 @@ fn e8_completion_statuses_fit_their_operation() {
     assert!(got.iter().all(|r| allowed(r.type_, r.status)));
     frmr.close(&pair.a);
     assert_close(mw.close());
-    a.close();
-    b.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a, b]);
 
     scenario(
         "Read past the region",
@@ -689,9 +674,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
             [(2, STATUS_ACCESS_VIOLATION)]
         );
         assert_eq!(pair.a_cq.notifications().len(), 1);
-        a_mem.close();
-        b_mem.close();
-        teardown_lenient(pair);
+        teardown_closing(pair, [a_mem, b_mem]);
     }
     // At the receiver: a receive that completes with an error (too small,
     // E7) satisfies the receiver's SOLICITED arm, though the Send was not
@@ -722,9 +705,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
         summary(&pair.a_cq.wait_results(1)),
         [(22, STATUS_CANCELLED)]
     );
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
     // C6: ERRORS merged with SOLICITED is SOLICITED, which an error satisfies.
     let pair = Pair::new();
     let a_mem = Region::pattern(&pair.a_pd, 4096, 13, MR_LOCAL_WRITE);
@@ -739,8 +720,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
         summary(&pair.a_cq.wait_results(1)),
         [(3, STATUS_ACCESS_VIOLATION)]
     );
-    a_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem]);
 }
 
 /// A connection whose A side has a CQ of `depth` entries (watched), shared by
@@ -1021,8 +1001,7 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     assert_eq!(contexts, accepted);
     assert!(done.iter().all(|r| r.status == STATUS_CANCELLED));
     assert_close(mw.close());
-    a_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem]);
 }
 
 /// E14: every NDK_RESULT_EX with STATUS_SUCCESS has 0 at offset 0x1C (the

@@ -608,9 +608,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
 
     assert_close(mw.close());
     assert_close(mr.close());
-    src.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, sink]);
 }
 
 /// M5: addresses within a registered region are its virtual-address
@@ -652,9 +650,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     assert_ended(&pair);
     assert_close(mw.close());
     frmr.close(&pair.b);
-    target.close();
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, src]);
 
     // The same for a local SGE: zero-based, it fails with an access
     // violation and no byte moves.
@@ -672,9 +668,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     expect(&pair.a_cq, 3, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
     assert_ended(&pair);
-    target.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, sink]);
 }
 
 // ---------------------------------------------------------------------------
@@ -847,9 +841,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
     target.close(&pair.b);
-    a_src.close();
-    a_sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_src, a_sink]);
     granted
 }
 
@@ -1200,9 +1192,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     );
     assert_eq!(target.bytes(), &now[..]);
     assert_ended(&pair);
-    target.close();
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, src]);
 
     // Without registering again.
     let pair = Pair::new();
@@ -1216,9 +1206,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     );
     assert_eq!(target.bytes(), &before[..]);
     assert_ended(&pair);
-    target.close();
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, src]);
 }
 
 /// M11: once DeregisterMr has completed, the MR's old local token is
@@ -1237,9 +1225,7 @@ fn m11_old_local_token_is_refused_after_deregister_mr() {
     expect(&pair.a_cq, 1, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
     assert_ended(&pair);
-    target.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, sink]);
 }
 
 /// M11, L8: DeregisterMr while a peer's Writes stream into the region may
@@ -1311,9 +1297,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
     );
     assert_eq!(target.bytes(), src.bytes());
     assert_ended(&pair);
-    target.close();
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [target, src]);
 }
 
 /// M12: an MR's local and remote tokens can be read once RegisterMr or
@@ -1741,10 +1725,7 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     assert_eq!(frmr.buffer.bytes(), &expected[..]);
     assert_ended(&pair);
     frmr.close(&pair.b);
-    src.close();
-    sink.close();
-    whole.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, sink, whole]);
 }
 
 /// M16: a FastRegister whose geometry does not fit is refused inline with
@@ -1904,10 +1885,7 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     assert_ended(&pair);
     assert_close(mw.close());
     assert_close(outside.close());
-    r.close();
-    src.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [r, src, sink]);
 }
 
 /// M19: a Bind asking for remote write on a region registered without local
@@ -2162,8 +2140,7 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
     assert_eq!(frmr.buffer.bytes(), &now[..]);
     assert_ended(&pair);
     frmr.close(&pair.b);
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src]);
 }
 
 /// M22, M23 (NDSPI v2 only; this provider's behaviour): Invalidate of a
@@ -2208,9 +2185,7 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
     assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
     assert_ended(&pair);
     assert_close(mw.close());
-    r.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [r, sink]);
 }
 
 /// M22 (consumer): Invalidate never applies to a RegisterMr MR; asked to,
@@ -2305,9 +2280,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     assert_eq!(frmr.buffer.bytes(), &now[..]);
     assert_ended(&pair);
     frmr.close(&pair.b);
-    src.close();
-    inbox.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, inbox]);
 }
 
 /// M24: SendAndInvalidate of a window's token invalidates the window at the
@@ -2340,9 +2313,7 @@ fn m24_send_and_invalidate_invalidates_a_window() {
     );
     assert_ended(&pair);
     assert_close(mw.close());
-    r.close();
-    sink.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [r, sink]);
 }
 
 /// M24: a SendAndInvalidate naming a token the receiver does not know
@@ -2469,10 +2440,7 @@ fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     assert!(inbox.bytes()[0x200..].iter().all(|&b| b == 0));
     assert_ended(&pair);
     frmr.close(&pair.a);
-    for r in [src, second, inbox] {
-        r.close();
-    }
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, second, inbox]);
 }
 
 /// M27, M9: the PD's privileged token lets SGEs name adapter logical
@@ -2558,9 +2526,7 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
 
     pair.a.release_lam(&mut out_lam);
     pair.a.release_lam(&mut in_lam);
-    inbox.close();
-    b_src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [inbox, b_src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -2734,8 +2700,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
     expect(&pair.b_cq, 1, STATUS_CANCELLED);
     assert!(inbox.bytes().iter().all(|&b| b == 0));
     assert_ended(&pair);
-    inbox.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [inbox]);
 }
 
 /// M31, M36: BuildLam's completion is optional: without one it finishes
@@ -2799,8 +2764,7 @@ fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
     expect(&pair.b_cq, 3, STATUS_CANCELLED);
     assert_ended(&pair);
     assert_eq!(buffer.bytes(), &content[..]);
-    inbox.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [inbox]);
 }
 
 /// M32 (consumer): a LAM is released only after the work using it is done,
@@ -2853,8 +2817,7 @@ fn m32_misused_release_lam_never_reaches_memory() {
     assert_eq!(buffer.bytes(), &now[..]);
     assert_ended(&pair);
     assert_close(fast.close());
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src]);
 }
 
 /// M33 (consumer): privileged-token SGEs and FastRegister page arrays carry
@@ -2885,8 +2848,7 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
     expect(&pair.b_cq, 1, STATUS_ACCESS_VIOLATION);
     assert_eq!(victim.bytes(), &victim_content[..]);
     assert_ended(&pair);
-    src.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src]);
 
     // FastRegister of page addresses no LAM maps / of a released LAM / of
     // the other adapter's LAM.
@@ -3104,9 +3066,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
     for (_, mut lam, _) in buffers {
         pair.b.release_lam(&mut lam);
     }
-    src.close();
-    inbox.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [src, inbox]);
 }
 
 /// M36: SoftNDK's adapter reports RDMA_READ_SINK_NOT_REQUIRED and

@@ -363,9 +363,7 @@ fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
         summary(&pair.a_cq.wait_results(1)),
         [(1000, STATUS_CANCELLED)]
     );
-    a_src.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_src, b_mem]);
 }
 
 /// P5: closing the QP's connector racing work-request calls: same guarantee
@@ -740,9 +738,7 @@ fn p11_sges_address_registered_fast_registered_and_lam_memory() {
             assert_eq!(status, STATUS_ACCESS_VIOLATION, "case {case}");
         }
         assert!(b_mem.bytes().iter().all(|&b| b == 0), "case {case}");
-        a_mem.close();
-        b_mem.close();
-        teardown_lenient(pair);
+        teardown_closing(pair, [a_mem, b_mem]);
     }
 }
 
@@ -870,9 +866,7 @@ fn p14_silent_success_suppresses_only_successful_entries() {
         [(4, STATUS_ACCESS_VIOLATION)]
     );
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// P15: a silent request that is flushed (or cancelled after the connection
@@ -913,9 +907,7 @@ fn p15_cancelled_silent_request_produces_an_entry() {
         assert_eq!(summary(&pair.a_cq.wait_results(1)), [(3, STATUS_CANCELLED)]);
     }
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [a_mem, b_mem]);
 }
 
 /// P16: with READ_FENCE a request does not start before every earlier Read
@@ -1302,9 +1294,7 @@ fn p20_read_past_the_remote_region_fails_remote_resources() {
         assert_eq!(status, STATUS_REMOTE_RESOURCES);
     }
     assert_empty(&pair.a_cq);
-    sink.close();
-    b_mem.close();
-    teardown_lenient(pair);
+    teardown_closing(pair, [sink, b_mem]);
 }
 
 /// P21: every entry carries the post's RequestContext and the QPContext of

@@ -476,6 +476,14 @@ pub fn teardown_after(pair: Pair, early: Early) {
     reap_pair(pair, closed, early, true);
 }
 
+/// Closes the test's regions, then [`teardown_lenient`].
+pub fn teardown_closing<const N: usize>(pair: Pair, regions: [Region; N]) {
+    for region in regions {
+        region.close();
+    }
+    teardown_lenient(pair);
+}
+
 /// `Pair::teardown` for a pair whose connection an error may have ended.
 pub fn teardown_lenient(pair: Pair) {
     teardown_after(pair, Early::default());
