@@ -42,10 +42,7 @@ impl Receives {
     fn new(pd: &Pd) -> Self {
         let mut buffer = Buffer::new(CREDITS * MESSAGE, 0, 0);
         let mr = pd.mr(false);
-        assert_eq!(
-            mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE),
-            STATUS_SUCCESS
-        );
+        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
         Self { buffer, mr }
     }
 
@@ -60,7 +57,7 @@ impl Receives {
 
     fn post_all(&self, qp: &Qp) {
         for slot in 0..CREDITS {
-            assert_eq!(qp.receive(slot, &[self.sge(slot)]), STATUS_SUCCESS);
+            assert_success!(qp.receive(slot, &[self.sge(slot)]));
         }
     }
 }
@@ -78,10 +75,7 @@ impl Sender {
     fn new(pd: &Pd) -> Self {
         let mut buffer = Buffer::new(MESSAGE, 0, 0);
         let mr = pd.mr(false);
-        assert_eq!(
-            mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE),
-            STATUS_SUCCESS
-        );
+        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
         Self { buffer, mr }
     }
 
@@ -196,7 +190,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     // Connect.
     let incoming = Incoming::new();
     let listener = server.listener(&incoming);
-    assert_eq!(listener.listen(server_addr.with_port(445)), STATUS_SUCCESS);
+    assert_success!(listener.listen(server_addr.with_port(445)));
     let client_conn = client.connector();
     let (status, connected) = client_conn.connect(
         &client_qp,
@@ -211,13 +205,10 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     assert_eq!(&data[..len as usize], b"smb2");
     let server_disconnects = Signal::new();
     let (accept, accepted) = server_conn.accept(&server_qp, 16, 16, b"ok", &server_disconnects);
-    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    assert_success!(connected.outcome(status));
     let client_disconnects = Signal::new();
-    assert_eq!(
-        client_conn.complete_connect(&client_disconnects),
-        STATUS_SUCCESS
-    );
-    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    assert_success!(client_conn.complete_connect(&client_disconnects));
+    assert_success!(accepted.outcome(accept));
 
     let mut cb = Vec::new(); // client completion backlog
     let mut sb = Vec::new(); // server completion backlog
@@ -230,7 +221,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     // --- Negotiate ----------------------------------------------------------
     let request = message(b'N', 0, 36);
     let sge = client_send.stage(&request);
-    assert_eq!(client_qp.send(1, &[sge], 0), STATUS_SUCCESS);
+    assert_success!(client_qp.send(1, &[sge], 0));
     expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
     let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
     assert_eq!(r.request_context as usize, server_slot);
@@ -239,15 +230,12 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         server_recv.slot_bytes(server_slot, request.len()),
         &request[..]
     );
-    assert_eq!(
-        server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(server_qp.receive(server_slot, &[server_recv.sge(server_slot)]));
     server_slot = (server_slot + 1) % CREDITS;
 
     let response = message(b'n', 0, 32);
     let sge = server_send.stage(&response);
-    assert_eq!(server_qp.send(2, &[sge], 0), STATUS_SUCCESS);
+    assert_success!(server_qp.send(2, &[sge], 0));
     expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
     let r = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
     assert_eq!(
@@ -255,10 +243,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         &response[..]
     );
     assert_eq!(r.request_context as usize, client_slot);
-    assert_eq!(
-        client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(client_qp.receive(client_slot, &[client_recv.sge(client_slot)]));
     client_slot = (client_slot + 1) % CREDITS;
 
     // --- A stream of full-size messages under credit flow --------------------
@@ -272,7 +257,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             let m = message(b'D', sent as u32, MESSAGE);
             let sge = client_send.stage(&m);
             // The staging buffer is reused: wait for each send to complete.
-            assert_eq!(client_qp.send(10_000 + sent, &[sge], 0), STATUS_SUCCESS);
+            assert_success!(client_qp.send(10_000 + sent, &[sge], 0));
             let done = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
             assert_eq!(done.request_context as usize, 10_000 + sent);
             credits -= 1;
@@ -291,25 +276,19 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             &m[..],
             "message {received}"
         );
-        assert_eq!(
-            server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(server_qp.receive(server_slot, &[server_recv.sge(server_slot)]));
         server_slot = (server_slot + 1) % CREDITS;
         received += 1;
         ungranted += 1;
         if ungranted == GRANT_EVERY || received == STREAM {
             let grant = message(b'G', ungranted as u32, 24);
             let sge = server_send.stage(&grant);
-            assert_eq!(server_qp.send(3, &[sge], 0), STATUS_SUCCESS);
+            assert_success!(server_qp.send(3, &[sge], 0));
             expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
             let g = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
             assert_eq!(g.bytes_transferred, 24);
             assert_eq!(client_recv.slot_bytes(client_slot, 24), &grant[..]);
-            assert_eq!(
-                client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
-                STATUS_SUCCESS
-            );
+            assert_success!(client_qp.receive(client_slot, &[client_recv.sge(client_slot)]));
             client_slot = (client_slot + 1) % CREDITS;
             credits += ungranted;
             ungranted = 0;
@@ -320,15 +299,11 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     // --- Large transfers through a fast-registered client buffer -------------
     let mut server_data = Buffer::pattern(8 << 20, 0, 0x5A);
     let server_mr = server_pd.mr(false);
-    assert_eq!(
-        server_mr.register(&mut server_data, MR_FLAG_LOCAL_WRITE | MR_FLAG_REMOTE_READ),
-        STATUS_SUCCESS
+    assert_success!(
+        server_mr.register(&mut server_data, MR_FLAG_LOCAL_WRITE | MR_FLAG_REMOTE_READ)
     );
     let fast = client_pd.mr(true);
-    assert_eq!(
-        fast.init_fast(((8 << 20) / PAGE) as u32 + 1, true),
-        STATUS_SUCCESS
-    );
+    assert_success!(fast.init_fast(((8 << 20) / PAGE) as u32 + 1, true));
     let token_local = fast.local_token();
     let token_remote = fast.remote_token();
 
@@ -344,7 +319,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             Buffer::new(size, fbo, 0)
         };
         let (status, mut lam, lam_fbo) = client.build_lam(&mut client_data);
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
         assert_eq!(lam_fbo as usize, fbo);
         let pages = lam_pages(&lam);
         let base = (0x7000_0000_u64 + round as u64 * 0x100_0000) + u64::from(lam_fbo);
@@ -354,24 +329,21 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             OP_FLAG_ALLOW_REMOTE_WRITE
         };
         // FastRegister (deferred) chained with the request Send (D2).
-        assert_eq!(
-            client_qp.fast_register(
-                20,
-                &fast,
-                &pages,
-                lam_fbo,
-                size,
-                base,
-                flags | OP_FLAG_DEFER
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(client_qp.fast_register(
+            20,
+            &fast,
+            &pages,
+            lam_fbo,
+            size,
+            base,
+            flags | OP_FLAG_DEFER
+        ));
         let mut request = message(b'R', round as u32, 32);
         request[8..16].copy_from_slice(&base.to_le_bytes());
         request[16..20].copy_from_slice(&token_remote.to_le_bytes());
         request[20..28].copy_from_slice(&(size as u64).to_le_bytes());
         let sge = client_send.stage(&request);
-        assert_eq!(client_qp.send(21, &[sge], 0), STATUS_SUCCESS);
+        assert_success!(client_qp.send(21, &[sge], 0));
         let fr = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::FAST_REGISTER);
         assert_eq!(fr.request_context as usize, 20);
         expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
@@ -380,10 +352,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
         let got = server_recv.slot_bytes(server_slot, 32).to_vec();
         assert_eq!(r.bytes_transferred, 32);
-        assert_eq!(
-            server_qp.receive(server_slot, &[server_recv.sge(server_slot)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(server_qp.receive(server_slot, &[server_recv.sge(server_slot)]));
         server_slot = (server_slot + 1) % CREDITS;
         let remote = u64::from_le_bytes(got[8..16].try_into().unwrap());
         let token = u32::from_le_bytes(got[16..20].try_into().unwrap());
@@ -397,7 +366,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             server_data.sge(half, (length - half) as u32, server_mr.local_token()),
         ];
         if server_reads {
-            assert_eq!(server_qp.read(30, &sges, remote, token, 0), STATUS_SUCCESS);
+            assert_success!(server_qp.read(30, &sges, remote, token, 0));
             expect(&server_cq, &mut sb, SERVER, NdkOperationType::READ);
             assert_eq!(
                 &server_data.bytes()[..length],
@@ -405,7 +374,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
                 "RDMA Read of round {round}"
             );
         } else {
-            assert_eq!(server_qp.write(31, &sges, remote, token, 0), STATUS_SUCCESS);
+            assert_success!(server_qp.write(31, &sges, remote, token, 0));
             expect(&server_cq, &mut sb, SERVER, NdkOperationType::WRITE);
             assert_eq!(
                 client_data.bytes(),
@@ -417,10 +386,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         // Reply with SendAndInvalidate of the client's token.
         let reply = message(b'r', round as u32, 40);
         let sge = server_send.stage(&reply);
-        assert_eq!(
-            server_qp.send_and_invalidate(32, &[sge], 0, token),
-            STATUS_SUCCESS
-        );
+        assert_success!(server_qp.send_and_invalidate(32, &[sge], 0, token));
         let sent = expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
         assert_eq!(
             sent.request_context as usize, 32,
@@ -438,10 +404,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         );
         assert_eq!(r.bytes_transferred, 40);
         assert_eq!(client_recv.slot_bytes(client_slot, 40), &reply[..]);
-        assert_eq!(
-            client_qp.receive(client_slot, &[client_recv.sge(client_slot)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(client_qp.receive(client_slot, &[client_recv.sge(client_slot)]));
         client_slot = (client_slot + 1) % CREDITS;
 
         // The token is invalid now: a further server Write through it fails
@@ -463,16 +426,16 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         "the server learns of the client's disconnect (X2)"
     );
     let (b, b_done) = server_conn.disconnect();
-    assert_eq!(a_done.outcome(a), STATUS_SUCCESS, "client Disconnect (X1)");
-    assert_eq!(b_done.outcome(b), STATUS_SUCCESS, "server Disconnect");
+    assert_success!(a_done.outcome(a), "client Disconnect (X1)");
+    assert_success!(b_done.outcome(b), "server Disconnect");
     // The outstanding receives are flushed with the disconnect (E3).
     let flushed = client_cq.wait_results(CREDITS);
     assert!(flushed.iter().all(|r| r.status == STATUS_CANCELLED));
     let flushed = server_cq.wait_results(CREDITS);
     assert!(flushed.iter().all(|r| r.status == STATUS_CANCELLED));
 
-    assert_eq!(client_conn.close(), STATUS_SUCCESS);
-    assert_eq!(server_conn.close(), STATUS_SUCCESS);
+    assert_success!(client_conn.close());
+    assert_success!(server_conn.close());
     listener.close();
     fast.close();
     server_mr.close();

@@ -31,10 +31,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
     let p = Pair::new();
     let mut sink = Buffer::new(PAGE, 0, 0);
     let mr = p.b_pd.mr(false);
-    assert_eq!(
-        mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()),
-        STATUS_SUCCESS
-    );
+    assert_success!(mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()));
     let token = mr.remote_token();
     let data = [0x5A_u8; 8];
     let inline = [NdkSge {
@@ -73,7 +70,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
                             }
                         };
                         for (context, status) in &got {
-                            assert_eq!(*status, STATUS_SUCCESS, "C1: a Write failed");
+                            assert_success!(*status, "C1: a Write failed");
                             mine.push(*context);
                         }
                         reaped.fetch_add(got.len(), Ordering::SeqCst);
@@ -86,11 +83,13 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
             })
             .collect();
         for context in 1..=N {
-            assert_eq!(
-                p.a_qp
-                    .write(context, &inline, sink.va(), token, OpFlags::INLINE.bits()),
-                STATUS_SUCCESS
-            );
+            assert_success!(p.a_qp.write(
+                context,
+                &inline,
+                sink.va(),
+                token,
+                OpFlags::INLINE.bits()
+            ));
         }
         reapers.into_iter().map(|r| r.join().unwrap()).collect()
     });
@@ -102,7 +101,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
     all.sort_unstable();
     assert_eq!(all, (1..=N).collect::<Vec<_>>(), "C1: lost or duplicated");
     assert!(p.a_cq.poll(4).is_empty());
-    assert_eq!(mr.close(), STATUS_SUCCESS);
+    assert_success!(mr.close());
     p.teardown();
 }
 
@@ -123,35 +122,26 @@ impl Window {
     fn bind(p: &Pair) -> Self {
         let mut region = Buffer::pattern(PAGE, 0, 3);
         let mr = p.b_pd.mr(false);
-        assert_eq!(
-            mr.register(
-                &mut region,
-                (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(mr.register(
+            &mut region,
+            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
+        ));
         let mw = p.b_pd.mw();
-        assert_eq!(
-            p.b_qp.bind(
-                0xB1,
-                &mr,
-                &mw,
-                region.va(),
-                PAGE,
-                OpFlags::ALLOW_REMOTE_READ.bits()
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(p.b_qp.bind(
+            0xB1,
+            &mr,
+            &mw,
+            region.va(),
+            PAGE,
+            OpFlags::ALLOW_REMOTE_READ.bits()
+        ));
         assert_eq!(
             summary(&p.b_cq.wait_results(1)),
             vec![(0xB1, STATUS_SUCCESS)]
         );
         let mut local = Buffer::new(PAGE, 0, 0);
         let local_mr = p.a_pd.mr(false);
-        assert_eq!(
-            local_mr.register(&mut local, MrFlags::ALLOW_LOCAL_WRITE.bits()),
-            STATUS_SUCCESS
-        );
+        assert_success!(local_mr.register(&mut local, MrFlags::ALLOW_LOCAL_WRITE.bits()));
         Self {
             region,
             mr,
@@ -164,10 +154,9 @@ impl Window {
     /// A Read of 16 bytes through the window's token.
     fn read(&self, p: &Pair, context: usize) -> NtStatus {
         let sge = [self.local.sge(0, 16, self.local_mr.local_token())];
-        assert_eq!(
+        assert_success!(
             p.a_qp
-                .read(context, &sge, self.region.va(), self.mw.remote_token(), 0),
-            STATUS_SUCCESS
+                .read(context, &sge, self.region.va(), self.mw.remote_token(), 0)
         );
         let results = p.a_cq.wait_results(1);
         assert_eq!(results[0].request_context as usize, context);
@@ -176,7 +165,7 @@ impl Window {
 
     fn close(self) {
         for status in [self.mw.close(), self.mr.close(), self.local_mr.close()] {
-            assert_eq!(status, STATUS_SUCCESS);
+            assert_success!(status);
         }
         drop((self.region, self.local));
     }
@@ -189,10 +178,10 @@ fn c2_receive_and_invalidate_completion_is_retrievable_with_get_cq_results() {
     let p = Pair::new();
     let window = Window::bind(&p);
     let token = window.mw.remote_token();
-    assert_eq!(window.read(&p, 1), STATUS_SUCCESS, "the token works");
+    assert_success!(window.read(&p, 1), "the token works");
     assert_eq!(&window.local.bytes()[..16], &window.region.bytes()[..16]);
     recv0(&p.b_qp, 2);
-    assert_eq!(p.a_qp.send_and_invalidate(3, &[], 0, token), STATUS_SUCCESS);
+    assert_success!(p.a_qp.send_and_invalidate(3, &[], 0, token));
     assert_eq!(summary(&p.a_cq.wait_results(1)), vec![(3, STATUS_SUCCESS)]);
     // C2: the receive completion, through the plain NDK_RESULT form.
     let results = p.b_cq.wait_results(1);
@@ -217,7 +206,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
     let window = Window::bind(&p);
     let token = window.mw.remote_token();
     recv0(&p.b_qp, 2);
-    assert_eq!(p.a_qp.send_and_invalidate(3, &[], 0, token), STATUS_SUCCESS);
+    assert_success!(p.a_qp.send_and_invalidate(3, &[], 0, token));
     let sent = p.a_cq.poll_ex(4);
     assert_eq!(sent.len(), 1);
     assert_eq!(
@@ -237,7 +226,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
     assert_eq!(received.len(), 1);
     let r = &received[0];
     assert_eq!(r.request_context as usize, 2);
-    assert_eq!(r.status, STATUS_SUCCESS);
+    assert_success!(r.status);
     assert_eq!(r.type_, NdkOperationType::RECEIVE_AND_INVALIDATE, "C2");
     assert_eq!(
         r.type_specific_completion_output, token as usize,
@@ -246,7 +235,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
     assert_eq!(r.provider_error_code, 0, "E14");
     // A later Invalidate of that window fails as for any window that is not
     // bound.
-    assert_eq!(p.b_qp.invalidate(5, window.mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(p.b_qp.invalidate(5, window.mw.header(), 0));
     let results = p.b_cq.wait_results(1);
     assert_eq!(
         summary(&results),
@@ -280,14 +269,14 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications(), vec![], "C3: nothing matched yet");
     sends(&p, &[3, 4, 5], 0);
-    assert_eq!(p.b_cq.1.wait(), STATUS_SUCCESS);
+    assert_success!(p.b_cq.1.wait());
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications().len(), 1, "C3: at most once per arm");
     // The next arm, the next notification.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[6], 0);
-    assert_eq!(p.b_cq.1.wait_nth(2), STATUS_SUCCESS);
+    assert_success!(p.b_cq.1.wait_nth(2));
     assert_eq!(p.b_cq.wait_results(1).len(), 1);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(p.b_cq.notifications().len(), 2);
@@ -430,7 +419,7 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
         "C5: a second callback ran during the first"
     );
     watch.open();
-    assert_eq!(sender.join().unwrap(), STATUS_SUCCESS);
+    assert_success!(sender.join().unwrap());
     watch.wait_returned(2);
     assert!(!watch.overlapped(), "C5: callbacks overlapped");
     let mut b: Vec<_> = summary(&p.b_cq.wait_results(2));
@@ -478,7 +467,7 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
     sends(&p, &[1], 0);
     watch.wait_returned(2);
     let (status, entered) = seen_inside.lock().unwrap().expect("hook ran");
-    assert_eq!(status, STATUS_SUCCESS, "I4: posting from inside a callback");
+    assert_success!(status, "I4: posting from inside a callback");
     assert_eq!(entered, 1, "C5: the due callback nested inside the first");
     assert!(!watch.overlapped());
     std::thread::sleep(SETTLE_BRIEF);
@@ -531,7 +520,7 @@ fn merged(first: NdkCqNotifyType, second: NdkCqNotifyType) -> Merged {
         return Merged::Solicited;
     }
     // Only a CQ error is left: overflow a one-entry CQ (E10).
-    assert_eq!(p.b_cq.resize(1), STATUS_SUCCESS);
+    assert_success!(p.b_cq.resize(1));
     sends(&p, &[3, 4], 0);
     assert_eq!(
         p.b_cq.1.wait(),

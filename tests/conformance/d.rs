@@ -25,21 +25,14 @@ fn d1_defer_accepted_on_every_initiator_request() {
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, true);
     // SendAndInvalidate needs a token B can invalidate: B binds a window.
     let b_mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(100, &b_mem.mr, &b_mw, b_mem.remote(0), 1024, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(100, &b_mem.mr, &b_mw, b_mem.remote(0), 1024, OP_REMOTE_READ)
     );
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(100, STATUS_SUCCESS)]);
     let b_token = b_mw.remote_token();
-    assert_eq!(
-        pair.b_qp.receive(200, &[b_recv.sge(0, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(201, &[b_recv.sge(1024, 1024)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(200, &[b_recv.sge(0, 1024)]));
+    assert_success!(pair.b_qp.receive(201, &[b_recv.sge(1024, 1024)]));
 
     let qp = &pair.a_qp;
     let ops: [(&str, NtStatus); 7] = [
@@ -83,10 +76,10 @@ fn d1_defer_accepted_on_every_initiator_request() {
         ),
     ];
     for (name, status) in ops {
-        assert_eq!(status, STATUS_SUCCESS, "{name} with DEFER");
+        assert_success!(status, "{name} with DEFER");
     }
     // D5: the chain ends with a request without the flag.
-    assert_eq!(qp.invalidate(8, a_mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(qp.invalidate(8, a_mw.header(), 0));
 
     let done = wait_results_ex(&pair.a_cq, 8);
     assert_eq!(
@@ -147,16 +140,13 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
         let base = round * 100;
         for i in 0..5 {
             let at = round * 2048 + i * 256;
-            assert_eq!(
-                pair.a_qp.write(
-                    base + i,
-                    &[a_src.sge(at, 256)],
-                    b_mem.remote(at),
-                    b_mem.token(),
-                    DEFER,
-                ),
-                STATUS_SUCCESS
-            );
+            assert_success!(pair.a_qp.write(
+                base + i,
+                &[a_src.sge(at, 256)],
+                b_mem.remote(at),
+                b_mem.token(),
+                DEFER,
+            ));
         }
         // The chain may already have run (D2: a hint), or not; the polls
         // here are legal either way and take whatever is there.
@@ -164,26 +154,17 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
         if round == 0 {
             // Closed by a Write without the flag.
             let at = 1280;
-            assert_eq!(
-                pair.a_qp.write(
-                    base + 5,
-                    &[a_src.sge(at, 256)],
-                    b_mem.remote(at),
-                    b_mem.token(),
-                    0
-                ),
-                STATUS_SUCCESS
-            );
+            assert_success!(pair.a_qp.write(
+                base + 5,
+                &[a_src.sge(at, 256)],
+                b_mem.remote(at),
+                b_mem.token(),
+                0
+            ));
         } else {
             // Closed by a Send without the flag.
-            assert_eq!(
-                pair.b_qp.receive(900, &[b_recv.sge(0, 512)]),
-                STATUS_SUCCESS
-            );
-            assert_eq!(
-                pair.a_qp.send(base + 5, &[a_src.sge(0, 64)], 0),
-                STATUS_SUCCESS
-            );
+            assert_success!(pair.b_qp.receive(900, &[b_recv.sge(0, 512)]));
+            assert_success!(pair.a_qp.send(base + 5, &[a_src.sge(0, 64)], 0));
             assert_eq!(summary(&pair.b_cq.wait_results(1)), [(900, STATUS_SUCCESS)]);
         }
         let rest = 6 - done.len();
@@ -218,16 +199,16 @@ fn d3_defer_changes_nothing_about_completions() {
             .write(context, sges, b_mem.remote(0), b_mem.token(), flags)
     };
     let five: Vec<NdkSge> = (0..5).map(|i| a_src.sge(i * 16, 16)).collect();
-    assert_eq!(write(1, &[a_src.sge(0, 64)], DEFER), STATUS_SUCCESS);
+    assert_success!(write(1, &[a_src.sge(0, 64)], DEFER));
     assert_eq!(write(2, &five, DEFER), STATUS_DATA_OVERRUN);
     assert_eq!(
         write(3, &[a_src.sge(0, 64)], DEFER | UNKNOWN_FLAG),
         STATUS_INVALID_PARAMETER
     );
-    assert_eq!(write(4, &[a_src.sge(64, 64)], DEFER), STATUS_SUCCESS);
+    assert_success!(write(4, &[a_src.sge(64, 64)], DEFER));
     assert_eq!(write(5, &five, 0), STATUS_DATA_OVERRUN);
-    assert_eq!(write(6, &[a_src.sge(128, 64)], DEFER), STATUS_SUCCESS);
-    assert_eq!(write(7, &[a_src.sge(192, 64)], 0), STATUS_SUCCESS);
+    assert_success!(write(6, &[a_src.sge(128, 64)], DEFER));
+    assert_success!(write(7, &[a_src.sge(192, 64)], 0));
     let done = pair.a_cq.wait_results(4);
     assert_eq!(
         summary(&done),
@@ -251,25 +232,20 @@ fn d3_defer_changes_nothing_about_completions() {
     let a_src = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let bad_token = b_mem.token() ^ 0x5A5A;
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .write(11, &[a_src.sge(0, 64)], b_mem.remote(0), bad_token, DEFER),
-        STATUS_SUCCESS
+            .write(11, &[a_src.sge(0, 64)], b_mem.remote(0), bad_token, DEFER)
     );
-    assert_eq!(
-        pair.a_qp.write(
-            12,
-            &[a_src.sge(0, 64)],
-            b_mem.remote(0),
-            b_mem.token(),
-            DEFER
-        ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
+    assert_success!(pair.a_qp.write(
+        12,
+        &[a_src.sge(0, 64)],
+        b_mem.remote(0),
+        b_mem.token(),
+        DEFER
+    ));
+    assert_success!(
         pair.a_qp
-            .write(13, &[a_src.sge(0, 64)], b_mem.remote(0), b_mem.token(), 0),
-        STATUS_SUCCESS
+            .write(13, &[a_src.sge(0, 64)], b_mem.remote(0), b_mem.token(), 0)
     );
     let done = pair.a_cq.wait_results(3);
     assert_eq!(
@@ -362,7 +338,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
         let base = 100 * (round + 1);
         for i in 0..3 {
             let at = round * 512 + i * 128;
-            assert_eq!(
+            assert_success!(
                 qp.write(
                     base + i,
                     &[a_src.sge(at, 128)],
@@ -370,7 +346,6 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
                     b_mem.token(),
                     DEFER
                 ),
-                STATUS_SUCCESS,
                 "{name}: deferred Write"
             );
         }
@@ -396,16 +371,13 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
     // that filled it are rung and complete.
     let depth = 64;
     for i in 0..depth {
-        assert_eq!(
-            qp.write(
-                1000 + i,
-                &[a_src.sge(0, 16)],
-                b_mem.remote(0),
-                b_mem.token(),
-                DEFER
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.write(
+            1000 + i,
+            &[a_src.sge(0, 16)],
+            b_mem.remote(0),
+            b_mem.token(),
+            DEFER
+        ));
     }
     assert_eq!(
         qp.write(
@@ -437,16 +409,13 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
 /// Posts three deferred Writes (contexts 1..=3) that nothing rings.
 fn open_chain(pair: &Pair, src: &Region, dst: &Region) {
     for i in 0..3 {
-        assert_eq!(
-            pair.a_qp.write(
-                i + 1,
-                &[src.sge(i * 64, 64)],
-                dst.remote(i * 64),
-                dst.token(),
-                DEFER
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.write(
+            i + 1,
+            &[src.sge(i * 64, 64)],
+            dst.remote(i * 64),
+            dst.token(),
+            DEFER
+        ));
     }
 }
 
@@ -545,10 +514,7 @@ fn d6_failed_deferred_fast_register_leaves_exactly_the_first_completion() {
     let pair = Pair::new();
     let first = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, true);
     let second = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, false);
-    assert_eq!(
-        first.post(&pair.a_qp, 1, DEFER | OP_REMOTE_READ),
-        STATUS_SUCCESS
-    );
+    assert_success!(first.post(&pair.a_qp, 1, DEFER | OP_REMOTE_READ));
     // M15: remote rights on an MR initialized without remote access.
     assert_eq!(
         second.post(&pair.a_qp, 2, DEFER | OP_REMOTE_READ),

@@ -26,25 +26,19 @@ fn e1_flush_cancels_pending_receives_and_initiator_requests() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let qp = &pair.a_qp;
     for i in 0..3 {
-        assert_eq!(
-            qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
     }
     // B posts no receive: the Sends wait, the Write waits behind them.
     for i in 0..3 {
-        assert_eq!(qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0), STATUS_SUCCESS);
+        assert_success!(qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0));
     }
-    assert_eq!(
-        qp.write(
-            30,
-            &[a_mem.sge(0, 64)],
-            b_mem.remote(0),
-            b_mem.token(),
-            DEFER
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.write(
+        30,
+        &[a_mem.sge(0, 64)],
+        b_mem.remote(0),
+        b_mem.token(),
+        DEFER
+    ));
     qp.flush();
     let done = wait_results_ex(&pair.a_cq, 7);
     assert_eq!(
@@ -103,7 +97,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
             _ if i == 34 => qp.send(i, &[a_mem.sge(0, 8)], 0),
             _ => qp.write(i, &[a_mem.sge(0, 8)], remote, token, SILENT | DEFER),
         };
-        assert_eq!(status, STATUS_SUCCESS, "post {i}");
+        assert_success!(status, "post {i}");
         posted.push(i);
     }
     qp.flush();
@@ -157,29 +151,17 @@ fn e3_disconnect_cancels_outstanding_requests() {
     let a_mem = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     for i in 0..2 {
-        assert_eq!(
-            pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]),
-            STATUS_SUCCESS
-        );
-        assert_eq!(
-            pair.a_qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
+        assert_success!(pair.a_qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0));
     }
-    assert_eq!(
-        pair.a_qp.write(
-            30,
-            &[a_mem.sge(0, 64)],
-            b_mem.remote(0),
-            b_mem.token(),
-            DEFER
-        ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.send(40, &[b_mem.sge(0, 0)], DEFER),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.write(
+        30,
+        &[a_mem.sge(0, 64)],
+        b_mem.remote(0),
+        b_mem.token(),
+        DEFER
+    ));
+    assert_success!(pair.b_qp.send(40, &[b_mem.sge(0, 0)], DEFER));
     disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
     assert_eq!(
         sorted_ex(&wait_results_ex(&pair.a_cq, 5)),
@@ -212,10 +194,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     let b_mem = Region::new(&b.pd, 4096, 0, MR_LOCAL_WRITE);
     let a_mem = Region::pattern(&a.pd, 4096, 4, MR_LOCAL_WRITE);
     for i in 0..3 {
-        assert_eq!(
-            srq.receive(i + 1, &[b_mem.sge(i * 256, 256)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(srq.receive(i + 1, &[b_mem.sge(i * 256, 256)]));
     }
     let a_qp1 = a.pd.qp(&a_cq, &a_cq, 0xA1);
     let b_qp1 =
@@ -236,10 +215,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
             .unwrap();
     let link2 = a.connect(&a_qp2, &b, &b_qp2);
     for i in 0..3 {
-        assert_eq!(
-            a_qp2.send(10 + i, &[a_mem.sge(i * 100, 100)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(a_qp2.send(10 + i, &[a_mem.sge(i * 100, 100)], 0));
     }
     assert_eq!(a_cq.wait_results(3).len(), 3);
     let got = b_cq.wait_results(3);
@@ -278,21 +254,12 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     for i in 0..2 {
-        assert_eq!(
-            pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]));
     }
     let qp = &pair.a_qp;
-    assert_eq!(
-        qp.write(1, &[a_mem.sge(0, 64)], remote, token ^ 0x33, DEFER),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(2, &[a_mem.sge(0, 64)], remote, token, DEFER),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.send(3, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
+    assert_success!(qp.write(1, &[a_mem.sge(0, 64)], remote, token ^ 0x33, DEFER));
+    assert_success!(qp.write(2, &[a_mem.sge(0, 64)], remote, token, DEFER));
+    assert_success!(qp.send(3, &[a_mem.sge(0, 64)], 0));
     assert_eq!(
         summary(&pair.a_cq.wait_results(3)),
         [
@@ -307,12 +274,9 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
         [(10, STATUS_CANCELLED), (11, STATUS_CANCELLED)]
     );
     // Posted afterwards, on either queue and either side.
-    assert_eq!(
-        qp.write(4, &[a_mem.sge(0, 64)], remote, token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.receive(5, &[a_mem.sge(1024, 64)]), STATUS_SUCCESS);
-    assert_eq!(qp.send(6, &[a_mem.sge(0, 64)], SILENT), STATUS_SUCCESS);
+    assert_success!(qp.write(4, &[a_mem.sge(0, 64)], remote, token, 0));
+    assert_success!(qp.receive(5, &[a_mem.sge(1024, 64)]));
+    assert_success!(qp.send(6, &[a_mem.sge(0, 64)], SILENT));
     assert_eq!(
         sorted_ex(&wait_results_ex(&pair.a_cq, 3)),
         [
@@ -321,7 +285,7 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
             (6, STATUS_CANCELLED, T::SEND)
         ]
     );
-    assert_eq!(pair.b_qp.send(12, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(12, &[b_mem.sge(0, 8)], 0));
     assert_eq!(
         summary(&pair.b_cq.wait_results(1)),
         [(12, STATUS_CANCELLED)]
@@ -348,19 +312,10 @@ fn e6_inline_failure_leaves_the_qp_working() {
         length: 300,
         memory_region_token: 0,
     }];
-    assert_eq!(
-        pair.b_qp.receive(50, &[b_mem.sge(4096, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(51, &[b_mem.sge(5120, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(1, &[a_mem.sge(0, 512)], remote, token, DEFER),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.send(2, &[a_mem.sge(512, 100)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(50, &[b_mem.sge(4096, 1024)]));
+    assert_success!(pair.b_qp.receive(51, &[b_mem.sge(5120, 1024)]));
+    assert_success!(qp.write(1, &[a_mem.sge(0, 512)], remote, token, DEFER));
+    assert_success!(qp.send(2, &[a_mem.sge(512, 100)], 0));
     assert_eq!(qp.send(90, &five, 0), STATUS_DATA_OVERRUN);
     assert_eq!(qp.send(91, &inline, INLINE), STATUS_BUFFER_OVERFLOW);
     assert_eq!(
@@ -368,11 +323,8 @@ fn e6_inline_failure_leaves_the_qp_working() {
         STATUS_INVALID_PARAMETER
     );
     assert_eq!(qp.receive(93, &five), STATUS_DATA_OVERRUN);
-    assert_eq!(
-        qp.write(3, &[a_mem.sge(1024, 512)], b_mem.remote(1024), token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.send(4, &[a_mem.sge(2048, 100)], 0), STATUS_SUCCESS);
+    assert_success!(qp.write(3, &[a_mem.sge(1024, 512)], b_mem.remote(1024), token, 0));
+    assert_success!(qp.send(4, &[a_mem.sge(2048, 100)], 0));
     assert_eq!(
         summary(&pair.a_cq.wait_results(4)),
         [
@@ -405,16 +357,10 @@ fn e7_receive_too_small_overflows_and_terminates() {
     let pair = Pair::new();
     let a_mem = Region::pattern(&pair.a_pd, 4096, 7, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
-    assert_eq!(
-        pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.a_qp.send(1, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]));
+    assert_success!(pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]));
+    assert_success!(pair.a_qp.send(1, &[a_mem.sge(0, 64)], 0));
+    assert_success!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0));
     assert_eq!(
         summary_ex(&wait_results_ex(&pair.b_cq, 2)),
         [
@@ -430,11 +376,8 @@ fn e7_receive_too_small_overflows_and_terminates() {
         ]
     );
     // Terminated: later requests are cancelled on both sides.
-    assert_eq!(
-        pair.b_qp.receive(12, &[b_mem.sge(1024, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.a_qp.send(3, &[a_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(12, &[b_mem.sge(1024, 1024)]));
+    assert_success!(pair.a_qp.send(3, &[a_mem.sge(0, 8)], 0));
     assert_eq!(
         summary(&pair.b_cq.wait_results(1)),
         [(12, STATUS_CANCELLED)]
@@ -506,26 +449,14 @@ fn e8_completion_statuses_fit_their_operation() {
     let mw = pair.a_pd.mw();
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let qp = &pair.a_qp;
-    assert_eq!(
-        qp.write(1, &[a.sge(0, 8)], b.remote(0), b.token() ^ 1, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.bind(2, &a.mr, &mw, a.remote(0), 64, OP_REMOTE_READ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(frmr.post(qp, 3, 0), STATUS_SUCCESS);
-    assert_eq!(qp.invalidate(4, frmr.mr.header(), 0), STATUS_SUCCESS);
-    assert_eq!(
-        qp.read(5, &[a.sge(0, 8)], b.remote(0), b.token(), 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.send(6, &[a.sge(0, 8)], 0), STATUS_SUCCESS);
-    assert_eq!(
-        qp.send_and_invalidate(7, &[a.sge(0, 8)], 0, 1),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.receive(8, &[a.sge(0, 8)]), STATUS_SUCCESS);
+    assert_success!(qp.write(1, &[a.sge(0, 8)], b.remote(0), b.token() ^ 1, 0));
+    assert_success!(qp.bind(2, &a.mr, &mw, a.remote(0), 64, OP_REMOTE_READ));
+    assert_success!(frmr.post(qp, 3, 0));
+    assert_success!(qp.invalidate(4, frmr.mr.header(), 0));
+    assert_success!(qp.read(5, &[a.sge(0, 8)], b.remote(0), b.token(), 0));
+    assert_success!(qp.send(6, &[a.sge(0, 8)], 0));
+    assert_success!(qp.send_and_invalidate(7, &[a.sge(0, 8)], 0, 1));
+    assert_success!(qp.receive(8, &[a.sge(0, 8)]));
     let got = wait_results_ex(&pair.a_cq, 8);
     assert_eq!(
         sorted_ex(&got),
@@ -548,10 +479,9 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "Read past the region",
         |p, a, b, _| {
-            assert_eq!(
+            assert_success!(
                 p.a_qp
-                    .read(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0),
-                STATUS_SUCCESS
+                    .read(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0)
             );
         },
         &[(1, STATUS_REMOTE_RESOURCES, T::READ)],
@@ -560,10 +490,9 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "Read, bad token",
         |p, a, b, _| {
-            assert_eq!(
+            assert_success!(
                 p.a_qp
-                    .read(1, &[a.sge(0, 64)], b.remote(0), b.token() ^ 2, 0),
-                STATUS_SUCCESS
+                    .read(1, &[a.sge(0, 64)], b.remote(0), b.token() ^ 2, 0)
             );
         },
         &[(1, STATUS_ACCESS_VIOLATION, T::READ)],
@@ -572,10 +501,9 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "Write past the region",
         |p, a, b, _| {
-            assert_eq!(
+            assert_success!(
                 p.a_qp
-                    .write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0),
-                STATUS_SUCCESS
+                    .write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0)
             );
         },
         &[(1, STATUS_REMOTE_RESOURCES, T::WRITE)],
@@ -584,8 +512,8 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "receive too small",
         |p, a, _, r| {
-            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 16)]), STATUS_SUCCESS);
-            assert_eq!(p.a_qp.send(1, &[a.sge(0, 64)], 0), STATUS_SUCCESS);
+            assert_success!(p.b_qp.receive(10, &[r.sge(0, 16)]));
+            assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
         &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
         &[(10, STATUS_BUFFER_OVERFLOW, T::RECEIVE)],
@@ -593,10 +521,10 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "Send, bad local token",
         |p, a, _, r| {
-            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 64)]), STATUS_SUCCESS);
+            assert_success!(p.b_qp.receive(10, &[r.sge(0, 64)]));
             let mut sge = a.sge(0, 64);
             sge.memory_region_token ^= 0x77;
-            assert_eq!(p.a_qp.send(1, &[sge], 0), STATUS_SUCCESS);
+            assert_success!(p.a_qp.send(1, &[sge], 0));
         },
         &[(1, STATUS_ACCESS_VIOLATION, T::SEND)],
         &[(10, STATUS_CANCELLED, T::RECEIVE)],
@@ -606,8 +534,8 @@ fn e8_completion_statuses_fit_their_operation() {
         |p, a, _, r| {
             let mut sge = r.sge(0, 64);
             sge.memory_region_token ^= 0x77;
-            assert_eq!(p.b_qp.receive(10, &[sge]), STATUS_SUCCESS);
-            assert_eq!(p.a_qp.send(1, &[a.sge(0, 64)], 0), STATUS_SUCCESS);
+            assert_success!(p.b_qp.receive(10, &[sge]));
+            assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
         &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
         &[(10, STATUS_ACCESS_VIOLATION, T::RECEIVE)],
@@ -615,11 +543,10 @@ fn e8_completion_statuses_fit_their_operation() {
     scenario(
         "SendAndInvalidate of a token the peer cannot invalidate",
         |p, a, _, r| {
-            assert_eq!(p.b_qp.receive(10, &[r.sge(0, 64)]), STATUS_SUCCESS);
-            assert_eq!(
+            assert_success!(p.b_qp.receive(10, &[r.sge(0, 64)]));
+            assert_success!(
                 p.a_qp
-                    .send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD),
-                STATUS_SUCCESS
+                    .send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD)
             );
         },
         &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
@@ -629,7 +556,7 @@ fn e8_completion_statuses_fit_their_operation() {
         "Invalidate of an unbound window",
         |p, _, _, _| {
             let mw = p.a_pd.mw();
-            assert_eq!(p.a_qp.invalidate(1, mw.header(), 0), STATUS_SUCCESS);
+            assert_success!(p.a_qp.invalidate(1, mw.header(), 0));
             let got = wait_results_ex(&p.a_cq, 1);
             assert_eq!(
                 summary_ex(&got),
@@ -654,21 +581,15 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
         let (remote, token) = (b_mem.remote(0), b_mem.token());
         pair.a_cq.arm(arm);
         if arm == NdkCqNotifyType::SOLICITED {
-            assert_eq!(
-                pair.a_qp.write(1, &[a_mem.sge(0, 8)], remote, token, 0),
-                STATUS_SUCCESS
-            );
+            assert_success!(pair.a_qp.write(1, &[a_mem.sge(0, 8)], remote, token, 0));
             assert_eq!(summary(&pair.a_cq.wait_results(1)), [(1, STATUS_SUCCESS)]);
             assert!(
                 pair.a_cq.notifications().is_empty(),
                 "a success satisfied SOLICITED"
             );
         }
-        assert_eq!(
-            pair.a_qp.write(2, &[a_mem.sge(0, 8)], remote, token ^ 4, 0),
-            STATUS_SUCCESS
-        );
-        assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS, "{arm:?}");
+        assert_success!(pair.a_qp.write(2, &[a_mem.sge(0, 8)], remote, token ^ 4, 0));
+        assert_success!(pair.a_cq.1.wait(), "{arm:?}");
         assert_eq!(
             summary(&pair.a_cq.wait_results(1)),
             [(2, STATUS_ACCESS_VIOLATION)]
@@ -683,9 +604,9 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
     pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_eq!(pair.b_qp.receive(20, &[b_mem.sge(0, 8)]), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(21, &[a_mem.sge(0, 64)], 0), STATUS_SUCCESS);
-    assert_eq!(pair.b_cq.1.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(20, &[b_mem.sge(0, 8)]));
+    assert_success!(pair.a_qp.send(21, &[a_mem.sge(0, 64)], 0));
+    assert_success!(pair.b_cq.1.wait());
     assert_eq!(
         summary(&pair.b_cq.wait_results(1)),
         [(20, STATUS_BUFFER_OVERFLOW)]
@@ -695,12 +616,9 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
         summary(&pair.a_cq.wait_results(1)),
         [(21, STATUS_REMOTE_RESOURCES)]
     );
-    assert_eq!(
-        pair.a_qp.receive(22, &[a_mem.sge(1024, 64)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(22, &[a_mem.sge(1024, 64)]));
     pair.a_qp.flush();
-    assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS);
+    assert_success!(pair.a_cq.1.wait());
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
         [(22, STATUS_CANCELLED)]
@@ -711,11 +629,8 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     let a_mem = Region::pattern(&pair.a_pd, 4096, 13, MR_LOCAL_WRITE);
     pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_eq!(
-        pair.a_qp.write(3, &[a_mem.sge(0, 8)], 0x1000, 0x1234, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.a_cq.1.wait(), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.write(3, &[a_mem.sge(0, 8)], 0x1000, 0x1234, 0));
+    assert_success!(pair.a_cq.1.wait());
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
         [(3, STATUS_ACCESS_VIOLATION)]
@@ -797,7 +712,7 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
     let other_qp = rig.a.pd.qp(&rig.a_cq, &rig.a_cq, 0xC);
     rig.a_cq.arm(NdkCqNotifyType::ERRORS);
     for i in 0..=DEPTH {
-        assert_eq!(rig.write(i), STATUS_SUCCESS, "Write {i}");
+        assert_success!(rig.write(i), "Write {i}");
     }
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     // What was queued before the error may still be reaped; the completion
@@ -853,15 +768,9 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
         ][round % 3];
         pair.a_cq.arm(arm);
         pair.b_cq.arm(arm);
-        assert_eq!(
-            pair.b_qp.receive(round, &[b_mem.sge(0, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(round, &[b_mem.sge(0, 64)]));
         let flags = if round % 2 == 0 { SOLICIT } else { 0 };
-        assert_eq!(
-            pair.a_qp.send(round, &[a_mem.sge(0, 64)], flags),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.send(round, &[a_mem.sge(0, 64)], flags));
         assert_eq!(pair.a_cq.wait_results(1).len(), 1);
         assert_eq!(pair.b_cq.wait_results(1).len(), 1);
     }
@@ -871,7 +780,7 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
         .into_iter()
         .chain(pair.b_cq.notifications())
     {
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
     }
     a_mem.close();
     b_mem.close();
@@ -880,7 +789,7 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
     let watch = Signal::new();
     let rig = SmallCq::new(2, &watch);
     for i in 0..3 {
-        assert_eq!(rig.write(i), STATUS_SUCCESS);
+        assert_success!(rig.write(i));
     }
     rig.a_cq.arm(NdkCqNotifyType::ERRORS);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
@@ -902,7 +811,7 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
         let watch = Signal::new();
         let rig = SmallCq::new(2, &watch);
         for i in 0..3 {
-            assert_eq!(rig.write(i), STATUS_SUCCESS);
+            assert_success!(rig.write(i));
         }
         assert_eq!(watch.count(), 0, "{arm:?}: reported without an arm");
         rig.a_cq.arm(arm);
@@ -918,7 +827,7 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
         let rig = SmallCq::new(2, &watch);
         rig.a_cq.arm(arm);
         for i in 0..3 {
-            assert_eq!(rig.write(i), STATUS_SUCCESS);
+            assert_success!(rig.write(i));
         }
         assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
         rig.close();
@@ -969,10 +878,7 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     // E5: a terminated QP accepts and cancels.
     let pair = Pair::new();
     let a_mem = Region::pattern(&pair.a_pd, 4096, 16, MR_LOCAL_WRITE);
-    assert_eq!(
-        pair.a_qp.write(1, &[a_mem.sge(0, 8)], 0x1000, 0x4321, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.write(1, &[a_mem.sge(0, 8)], 0x1000, 0x4321, 0));
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
         [(1, STATUS_ACCESS_VIOLATION)]
@@ -1016,23 +922,13 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     let a_mw = pair.a_pd.mw();
     let b_mw = pair.b_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(50, &b_mem.mr, &b_mw, b_mem.remote(0), 64, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(50, &b_mem.mr, &b_mw, b_mem.remote(0), 64, OP_REMOTE_READ)
     );
-    assert_eq!(
-        pair.b_qp.receive(51, &[b_mem.sge(1024, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(52, &[b_mem.sge(2048, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.a_qp.receive(53, &[a_mem.sge(2048, 64)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(51, &[b_mem.sge(1024, 64)]));
+    assert_success!(pair.b_qp.receive(52, &[b_mem.sge(2048, 64)]));
+    assert_success!(pair.a_qp.receive(53, &[a_mem.sge(2048, 64)]));
     let qp = &pair.a_qp;
     let (remote, token) = (b_mem.remote(3072), b_mem.token());
     post_one_of_each(
@@ -1041,7 +937,7 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
         (remote, token),
         b_mw.remote_token(),
     );
-    assert_eq!(pair.b_qp.send(54, &[b_mem.sge(0, 8)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(54, &[b_mem.sge(0, 8)], 0));
     let mut results = Vec::new();
     for (cq, n) in [(&pair.a_cq, 9), (&pair.b_cq, 4)] {
         let deadline = std::time::Instant::now() + WAIT;
@@ -1055,7 +951,7 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     }
     let mut types: Vec<NdkOperationType> = Vec::new();
     for r in &results {
-        assert_eq!(r.status, STATUS_SUCCESS);
+        assert_success!(r.status);
         assert_eq!(r.provider_error_code, 0, "{:?}", r.type_);
         types.push(r.type_);
     }

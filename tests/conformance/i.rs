@@ -51,7 +51,7 @@ fn i1_calls_are_usable_from_many_threads_at_once() {
                     let region = Region::pattern(&pd, 4096, t as u8, MR_REMOTE);
                     assert_ne!(region.mr.local_token(), 0);
                     assert_ne!(region.token(), 0);
-                    assert_eq!(region.mr.deregister(), STATUS_SUCCESS);
+                    assert_success!(region.mr.deregister());
                     let mw = pd.mw();
                     cq.arm(NdkCqNotifyType::ANY);
                     assert!(cq.poll(4).is_empty());
@@ -65,8 +65,8 @@ fn i1_calls_are_usable_from_many_threads_at_once() {
                 let src = Region::pattern(&own.a_pd, 4096, t as u8, MR_LOCAL_WRITE);
                 let dst = Region::new(&own.b_pd, 4096, 0, MR_REMOTE);
                 for i in 0..16 {
-                    assert_eq!(own.b_qp.receive(i, &[dst.sge(i * 64, 64)]), STATUS_SUCCESS);
-                    assert_eq!(own.a_qp.send(i, &[src.sge(i * 64, 64)], 0), STATUS_SUCCESS);
+                    assert_success!(own.b_qp.receive(i, &[dst.sge(i * 64, 64)]));
+                    assert_success!(own.a_qp.send(i, &[src.sge(i * 64, 64)], 0));
                 }
                 assert_eq!(
                     sorted(&own.a_cq.wait_results(16)),
@@ -173,33 +173,27 @@ fn i2_no_call_blocks_while_a_consumer_callback_is_busy() {
             a_cq_ref.arm(NdkCqNotifyType::ANY);
             // The completion fires the callback, here or on another thread;
             // either way it holds its thread.
-            assert_eq!(
-                a_qp_ref.write(1, &[a_src], b_remote, b_token, 0),
-                STATUS_SUCCESS
-            );
+            assert_success!(a_qp_ref.write(1, &[a_src], b_remote, b_token, 0));
         });
         gate.wait_entered(1);
         // Everything below runs while the callback is held.
-        assert_eq!(
-            b_qp.write(
-                10,
-                &[b_mem.sge(0, 64)],
-                a_mem.remote(1024),
-                a_mem.token(),
-                0
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(b_qp.write(
+            10,
+            &[b_mem.sge(0, 64)],
+            a_mem.remote(1024),
+            a_mem.token(),
+            0
+        ));
         assert_eq!(summary(&b_cq.wait_results(1)), [(10, STATUS_SUCCESS)]);
-        assert_eq!(a_qp.receive(20, &[a_mem.sge(2048, 64)]), STATUS_SUCCESS);
-        assert_eq!(b_qp.send(11, &[b_mem.sge(0, 32)], 0), STATUS_SUCCESS);
+        assert_success!(a_qp.receive(20, &[a_mem.sge(2048, 64)]));
+        assert_success!(b_qp.send(11, &[b_mem.sge(0, 32)], 0));
         assert_eq!(summary(&b_cq.wait_results(1)), [(11, STATUS_SUCCESS)]);
         let reaped = a_cq.wait_results(2);
         assert_eq!(sorted(&reaped), [1, 20]);
         // Arm, and make a notification due while the callback still runs.
         a_cq.arm(NdkCqNotifyType::ANY);
-        assert_eq!(a_qp.receive(21, &[a_mem.sge(3072, 64)]), STATUS_SUCCESS);
-        assert_eq!(b_qp.send(12, &[b_mem.sge(0, 32)], 0), STATUS_SUCCESS);
+        assert_success!(a_qp.receive(21, &[a_mem.sge(3072, 64)]));
+        assert_success!(b_qp.send(12, &[b_mem.sge(0, 32)], 0));
         assert_eq!(summary(&b_cq.wait_results(1)), [(12, STATUS_SUCCESS)]);
         assert_eq!(summary(&a_cq.wait_results(1)), [(21, STATUS_SUCCESS)]);
         b_cq.arm(NdkCqNotifyType::ANY);
@@ -300,10 +294,7 @@ fn i3_callbacks_may_run_on_the_posting_thread_inside_the_call() {
         cq.arm(NdkCqNotifyType::ANY);
         // A receive on an unconnected QP (P8), cancelled by a flush (E1):
         // the completion is queued by the flush call itself.
-        assert_eq!(
-            qp.receive(round, &[mem.sge(round * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.receive(round, &[mem.sge(round * 64, 64)]));
         qp.flush();
         let calls_at_return = seen.calls.lock().unwrap().len();
         let deadline = std::time::Instant::now() + WAIT;
@@ -413,10 +404,7 @@ fn i4_callback_reaps_posts_and_rearms_without_deadlock() {
     let link = a.connect(&a_qp, &b, &b_qp);
     a_cq.arm(NdkCqNotifyType::ANY);
     chain.posted.store(1, Ordering::Release);
-    assert_eq!(
-        a_qp.write(0, &[chain.sge], chain.remote, chain.token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_qp.write(0, &[chain.sge], chain.remote, chain.token, 0));
     let deadline = std::time::Instant::now() + WAIT;
     while chain.reaped.lock().unwrap().len() < LIMIT {
         assert!(
@@ -544,7 +532,7 @@ fn i4_ping_pong_driven_from_both_sides_callbacks() {
         player.cq.store(cq.0 as usize, Ordering::Release);
         player.qp.store(qp.0 as usize, Ordering::Release);
         for (i, slot) in player.slots.iter().enumerate() {
-            assert_eq!(qp.receive(i, &[*slot]), STATUS_SUCCESS);
+            assert_success!(qp.receive(i, &[*slot]));
         }
         cq.arm(NdkCqNotifyType::ANY);
     }
@@ -609,7 +597,7 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
             },
         ];
         // No receive at B yet: the Send waits.
-        assert_eq!(pair.a_qp.send(1, &sges, INLINE), STATUS_SUCCESS);
+        assert_success!(pair.a_qp.send(1, &sges, INLINE));
         heap.fill(0xFF);
     }
     {
@@ -619,10 +607,9 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
             length: 64,
             memory_region_token: 0,
         };
-        assert_eq!(
+        assert_success!(
             pair.a_qp
-                .write(2, &[sge], b_mem.remote(0), b_mem.token(), INLINE | DEFER),
-            STATUS_SUCCESS
+                .write(2, &[sge], b_mem.remote(0), b_mem.token(), INLINE | DEFER)
         );
         stack.fill(0);
         std::hint::black_box(&mut stack);
@@ -631,10 +618,9 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
         // Not inline: the SGE array itself is the caller's only during the
         // call; the provider keeps its own copy of the entries.
         let mut sgl = vec![a_src.sge(100, 96)];
-        assert_eq!(
+        assert_success!(
             pair.a_qp
-                .write(4, &sgl, b_mem.remote(512), b_mem.token(), DEFER),
-            STATUS_SUCCESS
+                .write(4, &sgl, b_mem.remote(512), b_mem.token(), DEFER)
         );
         sgl[0] = NdkSge {
             address: 0xDEAD_0000,
@@ -645,15 +631,9 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
     // Reuse the freed memory for something else.
     let scribble = vec![0xAB_u8; 4096];
     std::hint::black_box(&scribble);
-    assert_eq!(pair.a_qp.send(3, &[], 0), STATUS_SUCCESS);
-    assert_eq!(
-        pair.b_qp.receive(10, &[b_recv.sge(0, 1024)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(11, &[b_recv.sge(1024, 1024)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.send(3, &[], 0));
+    assert_success!(pair.b_qp.receive(10, &[b_recv.sge(0, 1024)]));
+    assert_success!(pair.b_qp.receive(11, &[b_recv.sge(1024, 1024)]));
     assert_eq!(
         summary(&pair.a_cq.wait_results(4)),
         [
@@ -712,22 +692,19 @@ fn i6_posts_flushes_and_polls_race_the_engine() {
         s.spawn(move || {
             start.wait();
             for i in 0..WRITES {
-                assert_eq!(
-                    one_a.write(i, &[write_sge], remote, token, 0),
-                    STATUS_SUCCESS
-                );
+                assert_success!(one_a.write(i, &[write_sge], remote, token, 0));
             }
         });
         s.spawn(move || {
             start.wait();
             for (m, sge) in recv.iter().enumerate() {
-                assert_eq!(one_a.receive(1000 + m, &[*sge]), STATUS_SUCCESS);
+                assert_success!(one_a.receive(1000 + m, &[*sge]));
             }
         });
         s.spawn(move || {
             start.wait();
             for (m, sge) in send.iter().enumerate() {
-                assert_eq!(one_b.send(2000 + m, &[*sge], 0), STATUS_SUCCESS);
+                assert_success!(one_b.send(2000 + m, &[*sge], 0));
             }
         });
         let a_poller = s.spawn(move || {
@@ -835,9 +812,9 @@ fn i7_create_cq_accepts_a_group_affinity() {
         let qp = pair.a_pd.qp(&cq, &cq, 0xF);
         let mem = Region::new(&pair.a_pd, 4096, 0, MR_LOCAL_WRITE);
         cq.arm(NdkCqNotifyType::ANY);
-        assert_eq!(qp.receive(1, &[mem.sge(0, 64)]), STATUS_SUCCESS);
+        assert_success!(qp.receive(1, &[mem.sge(0, 64)]));
         qp.flush();
-        assert_eq!(watch.wait(), STATUS_SUCCESS, "mask {mask:#x}");
+        assert_success!(watch.wait(), "mask {mask:#x}");
         assert_eq!(summary(&cq.wait_results(1)), [(1, STATUS_CANCELLED)]);
         assert_close(qp.close());
         assert_close(cq.close());

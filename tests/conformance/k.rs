@@ -120,8 +120,8 @@ fn k2_resize_above_max_cq_depth_is_invalid_parameter() {
     assert_eq!(resize(&spout.cq, u32::MAX), STATUS_INVALID_PARAMETER, "K2");
     // Unchanged, and MaxCqDepth itself is fine.
     assert_eq!(cancelled(&spout.cq.poll(4)), vec![1]);
-    assert_eq!(resize(&spout.cq, max), STATUS_SUCCESS, "K2: MaxCqDepth");
-    assert_eq!(resize(&spout.cq, 16), STATUS_SUCCESS);
+    assert_success!(resize(&spout.cq, max), "K2: MaxCqDepth");
+    assert_success!(resize(&spout.cq, 16));
     spout.close();
 }
 
@@ -140,7 +140,7 @@ fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
         spout.emit(context);
     }
     // Grow with entries queued, add more than the old depth held.
-    assert_eq!(resize(&spout.cq, 8), STATUS_SUCCESS);
+    assert_success!(resize(&spout.cq, 8));
     for context in 4..=8 {
         spout.emit(context);
     }
@@ -148,9 +148,9 @@ fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 0, "K3: 8 entries fit the new depth");
     // Shrink to exactly the count.
-    assert_eq!(resize(&spout.cq, 8), STATUS_SUCCESS);
+    assert_success!(resize(&spout.cq, 8));
     assert_eq!(cancelled(&spout.cq.poll(5)), vec![1, 2, 3, 4, 5]);
-    assert_eq!(resize(&spout.cq, 3), STATUS_SUCCESS, "K4: the count is 3");
+    assert_success!(resize(&spout.cq, 3), "K4: the count is 3");
     assert_eq!(cancelled(&spout.cq.poll(8)), vec![6, 7, 8]);
     // The new depth is in force: the fourth entry overflows (E10).
     for context in 9..=12 {
@@ -207,11 +207,7 @@ fn k4_resize_keeps_every_completion_in_order() {
     // Resize with entries queued, then fill to the new depth: counts 0, 2,
     // 4, 6, 8 before the resizes, 7, 9, 11, 13, 15 after the emits.
     for depth in [48, 9, 64, 13, 15] {
-        assert_eq!(
-            resize(&spout.cq, depth),
-            STATUS_SUCCESS,
-            "K4: depth {depth}"
-        );
+        assert_success!(resize(&spout.cq, depth), "K4: depth {depth}");
         for _ in 0..7 {
             spout.emit(next);
             expected.push(next);

@@ -306,7 +306,7 @@ impl Far {
         let adapter = open_adapter(addr);
         let incoming = Incoming::new();
         let listener = adapter.listener(&incoming);
-        assert_eq!(listener.listen(addr), STATUS_SUCCESS, "Listen");
+        assert_success!(listener.listen(addr), "Listen");
         let (_, at, _) = listener.local_address();
         Self {
             adapter,
@@ -404,12 +404,12 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
     assert_eq!(info.version, NDK_VERSION_1_2);
     let mut pages = Buffer::new(2 * PAGE, 0, 0);
     let (status, mut lam, _fbo) = zoo.adapter.build_lam(&mut pages);
-    assert_eq!(status, STATUS_SUCCESS, "BuildLam");
+    assert_success!(status, "BuildLam");
     let lam_page = lam_pages(&lam)[0];
 
     // CQ: ResizeCq, ArmCq, GetCqResults, ControlCqInterruptModeration,
     // GetCqResultsEx (close at the end).
-    assert_eq!(zoo.cq.resize(128), STATUS_SUCCESS, "ResizeCq");
+    assert_success!(zoo.cq.resize(128), "ResizeCq");
     zoo.cq.arm(NdkCqNotifyType::ANY);
     assert!(zoo.cq.poll(4).is_empty());
     assert!(zoo.cq.poll_ex(4).is_empty());
@@ -422,27 +422,23 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
 
     // MR: RegisterMr, the two token getters; InitializeFastRegisterMr.
     let mut region = Buffer::new(PAGE, 0, 0);
-    assert_eq!(
+    assert_success!(
         zoo.mr
-            .register(&mut region, MrFlags::ALLOW_LOCAL_WRITE.bits()),
-        STATUS_SUCCESS
+            .register(&mut region, MrFlags::ALLOW_LOCAL_WRITE.bits())
     );
     let local = zoo.mr.local_token();
     let _remote = zoo.mr.remote_token();
-    assert_eq!(zoo.fast_mr.init_fast(16, true), STATUS_SUCCESS);
+    assert_success!(zoo.fast_mr.init_fast(16, true));
 
     // MW: GetRemoteTokenFromMw (unbound: any value).
     let _ = zoo.mw.remote_token();
 
     // SRQ: ModifySrq, SrqReceive.
-    assert_eq!(zoo.srq.modify(0, 0), STATUS_SUCCESS, "ModifySrq");
-    assert_eq!(zoo.srq.receive(1, &[]), STATUS_SUCCESS, "SrqReceive");
+    assert_success!(zoo.srq.modify(0, 0), "ModifySrq");
+    assert_success!(zoo.srq.receive(1, &[]), "SrqReceive");
 
     // QP: Receive; every initiator request on an unconnected QP (P7); Flush.
-    assert_eq!(
-        zoo.qp.receive(1, &[region.sge(0, 64, local)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(zoo.qp.receive(1, &[region.sge(0, 64, local)]));
     let sge = [region.sge(0, 64, local)];
     let initiator = [
         ("Send", zoo.qp.send(2, &sge, 0)),
@@ -479,7 +475,7 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
         summary(&zoo.cq.wait_results(1)),
         vec![(1, STATUS_CANCELLED)]
     );
-    assert_eq!(zoo.mr.deregister(), STATUS_SUCCESS, "DeregisterMr");
+    assert_success!(zoo.mr.deregister(), "DeregisterMr");
     zoo.adapter.release_lam(&mut lam);
 
     // Shared endpoint: GetLocalAddress.
@@ -489,12 +485,12 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
     let status = unsafe {
         (zoo.endpoint.d().ndk_get_local_address)(zoo.endpoint.0, addr.as_mut_ptr(), &raw mut len)
     };
-    assert_eq!(status, STATUS_SUCCESS, "GetSharedEndpointLocalAddress");
+    assert_success!(status, "GetSharedEndpointLocalAddress");
 
     // Listener: Listen, GetLocalAddress, ControlConnectEvents.
-    assert_eq!(zoo.listener.listen(zoo.addr), STATUS_SUCCESS);
+    assert_success!(zoo.listener.listen(zoo.addr));
     let (status, listening, _) = zoo.listener.local_address();
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_ne!(listening.port(), 0, "an ephemeral port was picked");
     zoo.listener.pause(true);
     zoo.listener.pause(false);
@@ -591,7 +587,7 @@ fn l2_headers_hold_version_type_zero_reserved_and_the_type_table() {
     }
     // A connector the provider creates for an incoming request (handed over
     // by the connect event) is set up the same way.
-    assert_eq!(zoo.listener.listen(zoo.addr), STATUS_SUCCESS);
+    assert_success!(zoo.listener.listen(zoo.addr));
     let (_, at, _) = zoo.listener.local_address();
     let active = zoo.adapter.connector();
     let (status, connected) = active.connect(&zoo.qp, zoo.addr, at, 1, 1, b"");
@@ -607,7 +603,7 @@ fn l2_headers_hold_version_type_zero_reserved_and_the_type_table() {
         dispatch_of(zoo.connector.0.cast()),
         "L2: the incoming connector's table is the connector table"
     );
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
     close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
     close_and_wait(active.0.cast(), active.d().ndk_close_connector);
@@ -626,10 +622,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     // Traffic of every kind of callback and completion.
     let mut sink = Buffer::new(PAGE, 0, 0);
     let mr = p.b_pd.mr(false);
-    assert_eq!(
-        mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()),
-        STATUS_SUCCESS
-    );
+    assert_success!(mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()));
     let data = *b"reserved";
     let inline = [NdkSge {
         address: data.as_ptr() as u64,
@@ -642,16 +635,13 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     p.b_cq.arm(NdkCqNotifyType::ANY);
     send0(&p.a_qp, 1, 0);
     send0(&p.a_qp, 2, SOLICIT);
-    assert_eq!(
-        p.a_qp.write(
-            3,
-            &inline,
-            sink.va(),
-            mr.remote_token(),
-            OpFlags::INLINE.bits()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(p.a_qp.write(
+        3,
+        &inline,
+        sink.va(),
+        mr.remote_token(),
+        OpFlags::INLINE.bits()
+    ));
     assert_eq!(p.a_cq.wait_results(3).len(), 3);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
     watch.wait_returned(1);
@@ -665,7 +655,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     }
     assert_header(mr.0.cast(), NdkObjectType::MR, version, "MR");
     assert_header(p.b_pd.0.cast(), NdkObjectType::PD, version, "closing PD");
-    assert_eq!(mr.close(), STATUS_SUCCESS);
+    assert_success!(mr.close());
     teardown_except(
         p,
         Closed {
@@ -706,7 +696,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
     let mut size = u32::try_from(size_of::<NdkAdapterInfo>()).unwrap();
     // SAFETY: a live adapter and a buffer of `size` bytes.
     let status = unsafe { (ad.ndk_query_adapter_info)(p.a.0, info.as_mut_ptr(), &raw mut size) };
-    assert_eq!(status, STATUS_SUCCESS, "L4: QueryAdapterInfo");
+    assert_success!(status, "L4: QueryAdapterInfo");
     let mut cq = std::ptr::null_mut();
     let watch = Signal::new();
     // SAFETY: a live adapter; the signal outlives the CQ.
@@ -722,13 +712,13 @@ fn l4_provider_never_reads_dispatch_after_creation() {
             &raw mut cq,
         )
     };
-    assert_eq!(status, STATUS_SUCCESS, "L4: CreateCq");
+    assert_success!(status, "L4: CreateCq");
     let extra_cq = Cq(cq, watch);
     let mut mr = std::ptr::null_mut();
     // SAFETY: a live PD.
     let status =
         unsafe { (b_pdd.ndk_create_mr)(p.b_pd.0, 0, None, std::ptr::null_mut(), &raw mut mr) };
-    assert_eq!(status, STATUS_SUCCESS, "L4: CreateMr");
+    assert_success!(status, "L4: CreateMr");
     let mr = Mr(mr);
     let mrd = *mr.d();
     // SAFETY: the new MR is live; its Dispatch is not read again here.
@@ -746,7 +736,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
             signal.ctx(),
         )
     };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "L4: RegisterMr");
+    assert_success!(settle(status, &signal), "L4: RegisterMr");
     // SAFETY: a live MR.
     let token = unsafe { (mrd.ndk_get_remote_token_from_mr)(mr.0) };
     // SAFETY: a live MR.
@@ -759,13 +749,13 @@ fn l4_provider_never_reads_dispatch_after_creation() {
     // and the completions through both GetCqResults forms.
     // SAFETY: a live QP; no SGEs.
     let status = unsafe { (b_qpd.ndk_receive)(p.b_qp.0, 7 as *mut c_void, std::ptr::null(), 0) };
-    assert_eq!(status, STATUS_SUCCESS, "L4: Receive");
+    assert_success!(status, "L4: Receive");
     // SAFETY: a live CQ.
     unsafe { (b_cqd.ndk_arm_cq)(p.b_cq.0, NdkCqNotifyType::ANY) };
     // SAFETY: a live QP; no SGEs.
     let status =
         unsafe { (a_qpd.ndk_send)(p.a_qp.0, 8 as *mut c_void, std::ptr::null(), 0, SOLICIT) };
-    assert_eq!(status, STATUS_SUCCESS, "L4: Send");
+    assert_success!(status, "L4: Send");
     let data = *b"dispatch";
     let inline = NdkSge {
         address: data.as_ptr() as u64,
@@ -784,7 +774,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
             OpFlags::INLINE.bits(),
         )
     };
-    assert_eq!(status, STATUS_SUCCESS, "L4: Write");
+    assert_success!(status, "L4: Write");
     let mut got: Vec<usize> = Vec::new();
     let mut received = Vec::new();
     let deadline = std::time::Instant::now() + WAIT;
@@ -798,7 +788,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
         // SAFETY: room for 4 results.
         let n = unsafe { (a_cqd.ndk_get_cq_results)(p.a_cq.0, results.as_mut_ptr(), 4) };
         for r in &results[..n as usize] {
-            assert_eq!(r.status, STATUS_SUCCESS);
+            assert_success!(r.status);
             got.push(r.request_context as usize);
         }
         // SAFETY: NdkResultEx is plain data.
@@ -814,7 +804,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
     }
     assert_eq!(got, vec![8, 9], "L4: initiator completions");
     assert_eq!(received, vec![7], "L4: the receive");
-    assert_eq!(p.b_cq.1.wait(), STATUS_SUCCESS, "L4: the notification");
+    assert_success!(p.b_cq.1.wait(), "L4: the notification");
     assert_eq!(&sink.bytes()[..8], b"dispatch");
 
     // Connectors and the listener: their address getters.
@@ -824,14 +814,14 @@ fn l4_provider_never_reads_dispatch_after_creation() {
         // SAFETY: a live connector and a 28-byte buffer.
         let status =
             unsafe { (d.ndk_get_peer_address)(connector.0, addr.as_mut_ptr(), &raw mut len) };
-        assert_eq!(status, STATUS_SUCCESS, "L4: GetPeerAddress");
+        assert_success!(status, "L4: GetPeerAddress");
     }
     let mut addr = Addr::empty();
     let mut len = 28_u32;
     // SAFETY: a live listener and a 28-byte buffer.
     let status =
         unsafe { (ld.ndk_get_local_address)(p.listener.0, addr.as_mut_ptr(), &raw mut len) };
-    assert_eq!(status, STATUS_SUCCESS, "L4: GetListenerLocalAddress");
+    assert_success!(status, "L4: GetListenerLocalAddress");
 
     // Closes through the saved tables with Dispatch still overwritten.
     close_and_wait(mr.0.cast(), mrd.ndk_close_mr);
@@ -1119,7 +1109,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
     let signal = Signal::new();
     // SAFETY: a live CQ; the signal outlives the call's completion.
     let status = unsafe { (a_cq.d().ndk_resize_cq)(a_cq.0, 128, Some(on_status), signal.ctx()) };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "ResizeCq");
+    assert_success!(settle(status, &signal), "ResizeCq");
 
     // RegisterMr, DeregisterMr, InitializeFastRegisterMr.
     let mr = a_pd.mr(false);
@@ -1136,30 +1126,26 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
             signal.ctx(),
         )
     };
-    assert_eq!(status, STATUS_SUCCESS, "RegisterMr completes inline");
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "RegisterMr");
+    assert_success!(status, "RegisterMr completes inline");
+    assert_success!(settle(status, &signal), "RegisterMr");
     let signal = Signal::new();
     // SAFETY: a live, registered MR.
     let status = unsafe { (mr.d().ndk_deregister_mr)(mr.0, Some(on_status), signal.ctx()) };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "DeregisterMr");
+    assert_success!(settle(status, &signal), "DeregisterMr");
     let fast = a_pd.mr(true);
     let signal = Signal::new();
     // SAFETY: a live fast-register MR.
     let status = unsafe {
         (fast.d().ndk_initialize_fast_register_mr)(fast.0, 16, 0, Some(on_status), signal.ctx())
     };
-    assert_eq!(
-        settle(status, &signal),
-        STATUS_SUCCESS,
-        "InitializeFastRegisterMr"
-    );
+    assert_success!(settle(status, &signal), "InitializeFastRegisterMr");
 
     // ModifySrq.
     let srq = a_pd.try_srq(8, 1, 0, None).expect("CreateSrq");
     let signal = Signal::new();
     // SAFETY: a live SRQ.
     let status = unsafe { (srq.d().ndk_modify_srq)(srq.0, 16, 0, Some(on_status), signal.ctx()) };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "ModifySrq");
+    assert_success!(settle(status, &signal), "ModifySrq");
 
     // BuildLam with a completion.
     let mut pages = Buffer::new(PAGE, 0, 0);
@@ -1180,7 +1166,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
             &raw mut fbo,
         )
     };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "BuildLam");
+    assert_success!(settle(status, &signal), "BuildLam");
     a.release_lam(&mut lam);
 
     // Listen.
@@ -1197,7 +1183,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
             signal.ctx(),
         )
     };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "Listen");
+    assert_success!(settle(status, &signal), "Listen");
     let (_, at, _) = listener.local_address();
 
     // Connect refused inline: no completion.
@@ -1227,7 +1213,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
     let passive = incoming.wait_nth(1);
     let b_indications = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 1, 1, b"", &b_indications);
-    assert_eq!(settle(connect, &connected), STATUS_SUCCESS, "Connect");
+    assert_success!(settle(connect, &connected), "Connect");
     let a_indications = Signal::new();
     let signal = Signal::new();
     // SAFETY: a live connector; the signals outlive it.
@@ -1240,13 +1226,13 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
             signal.ctx(),
         )
     };
-    assert_eq!(settle(status, &signal), STATUS_SUCCESS, "CompleteConnect");
-    assert_eq!(settle(accept, &accepted), STATUS_SUCCESS, "Accept");
+    assert_success!(settle(status, &signal), "CompleteConnect");
+    assert_success!(settle(accept, &accepted), "Accept");
 
     // Disconnect, both sides.
     let (a_status, a_signal) = active.disconnect();
     let (b_status, b_signal) = passive.disconnect();
-    assert_eq!(settle(a_status, &a_signal), STATUS_SUCCESS, "Disconnect A");
+    assert_success!(settle(a_status, &a_signal), "Disconnect A");
     let _ = settle(b_status, &b_signal);
 
     for (object, close) in [
@@ -1314,7 +1300,7 @@ fn l9_running_out_of_pds_is_insufficient_resources() {
     pds.pop().unwrap().close();
     pds.push(adapter.pd());
     for pd in pds {
-        assert_eq!(pd.close(), STATUS_SUCCESS);
+        assert_success!(pd.close());
     }
     adapter.close();
 }
@@ -1358,7 +1344,7 @@ fn l10_calls_without_a_completion_never_pend_and_are_done_on_return() {
         p.b_conn.peer_address(),
         p.listener.local_address(),
     ] {
-        assert_eq!(status, STATUS_SUCCESS, "L10: address getter");
+        assert_success!(status, "L10: address getter");
         assert_eq!(len, 16, "N22: a SOCKADDR_IN");
     }
 
@@ -1371,9 +1357,9 @@ fn l10_calls_without_a_completion_never_pend_and_are_done_on_return() {
     let (status, connected) = connector.connect(&extra_qp, a_addr, far.at, 1, 1, b"data");
     let passive = far.incoming.wait_nth(1);
     let (data_status, _, _, data, len) = passive.connection_data(64);
-    assert_eq!(data_status, STATUS_SUCCESS, "L10: GetConnectionData");
+    assert_success!(data_status, "L10: GetConnectionData");
     assert!(len >= 4 && data[..4] == *b"data", "N18: the private data");
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS, "L10: Reject");
+    assert_success!(passive.reject(b""), "L10: Reject");
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED, "N16");
 
     // ControlConnectEvents: paused when it returns (N5).
@@ -1416,45 +1402,32 @@ fn l11_work_requests_report_only_through_the_cq() {
     let p = Pair::new();
     let mut sink = Buffer::new(PAGE, 0, 0);
     let b_mr = p.b_pd.mr(false);
-    assert_eq!(
-        b_mr.register(
-            &mut sink,
-            (MrFlags::ALLOW_REMOTE_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(b_mr.register(
+        &mut sink,
+        (MrFlags::ALLOW_REMOTE_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
+    ));
     let mut source = Buffer::pattern(PAGE, 0, 7);
     let a_mr = p.a_pd.mr(false);
-    assert_eq!(
-        a_mr.register(&mut source, MrFlags::ALLOW_LOCAL_WRITE.bits()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_mr.register(&mut source, MrFlags::ALLOW_LOCAL_WRITE.bits()));
     let mw = p.b_pd.mw();
     let a_sge = [source.sge(0, 64, a_mr.local_token())];
     let b_sge = [sink.sge(0, 64, b_mr.local_token())];
-    assert_eq!(p.b_qp.receive(1, &b_sge), STATUS_SUCCESS);
-    assert_eq!(p.a_qp.send(2, &a_sge, 0), STATUS_SUCCESS);
-    assert_eq!(
+    assert_success!(p.b_qp.receive(1, &b_sge));
+    assert_success!(p.a_qp.send(2, &a_sge, 0));
+    assert_success!(
         p.a_qp
-            .write(3, &a_sge, sink.va() + 64, b_mr.remote_token(), 0),
-        STATUS_SUCCESS
+            .write(3, &a_sge, sink.va() + 64, b_mr.remote_token(), 0)
     );
-    assert_eq!(
-        p.a_qp.read(4, &a_sge, sink.va(), b_mr.remote_token(), 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        p.b_qp.bind(
-            5,
-            &b_mr,
-            &mw,
-            sink.va(),
-            PAGE,
-            OpFlags::ALLOW_REMOTE_READ.bits()
-        ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(p.b_qp.invalidate(6, mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(p.a_qp.read(4, &a_sge, sink.va(), b_mr.remote_token(), 0));
+    assert_success!(p.b_qp.bind(
+        5,
+        &b_mr,
+        &mw,
+        sink.va(),
+        PAGE,
+        OpFlags::ALLOW_REMOTE_READ.bits()
+    ));
+    assert_success!(p.b_qp.invalidate(6, mw.header(), 0));
     let a_results = p.a_cq.wait_results(3);
     let b_results = p.b_cq.wait_results(3);
     assert_eq!(
@@ -1473,9 +1446,9 @@ fn l11_work_requests_report_only_through_the_cq() {
     assert_eq!(p.b_cq.notifications(), vec![]);
     assert_eq!(p.a_disconnects.count(), 0);
     assert_eq!(p.b_disconnects.count(), 0);
-    assert_eq!(mw.close(), STATUS_SUCCESS);
-    assert_eq!(a_mr.close(), STATUS_SUCCESS);
-    assert_eq!(b_mr.close(), STATUS_SUCCESS);
+    assert_success!(mw.close());
+    assert_success!(a_mr.close());
+    assert_success!(b_mr.close());
     p.teardown();
 }
 
@@ -1498,7 +1471,7 @@ fn l12_cq_and_srq_above_the_adapter_limits_are_invalid_parameter() {
     let at_max = adapter
         .try_cq(info.max_cq_depth, &watch)
         .expect("L12: MaxCqDepth");
-    assert_eq!(at_max.close(), STATUS_SUCCESS);
+    assert_success!(at_max.close());
     let pd = adapter.pd();
     if info.max_srq_depth == 0 {
         assert_eq!(
@@ -1521,9 +1494,9 @@ fn l12_cq_and_srq_above_the_adapter_limits_are_invalid_parameter() {
         let srq = pd
             .try_srq(info.max_srq_depth, info.max_receive_request_sge, 0, None)
             .expect("L12: SRQ at the limits");
-        assert_eq!(srq.close(), STATUS_SUCCESS);
+        assert_success!(srq.close());
     }
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(pd.close());
     adapter.close();
 }
 
@@ -1559,7 +1532,7 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
             if ok {
                 let qp =
                     result.unwrap_or_else(|s| panic!("L13: {} at the limit: {s:#x}", names[i]));
-                assert_eq!(qp.close(), STATUS_SUCCESS);
+                assert_success!(qp.close());
             } else {
                 assert_eq!(
                     result.err(),
@@ -1574,7 +1547,7 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
                 if ok {
                     let qp = result
                         .unwrap_or_else(|s| panic!("L13: {} at the limit (SRQ): {s:#x}", names[i]));
-                    assert_eq!(qp.close(), STATUS_SUCCESS);
+                    assert_success!(qp.close());
                 } else {
                     assert_eq!(
                         result.err(),
@@ -1586,9 +1559,9 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
             }
         }
     }
-    assert_eq!(srq.close(), STATUS_SUCCESS);
-    assert_eq!(cq.close(), STATUS_SUCCESS);
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(srq.close());
+    assert_success!(cq.close());
+    assert_success!(pd.close());
     adapter.close();
 }
 
@@ -1607,7 +1580,7 @@ fn l24_pd_close_pends_until_its_mr_is_closed() {
     assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L24: completed before its MR closed");
-    assert_eq!(mr.close(), STATUS_SUCCESS);
+    assert_success!(mr.close());
     finish_close_logged(status, &log);
     adapter.close();
 }
@@ -1754,7 +1727,7 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
         &log,
     );
     assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
     std::thread::sleep(SETTLE_BRIEF);
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
@@ -1937,7 +1910,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     let passive = far.incoming.wait_nth(1);
     // The peer turns it down: the Connect fails in the peer's Reject call, and
     // the consumer closes the connector inside that completion.
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     watch.wait_returned(1);
     assert_eq!(watch.all(), vec![STATUS_CONNECTION_REFUSED]);
     let close_status = returned.lock().unwrap().expect("closed inside");
@@ -1950,13 +1923,9 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     // is free again and everything closes.
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 1, "L22: nothing after the close");
-    assert_eq!(
-        near.qp.close(),
-        STATUS_SUCCESS,
-        "the failed Connect untied the QP"
-    );
-    assert_eq!(near.cq.close(), STATUS_SUCCESS);
-    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    assert_success!(near.qp.close(), "the failed Connect untied the QP");
+    assert_success!(near.cq.close());
+    assert_success!(near.pd.close());
     near.adapter.close();
     far.close(1);
 }
@@ -2029,10 +1998,10 @@ fn l15_cq_closed_inside_its_own_notification() {
     let Spout {
         adapter, pd, qp, ..
     } = spout;
-    assert_eq!(qp.close(), STATUS_SUCCESS);
+    assert_success!(qp.close());
     finish_close_logged(close_status, &log);
     assert_eq!(watch.entered(), 1, "L22");
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(pd.close());
     adapter.close();
 }
 
@@ -2064,13 +2033,10 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     assert_eq!(&data[..5], b"early");
     let indications = Signal::new();
     let (accept, accepted) = passive.accept(&far_qp, 1, 1, b"", &indications);
-    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    assert_success!(connected.outcome(status));
     let near_indications = Signal::new();
-    assert_eq!(
-        connector.complete_connect(&near_indications),
-        STATUS_SUCCESS
-    );
-    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    assert_success!(connector.complete_connect(&near_indications));
+    assert_success!(accepted.outcome(accept));
     send0(&far_qp, 1, 0);
     assert_eq!(summary(&near.cq.wait_results(1)), vec![(0x77, 0)]);
     let (x, xs) = connector.disconnect();
@@ -2158,16 +2124,13 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     assert_eq!(query, STATUS_NOT_SUPPORTED);
     let again = Signal::new();
     let second = close_with(pd.0.cast(), pd.d().ndk_close_pd, &again);
-    assert_eq!(
-        second, STATUS_SUCCESS,
-        "L19: a second close returns quietly"
-    );
+    assert_success!(second, "L19: a second close returns quietly");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(again.count() + log.count(), 0);
     // The MR still works (L25) and closes; then the PD's one close completion.
     let mut buffer = Buffer::new(PAGE, 0, 0);
-    assert_eq!(mr.register(&mut buffer, 0), STATUS_SUCCESS);
-    assert_eq!(mr.close(), STATUS_SUCCESS);
+    assert_success!(mr.register(&mut buffer, 0));
+    assert_success!(mr.close());
     finish_close_logged(status, &log);
     assert_eq!(again.count(), 0, "L19: one close completion");
     adapter.close();
@@ -2199,9 +2162,8 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
     // Posts on its QP still answer (their completions have nowhere to go).
     let _ = spout.qp.receive(2, &[]);
     let again = Signal::new();
-    assert_eq!(
+    assert_success!(
         close_with(spout.cq.0.cast(), spout.cq.d().ndk_close_cq, &again),
-        STATUS_SUCCESS,
         "L19: a second close returns quietly"
     );
     std::thread::sleep(SETTLE_BRIEF);
@@ -2209,7 +2171,7 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
     let Spout {
         adapter, pd, qp, ..
     } = spout;
-    assert_eq!(qp.close(), STATUS_SUCCESS);
+    assert_success!(qp.close());
     finish_close_logged(status, &log);
     assert_eq!(again.count(), 0);
     assert_eq!(
@@ -2217,7 +2179,7 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
         0,
         "L22: no notification after the close started"
     );
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(pd.close());
     adapter.close();
 }
 
@@ -2285,9 +2247,9 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     }
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
-    assert_eq!(near.qp.close(), STATUS_SUCCESS, "untied");
-    assert_eq!(near.cq.close(), STATUS_SUCCESS);
-    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    assert_success!(near.qp.close(), "untied");
+    assert_success!(near.cq.close());
+    assert_success!(near.pd.close());
     near.adapter.close();
     far.close(1);
 }
@@ -2346,9 +2308,9 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     );
     let (accept, _) = accepting.join().unwrap();
     assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
-    assert_eq!(near.qp.close(), STATUS_SUCCESS);
-    assert_eq!(near.cq.close(), STATUS_SUCCESS);
-    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    assert_success!(near.qp.close());
+    assert_success!(near.cq.close());
+    assert_success!(near.pd.close());
     near.adapter.close();
     close_and_wait(far_qp.0.cast(), far_qp.d().ndk_close_qp);
     close_and_wait(far_cq.0.cast(), far_cq.d().ndk_close_cq);
@@ -2375,9 +2337,9 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
             &raw mut listener,
         )
     };
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let listener = Listener(listener);
-    assert_eq!(listener.listen(far_addr), STATUS_SUCCESS);
+    assert_success!(listener.listen(far_addr));
     let (_, at, _) = listener.local_address();
     // Inside the connect event the consumer closes the new connector (it is
     // the consumer's from that moment, L15), then the callback blocks.
@@ -2432,9 +2394,9 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
     close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    assert_eq!(near.qp.close(), STATUS_SUCCESS);
-    assert_eq!(near.cq.close(), STATUS_SUCCESS);
-    assert_eq!(near.pd.close(), STATUS_SUCCESS);
+    assert_success!(near.qp.close());
+    assert_success!(near.cq.close());
+    assert_success!(near.pd.close());
     near.adapter.close();
     far.close();
 }
@@ -2469,10 +2431,10 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
             accepted.ctx(),
         )
     };
-    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+    assert_success!(connected.outcome(status));
     let near_events = Signal::new();
-    assert_eq!(connector.complete_connect(&near_events), STATUS_SUCCESS);
-    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    assert_success!(connector.complete_connect(&near_events));
+    assert_success!(accepted.outcome(accept));
     // A disconnects on a thread of its own: B's event comes, and blocks.
     let connector_ptr = connector.0 as usize;
     let disconnecting = std::thread::spawn(move || {
@@ -2519,8 +2481,8 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         qp,
     } = spout;
     // No QP holds the CQ any more: only its callback can keep it open.
-    assert_eq!(qp.close(), STATUS_SUCCESS);
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(qp.close());
+    assert_success!(pd.close());
     // The arm finds a fresh completion (C4): the notification runs at once,
     // on the arming thread, and blocks there.
     let cq_ptr = cq.0 as usize;
@@ -2553,7 +2515,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
     watch.open();
     arming.join().unwrap();
     watch.wait_returned(2);
-    assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
+    assert_success!(closing_adapter.join().unwrap());
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.all(),
@@ -2580,11 +2542,11 @@ fn l22_no_notification_after_the_cq_close() {
     let Spout {
         adapter, pd, qp, ..
     } = spout;
-    assert_eq!(qp.close(), STATUS_SUCCESS);
+    assert_success!(qp.close());
     watch.wait_returned(1);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.all(), vec![CLOSED], "L22: only the close completion");
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(pd.close());
     adapter.close();
 }
 
@@ -2697,7 +2659,7 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     let _ = closing_connector.join().unwrap();
     finish_close_logged(cq_status, &cq_log);
     finish_close_logged(pd_status, &pd_log);
-    assert_eq!(closing_adapter.join().unwrap(), STATUS_SUCCESS);
+    assert_success!(closing_adapter.join().unwrap());
     assert!(connected.count() <= 1);
     assert!(!qp_watch.overlapped());
     far.close(1);
@@ -2722,16 +2684,16 @@ fn l27_adapter_close_returns_only_after_its_last_object_closed() {
     });
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with objects open");
-    assert_eq!(connector.close(), STATUS_SUCCESS);
-    assert_eq!(qp.close(), STATUS_SUCCESS);
-    assert_eq!(mr.close(), STATUS_SUCCESS);
-    assert_eq!(cq.close(), STATUS_SUCCESS);
+    assert_success!(connector.close());
+    assert_success!(qp.close());
+    assert_success!(mr.close());
+    assert_success!(cq.close());
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with the PD open");
     last_close_started.store(true, Ordering::SeqCst);
-    assert_eq!(pd.close(), STATUS_SUCCESS);
+    assert_success!(pd.close());
     let (status, after_last) = closing.join().unwrap();
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert!(after_last, "L27: returned before the last close");
 }
 
@@ -2796,8 +2758,8 @@ mod cross_nic {
             Ok(())
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
-        assert_eq!(b_srq.close(), STATUS_SUCCESS);
-        assert_eq!(b_cq.close(), STATUS_SUCCESS);
+        assert_success!(b_srq.close());
+        assert_success!(b_cq.close());
         assert_close(a_srq.close());
         assert_close(a_cq.close());
         a.close();
@@ -2828,8 +2790,8 @@ mod cross_nic {
         let link = Link::connect((&twin, near.addr, &qp), (&far.adapter, far.addr, &far_qp));
         let src = Region::pattern(&near.pd, 4096, 5, MR_LOCAL_WRITE);
         let dst = Region::new(&far.pd, 4096, 0, MR_LOCAL_WRITE);
-        assert_eq!(far_qp.receive(9, &[dst.sge(0, 64)]), STATUS_SUCCESS);
-        assert_eq!(qp.send(8, &[src.sge(0, 64)], 0), STATUS_SUCCESS);
+        assert_success!(far_qp.receive(9, &[dst.sge(0, 64)]));
+        assert_success!(qp.send(8, &[src.sge(0, 64)], 0));
         assert_eq!(summary(&twin_cq.wait_results(1)), [(8, STATUS_SUCCESS)]);
         assert_eq!(summary(&far_cq.wait_results(1)), [(9, STATUS_SUCCESS)]);
         assert_eq!(&dst.bytes()[..64], &src.bytes()[..64]);
@@ -2886,10 +2848,7 @@ mod cross_nic {
         }
         assert_empty(&pair.a_cq);
         // E6: the QP is unharmed.
-        assert_eq!(
-            qp.bind(6, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.bind(6, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ));
         assert_eq!(summary(&pair.a_cq.wait_results(1)), [(6, STATUS_SUCCESS)]);
         b_frmr.close(&pair.b);
         assert_close(a_mw.close());
@@ -2912,7 +2871,7 @@ mod cross_nic {
         let b_qp = b.pd.qp(&b_cq, &b_cq, 2);
         let incoming = Incoming::new();
         let listener = b.adapter.listener(&incoming);
-        assert_eq!(listener.listen(b.addr), STATUS_SUCCESS);
+        assert_success!(listener.listen(b.addr));
         let (_, at, _) = listener.local_address();
         // Connect from A's connector with B's QP.
         let connector = a.adapter.connector();
@@ -2950,10 +2909,10 @@ mod cross_nic {
         let (status, _) = passive.accept(&a_qp, 0, 0, b"", &b_disconnects);
         assert_eq!(status, STATUS_INVALID_PARAMETER, "Accept with a foreign QP");
         let (accept, accepted) = passive.accept(&b_qp, 0, 0, b"", &b_disconnects);
-        assert_eq!(connected.outcome(STATUS_PENDING), STATUS_SUCCESS);
+        assert_success!(connected.outcome(STATUS_PENDING));
         let a_disconnects = Signal::new();
-        assert_eq!(connector.complete_connect(&a_disconnects), STATUS_SUCCESS);
-        assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+        assert_success!(connector.complete_connect(&a_disconnects));
+        assert_success!(accepted.outcome(accept));
         assert!(signal.all().is_empty() && shared.all().is_empty(), "L8");
         disconnect_both(Some(&connector), Some(&passive));
         assert_close(connector.close());

@@ -131,10 +131,9 @@ fn a_writes(
     remote: u64,
     token: u32,
 ) -> NtStatus {
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .write(0xA11, &[src.sge(offset, len)], remote, token, 0),
-        STATUS_SUCCESS
+            .write(0xA11, &[src.sge(offset, len)], remote, token, 0)
     );
     let r = wait_results_ex(&pair.a_cq, 1).remove(0);
     assert_eq!(r.request_context as usize, 0xA11);
@@ -151,10 +150,9 @@ fn a_reads(
     remote: u64,
     token: u32,
 ) -> NtStatus {
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .read(0xA12, &[sink.sge(offset, len)], remote, token, 0),
-        STATUS_SUCCESS
+            .read(0xA12, &[sink.sge(offset, len)], remote, token, 0)
     );
     let r = wait_results_ex(&pair.a_cq, 1).remove(0);
     assert_eq!(r.request_context as usize, 0xA12);
@@ -287,7 +285,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
         STATUS_INVALID_DEVICE_REQUEST
     );
     assert_eq!(fast.deregister(), STATUS_INVALID_DEVICE_REQUEST);
-    assert_eq!(fast.init_fast(4, false), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(4, false));
     assert_eq!(
         fast.register(&mut buffer, MR_LOCAL_WRITE),
         STATUS_INVALID_DEVICE_REQUEST
@@ -302,7 +300,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
     // A RegisterMr MR refuses InitializeFastRegisterMr and FastRegister.
     let plain = pair.b_pd.mr(false);
     assert_eq!(plain.init_fast(4, false), STATUS_INVALID_DEVICE_REQUEST);
-    assert_eq!(plain.register(&mut buffer, 0), STATUS_SUCCESS);
+    assert_success!(plain.register(&mut buffer, 0));
     assert_eq!(plain.init_fast(4, false), STATUS_INVALID_DEVICE_REQUEST);
     let mut lam_buffer = buffer_with(0, &bytes(PAGE, 2));
     let (status, mut lam, fbo) = pair.b.build_lam(&mut lam_buffer);
@@ -316,25 +314,21 @@ fn m1_mr_kind_is_fixed_at_creation() {
     assert_empty(&pair.b_cq);
 
     // Both still work as what they are: B sends from each.
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .fast_register(3, &fast, &pages, 0, PAGE, 0x7000_0000, 0),
-        STATUS_SUCCESS
+            .fast_register(3, &fast, &pages, 0, PAGE, 0x7000_0000, 0)
     );
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.receive(4, &[sink.sge(0, PAGE)]), STATUS_SUCCESS);
-    assert_eq!(
-        pair.a_qp.receive(5, &[sink.sge(PAGE, PAGE)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(4, &[sink.sge(0, PAGE)]));
+    assert_success!(pair.a_qp.receive(5, &[sink.sge(PAGE, PAGE)]));
     let from_plain = buffer.sge(0x10, 0x300, plain.local_token());
-    assert_eq!(pair.b_qp.send(6, &[from_plain], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(6, &[from_plain], 0));
     let from_fast = NdkSge {
         address: 0x7000_0000 + 0x20,
         length: 0x400,
         memory_region_token: fast.local_token(),
     };
-    assert_eq!(pair.b_qp.send(7, &[from_fast], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(7, &[from_fast], 0));
     expect(&pair.b_cq, 6, STATUS_SUCCESS);
     expect(&pair.b_cq, 7, STATUS_SUCCESS);
     expect(&pair.a_cq, 4, STATUS_SUCCESS);
@@ -365,28 +359,33 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     let mut rest = tail_mdl(&mut buffer, split);
     chain(&mut buffer, split, &mut rest);
     let mr = pair.b_pd.mr(false);
-    assert_eq!(
-        register_mdl(&mr, buffer.mdl(), 3 * PAGE, MR_REMOTE),
-        STATUS_SUCCESS
-    );
+    assert_success!(register_mdl(&mr, buffer.mdl(), 3 * PAGE, MR_REMOTE));
     let token = mr.remote_token();
     let src = Region::pattern(&pair.a_pd, PAGE, 9, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
 
     // A Write across the MDL boundary at 0x1234 and the page boundary.
     let (at, len) = (0x1100, 0x900);
-    assert_eq!(
-        a_writes(&pair, &src, 0x11, len, buffer.va() + at as u64, token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0x11,
+        len,
+        buffer.va() + at as u64,
+        token
+    ));
     assert_placed(buffer.bytes(), &before, at, &src.bytes()[0x11..0x11 + len]);
     // A Read of the last bytes of the chain, across the second MDL's pages.
     let now = buffer.bytes().to_vec();
     let (at, len) = (3 * PAGE - 0x700, 0x700);
-    assert_eq!(
-        a_reads(&pair, &sink, 0x30, len, buffer.va() + at as u64, token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0x30,
+        len,
+        buffer.va() + at as u64,
+        token
+    ));
     assert_eq!(&sink.bytes()[0x30..0x30 + len], &now[at..]);
     assert!(sink.bytes()[..0x30].iter().all(|&b| b == 0));
     assert!(sink.bytes()[0x30 + len..].iter().all(|&b| b == 0));
@@ -427,18 +426,12 @@ fn m2_register_mr_refuses_a_chain_that_is_not_contiguous() {
     // Within the first MDL the chain does not matter...
     let mut next = mdl_at(first_addr.wrapping_add(0x1010), PAGE);
     chain(&mut buffer, 0x1000, &mut next);
-    assert_eq!(
-        register_mdl(&mr, buffer.mdl(), 0x1000, MR_LOCAL_WRITE),
-        STATUS_SUCCESS
-    );
-    assert_eq!(mr.deregister(), STATUS_SUCCESS);
+    assert_success!(register_mdl(&mr, buffer.mdl(), 0x1000, MR_LOCAL_WRITE));
+    assert_success!(mr.deregister());
     // ... and the contiguous chain registers.
     let mut next = tail_mdl(&mut buffer, 0x1000);
     chain(&mut buffer, 0x1000, &mut next);
-    assert_eq!(
-        register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_LOCAL_WRITE),
-        STATUS_SUCCESS
-    );
+    assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_LOCAL_WRITE));
     assert_close(mr.close());
     assert_close(pd.close());
     adapter.close();
@@ -464,10 +457,7 @@ fn m3_a_chain_shorter_than_length_is_refused() {
         register_mdl(&mr, buffer.mdl(), 0x901, MR_LOCAL_WRITE),
         STATUS_INVALID_PARAMETER
     );
-    assert_eq!(
-        register_mdl(&mr, buffer.mdl(), 0x900, MR_LOCAL_WRITE),
-        STATUS_SUCCESS
-    );
+    assert_success!(register_mdl(&mr, buffer.mdl(), 0x900, MR_LOCAL_WRITE));
     assert_close(mr.close());
     assert_close(pd.close());
     adapter.close();
@@ -483,10 +473,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let mut buffer = buffer_with(0x2A0, &before);
     let mut decoy = Buffer::new(2 * PAGE, 0x2A0, 0xEE);
     let mr = pair.b_pd.mr(false);
-    assert_eq!(
-        register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_REMOTE),
-        STATUS_SUCCESS
-    );
+    assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_REMOTE));
     let base = buffer.va();
     // The consumer points its MDL elsewhere.
     let decoy_start = decoy.bytes_mut().as_mut_ptr();
@@ -499,17 +486,25 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 7, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let (at, len) = (0xD00, 0x200);
-    assert_eq!(
-        a_writes(&pair, &src, 3, len, base + at as u64, mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        3,
+        len,
+        base + at as u64,
+        mr.remote_token()
+    ));
     assert_placed(buffer.bytes(), &before, at, &src.bytes()[3..3 + len]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
     let now = buffer.bytes().to_vec();
-    assert_eq!(
-        a_reads(&pair, &sink, 0, 0x800, base + 0x1100, mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0,
+        0x800,
+        base + 0x1100,
+        mr.remote_token()
+    ));
     assert_eq!(&sink.bytes()[..0x800], &now[0x1100..0x1900]);
 
     assert_close(mr.close());
@@ -542,57 +537,58 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     // SAFETY: as above.
     unsafe { (*mdl).start_va = decoy_first.wrapping_sub(offset).cast() };
     let mr = pair.b_pd.mr(false);
-    assert_eq!(register_mdl(&mr, mdl, 2 * PAGE, MR_REMOTE), STATUS_SUCCESS);
+    assert_success!(register_mdl(&mr, mdl, 2 * PAGE, MR_REMOTE));
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 10, 0);
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
 
     // A Write at the index, across the real buffer's page boundary.
     let (at, len) = (0xC00, 0x900);
-    assert_eq!(
-        a_writes(&pair, &src, 0x40, len, index + at as u64, mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0x40,
+        len,
+        index + at as u64,
+        mr.remote_token()
+    ));
     assert_placed(real.bytes(), &before, at, &src.bytes()[0x40..0x40 + len]);
     let now = real.bytes().to_vec();
     // A Read at the index.
-    assert_eq!(
-        a_reads(&pair, &sink, 0, 0x500, index + 0x100, mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0,
+        0x500,
+        index + 0x100,
+        mr.remote_token()
+    ));
     assert_eq!(&sink.bytes()[..0x500], &now[0x100..0x600]);
     // A local SGE at the index.
-    assert_eq!(
-        pair.a_qp.receive(1, &[sink.sge(PAGE, 0x80)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(1, &[sink.sge(PAGE, 0x80)]));
     let local = NdkSge {
         address: index + 0x20,
         length: 0x80,
         memory_region_token: mr.local_token(),
     };
-    assert_eq!(pair.b_qp.send(2, &[local], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(2, &[local], 0));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(&sink.bytes()[PAGE..PAGE + 0x80], &now[0x20..0xA0]);
     // A window bound at the index (M18: the address is never dereferenced).
     let mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(3, &mr, &mw, index + 0x1000, 0x200, OP_REMOTE_WRITE),
-        STATUS_SUCCESS
+            .bind(3, &mr, &mw, index + 0x1000, 0x200, OP_REMOTE_WRITE)
     );
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_eq!(
-        a_writes(
-            &pair,
-            &src,
-            0x1000,
-            0x200,
-            index + 0x1000,
-            mw.remote_token()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0x1000,
+        0x200,
+        index + 0x1000,
+        mw.remote_token()
+    ));
     assert_placed(real.bytes(), &now, 0x1000, &src.bytes()[0x1000..0x1200]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
 
@@ -635,10 +631,14 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     );
     assert_empty(&pair.b_cq);
     // The index works...
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x20, target.remote(0x30), target.token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0,
+        0x20,
+        target.remote(0x30),
+        target.token()
+    ));
     assert_placed(target.bytes(), &before, 0x30, &src.bytes()[..0x20]);
     // ... the zero-based address does not.
     let now = target.bytes().to_vec();
@@ -657,13 +657,13 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     let pair = Pair::new();
     let target = Region::of(&pair.b_pd, buffer_with(0x10, &before), 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(pair.a_qp.receive(3, &[sink.sge(0, 0x40)]), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.receive(3, &[sink.sge(0, 0x40)]));
     let zero_based = NdkSge {
         address: 0x30,
         length: 0x40,
         memory_region_token: target.mr.local_token(),
     };
-    assert_eq!(pair.b_qp.send(4, &[zero_based], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(4, &[zero_based], 0));
     expect(&pair.b_cq, 4, STATUS_ACCESS_VIOLATION);
     expect(&pair.a_cq, 3, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
@@ -766,8 +766,8 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
     };
     let granted = match how {
         Use::LocalRead => {
-            assert_eq!(pair.a_qp.receive(1, &[a_sink.sge(0, LEN)]), STATUS_SUCCESS);
-            assert_eq!(pair.b_qp.send(2, &[local()], 0), STATUS_SUCCESS);
+            assert_success!(pair.a_qp.receive(1, &[a_sink.sge(0, LEN)]));
+            assert_success!(pair.b_qp.send(2, &[local()], 0));
             let sent = wait_results_ex(&pair.b_cq, 1)[0].status;
             if sent == STATUS_SUCCESS {
                 expect(&pair.a_cq, 1, STATUS_SUCCESS);
@@ -779,12 +779,12 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
             sent == STATUS_SUCCESS
         }
         Use::ReceiveSink => {
-            assert_eq!(pair.b_qp.receive(3, &[local()]), STATUS_SUCCESS);
-            assert_eq!(pair.a_qp.send(4, &[a_src.sge(0, LEN)], 0), STATUS_SUCCESS);
+            assert_success!(pair.b_qp.receive(3, &[local()]));
+            assert_success!(pair.a_qp.send(4, &[a_src.sge(0, LEN)], 0));
             let sent = wait_results_ex(&pair.a_cq, 1)[0].status;
             let received = wait_results_ex(&pair.b_cq, 1)[0].status;
             if received == STATUS_SUCCESS {
-                assert_eq!(sent, STATUS_SUCCESS);
+                assert_success!(sent);
                 assert_placed(target.bytes(), &before, AT, &a_src.bytes()[..LEN]);
             } else {
                 assert_eq!(
@@ -797,10 +797,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
         }
         Use::ReadSink => {
             let remote = a_src.remote(0x40);
-            assert_eq!(
-                pair.b_qp.read(5, &[local()], remote, a_src.token(), 0),
-                STATUS_SUCCESS
-            );
+            assert_success!(pair.b_qp.read(5, &[local()], remote, a_src.token(), 0));
             let read = wait_results_ex(&pair.b_cq, 1)[0].status;
             if read == STATUS_SUCCESS {
                 assert_placed(
@@ -897,7 +894,7 @@ fn fast_registered(flags: u32) -> impl Fn(&Pair) -> Target {
         frmr.buffer
             .bytes_mut()
             .copy_from_slice(&bytes(2 * PAGE, 0x45));
-        assert_eq!(frmr.post(&pair.b_qp, 0xF5, flags), STATUS_SUCCESS);
+        assert_success!(frmr.post(&pair.b_qp, 0xF5, flags));
         expect(&pair.b_cq, 0xF5, STATUS_SUCCESS);
         Target::Fast(frmr)
     }
@@ -913,10 +910,7 @@ fn window(flags: u32) -> impl Fn(&Pair) -> Target {
             MR_LOCAL_WRITE,
         );
         let mw = pair.b_pd.mw();
-        assert_eq!(
-            pair.b_qp.bind(0xB1, &r.mr, &mw, r.remote(0), 0x200, flags),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.bind(0xB1, &r.mr, &mw, r.remote(0), 0x200, flags));
         expect(&pair.b_cq, 0xB1, STATUS_SUCCESS);
         Target::Window(r, mw)
     }
@@ -998,11 +992,7 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         MR_READ_SINK | MR_REMOTE_READ | MR_REMOTE_WRITE,
     ] {
         let mr = pair.b_pd.mr(false);
-        assert_eq!(
-            mr.register(&mut buffer, flags),
-            STATUS_SUCCESS,
-            "{flags:#x}"
-        );
+        assert_success!(mr.register(&mut buffer, flags), "{flags:#x}");
         assert_close(mr.close());
     }
     let frmr = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0, 1, true);
@@ -1015,16 +1005,9 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
     .into_iter()
     .enumerate()
     {
-        assert_eq!(
-            frmr.post(&pair.b_qp, 10 + i, flags),
-            STATUS_SUCCESS,
-            "{flags:#x}"
-        );
+        assert_success!(frmr.post(&pair.b_qp, 10 + i, flags), "{flags:#x}");
         expect(&pair.b_cq, 10 + i, STATUS_SUCCESS);
-        assert_eq!(
-            pair.b_qp.invalidate(20 + i, frmr.mr.header(), 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.invalidate(20 + i, frmr.mr.header(), 0));
         expect(&pair.b_cq, 20 + i, STATUS_SUCCESS);
     }
     frmr.close(&pair.b);
@@ -1035,16 +1018,9 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         .into_iter()
         .enumerate()
     {
-        assert_eq!(
-            local_only.post(&pair.b_qp, 40 + i, flags),
-            STATUS_SUCCESS,
-            "{flags:#x}"
-        );
+        assert_success!(local_only.post(&pair.b_qp, 40 + i, flags), "{flags:#x}");
         expect(&pair.b_cq, 40 + i, STATUS_SUCCESS);
-        assert_eq!(
-            pair.b_qp.invalidate(50 + i, local_only.mr.header(), 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.invalidate(50 + i, local_only.mr.header(), 0));
         expect(&pair.b_cq, 50 + i, STATUS_SUCCESS);
     }
     local_only.close(&pair.b);
@@ -1062,10 +1038,7 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         pair.b_pd.privileged_token(),
     );
     assert_eq!(sges.len(), 2);
-    assert_eq!(
-        pair.b_qp.read(30, &sges, src.remote(0x123), src.token(), 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.read(30, &sges, src.remote(0x123), src.token(), 0));
     expect(&pair.b_cq, 30, STATUS_SUCCESS);
     assert_placed(
         sink.bytes(),
@@ -1124,10 +1097,12 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
     );
     assert_eq!(too_long.local_token(), 0);
     let largest = pair.b_pd.mr(false);
-    assert_eq!(
-        register_mdl(&largest, first, info.max_registration_size, MR_LOCAL_WRITE),
-        STATUS_SUCCESS
-    );
+    assert_success!(register_mdl(
+        &largest,
+        first,
+        info.max_registration_size,
+        MR_LOCAL_WRITE
+    ));
     let window_max = info.max_window_size.min(info.max_registration_size);
     let mw = pair.b_pd.mw();
     assert_eq!(
@@ -1142,13 +1117,12 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
         STATUS_INVALID_PARAMETER
     );
     assert_empty(&pair.b_cq);
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(2, &largest, &mw, NOWHERE, window_max, OP_REMOTE_WRITE),
-        STATUS_SUCCESS
+            .bind(2, &largest, &mw, NOWHERE, window_max, OP_REMOTE_WRITE)
     );
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.invalidate(3, mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     assert_close(mw.close());
     assert_close(largest.close());
@@ -1168,22 +1142,13 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let mut target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
     let old = target.token();
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old),
-        STATUS_SUCCESS
-    );
-    assert_eq!(target.mr.deregister(), STATUS_SUCCESS);
+    assert_success!(a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old));
+    assert_success!(target.mr.deregister());
     target.bytes_mut().copy_from_slice(&before);
-    assert_eq!(
-        target.mr.register(&mut target.buffer, MR_REMOTE),
-        STATUS_SUCCESS
-    );
+    assert_success!(target.mr.register(&mut target.buffer, MR_REMOTE));
     let new = target.token();
     assert_ne!(new, old);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, target.remote(0x10), new),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x100, target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     let now = target.bytes().to_vec();
     assert_eq!(
@@ -1199,7 +1164,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 16, 0);
     let old = target.token();
-    assert_eq!(target.mr.deregister(), STATUS_SUCCESS);
+    assert_success!(target.mr.deregister());
     assert_eq!(
         a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old),
         STATUS_ACCESS_VIOLATION
@@ -1218,9 +1183,9 @@ fn m11_old_local_token_is_refused_after_deregister_mr() {
     let target = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 17)), 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let old = target.sge(0, 0x100);
-    assert_eq!(target.mr.deregister(), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.receive(1, &[sink.sge(0, PAGE)]), STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.send(2, &[old], 0), STATUS_SUCCESS);
+    assert_success!(target.mr.deregister());
+    assert_success!(pair.a_qp.receive(1, &[sink.sge(0, PAGE)]));
+    assert_success!(pair.b_qp.send(2, &[old], 0));
     expect(&pair.b_cq, 2, STATUS_ACCESS_VIOLATION);
     expect(&pair.a_cq, 1, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
@@ -1252,7 +1217,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
                     std::thread::yield_now();
                 }
                 let last = deregistered.load(Ordering::SeqCst);
-                assert_eq!(a_qp.write(posted, &[sge], remote, token, 0), STATUS_SUCCESS);
+                assert_success!(a_qp.write(posted, &[sge], remote, token, 0));
                 posted += 1;
                 if last {
                     return posted;
@@ -1261,7 +1226,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
         });
         // Deregister once the first Write has completed.
         let first = pair.a_cq.wait_results(1);
-        assert_eq!(first[0].status, STATUS_SUCCESS);
+        assert_success!(first[0].status);
         let completions = Signal::new();
         // SAFETY: a live MR; the signal outlives its completion (waited for
         // below).
@@ -1269,7 +1234,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
             (target.mr.d().ndk_deregister_mr)(target.mr.0, Some(on_status), completions.ctx())
         };
         assert!(returned == STATUS_SUCCESS || returned == STATUS_PENDING);
-        assert_eq!(completions.outcome(returned), STATUS_SUCCESS);
+        assert_success!(completions.outcome(returned));
         deregistered.store(true, Ordering::SeqCst);
         let posted = writer.join().unwrap();
         assert_eq!(completions.count(), usize::from(returned == STATUS_PENDING));
@@ -1317,7 +1282,7 @@ fn m12_tokens_are_readable_once_registration_completed() {
         "stable"
     );
     let fast = pair.b_pd.mr(true);
-    assert_eq!(fast.init_fast(2, true), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(2, true));
     let (fast_local, fast_remote) = (fast.local_token(), fast.remote_token());
     assert!(fast_local != 0 && fast_remote != 0 && fast_local != fast_remote);
     assert!(![local, remote].contains(&fast_local) && ![local, remote].contains(&fast_remote));
@@ -1325,55 +1290,50 @@ fn m12_tokens_are_readable_once_registration_completed() {
     let src = Region::pattern(&pair.a_pd, PAGE, 19, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     // The registered region's tokens.
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x80, target.remote(0x100), remote),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x80, target.remote(0x100), remote));
     assert_placed(target.bytes(), &before, 0x100, &src.bytes()[..0x80]);
-    assert_eq!(pair.a_qp.receive(1, &[sink.sge(0, 0x80)]), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.receive(1, &[sink.sge(0, 0x80)]));
     let sge = target.buffer.sge(0x100, 0x80, local);
-    assert_eq!(pair.b_qp.send(2, &[sge], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(2, &[sge], 0));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(&sink.bytes()[..0x80], &src.bytes()[..0x80]);
     // The fast-register MR's tokens, read before its FastRegister.
     let mut lam_buffer = Buffer::new(2 * PAGE, 0, 0);
     let (status, mut lam, _) = pair.b.build_lam(&mut lam_buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let base = 0x10_0000_0000;
-    assert_eq!(
-        pair.b_qp.fast_register(
-            3,
-            &fast,
-            &lam_pages(&lam),
-            0,
-            2 * PAGE,
-            base,
-            OP_REMOTE_WRITE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.fast_register(
+        3,
+        &fast,
+        &lam_pages(&lam),
+        0,
+        2 * PAGE,
+        base,
+        OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_eq!(
-        a_writes(&pair, &src, 0x200, 0x300, base + 0xF00, fast_remote),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0x200,
+        0x300,
+        base + 0xF00,
+        fast_remote
+    ));
     assert_placed(
         lam_buffer.bytes(),
         &vec![0; 2 * PAGE],
         0xF00,
         &src.bytes()[0x200..0x500],
     );
-    assert_eq!(
-        pair.a_qp.receive(4, &[sink.sge(0x100, 0x300)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(4, &[sink.sge(0x100, 0x300)]));
     let sge = NdkSge {
         address: base + 0xF00,
         length: 0x300,
         memory_region_token: fast_local,
     };
-    assert_eq!(pair.b_qp.send(5, &[sge], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(5, &[sge], 0));
     expect(&pair.b_cq, 5, STATUS_SUCCESS);
     expect(&pair.a_cq, 4, STATUS_SUCCESS);
     assert_eq!(&sink.bytes()[0x100..0x400], &src.bytes()[0x200..0x500]);
@@ -1401,15 +1361,15 @@ fn m13_initialize_fast_register_mr_serves_up_to_frmr_page_count() {
     assert_eq!(fresh.init_fast(most + 1, true), STATUS_IMPLEMENTATION_LIMIT);
     assert_eq!(fresh.local_token(), 0, "nothing was initialized");
     let fast = pair.b_pd.mr(true);
-    assert_eq!(fast.init_fast(most, true), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(most, true));
     let tokens = (fast.local_token(), fast.remote_token());
     assert_eq!(fast.init_fast(most + 1, true), STATUS_IMPLEMENTATION_LIMIT);
     assert_eq!((fast.local_token(), fast.remote_token()), tokens);
     // Again, with 2 pages: a 3-page FastRegister no longer fits, 2 pages do.
-    assert_eq!(fast.init_fast(2, true), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(2, true));
     let mut buffer = Buffer::new(3 * PAGE, 0, 0);
     let (status, mut lam, _) = pair.b.build_lam(&mut buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let pages = lam_pages(&lam);
     let base = 0x20_0000_0000;
     assert_eq!(
@@ -1417,17 +1377,18 @@ fn m13_initialize_fast_register_mr_serves_up_to_frmr_page_count() {
             .fast_register(1, &fast, &pages, 0, 3 * PAGE, base, OP_REMOTE_WRITE),
         STATUS_INVALID_PARAMETER
     );
-    assert_eq!(
-        pair.b_qp
-            .fast_register(2, &fast, &pages[..2], 0, 2 * PAGE, base, OP_REMOTE_WRITE),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.fast_register(
+        2,
+        &fast,
+        &pages[..2],
+        0,
+        2 * PAGE,
+        base,
+        OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 20, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 2 * PAGE, base, tokens.1),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 2 * PAGE, base, tokens.1));
     assert_placed(buffer.bytes(), &vec![0; 3 * PAGE], 0, src.bytes());
     assert_close(fresh.close());
     assert_close(fast.close());
@@ -1467,7 +1428,7 @@ impl SharedMr {
 fn m13_initialize_fast_register_mr_may_run_concurrently_and_repeatedly() {
     let pair = Pair::new();
     let mrs: Vec<Mr> = (0..6).map(|_| pair.b_pd.mr(true)).collect();
-    assert_eq!(mrs[0].init_fast(16, true), STATUS_SUCCESS);
+    assert_success!(mrs[0].init_fast(16, true));
     let tokens = (mrs[0].local_token(), mrs[0].remote_token());
     let shared: Vec<SharedMr> = mrs.iter().map(|mr| SharedMr(mr.0)).collect();
     std::thread::scope(|scope| {
@@ -1477,23 +1438,27 @@ fn m13_initialize_fast_register_mr_may_run_concurrently_and_repeatedly() {
             scope.spawn(move || {
                 for round in 0..25 {
                     let pages = 4 + (round + t) as u32 % 13;
-                    assert_eq!(mr.init_fast(pages), STATUS_SUCCESS);
+                    assert_success!(mr.init_fast(pages));
                 }
-                assert_eq!(mr.init_fast(16), STATUS_SUCCESS);
+                assert_success!(mr.init_fast(16));
             });
         }
     });
     assert_eq!((mrs[0].local_token(), mrs[0].remote_token()), tokens);
     let mut buffer = Buffer::new(16 * PAGE, 0, 0);
     let (status, mut lam, _) = pair.b.build_lam(&mut buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let pages = lam_pages(&lam);
     for (i, mr) in mrs.iter().enumerate() {
-        assert_eq!(
-            pair.b_qp
-                .fast_register(i, mr, &pages, 0, 16 * PAGE, 0x30_0000_0000, OP_LOCAL_WRITE),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.fast_register(
+            i,
+            mr,
+            &pages,
+            0,
+            16 * PAGE,
+            0x30_0000_0000,
+            OP_LOCAL_WRITE
+        ));
         expect(&pair.b_cq, i, STATUS_SUCCESS);
     }
     for mr in mrs {
@@ -1513,24 +1478,25 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
     let frmr = Frmr::new(&pair.b, &pair.b_pd, 16 * PAGE, 0, 16, true);
     let reversed: Vec<u64> = frmr.pages.iter().rev().copied().collect();
     let base = 0x40_0000_0000;
-    assert_eq!(
-        pair.b_qp.fast_register(
-            1,
-            &frmr.mr,
-            &reversed,
-            0,
-            16 * PAGE,
-            base,
-            OP_REMOTE_WRITE | OP_REMOTE_READ
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.fast_register(
+        1,
+        &frmr.mr,
+        &reversed,
+        0,
+        16 * PAGE,
+        base,
+        OP_REMOTE_WRITE | OP_REMOTE_READ
+    ));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, 16 * PAGE, 21, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 16 * PAGE, base, frmr.mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0,
+        16 * PAGE,
+        base,
+        frmr.mr.remote_token()
+    ));
     for page in 0..16 {
         let mapped = 15 - page;
         assert_eq!(
@@ -1540,10 +1506,14 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
         );
     }
     let sink = Region::new(&pair.a_pd, 16 * PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(
-        a_reads(&pair, &sink, 0, 16 * PAGE, base, frmr.mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0,
+        16 * PAGE,
+        base,
+        frmr.mr.remote_token()
+    ));
     assert_eq!(sink.bytes(), src.bytes());
     frmr.close(&pair.b);
     src.close();
@@ -1577,40 +1547,31 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_eq!(frmr.post(&pair.b_qp, 10, OP_LOCAL_WRITE), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.b_qp, 10, OP_LOCAL_WRITE));
     expect(&pair.b_cq, 10, STATUS_SUCCESS);
     // Local write through the mapping: B receives into it.
     let src = Region::pattern(&pair.a_pd, PAGE, 23, 0);
-    assert_eq!(
-        pair.b_qp.receive(11, &[frmr.sge(0xF80, 0x100)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.a_qp.send(12, &[src.sge(0, 0x100)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(11, &[frmr.sge(0xF80, 0x100)]));
+    assert_success!(pair.a_qp.send(12, &[src.sge(0, 0x100)], 0));
     expect(&pair.a_cq, 12, STATUS_SUCCESS);
     expect(&pair.b_cq, 11, STATUS_SUCCESS);
     assert_placed(frmr.buffer.bytes(), &before, 0xF80, &src.bytes()[..0x100]);
-    assert_eq!(
-        pair.b_qp.invalidate(13, frmr.mr.header(), 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.invalidate(13, frmr.mr.header(), 0));
     expect(&pair.b_cq, 13, STATUS_SUCCESS);
     // With RemoteAccess: remote read works.
-    assert_eq!(frmr.mr.init_fast(2, true), STATUS_SUCCESS);
-    assert_eq!(frmr.post(&pair.b_qp, 14, OP_REMOTE_READ), STATUS_SUCCESS);
+    assert_success!(frmr.mr.init_fast(2, true));
+    assert_success!(frmr.post(&pair.b_qp, 14, OP_REMOTE_READ));
     expect(&pair.b_cq, 14, STATUS_SUCCESS);
     let now = frmr.buffer.bytes().to_vec();
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(
-        a_reads(
-            &pair,
-            &sink,
-            0,
-            0x300,
-            frmr.base() + 0xE80,
-            frmr.mr.remote_token()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0,
+        0x300,
+        frmr.base() + 0xE80,
+        frmr.mr.remote_token()
+    ));
     assert_eq!(&sink.bytes()[..0x300], &now[0xE80..0x1180]);
     frmr.close(&pair.b);
     src.close();
@@ -1635,27 +1596,21 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let fbo = 0x234_usize;
     let len = 4 * PAGE - fbo - 0x100;
     let base = 0x50_0000_0000 + fbo as u64;
-    assert_eq!(
-        pair.b_qp.fast_register(
-            1,
-            &frmr.mr,
-            &pages,
-            fbo as u32,
-            len,
-            base,
-            OP_REMOTE_READ | OP_REMOTE_WRITE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.fast_register(
+        1,
+        &frmr.mr,
+        &pages,
+        fbo as u32,
+        len,
+        base,
+        OP_REMOTE_READ | OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     // Where byte `i` of the region lives in the buffer.
     let place = |i: usize| order[(fbo + i) / PAGE] * PAGE + (fbo + i) % PAGE;
 
     let src = Region::pattern(&pair.a_pd, 4 * PAGE, 25, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, len, base, frmr.mr.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, len, base, frmr.mr.remote_token()));
     let mut expected = before.clone();
     for i in 0..len {
         expected[place(i)] = src.bytes()[i];
@@ -1665,48 +1620,46 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     for boundary in [PAGE - fbo, 2 * PAGE - fbo, 3 * PAGE - fbo] {
         let start = boundary - 0x40;
-        assert_eq!(
-            a_reads(
-                &pair,
-                &sink,
-                0,
-                0x80,
-                base + start as u64,
-                frmr.mr.remote_token()
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(a_reads(
+            &pair,
+            &sink,
+            0,
+            0x80,
+            base + start as u64,
+            frmr.mr.remote_token()
+        ));
         assert_eq!(&sink.bytes()[..0x80], &src.bytes()[start..start + 0x80]);
     }
     // The first and the last byte of the region, and nothing beyond.
-    assert_eq!(
-        a_reads(&pair, &sink, 0x100, 1, base, frmr.mr.remote_token()),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        a_reads(
-            &pair,
-            &sink,
-            0x101,
-            1,
-            base + len as u64 - 1,
-            frmr.mr.remote_token()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0x100,
+        1,
+        base,
+        frmr.mr.remote_token()
+    ));
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0x101,
+        1,
+        base + len as u64 - 1,
+        frmr.mr.remote_token()
+    ));
     assert_eq!(
         &sink.bytes()[0x100..0x102],
         &[src.bytes()[0], src.bytes()[len - 1]]
     );
     // B's local SGE over the whole region, sent to A.
     let whole = Region::new(&pair.a_pd, 4 * PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(pair.a_qp.receive(2, &[whole.sge(0, len)]), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.receive(2, &[whole.sge(0, len)]));
     let local = NdkSge {
         address: base,
         length: len as u32,
         memory_region_token: frmr.mr.local_token(),
     };
-    assert_eq!(pair.b_qp.send(3, &[local], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.send(3, &[local], 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     expect(&pair.a_cq, 2, STATUS_SUCCESS);
     assert_eq!(&whole.bytes()[..len], &src.bytes()[..len]);
@@ -1760,20 +1713,17 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
         assert_eq!(status, STATUS_INVALID_PARAMETER, "{name}");
     }
     assert_empty(&pair.b_cq);
-    assert_eq!(post(pages, 0, 4 * PAGE, 0), STATUS_SUCCESS);
+    assert_success!(post(pages, 0, 4 * PAGE, 0));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, PAGE, 26, 0);
-    assert_eq!(
-        a_writes(
-            &pair,
-            &src,
-            0,
-            0x40,
-            4 * PAGE64 - 0x40,
-            frmr.mr.remote_token()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0,
+        0x40,
+        4 * PAGE64 - 0x40,
+        frmr.mr.remote_token()
+    ));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 5 * PAGE],
@@ -1793,10 +1743,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
     let pair = Pair::new();
     let frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, true);
     recv0(&pair.a_qp, 1);
-    assert_eq!(
-        frmr.post(&pair.b_qp, 2, OP_REMOTE_WRITE | DEFER),
-        STATUS_SUCCESS
-    );
+    assert_success!(frmr.post(&pair.b_qp, 2, OP_REMOTE_WRITE | DEFER));
     let token = frmr.mr.remote_token();
     assert_ne!(token, 0);
     // A Send without the flag hands the chain over (D2).
@@ -1806,10 +1753,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(frmr.mr.remote_token(), token);
     let src = Region::pattern(&pair.a_pd, PAGE, 27, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x200, frmr.base() + 0xF00, token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x200, frmr.base() + 0xF00, token));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 2 * PAGE],
@@ -1850,31 +1794,29 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_eq!(
-        pair.b_qp.bind(
-            2,
-            &r.mr,
-            &mw,
-            r.remote(at),
-            len,
-            OP_REMOTE_READ | OP_REMOTE_WRITE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.bind(
+        2,
+        &r.mr,
+        &mw,
+        r.remote(at),
+        len,
+        OP_REMOTE_READ | OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     let token = mw.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 29, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0x10, len, r.remote(at), token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0x10, len, r.remote(at), token));
     assert_placed(r.bytes(), &before, at, &src.bytes()[0x10..0x10 + len]);
     let now = r.bytes().to_vec();
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(
-        a_reads(&pair, &sink, 0, 0x80, r.remote(at + len - 0x80), token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(
+        &pair,
+        &sink,
+        0,
+        0x80,
+        r.remote(at + len - 0x80),
+        token
+    ));
     assert_eq!(&sink.bytes()[..0x80], &now[at + len - 0x80..at + len]);
     // One byte beyond the window.
     assert_eq!(
@@ -1916,44 +1858,35 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_eq!(
-        pair.b_qp.bind(
-            2,
-            &no_write.mr,
-            &mw,
-            no_write.remote(0),
-            0x100,
-            OP_REMOTE_READ
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.bind(
+        2,
+        &no_write.mr,
+        &mw,
+        no_write.remote(0),
+        0x100,
+        OP_REMOTE_READ
+    ));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.invalidate(3, mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_eq!(
-        pair.b_qp.bind(
-            4,
-            &writable.mr,
-            &mw,
-            writable.remote(0x40),
-            0x100,
-            OP_REMOTE_WRITE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.bind(
+        4,
+        &writable.mr,
+        &mw,
+        writable.remote(0x40),
+        0x100,
+        OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, PAGE, 33, 0);
-    assert_eq!(
-        a_writes(
-            &pair,
-            &src,
-            0,
-            0x100,
-            writable.remote(0x40),
-            mw.remote_token()
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0,
+        0x100,
+        writable.remote(0x40),
+        mw.remote_token()
+    ));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
     for r in [no_write, nothing, writable, src] {
@@ -1972,17 +1905,14 @@ fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     let r = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
     let mw = pair.b_pd.mw();
     recv0(&pair.a_qp, 1);
-    assert_eq!(
-        pair.b_qp.bind(
-            2,
-            &r.mr,
-            &mw,
-            r.remote(0x100),
-            0x200,
-            OP_REMOTE_WRITE | DEFER
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.bind(
+        2,
+        &r.mr,
+        &mw,
+        r.remote(0x100),
+        0x200,
+        OP_REMOTE_WRITE | DEFER
+    ));
     let token = mw.remote_token();
     assert!(token != 0 && token != r.token() && token != r.mr.local_token());
     send0(&pair.b_qp, 3, 0);
@@ -1991,10 +1921,7 @@ fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(mw.remote_token(), token);
     let src = Region::pattern(&pair.a_pd, PAGE, 35, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x200, r.remote(0x100), token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x200, r.remote(0x100), token));
     assert_placed(r.bytes(), &before, 0x100, &src.bytes()[..0x200]);
     assert_close(mw.close());
     r.close();
@@ -2029,10 +1956,7 @@ impl Conn {
 
     /// A's Read of `len` bytes at `remote` / `token` into `sink`.
     fn read(&self, sink: &Region, len: usize, remote: u64, token: u32) -> NtStatus {
-        assert_eq!(
-            self.a_qp.read(0x21, &[sink.sge(0, len)], remote, token, 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(self.a_qp.read(0x21, &[sink.sge(0, len)], remote, token, 0));
         let r = wait_results_ex(&self.a_cq, 1).remove(0);
         assert_eq!(r.request_context as usize, 0x21);
         r.status
@@ -2068,27 +1992,25 @@ fn m21_window_is_bound_to_one_qp_at_a_time_and_rebinds_after_invalidate() {
     let mw = b.pd.mw();
     assert_eq!(mw.remote_token(), 0, "unbound: no token");
 
-    assert_eq!(
+    assert_success!(
         one.b_qp
-            .bind(1, &r1.mr, &mw, r1.remote(0), 0x200, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(1, &r1.mr, &mw, r1.remote(0), 0x200, OP_REMOTE_READ)
     );
     expect(&one.b_cq, 1, STATUS_SUCCESS);
     let t1 = mw.remote_token();
-    assert_eq!(one.read(&sink, 0x200, r1.remote(0), t1), STATUS_SUCCESS);
+    assert_success!(one.read(&sink, 0x200, r1.remote(0), t1));
     assert_eq!(&sink.bytes()[..0x200], &r1.bytes()[..0x200]);
-    assert_eq!(one.b_qp.invalidate(2, mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(one.b_qp.invalidate(2, mw.header(), 0));
     expect(&one.b_cq, 2, STATUS_SUCCESS);
 
-    assert_eq!(
+    assert_success!(
         two.b_qp
-            .bind(3, &r2.mr, &mw, r2.remote(0x100), 0x200, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(3, &r2.mr, &mw, r2.remote(0x100), 0x200, OP_REMOTE_READ)
     );
     expect(&two.b_cq, 3, STATUS_SUCCESS);
     let t2 = mw.remote_token();
     assert_ne!(t2, t1);
-    assert_eq!(two.read(&sink, 0x200, r2.remote(0x100), t2), STATUS_SUCCESS);
+    assert_success!(two.read(&sink, 0x200, r2.remote(0x100), t2));
     assert_eq!(&sink.bytes()[..0x200], &r2.bytes()[0x100..0x300]);
     // The window is bound to the second connection's QP only.
     assert_eq!(
@@ -2121,15 +2043,12 @@ fn m21_window_is_bound_to_one_qp_at_a_time_and_rebinds_after_invalidate() {
 fn m22_invalidated_fast_registered_mr_grants_no_access() {
     let pair = Pair::new();
     let frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, true);
-    assert_eq!(frmr.post(&pair.b_qp, 1, OP_REMOTE_WRITE), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.b_qp, 1, OP_REMOTE_WRITE));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, PAGE, 38, 0);
     let token = frmr.mr.remote_token();
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, frmr.base() + 0x10, token),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.b_qp.invalidate(2, frmr.mr.header(), 0), STATUS_SUCCESS);
+    assert_success!(a_writes(&pair, &src, 0, 0x100, frmr.base() + 0x10, token));
+    assert_success!(pair.b_qp.invalidate(2, frmr.mr.header(), 0));
     let done = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::INVALIDATE);
     let now = frmr.buffer.bytes().to_vec();
@@ -2158,20 +2077,16 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
         MR_LOCAL_WRITE,
     );
     let mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(1, &r.mr, &mw, r.remote(0x10), 0x100, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(1, &r.mr, &mw, r.remote(0x10), 0x100, OP_REMOTE_READ)
     );
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let token = mw.remote_token();
-    assert_eq!(
-        a_reads(&pair, &sink, 0, 0x100, r.remote(0x10), token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_reads(&pair, &sink, 0, 0x100, r.remote(0x10), token));
     assert_eq!(&sink.bytes()[..0x100], &r.bytes()[0x10..0x110]);
-    assert_eq!(pair.b_qp.invalidate(2, mw.header(), 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.invalidate(2, mw.header(), 0));
     let done = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::INVALIDATE);
     recv0(&pair.b_qp, 3);
@@ -2181,8 +2096,8 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
     );
     expect(&pair.b_cq, 3, STATUS_CANCELLED);
     assert!(sink.bytes()[0x200..].iter().all(|&b| b == 0));
-    assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.a_disconnects.wait());
+    assert_success!(pair.b_disconnects.wait());
     assert_ended(&pair);
     assert_close(mw.close());
     teardown_closing(pair, [r, sink]);
@@ -2202,10 +2117,7 @@ fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
     );
     assert_empty(&pair.b_cq);
     let src = Region::pattern(&pair.a_pd, PAGE, 41, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, r.remote(0x10), r.token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x100, r.remote(0x10), r.token()));
     assert_placed(r.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     r.close();
     src.close();
@@ -2228,13 +2140,12 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     let inbox = Region::new(&pair.b_pd, PAGE, 0, MR_LOCAL_WRITE);
 
     // Round 1, reaped with GetCqResults.
-    assert_eq!(frmr.post(&pair.b_qp, 1, OP_REMOTE_WRITE), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.b_qp, 1, OP_REMOTE_WRITE));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.receive(2, &[inbox.sge(0, 0x100)]), STATUS_SUCCESS);
-    assert_eq!(
+    assert_success!(pair.b_qp.receive(2, &[inbox.sge(0, 0x100)]));
+    assert_success!(
         pair.a_qp
-            .send_and_invalidate(3, &[src.sge(0, 0x40)], 0, token),
-        STATUS_SUCCESS
+            .send_and_invalidate(3, &[src.sge(0, 0x40)], 0, token)
     );
     let sent = expect(&pair.a_cq, 3, STATUS_SUCCESS);
     assert_eq!(sent.type_, NdkOperationType::SEND);
@@ -2249,22 +2160,15 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     );
     assert_eq!(&inbox.bytes()[..0x40], &src.bytes()[..0x40]);
     // Invalidated: a FastRegister needs no Invalidate first.
-    assert_eq!(frmr.post(&pair.b_qp, 4, OP_REMOTE_WRITE), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.b_qp, 4, OP_REMOTE_WRITE));
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, frmr.base(), token),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(&pair, &src, 0, 0x100, frmr.base(), token));
 
     // Round 2, reaped with GetCqResultsEx.
-    assert_eq!(
-        pair.b_qp.receive(5, &[inbox.sge(0x100, 0x100)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
+    assert_success!(pair.b_qp.receive(5, &[inbox.sge(0x100, 0x100)]));
+    assert_success!(
         pair.a_qp
-            .send_and_invalidate(6, &[src.sge(0x40, 0x80)], SOLICIT, token),
-        STATUS_SUCCESS
+            .send_and_invalidate(6, &[src.sge(0x40, 0x80)], SOLICIT, token)
     );
     expect(&pair.a_cq, 6, STATUS_SUCCESS);
     let got = expect(&pair.b_cq, 5, STATUS_SUCCESS);
@@ -2290,18 +2194,14 @@ fn m24_send_and_invalidate_invalidates_a_window() {
     let pair = Pair::new();
     let r = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 43)), MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(1, &r.mr, &mw, r.remote(0), 0x400, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(1, &r.mr, &mw, r.remote(0), 0x400, OP_REMOTE_READ)
     );
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let token = mw.remote_token();
     recv0(&pair.b_qp, 2);
-    assert_eq!(
-        pair.a_qp.send_and_invalidate(3, &[], 0, token),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.send_and_invalidate(3, &[], 0, token));
     expect(&pair.a_cq, 3, STATUS_SUCCESS);
     let got = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(got.type_, NdkOperationType::RECEIVE_AND_INVALIDATE);
@@ -2324,10 +2224,7 @@ fn m24_send_and_invalidate_invalidates_a_window() {
 fn m24_send_and_invalidate_of_an_unknown_token_aborts_the_connection() {
     let pair = Pair::new();
     recv0(&pair.b_qp, 1);
-    assert_eq!(
-        pair.a_qp.send_and_invalidate(2, &[], 0, 0xFFFF_FFF0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.send_and_invalidate(2, &[], 0, 0xFFFF_FFF0));
     expect(&pair.a_cq, 2, STATUS_REMOTE_RESOURCES);
     expect(&pair.b_cq, 1, STATUS_INVALID_DEVICE_REQUEST);
     assert_ended(&pair);
@@ -2346,19 +2243,15 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
     let r = Region::of(&b.pd, buffer_with(0x18, &before), MR_REMOTE);
     let src = Region::pattern(&a.pd, PAGE, 45, 0);
     recv0(&one.b_qp, 1);
-    assert_eq!(
-        one.a_qp.send_and_invalidate(2, &[], 0, r.token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(one.a_qp.send_and_invalidate(2, &[], 0, r.token()));
     expect(&one.a_cq, 2, STATUS_REMOTE_RESOURCES);
     expect(&one.b_cq, 1, STATUS_INVALID_DEVICE_REQUEST);
     one.assert_ended();
     assert_eq!(r.bytes(), &before[..]);
     let two = Conn::new(&a, &b, 0x40);
-    assert_eq!(
+    assert_success!(
         two.a_qp
-            .write(3, &[src.sge(0, 0x100)], r.remote(0x20), r.token(), 0),
-        STATUS_SUCCESS
+            .write(3, &[src.sge(0, 0x100)], r.remote(0x20), r.token(), 0)
     );
     expect(&two.a_cq, 3, STATUS_SUCCESS);
     assert_placed(r.bytes(), &before, 0x20, &src.bytes()[..0x100]);
@@ -2388,20 +2281,17 @@ fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     );
     let src = Region::pattern(&pair.b_pd, 2 * PAGE, 46, MR_REMOTE);
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 1, false);
-    assert_eq!(frmr.post(&pair.a_qp, 1, OP_LOCAL_WRITE), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.a_qp, 1, OP_LOCAL_WRITE));
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     let second = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let sges = [frmr.sge(0xF00, 0x100), second.sge(0x10, 0x200)];
-    assert_eq!(
-        pair.a_qp.read(
-            2,
-            &sges,
-            src.remote(0x300),
-            src.token(),
-            READ_LOCAL_INVALIDATE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.read(
+        2,
+        &sges,
+        src.remote(0x300),
+        src.token(),
+        READ_LOCAL_INVALIDATE
+    ));
     let done = expect(&pair.a_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::READ);
     assert_eq!(&frmr.buffer.bytes()[0xF00..], &src.bytes()[0x300..0x400]);
@@ -2409,32 +2299,22 @@ fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     // With a RegisterMr region first, nothing is invalidated (its token names
     // nothing invalidatable) and the Read succeeds.
     let sges = [second.sge(0x400, 0x100)];
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .read(3, &sges, src.remote(0), src.token(), READ_LOCAL_INVALIDATE),
-        STATUS_SUCCESS
+            .read(3, &sges, src.remote(0), src.token(), READ_LOCAL_INVALIDATE)
     );
     expect(&pair.a_cq, 3, STATUS_SUCCESS);
     assert_eq!(&second.bytes()[0x400..0x500], &src.bytes()[..0x100]);
     // The second region is still registered: B receives from it.
     let inbox = Region::new(&pair.b_pd, PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(pair.b_qp.receive(4, &[inbox.sge(0, 0x200)]), STATUS_SUCCESS);
-    assert_eq!(
-        pair.a_qp.send(5, &[second.sge(0x10, 0x200)], 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(4, &[inbox.sge(0, 0x200)]));
+    assert_success!(pair.a_qp.send(5, &[second.sge(0x10, 0x200)], 0));
     expect(&pair.a_cq, 5, STATUS_SUCCESS);
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
     assert_eq!(&inbox.bytes()[..0x200], &src.bytes()[0x400..0x600]);
     // The fast-registered MR's token was invalidated by the Read.
-    assert_eq!(
-        pair.b_qp.receive(6, &[inbox.sge(0x200, 0x100)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.a_qp.send(7, &[frmr.sge(0xF00, 0x100)], 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(6, &[inbox.sge(0x200, 0x100)]));
+    assert_success!(pair.a_qp.send(7, &[frmr.sge(0xF00, 0x100)], 0));
     expect(&pair.a_cq, 7, STATUS_ACCESS_VIOLATION);
     expect(&pair.b_cq, 6, STATUS_CANCELLED);
     assert!(inbox.bytes()[0x200..].iter().all(|&b| b == 0));
@@ -2469,18 +2349,15 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
     // Local read: a Send from LAM memory (one SGE per page).
     let sges = lam_sges(&out_pages, out_fbo, 0, len, token);
     assert_eq!(sges.len(), 3);
-    assert_eq!(pair.b_qp.receive(1, &[inbox.sge(0, len)]), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &sges, 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(1, &[inbox.sge(0, len)]));
+    assert_success!(pair.a_qp.send(2, &sges, 0));
     expect(&pair.a_cq, 2, STATUS_SUCCESS);
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     assert_eq!(&inbox.bytes()[..len], &content[..]);
     // Local write: a Receive into LAM memory.
     let sges = lam_sges(&in_pages, in_fbo, 0x10, 0x1000, token);
-    assert_eq!(pair.a_qp.receive(3, &sges), STATUS_SUCCESS);
-    assert_eq!(
-        pair.b_qp.send(4, &[b_src.sge(0x80, 0x1000)], 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(3, &sges));
+    assert_success!(pair.b_qp.send(4, &[b_src.sge(0x80, 0x1000)], 0));
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
     expect(&pair.a_cq, 3, STATUS_SUCCESS);
     assert_placed(
@@ -2492,10 +2369,9 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
     // A read sink (M9).
     let before = incoming.bytes().to_vec();
     let sges = lam_sges(&in_pages, in_fbo, 0x1100, 0x1000, token);
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .read(5, &sges, b_src.remote(0x1500), b_src.token(), 0),
-        STATUS_SUCCESS
+            .read(5, &sges, b_src.remote(0x1500), b_src.token(), 0)
     );
     expect(&pair.a_cq, 5, STATUS_SUCCESS);
     assert_placed(
@@ -2507,16 +2383,13 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
     assert_eq!(outgoing.bytes(), &content[..]);
     // No remote access.
     let before = incoming.bytes().to_vec();
-    assert_eq!(
-        pair.b_qp.write(
-            6,
-            &[b_src.sge(0, 0x10)],
-            in_pages[0] + u64::from(in_fbo),
-            token,
-            0
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.write(
+        6,
+        &[b_src.sge(0, 0x10)],
+        in_pages[0] + u64::from(in_fbo),
+        token,
+        0
+    ));
     expect(&pair.b_cq, 6, STATUS_ACCESS_VIOLATION);
     assert_eq!(incoming.bytes(), &before[..]);
     send0(&pair.b_qp, 7, 0);
@@ -2553,7 +2426,7 @@ fn m28_build_lam_maps_the_pages_of_a_contiguous_chain_and_reports_the_fbo() {
         }
         let needed = 0x10 + 8 * 4;
         let call = build_lam_raw(&pair.a, buffer.mdl(), len, false, needed);
-        assert_eq!(call.status, STATUS_SUCCESS, "{name}");
+        assert_success!(call.status, "{name}");
         assert_eq!((call.size, call.fbo), (needed, 0x321), "{name}");
         let mut lam = call.words;
         assert_eq!(lam_count(&lam), 4, "{name}");
@@ -2565,8 +2438,8 @@ fn m28_build_lam_maps_the_pages_of_a_contiguous_chain_and_reports_the_fbo() {
         );
         // The pages carry the buffer's bytes.
         let sges = lam_sges(&pages, call.fbo, 0, len, pair.a_pd.privileged_token());
-        assert_eq!(pair.b_qp.receive(1, &[inbox.sge(0, len)]), STATUS_SUCCESS);
-        assert_eq!(pair.a_qp.send(2, &sges, 0), STATUS_SUCCESS);
+        assert_success!(pair.b_qp.receive(1, &[inbox.sge(0, len)]));
+        assert_success!(pair.a_qp.send(2, &sges, 0));
         expect(&pair.a_cq, 2, STATUS_SUCCESS);
         expect(&pair.b_cq, 1, STATUS_SUCCESS);
         assert_eq!(&inbox.bytes()[..len], &content[..], "{name}");
@@ -2624,8 +2497,8 @@ fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
         PAGE,
         pair.a_pd.privileged_token(),
     );
-    assert_eq!(pair.b_qp.receive(1, &[inbox.sge(0, PAGE)]), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &sges, 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(1, &[inbox.sge(0, PAGE)]));
+    assert_success!(pair.a_qp.send(2, &sges, 0));
     expect(&pair.a_cq, 2, STATUS_SUCCESS);
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     assert_eq!(inbox.bytes(), &content[..]);
@@ -2654,7 +2527,7 @@ fn m29_build_lam_reports_the_size_needed() {
     }
     for room in [needed, 2 * needed] {
         let call = build_lam_raw(&adapter, buffer.mdl(), buffer.len, true, room);
-        assert_eq!(call.status, STATUS_SUCCESS, "room {room}");
+        assert_success!(call.status, "room {room}");
         assert_eq!((call.size, call.fbo), (needed, 0x20), "room {room}");
         let mut lam = call.words;
         assert_eq!(lam_count(&lam), 6);
@@ -2687,7 +2560,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
     assert_eq!(call.status, STATUS_INVALID_PARAMETER);
     assert_eq!(call.completions.count(), 0);
     let inbox = Region::new(&pair.b_pd, PAGE, 0, MR_LOCAL_WRITE);
-    assert_eq!(pair.b_qp.receive(1, &[inbox.sge(0, 0x100)]), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(1, &[inbox.sge(0, 0x100)]));
     // In SoftNDK a page's logical address is its mapped address
     // (docs/rnic.md): here, the buffer's own page.
     let sge = NdkSge {
@@ -2695,7 +2568,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
         length: 0x100,
         memory_region_token: pair.a_pd.privileged_token(),
     };
-    assert_eq!(pair.a_qp.send(2, &[sge], 0), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(2, &[sge], 0));
     expect(&pair.a_cq, 2, STATUS_ACCESS_VIOLATION);
     expect(&pair.b_cq, 1, STATUS_CANCELLED);
     assert!(inbox.bytes().iter().all(|&b| b == 0));
@@ -2712,7 +2585,7 @@ fn m31_build_lam_without_a_completion_finishes_inline() {
     let mut buffer = Buffer::new(PAGE + 1, 0xFFF, 0);
     for completion in [false, true] {
         let call = build_lam_raw(&adapter, buffer.mdl(), buffer.len, completion, 0x28);
-        assert_eq!(call.status, STATUS_SUCCESS, "completion {completion}");
+        assert_success!(call.status, "completion {completion}");
         assert_eq!((call.size, call.fbo), (0x20, 0xFFF));
         let mut lam = call.words;
         assert_eq!(lam_count(&lam), 2);
@@ -2736,21 +2609,18 @@ fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
     let token = pair.a_pd.privileged_token();
     let send_from = |lam: &[u64], context: usize| {
         let sges = lam_sges(&lam_pages(lam), 0x7C0, 0, content.len(), token);
-        assert_eq!(
-            pair.b_qp.receive(context, &[inbox.sge(0, 2 * PAGE)]),
-            STATUS_SUCCESS
-        );
-        assert_eq!(pair.a_qp.send(context + 1, &sges, 0), STATUS_SUCCESS);
+        assert_success!(pair.b_qp.receive(context, &[inbox.sge(0, 2 * PAGE)]));
+        assert_success!(pair.a_qp.send(context + 1, &sges, 0));
     };
     let (status, mut lam, _) = pair.a.build_lam(&mut buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_eq!(mdl_fields(buffer.mdl()), fields);
     pair.a.release_lam(&mut lam);
     assert_eq!(mdl_fields(buffer.mdl()), fields);
     assert_eq!(buffer.bytes(), &content[..]);
     // Built again, it works.
     let (status, mut again, _) = pair.a.build_lam(&mut buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     send_from(&again, 1);
     expect(&pair.a_cq, 2, STATUS_SUCCESS);
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
@@ -2780,32 +2650,33 @@ fn m32_misused_release_lam_never_reaches_memory() {
     let content = bytes(2 * PAGE, 62);
     let mut buffer = buffer_with(0, &content);
     let (status, mut lam, _) = pair.b.build_lam(&mut buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let context = lam[0];
     lam[0] = context ^ 0x5A5A_0000;
     pair.b.release_lam(&mut lam);
     lam[0] = context;
     let fast = pair.b_pd.mr(true);
-    assert_eq!(fast.init_fast(2, true), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(2, true));
     let base = 0x90_0000_0000;
-    assert_eq!(
-        pair.b_qp.fast_register(
-            1,
-            &fast,
-            &lam_pages(&lam),
-            0,
-            2 * PAGE,
-            base,
-            OP_REMOTE_WRITE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.fast_register(
+        1,
+        &fast,
+        &lam_pages(&lam),
+        0,
+        2 * PAGE,
+        base,
+        OP_REMOTE_WRITE
+    ));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, PAGE, 63, 0);
-    assert_eq!(
-        a_writes(&pair, &src, 0, 0x100, base + 0xFC0, fast.remote_token()),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_writes(
+        &pair,
+        &src,
+        0,
+        0x100,
+        base + 0xFC0,
+        fast.remote_token()
+    ));
     assert_placed(buffer.bytes(), &content, 0xFC0, &src.bytes()[..0x100]);
     // Released under the mapping.
     pair.b.release_lam(&mut lam);
@@ -2842,8 +2713,8 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
         length: 0x100,
         memory_region_token: pair.b_pd.privileged_token(),
     };
-    assert_eq!(pair.b_qp.receive(1, &[sge]), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &[src.sge(0, 0x100)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(1, &[sge]));
+    assert_success!(pair.a_qp.send(2, &[src.sge(0, 0x100)], 0));
     expect(&pair.a_cq, 2, STATUS_REMOTE_RESOURCES);
     expect(&pair.b_cq, 1, STATUS_ACCESS_VIOLATION);
     assert_eq!(victim.bytes(), &victim_content[..]);
@@ -2860,30 +2731,29 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
             "unmapped" => vec![victim.va(), victim.va() + PAGE64],
             "released" => {
                 let (status, mut released, _) = pair.b.build_lam(&mut victim);
-                assert_eq!(status, STATUS_SUCCESS);
+                assert_success!(status);
                 pair.b.release_lam(&mut released);
                 lam_pages(&released)
             }
             "other adapter" => {
                 let (status, other, _) = pair.a.build_lam(&mut victim);
-                assert_eq!(status, STATUS_SUCCESS);
+                assert_success!(status);
                 a_lam = other;
                 lam_pages(&a_lam)
             }
             _ => {
                 let (status, own, _) = pair.b.build_lam(&mut victim);
-                assert_eq!(status, STATUS_SUCCESS);
+                assert_success!(status);
                 b_lam = own;
                 lam_pages(&b_lam).iter().map(|p| p + 8).collect()
             }
         };
         let fast = pair.b_pd.mr(true);
-        assert_eq!(fast.init_fast(2, true), STATUS_SUCCESS);
+        assert_success!(fast.init_fast(2, true));
         let base = 0x70_0000_0000;
-        assert_eq!(
+        assert_success!(
             pair.b_qp
                 .fast_register(1, &fast, &pages, 0, 2 * PAGE, base, OP_REMOTE_WRITE),
-            STATUS_SUCCESS,
             "{case}"
         );
         expect(&pair.b_cq, 1, STATUS_INVALID_DEVICE_REQUEST);
@@ -2989,41 +2859,42 @@ fn m34_peer_access_needs_a_valid_token_range_and_right() {
 fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
     let pair = Pair::new();
     let fast = pair.b_pd.mr(true);
-    assert_eq!(fast.init_fast(3, true), STATUS_SUCCESS);
+    assert_success!(fast.init_fast(3, true));
     let (local, remote) = (fast.local_token(), fast.remote_token());
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 57, 0);
     let inbox = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let mut buffers: Vec<(Buffer, Vec<u64>, Vec<u8>)> = Vec::new();
     for cycle in 0..3_usize {
         if cycle == 2 {
-            assert_eq!(fast.init_fast(2, true), STATUS_SUCCESS);
+            assert_success!(fast.init_fast(2, true));
         }
         let offset = 0x111 * cycle;
         let content = bytes(PAGE + 0x400, 60 + cycle as u8);
         let mut buffer = buffer_with(offset, &content);
         let (status, lam, fbo) = pair.b.build_lam(&mut buffer);
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
         let base = 0x80_0000_0000 + 0x100_0000 * cycle as u64 + u64::from(fbo);
-        assert_eq!(
-            pair.b_qp.fast_register(
-                10 * cycle,
-                &fast,
-                &lam_pages(&lam),
-                fbo,
-                content.len(),
-                base,
-                OP_REMOTE_WRITE
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.fast_register(
+            10 * cycle,
+            &fast,
+            &lam_pages(&lam),
+            fbo,
+            content.len(),
+            base,
+            OP_REMOTE_WRITE
+        ));
         expect(&pair.b_cq, 10 * cycle, STATUS_SUCCESS);
         assert_eq!((fast.local_token(), fast.remote_token()), (local, remote));
         // The peer writes through the remote token, across the page boundary.
         let at = PAGE - offset - 0x80;
-        assert_eq!(
-            a_writes(&pair, &src, 0x100 * cycle, 0x100, base + at as u64, remote),
-            STATUS_SUCCESS
-        );
+        assert_success!(a_writes(
+            &pair,
+            &src,
+            0x100 * cycle,
+            0x100,
+            base + at as u64,
+            remote
+        ));
         assert_placed(
             buffer.bytes(),
             &content,
@@ -3031,20 +2902,17 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
             &src.bytes()[0x100 * cycle..0x100 * (cycle + 1)],
         );
         // B sends through the local token.
-        assert_eq!(pair.a_qp.receive(1, &[inbox.sge(0, 0x100)]), STATUS_SUCCESS);
+        assert_success!(pair.a_qp.receive(1, &[inbox.sge(0, 0x100)]));
         let sge = NdkSge {
             address: base + at as u64,
             length: 0x100,
             memory_region_token: local,
         };
-        assert_eq!(pair.b_qp.send(10 * cycle + 1, &[sge], 0), STATUS_SUCCESS);
+        assert_success!(pair.b_qp.send(10 * cycle + 1, &[sge], 0));
         expect(&pair.b_cq, 10 * cycle + 1, STATUS_SUCCESS);
         expect(&pair.a_cq, 1, STATUS_SUCCESS);
         assert_eq!(&inbox.bytes()[..0x100], &buffer.bytes()[at..at + 0x100]);
-        assert_eq!(
-            pair.b_qp.invalidate(10 * cycle + 2, fast.header(), 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.invalidate(10 * cycle + 2, fast.header(), 0));
         expect(&pair.b_cq, 10 * cycle + 2, STATUS_SUCCESS);
         let now = buffer.bytes().to_vec();
         buffers.push((buffer, lam, now));
@@ -3083,7 +2951,7 @@ fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     assert_ne!(side.pd.privileged_token(), 0);
     let mut buffer = Buffer::new(PAGE, 0, 0);
     let call = build_lam_raw(&side.adapter, buffer.mdl(), PAGE, true, 0x18);
-    assert_eq!(call.status, STATUS_SUCCESS);
+    assert_success!(call.status);
     assert_eq!(call.completions.count(), 0);
     let mut lam = call.words;
     side.adapter.release_lam(&mut lam);
@@ -3095,16 +2963,13 @@ fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     let before = bytes(PAGE, 58);
     let target = Region::of(&side.pd, buffer_with(0x10, &before), MR_REMOTE);
     let src = Region::pattern(&side.pd, PAGE, 59, 0);
-    assert_eq!(
-        qp1.write(
-            1,
-            &[src.sge(0, 0x200)],
-            target.remote(0x300),
-            target.token(),
-            0
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp1.write(
+        1,
+        &[src.sge(0, 0x200)],
+        target.remote(0x300),
+        target.token(),
+        0
+    ));
     expect(&cq, 1, STATUS_SUCCESS);
     assert_placed(target.bytes(), &before, 0x300, &src.bytes()[..0x200]);
     link.close();

@@ -83,7 +83,7 @@ fn connect_and_exchange(a: &End, b: &End) {
         b"and back",
     );
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
     a_qp.close();
@@ -143,9 +143,8 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
         "unknown family"
     );
     // The refused calls left the listener unused: it still listens.
-    assert_eq!(
+    assert_success!(
         listen_with_length(&short, b.addr.with_port(FIXED_PORT), 16),
-        STATUS_SUCCESS,
         "SOCKADDR_IN, 16 bytes"
     );
     let v6_listener = v6.adapter.listener(&incoming);
@@ -154,15 +153,13 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
         STATUS_INVALID_PARAMETER,
         "SOCKADDR_IN6 given 16 bytes"
     );
-    assert_eq!(
+    assert_success!(
         listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 28),
-        STATUS_SUCCESS,
         "SOCKADDR_IN6, 28 bytes"
     );
     let long = b.adapter.listener(&incoming);
-    assert_eq!(
+    assert_success!(
         listen_with_length(&long, b.addr.with_port(FIXED_PORT + 1), 28),
-        STATUS_SUCCESS,
         "SOCKADDR_IN with more bytes supplied"
     );
     assert_eq!(
@@ -204,14 +201,14 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     let (status, connected) = connect_with_lengths(&connector, &qp, a.addr, 16, dst, 28, b"hi");
     assert!(status == STATUS_PENDING || status == STATUS_SUCCESS);
     let passive = incoming.wait_nth(1);
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
 
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(connector.close(), STATUS_SUCCESS);
-    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(connector.close());
+    assert_success!(endpoint.close());
     for listener in [short, v6_listener, long] {
-        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
     }
     qp.close();
     a.close();
@@ -237,9 +234,9 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         let first = end.adapter.listener(&incoming);
         let second = end.adapter.listener(&incoming);
         let fixed = end.adapter.listener(&incoming);
-        assert_eq!(first.listen(addr.with_port(0)), STATUS_SUCCESS);
-        assert_eq!(second.listen(addr.with_port(0)), STATUS_SUCCESS);
-        assert_eq!(fixed.listen(addr.with_port(FIXED_PORT)), STATUS_SUCCESS);
+        assert_success!(first.listen(addr.with_port(0)));
+        assert_success!(second.listen(addr.with_port(0)));
+        assert_success!(fixed.listen(addr.with_port(FIXED_PORT)));
         let p1 = address_of(Getter::Listener(&first));
         let p2 = address_of(Getter::Listener(&second));
         for got in [p1, p2] {
@@ -262,12 +259,12 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         let started = start_connect(&connector, &qp, addr, p2, b"");
         let passive = incoming.wait_nth(1);
         assert_eq!(address_of(Getter::ConnectorLocal(&passive)), p2);
-        assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+        assert_success!(passive.reject(b""));
         assert_eq!(outcome(started), STATUS_CONNECTION_REFUSED);
-        assert_eq!(passive.close(), STATUS_SUCCESS);
-        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_success!(passive.close());
+        assert_success!(connector.close());
         for listener in [first, second, fixed] {
-            assert_eq!(listener.close(), STATUS_SUCCESS);
+            assert_success!(listener.close());
         }
         qp.close();
         end.close();
@@ -288,18 +285,15 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
         "ephemeral port in use"
     );
     let fixed = a.adapter.listener(&incoming);
-    assert_eq!(fixed.listen(a.addr.with_port(FIXED_PORT)), STATUS_SUCCESS);
+    assert_success!(fixed.listen(a.addr.with_port(FIXED_PORT)));
     assert_eq!(
         second.listen(a.addr.with_port(FIXED_PORT)),
         STATUS_SHARING_VIOLATION,
         "explicit port in use"
     );
-    assert_eq!(
-        second.listen(a.addr.with_port(FIXED_PORT + 1)),
-        STATUS_SUCCESS
-    );
+    assert_success!(second.listen(a.addr.with_port(FIXED_PORT + 1)));
     for listener in [first, second, fixed] {
-        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
     }
     a.close();
 }
@@ -323,10 +317,7 @@ fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
     ] {
         assert_eq!(listener.listen(foreign), STATUS_INVALID_ADDRESS, "{what}");
     }
-    assert_eq!(
-        listener.listen(a.addr.with_port(FIXED_PORT)),
-        STATUS_SUCCESS
-    );
+    assert_success!(listener.listen(a.addr.with_port(FIXED_PORT)));
     close_stage(listener, [], (a, b));
 }
 
@@ -340,11 +331,7 @@ fn n3_listen_on_port_0_with_every_ephemeral_port_taken_fails_too_many_addresses(
     let mut taken = Vec::with_capacity(EPHEMERAL.len());
     for port in EPHEMERAL {
         let listener = end.adapter.listener(&incoming);
-        assert_eq!(
-            listener.listen(end.addr.with_port(port)),
-            STATUS_SUCCESS,
-            "port {port}"
-        );
+        assert_success!(listener.listen(end.addr.with_port(port)), "port {port}");
         taken.push(listener);
     }
     let last = end.adapter.listener(&incoming);
@@ -359,15 +346,15 @@ fn n3_listen_on_port_0_with_every_ephemeral_port_taken_fails_too_many_addresses(
     );
     // Free one port in the middle of the range.
     let freed = taken.remove(1000);
-    assert_eq!(freed.close(), STATUS_SUCCESS);
-    assert_eq!(last.listen(end.addr.with_port(0)), STATUS_SUCCESS);
+    assert_success!(freed.close());
+    assert_success!(last.listen(end.addr.with_port(0)));
     assert_eq!(
         address_of(Getter::Listener(&last)),
         end.addr.with_port(49152 + 1000)
     );
-    assert_eq!(last.close(), STATUS_SUCCESS);
+    assert_success!(last.close());
     while let Some(listener) = taken.pop() {
-        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
     }
     end.close();
 }
@@ -419,7 +406,7 @@ fn n4_each_incoming_request_yields_one_new_connector_through_one_connect_event()
     for conn in conns {
         conn.close();
     }
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     for (a_qp, b_qp) in qps {
         a_qp.close();
         b_qp.close();
@@ -455,7 +442,7 @@ fn n5_paused_listener_refuses_and_resumed_one_accepts() {
     // Pausing twice, then resuming once, resumes.
     listener.pause(true);
     listener.pause(false);
-    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_success!(connector.close());
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     conn.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
@@ -486,13 +473,9 @@ fn n6_closing_listener_turns_away_new_requests_at_once() {
         "no connect event after the close"
     );
     assert_eq!(closed.count(), 0);
-    assert_eq!(late.close(), STATUS_SUCCESS);
+    assert_success!(late.close());
     conn.close();
-    assert_eq!(
-        closed.wait(),
-        STATUS_SUCCESS,
-        "the close completes after the connectors'"
-    );
+    assert_success!(closed.wait(), "the close completes after the connectors'");
     for qp in [a_qp, b_qp, late_qp] {
         qp.close();
     }
@@ -537,7 +520,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
             STATUS_SHARING_VIOLATION,
             "Listen {when}"
         );
-        assert_eq!(other.close(), STATUS_SUCCESS);
+        assert_success!(other.close());
         assert_eq!(
             b.adapter.try_shared_endpoint(listen_addr).err(),
             Some(STATUS_SHARING_VIOLATION),
@@ -550,7 +533,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
             STATUS_SHARING_VIOLATION,
             &format!("Connect from the endpoint {when}"),
         );
-        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_success!(connector.close());
         qp.close();
     };
     in_use("while two accepted connectors remain");
@@ -559,14 +542,14 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
     assert_eq!(settled_count(&closed), 0, "one accepted connector remains");
     in_use("while one accepted connector remains");
     conns.remove(0).close();
-    assert_eq!(closed.wait(), STATUS_SUCCESS, "the last reference went");
+    assert_success!(closed.wait(), "the last reference went");
     assert_eq!(a_incoming.count(), 0);
 
     // The address and port are free again.
     let again = b.adapter.listener(&Incoming::new());
-    assert_eq!(again.listen(listen_addr), STATUS_SUCCESS);
-    assert_eq!(again.close(), STATUS_SUCCESS);
-    assert_eq!(a_listener.close(), STATUS_SUCCESS);
+    assert_success!(again.listen(listen_addr));
+    assert_success!(again.close());
+    assert_success!(a_listener.close());
     for (a_qp, b_qp) in qps {
         a_qp.close();
         b_qp.close();
@@ -623,18 +606,18 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     );
     let (status, signal) = conn.active.disconnect();
     let (b_status, b_signal) = conn.passive.disconnect();
-    assert_eq!(signal.outcome(status), STATUS_SUCCESS);
-    assert_eq!(b_signal.outcome(b_status), STATUS_SUCCESS);
+    assert_success!(signal.outcome(status));
+    assert_success!(b_signal.outcome(b_status));
     assert_eq!(
         probe.listen(src),
         STATUS_SHARING_VIOLATION,
         "disconnected, not closed"
     );
-    assert_eq!(conn.active.close(), STATUS_SUCCESS);
-    assert_eq!(probe.listen(src), STATUS_SUCCESS, "released by the close");
-    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
-    assert_eq!(probe.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(conn.active.close());
+    assert_success!(probe.listen(src), "released by the close");
+    assert_success!(conn.passive.close());
+    assert_success!(probe.close());
+    assert_success!(listener.close());
     for qp in [a_qp, b_qp, a_qp2, b_qp2] {
         qp.close();
     }
@@ -677,9 +660,9 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
             listener.listen(addr.with_port(FIXED_PORT)),
             STATUS_SHARING_VIOLATION
         );
-        assert_eq!(listener.close(), STATUS_SUCCESS);
-        assert_eq!(ephemeral.close(), STATUS_SUCCESS);
-        assert_eq!(fixed.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
+        assert_success!(ephemeral.close());
+        assert_success!(fixed.close());
         end.close();
     }
 }
@@ -721,7 +704,7 @@ fn n9_shared_endpoint_fails_like_listen() {
         Some(STATUS_INVALID_ADDRESS),
         "an address nobody has"
     );
-    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_success!(endpoint.close());
     close_stage(listener, [], (a, b));
 }
 
@@ -743,9 +726,9 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
     let passive = incoming.wait_nth(1);
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_eq!(connected.outcome(status), STATUS_SUCCESS);
-    assert_eq!(active.complete_connect(&Signal::new()), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(connected.outcome(status));
+    assert_success!(active.complete_connect(&Signal::new()));
+    assert_success!(outcome(accepted));
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
 
     let closing = close_endpoint_async(endpoint);
@@ -761,24 +744,16 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
     );
     let (x, xs) = active.disconnect();
     let (y, ys) = passive.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&closing.1), 0, "disconnected, not closed");
     assert_eq!(probe.listen(src), STATUS_SHARING_VIOLATION);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(
-        closing.1.wait(),
-        STATUS_SUCCESS,
-        "the last connector closed"
-    );
-    assert_eq!(
-        probe.listen(src),
-        STATUS_SUCCESS,
-        "the address and port are free"
-    );
+    assert_success!(active.close());
+    assert_success!(closing.1.wait(), "the last connector closed");
+    assert_success!(probe.listen(src), "the address and port are free");
 
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(probe.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(probe.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -809,10 +784,10 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
         let passive = incoming.wait_nth(nth);
         let b_disconnects = Signal::new();
         let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
-        assert_eq!(connected.outcome(status), STATUS_SUCCESS);
+        assert_success!(connected.outcome(status));
         let a_disconnects = Signal::new();
-        assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-        assert_eq!(outcome(accepted), STATUS_SUCCESS);
+        assert_success!(active.complete_connect(&a_disconnects));
+        assert_success!(outcome(accepted));
         assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
         Conn {
             active,
@@ -835,15 +810,15 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
         1,
         "the duplicate reached no listener"
     );
-    assert_eq!(dup.close(), STATUS_SUCCESS);
+    assert_success!(dup.close());
 
     first.close();
     let third = shared(3, dst1, &in1, 2);
     third.close();
     second.close();
-    assert_eq!(endpoint.close(), STATUS_SUCCESS);
-    assert_eq!(l1.close(), STATUS_SUCCESS);
-    assert_eq!(l2.close(), STATUS_SUCCESS);
+    assert_success!(endpoint.close());
+    assert_success!(l1.close());
+    assert_success!(l2.close());
     for (a_qp, b_qp) in qps {
         a_qp.close();
         b_qp.close();
@@ -871,13 +846,13 @@ fn n12_connect_without_a_listener_is_refused() {
         "no listener",
     );
     let (gone, _, gone_addr) = b.listen(0);
-    assert_eq!(gone.close(), STATUS_SUCCESS);
+    assert_success!(gone.close());
     assert_fails(
         connector.connect(&a_qp, a.addr, gone_addr, 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "a closed listener's port",
     );
-    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_success!(connector.close());
     let (listener, incoming, listen_addr) = b.listen(0);
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     conn.close();
@@ -936,9 +911,9 @@ fn n12_connect_failures_name_their_cause() {
         );
     }
     assert_eq!(settled_count_incoming(&incoming), 0);
-    assert_eq!(connector.close(), STATUS_SUCCESS);
-    assert_eq!(busy.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(connector.close());
+    assert_success!(busy.close());
+    assert_success!(listener.close());
     qp.close();
     a.close();
     b.close();
@@ -962,7 +937,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
         }
         assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
         assert_eq!(settled_count(&signal), 0);
-        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_success!(connector.close());
         qp.close();
         break attempts.len();
     };
@@ -978,7 +953,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
     );
     // Rejecting one request makes room for one more.
     let first = incoming.wait_nth(1);
-    assert_eq!(first.reject(b""), STATUS_SUCCESS);
+    assert_success!(first.reject(b""));
     assert_eq!(attempts[0].2.wait(), STATUS_CONNECTION_REFUSED);
     let qp = a.qp(0xFFFF);
     let connector = a.adapter.connector();
@@ -990,10 +965,10 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
     // Teardown: closing an unanswered request refuses it; closing a pending
     // Connect cancels it (L20).
     for n in 1..=incoming.count() {
-        assert_eq!(incoming.wait_nth(n).close(), STATUS_SUCCESS);
+        assert_success!(incoming.wait_nth(n).close());
     }
     for (qp, connector, signal) in attempts {
-        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_success!(connector.close());
         assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
         qp.close();
     }
@@ -1018,23 +993,15 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     let b_disconnects = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"welcome", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
-    assert_eq!(
-        connecting.1.wait(),
-        STATUS_SUCCESS,
-        "Connect completes once accepted"
-    );
+    assert_success!(connecting.1.wait(), "Connect completes once accepted");
     let (status, _, _, data, len) = active.connection_data(64);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_eq!(&data[..len as usize], b"welcome");
     let a_disconnects = Signal::new();
     let (complete, completed) =
         complete_connect_with(&active, Some(on_disconnect), a_disconnects.ctx());
-    assert_eq!(
-        completed.outcome(complete),
-        STATUS_SUCCESS,
-        "CompleteConnect"
-    );
-    assert_eq!(accepted.wait(), STATUS_SUCCESS);
+    assert_success!(completed.outcome(complete), "CompleteConnect");
+    assert_success!(accepted.wait());
     assert_eq!(
         settled_count(&connecting.1),
         1,
@@ -1052,17 +1019,13 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     // The disconnect callback was registered: the peer's disconnect is
     // indicated through it.
     let (y, ys) = passive.disconnect();
-    assert_eq!(
-        a_disconnects.wait(),
-        STATUS_SUCCESS,
-        "indicated to the active side"
-    );
+    assert_success!(a_disconnects.wait(), "indicated to the active side");
     let (x, xs) = active.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
+    assert_success!(xs.outcome(x));
+    assert_success!(active.close());
+    assert_success!(passive.close());
+    assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
     a_qp.close();
@@ -1099,10 +1062,10 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
     // The refused calls changed nothing: the connection is made.
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -1115,7 +1078,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         b_disconnects,
     }
     .close();
-    assert_eq!(idle.close(), STATUS_SUCCESS);
+    assert_success!(idle.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1130,9 +1093,9 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
     let passive = incoming.wait_nth(1);
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     // The passive consumer gives up: its close cancels its Accept (L20).
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
@@ -1144,7 +1107,7 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
     conn.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
@@ -1161,15 +1124,15 @@ fn n15_accept_completes_only_after_complete_connect() {
     let b_disconnects = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     assert_eq!(
         settled_count(&accepted),
         0,
         "Accept pends until CompleteConnect"
     );
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(accepted.wait(), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(accepted.wait());
     assert_eq!(settled_count(&accepted), 1, "exactly once");
     Conn {
         active,
@@ -1191,7 +1154,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
         STATUS_CANCELLED,
@@ -1202,7 +1165,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
         STATUS_CONNECTION_ABORTED,
         "Accept after the active side gave up",
     );
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
     conn.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
@@ -1218,7 +1181,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
-    assert_eq!(passive.reject(b"no thanks"), STATUS_SUCCESS);
+    assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
     assert_eq!(
@@ -1226,9 +1189,9 @@ fn n16_passive_reject_refuses_the_active_connect() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(active.close());
+    assert_success!(listener.close());
     a_qp.close();
     a.close();
     b.close();
@@ -1245,8 +1208,8 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     let passive = incoming.wait_nth(1);
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
-    assert_eq!(active.reject(b"changed my mind"), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
+    assert_success!(active.reject(b"changed my mind"));
     assert_eq!(accepted.1.wait(), STATUS_CONNECTION_ABORTED);
     assert_eq!(settled_count(&accepted.1), 1);
     assert_eq!(
@@ -1254,8 +1217,8 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(active.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1271,21 +1234,21 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
     assert_eq!(passive.reject(b""), STATUS_CONNECTION_ABORTED);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
 
     // Active side.
     let active = a.adapter.connector();
     let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(2);
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
+    assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
 
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1324,13 +1287,13 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
     assert_eq!(connecting.0, STATUS_PENDING);
     let passive = incoming.wait_nth(1);
     let (status, _, _, data, len) = passive.connection_data(max + 8);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(connector.close(), STATUS_SUCCESS);
-    assert_eq!(endpoint.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(connector.close());
+    assert_success!(endpoint.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1363,13 +1326,13 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let exact: Vec<u8> = (0..max).map(|i| (i * 7) as u8).collect();
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, &exact, &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     let (status, _, _, data, len) = active.connection_data(max + 8);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     Conn {
         active,
         passive,
@@ -1457,11 +1420,11 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
             limits: None
         }
     );
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(active.close());
+    assert_success!(listener.close());
     a_qp.close();
     a.close();
     b.close();
@@ -1482,11 +1445,11 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     check_connection_data(&passive, caller);
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     check_connection_data(&active, callee);
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     Conn {
         active,
         passive,
@@ -1513,11 +1476,11 @@ fn n18_empty_private_data_has_rds_0() {
     let got = connection_data_into(&passive, Some(&mut buffer), 8, false);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
     assert_eq!(buffer, [0xEE; 8]);
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
+    assert_success!(active.close());
+    assert_success!(listener.close());
     a_qp.close();
     a.close();
     b.close();
@@ -1555,7 +1518,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     assert_eq!(got.limits, Some((16, 16)), "the peer asked for 16 / 16");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 8, 4, b"yes", &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     // Active, after Connect completed, before CompleteConnect.
     let got = connection_data_into(&active, Some(&mut buffer), 3, false);
     assert_eq!(
@@ -1567,8 +1530,8 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     Conn {
         active,
         passive,
@@ -1599,10 +1562,10 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         (STATUS_SUCCESS, 6, Some((16, 16)))
     );
     assert_eq!(&buffer, b"from a");
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     // After CompleteConnect and Accept completed.
     for (connector, sent) in [(&active, b"from b"), (&passive, b"from a")] {
         let got = connection_data_into(connector, Some(&mut buffer), 6, true);
@@ -1626,7 +1589,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
     a_qp.close();
@@ -1665,7 +1628,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
         let (c_in, c_out) = (c_in.min(max_in), c_out.min(max_out));
         let (s_in, s_out) = (s_in.min(max_in), s_out.min(max_out));
         let offer = connection_data_into(&passive, None, 0, true);
-        assert_eq!(offer.status, STATUS_SUCCESS);
+        assert_success!(offer.status);
         assert_eq!(
             offer.limits,
             Some((c_out.min(max_in), c_in.min(max_out))),
@@ -1673,17 +1636,17 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
         );
         let b_disconnects = Signal::new();
         let accepted = passive.accept(&b_qp, cases[n].2, cases[n].3, b"", &b_disconnects);
-        assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
+        assert_success!(connecting.outcome(status));
         let effective = connection_data_into(&active, None, 0, true);
-        assert_eq!(effective.status, STATUS_SUCCESS);
+        assert_success!(effective.status);
         assert_eq!(
             effective.limits,
             Some((c_in.min(s_out), c_out.min(s_in))),
             "case {n}: the active side's effective limits"
         );
         let a_disconnects = Signal::new();
-        assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-        assert_eq!(outcome(accepted), STATUS_SUCCESS);
+        assert_success!(active.complete_connect(&a_disconnects));
+        assert_success!(outcome(accepted));
         Conn {
             active,
             passive,
@@ -1708,12 +1671,12 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     let passive = incoming.wait_nth(1);
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 1, 1, b"", &b_disconnects);
-    assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
+    assert_success!(connecting.outcome(status));
     let limits = connection_data_into(&active, None, 0, true).limits;
     assert_eq!(limits, Some((1, 1)), "effective limits");
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
 
     let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
     let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
@@ -1728,7 +1691,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
             b_mem.token(),
             0,
         );
-        assert_eq!(status, STATUS_SUCCESS, "Read {i} is accepted");
+        assert_success!(status, "Read {i} is accepted");
     }
     let mut done: Vec<(usize, NtStatus)> =
         a.cq.wait_results(16)
@@ -1746,7 +1709,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
         b_disconnects,
     }
     .close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
     a_qp.close();
@@ -1822,9 +1785,9 @@ fn n22_address_getters_report_the_bytes_written_or_needed() {
             Getter::Endpoint(&endpoint),
             a.addr.with_port(FIXED_PORT + 1),
         );
-        assert_eq!(endpoint.close(), STATUS_SUCCESS);
+        assert_success!(endpoint.close());
         conn.close();
-        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
         a_qp.close();
         b_qp.close();
         a.close();
@@ -1866,10 +1829,10 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
     assert_eq!(address_of(Getter::ConnectorPeer(&passive)), src);
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
     assert_eq!(address_of(Getter::ConnectorPeer(&active)), listen_addr);
     Conn {
@@ -1904,13 +1867,10 @@ fn connect_with_callbacks(
     let passive = incoming.wait_nth(nth);
     let (b_cb, b_ctx) = b_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
     let accepted = accept_with(&passive, b_qp, (16, 16), b"", (b_cb, b_ctx));
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     let (a_cb, a_ctx) = a_event.map_or((None, std::ptr::null_mut()), |(f, c)| (Some(f), c));
-    assert_eq!(
-        outcome(complete_connect_with(&active, a_cb, a_ctx)),
-        STATUS_SUCCESS
-    );
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(outcome(complete_connect_with(&active, a_cb, a_ctx)));
+    assert_success!(outcome(accepted));
     (active, passive)
 }
 
@@ -1942,10 +1902,10 @@ fn n24_disconnect_callback_may_be_null() {
         let (x, xs) = first.disconnect();
         std::thread::sleep(SETTLE);
         let (y, ys) = second.disconnect();
-        assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-        assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-        assert_eq!(active.close(), STATUS_SUCCESS);
-        assert_eq!(passive.close(), STATUS_SUCCESS);
+        assert_success!(xs.outcome(x));
+        assert_success!(ys.outcome(y));
+        assert_success!(active.close());
+        assert_success!(passive.close());
         a_mem.close();
         b_mem.close();
         a_qp.close();
@@ -1956,10 +1916,10 @@ fn n24_disconnect_callback_may_be_null() {
     let b_qp = b.qp(0xB);
     let (active, passive) =
         connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, 3, None, None);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
     let (y, ys) = passive.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
+    assert_success!(passive.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1986,30 +1946,19 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     let a_mem = Mem::all(&a.pd, 4096, 1);
     let b_mem = Mem::all(&b.pd, 4096, 0);
     let bad_token = b_mem.token() ^ 0x00FF_FF00;
-    assert_eq!(
-        a_qp.write(1, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(a_qp.write(1, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0));
     let failed = a.cq.wait_results(1);
     assert_ne!(failed[0].status, STATUS_SUCCESS, "the Write failed");
-    assert_eq!(
-        a_events.wait(),
-        STATUS_SUCCESS,
-        "the abort is indicated to A"
-    );
-    assert_eq!(
-        b_events.wait(),
-        STATUS_SUCCESS,
-        "the abort is indicated to B"
-    );
+    assert_success!(a_events.wait(), "the abort is indicated to A");
+    assert_success!(b_events.wait(), "the abort is indicated to B");
     // The peer's Disconnect and close add no second indication.
     let (y, ys) = passive.disconnect();
     let _ = ys.outcome(y);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
     assert_eq!(settled_count(&a_events), 1, "once for A");
     let (x, xs) = active.disconnect();
     let _ = xs.outcome(x);
-    assert_eq!(active.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
     assert_eq!(settled_count(&b_events), 1, "once for B");
     assert_eq!(a_events.count(), 1);
     a_mem.close();
@@ -2037,17 +1986,10 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
     );
     let b_mem = Mem::all(&b.pd, 4096, 0);
     for i in 0..4 {
-        assert_eq!(
-            b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]));
     }
     let (x, xs) = active.disconnect();
-    assert_eq!(
-        b_events.wait(),
-        STATUS_SUCCESS,
-        "B is told of A's disconnect"
-    );
+    assert_success!(b_events.wait(), "B is told of A's disconnect");
     std::thread::sleep(SETTLE);
     let early: Vec<(usize, NtStatus)> =
         b.cq.poll(16)
@@ -2056,8 +1998,8 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
             .collect();
     assert_eq!(early, [], "the indication flushed nothing");
     let (y, ys) = passive.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
+    assert_success!(xs.outcome(x));
     let mut flushed: Vec<(usize, NtStatus)> =
         b.cq.wait_results(4)
             .iter()
@@ -2070,8 +2012,8 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
             .map(|i| (0x10 + i, STATUS_CANCELLED))
             .collect::<Vec<_>>()
     );
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
+    assert_success!(passive.close());
     b_mem.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -2096,13 +2038,13 @@ fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
         assert_eq!(header.object_type, NdkObjectType::CONNECTOR);
     }
     let (x, xs) = conn.active.disconnect();
-    assert_eq!(conn.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(conn.b_disconnects.wait());
     let (y, ys) = conn.passive.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&conn.b_disconnects), 1);
-    assert_eq!(conn.active.close(), STATUS_SUCCESS);
-    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
+    assert_success!(conn.active.close());
+    assert_success!(conn.passive.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -2116,10 +2058,7 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     let a_mem = Mem::all(&a.pd, 4096, 0);
     for i in 0..3 {
-        assert_eq!(
-            a_qp.receive(0x20 + i, &[a_mem.sge(i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(a_qp.receive(0x20 + i, &[a_mem.sge(i * 64, 64)]));
     }
     let (x, xs) = conn.active.disconnect();
     let (y, ys) = conn.passive.disconnect();
@@ -2128,7 +2067,7 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
             status == STATUS_PENDING || status == STATUS_SUCCESS,
             "{status:#x}"
         );
-        assert_eq!(signal.outcome(status), STATUS_SUCCESS);
+        assert_success!(signal.outcome(status));
         let expected = usize::from(status == STATUS_PENDING);
         assert_eq!(
             settled_count(signal),
@@ -2149,9 +2088,9 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
             .collect::<Vec<_>>()
     );
     assert!(a.cq.poll(4).is_empty());
-    assert_eq!(conn.active.close(), STATUS_SUCCESS);
-    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(conn.active.close());
+    assert_success!(conn.passive.close());
+    assert_success!(listener.close());
     a_mem.close();
     a_qp.close();
     b_qp.close();
@@ -2187,13 +2126,13 @@ fn n26_disconnect_of_an_unconnected_connector_fails_inline() {
         STATUS_CONNECTION_INVALID,
         "an unanswered request",
     );
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
     assert_fails(active.disconnect(), STATUS_CONNECTION_INVALID, "refused");
     for connector in [idle, active, passive] {
-        assert_eq!(connector.close(), STATUS_SUCCESS);
+        assert_success!(connector.close());
     }
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a_qp.close();
     a.close();
     b.close();
@@ -2229,17 +2168,13 @@ fn n27_loopback_connection_on_one_adapter() {
         b"from myself",
     );
     let (x, xs) = conn.active.disconnect();
-    assert_eq!(
-        conn.b_disconnects.wait(),
-        STATUS_SUCCESS,
-        "X2 on a loopback connection"
-    );
+    assert_success!(conn.b_disconnects.wait(), "X2 on a loopback connection");
     let (y, ys) = conn.passive.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(conn.active.close(), STATUS_SUCCESS);
-    assert_eq!(conn.passive.close(), STATUS_SUCCESS);
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
+    assert_success!(conn.active.close());
+    assert_success!(conn.passive.close());
+    assert_success!(listener.close());
     m1.close();
     m2.close();
     qp1.close();
@@ -2257,7 +2192,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let a_mem = Mem::all(&a.pd, 4096, 0);
-    assert_eq!(a_qp.receive(0x77, &[a_mem.sge(0, 64)]), STATUS_SUCCESS);
+    assert_success!(a_qp.receive(0x77, &[a_mem.sge(0, 64)]));
     let (listener, incoming, listen_addr) = b.listen(0);
     let connector = a.adapter.connector();
     // No listener.
@@ -2269,15 +2204,15 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     // Rejected.
     let connecting = start_connect(&connector, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(1);
-    assert_eq!(passive.reject(b""), STATUS_SUCCESS);
+    assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(passive.close());
     // Abandoned by the passive side after it accepted.
     let connecting = start_connect(&connector, &a_qp, a.addr, listen_addr, b"");
     let passive = incoming.wait_nth(2);
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
+    assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
     assert_eq!(
         outcome(complete_connect_with(
@@ -2288,12 +2223,12 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
         STATUS_CONNECTION_ABORTED
     );
     assert!(a.cq.poll(4).is_empty(), "the posted receive is untouched");
-    assert_eq!(connector.close(), STATUS_SUCCESS);
+    assert_success!(connector.close());
     // Both QPs connect now; the old receive takes the message.
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 3, &b_qp);
     let mut b_mem = Mem::all(&b.pd, 4096, 0);
     b_mem.buffer.bytes_mut()[..5].copy_from_slice(b"still");
-    assert_eq!(b_qp.send(0x88, &[b_mem.sge(0, 5)], 0), STATUS_SUCCESS);
+    assert_success!(b_qp.send(0x88, &[b_mem.sge(0, 5)], 0));
     let got = a.cq.wait_results(1);
     assert_eq!(
         (got[0].request_context as usize, got[0].status),
@@ -2301,9 +2236,9 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     );
     assert_eq!(got[0].bytes_transferred, 5);
     assert_eq!(&a_mem.bytes()[..5], b"still");
-    assert_eq!(b.cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    assert_success!(b.cq.wait_results(1)[0].status);
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
     a_qp.close();
@@ -2325,13 +2260,13 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_eq!(outcome(connecting), STATUS_SUCCESS);
+    assert_success!(outcome(connecting));
     // The active consumer, too, may take its time before CompleteConnect.
     std::thread::sleep(SETTLE * 6);
     assert_eq!(accepted.1.count(), 0);
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(outcome(accepted), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
     Conn {
         active,
         passive,
@@ -2353,12 +2288,8 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
         .expect("a host TCP socket on the adapter's address");
     let port = tcp.local_addr().unwrap().port();
     let listener = a.adapter.listener(&Incoming::new());
-    assert_eq!(
-        listener.listen(a.addr.with_port(port)),
-        STATUS_SUCCESS,
-        "TCP port {port}"
-    );
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+    assert_success!(listener.close());
     drop(tcp);
 
     // Connections made with Connect: distinct ephemeral ports; an explicit
@@ -2392,10 +2323,10 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
         STATUS_SHARING_VIOLATION,
         "a local port another Connect holds",
     );
-    assert_eq!(third.close(), STATUS_SUCCESS);
+    assert_success!(third.close());
     first.close();
     second.close();
-    assert_eq!(b_listener.close(), STATUS_SUCCESS);
+    assert_success!(b_listener.close());
     for (a_qp, b_qp) in qps {
         a_qp.close();
         b_qp.close();
@@ -2415,7 +2346,7 @@ fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
     let any = Addr::v4([0, 0, 0, 0], 0);
     let a_incoming = Incoming::new();
     let a_listener = a.adapter.listener(&a_incoming);
-    assert_eq!(a_listener.listen(any), STATUS_SUCCESS);
+    assert_success!(a_listener.listen(any));
     let reported = address_of(Getter::Listener(&a_listener));
     assert_eq!(
         reported.ip_bytes(),
@@ -2431,11 +2362,7 @@ fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
     );
     let b_incoming = Incoming::new();
     let b_listener = b.adapter.listener(&b_incoming);
-    assert_eq!(
-        b_listener.listen(any.with_port(port)),
-        STATUS_SUCCESS,
-        "another adapter"
-    );
+    assert_success!(b_listener.listen(any.with_port(port)), "another adapter");
 
     let qps: Vec<(Qp, Qp)> = (0..2).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
     // B → A's address: A's wildcard listener takes it.
@@ -2471,7 +2398,7 @@ fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
     to_a.close();
     to_b.close();
     for listener in [a_listener, specific, b_listener] {
-        assert_eq!(listener.close(), STATUS_SUCCESS);
+        assert_success!(listener.close());
     }
     for (a_qp, b_qp) in qps {
         a_qp.close();
@@ -2511,7 +2438,7 @@ fn n32_objects_of_two_openings_of_one_adapter_work_together() {
         b"and back",
     );
     conn.close();
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     x_mem.close();
     y_mem.close();
     x_qp.close();

@@ -56,34 +56,19 @@ fn p1_completions_reach_the_initiator_and_receive_cqs() {
     let a_frmr = Frmr::new(&a.adapter, &a.pd, PAGE, 0, 4, false);
 
     // B's window, for A's SendAndInvalidate.
-    assert_eq!(
-        b_qp.bind(50, &b_mem.mr, &b_mw, b_mem.remote(0), 512, OP_REMOTE_READ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(b_qp.receive(51, &[b_mem.sge(1024, 256)]), STATUS_SUCCESS);
-    assert_eq!(b_qp.receive(52, &[b_mem.sge(1280, 256)]), STATUS_SUCCESS);
-    assert_eq!(a_qp.receive(53, &[a_mem.sge(1024, 256)]), STATUS_SUCCESS);
+    assert_success!(b_qp.bind(50, &b_mem.mr, &b_mw, b_mem.remote(0), 512, OP_REMOTE_READ));
+    assert_success!(b_qp.receive(51, &[b_mem.sge(1024, 256)]));
+    assert_success!(b_qp.receive(52, &[b_mem.sge(1280, 256)]));
+    assert_success!(a_qp.receive(53, &[a_mem.sge(1024, 256)]));
 
-    assert_eq!(a_qp.send(1, &[a_mem.sge(0, 32)], 0), STATUS_SUCCESS);
-    assert_eq!(
-        a_qp.send_and_invalidate(2, &[a_mem.sge(0, 32)], 0, b_mw.remote_token()),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        a_qp.write(3, &[a_mem.sge(0, 64)], b_mem.remote(2048), b_mem.token(), 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        a_qp.read(4, &[a_mem.sge(2048, 64)], b_mem.remote(0), b_mem.token(), 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        a_qp.bind(5, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ),
-        STATUS_SUCCESS
-    );
-    assert_eq!(a_frmr.post(&a_qp, 6, 0), STATUS_SUCCESS);
-    assert_eq!(a_qp.invalidate(7, a_frmr.mr.header(), 0), STATUS_SUCCESS);
-    assert_eq!(b_qp.send(54, &[b_mem.sge(0, 16)], 0), STATUS_SUCCESS);
+    assert_success!(a_qp.send(1, &[a_mem.sge(0, 32)], 0));
+    assert_success!(a_qp.send_and_invalidate(2, &[a_mem.sge(0, 32)], 0, b_mw.remote_token()));
+    assert_success!(a_qp.write(3, &[a_mem.sge(0, 64)], b_mem.remote(2048), b_mem.token(), 0));
+    assert_success!(a_qp.read(4, &[a_mem.sge(2048, 64)], b_mem.remote(0), b_mem.token(), 0));
+    assert_success!(a_qp.bind(5, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ));
+    assert_success!(a_frmr.post(&a_qp, 6, 0));
+    assert_success!(a_qp.invalidate(7, a_frmr.mr.header(), 0));
+    assert_success!(b_qp.send(54, &[b_mem.sge(0, 16)], 0));
 
     let a_initiator = wait_results_ex(&a_icq, 7);
     assert_eq!(contexts_ex(&a_initiator), [1, 2, 3, 4, 5, 6, 7]);
@@ -174,7 +159,7 @@ fn p2_concurrent_posts_on_one_queue_or_on_two_queues_complete_exactly_once() {
         s.spawn(move || {
             start.wait();
             for (i, sge) in recv_a.iter().enumerate() {
-                assert_eq!(a_qp.receive(5000 + i, &[*sge]), STATUS_SUCCESS);
+                assert_success!(a_qp.receive(5000 + i, &[*sge]));
             }
         });
         // Breach: B's receive queue from two threads (the main one too).
@@ -182,24 +167,21 @@ fn p2_concurrent_posts_on_one_queue_or_on_two_queues_complete_exactly_once() {
         s.spawn(move || {
             start.wait();
             for i in (0..64).step_by(2) {
-                assert_eq!(b_qp.receive(7000 + i, &[recv_b[i]]), STATUS_SUCCESS);
+                assert_success!(b_qp.receive(7000 + i, &[recv_b[i]]));
             }
         });
         for i in (1..64).step_by(2) {
-            assert_eq!(pair.b_qp.receive(7000 + i, &[recv_b[i]]), STATUS_SUCCESS);
+            assert_success!(pair.b_qp.receive(7000 + i, &[recv_b[i]]));
         }
     });
     let mut expected = accepted.into_inner().unwrap();
     // B's 32 Sends consume A's 32 receives.
     for i in 0..32 {
-        assert_eq!(
-            pair.b_qp.send(9000 + i, &[b_src.sge(i * 64, 64)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.send(9000 + i, &[b_src.sge(i * 64, 64)], 0));
     }
     // A's 64 Sends consume B's 64 receives.
     for (i, sge) in src.iter().enumerate() {
-        assert_eq!(pair.a_qp.send(3000 + i, &[*sge], 0), STATUS_SUCCESS);
+        assert_success!(pair.a_qp.send(3000 + i, &[*sge], 0));
         expected.push(3000 + i);
     }
     let a_done = pair.a_cq.wait_results(expected.len() + 32);
@@ -253,7 +235,7 @@ fn p3_breached_serialization_stays_memory_safe() {
                     } else {
                         a_qp.send(id, &[src[id]], 0)
                     };
-                    assert_eq!(status, STATUS_SUCCESS);
+                    assert_success!(status);
                 }
             });
             let slots = &slots;
@@ -261,7 +243,7 @@ fn p3_breached_serialization_stays_memory_safe() {
                 start.wait();
                 for k in 0..PER_THREAD {
                     let slot = t * PER_THREAD + k;
-                    assert_eq!(b_qp.receive(100 + slot, &[slots[slot]]), STATUS_SUCCESS);
+                    assert_success!(b_qp.receive(100 + slot, &[slots[slot]]));
                 }
             });
         }
@@ -354,10 +336,9 @@ fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
     assert_eq!(accepted.len() + refused.len(), 300);
     assert_empty(&pair.a_cq);
     // Once the flush has returned, a post is accepted and cancelled.
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .write(1000, &[sge], b_mem.remote(0), b_mem.token(), 0),
-        STATUS_SUCCESS
+            .write(1000, &[sge], b_mem.remote(0), b_mem.token(), 0)
     );
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
@@ -478,11 +459,8 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
         assert_eq!(got, want, "post {context}");
     }
     // B's receive for Send 15, B's Send for A's receive 1.
-    assert_eq!(
-        pair.b_qp.receive(20, &[b_mem.sge(4096, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.b_qp.send(21, &[b_mem.sge(4096, 8)], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(20, &[b_mem.sge(4096, 64)]));
+    assert_success!(pair.b_qp.send(21, &[b_mem.sge(4096, 8)], 0));
     // Entries for every success that was not silent: 1, 3, 6, 7, 9, 11, 15.
     let done = pair.a_cq.wait_results(7);
     assert_eq!(sorted(&done), [1, 3, 6, 7, 9, 11, 15]);
@@ -555,11 +533,11 @@ fn p8_receive_posted_before_connect_is_used_after() {
     let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
     let src = Region::pattern(&a.pd, 4096, 9, MR_LOCAL_WRITE);
     let dst = Region::new(&b.pd, 4096, 0, MR_LOCAL_WRITE);
-    assert_eq!(b_qp.receive(1, &[dst.sge(0, 4096)]), STATUS_SUCCESS);
-    assert_eq!(a_qp.receive(2, &[src.sge(2048, 1024)]), STATUS_SUCCESS);
+    assert_success!(b_qp.receive(1, &[dst.sge(0, 4096)]));
+    assert_success!(a_qp.receive(2, &[src.sge(2048, 1024)]));
     assert_empty(&b_cq);
     let link = a.connect(&a_qp, &b, &b_qp);
-    assert_eq!(a_qp.send(3, &[src.sge(0, 1000)], 0), STATUS_SUCCESS);
+    assert_success!(a_qp.send(3, &[src.sge(0, 1000)], 0));
     assert_eq!(summary(&a_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
     let got = b_cq.wait_results(1);
     assert_eq!(summary(&got), [(1, STATUS_SUCCESS)]);
@@ -614,11 +592,8 @@ fn p9_too_many_sges_refused_with_data_overrun() {
     assert_empty(&pair.a_cq);
     // At the limits: accepted. A Read takes more SGEs than other requests
     // when MaxReadRequestSge is larger.
-    assert_eq!(qp.write(7, &sges(4, 0), remote, token, 0), STATUS_SUCCESS);
-    assert_eq!(
-        qp.read(8, &sges(read_max, 4096), remote, token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.write(7, &sges(4, 0), remote, token, 0));
+    assert_success!(qp.read(8, &sges(read_max, 4096), remote, token, 0));
     let done = pair.a_cq.wait_results(2);
     assert_eq!(summary(&done), [(7, STATUS_SUCCESS), (8, STATUS_SUCCESS)]);
     assert_eq!(&b_mem.bytes()[..64], &a_mem.bytes()[..64]);
@@ -626,7 +601,7 @@ fn p9_too_many_sges_refused_with_data_overrun() {
         &a_mem.bytes()[4096..4096 + 16 * read_max],
         &b_mem.bytes()[..16 * read_max]
     );
-    assert_eq!(qp.receive(9, &sges(4, 4096)), STATUS_SUCCESS);
+    assert_success!(qp.receive(9, &sges(4, 4096)));
     a_mem.close();
     b_mem.close();
     pair.teardown();
@@ -656,7 +631,7 @@ fn p10_transfer_above_max_transfer_length_refused_with_buffer_overflow() {
     assert_empty(&pair.a_cq);
     // Exactly MaxTransferLength is within the limit (the receive is only
     // queued; the teardown cancels it).
-    assert_eq!(qp.receive(6, &exact), STATUS_SUCCESS);
+    assert_success!(qp.receive(6, &exact));
     a_mem.close();
     b_mem.close();
     pair.teardown();
@@ -672,13 +647,13 @@ fn p11_sges_address_registered_fast_registered_and_lam_memory() {
     let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
     let mut lam_buffer = Buffer::pattern(PAGE, 0, 13);
     let (status, mut lam, fbo) = pair.a.build_lam(&mut lam_buffer);
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     let pages = lam_pages(&lam);
     let mut frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     for (i, byte) in frmr.buffer.bytes_mut().iter_mut().enumerate() {
         *byte = (i % 251) as u8;
     }
-    assert_eq!(frmr.post(&pair.a_qp, 1, 0), STATUS_SUCCESS);
+    assert_success!(frmr.post(&pair.a_qp, 1, 0));
     let privileged = NdkSge {
         address: pages[0] + u64::from(fbo) + 100,
         length: 200,
@@ -686,18 +661,9 @@ fn p11_sges_address_registered_fast_registered_and_lam_memory() {
     };
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
-    assert_eq!(
-        qp.write(2, &[a_mem.sge(1000, 300)], remote, token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(3, &[privileged], b_mem.remote(1024), token, 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(4, &[frmr.sge(500, 300)], b_mem.remote(2048), token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.write(2, &[a_mem.sge(1000, 300)], remote, token, 0));
+    assert_success!(qp.write(3, &[privileged], b_mem.remote(1024), token, 0));
+    assert_success!(qp.write(4, &[frmr.sge(500, 300)], b_mem.remote(2048), token, 0));
     let done = pair.a_cq.wait_results(4);
     assert_eq!(request_contexts(&done), [1, 2, 3, 4]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
@@ -755,7 +721,7 @@ fn p12_inline_send_copies_ignores_tokens_and_takes_extra_sges() {
     let sges: Vec<NdkSge> = chunks.iter().map(|c| inline_sge(c, 0xDEAD_BEEF)).collect();
     // Posted before B has a receive: the Send waits, so the engine moves
     // the data only after the buffers below are overwritten.
-    assert_eq!(pair.a_qp.send(1, &sges, INLINE), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(1, &sges, INLINE));
     for chunk in &mut chunks {
         chunk.fill(0xEE);
     }
@@ -763,7 +729,7 @@ fn p12_inline_send_copies_ignores_tokens_and_takes_extra_sges() {
     // Forty SGEs, more than any request carries.
     let small: Vec<[u8; 3]> = (0..40).map(|i| [i as u8; 3]).collect();
     let many: Vec<NdkSge> = small.iter().map(|c| inline_sge(c, 0)).collect();
-    assert_eq!(pair.a_qp.send(2, &many, INLINE), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(2, &many, INLINE));
     // Above the QP's inline size (256): refused, no entry.
     let big = [0_u8; 257];
     assert_eq!(
@@ -772,11 +738,8 @@ fn p12_inline_send_copies_ignores_tokens_and_takes_extra_sges() {
     );
     let halves = [inline_sge(&big[..200], 0), inline_sge(&big[200..], 0)];
     assert_eq!(pair.a_qp.send(4, &halves, INLINE), STATUS_BUFFER_OVERFLOW);
-    assert_eq!(pair.b_qp.receive(10, &[b_recv.sge(0, 256)]), STATUS_SUCCESS);
-    assert_eq!(
-        pair.b_qp.receive(11, &[b_recv.sge(256, 256)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(10, &[b_recv.sge(0, 256)]));
+    assert_success!(pair.b_qp.receive(11, &[b_recv.sge(256, 256)]));
     let got = pair.b_cq.wait_results(2);
     assert_eq!(summary(&got), [(10, STATUS_SUCCESS), (11, STATUS_SUCCESS)]);
     assert_eq!(
@@ -805,16 +768,13 @@ fn p13_inline_write_accepted() {
     let mut bytes: Vec<u8> = (0..100).map(|i| i as u8 ^ 0x5C).collect();
     let original = bytes.clone();
     let (remote, token) = (b_mem.remote(300), b_mem.token());
-    assert_eq!(
-        pair.a_qp.write(
-            1,
-            &[inline_sge(&bytes[..60], 0), inline_sge(&bytes[60..], 7)],
-            remote,
-            token,
-            INLINE
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.write(
+        1,
+        &[inline_sge(&bytes[..60], 0), inline_sge(&bytes[60..], 7)],
+        remote,
+        token,
+        INLINE
+    ));
     bytes.fill(0);
     let big = [1_u8; 257];
     assert_eq!(
@@ -838,29 +798,17 @@ fn p14_silent_success_suppresses_only_successful_entries() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
-    assert_eq!(
-        pair.b_qp.receive(50, &[b_mem.sge(2048, 512)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        qp.write(1, &[a_mem.sge(0, 64)], remote, token, SILENT),
-        STATUS_SUCCESS
-    );
-    assert_eq!(qp.send(2, &[a_mem.sge(64, 64)], SILENT), STATUS_SUCCESS);
-    assert_eq!(
-        qp.write(3, &[a_mem.sge(128, 64)], b_mem.remote(128), token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(50, &[b_mem.sge(2048, 512)]));
+    assert_success!(qp.write(1, &[a_mem.sge(0, 64)], remote, token, SILENT));
+    assert_success!(qp.send(2, &[a_mem.sge(64, 64)], SILENT));
+    assert_success!(qp.write(3, &[a_mem.sge(128, 64)], b_mem.remote(128), token, 0));
     // The peer still sees the silent Send.
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(50, STATUS_SUCCESS)]);
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
     assert_eq!(&b_mem.bytes()[..64], &a_mem.bytes()[..64]);
     assert_eq!(&b_mem.bytes()[2048..2112], &a_mem.bytes()[64..128]);
     // A silent request that fails reports its error.
-    assert_eq!(
-        qp.write(4, &[a_mem.sge(0, 64)], remote, token ^ 0x0F0F, SILENT),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.write(4, &[a_mem.sge(0, 64)], remote, token ^ 0x0F0F, SILENT));
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
         [(4, STATUS_ACCESS_VIOLATION)]
@@ -879,17 +827,14 @@ fn p15_cancelled_silent_request_produces_an_entry() {
     let qp = &pair.a_qp;
     // B posts no receive: the silent Send waits, and the silent Write
     // behind it waits too (P23).
-    assert_eq!(qp.send(1, &[a_mem.sge(0, 64)], SILENT), STATUS_SUCCESS);
-    assert_eq!(
-        qp.write(
-            2,
-            &[a_mem.sge(0, 64)],
-            b_mem.remote(0),
-            b_mem.token(),
-            SILENT
-        ),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.send(1, &[a_mem.sge(0, 64)], SILENT));
+    assert_success!(qp.write(
+        2,
+        &[a_mem.sge(0, 64)],
+        b_mem.remote(0),
+        b_mem.token(),
+        SILENT
+    ));
     qp.flush();
     assert_eq!(
         summary(&pair.a_cq.wait_results(2)),
@@ -922,27 +867,21 @@ fn p16_read_fence_orders_after_earlier_reads() {
     let qp = &pair.a_qp;
     for round in 0..4_usize {
         let at = round * 512;
-        assert_eq!(
-            qp.read(
-                10 * round,
-                &[sink.sge(at, 512)],
-                b_mem.remote(at),
-                token,
-                DEFER
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.read(
+            10 * round,
+            &[sink.sge(at, 512)],
+            b_mem.remote(at),
+            token,
+            DEFER
+        ));
         let flags = if round % 2 == 0 { FENCE } else { FENCE | DEFER };
-        assert_eq!(
-            qp.write(
-                10 * round + 1,
-                &[sink.sge(at, 512)],
-                b_mem.remote(4096 + at),
-                token,
-                flags
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.write(
+            10 * round + 1,
+            &[sink.sge(at, 512)],
+            b_mem.remote(4096 + at),
+            token,
+            flags
+        ));
     }
     // Close the last chain.
     assert_eq!(
@@ -967,35 +906,29 @@ fn p17_solicited_send_satisfies_the_peers_solicited_arm() {
     let a_mem = Region::pattern(&pair.a_pd, 4096, 18, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let b_mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(5, &b_mem.mr, &b_mw, b_mem.remote(0), 256, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(5, &b_mem.mr, &b_mw, b_mem.remote(0), 256, OP_REMOTE_READ)
     );
     for i in 0..3 {
-        assert_eq!(
-            pair.b_qp.receive(i + 1, &[b_mem.sge(1024 + i * 256, 256)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(i + 1, &[b_mem.sge(1024 + i * 256, 256)]));
     }
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(5, STATUS_SUCCESS)]);
     pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_eq!(pair.a_qp.send(10, &[a_mem.sge(0, 32)], 0), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(10, &[a_mem.sge(0, 32)], 0));
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(1, STATUS_SUCCESS)]);
     assert!(pair.b_cq.notifications().is_empty(), "unsolicited receive");
-    assert_eq!(
-        pair.a_qp.send(11, &[a_mem.sge(0, 32)], SOLICIT),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.b_cq.1.wait(), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(11, &[a_mem.sge(0, 32)], SOLICIT));
+    assert_success!(pair.b_cq.1.wait());
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(2, STATUS_SUCCESS)]);
     pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_eq!(
-        pair.a_qp
-            .send_and_invalidate(12, &[a_mem.sge(0, 32)], SOLICIT, b_mw.remote_token()),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.b_cq.1.wait_nth(2), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send_and_invalidate(
+        12,
+        &[a_mem.sge(0, 32)],
+        SOLICIT,
+        b_mw.remote_token()
+    ));
+    assert_success!(pair.b_cq.1.wait_nth(2));
     assert_eq!(summary(&pair.b_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
     assert_eq!(request_contexts(&pair.a_cq.wait_results(3)), [10, 11, 12]);
     assert_eq!(pair.b_cq.notifications().len(), 2);
@@ -1023,17 +956,13 @@ impl Poster {
         close: &dyn Fn(usize) -> NtStatus,
     ) {
         self.next += 1;
-        assert_eq!(
-            post(self.next, flags),
-            STATUS_SUCCESS,
-            "{name} with {flags:#x}"
-        );
+        assert_success!(post(self.next, flags), "{name} with {flags:#x}");
         if flags & SILENT == 0 {
             self.expected.push(self.next);
         }
         if flags & DEFER != 0 {
             self.next += 1;
-            assert_eq!(close(self.next), STATUS_SUCCESS, "closing Write");
+            assert_success!(close(self.next), "closing Write");
             self.expected.push(self.next);
         }
     }
@@ -1055,10 +984,7 @@ fn p18_every_documented_flag_is_accepted() {
     let qp = &pair.a_qp;
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     for slot in 0..32 {
-        assert_eq!(
-            pair.b_qp.receive(1000 + slot, &[b_recv.sge(slot * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(1000 + slot, &[b_recv.sge(slot * 64, 64)]));
     }
     let close = |c: usize| qp.write(c, &[a_src.sge(0, 8)], remote, token, 0);
     let mut p = Poster {
@@ -1089,17 +1015,14 @@ fn p18_every_documented_flag_is_accepted() {
     for flags in send_flags {
         // A fresh window at B for each SendAndInvalidate to invalidate.
         b_context += 1;
-        assert_eq!(
-            pair.b_qp.bind(
-                b_context,
-                &b_mem.mr,
-                &b_mw,
-                b_mem.remote(0),
-                256,
-                OP_REMOTE_READ
-            ),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.bind(
+            b_context,
+            &b_mem.mr,
+            &b_mw,
+            b_mem.remote(0),
+            256,
+            OP_REMOTE_READ
+        ));
         wait_for(&pair.b_cq, b_context, &mut b_seen);
         let b_token = b_mw.remote_token();
         p.post(
@@ -1242,10 +1165,7 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
     let qp = &pair.a_qp;
     let offsets = [0_usize, 100, 777, 4088, 5000, 8176];
     for (i, offset) in offsets.into_iter().enumerate() {
-        assert_eq!(
-            qp.write(i, &[a_mem.sge(i * 16, 16)], base + offset as u64, token, 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(qp.write(i, &[a_mem.sge(i * 16, 16)], base + offset as u64, token, 0));
     }
     assert_eq!(
         request_contexts(&pair.a_cq.wait_results(6)),
@@ -1259,10 +1179,7 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
             "offset {offset}"
         );
     }
-    assert_eq!(
-        qp.read(9, &[a_mem.sge(4096, 100)], base + 6000, token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.read(9, &[a_mem.sge(4096, 100)], base + 6000, token, 0));
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(9, STATUS_SUCCESS)]);
     assert_eq!(&a_mem.bytes()[4096..4196], &b_mem.bytes()[6000..6100]);
     a_mem.close();
@@ -1306,33 +1223,20 @@ fn p21_entries_carry_request_and_qp_context_and_receive_bytes() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     let odd = [usize::MAX, 0, 0x1234_5678_9ABC, 1];
     // Scatter across two SGEs; a zero-length Send; two ordinary ones.
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .receive(odd[0], &[b_mem.sge(0, 200), b_mem.sge(1024, 200)]),
-        STATUS_SUCCESS
+            .receive(odd[0], &[b_mem.sge(0, 200), b_mem.sge(1024, 200)])
     );
-    assert_eq!(
-        pair.b_qp.receive(odd[1], &[b_mem.sge(2048, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(odd[2], &[b_mem.sge(3072, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.a_qp.send(odd[3], &[a_mem.sge(0, 300)], 0),
-        STATUS_SUCCESS
-    );
-    assert_eq!(pair.a_qp.send(odd[2], &[], 0), STATUS_SUCCESS);
-    assert_eq!(
-        pair.a_qp.send(odd[0], &[a_mem.sge(300, 17)], 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(odd[1], &[b_mem.sge(2048, 64)]));
+    assert_success!(pair.b_qp.receive(odd[2], &[b_mem.sge(3072, 64)]));
+    assert_success!(pair.a_qp.send(odd[3], &[a_mem.sge(0, 300)], 0));
+    assert_success!(pair.a_qp.send(odd[2], &[], 0));
+    assert_success!(pair.a_qp.send(odd[0], &[a_mem.sge(300, 17)], 0));
     let sent = pair.a_cq.wait_results(3);
     for (r, context) in sent.iter().zip([odd[3], odd[2], odd[0]]) {
         assert_eq!(r.request_context as usize, context);
         assert_eq!(r.qp_context as usize, 0xA);
-        assert_eq!(r.status, STATUS_SUCCESS);
+        assert_success!(r.status);
     }
     let got = pair.b_cq.wait_results(3);
     let seen: Vec<_> = got
@@ -1367,19 +1271,12 @@ fn p22_result_ex_type_names_the_operation() {
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let b_mw = pair.b_pd.mw();
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .bind(100, &b_mem.mr, &b_mw, b_mem.remote(0), 64, OP_REMOTE_READ),
-        STATUS_SUCCESS
+            .bind(100, &b_mem.mr, &b_mw, b_mem.remote(0), 64, OP_REMOTE_READ)
     );
-    assert_eq!(
-        pair.b_qp.receive(101, &[b_mem.sge(1024, 64)]),
-        STATUS_SUCCESS
-    );
-    assert_eq!(
-        pair.b_qp.receive(102, &[b_mem.sge(2048, 64)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.b_qp.receive(101, &[b_mem.sge(1024, 64)]));
+    assert_success!(pair.b_qp.receive(102, &[b_mem.sge(2048, 64)]));
     let (remote, token) = (b_mem.remote(3072), b_mem.token());
     let qp = &pair.a_qp;
     post_one_of_each(
@@ -1442,20 +1339,16 @@ fn p23_completions_in_post_order_within_a_qp() {
                 DEFER,
             ),
         };
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
         expected.push(i);
     }
     // The last Read was deferred: a Write without the flag ends the chain.
-    assert_eq!(
-        qp.write(30, &[a_mem.sge(0, 8)], remote, token, 0),
-        STATUS_SUCCESS
-    );
+    assert_success!(qp.write(30, &[a_mem.sge(0, 8)], remote, token, 0));
     expected.push(30);
     for slot in 0..10 {
-        assert_eq!(
+        assert_success!(
             pair.b_qp
-                .receive(100 + slot, &[b_mem.sge(6144 + slot * 8, 8)]),
-            STATUS_SUCCESS
+                .receive(100 + slot, &[b_mem.sge(6144 + slot * 8, 8)])
         );
     }
     let done = pair.a_cq.wait_results(31);
@@ -1487,7 +1380,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
     let b_mem = Region::new(&pair.b_pd, DEPTH * 64, 0, MR_LOCAL_WRITE);
     // Sends wait for receives that are not there: the initiator queue fills.
     for i in 0..DEPTH {
-        assert_eq!(pair.a_qp.send(i, &[a_mem.sge(i, 16)], 0), STATUS_SUCCESS);
+        assert_success!(pair.a_qp.send(i, &[a_mem.sge(i, 16)], 0));
     }
     assert_eq!(
         pair.a_qp.send(DEPTH, &[a_mem.sge(0, 16)], 0),
@@ -1505,10 +1398,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
     );
     assert_empty(&pair.a_cq);
     for slot in 0..DEPTH {
-        assert_eq!(
-            pair.b_qp.receive(100 + slot, &[b_mem.sge(slot * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(100 + slot, &[b_mem.sge(slot * 64, 64)]));
     }
     let done = pair.a_cq.wait_results(DEPTH);
     assert_eq!(request_contexts(&done), (0..DEPTH).collect::<Vec<_>>());
@@ -1516,10 +1406,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
     assert_eq!(pair.b_cq.wait_results(DEPTH).len(), DEPTH);
     // The receive queue: DEPTH receives fit, one more does not.
     for slot in 0..DEPTH {
-        assert_eq!(
-            pair.b_qp.receive(200 + slot, &[b_mem.sge(slot * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(200 + slot, &[b_mem.sge(slot * 64, 64)]));
     }
     assert_eq!(
         pair.b_qp.receive(300, &[b_mem.sge(0, 64)]),
@@ -1611,7 +1498,7 @@ fn p25_undocumented_flag_refused_with_invalid_parameter() {
     );
     assert_empty(&pair.a_cq);
     // The QP is unharmed.
-    assert_eq!(qp.write(999, &sge, remote, token, 0), STATUS_SUCCESS);
+    assert_success!(qp.write(999, &sge, remote, token, 0));
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(999, STATUS_SUCCESS)]);
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
@@ -1744,11 +1631,11 @@ fn p7_initiator_post_on_flushed_never_connected_qp_fails_connection_invalid() {
     let qp = side.pd.qp(&cq, &cq, 0xC);
     let kit = Kit::new(&side.adapter, &side.pd);
     let buffer = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
-    assert_eq!(qp.receive(1, &[buffer.sge(0, 64)]), STATUS_SUCCESS);
+    assert_success!(qp.receive(1, &[buffer.sge(0, 64)]));
     qp.flush();
     assert_eq!(summary(&cq.wait_results(1)), [(1, STATUS_CANCELLED)]);
     kit.assert_all_refused(&qp, 10, "flushed before it was ever connected");
-    assert_eq!(qp.receive(2, &[buffer.sge(0, 64)]), STATUS_SUCCESS);
+    assert_success!(qp.receive(2, &[buffer.sge(0, 64)]));
     assert_eq!(summary(&cq.wait_results(1)), [(2, STATUS_CANCELLED)]);
     assert_empty(&cq);
     kit.close(&side.adapter);
@@ -1769,14 +1656,14 @@ fn p7_initiator_post_while_connecting_fails_connection_invalid() {
     let kit = Kit::new(&a.adapter, &a.pd);
     let incoming = Incoming::new();
     let listener = b.adapter.listener(&incoming);
-    assert_eq!(listener.listen(b.addr), STATUS_SUCCESS);
+    assert_success!(listener.listen(b.addr));
     let (_, listen_addr, _) = listener.local_address();
     let connector = a.adapter.connector();
     let (status, connected) = connector.connect(&qp, a.addr, listen_addr, 0, 0, b"");
     assert_eq!(status, STATUS_PENDING, "Connect");
     let request = incoming.wait_nth(1);
     kit.assert_all_refused(&qp, 0, "whose Connect is pending");
-    assert_eq!(request.reject(b""), STATUS_SUCCESS, "Reject");
+    assert_success!(request.reject(b""), "Reject");
     assert_eq!(connected.wait(), STATUS_CONNECTION_REFUSED);
     kit.assert_all_refused(&qp, 10, "whose Connect was refused");
     assert_empty(&cq);
@@ -1799,7 +1686,7 @@ fn e1_initiator_post_on_qp_flushed_while_connected_completes_cancelled() {
     let kit = Kit::new(&pair.a, &pair.a_pd);
     pair.a_qp.flush();
     for (name, status) in kit.post_all(&pair.a_qp, 0) {
-        assert_eq!(status, STATUS_SUCCESS, "{name} on a flushed connected QP");
+        assert_success!(status, "{name} on a flushed connected QP");
     }
     let mut got = sorted(&pair.a_cq.wait_results(7));
     got.dedup();

@@ -95,10 +95,7 @@ impl Fixture {
     /// `conn`, and its completion at A; returns B's receive completion.
     fn send(&self, conn: usize, offset: usize, len: usize) -> NdkResult {
         let c = &self.conns[conn];
-        assert_eq!(
-            c.a_qp.send(0x5E, &[self.src.sge(offset, len)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(c.a_qp.send(0x5E, &[self.src.sge(offset, len)], 0));
         let sent = c.a_cq.wait_results(1);
         assert_eq!(
             (sent[0].request_context as usize, sent[0].status),
@@ -113,7 +110,7 @@ impl Fixture {
     /// request context.
     fn consume(&self, conn: usize) -> usize {
         let got = self.send(conn, 0, 0);
-        assert_eq!(got.status, STATUS_SUCCESS);
+        assert_success!(got.status);
         got.request_context as usize
     }
 
@@ -170,7 +167,7 @@ fn q1_adapter_offers_srqs_and_refuses_limits_above_its_maximum() {
         STATUS_INVALID_PARAMETER
     );
     for i in 0..info.max_srq_depth as usize {
-        assert_eq!(srq.receive(i, &[]), STATUS_SUCCESS);
+        assert_success!(srq.receive(i, &[]));
     }
     assert_eq!(srq.receive(0, &[]), STATUS_NO_MORE_ENTRIES);
     assert_close(srq.close());
@@ -189,8 +186,8 @@ fn q2_srq_qp_completions_go_to_its_own_receive_cq_with_its_context() {
     for c in &f.conns {
         assert_eq!(c.b_qp.receive(1, &[dummy]), STATUS_INVALID_PARAMETER);
     }
-    assert_eq!(f.post(10, 0, 0x100), STATUS_SUCCESS);
-    assert_eq!(f.post(11, 0x100, 0x100), STATUS_SUCCESS);
+    assert_success!(f.post(10, 0, 0x100));
+    assert_success!(f.post(11, 0x100, 0x100));
     let got = f.send(1, 0x20, 0x90);
     assert_eq!(
         (
@@ -234,7 +231,7 @@ fn q3_any_attached_qp_consumes_srq_receives_in_order() {
         ]
     };
     for i in 0..4 {
-        assert_eq!(f.srq.receive(20 + i, &pieces(i)), STATUS_SUCCESS);
+        assert_success!(f.srq.receive(20 + i, &pieces(i)));
     }
     let three = [f.inbox.sge(0, 1), f.inbox.sge(1, 1), f.inbox.sge(2, 1)];
     assert_eq!(f.srq.receive(99, &three), STATUS_DATA_OVERRUN);
@@ -264,7 +261,7 @@ fn q3_any_attached_qp_consumes_srq_receives_in_order() {
         assert!(in_piece || b == 0, "byte {i:#x}");
     }
     // Room again.
-    assert_eq!(f.srq.receive(30, &pieces(0)), STATUS_SUCCESS);
+    assert_success!(f.srq.receive(30, &pieces(0)));
     assert_eq!(f.consume(0), 30);
     f.close();
 }
@@ -281,28 +278,24 @@ fn q3_srq_receives_complete_like_receives() {
     let mw = f.b.pd.mw();
     let c = &f.conns[0];
     let bind = |context: usize| {
-        assert_eq!(
-            c.b_qp.bind(
-                context,
-                &window_region.mr,
-                &mw,
-                window_region.remote(0),
-                0x100,
-                OP_REMOTE_READ
-            ),
-            STATUS_SUCCESS
-        );
-        assert_eq!(f.b_icq.wait_results(1)[0].status, STATUS_SUCCESS);
+        assert_success!(c.b_qp.bind(
+            context,
+            &window_region.mr,
+            &mw,
+            window_region.remote(0),
+            0x100,
+            OP_REMOTE_READ
+        ));
+        assert_success!(f.b_icq.wait_results(1)[0].status);
     };
     bind(1);
     let token = mw.remote_token();
-    assert_eq!(f.post(2, 0, 0x100), STATUS_SUCCESS);
-    assert_eq!(
+    assert_success!(f.post(2, 0, 0x100));
+    assert_success!(
         c.a_qp
-            .send_and_invalidate(3, &[f.src.sge(0, 0x80)], 0, token),
-        STATUS_SUCCESS
+            .send_and_invalidate(3, &[f.src.sge(0, 0x80)], 0, token)
     );
-    assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    assert_success!(c.a_cq.wait_results(1)[0].status);
     let got = wait_results_ex(&c.b_rcq, 1).remove(0);
     assert_eq!(
         (got.request_context as usize, got.status, got.type_),
@@ -313,13 +306,13 @@ fn q3_srq_receives_complete_like_receives() {
     assert_eq!(&f.inbox.bytes()[..0x80], &f.src.bytes()[..0x80]);
     // The window was invalidated: it binds again without an Invalidate.
     bind(4);
-    assert_eq!(c.b_qp.invalidate(5, mw.header(), 0), STATUS_SUCCESS);
-    assert_eq!(f.b_icq.wait_results(1)[0].status, STATUS_SUCCESS);
+    assert_success!(c.b_qp.invalidate(5, mw.header(), 0));
+    assert_success!(f.b_icq.wait_results(1)[0].status);
     // Too small: 0x40 bytes for a 0x41-byte message.
-    assert_eq!(f.post(6, 0x200, 0x40), STATUS_SUCCESS);
-    assert_eq!(f.post(7, 0x300, 0x40), STATUS_SUCCESS);
+    assert_success!(f.post(6, 0x200, 0x40));
+    assert_success!(f.post(7, 0x300, 0x40));
     let c = &f.conns[1];
-    assert_eq!(c.a_qp.send(8, &[f.src.sge(0, 0x41)], 0), STATUS_SUCCESS);
+    assert_success!(c.a_qp.send(8, &[f.src.sge(0, 0x41)], 0));
     assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_REMOTE_RESOURCES);
     let got = c.b_rcq.wait_results(1);
     assert_eq!(
@@ -351,18 +344,18 @@ fn q3_srq_receives_complete_like_receives() {
 fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
     let f = Fixture::new(16, 1, 0, true, 1);
     for i in 0..4 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
-    assert_eq!(f.srq.modify(0, 3), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 3));
     assert_eq!(f.consume(0), 0); // 3 left: not below 3.
     assert_eq!(f.notes.count(), 0);
     assert_eq!(f.consume(0), 1); // 2 left.
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.notes.wait());
     // The notification came when the count fell to 2, not before: a
     // consumer that re-arms at 2 with threshold 2 is not notified at once.
-    assert_eq!(f.srq.modify(0, 2), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 2));
     assert_eq!(f.consume(0), 2);
-    assert_eq!(f.notes.wait_nth(2), STATUS_SUCCESS);
+    assert_success!(f.notes.wait_nth(2));
     assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
     assert_eq!(f.consume(0), 3);
     f.close();
@@ -373,20 +366,20 @@ fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
 #[test]
 fn q4_arming_below_the_threshold_notifies_at_once() {
     let f = Fixture::new(16, 1, 2, true, 1);
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS, "at CreateSrq");
-    assert_eq!(f.post(1, 0, 0), STATUS_SUCCESS);
-    assert_eq!(f.post(2, 0, 0), STATUS_SUCCESS);
-    assert_eq!(f.srq.modify(0, 3), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait_nth(2), STATUS_SUCCESS, "at ModifySrq");
+    assert_success!(f.notes.wait(), "at CreateSrq");
+    assert_success!(f.post(1, 0, 0));
+    assert_success!(f.post(2, 0, 0));
+    assert_success!(f.srq.modify(0, 3));
+    assert_success!(f.notes.wait_nth(2), "at ModifySrq");
     assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
     assert_eq!(f.consume(0), 1);
     assert_eq!(f.consume(0), 2);
     // Not armed with a threshold at or below the count.
-    assert_eq!(f.post(3, 0, 0), STATUS_SUCCESS);
-    assert_eq!(f.srq.modify(0, 1), STATUS_SUCCESS);
+    assert_success!(f.post(3, 0, 0));
+    assert_success!(f.srq.modify(0, 1));
     assert_eq!(f.notes.count(), 2);
     assert_eq!(f.consume(0), 3);
-    assert_eq!(f.notes.wait_nth(3), STATUS_SUCCESS);
+    assert_success!(f.notes.wait_nth(3));
     f.close();
 }
 
@@ -397,23 +390,23 @@ fn q4_arming_below_the_threshold_notifies_at_once() {
 fn q5_one_notification_disarms_until_modify() {
     let f = Fixture::new(16, 1, 0, true, 2);
     for i in 0..8 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
-    assert_eq!(f.srq.modify(0, 6), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 6));
     assert_eq!(f.consume(0), 0);
     assert_eq!(f.consume(1), 1);
     assert_eq!(f.consume(0), 2); // 5 left: below 6.
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.notes.wait());
     for i in 3..7 {
         assert_eq!(f.consume(i % 2), i); // 4, 3, 2, 1 left: disarmed.
     }
     // ModifySrq with threshold 0 does not re-arm (Q6).
-    assert_eq!(f.srq.modify(0, 0), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.notes.count(), 1);
     // Re-armed with a threshold above the count: notified at once (Q4),
     // and this is the second notification: none came in between.
-    assert_eq!(f.srq.modify(0, 2), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait_nth(2), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 2));
+    assert_success!(f.notes.wait_nth(2));
     assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
     assert_eq!(f.consume(1), 7);
     assert_eq!(f.notes.count(), 2);
@@ -428,7 +421,7 @@ fn q5_one_notification_disarms_until_modify() {
 fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     let f = Fixture::new(4, 1, 0, true, 1);
     for i in 0..4 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // Depth 0: kept; threshold 3 arms.
@@ -436,7 +429,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     // SAFETY: a live SRQ; the signal outlives the call (and any callback).
     let status =
         unsafe { (f.srq.d().ndk_modify_srq)(f.srq.0, 0, 3, Some(on_status), completions.ctx()) };
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     assert_eq!(completions.count(), 0, "L8: inline, no callback");
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // Above the maximum: refused, nothing changes (still depth 4, armed at 3).
@@ -444,9 +437,9 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_eq!(f.srq.modify(max + 1, 1), STATUS_INVALID_PARAMETER);
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // A new depth with threshold 0: the threshold (3) and the arm stay.
-    assert_eq!(f.srq.modify(8, 0), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(8, 0));
     for i in 4..8 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     for i in 0..5 {
@@ -454,13 +447,13 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     }
     assert_eq!(f.notes.count(), 0);
     assert_eq!(f.consume(0), 5); // 2 left: below 3.
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.notes.wait());
     // Disarmed now; threshold 0 keeps it disarmed.
-    assert_eq!(f.srq.modify(0, 0), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
-    assert_eq!(f.srq.modify(0, 1), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait_nth(2), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 1));
+    assert_success!(f.notes.wait_nth(2));
     assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
     f.close();
 }
@@ -473,17 +466,17 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
 fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     let f = Fixture::new(8, 1, 0, true, 1);
     for i in 0..5 {
-        assert_eq!(f.post(i, 0x100 * i, 0x40), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0x100 * i, 0x40));
     }
     assert_eq!(f.srq.modify(4, 2), STATUS_BUFFER_OVERFLOW);
     assert_eq!(f.notes.count(), 0);
     // Still depth 8.
     for i in 5..8 {
-        assert_eq!(f.post(i, 0x100 * i, 0x40), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0x100 * i, 0x40));
     }
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // Exactly the count is fine.
-    assert_eq!(f.srq.modify(8, 0), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(8, 0));
     for i in 0..8 {
         let got = f.send(0, 0x40 * i, 0x40);
         assert_eq!(
@@ -501,8 +494,8 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     }
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
-    assert_eq!(f.srq.modify(0, 1), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 1));
+    assert_success!(f.notes.wait());
     assert_eq!(f.notes.count(), 1);
     f.close();
 }
@@ -515,9 +508,9 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
 fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     let f = Fixture::new(8, 1, 4, false, 1);
     for i in 0..3 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
-    assert_eq!(f.srq.modify(16, 8), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(16, 8));
     for i in 0..3 {
         assert_eq!(f.consume(0), i);
     }
@@ -526,15 +519,15 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
 
     let f = Fixture::new(8, 1, 0, true, 1);
     for i in 0..3 {
-        assert_eq!(f.post(i, 0, 0), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0, 0));
     }
-    assert_eq!(f.srq.modify(16, 0), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(16, 0));
     for i in 0..3 {
         assert_eq!(f.consume(0), i);
     }
     // The first notification is the one this arm causes.
-    assert_eq!(f.srq.modify(0, 1), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 1));
+    assert_success!(f.notes.wait());
     assert_eq!(f.notes.count(), 1);
     f.close();
 }
@@ -548,14 +541,13 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
 fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
     let f = Fixture::new(16, 1, 0, true, 2);
     for i in 0..4 {
-        assert_eq!(f.post(i, 0x100 * i, 0x100), STATUS_SUCCESS);
+        assert_success!(f.post(i, 0x100 * i, 0x100));
     }
     // Connection 0 fails: A writes with a token B never issued.
     let c = &f.conns[0];
-    assert_eq!(
+    assert_success!(
         c.a_qp
-            .write(1, &[f.src.sge(0, 0x10)], f.inbox.remote(0), 0xFFFF_FFF0, 0),
-        STATUS_SUCCESS
+            .write(1, &[f.src.sge(0, 0x10)], f.inbox.remote(0), 0xFFFF_FFF0, 0)
     );
     let failed = c.a_cq.wait_results(1);
     assert_eq!(failed[0].status, STATUS_ACCESS_VIOLATION);
@@ -567,8 +559,8 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
     assert_empty(&c.b_rcq);
     // The SRQ is fine: it takes a receive, a modification, and connection 1
     // consumes all five receives in order.
-    assert_eq!(f.post(4, 0x400, 0x100), STATUS_SUCCESS);
-    assert_eq!(f.srq.modify(32, 0), STATUS_SUCCESS);
+    assert_success!(f.post(4, 0x400, 0x100));
+    assert_success!(f.srq.modify(32, 0));
     for i in 0..5 {
         let got = f.send(1, 0x10 * i, 0x20);
         assert_eq!(
@@ -580,8 +572,8 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
             &f.src.bytes()[0x10 * i..0x10 * i + 0x20]
         );
     }
-    assert_eq!(f.srq.modify(0, 1), STATUS_SUCCESS);
-    assert_eq!(f.notes.wait(), STATUS_SUCCESS);
+    assert_success!(f.srq.modify(0, 1));
+    assert_success!(f.notes.wait());
     assert_eq!(f.notes.all(), [STATUS_SUCCESS]);
     f.close();
 }
@@ -592,7 +584,7 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
 #[test]
 fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     let f = Fixture::new(16, 1, 0, true, 1);
-    assert_eq!(f.post(1, 0, 0x40), STATUS_SUCCESS);
+    assert_success!(f.post(1, 0, 0x40));
     let Fixture {
         a,
         b,
@@ -610,8 +602,8 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     );
     // The attached QP still consumes the SRQ's receive.
     let c = &conns[0];
-    assert_eq!(c.a_qp.send(2, &[src.sge(0, 0x40)], 0), STATUS_SUCCESS);
-    assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    assert_success!(c.a_qp.send(2, &[src.sge(0, 0x40)], 0));
+    assert_success!(c.a_cq.wait_results(1)[0].status);
     let got = c.b_rcq.wait_results(1);
     assert_eq!(
         (got[0].request_context as usize, got[0].status),

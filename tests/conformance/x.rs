@@ -26,10 +26,9 @@ fn sorted(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
 /// Write from A to a token B never issued. Returns A's failed completion.
 fn abort(pair: &Pair, a_mem: &Mem, b_mem: &Mem) -> NdkResult {
     let bad_token = b_mem.token() ^ 0x00FF_FF00;
-    assert_eq!(
+    assert_success!(
         pair.a_qp
-            .write(0xBAD, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0),
-        STATUS_SUCCESS
+            .write(0xBAD, &[a_mem.sge(0, 64)], b_mem.remote(0), bad_token, 0)
     );
     let failed = pair.a_cq.wait_results(1);
     assert_eq!(failed[0].request_context as usize, 0xBAD);
@@ -50,15 +49,15 @@ fn x1_disconnect_pends_until_the_peer_disconnects() {
     let pair = Pair::new();
     let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING, "Disconnect pends");
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS, "B is told (X2)");
+    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
     assert_eq!(
         settled_count(&xs),
         0,
         "no completion before the peer's graceful disconnect arrived"
     );
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
-    assert_eq!(xs.wait(), STATUS_SUCCESS, "completes once B disconnected");
+    assert_success!(ys.outcome(y));
+    assert_success!(xs.wait(), "completes once B disconnected");
     assert_eq!(settled_count(&xs), 1);
     close_pair(pair);
 }
@@ -71,10 +70,10 @@ fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
     let pair = Pair::new();
     let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     assert_eq!(settled_count(&xs), 0, "B has not answered yet");
     finish_close(close_connector_async(&pair.b_conn));
-    assert_eq!(xs.wait(), STATUS_SUCCESS, "B's close answered");
+    assert_success!(xs.wait(), "B's close answered");
     close_pair_except(pair, Closed::B_CONN);
 }
 
@@ -92,22 +91,17 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
     let b_mem = Mem::all(&pair.b_pd, 4096, 2);
     let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let bad_token = a_mem.token() ^ 0x00FF_FF00;
-    assert_eq!(
+    assert_success!(
         pair.b_qp
-            .write(0xBAD, &[b_mem.sge(0, 64)], a_mem.remote(0), bad_token, 0),
-        STATUS_SUCCESS
+            .write(0xBAD, &[b_mem.sge(0, 64)], a_mem.remote(0), bad_token, 0)
     );
     let failed = pair.b_cq.wait_results(1);
     assert_ne!(failed[0].status, STATUS_SUCCESS, "the Write failed");
     assert_eq!(xs.wait(), STATUS_CONNECTION_ABORTED);
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(
-        ys.outcome(y),
-        STATUS_SUCCESS,
-        "A's graceful disconnect had arrived"
-    );
+    assert_success!(ys.outcome(y), "A's graceful disconnect had arrived");
     assert_eq!(settled_count(&pair.b_disconnects), 1);
     assert_eq!(pair.a_disconnects.count(), 0, "A had disconnected itself");
     assert!(a_mem.bytes().iter().all(|&x| x == 0));
@@ -126,7 +120,7 @@ fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
     let pair = Pair::new();
     let (x, xs) = pair.a_conn.disconnect();
     assert_eq!(x, STATUS_PENDING);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
         xs.all(),
@@ -134,7 +128,7 @@ fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
         "completed before the close (L21)"
     );
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&pair.b_disconnects), 1);
     assert_eq!(xs.count(), 1);
     close_pair_except(pair, Closed::A_CONN);
@@ -147,10 +141,10 @@ fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
 fn x1_disconnect_after_the_peer_disconnected_completes_with_success() {
     let pair = Pair::new();
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS, "A is told (X2)");
+    assert_success!(pair.a_disconnects.wait(), "A is told (X2)");
     let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&xs), usize::from(x == STATUS_PENDING));
     assert_eq!(ys.count(), usize::from(y == STATUS_PENDING));
     close_pair(pair);
@@ -198,7 +192,7 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
         }
         let (x, xs) = pair.a_conn.disconnect();
         let (y, ys) = pair.b_conn.disconnect();
-        assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+        assert_success!(xs.outcome(x));
         let snapshot = target.bytes().to_vec();
         let posted = poster.join().unwrap();
         std::thread::sleep(SETTLE);
@@ -206,7 +200,7 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
             target.bytes() == &snapshot[..],
             "the target changed after A's Disconnect completed: DMA was still running"
         );
-        assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+        assert_success!(ys.outcome(y));
         posted
     });
     assert!(posted > 0);
@@ -235,8 +229,8 @@ fn x1_disconnect_of_an_aborted_connection_fails_connection_aborted() {
     let a_mem = Mem::all(&pair.a_pd, 4096, 1);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
-    assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.a_disconnects.wait());
+    assert_success!(pair.b_disconnects.wait());
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(xs.outcome(x), STATUS_CONNECTION_ABORTED);
@@ -256,10 +250,10 @@ fn x1_disconnect_of_an_aborted_connection_fails_connection_aborted() {
 fn x2_peer_disconnect_is_indicated_unless_the_consumer_disconnected_first() {
     let pair = Pair::new();
     let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS, "indicated to B");
+    assert_success!(pair.b_disconnects.wait(), "indicated to B");
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_eq!(
         settled_count(&pair.a_disconnects),
         0,
@@ -277,8 +271,8 @@ fn x2_abort_is_indicated_to_both_consumers() {
     let a_mem = Mem::all(&pair.a_pd, 4096, 1);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
-    assert_eq!(pair.a_disconnects.wait(), STATUS_SUCCESS, "indicated to A");
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS, "indicated to B");
+    assert_success!(pair.a_disconnects.wait(), "indicated to A");
+    assert_success!(pair.b_disconnects.wait(), "indicated to B");
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
     let _ = (xs.outcome(x), ys.outcome(y));
@@ -296,14 +290,10 @@ fn x2_abort_is_indicated_to_both_consumers() {
 fn x2_peer_close_is_indicated() {
     let pair = Pair::new();
     let closed = close_connector_async(&pair.a_conn);
-    assert_eq!(
-        pair.b_disconnects.wait(),
-        STATUS_SUCCESS,
-        "the close is indicated to B"
-    );
+    assert_success!(pair.b_disconnects.wait(), "the close is indicated to B");
     finish_close(closed);
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&pair.b_disconnects), 1);
     close_pair_except(pair, Closed::A_CONN);
 }
@@ -333,11 +323,7 @@ fn x3_simultaneous_disconnects_complete_once_each() {
                 *status == STATUS_PENDING || *status == STATUS_SUCCESS,
                 "round {round}: {side} returned {status:#x}"
             );
-            assert_eq!(
-                signal.outcome(*status),
-                STATUS_SUCCESS,
-                "round {round}: {side}"
-            );
+            assert_success!(signal.outcome(*status), "round {round}: {side}");
         }
         std::thread::sleep(SETTLE / 5);
         for (side, (status, signal)) in [("A", &a_done), ("B", &b_done)] {
@@ -393,13 +379,13 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
         ctx,
     );
     let (accept, accepted) = accept_with(&passive, &b_qp, (16, 16), b"", event);
-    assert_eq!(connecting.outcome(status), STATUS_SUCCESS);
+    assert_success!(connecting.outcome(status));
     let a_disconnects = Signal::new();
-    assert_eq!(active.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(accepted.outcome(accept), STATUS_SUCCESS);
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(accepted.outcome(accept));
 
     let (x, xs) = active.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
     let deadline = std::time::Instant::now() + WAIT;
     let (y, ys) = loop {
         if let Some(started) = replier.disconnect.lock().unwrap().take() {
@@ -409,14 +395,14 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
         std::thread::yield_now();
     };
     assert!(y == STATUS_PENDING || y == STATUS_SUCCESS, "{y:#x}");
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
     std::thread::sleep(SETTLE);
     assert_eq!(ys.count(), usize::from(y == STATUS_PENDING));
     assert_eq!(xs.count(), usize::from(x == STATUS_PENDING));
     assert_eq!(replier.indications.load(Ordering::SeqCst), 1);
     assert_eq!(a_disconnects.count(), 0);
-    assert_eq!(active.close(), STATUS_SUCCESS);
-    assert_eq!(passive.close(), STATUS_SUCCESS);
+    assert_success!(active.close());
+    assert_success!(passive.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -445,7 +431,7 @@ fn x3_close_racing_the_peer_disconnect_is_harmless() {
         // once, and never after the close completed (L22).
         let indicated = pair.a_disconnects.count();
         assert!(indicated <= 1, "round {round}");
-        assert_eq!(ys.outcome(y), STATUS_SUCCESS, "round {round}");
+        assert_success!(ys.outcome(y), "round {round}");
         std::thread::sleep(SETTLE / 5);
         assert_eq!(
             ys.count(),
@@ -476,19 +462,16 @@ fn x4_indication_neither_loses_nor_duplicates_completions() {
     let mut a_mem = Mem::all(&pair.a_pd, 4096, 0);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     for i in 0..4 {
-        assert_eq!(
-            pair.b_qp.receive(0x40 + i, &[b_mem.sge(i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.b_qp.receive(0x40 + i, &[b_mem.sge(i * 64, 64)]));
     }
     a_mem.buffer.bytes_mut()[..4].copy_from_slice(b"last");
-    assert_eq!(pair.a_qp.send(0x50, &[a_mem.sge(0, 4)], 0), STATUS_SUCCESS);
-    assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS, "sent");
+    assert_success!(pair.a_qp.send(0x50, &[a_mem.sge(0, 4)], 0));
+    assert_success!(pair.a_cq.wait_results(1)[0].status, "sent");
     let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     let results = pair.b_cq.wait_results(4);
     assert_eq!(
         sorted(&results),
@@ -538,8 +521,8 @@ fn x5_posts_after_disconnect_fail_connection_invalid() {
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_posts_refused(&pair.a_qp, &pair.a_cq, &a_mem, &b_mem, "A");
     assert_posts_refused(&pair.b_qp, &pair.b_cq, &b_mem, &a_mem, "B");
     a_mem.close();
@@ -557,8 +540,8 @@ fn x5_disconnected_connector_and_qp_cannot_be_reused() {
     let pair = Pair::new();
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     let (_, listen_addr, _) = pair.listener.local_address();
     let (_, a_addr, _) = pair.a_conn.local_address();
     let a_addr = a_addr.with_port(0);
@@ -603,10 +586,10 @@ fn x5_disconnected_connector_and_qp_cannot_be_reused() {
     assert_eq!(settled_count(&accepted), 0);
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&fresh_b, 16, 16, b"", &b_disconnects);
-    assert_eq!(connecting.outcome(c_status), STATUS_SUCCESS);
+    assert_success!(connecting.outcome(c_status));
     let a_disconnects = Signal::new();
-    assert_eq!(connector.complete_connect(&a_disconnects), STATUS_SUCCESS);
-    assert_eq!(accepted.1.outcome(accepted.0), STATUS_SUCCESS);
+    assert_success!(connector.complete_connect(&a_disconnects));
+    assert_success!(accepted.1.outcome(accepted.0));
     Conn {
         active: connector,
         passive,
@@ -627,13 +610,13 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 0);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
-    assert_eq!(pair.a_qp.receive(0xA1, &[a_mem.sge(0, 64)]), STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.receive(0xB1, &[b_mem.sge(0, 64)]), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.receive(0xA1, &[a_mem.sge(0, 64)]));
+    assert_success!(pair.b_qp.receive(0xB1, &[b_mem.sge(0, 64)]));
     let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS);
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x));
+    assert_success!(ys.outcome(y));
     assert_eq!(
         sorted(&pair.a_cq.wait_results(1)),
         [(0xA1, STATUS_CANCELLED)]
@@ -674,7 +657,7 @@ fn x6_after_a_failed_disconnect_the_connection_is_fully_closed() {
     let a_mem = Mem::all(&pair.a_pd, 4096, 1);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     abort(&pair, &a_mem, &b_mem);
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let (x, xs) = pair.a_conn.disconnect();
     let (y, ys) = pair.b_conn.disconnect();
     assert_eq!(xs.outcome(x), STATUS_CONNECTION_ABORTED);
@@ -696,25 +679,19 @@ fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 7);
     for i in 0..3 {
-        assert_eq!(
-            pair.a_qp.receive(0x70 + i, &[a_mem.sge(1024 + i * 64, 64)]),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.receive(0x70 + i, &[a_mem.sge(1024 + i * 64, 64)]));
     }
     // B posts no receive: the Sends wait.
     for i in 0..3 {
-        assert_eq!(
-            pair.a_qp.send(0x80 + i, &[a_mem.sge(i * 64, 64)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.send(0x80 + i, &[a_mem.sge(i * 64, 64)], 0));
     }
     std::thread::sleep(SETTLE);
     assert!(pair.a_cq.poll(8).is_empty(), "the Sends wait for receives");
     let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_SUCCESS, "the Disconnect completes");
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(xs.outcome(x), "the Disconnect completes");
+    assert_success!(ys.outcome(y));
     let expected: Vec<(usize, NtStatus)> = (0..3)
         .map(|i| (0x70 + i, STATUS_CANCELLED))
         .chain((0..3).map(|i| (0x80 + i, STATUS_CANCELLED)))
@@ -734,15 +711,9 @@ fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
 fn x7_close_with_outstanding_requests_flushes_them_and_completes() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 7);
-    assert_eq!(
-        pair.a_qp.receive(0x70, &[a_mem.sge(1024, 64)]),
-        STATUS_SUCCESS
-    );
+    assert_success!(pair.a_qp.receive(0x70, &[a_mem.sge(1024, 64)]));
     for i in 0..2 {
-        assert_eq!(
-            pair.a_qp.send(0x80 + i, &[a_mem.sge(i * 64, 64)], 0),
-            STATUS_SUCCESS
-        );
+        assert_success!(pair.a_qp.send(0x80 + i, &[a_mem.sge(i * 64, 64)], 0));
     }
     finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
@@ -753,9 +724,9 @@ fn x7_close_with_outstanding_requests_flushes_them_and_completes() {
             (0x81, STATUS_CANCELLED)
         ]
     );
-    assert_eq!(pair.b_disconnects.wait(), STATUS_SUCCESS);
+    assert_success!(pair.b_disconnects.wait());
     let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(ys.outcome(y), STATUS_SUCCESS);
+    assert_success!(ys.outcome(y));
     a_mem.close();
     close_pair_except(pair, Closed::A_CONN);
 }

@@ -243,7 +243,7 @@ impl Pair {
         // X1: A's disconnect completes once B's arrives, so start both.
         let (a_status, a_signal) = self.a_conn.disconnect();
         let (b_status, b_signal) = self.b_conn.disconnect();
-        assert_eq!(a_signal.outcome(a_status), STATUS_SUCCESS, "Disconnect A");
+        assert_success!(a_signal.outcome(a_status), "Disconnect A");
         let _ = b_signal.outcome(b_status);
         self.a_conn.close();
         self.b_conn.close();
@@ -272,9 +272,9 @@ fn close_srqs(a: Option<Srq>, b: Option<Srq>) {
 pub fn listen_on(adapter: &Adapter, addr: Addr) -> (Listener, Arc<Incoming>, Addr) {
     let incoming = Incoming::new();
     let listener = adapter.listener(&incoming);
-    assert_eq!(listener.listen(addr), STATUS_SUCCESS, "Listen");
+    assert_success!(listener.listen(addr), "Listen");
     let (status, local, _) = listener.local_address();
-    assert_eq!(status, STATUS_SUCCESS, "GetListenerLocalAddress");
+    assert_success!(status, "GetListenerLocalAddress");
     (listener, incoming, local)
 }
 
@@ -661,22 +661,10 @@ impl Conn {
             accept == STATUS_PENDING || accept == STATUS_SUCCESS,
             "Accept returned {accept:#x}"
         );
-        assert_eq!(
-            connected.outcome(status),
-            STATUS_SUCCESS,
-            "Connect completion"
-        );
+        assert_success!(connected.outcome(status), "Connect completion");
         let a_disconnects = Signal::new();
-        assert_eq!(
-            active.complete_connect(&a_disconnects),
-            STATUS_SUCCESS,
-            "CompleteConnect"
-        );
-        assert_eq!(
-            accepted.outcome(accept),
-            STATUS_SUCCESS,
-            "Accept completion"
-        );
+        assert_success!(active.complete_connect(&a_disconnects), "CompleteConnect");
+        assert_success!(accepted.outcome(accept), "Accept completion");
         Self {
             active,
             passive,
@@ -955,7 +943,7 @@ pub fn close_stage<const N: usize>(listener: Listener, qps: [Qp; N], (a, b): (En
     for qp in qps {
         qp.close();
     }
-    assert_eq!(listener.close(), STATUS_SUCCESS);
+    assert_success!(listener.close());
     a.close();
     b.close();
 }

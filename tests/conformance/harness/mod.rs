@@ -25,6 +25,18 @@ use std::time::Duration;
 use softndk::abi::*;
 use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 
+/// Asserts that a call, or the outcome of a request, is `STATUS_SUCCESS`
+/// (with an optional message, as `assert_eq!`).
+macro_rules! assert_success {
+    ($status:expr $(,)?) => {
+        assert_eq!($status, STATUS_SUCCESS)
+    };
+    ($status:expr, $($message:tt)+) => {
+        assert_eq!($status, STATUS_SUCCESS, $($message)+)
+    };
+}
+pub(crate) use assert_success;
+
 pub mod callbacks;
 pub mod connections;
 pub mod objects;

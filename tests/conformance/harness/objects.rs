@@ -261,7 +261,7 @@ impl Adapter {
         let mut adapter = std::ptr::null_mut();
         // SAFETY: a valid SOCKADDR and out-pointer.
         let status = unsafe { SoftNdkOpenAdapter(addr.as_ptr(), &raw mut adapter) };
-        assert_eq!(status, STATUS_SUCCESS, "SoftNdkOpenAdapter({addr:?})");
+        assert_success!(status, "SoftNdkOpenAdapter({addr:?})");
         assert!(!adapter.is_null());
         Self(adapter)
     }
@@ -281,7 +281,7 @@ impl Adapter {
         // SAFETY: a buffer of `size` bytes.
         let status =
             unsafe { (self.d().ndk_query_adapter_info)(self.0, info.as_mut_ptr(), &raw mut size) };
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
         // SAFETY: filled by the successful call.
         unsafe { info.assume_init() }
     }
@@ -317,7 +317,7 @@ impl Adapter {
         // SAFETY: valid arguments.
         let status =
             unsafe { (self.d().ndk_create_pd)(self.0, None, std::ptr::null_mut(), &raw mut pd) };
-        assert_eq!(status, STATUS_SUCCESS, "CreatePd");
+        assert_success!(status, "CreatePd");
         Pd(pd)
     }
 
@@ -327,7 +327,7 @@ impl Adapter {
         let status = unsafe {
             (self.d().ndk_create_connector)(self.0, None, std::ptr::null_mut(), &raw mut c)
         };
-        assert_eq!(status, STATUS_SUCCESS, "CreateConnector");
+        assert_success!(status, "CreateConnector");
         Connector(c)
     }
 
@@ -344,7 +344,7 @@ impl Adapter {
                 &raw mut l,
             )
         };
-        assert_eq!(status, STATUS_SUCCESS, "CreateListener");
+        assert_success!(status, "CreateListener");
         Listener(l)
     }
 
@@ -397,7 +397,7 @@ impl Adapter {
     pub fn close(self) {
         // SAFETY: a live adapter, not used afterwards.
         let status = unsafe { SoftNdkCloseAdapter(self.0) };
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
     }
 }
 
@@ -531,7 +531,7 @@ impl Pd {
         // SAFETY: valid arguments.
         let status =
             unsafe { (self.d().ndk_create_mw)(self.0, None, std::ptr::null_mut(), &raw mut mw) };
-        assert_eq!(status, STATUS_SUCCESS, "CreateMw");
+        assert_success!(status, "CreateMw");
         Mw(mw)
     }
 
@@ -1121,11 +1121,7 @@ impl Region {
     /// `NDK_MR_FLAG_*` `flags`.
     pub fn of(pd: &Pd, mut buffer: Buffer, flags: u32) -> Self {
         let mr = pd.mr(false);
-        assert_eq!(
-            mr.register(&mut buffer, flags),
-            STATUS_SUCCESS,
-            "RegisterMr"
-        );
+        assert_success!(mr.register(&mut buffer, flags), "RegisterMr");
         Self { buffer, mr }
     }
 
@@ -1231,14 +1227,10 @@ impl Frmr {
     pub fn new(adapter: &Adapter, pd: &Pd, len: usize, fill: u8, pages: u32, remote: bool) -> Self {
         let mut buffer = Buffer::new(len, 0, fill);
         let (status, lam, fbo) = adapter.build_lam(&mut buffer);
-        assert_eq!(status, STATUS_SUCCESS, "BuildLam");
+        assert_success!(status, "BuildLam");
         let page_list = lam_pages(&lam);
         let mr = pd.mr(true);
-        assert_eq!(
-            mr.init_fast(pages, remote),
-            STATUS_SUCCESS,
-            "InitializeFastRegisterMr"
-        );
+        assert_success!(mr.init_fast(pages, remote), "InitializeFastRegisterMr");
         Self {
             mr,
             buffer,
@@ -1480,6 +1472,6 @@ pub fn post_one_of_each(
         (7, frmr.post(qp, 7, 0)),
         (8, qp.invalidate(8, frmr.mr.header(), 0)),
     ] {
-        assert_eq!(status, STATUS_SUCCESS, "post {context}");
+        assert_success!(status, "post {context}");
     }
 }

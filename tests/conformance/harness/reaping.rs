@@ -68,12 +68,12 @@ pub fn assert_empty(cq: &Cq) {
 
 /// A zero-length Receive.
 pub fn recv0(qp: &Qp, context: usize) {
-    assert_eq!(qp.receive(context, &[]), STATUS_SUCCESS, "Receive");
+    assert_success!(qp.receive(context, &[]), "Receive");
 }
 
 /// A zero-length Send with `flags`.
 pub fn send0(qp: &Qp, context: usize, flags: u32) {
-    assert_eq!(qp.send(context, &[], flags), STATUS_SUCCESS, "Send");
+    assert_success!(qp.send(context, &[], flags), "Send");
 }
 
 /// A source of completions without a connection: an unconnected QP that
@@ -139,16 +139,8 @@ pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
     let (peer_qp, peer_cq, peer_mem) = to;
     let len = payload.len();
     mem.buffer.bytes_mut()[..len].copy_from_slice(payload);
-    assert_eq!(
-        peer_qp.receive(0x5EC0, &[peer_mem.sge(0, len)]),
-        STATUS_SUCCESS,
-        "Receive"
-    );
-    assert_eq!(
-        qp.send(0x5E4D, &[mem.sge(0, len)], 0),
-        STATUS_SUCCESS,
-        "Send"
-    );
+    assert_success!(peer_qp.receive(0x5EC0, &[peer_mem.sge(0, len)]), "Receive");
+    assert_success!(qp.send(0x5E4D, &[mem.sge(0, len)], 0), "Send");
     let mut done: Vec<(usize, NtStatus)> = if std::ptr::eq(cq.0, peer_cq.0) {
         cq.wait_results(2)
     } else {
