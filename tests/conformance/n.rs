@@ -226,10 +226,8 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
 /// is STATUS_SUCCESS.
 #[test]
 fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
-    let (addr, _) = fresh_addresses();
-    let (v6_addr, _) = fresh_v6();
-    for addr in [addr, v6_addr] {
-        let end = End::open(addr);
+    for end in End::one_per_family() {
+        let addr = end.addr;
         let incoming = Incoming::new();
         let first = end.adapter.listener(&incoming);
         let second = end.adapter.listener(&incoming);
@@ -634,10 +632,8 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
 /// (IPv4 and IPv6); the address and port are then in use.
 #[test]
 fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
-    let (addr, _) = fresh_addresses();
-    let (v6_addr, _) = fresh_v6();
-    for addr in [addr, v6_addr] {
-        let end = End::open(addr);
+    for end in End::one_per_family() {
+        let addr = end.addr;
         let ephemeral = end
             .adapter
             .try_shared_endpoint(addr.with_port(0))

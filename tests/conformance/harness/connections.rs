@@ -396,6 +396,11 @@ impl End {
         Fixture::new().ends()
     }
 
+    /// One side on a fresh IPv4 address, one on a fresh IPv6 address.
+    pub fn one_per_family() -> [Self; 2] {
+        [Family::V4, Family::V6].map(|family| Self::open(Transport::default().addresses(family).0))
+    }
+
     /// A QP (depth 64, 4 SGEs, 256 inline bytes) on the side's CQ.
     pub fn qp(&self, context: usize) -> Qp {
         self.pd.qp(&self.cq, &self.cq, context)
