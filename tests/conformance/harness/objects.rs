@@ -113,6 +113,10 @@ pub struct Buffer {
 
 /// A host-mode MDL describing `len` bytes from `first` (its virtual address
 /// is where the bytes are).
+#[allow(
+    clippy::unnecessary_box_returns,
+    reason = "MDLs are linked by address, so they live in boxes"
+)]
 pub fn mdl_at(first: *mut u8, len: usize) -> Box<Mdl> {
     let offset = first as usize % PAGE;
     Box::new(Mdl {
