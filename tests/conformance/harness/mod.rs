@@ -29,10 +29,10 @@ use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 /// (with an optional message, as `assert_eq!`).
 macro_rules! assert_success {
     ($status:expr $(,)?) => {
-        assert_eq!($status, STATUS_SUCCESS)
+        assert_eq!($status, ::softndk::abi::STATUS_SUCCESS)
     };
     ($status:expr, $($message:tt)+) => {
-        assert_eq!($status, STATUS_SUCCESS, $($message)+)
+        assert_eq!($status, ::softndk::abi::STATUS_SUCCESS, $($message)+)
     };
 }
 pub(crate) use assert_success;
