@@ -106,8 +106,9 @@ pub struct MibUnicastIpAddressTable {
     pub table: [MibUnicastIpAddressRow; 1],
 }
 
-/// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): the row carries
-/// the key fields only, and is null for `MibInitialNotification`.
+/// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): the row is only
+/// relied on for its key fields (the other fields need not be filled in),
+/// and is null for `MibInitialNotification`.
 pub type UnicastIpAddressChangeCallback = unsafe extern "system" fn(
     caller_context: *mut c_void,
     row: *mut MibUnicastIpAddressRow,

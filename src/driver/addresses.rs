@@ -10,7 +10,8 @@
 //! `GetUnicastIpAddressTable(AF_UNSPEC)` and hand its rows to
 //! [`AddressTracker::load`]. Each notification goes to
 //! [`AddressTracker::notify`], whose `query` is `GetUnicastIpAddressEntry`:
-//! a notification's row carries only the key (address and interface), so the
+//! only a notification's key (address and interface) is relied on — its
+//! other fields, `DadState` among them, need not be filled in — so the
 //! tracker reads the current row again before it decides. At halt:
 //! `CancelMibChangeNotify2` (which returns once no callback runs), then
 //! [`AddressTracker::close`].

@@ -526,7 +526,7 @@ unsafe fn stop_tracking(ctx: &Context) {
 }
 
 /// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): one address of
-/// some interface changed; the row carries its key only.
+/// some interface changed; only the row's key is relied on.
 unsafe extern "system" fn address_changed(
     caller_context: *mut c_void,
     row: *mut MibUnicastIpAddressRow,
