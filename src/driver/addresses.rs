@@ -172,7 +172,9 @@ impl AddressTracker {
         query: &mut dyn FnMut(&mut MibUnicastIpAddressRow) -> NtStatus,
     ) {
         let Some(row) = row else { return };
-        if row.interface_luid != self.luid {
+        // A key may name the interface by index only (LUID zero): the
+        // re-read row says whose it is.
+        if row.interface_luid != self.luid && row.interface_luid != NetLuid::default() {
             return;
         }
         let Some(ip) = row_ip(row) else { return };
@@ -187,6 +189,11 @@ impl AddressTracker {
                 ..MibUnicastIpAddressRow::default()
             };
             let status = query(&mut current);
+            if status >= 0 && current.interface_luid != self.luid {
+                // Another interface's address (named by index only).
+                self.finish(ticket);
+                return;
+            }
             status >= 0 && self.judge(&current) == Some((ip, true))
         };
         self.apply(&ticket, ip, present);

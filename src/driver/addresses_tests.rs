@@ -177,6 +177,24 @@ fn test_notifications_add_and_remove_ipv4_and_ipv6() {
         STATUS_SUCCESS
     });
     assert!(t.addresses().is_empty());
+    // A key naming the interface by index only: the re-read row decides.
+    let mut by_index = key(v6(2, 7));
+    by_index.interface_luid = NetLuid::default();
+    by_index.interface_index = 9;
+    t.notify(MIB_ADD_INSTANCE, Some(&by_index), &mut |r| {
+        *r = row(v6(2, 7), LUID, IP_DAD_STATE_PREFERRED);
+        STATUS_SUCCESS
+    });
+    assert!(t.addresses().contains(v6(2, 7)));
+    t.notify(MIB_ADD_INSTANCE, Some(&by_index), &mut |r| {
+        *r = row(v6(2, 6), OTHER, IP_DAD_STATE_PREFERRED);
+        STATUS_SUCCESS
+    });
+    assert!(!t.addresses().contains(v6(2, 6)));
+    t.notify(MIB_DELETE_INSTANCE, Some(&by_index), &mut |_| {
+        STATUS_SUCCESS
+    });
+    assert!(t.addresses().is_empty());
 }
 
 #[test]
