@@ -169,7 +169,11 @@ fn test_image_binds_to_no_framework() {
 
 /// The files that declare imports by hand: the raw kernel backend and the
 /// driver's `ndis.sys` block.
-const DECLARING_FILES: [&str; 2] = ["src/kernel/raw.rs", "src/driver/ndis_sys.rs"];
+const DECLARING_FILES: [&str; 3] = [
+    "src/kernel/raw.rs",
+    "src/driver/ndis_sys.rs",
+    "src/driver/netio_sys.rs",
+];
 
 /// The routines declared in `DECLARING_FILES`: the only ones the image may
 /// import. A declaration is a line `fn Name(` inside an extern block, with or
@@ -241,9 +245,10 @@ fn test_image_has_no_tls_or_crt_initialisers() {
 /// `ExAllocatePoolWithTag` as the fallback — spin lock, the DPCs of the RNIC's
 /// deferred work and their flush on unload, the
 /// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
-/// path, the debug log, bug check on panic) plus the C runtime routine `core`
-/// always needs.
-const REQUIRED_IMPORTS: [(&str, &str); 27] = [
+/// path, the debug log, bug check on panic), the `netio.sys` routines that
+/// learn the interface's IP addresses (`driver::addresses`), plus the C
+/// runtime routine `core` always needs.
+const REQUIRED_IMPORTS: [(&str, &str); 32] = [
     ("ndis.sys", "NdisMRegisterMiniportDriver"),
     ("ndis.sys", "NdisMDeregisterMiniportDriver"),
     ("ndis.sys", "NdisSetOptionalHandlers"),
@@ -258,6 +263,11 @@ const REQUIRED_IMPORTS: [(&str, &str); 27] = [
     ("ndis.sys", "NdisReadNetworkAddress"),
     ("ndis.sys", "NdisCloseConfiguration"),
     ("ndis.sys", "NdisWriteEventLogEntry"),
+    ("netio.sys", "GetUnicastIpAddressTable"),
+    ("netio.sys", "FreeMibTable"),
+    ("netio.sys", "GetUnicastIpAddressEntry"),
+    ("netio.sys", "NotifyUnicastIpAddressChange"),
+    ("netio.sys", "CancelMibChangeNotify2"),
     ("ntoskrnl.exe", "ExAllocatePoolWithTag"),
     ("ntoskrnl.exe", "ExFreePoolWithTag"),
     ("ntoskrnl.exe", "MmGetSystemRoutineAddress"),
@@ -515,13 +525,16 @@ const WIN10_VB: u32 = 19041;
 
 const NT: &str = "ntoskrnl.exe";
 const NDIS: &str = "ndis.sys";
+const NETIO: &str = "netio.sys";
 
 /// The Windows build each routine the image may import first appeared in,
 /// from the `NTDDI_VERSION` guard around its declaration (WDK 10.0.16299
 /// `km/wdm.h` and `km/ndis.h`; `ExAllocatePool2` from WDK 10.0.19041
 /// `wdm.h`). ndis.h guards the NDIS 6 routines with `NDIS_SUPPORT_NDIS6`
-/// (NDIS 6.0, Windows Vista).
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 34] = [
+/// (NDIS 6.0, Windows Vista). `shared/netioapi.h` declares the IP Helper
+/// routines without a version guard; they are the kernel-mode IP Helper API
+/// of `netio.sys`, which first shipped with Windows Vista.
+const MINIMUM_BUILDS: [(&str, &str, u32, &str); 39] = [
     (NT, "ExAllocatePoolWithTag", WIN2K, "NTDDI_WIN2K"),
     (NT, "ExFreePoolWithTag", WIN2K, "NTDDI_WIN2K"),
     (NT, "MmGetSystemRoutineAddress", WIN2K, "NTDDI_WIN2K"),
@@ -577,6 +590,31 @@ const MINIMUM_BUILDS: [(&str, &str, u32, &str); 34] = [
     (NDIS, "NdisReadNetworkAddress", FIRST_X64, "no guard"),
     (NDIS, "NdisCloseConfiguration", FIRST_X64, "no guard"),
     (NDIS, "NdisWriteEventLogEntry", FIRST_X64, "no guard"),
+    (
+        NETIO,
+        "GetUnicastIpAddressTable",
+        VISTA,
+        "no guard (netio.sys)",
+    ),
+    (NETIO, "FreeMibTable", VISTA, "no guard (netio.sys)"),
+    (
+        NETIO,
+        "GetUnicastIpAddressEntry",
+        VISTA,
+        "no guard (netio.sys)",
+    ),
+    (
+        NETIO,
+        "NotifyUnicastIpAddressChange",
+        VISTA,
+        "no guard (netio.sys)",
+    ),
+    (
+        NETIO,
+        "CancelMibChangeNotify2",
+        VISTA,
+        "no guard (netio.sys)",
+    ),
 ];
 
 /// The NDIS miniport version the driver registers, and the first build whose

@@ -104,6 +104,7 @@ mod ndis;
 mod ndis_miniport;
 mod ndk;
 mod ndk_fn;
+mod netio;
 mod status;
 mod types;
 
@@ -112,5 +113,6 @@ pub use ndis::*;
 pub use ndis_miniport::*;
 pub use ndk::*;
 pub use ndk_fn::*;
+pub use netio::*;
 pub use status::*;
 pub use types::*;

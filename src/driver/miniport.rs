@@ -28,6 +28,7 @@
 use core::ffi::c_void;
 use core::ptr::{NonNull, null_mut};
 
+use crate::abi::{AF_UNSPEC, MibNotificationType, MibUnicastIpAddressRow, NetLuid};
 use crate::abi::{
     EVENT_NDIS_UNSUPPORTED_CONFIGURATION, NDIS_CONFIGURATION_OBJECT_REVISION_1,
     NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT, NDIS_OBJECT_TYPE_DEFAULT,
@@ -47,10 +48,12 @@ use crate::rnic::Limits;
 use crate::rnic::device::{Device, EngineMode};
 
 use super::adapter::{Adapter, FrameKind};
+use super::addresses::AddressTracker;
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
 use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
 use super::ndis_sys as ndis;
 use super::ndk::ProviderFactory;
+use super::netio_sys as netio;
 use super::oid::{self, SUPPORTED_OIDS};
 use super::state::NdkEvent;
 use crate::kernel::mem::try_box;
@@ -98,6 +101,11 @@ struct Context {
     work_item: NdisHandle,
     /// Structures NDIS keeps pointers to.
     blocks: NdisBlocks,
+    /// The interface's IP addresses, on the emulated NIC
+    /// (`driver::addresses`); the context of the address notification.
+    addresses: AddressTracker,
+    /// The `NotifyUnicastIpAddressChange` handle (null: not registered).
+    notification: AtomicPtr<c_void>,
 }
 
 /// Borrows the context behind an adapter context handle.
@@ -357,8 +365,9 @@ unsafe extern "system" fn initialize(
     init_parameters: *mut NdisMiniportInitParameters,
 ) -> NdisStatus {
     // SAFETY: NDIS passes valid parameters or (never, but handled) null.
-    let luid_index = unsafe { init_parameters.as_ref() }
-        .map_or(0, |parameters| parameters.net_luid.net_luid_index());
+    let luid = unsafe { init_parameters.as_ref() }
+        .map_or(NetLuid::default(), |parameters| parameters.net_luid);
+    let luid_index = luid.net_luid_index();
     let mut mac = [0_u8; 16];
     // SAFETY: the miniport handle of this call.
     let (network_direct, jumbo_packet, roce_frame_size, mac_len) =
@@ -377,6 +386,9 @@ unsafe extern "system" fn initialize(
         Ok(provider) => provider,
         Err(status) => return status,
     };
+    let Ok(addresses) = AddressTracker::new(luid, &device) else {
+        return NDIS_STATUS_RESOURCES;
+    };
     let info = provider.adapter_info();
     let missing = provider.missing_counters();
     // SAFETY: IRQL <= DISPATCH_LEVEL; the miniport handle is valid.
@@ -390,6 +402,8 @@ unsafe extern "system" fn initialize(
         miniport_handle,
         work_item,
         blocks: NdisBlocks::empty(),
+        addresses,
+        notification: AtomicPtr::new(null_mut()),
     }) else {
         // SAFETY: allocated above, never queued.
         unsafe { ndis::NdisFreeIoWorkItem(work_item) };
@@ -415,6 +429,12 @@ unsafe extern "system" fn initialize(
         return status;
     }
     log_roce_frame_size(ctx.adapter.config());
+    // SAFETY: the context from `Box::into_raw` above; from here on it is
+    // only shared: the notification callback may run on another thread.
+    let ctx = unsafe { &*context };
+    // SAFETY: PASSIVE_LEVEL; the context lives until halt, which cancels the
+    // registration before it frees the context.
+    unsafe { start_tracking(ctx) };
     klog!(
         Level::Info,
         "adapter initialised: NDK {}, MAC {:02x?}{}",
@@ -431,6 +451,98 @@ unsafe extern "system" fn initialize(
         }
     );
     NDIS_STATUS_SUCCESS
+}
+
+/// Starts learning the interface's addresses (PASSIVE_LEVEL, end of
+/// initialize): registers for changes first, then reads the table, so that
+/// nothing falls between the two (`driver::addresses` orders the overlap).
+/// On failure the interface has no address: `Listen`, `Connect` and
+/// `CreateSharedEndpoint` fail with `STATUS_INVALID_ADDRESS`.
+///
+/// # Safety
+/// PASSIVE_LEVEL; `ctx` lives until `stop_tracking` has returned.
+unsafe fn start_tracking(ctx: &Context) {
+    let mut handle = null_mut();
+    let tracker = core::ptr::from_ref(&ctx.addresses).cast_mut().cast();
+    // SAFETY: PASSIVE_LEVEL; the tracker outlives the registration (halt
+    // cancels it first); the out-pointer is ours.
+    let status = unsafe {
+        netio::NotifyUnicastIpAddressChange(AF_UNSPEC, address_changed, tracker, 0, &raw mut handle)
+    };
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "NotifyUnicastIpAddressChange failed: {:#x}",
+            status
+        );
+        return;
+    }
+    ctx.notification.store(handle, Ordering::Release);
+    let Some(ticket) = ctx.addresses.begin() else {
+        return;
+    };
+    let mut table = null_mut();
+    // SAFETY: PASSIVE_LEVEL; the out-pointer is ours.
+    let status = unsafe { netio::GetUnicastIpAddressTable(AF_UNSPEC, &raw mut table) };
+    // SAFETY: null, or on success the table the call allocated.
+    let rows: &[MibUnicastIpAddressRow] = match unsafe { table.as_ref() } {
+        // SAFETY: a table of `NumEntries` rows from its `Table` field, valid
+        // until `FreeMibTable`.
+        Some(t) if status >= 0 => unsafe {
+            core::slice::from_raw_parts(t.table.as_ptr(), t.num_entries as usize)
+        },
+        _ => &[],
+    };
+    if status < 0 {
+        klog!(
+            Level::Error,
+            "GetUnicastIpAddressTable failed: {:#x}",
+            status
+        );
+    }
+    ctx.addresses.load(ticket, rows);
+    if !table.is_null() {
+        // SAFETY: the table the call above allocated, no longer used.
+        unsafe { netio::FreeMibTable(table.cast()) };
+    }
+}
+
+/// Stops learning addresses (PASSIVE_LEVEL, halt): cancels the
+/// notification, which returns once no callback runs, then takes every
+/// address off the device.
+///
+/// # Safety
+/// PASSIVE_LEVEL, not from the notification callback.
+unsafe fn stop_tracking(ctx: &Context) {
+    let handle = ctx.notification.swap(null_mut(), Ordering::AcqRel);
+    if !handle.is_null() {
+        // SAFETY: the registration's handle, cancelled once (swapped out).
+        let status = unsafe { netio::CancelMibChangeNotify2(handle) };
+        if status < 0 {
+            klog!(Level::Error, "CancelMibChangeNotify2 failed: {:#x}", status);
+        }
+    }
+    ctx.addresses.close();
+}
+
+/// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): one address of
+/// some interface changed; only the row's key is relied on.
+unsafe extern "system" fn address_changed(
+    caller_context: *mut c_void,
+    row: *mut MibUnicastIpAddressRow,
+    notification_type: MibNotificationType,
+) {
+    // SAFETY: the tracker of a live context: halt cancels the registration,
+    // which waits for running callbacks, before it frees the context.
+    let Some(tracker) = (unsafe { caller_context.cast::<AddressTracker>().as_ref() }) else {
+        return;
+    };
+    // SAFETY: the stack's row, valid for the call, or null.
+    let row = unsafe { row.as_ref() };
+    tracker.notify(notification_type, row, &mut |current| {
+        // SAFETY: PASSIVE_LEVEL; a row of ours with its key set.
+        unsafe { netio::GetUnicastIpAddressEntry(current) }
+    });
 }
 
 /// The three `NdisMSetMiniportAttributes` calls of initialisation.
@@ -515,6 +627,8 @@ unsafe extern "system" fn halt(adapter_context: NdisHandle, _action: NdisHaltAct
     let Some(ctx) = (unsafe { context(adapter_context) }) else {
         return;
     };
+    // SAFETY: PASSIVE_LEVEL, not from the callback.
+    unsafe { stop_tracking(ctx) };
     if !ctx.adapter.begin_halt() {
         while !ctx.adapter.ndk().worker_idle() {
             // PASSIVE_LEVEL in MiniportHaltEx: wait 1 ms at a time.

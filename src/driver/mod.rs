@@ -10,18 +10,21 @@
 //! |---|---|---|
 //! | [`ndk`] | the [`NdkProvider`](ndk::NdkProvider) boundary, version negotiation (A1–A3) | everywhere |
 //! | [`state`] | NDK enable / disable, open counting, the announcing work item (A5, A13–A15) | everywhere |
+//! | [`addresses`] | the interface's IP addresses on the device: initial table, change notifications, DAD filter | everywhere |
 //! | [`adapter`] | one miniport adapter: open / close handler bodies (A4–A6), pause, send accounting | everywhere |
 //! | [`oid`] | OID requests: parsing, answers, NDK structure serialisation (A9, A13, A16–A21) | everywhere |
 //! | [`attributes`] | characteristics and attributes handed to NDIS (A9–A12) | everywhere |
 //! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24) | everywhere |
 //! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
+//! | `netio_sys` | hand-declared `netio.sys` imports (`raw-dylib`) | Windows |
 //! | `miniport` | `DriverEntry` and every `extern "system"` handler | Windows |
 //!
 //! `docs/driver.md` describes the IRQL and ownership rules each handler
 //! follows, and which NDIS structure layouts are confirmed from symbols.
 
 pub mod adapter;
+pub mod addresses;
 pub mod attributes;
 pub mod config;
 pub mod ndk;
@@ -37,3 +40,5 @@ mod tests;
 pub mod miniport;
 #[cfg(target_os = "windows")]
 mod ndis_sys;
+#[cfg(target_os = "windows")]
+mod netio_sys;

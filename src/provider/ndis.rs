@@ -6,12 +6,14 @@
 //! miniport adapters can connect to each other.
 //!
 //! **Addresses.** The provider's connection layer names local endpoints by IP
-//! address. The interface's addresses belong to the TCP/IP stack; learning
-//! them (`NotifyUnicastIpAddressChange` on the miniport's `NET_LUID`) is not
-//! implemented yet, so an adapter opened through NDIS owns no address: its
-//! `Listen`, `Connect` and `CreateSharedEndpoint` fail with
-//! `STATUS_INVALID_ADDRESS` (N3), while every other object works. This is
-//! stated in `docs/driver.md` as an open item.
+//! address, and the interface's addresses belong to the TCP/IP stack. The
+//! driver learns them (`driver::addresses`, from `netio.sys`) and keeps an
+//! [`InterfaceAddresses`] per miniport adapter current: it registers them on
+//! the fabric as owned by the adapter's device, so every adapter opened on
+//! the device — before or after an address comes — listens, connects and
+//! shares endpoints on exactly the interface's current addresses (and on
+//! the wildcard), as host mode does on its one address. An address that
+//! leaves is handled as `rnic::cm::AddressSet::remove` documents.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -32,6 +34,69 @@ static FABRIC: SpinLock<Option<Arc<Fabric>>> = SpinLock::new(None);
 fn fabric() -> Arc<Fabric> {
     let mut slot = FABRIC.lock();
     Arc::clone(slot.get_or_insert_with(Fabric::new))
+}
+
+/// The current addresses of one miniport adapter's interface, registered on
+/// the driver's fabric as owned by its device (N1, N32). Each opening of
+/// the device sees them as they are at the time of each call.
+pub struct InterfaceAddresses {
+    set: SpinLock<AddressSet>,
+}
+
+impl InterfaceAddresses {
+    /// No addresses yet, for `device`.
+    ///
+    /// # Errors
+    /// `STATUS_INSUFFICIENT_RESOURCES`.
+    pub fn new(device: &Arc<Device>) -> Result<Self, NtStatus> {
+        let set = AddressSet::register(&fabric(), device, &[]).map_err(super::cm::status)?;
+        Ok(Self {
+            set: SpinLock::new(set),
+        })
+    }
+
+    /// The interface gained `ip`; returns whether it was new.
+    ///
+    /// # Errors
+    /// `STATUS_INVALID_ADDRESS` (a wildcard), `STATUS_SHARING_VIOLATION`
+    /// (another miniport adapter's interface owns it),
+    /// `STATUS_INSUFFICIENT_RESOURCES`.
+    pub fn add(&self, ip: IpAddr) -> Result<bool, NtStatus> {
+        self.set.lock().add(ip).map_err(super::cm::status)
+    }
+
+    /// The interface lost `ip`; returns whether it had it.
+    pub fn remove(&self, ip: IpAddr) -> bool {
+        self.set.lock().remove(ip)
+    }
+
+    /// Whether the interface has `ip`.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.set.lock().contains(ip)
+    }
+
+    /// How many addresses it has.
+    pub fn len(&self) -> usize {
+        self.set.lock().addresses().len()
+    }
+
+    /// Whether it has none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every address (halt).
+    pub fn clear(&self) {
+        let mut set = self.set.lock();
+        while let Some(&ip) = set.addresses().first() {
+            set.remove(ip);
+        }
+    }
+}
+
+/// The device that owns `ip` on the driver's fabric, if any.
+pub fn device_of(ip: IpAddr) -> Option<Arc<Device>> {
+    fabric().device_of(ip)
 }
 
 /// Entries reported per OID pass, on the stack.

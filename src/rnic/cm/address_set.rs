@@ -92,6 +92,71 @@ impl AddressSet {
         })
     }
 
+    /// Adds `ip` to the set after registration (an address the interface
+    /// gained): from now on the device owns it, for every opening of the
+    /// device (N1, N32). Returns whether it was new to this set.
+    ///
+    /// # Errors
+    /// [`CmError::InvalidAddress`] for a wildcard address,
+    /// [`CmError::AddressInUse`] for an address another device owns,
+    /// [`CmError::InvalidParameter`] for an empty, detached set,
+    /// [`CmError::Resources`].
+    pub fn add(&mut self, ip: IpAddr) -> Result<bool, CmError> {
+        if ip.is_unspecified() {
+            return Err(CmError::InvalidAddress);
+        }
+        let reg = self
+            .registration
+            .as_mut()
+            .ok_or(CmError::InvalidParameter)?;
+        if reg.addresses.contains(&ip) {
+            return Ok(false);
+        }
+        reg.addresses
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        reg.fabric
+            .state
+            .lock()
+            .add_address(node_of_device(&reg.device), ip)?;
+        reg.addresses.push(ip);
+        Ok(true)
+    }
+
+    /// Removes `ip` from the set (an address the interface lost); returns
+    /// whether the set held it. Once no set of the device holds it, the
+    /// device no longer owns it, and another device may take it.
+    ///
+    /// What stays and what changes, for the bindings of the device:
+    ///
+    /// * New `Listen`, `Connect` and shared endpoints on `ip` fail with
+    ///   [`CmError::InvalidAddress`] (N3), as do connections made through a
+    ///   shared endpoint bound to it.
+    /// * Listeners and shared endpoints already bound to `ip` stay bound
+    ///   (their port stays theirs, N7) but no request reaches them, since a
+    ///   connection request is routed to the device owning its destination
+    ///   (a request to `ip` fails as for any unowned address).
+    /// * Established connections through `ip` are left as they are: the
+    ///   emulated fabric does not route by address, so they carry on until
+    ///   their owners disconnect them.
+    /// * Wildcard listeners keep listening on the device's other addresses.
+    /// * When `ip` comes back to the same device, its listeners receive
+    ///   requests again; nothing else about it changes.
+    pub fn remove(&mut self, ip: IpAddr) -> bool {
+        let Some(reg) = self.registration.as_mut() else {
+            return false;
+        };
+        let Some(n) = reg.addresses.iter().position(|&a| a == ip) else {
+            return false;
+        };
+        reg.addresses.swap_remove(n);
+        reg.fabric
+            .state
+            .lock()
+            .drop_address(node_of_device(&reg.device), ip);
+        true
+    }
+
     /// The addresses.
     pub fn addresses(&self) -> &[IpAddr] {
         self.registration

@@ -68,18 +68,7 @@ impl State {
 
     pub(super) fn unregister(&mut self, node: usize, ips: &[IpAddr]) {
         for &ip in ips {
-            if let Some(n) = self
-                .addresses
-                .iter()
-                .position(|a| a.ip == ip && a.node == node)
-                && let Some(entry) = self.addresses.get_mut(n)
-            {
-                entry.refs = entry.refs.saturating_sub(1);
-                if entry.refs == 0 {
-                    // PANIC: `n` was just found by `position`.
-                    self.addresses.swap_remove(n);
-                }
-            }
+            self.drop_address(node, ip);
         }
         if let Some(n) = self.nodes.iter().position(|e| e.key == node)
             && let Some(entry) = self.nodes.get_mut(n)
@@ -88,6 +77,40 @@ impl State {
             if entry.refs == 0 {
                 // PANIC: `n` was just found by `position`.
                 self.nodes.swap_remove(n);
+            }
+        }
+    }
+
+    /// One more reference on `ip` for `node`, whose node entry a set
+    /// already holds: refused when another device owns it (N1).
+    pub(super) fn add_address(&mut self, node: usize, ip: IpAddr) -> Result<(), CmError> {
+        if self.owner(ip).is_some_and(|owner| owner != node) {
+            return Err(CmError::AddressInUse);
+        }
+        if let Some(entry) = self.addresses.iter_mut().find(|a| a.ip == ip) {
+            entry.refs += 1;
+            return Ok(());
+        }
+        self.addresses
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        self.addresses.push(Address { ip, node, refs: 1 });
+        Ok(())
+    }
+
+    /// Drops one reference of `node` on `ip`; the last one gives the
+    /// address back. Bindings on it stay (see `AddressSet::remove`).
+    pub(super) fn drop_address(&mut self, node: usize, ip: IpAddr) {
+        if let Some(n) = self
+            .addresses
+            .iter()
+            .position(|a| a.ip == ip && a.node == node)
+            && let Some(entry) = self.addresses.get_mut(n)
+        {
+            entry.refs = entry.refs.saturating_sub(1);
+            if entry.refs == 0 {
+                // PANIC: `n` was just found by `position`.
+                self.addresses.swap_remove(n);
             }
         }
     }

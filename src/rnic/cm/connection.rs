@@ -302,6 +302,10 @@ impl State {
                 if local.ip.family() != dst.ip.family() {
                     return Err(CmError::NetworkUnreachable);
                 }
+                // N3: a new connection needs its local address owned now;
+                // the endpoint's may have gone since it was created
+                // (`AddressSet::remove`).
+                self.local_ip(node, local.ip, false, None)?;
                 if !self.add_ref(binding) {
                     return Err(CmError::InvalidParameter);
                 }

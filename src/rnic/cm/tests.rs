@@ -1376,3 +1376,211 @@ mod loopback {
         assert_eq!(qx.qp.state(), QpState::Connected);
     }
 }
+
+// ----- addresses that come and go (AddressSet::add / remove) -----------
+
+mod changing {
+    use super::*;
+
+    const C: IpAddr = IpAddr::V4([10, 0, 0, 9]);
+    const C6: IpAddr = IpAddr::V6([0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+
+    /// A device with an empty set, as the NDIS path registers it, and a
+    /// second, empty opening of it (N32).
+    fn bare(fabric: &Arc<Fabric>) -> (Host, AddressSet) {
+        let h = host(fabric, &[], EngineMode::Inline);
+        let opening = AddressSet::register(fabric, &h.device, &[]).unwrap();
+        (h, opening)
+    }
+
+    #[test]
+    fn test_added_address_is_owned_by_every_opening_rule_n1_n32() {
+        let net = net();
+        let (mut h, opening) = bare(&net.fabric);
+        assert!(h.set.add(C).unwrap());
+        assert!(!h.set.add(C).unwrap(), "adding twice is one address");
+        assert!(h.set.add(C6).unwrap());
+        assert!(Arc::ptr_eq(&net.fabric.device_of(C).unwrap(), &h.device));
+        assert!(Arc::ptr_eq(&net.fabric.device_of(C6).unwrap(), &h.device));
+        // An opening registered before the address came listens on it.
+        let requests = Arc::new(Requests::default());
+        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
+        assert_eq!(l.listen(ep(C6, 80)).unwrap(), ep(C6, 80));
+        assert_eq!(h.set.addresses(), &[C, C6]);
+    }
+
+    #[test]
+    fn test_add_checks_the_address_rule_n1() {
+        let net = net();
+        let (mut h, _opening) = bare(&net.fabric);
+        assert_eq!(h.set.add(ANY), Err(CmError::InvalidAddress));
+        assert_eq!(h.set.add(B), Err(CmError::AddressInUse));
+        assert!(h.set.addresses().is_empty());
+        let mut detached = AddressSet::default();
+        assert_eq!(detached.add(C), Err(CmError::InvalidParameter));
+        assert!(!detached.remove(C));
+    }
+
+    #[test]
+    fn test_removed_address_refuses_new_endpoints_rule_n3() {
+        let net = net();
+        let (mut h, opening) = bare(&net.fabric);
+        h.set.add(C).unwrap();
+        assert!(h.set.remove(C));
+        assert!(!h.set.remove(C));
+        assert!(net.fabric.device_of(C).is_none());
+        let requests = Arc::new(Requests::default());
+        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
+        assert_eq!(l.listen(ep(C, 80)), Err(CmError::InvalidAddress));
+        assert_eq!(
+            SharedEndpoint::new(&opening, ep(C, 0)).err(),
+            Some(CmError::InvalidAddress)
+        );
+        let s = side(&h, 1);
+        let c = wrap(Connector::new(&opening).unwrap());
+        let _server = listening(&net.b, ep(B, 80));
+        assert_eq!(
+            c.conn.connect(&s.qp, ep(C, 0), ep(B, 80), LIMITS, b""),
+            Err(CmError::InvalidAddress)
+        );
+        // A device without an address of the family has nothing to pick
+        // for a wildcard source either.
+        assert_eq!(
+            c.conn.connect(&s.qp, ep(ANY, 0), ep(B, 80), LIMITS, b""),
+            Err(CmError::InvalidAddress)
+        );
+        // The address is free for another device now.
+        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let mut theirs = AddressSet::register(&net.fabric, &other, &[]).unwrap();
+        assert!(theirs.add(C).unwrap());
+        assert!(Arc::ptr_eq(&net.fabric.device_of(C).unwrap(), &other));
+    }
+
+    #[test]
+    fn test_listener_on_removed_address_stays_bound_and_hears_again_when_it_returns() {
+        let net = net();
+        let (mut h, opening) = bare(&net.fabric);
+        h.set.add(C).unwrap();
+        let requests = Arc::new(Requests::default());
+        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
+        l.listen(ep(C, 80)).unwrap();
+        let server = Server {
+            listener: l,
+            requests,
+        };
+        h.set.remove(C);
+        // N7: the endpoint stays the listener's.
+        assert!(net.fabric.is_bound(C, 80));
+        let a = side(&net.a, 1);
+        let c = client(&net.a);
+        assert_eq!(
+            c.conn.connect(&a.qp, ep(A, 0), ep(C, 80), LIMITS, b""),
+            Err(CmError::HostUnreachable)
+        );
+        assert!(server.next().is_none());
+        // The address comes back: the same listener hears requests again.
+        h.set.add(C).unwrap();
+        c.conn
+            .connect(&a.qp, ep(A, 0), ep(C, 80), LIMITS, b"")
+            .unwrap();
+        assert!(server.next().is_some());
+    }
+
+    #[test]
+    fn test_wildcard_listener_follows_the_addresses_rule_n31() {
+        let net = net();
+        let (mut h, opening) = bare(&net.fabric);
+        let requests = Arc::new(Requests::default());
+        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
+        l.listen(ep(ANY, 81)).unwrap();
+        let server = Server {
+            listener: l,
+            requests,
+        };
+        let a = side(&net.a, 1);
+        let c = client(&net.a);
+        assert_eq!(
+            c.conn.connect(&a.qp, ep(A, 0), ep(C, 81), LIMITS, b""),
+            Err(CmError::HostUnreachable)
+        );
+        h.set.add(C).unwrap();
+        c.conn
+            .connect(&a.qp, ep(A, 0), ep(C, 81), LIMITS, b"")
+            .unwrap();
+        assert!(server.next().is_some());
+        drop(server);
+    }
+
+    #[test]
+    fn test_shared_endpoint_on_removed_address_connects_no_more_rule_n3() {
+        let net = net();
+        let (mut h, opening) = bare(&net.fabric);
+        h.set.add(C).unwrap();
+        let _server = listening(&net.b, ep(B, 82));
+        let e = SharedEndpoint::new(&opening, ep(C, 7100)).unwrap();
+        h.set.remove(C);
+        let s = side(&h, 1);
+        let c = wrap(Connector::new(&opening).unwrap());
+        assert_eq!(
+            c.conn.connect_shared(&s.qp, &e, ep(B, 82), LIMITS, b""),
+            Err(CmError::InvalidAddress)
+        );
+        assert!(net.fabric.is_bound(C, 7100), "N7: still the endpoint's");
+        h.set.add(C).unwrap();
+        c.conn
+            .connect_shared(&s.qp, &e, ep(B, 82), LIMITS, b"")
+            .unwrap();
+    }
+
+    #[test]
+    fn test_established_connection_survives_its_address_leaving() {
+        let mut net = net();
+        let conn = established(&net);
+        // `net.b`'s only address goes: the connection carries on.
+        assert!(net.b.set.remove(B));
+        assert!(net.fabric.device_of(B).is_none());
+        assert_eq!(conn.active.conn.state(), Some(ConnState::Established));
+        assert_eq!(conn.passive.conn.state(), Some(ConnState::Established));
+        assert_eq!(conn.a.qp.state(), QpState::Connected);
+        assert_eq!(conn.b.qp.state(), QpState::Connected);
+    }
+
+    #[test]
+    fn test_adds_and_removes_race_with_openings() {
+        let fabric = Fabric::new();
+        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let set = std::sync::Mutex::new(AddressSet::register(&fabric, &device, &[]).unwrap());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for n in 0..200_u8 {
+                    let ip = IpAddr::V4([10, 9, 0, n % 8]);
+                    let mut set = set.lock().unwrap();
+                    if n % 3 == 0 {
+                        set.remove(ip);
+                    } else {
+                        set.add(ip).unwrap();
+                    }
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..200 {
+                    let opening = AddressSet::register(&fabric, &device, &[]).unwrap();
+                    let requests = Arc::new(Requests::default());
+                    let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
+                    l.listen(ep(IpAddr::V4([0; 4]), 0)).unwrap();
+                    drop(l);
+                    drop(opening);
+                }
+            });
+        });
+        let set = set.into_inner().unwrap();
+        for n in 0..8 {
+            let ip = IpAddr::V4([10, 9, 0, n]);
+            assert_eq!(set.contains(ip), fabric.device_of(ip).is_some());
+        }
+        drop(set);
+        for n in 0..8 {
+            assert!(fabric.device_of(IpAddr::V4([10, 9, 0, n])).is_none());
+        }
+    }
+}
