@@ -510,10 +510,56 @@ fn start_connect(
     }
 }
 
+/// `NdkConnect` as the table calls it: [`connect_unwatched`], and in checked
+/// mode a connector whose connection has ended, connected again, is
+/// reported (X5).
+unsafe fn connect(
+    connector: &Object<Connector>,
+    qp: *mut NdkQp,
+    src: *const SockAddr,
+    src_length: u32,
+    dst: *const SockAddr,
+    dst_length: u32,
+    inbound_read_limit: u32,
+    outbound_read_limit: u32,
+    data: *const c_void,
+    data_length: u32,
+    completion: Option<NdkFnRequestCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe {
+        connect_unwatched(
+            connector,
+            qp,
+            src,
+            src_length,
+            dst,
+            dst_length,
+            inbound_read_limit,
+            outbound_read_limit,
+            data,
+            data_length,
+            completion,
+            context,
+        )
+    };
+    if status == STATUS_CONNECTION_INVALID && super::checked::checked() {
+        super::checked::report(
+            super::checked::Breach::X5,
+            NdkObjectType::CONNECTOR,
+            connector.as_ptr() as usize,
+            &Slot("NdkConnect"),
+            super::checked::slot_ptr(&Slot("a connector already used")),
+        );
+    }
+    status
+}
+
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe fn connect(
+unsafe fn connect_unwatched(
     connector: &Object<Connector>,
     qp: *mut NdkQp,
     src: *const SockAddr,
