@@ -145,6 +145,26 @@ fn checked_defer_chain_left_unrung_at_close_is_reported_rule_d5() {
     assert!(text.contains("NdkSend"), "{text}");
 }
 
+/// D5 at Disconnect (which flushes the QP).
+#[test]
+fn checked_defer_chain_left_unrung_at_disconnect_is_reported_rule_d5() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let before = count("D5");
+    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
+    let (a, a_done) = pair.a_conn.disconnect();
+    let (b, b_done) = pair.b_conn.disconnect();
+    let _ = a_done.outcome(a);
+    let _ = b_done.outcome(b);
+    assert_eq!(count("D5"), before + 1);
+    let text = report_on("D5", pair.a_qp.0 as usize).expect("a D5 report on the QP");
+    assert!(
+        text.contains("NdkDisconnect") && text.contains("NdkSend"),
+        "{text}"
+    );
+    harness::dpei::teardown_lenient(pair);
+}
+
 /// D5 kept: a chain rung by a request without DEFER gets no report.
 #[test]
 fn checked_defer_chain_rung_gets_no_report_rule_d5() {

@@ -255,6 +255,9 @@ struct Requests {
 struct Bridge {
     object: SpinLock<Weak<Object<Connector>>>,
     requests: SpinLock<Requests>,
+    /// The QP of the last Connect or Accept, for checked mode's D5 watch at
+    /// Disconnect (which flushes that QP).
+    qp: SpinLock<Weak<Object<Qp>>>,
 }
 
 impl Bridge {
@@ -494,6 +497,7 @@ fn start_connect(
         let tie: Arc<dyn Holder> = qp.arc();
         tie.hold();
         r.qp = Some(tie);
+        *bridge.qp.lock() = Arc::downgrade(&qp.arc());
         if let Some(endpoint) = endpoint {
             let tie: Arc<dyn Holder> = endpoint.arc();
             tie.hold();
@@ -769,6 +773,7 @@ unsafe fn accept(
         let tie: Arc<dyn Holder> = qp.arc();
         tie.hold();
         r.qp = Some(tie);
+        *bridge.qp.lock() = Arc::downgrade(&qp.arc());
     }
     let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
     match connector.inner.rnic.accept(qp::rnic_qp(&qp), limits, data) {
@@ -887,6 +892,14 @@ unsafe fn disconnect(
     };
     let connector = connector.arc();
     let bridge = &connector.inner.bridge;
+    if super::checked::checked() {
+        // D5: Disconnect flushes the QP; a DEFER chain still open is the
+        // consumer's breach (reported with no lock held).
+        let qp = bridge.qp.lock().upgrade();
+        if let Some(qp) = qp {
+            qp::watch_chain(&qp, &Slot("NdkDisconnect"));
+        }
+    }
     {
         let mut r = bridge.requests.lock();
         if r.disconnect.is_some() {
