@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use softndk::abi::{IF_TYPE_ETHERNET_CSMACD, NCF_VIRTUAL, NdisMedium, NdisPhysicalMedium};
 use softndk::driver::config::{
-    DEFAULT_JUMBO_PACKET, DEFAULT_ROCE_FRAME_SIZE, JUMBO_PACKET_SIZES, RDMA_TECHNOLOGY,
+    self, DEFAULT_JUMBO_PACKET, DEFAULT_ROCE_FRAME_SIZE, JUMBO_PACKET_SIZES, RDMA_TECHNOLOGY,
     ROCE_FRAME_SIZES, keyword,
 };
 
@@ -411,6 +411,25 @@ fn test_inf_network_address_keyword() {
     let (kind, default, _) = keyword_ui(&registry, keyword::NETWORK_ADDRESS);
     assert_eq!(kind, "edit");
     assert_eq!(default, "", "empty: the generated address");
+}
+
+/// Checked mode's keywords (docs/debugging.md): 0/1 enums, default 0, as
+/// `config::checked_mode` reads them.
+#[test]
+fn test_inf_checked_mode_keywords_off_by_default() {
+    let inf = inx();
+    let registry = inf.registry(&install_section(&inf));
+    for name in [keyword::CHECKED, keyword::CHECKED_STOP] {
+        let (kind, default, values) = keyword_ui(&registry, name);
+        assert_eq!(kind, "enum", "{name}");
+        assert_eq!(default, "0", "{name}: off by default");
+        assert_eq!(values, ["0", "1"], "{name}");
+    }
+    assert_eq!(
+        config::checked_mode(Some(0), Some(0)),
+        config::CheckedMode::Off,
+        "the INF default is off"
+    );
 }
 
 /// `driver-type` of Cargo.toml's `[package.metadata.wdk.driver-model]`, and

@@ -40,7 +40,28 @@ pub mod keyword {
     /// `NetworkAddress`: the administrator's MAC address (read by
     /// `NdisReadNetworkAddress`).
     pub const NETWORK_ADDRESS: &str = "NetworkAddress";
+    /// `SoftNdkChecked`: checked mode, 0 off (default), 1 on
+    /// (`docs/debugging.md`).
+    pub const CHECKED: &str = "SoftNdkChecked";
+    /// `SoftNdkCheckedStop`: with checked mode on, 1 stops the machine at the
+    /// first breach (not implemented in the kernel yet: reported only);
+    /// 0 (default) reports and goes on.
+    pub const CHECKED_STOP: &str = "SoftNdkCheckedStop";
 }
+
+/// The checked mode `SoftNdkChecked` and `SoftNdkCheckedStop` ask for: on
+/// only for `SoftNdkChecked` = 1, stopping only when `SoftNdkCheckedStop` is
+/// also 1; anything missing or out of range is 0 (off, go on).
+#[must_use]
+pub const fn checked_mode(checked: Option<u32>, stop: Option<u32>) -> CheckedMode {
+    match (checked, stop) {
+        (Some(1), Some(1)) => CheckedMode::Stop,
+        (Some(1), _) => CheckedMode::Report,
+        _ => CheckedMode::Off,
+    }
+}
+
+pub use crate::provider::checked::Mode as CheckedMode;
 
 /// UTF-16 of an ASCII keyword, for an `NDIS_STRING` built at compile time.
 ///
@@ -151,6 +172,8 @@ pub struct AdapterConfig {
     pub mac: [u8; MAC_LEN],
     /// Whether `mac` came from `NetworkAddress` (else it was generated).
     pub mac_from_registry: bool,
+    /// `SoftNdkChecked` and `SoftNdkCheckedStop`: checked mode.
+    pub checked: CheckedMode,
 }
 
 /// The raw registry values the Windows glue read (`None`: missing or not an
@@ -165,6 +188,10 @@ pub struct RawConfig<'a> {
     pub roce_frame_size: Option<u32>,
     /// `NetworkAddress`, as `NdisReadNetworkAddress` returned it.
     pub network_address: Option<&'a [u8]>,
+    /// `SoftNdkChecked`.
+    pub checked: Option<u32>,
+    /// `SoftNdkCheckedStop`.
+    pub checked_stop: Option<u32>,
 }
 
 impl AdapterConfig {
@@ -180,6 +207,7 @@ impl AdapterConfig {
             roce_frame_size: roce_frame_size(raw.roce_frame_size, jumbo_packet),
             mac: registry_mac.unwrap_or(generated_mac(net_luid_index)),
             mac_from_registry: registry_mac.is_some(),
+            checked: checked_mode(raw.checked, raw.checked_stop),
         }
     }
 
@@ -260,6 +288,7 @@ mod tests {
             jumbo_packet: Some(9014),
             roce_frame_size: Some(4096),
             network_address: Some(&mac),
+            ..RawConfig::default()
         };
         let config = AdapterConfig::from_raw(&raw, 7);
         assert!(!config.network_direct);
@@ -271,6 +300,18 @@ mod tests {
         assert_eq!(generated.mac, generated_mac(7));
         assert!(!generated.mac_from_registry);
         assert!(generated.network_direct);
+    }
+
+    #[test]
+    fn test_checked_mode_defaults_to_off_and_stops_only_when_both_are_one() {
+        assert_eq!(checked_mode(None, None), CheckedMode::Off);
+        assert_eq!(checked_mode(Some(0), Some(1)), CheckedMode::Off);
+        assert_eq!(checked_mode(Some(2), None), CheckedMode::Off);
+        assert_eq!(checked_mode(Some(1), None), CheckedMode::Report);
+        assert_eq!(checked_mode(Some(1), Some(7)), CheckedMode::Report);
+        assert_eq!(checked_mode(Some(1), Some(1)), CheckedMode::Stop);
+        let config = AdapterConfig::from_raw(&RawConfig::default(), 1);
+        assert_eq!(config.checked, CheckedMode::Off);
     }
 
     #[test]

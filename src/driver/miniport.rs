@@ -268,7 +268,7 @@ unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Op
 unsafe fn read_config(
     miniport_handle: NdisHandle,
     mac: &mut [u8; 16],
-) -> (Option<u32>, Option<u32>, Option<u32>, usize) {
+) -> (Option<u32>, Option<u32>, Option<u32>, usize, Checked) {
     let object = NdisConfigurationObject {
         header: NdisObjectHeader {
             type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
@@ -291,7 +291,7 @@ unsafe fn read_config(
             "NdisOpenConfigurationEx failed: {:#x}",
             status
         );
-        return (None, None, None, 0);
+        return (None, None, None, 0, [None, None]);
     }
     // SAFETY: `configuration` is open until closed below.
     let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
@@ -299,6 +299,10 @@ unsafe fn read_config(
     let jumbo = unsafe { read_integer(configuration, wide!(keyword::JUMBO_PACKET)) };
     // SAFETY: as above.
     let roce = unsafe { read_integer(configuration, wide!(keyword::ROCE_FRAME_SIZE)) };
+    // SAFETY: as above.
+    let checked = unsafe { read_integer(configuration, wide!(keyword::CHECKED)) };
+    // SAFETY: as above.
+    let checked_stop = unsafe { read_integer(configuration, wide!(keyword::CHECKED_STOP)) };
     let mut address: *mut c_void = null_mut();
     let mut length: u32 = 0;
     let mut address_status: NdisStatus = NDIS_STATUS_FAILURE;
@@ -324,8 +328,17 @@ unsafe fn read_config(
     }
     // SAFETY: opened above, closed once; nothing read from it afterwards.
     unsafe { ndis::NdisCloseConfiguration(configuration) };
-    (network_direct, jumbo, roce, mac_len)
+    (
+        network_direct,
+        jumbo,
+        roce,
+        mac_len,
+        [checked, checked_stop],
+    )
 }
+
+/// `SoftNdkChecked` and `SoftNdkCheckedStop` as read.
+type Checked = [Option<u32>; 2];
 
 /// Frees a context that `initialize` allocated, with its work item.
 ///
@@ -370,15 +383,20 @@ unsafe extern "system" fn initialize(
     let luid_index = luid.net_luid_index();
     let mut mac = [0_u8; 16];
     // SAFETY: the miniport handle of this call.
-    let (network_direct, jumbo_packet, roce_frame_size, mac_len) =
+    let (network_direct, jumbo_packet, roce_frame_size, mac_len, [checked, checked_stop]) =
         unsafe { read_config(miniport_handle, &mut mac) };
     let raw = RawConfig {
         network_direct,
         jumbo_packet,
         roce_frame_size,
         network_address: mac.get(..mac_len),
+        checked,
+        checked_stop,
     };
     let config = AdapterConfig::from_raw(&raw, luid_index);
+    // Checked mode is per driver instance: the adapter initialised last
+    // decides it (docs/debugging.md).
+    crate::provider::checked::set_mode(config.checked);
     let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {
         return NDIS_STATUS_RESOURCES;
     };

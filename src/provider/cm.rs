@@ -255,6 +255,9 @@ struct Requests {
 struct Bridge {
     object: SpinLock<Weak<Object<Connector>>>,
     requests: SpinLock<Requests>,
+    /// The QP of the last Connect or Accept, for checked mode's D5 watch at
+    /// Disconnect (which flushes that QP).
+    qp: SpinLock<Weak<Object<Qp>>>,
 }
 
 impl Bridge {
@@ -494,6 +497,7 @@ fn start_connect(
         let tie: Arc<dyn Holder> = qp.arc();
         tie.hold();
         r.qp = Some(tie);
+        *bridge.qp.lock() = Arc::downgrade(&qp.arc());
         if let Some(endpoint) = endpoint {
             let tie: Arc<dyn Holder> = endpoint.arc();
             tie.hold();
@@ -510,10 +514,56 @@ fn start_connect(
     }
 }
 
+/// `NdkConnect` as the table calls it: [`connect_unwatched`], and in checked
+/// mode a connector whose connection has ended, connected again, is
+/// reported (X5).
+unsafe fn connect(
+    connector: &Object<Connector>,
+    qp: *mut NdkQp,
+    src: *const SockAddr,
+    src_length: u32,
+    dst: *const SockAddr,
+    dst_length: u32,
+    inbound_read_limit: u32,
+    outbound_read_limit: u32,
+    data: *const c_void,
+    data_length: u32,
+    completion: Option<NdkFnRequestCompletion>,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe {
+        connect_unwatched(
+            connector,
+            qp,
+            src,
+            src_length,
+            dst,
+            dst_length,
+            inbound_read_limit,
+            outbound_read_limit,
+            data,
+            data_length,
+            completion,
+            context,
+        )
+    };
+    if status == STATUS_CONNECTION_INVALID && super::checked::checked() {
+        super::checked::report(
+            super::checked::Breach::X5,
+            NdkObjectType::CONNECTOR,
+            connector.as_ptr() as usize,
+            &Slot("NdkConnect"),
+            super::checked::slot_ptr(&Slot("a connector already used")),
+        );
+    }
+    status
+}
+
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe fn connect(
+unsafe fn connect_unwatched(
     connector: &Object<Connector>,
     qp: *mut NdkQp,
     src: *const SockAddr,
@@ -723,6 +773,7 @@ unsafe fn accept(
         let tie: Arc<dyn Holder> = qp.arc();
         tie.hold();
         r.qp = Some(tie);
+        *bridge.qp.lock() = Arc::downgrade(&qp.arc());
     }
     let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
     match connector.inner.rnic.accept(qp::rnic_qp(&qp), limits, data) {
@@ -841,6 +892,14 @@ unsafe fn disconnect(
     };
     let connector = connector.arc();
     let bridge = &connector.inner.bridge;
+    if super::checked::checked() {
+        // D5: Disconnect flushes the QP; a DEFER chain still open is the
+        // consumer's breach (reported with no lock held).
+        let qp = bridge.qp.lock().upgrade();
+        if let Some(qp) = qp {
+            qp::watch_chain(&qp, &Slot("NdkDisconnect"));
+        }
+    }
     {
         let mut r = bridge.requests.lock();
         if r.disconnect.is_some() {

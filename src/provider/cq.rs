@@ -4,8 +4,9 @@
 use core::ffi::c_void;
 
 use super::adapter::Adapter;
+use super::checked::{self, Breach};
 use super::dispatch::ndk_table;
-use super::object::{Holder, Kind, Object};
+use super::object::{Holder, Kind, Object, Slot as NdkSlot};
 use super::status;
 use crate::abi::{
     NdkCq, NdkCqDispatch, NdkCqNotifyType, NdkFnCqNotificationCallback, NdkFnRequestCompletion,
@@ -18,6 +19,7 @@ use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::cq::{self as rcq, ArmType, CloseState, CqEvent, CqNotify, ResizeError};
 use crate::rnic::device::{Device, ObjectKind, Slot};
 use crate::rnic::{Completion, Opcode, WcStatus};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as CoreOrdering};
 
 /// The provider state of an `NDK_CQ`.
 pub struct Cq {
@@ -25,6 +27,9 @@ pub struct Cq {
     notifier: Arc<Notifier>,
     /// The CQ's reservation on its NIC, which also names that NIC.
     slot: Slot,
+    /// Checked mode (C1): the slot of the reaping or arming call running
+    /// on the CQ, else null.
+    reaper: AtomicPtr<NdkSlot>,
 }
 
 impl Cq {
@@ -45,6 +50,10 @@ struct Notifier {
     context: usize,
     device: Arc<Device>,
     object: SpinLock<Weak<Object<Cq>>>,
+    /// Checked mode (C1): notification callbacks running now, counted only
+    /// in checked mode; calls made inside one are not watched (they may be
+    /// nested in the ArmCq that delivered it, on the same thread).
+    delivering: AtomicUsize,
 }
 
 impl CqNotify for Notifier {
@@ -62,10 +71,17 @@ impl CqNotify for Notifier {
                 .cq_error
                 .fetch_add(1, Ordering::Relaxed);
         }
+        let watch = checked::checked();
+        if watch {
+            self.delivering.fetch_add(1, CoreOrdering::Relaxed);
+        }
         // SAFETY: the consumer's notification callback and context from
         // NdkCreateCq; the RNIC CQ calls this with no lock held and never
         // twice at once (C5).
         unsafe { (self.callback)(self.context as *mut c_void, status) };
+        if watch {
+            self.delivering.fetch_sub(1, CoreOrdering::Relaxed);
+        }
     }
 
     fn close_complete(&self) {
@@ -126,6 +142,7 @@ pub(super) fn create(
         context,
         device: Arc::clone(device),
         object: SpinLock::new(Weak::new()),
+        delivering: AtomicUsize::new(0),
     });
     let rnic = rcq::Cq::new(depth, Arc::clone(&notifier) as Arc<dyn CqNotify>)
         .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
@@ -133,6 +150,7 @@ pub(super) fn create(
         rnic: Arc::new(rnic),
         notifier: Arc::clone(&notifier),
         slot,
+        reaper: AtomicPtr::new(core::ptr::null_mut()),
     };
     let parent: Arc<dyn Holder> = adapter.arc();
     let object = Object::create(
@@ -165,8 +183,60 @@ unsafe fn resize(
     }
 }
 
+/// C1 in checked mode: a reaping or arming call claims the CQ for its
+/// duration; one that finds it claimed by another is reported, naming both.
+/// Off, one load and a branch.
+#[inline]
+fn serialized<'a>(cq: &'a Object<Cq>, slot: &'static NdkSlot) -> Option<Serialized<'a>> {
+    if checked::checked() {
+        claim(cq, slot)
+    } else {
+        None
+    }
+}
+
+#[inline(never)]
+fn claim<'a>(cq: &'a Object<Cq>, slot: &'static NdkSlot) -> Option<Serialized<'a>> {
+    if cq.inner.notifier.delivering.load(CoreOrdering::Relaxed) != 0 {
+        return None;
+    }
+    let ours = checked::slot_ptr(slot);
+    match cq.inner.reaper.compare_exchange(
+        core::ptr::null_mut(),
+        ours,
+        CoreOrdering::Acquire,
+        CoreOrdering::Relaxed,
+    ) {
+        Ok(_) => {
+            #[cfg(not(target_os = "windows"))]
+            super::host::checked_pause(cq.as_ptr() as usize);
+            Some(Serialized(&cq.inner.reaper))
+        }
+        Err(other) => {
+            checked::report(
+                Breach::C1,
+                NdkObjectType::CQ,
+                cq.as_ptr() as usize,
+                slot,
+                other,
+            );
+            None
+        }
+    }
+}
+
+/// A CQ claimed by a reaping or arming call (C1), released when dropped.
+struct Serialized<'a>(&'a AtomicPtr<NdkSlot>);
+
+impl Drop for Serialized<'_> {
+    fn drop(&mut self) {
+        self.0.store(core::ptr::null_mut(), CoreOrdering::Release);
+    }
+}
+
 /// `NdkArmCq` (C3–C6). An unknown arm type is ignored.
 unsafe fn arm(cq: &Object<Cq>, notify_type: NdkCqNotifyType) {
+    let _serialized = serialized(cq, &NdkSlot("NdkArmCq"));
     let arm = match notify_type {
         NdkCqNotifyType::ERRORS => ArmType::Errors,
         NdkCqNotifyType::ANY => ArmType::Any,
@@ -229,12 +299,14 @@ fn result(c: &Completion) -> NdkResult {
 /// `NdkGetCqResults` (K1, C2: ReceiveAndInvalidate completions appear here
 /// too, as receives).
 unsafe fn get_results(cq: &Object<Cq>, results: *mut NdkResult, n: u32) -> u32 {
+    let _serialized = serialized(cq, &NdkSlot("NdkGetCqResults"));
     // SAFETY: the consumer's array of `n` entries.
     unsafe { reap(cq, results, n, result) }
 }
 
 /// `NdkGetCqResultsEx` (K1, C2, P22, E14).
 unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> u32 {
+    let _serialized = serialized(cq, &NdkSlot("NdkGetCqResultsEx"));
     let result_ex = |c: &Completion| {
         let NdkResult {
             status,

@@ -22,15 +22,32 @@
 //! `deferred` selects `EngineMode::Deferred` (a worker thread runs the
 //! requests), anything else or nothing the default, `EngineMode::Inline`.
 //! A device keeps its mode while it lives.
+//!
+//! Checked mode ([`super::checked`], `docs/debugging.md`) is per process:
+//! `SOFTNDK_CHECKED`, read at every `SoftNdkOpenAdapter`, sets it when
+//! present (`0` off, `1` report, `stop` report and abort at the first
+//! breach); `SoftNdkSetChecked` sets it at any time. The reports and the
+//! per-rule counters are read with `SoftNdkGetBreachReports` and
+//! `SoftNdkGetBreachCounts`:
+//!
+//! ```c
+//! typedef struct { char Rule[8]; ULONG ObjectType; ULONG Reserved;
+//!                  ULONG64 Object; char Text[240]; } SOFTNDK_BREACH_REPORT;
+//! typedef struct { char Rule[8]; ULONG64 Count; } SOFTNDK_BREACH_COUNT;
+//! NTSTATUS SoftNdkSetChecked(ULONG Mode);
+//! NTSTATUS SoftNdkGetBreachReports(SOFTNDK_BREACH_REPORT *Reports, ULONG *Count);
+//! NTSTATUS SoftNdkGetBreachCounts(SOFTNDK_BREACH_COUNT *Counts, ULONG *Count);
+//! ```
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::adapter::{self, Adapter};
+use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
 use super::object::{Object, Slot};
 use crate::abi::{
-    NdkAdapter, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
-    SockAddr,
+    NdkAdapter, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::cm::{Fabric, IpAddr};
@@ -93,6 +110,7 @@ pub unsafe extern "system" fn SoftNdkOpenAdapter(
         Ok(endpoint) => endpoint,
         Err(status) => return status,
     };
+    checked_mode_from_env();
     match open(endpoint.ip, Limits::DEFAULT, engine_mode_from_env()) {
         Ok(opened) => {
             // SAFETY: the caller's out-pointer (checked non-null).
@@ -109,6 +127,228 @@ fn engine_mode_from_env() -> EngineMode {
         Some(value) if value == "deferred" => EngineMode::Deferred,
         _ => EngineMode::default(),
     }
+}
+
+/// Sets the checked mode `SOFTNDK_CHECKED` asks for, if it is set (see the
+/// module documentation); an unknown value leaves the mode alone.
+fn checked_mode_from_env() {
+    let Some(value) = std::env::var_os("SOFTNDK_CHECKED") else {
+        return;
+    };
+    let mode = match value.to_str() {
+        Some("0" | "off") => Mode::Off,
+        Some("1" | "on") => Mode::Report,
+        Some("stop") => Mode::Stop,
+        _ => return,
+    };
+    checked::set_mode(mode);
+}
+
+/// Stops the process at a breach (checked mode `stop`): the report on
+/// standard error, then an abort, so that a debugger or the core dump shows
+/// the consumer's call that broke the rule.
+pub(super) fn stop(report: &Report) {
+    use std::io::Write as _;
+    // Straight to the stream (not `eprintln!`, which a test harness
+    // captures and the abort would lose).
+    let _ = writeln!(
+        std::io::stderr(),
+        "softndk: consumer breach {report}; stopping (SOFTNDK_CHECKED=stop)"
+    );
+    std::process::abort();
+}
+
+/// A test hook: called by a watched call once it has claimed its object
+/// (C1: a CQ), with the object's address, so that a test can hold one call
+/// inside while another enters and make a race deterministic. Checked mode
+/// only.
+static CHECKED_PAUSE: std::sync::RwLock<Option<fn(usize)>> = std::sync::RwLock::new(None);
+
+/// Sets (or clears) the checked-mode test hook (see [`CHECKED_PAUSE`]).
+#[doc(hidden)]
+pub fn set_checked_pause(hook: Option<fn(usize)>) {
+    *CHECKED_PAUSE
+        .write()
+        .unwrap_or_else(PoisonError::into_inner) = hook;
+}
+
+/// Runs the checked-mode test hook, if any.
+pub(super) fn checked_pause(object: usize) {
+    let hook = *CHECKED_PAUSE.read().unwrap_or_else(PoisonError::into_inner);
+    if let Some(hook) = hook {
+        hook(object);
+    }
+}
+
+/// `SoftNdkSetChecked`: checked mode for this process: 0 off (only L17 is
+/// reported), 1 every watched rule reported, 2 reported and the process
+/// aborted at the first breach. Returns `STATUS_SUCCESS`, or
+/// `STATUS_INVALID_PARAMETER` for another value.
+#[unsafe(no_mangle)]
+pub extern "system" fn SoftNdkSetChecked(mode: u32) -> NtStatus {
+    let mode = match mode {
+        0 => Mode::Off,
+        1 => Mode::Report,
+        2 => Mode::Stop,
+        _ => return STATUS_INVALID_PARAMETER,
+    };
+    checked::set_mode(mode);
+    STATUS_SUCCESS
+}
+
+/// `SOFTNDK_BREACH_REPORT`: one kept breach report.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BreachReport {
+    /// The rule id, NUL-terminated (`"C1"`).
+    pub rule: [u8; 8],
+    /// `NDK_OBJECT_TYPE` of the object.
+    pub object_type: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The object, as the consumer knows it.
+    pub object: u64,
+    /// The report as the debug log shows it, NUL-terminated (cut if longer).
+    pub text: [u8; 240],
+}
+
+impl BreachReport {
+    /// An empty entry, for the caller's array.
+    pub const EMPTY: Self = Self {
+        rule: [0; 8],
+        object_type: 0,
+        reserved: 0,
+        object: 0,
+        text: [0; 240],
+    };
+
+    /// The text up to its NUL.
+    pub fn text(&self) -> &str {
+        c_str(&self.text)
+    }
+
+    /// The rule id up to its NUL.
+    pub fn rule(&self) -> &str {
+        c_str(&self.rule)
+    }
+}
+
+/// `SOFTNDK_BREACH_COUNT`: how often one rule was broken.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BreachCount {
+    /// The rule id, NUL-terminated.
+    pub rule: [u8; 8],
+    /// Breaches seen in this process.
+    pub count: u64,
+}
+
+/// A NUL-terminated byte string of a fixed field.
+fn c_str(bytes: &[u8]) -> &str {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    core::str::from_utf8(bytes.get(..end).unwrap_or_default()).unwrap_or_default()
+}
+
+/// Copies `text` into a fixed NUL-terminated field, cut to fit.
+fn put(field: &mut [u8], text: &str) {
+    let mut take = text.len().min(field.len().saturating_sub(1));
+    while !text.is_char_boundary(take) {
+        take -= 1;
+    }
+    if let (Some(dst), Some(src)) = (field.get_mut(..take), text.as_bytes().get(..take)) {
+        dst.copy_from_slice(src);
+    }
+    if let Some(nul) = field.get_mut(take) {
+        *nul = 0;
+    }
+}
+
+/// `SoftNdkGetBreachReports`: the kept reports (the newest
+/// [`checked::KEPT`]), oldest first. `*count` is the room in `reports` on
+/// entry and the number of reports on return; with too little room nothing
+/// is written and the call returns `STATUS_BUFFER_TOO_SMALL` with the number
+/// needed in `*count` (call with 0 to ask).
+///
+/// # Safety
+/// `count` is writable; `reports` has room for `*count` entries (or is null
+/// when `*count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkGetBreachReports(
+    reports: *mut BreachReport,
+    count: *mut u32,
+) -> NtStatus {
+    if count.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    let mut kept = [None; checked::KEPT];
+    let mut n = 0_usize;
+    checked::each_report(|report| {
+        if let Some(slot) = kept.get_mut(n) {
+            *slot = Some(*report);
+            n += 1;
+        }
+    });
+    // SAFETY: the caller's in-out count (checked non-null).
+    let room = unsafe { count.read_unaligned() } as usize;
+    let needed = u32::try_from(n).unwrap_or(u32::MAX);
+    // SAFETY: as above.
+    unsafe { count.write_unaligned(needed) };
+    if room < n {
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    if n > 0 && reports.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    for (i, report) in kept.iter().flatten().enumerate() {
+        let mut entry = BreachReport::EMPTY;
+        put(&mut entry.rule, report.breach.rule());
+        entry.object_type = report.object_type.0;
+        entry.object = report.object as u64;
+        let mut text = crate::kernel::log::Message::new();
+        let _ = core::fmt::Write::write_fmt(&mut text, format_args!("{report}"));
+        put(&mut entry.text, text.as_str());
+        // SAFETY: `i < n <= room`, the caller's array.
+        unsafe { reports.wrapping_add(i).write_unaligned(entry) };
+    }
+    STATUS_SUCCESS
+}
+
+/// `SoftNdkGetBreachCounts`: one counter per watched rule, in a fixed
+/// order. `*count` is the room on entry, the number of rules on return;
+/// `STATUS_BUFFER_TOO_SMALL` (nothing written) when the room is too small.
+///
+/// # Safety
+/// `count` is writable; `counts` has room for `*count` entries (or is null
+/// when `*count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkGetBreachCounts(
+    counts: *mut BreachCount,
+    count: *mut u32,
+) -> NtStatus {
+    if count.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    // SAFETY: the caller's in-out count (checked non-null).
+    let room = unsafe { count.read_unaligned() } as usize;
+    let n = Breach::ALL.len();
+    // SAFETY: as above.
+    unsafe { count.write_unaligned(u32::try_from(n).unwrap_or(u32::MAX)) };
+    if room < n {
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    if counts.is_null() {
+        return STATUS_INVALID_PARAMETER;
+    }
+    for (i, breach) in Breach::ALL.iter().enumerate() {
+        let mut entry = BreachCount {
+            rule: [0; 8],
+            count: checked::breaches(*breach) as u64,
+        };
+        put(&mut entry.rule, breach.rule());
+        // SAFETY: `i < n <= room`, the caller's array.
+        unsafe { counts.wrapping_add(i).write_unaligned(entry) };
+    }
+    STATUS_SUCCESS
 }
 
 /// `SoftNdkCloseAdapter`: closes an adapter from `SoftNdkOpenAdapter`. Like

@@ -29,6 +29,7 @@ use crate::abi::{
 };
 
 pub mod adapter;
+pub mod checked;
 pub mod cm;
 pub mod cq;
 mod dispatch;

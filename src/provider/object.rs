@@ -45,7 +45,7 @@
 
 use core::ffi::c_void;
 use core::mem::offset_of;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize as CoreAtomicUsize};
+use core::sync::atomic::AtomicPtr;
 
 pub use super::dispatch::Slot;
 
@@ -386,7 +386,7 @@ impl<T: Kind> Object<T> {
     ) -> NtStatus {
         if self.entries.calls() > 1 && !self.serial.lock().running {
             let inside = self.inside.load(core::sync::atomic::Ordering::Relaxed);
-            report_breach(Breach::L17, T::TYPE, self.as_ptr() as usize, close, inside);
+            super::checked::report(Breach::L17, T::TYPE, self.as_ptr() as usize, close, inside);
         }
         self.close(callback, context)
     }
@@ -580,138 +580,17 @@ impl Default for Entries {
     }
 }
 
-/// A consumer rule the provider saw broken (and survived).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Breach {
-    /// L17: an object closed while another call on it was still running.
-    L17,
-}
-
-/// Breaches seen in this driver instance (or host process), per rule.
-static BREACHES: [core::sync::atomic::AtomicUsize; 1] = [core::sync::atomic::AtomicUsize::new(0)];
-
-/// One breach as reported: which rule, on which object, and the two calls
-/// that met in it (the close, and a call that was inside).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// The rule broken.
-    pub breach: Breach,
-    /// The object's type.
-    pub object_type: NdkObjectType,
-    /// The object's address, as the consumer knows it.
-    pub object: usize,
-    /// The close slot called (`"NdkCloseQp"`).
-    pub close: &'static str,
-    /// The slot of the call that was inside (`"NdkSend"`), or `"a call"`
-    /// when none left its name (not seen yet by the closing thread).
-    pub inside: &'static str,
-}
-
-impl core::fmt::Display for Report {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "{:?}: {} on {} {:#x} while {} is inside it",
-            self.breach,
-            self.close,
-            self.object_type.name(),
-            self.object,
-            self.inside
-        )
-    }
-}
-
-/// One kept report: the slots as the pointers the entries store. Plain core
-/// atomics written field by field, the object last: two breaches reported at
-/// once into the same entry (only once the ring wraps) can mix, which costs a
-/// diagnostic, nothing else.
-struct Kept {
-    object: CoreAtomicUsize,
-    object_type: AtomicU32,
-    close: AtomicPtr<Slot>,
-    inside: AtomicPtr<Slot>,
-}
-
-/// How many reports are kept, newest last.
-const KEPT: usize = 8;
-static REPORTS: [Kept; KEPT] = [const {
-    Kept {
-        object: CoreAtomicUsize::new(0),
-        object_type: AtomicU32::new(0),
-        close: AtomicPtr::new(core::ptr::null_mut()),
-        inside: AtomicPtr::new(core::ptr::null_mut()),
-    }
-}; KEPT];
-static REPORTED: CoreAtomicUsize = CoreAtomicUsize::new(0);
-
-/// A stored slot pointer back as its name.
-fn slot_name(slot: *mut Slot) -> &'static str {
-    // SAFETY: every slot pointer stored (`from_ptr`, `report_breach`) is
-    // null or comes from a `&'static Slot`.
-    let slot = unsafe { slot.cast_const().as_ref() };
-    slot.map_or("a call", Slot::name)
-}
-
-/// Counts a consumer breach, keeps its report and writes it to the debug
-/// log.
-fn report_breach(
-    breach: Breach,
-    object_type: NdkObjectType,
-    object: usize,
-    close: &'static Slot,
-    inside: *mut Slot,
-) {
-    use core::sync::atomic::Ordering::{Relaxed, Release};
-    if let Some(count) = BREACHES.get(breach as usize) {
-        count.fetch_add(1, Relaxed);
-    }
-    let close_ptr: *const Slot = close;
-    if let Some(kept) = REPORTS.get(REPORTED.fetch_add(1, Relaxed) % KEPT) {
-        kept.object.store(0, Relaxed);
-        kept.object_type.store(object_type.0, Relaxed);
-        kept.close.store(close_ptr.cast_mut(), Relaxed);
-        kept.inside.store(inside, Relaxed);
-        kept.object.store(object, Release);
-    }
-    let report = Report {
-        breach,
-        object_type,
-        object,
-        close: close.name(),
-        inside: slot_name(inside),
-    };
-    crate::klog!(
-        crate::kernel::log::Level::Warning,
-        "consumer breach {report}"
-    );
-}
+pub use super::checked::{Breach, Report};
 
 /// The newest L17 report kept about the object at `object` (the consumer's
 /// pointer), if one of the last few is about it.
 pub fn reported_breach(object: *const c_void) -> Option<Report> {
-    use core::sync::atomic::Ordering::{Acquire, Relaxed};
-    let newest = REPORTED.load(Relaxed);
-    (0..KEPT).find_map(|back| {
-        let kept = REPORTS.get(newest.wrapping_sub(back + 1) % KEPT)?;
-        if kept.object.load(Acquire) != object as usize || object.is_null() {
-            return None;
-        }
-        Some(Report {
-            breach: Breach::L17,
-            object_type: NdkObjectType(kept.object_type.load(Relaxed)),
-            object: object as usize,
-            close: slot_name(kept.close.load(Relaxed)),
-            inside: slot_name(kept.inside.load(Relaxed)),
-        })
-    })
+    super::checked::reported(object, Breach::L17)
 }
 
 /// How many times the consumer broke `breach` so far (every adapter).
 pub fn consumer_breaches(breach: Breach) -> usize {
-    BREACHES
-        .get(breach as usize)
-        .map_or(0, |c| c.load(core::sync::atomic::Ordering::Relaxed))
+    super::checked::breaches(breach)
 }
 
 /// Provider objects whose memory is still allocated, in this driver instance

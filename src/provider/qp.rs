@@ -15,6 +15,7 @@
 use alloc::boxed::Box;
 use core::ffi::c_void;
 
+use super::checked::{self, Breach};
 use super::cq::Cq;
 use super::dispatch::ndk_table;
 use super::mr::{Mr, Mw};
@@ -24,7 +25,8 @@ use super::status;
 use crate::abi::{
     NdkCq, NdkFnRequestCompletion, NdkFnSrqNotificationCallback, NdkLogicalAddress, NdkMr, NdkMw,
     NdkObjectHeader, NdkObjectType, NdkQp, NdkQpDispatch, NdkSge, NdkSrq, NdkSrqDispatch, NtStatus,
-    OpFlags, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_SUCCESS,
+    OpFlags, STATUS_CONNECTION_INVALID, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::memory::{self, Span};
@@ -39,6 +41,10 @@ use crate::rnic::{Access, Sge, WrFlags};
 /// The provider state of an `NDK_QP`.
 pub struct Qp {
     rnic: Arc<rqp::Qp>,
+    /// Checked mode (D5): the slot of the last accepted initiator request
+    /// when it carried DEFER (a chain still open), else null. Written only
+    /// in checked mode.
+    chain: core::sync::atomic::AtomicPtr<Slot>,
 }
 
 impl Qp {
@@ -62,6 +68,7 @@ impl Kind for Qp {
         // stay in the SRQ (E4). L21: the close completes once the engine
         // has retired (and reported) everything, which with the deferred
         // engine may be after this returns.
+        watch_chain(object, &Slot("NdkCloseQp"));
         object.hold();
         let this = object.arc();
         let finish: crate::rnic::mr::Finish = Box::new(move || this.release());
@@ -197,7 +204,14 @@ pub(super) unsafe fn create_qp(
         Some(initiator.arc() as Arc<dyn Holder>),
         srq.as_ref().map(|s| s.arc() as Arc<dyn Holder>),
     ];
-    let Some(object) = Object::create(pd.header().version, Qp { rnic }, parents) else {
+    let Some(object) = Object::create(
+        pd.header().version,
+        Qp {
+            rnic,
+            chain: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+        },
+        parents,
+    ) else {
         return Err(STATUS_INSUFFICIENT_RESOURCES);
     };
     Ok(object.as_ptr().cast())
@@ -451,11 +465,201 @@ unsafe fn post_gathered(
     posted(post(Payload::Inline(&[span])))
 }
 
+/// Checked mode's watch of a post (`flags`: an initiator request's; `None`
+/// for a receive): one load and a branch when off.
+#[inline]
+fn watched(qp: &Object<Qp>, slot: &'static Slot, flags: Option<u32>, status: NtStatus) -> NtStatus {
+    if checked::checked() {
+        watch_post(qp, slot, flags, status);
+    }
+    status
+}
+
+/// D5: an accepted initiator request with DEFER opens (or extends) a chain,
+/// one without closes it, and an inline failure rings it (D4). X5: a post
+/// refused because the QP's connection has ended.
+#[inline(never)]
+fn watch_post(qp: &Object<Qp>, slot: &'static Slot, flags: Option<u32>, status: NtStatus) {
+    use core::sync::atomic::Ordering::Relaxed;
+    if let Some(flags) = flags {
+        let open =
+            status == STATUS_SUCCESS && OpFlags::from_bits_retain(flags).contains(OpFlags::DEFER);
+        let last = if open {
+            checked::slot_ptr(slot)
+        } else {
+            core::ptr::null_mut()
+        };
+        qp.inner.chain.store(last, Relaxed);
+    }
+    if status == STATUS_CONNECTION_INVALID && qp.inner.rnic.state() == rqp::QpState::Disconnected {
+        checked::report(
+            Breach::X5,
+            NdkObjectType::QP,
+            qp.as_ptr() as usize,
+            slot,
+            checked::slot_ptr(&Slot("a disconnected QP")),
+        );
+    }
+}
+
+/// D5: a flush, disconnect or close (`slot`) finds a DEFER chain the
+/// consumer left open, in checked mode. The provider still completes every
+/// request of the chain (flush and close cancel them).
+pub fn watch_chain(qp: &Object<Qp>, slot: &'static Slot) {
+    if !checked::checked() {
+        return;
+    }
+    let last = qp
+        .inner
+        .chain
+        .swap(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
+    if !last.is_null() {
+        checked::report(
+            Breach::D5,
+            NdkObjectType::QP,
+            qp.as_ptr() as usize,
+            slot,
+            last,
+        );
+    }
+}
+
+/// `NdkSend` as the table calls it: [`send_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn send(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe { send_unwatched(qp, context, sgl, n, flags) };
+    watched(qp, &Slot("NdkSend"), Some(flags), status)
+}
+
+/// `NdkReceive` as the table calls it: [`receive_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe { receive_unwatched(qp, context, sgl, n) };
+    watched(qp, &Slot("NdkReceive"), None, status)
+}
+
+/// `NdkBind` as the table calls it: [`bind_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn bind(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    mr: *mut NdkMr,
+    mw: *mut NdkMw,
+    virtual_address: *mut c_void,
+    length: usize,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe { bind_unwatched(qp, context, mr, mw, virtual_address, length, flags) };
+    watched(qp, &Slot("NdkBind"), Some(flags), status)
+}
+
+/// `NdkFastRegister` as the table calls it: [`fast_register_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn fast_register(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    mr: *mut NdkMr,
+    page_count: u32,
+    pages: *const NdkLogicalAddress,
+    fbo: u32,
+    length: usize,
+    base_virtual_address: *mut c_void,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe {
+        fast_register_unwatched(
+            qp,
+            context,
+            mr,
+            page_count,
+            pages,
+            fbo,
+            length,
+            base_virtual_address,
+            flags,
+        )
+    };
+    watched(qp, &Slot("NdkFastRegister"), Some(flags), status)
+}
+
+/// `NdkInvalidate` as the table calls it: [`invalidate_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn invalidate(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    target: *mut NdkObjectHeader,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe { invalidate_unwatched(qp, context, target, flags) };
+    watched(qp, &Slot("NdkInvalidate"), Some(flags), status)
+}
+
+/// `NdkRead` as the table calls it: [`read_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn read(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+    remote_address: u64,
+    remote_token: u32,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status =
+        unsafe { read_unwatched(qp, context, sgl, n, remote_address, remote_token, flags) };
+    watched(qp, &Slot("NdkRead"), Some(flags), status)
+}
+
+/// `NdkWrite` as the table calls it: [`write_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn write(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+    remote_address: u64,
+    remote_token: u32,
+    flags: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status =
+        unsafe { write_unwatched(qp, context, sgl, n, remote_address, remote_token, flags) };
+    watched(qp, &Slot("NdkWrite"), Some(flags), status)
+}
+
+/// `NdkSendAndInvalidate` as the table calls it: [`send_and_invalidate_unwatched`], then watched in
+/// checked mode (D5, X5).
+unsafe fn send_and_invalidate(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+    flags: u32,
+    remote_token: u32,
+) -> NtStatus {
+    // SAFETY: the slot's contract, passed on unchanged.
+    let status = unsafe { send_and_invalidate_unwatched(qp, context, sgl, n, flags, remote_token) };
+    watched(qp, &Slot("NdkSendAndInvalidate"), Some(flags), status)
+}
+
 // ----- the QP slots ----------------------------------------------------------
 
 /// `NdkFlush` (E1): every pending receive and initiator request completes
 /// with `STATUS_CANCELLED`; returns at once. SRQ receives stay (E4).
 fn flush(qp: &Object<Qp>) {
+    watch_chain(qp, &Slot("NdkFlush"));
     qp.inner.rnic.flush();
 }
 
@@ -465,7 +669,7 @@ fn flush(qp: &Object<Qp>) {
 /// size, P12), `STATUS_NO_MORE_ENTRIES` (queue full, P24),
 /// `STATUS_INVALID_PARAMETER` (undocumented flag, bad SGL or buffer),
 /// `STATUS_INTERNAL_ERROR` (a CQ of the QP failed, E10).
-unsafe fn send(
+unsafe fn send_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -483,7 +687,7 @@ unsafe fn send(
 
 /// `NdkSendAndInvalidate` (M24, C2): a Send that invalidates `remote_token`
 /// at the peer; statuses as [`send`].
-unsafe fn send_and_invalidate(
+unsafe fn send_and_invalidate_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -500,7 +704,7 @@ unsafe fn send_and_invalidate(
 }
 
 /// `NdkWrite` (P13, P19); statuses as [`send`].
-unsafe fn write(
+unsafe fn write_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -519,7 +723,7 @@ unsafe fn write(
 
 /// `NdkRead` (P19, P20, M26): the SGEs are the local sink (up to
 /// `MaxReadRequestSge`); INLINE is not a Read flag. Statuses as [`send`].
-unsafe fn read(
+unsafe fn read_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -547,7 +751,12 @@ unsafe fn read(
 /// `MaxTransferLength`, `STATUS_NO_MORE_ENTRIES` when full,
 /// `STATUS_CONNECTION_INVALID` after disconnect or close,
 /// `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2) or a bad SGL.
-unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
+unsafe fn receive_unwatched(
+    qp: &Object<Qp>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+) -> NtStatus {
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
@@ -561,7 +770,7 @@ unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: 
 /// local write (M19); `STATUS_INVALID_PARAMETER` for a bad MR or MW pointer,
 /// a range outside the region, a window already bound, an MR or MW of
 /// another PD, an undocumented flag; otherwise as [`send`].
-unsafe fn bind(
+unsafe fn bind_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
@@ -605,7 +814,7 @@ unsafe fn bind(
 /// page array, a page list the MR cannot hold, a base not `FBO` plus whole
 /// pages (M16), a RegisterMr MR (M1), an undocumented flag; otherwise as
 /// [`send`].
-unsafe fn fast_register(
+unsafe fn fast_register_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
@@ -677,7 +886,7 @@ unsafe fn invalidate_target(header: *const NdkObjectHeader) -> Option<Invalidate
 /// an object of another PD, an undocumented flag; otherwise as [`send`]. An
 /// MR or MW with nothing to invalidate completes with
 /// `STATUS_INVALID_DEVICE_REQUEST`.
-unsafe fn invalidate(
+unsafe fn invalidate_unwatched(
     qp: &Object<Qp>,
     context: *mut c_void,
     target: *mut NdkObjectHeader,
