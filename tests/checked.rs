@@ -7,14 +7,14 @@
 //! The consumer side reuses the conformance harness (a consumer of the C ABI
 //! through the dispatch tables).
 
-#[path = "conformance/harness.rs"]
+#[path = "conformance/harness/mod.rs"]
 mod harness;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use harness::{Pair, WAIT};
+use harness::{Pair, WAIT, assert_success};
 use softndk::abi::*;
 use softndk::provider::host::{
     BreachCount, BreachReport, SoftNdkGetBreachCounts, SoftNdkGetBreachReports, SoftNdkSetChecked,
@@ -27,7 +27,7 @@ const DEFER: u32 = OpFlags::DEFER.bits();
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
-    assert_eq!(SoftNdkSetChecked(1), STATUS_SUCCESS);
+    assert_success!(SoftNdkSetChecked(1));
     guard
 }
 
@@ -46,7 +46,7 @@ fn counts() -> Vec<(String, u64)> {
     ];
     // SAFETY: room for `n` entries.
     let status = unsafe { SoftNdkGetBreachCounts(out.as_mut_ptr(), &raw mut n) };
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     out.iter()
         .map(|c| {
             let end = c.rule.iter().position(|&b| b == 0).unwrap_or(8);
@@ -72,14 +72,14 @@ fn reports() -> Vec<(String, u64, String)> {
     // SAFETY: a zero-room query.
     let status = unsafe { SoftNdkGetBreachReports(std::ptr::null_mut(), &raw mut n) };
     if n == 0 {
-        assert_eq!(status, STATUS_SUCCESS);
+        assert_success!(status);
         return Vec::new();
     }
     assert_eq!(status, STATUS_BUFFER_TOO_SMALL, "size query");
     let mut out = vec![BreachReport::EMPTY; n as usize];
     // SAFETY: room for `n` entries.
     let status = unsafe { SoftNdkGetBreachReports(out.as_mut_ptr(), &raw mut n) };
-    assert_eq!(status, STATUS_SUCCESS);
+    assert_success!(status);
     out.truncate(n as usize);
     out.iter()
         .map(|r| (r.rule().to_owned(), r.object, r.text().to_owned()))
@@ -117,7 +117,7 @@ fn checked_defer_chain_left_unrung_at_flush_is_reported_rule_d5() {
     let _serial = serial();
     let pair = Pair::new();
     let before = count("D5");
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
     pair.a_qp.flush();
     assert_eq!(count("D5"), before + 1);
     let text = report_on("D5", pair.a_qp.0 as usize).expect("a D5 report on the QP");
@@ -127,7 +127,7 @@ fn checked_defer_chain_left_unrung_at_flush_is_reported_rule_d5() {
     );
     let results = pair.a_cq.wait_results(1);
     assert_eq!(results.len(), 1);
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
 
 /// D5 at the QP's close.
@@ -137,9 +137,9 @@ fn checked_defer_chain_left_unrung_at_close_is_reported_rule_d5() {
     let pair = Pair::new();
     let qp = pair.a_qp.0 as usize;
     let before = count("D5");
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &[], DEFER), STATUS_SUCCESS);
-    harness::dpei::teardown_lenient(pair);
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
+    assert_success!(pair.a_qp.send(2, &[], DEFER));
+    harness::teardown_lenient(pair);
     assert!(count("D5") > before);
     let text = report_on("D5", qp).expect("a D5 report on the QP");
     assert!(text.contains("NdkSend"), "{text}");
@@ -151,7 +151,7 @@ fn checked_defer_chain_left_unrung_at_disconnect_is_reported_rule_d5() {
     let _serial = serial();
     let pair = Pair::new();
     let before = count("D5");
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
     let (a, a_done) = pair.a_conn.disconnect();
     let (b, b_done) = pair.b_conn.disconnect();
     let _ = a_done.outcome(a);
@@ -162,7 +162,7 @@ fn checked_defer_chain_left_unrung_at_disconnect_is_reported_rule_d5() {
         text.contains("NdkDisconnect") && text.contains("NdkSend"),
         "{text}"
     );
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
 
 /// D5 kept: a chain rung by a request without DEFER gets no report.
@@ -171,12 +171,12 @@ fn checked_defer_chain_rung_gets_no_report_rule_d5() {
     let _serial = serial();
     let pair = Pair::new();
     let before = count("D5");
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &[], 0), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
+    assert_success!(pair.a_qp.send(2, &[], 0));
     pair.a_qp.flush();
     let _ = pair.a_cq.wait_results(2);
     assert_eq!(count("D5"), before);
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
 
 /// X5: a Send on a QP whose connection the consumer ended: refused
@@ -187,14 +187,14 @@ fn checked_post_on_disconnected_qp_is_reported_rule_x5() {
     let pair = Pair::new();
     let (a, a_done) = pair.a_conn.disconnect();
     let (b, b_done) = pair.b_conn.disconnect();
-    assert_eq!(a_done.outcome(a), STATUS_SUCCESS);
+    assert_success!(a_done.outcome(a));
     let _ = b_done.outcome(b);
     let before = count("X5");
     assert_eq!(pair.a_qp.send(1, &[], 0), STATUS_CONNECTION_INVALID);
     assert_eq!(count("X5"), before + 1);
     let text = report_on("X5", pair.a_qp.0 as usize).expect("an X5 report on the QP");
     assert!(text.contains("NdkSend"), "{text}");
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
 
 /// X5: Connect again on a connector whose connection ended.
@@ -204,7 +204,7 @@ fn checked_reused_disconnected_connector_is_reported_rule_x5() {
     let pair = Pair::new();
     let (a, a_done) = pair.a_conn.disconnect();
     let (b, b_done) = pair.b_conn.disconnect();
-    assert_eq!(a_done.outcome(a), STATUS_SUCCESS);
+    assert_success!(a_done.outcome(a));
     let _ = b_done.outcome(b);
     let before = count("X5");
     let (addr_a, addr_b) = harness::fresh_addresses();
@@ -215,7 +215,7 @@ fn checked_reused_disconnected_connector_is_reported_rule_x5() {
     assert_eq!(count("X5"), before + 1);
     let text = report_on("X5", pair.a_conn.0 as usize).expect("an X5 report on the connector");
     assert!(text.contains("NdkConnect"), "{text}");
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
 
 /// The CQ the C1 test holds a call inside, and the hand-shake of the two
@@ -278,10 +278,10 @@ fn checked_correct_use_gets_no_report_rules_c1_d5_x5() {
     let _serial = serial();
     let before = counts();
     let pair = Pair::new();
-    assert_eq!(pair.b_qp.receive(1, &[]), STATUS_SUCCESS);
-    assert_eq!(pair.b_qp.receive(2, &[]), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
-    assert_eq!(pair.a_qp.send(2, &[], 0), STATUS_SUCCESS);
+    assert_success!(pair.b_qp.receive(1, &[]));
+    assert_success!(pair.b_qp.receive(2, &[]));
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
+    assert_success!(pair.a_qp.send(2, &[], 0));
     assert_eq!(pair.a_cq.wait_results(2).len(), 2);
     assert_eq!(pair.b_cq.wait_results(2).len(), 2);
     pair.a_cq.arm(NdkCqNotifyType::ANY);
@@ -320,8 +320,8 @@ fn checked_stop_aborts_with_the_report_rule_d5() {
 #[ignore = "run by checked_stop_aborts_with_the_report_rule_d5 in a child process"]
 fn stop_child_commits_d5() {
     let pair = Pair::new();
-    assert_eq!(pair.a_qp.send(1, &[], DEFER), STATUS_SUCCESS);
+    assert_success!(pair.a_qp.send(1, &[], DEFER));
     pair.a_qp.flush();
     // Not reached when stopped.
-    harness::dpei::teardown_lenient(pair);
+    harness::teardown_lenient(pair);
 }
