@@ -319,3 +319,23 @@ fn wait_state(side: &Side, state: QpState) -> QpState {
     }
     side.qp.state()
 }
+
+/// X1/X2 over TCP: whichever side disconnects, its link closes the stream
+/// orderly once its FPDUs are out, and the other side sees the peer gone.
+#[test]
+fn test_graceful_disconnect_both_ways() {
+    for a_first in [true, false] {
+        let (a, b) = sides();
+        let (client, server) = sockets();
+        let ea = initiator(&a, client, &InitiatorConfig::default(), b"");
+        let eb = responder(&b, server, ResponderConfig::default());
+        assert!(matches!(eb.seen.next(), Seen::Request(_)));
+        eb.conn.accept(1, 1, b"", now()).unwrap();
+        assert!(matches!(ea.seen.next(), Seen::Up(..)));
+        assert!(matches!(eb.seen.next(), Seen::Up(..)));
+        let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };
+        first.qp.disconnect();
+        assert_eq!(wait_state(second, QpState::Error), QpState::Error);
+        assert_eq!(first.qp.state(), QpState::Disconnected);
+    }
+}
