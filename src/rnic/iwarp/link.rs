@@ -198,6 +198,11 @@ struct Shared {
     /// Sending is allowed (false until the first FPDU arrives when the
     /// configuration says `receive_first`).
     may_send: bool,
+    /// A Terminate from the peer: the request it concerns and its status,
+    /// recorded by the receive side together with `failing` and applied by
+    /// the runner (the only one that retires requests) before it retires
+    /// anything, so the lookup cannot race with retirement.
+    peer_terminate: Option<(Concerns, WcStatus)>,
 }
 
 const TERM_FPDU: usize = mpa::fpdu_len(ddp::UNTAGGED_HEADER_LEN + MAX_TERMINATE_LEN);
@@ -285,6 +290,7 @@ pub fn connect(
         peer_closed: false,
         closed: false,
         may_send: !config.receive_first,
+        peer_terminate: None,
     };
     let tx = Tx {
         buf: try_boxed(mpa::fpdu_len(usize::from(config.mulpdu)), 0_u8)?,
@@ -561,7 +567,10 @@ impl Link {
     /// status, the others cancelled, E5).
     fn wind_down(&self, qp: &Arc<Qp>) {
         let (closed, peer_closed) = {
-            let shared = self.shared.lock();
+            let mut shared = self.shared.lock();
+            // Before a half-sent FPDU completes its request, and before any
+            // request retires.
+            mark_concerned(&mut shared, qp);
             (shared.closed, shared.peer_closed)
         };
         {
@@ -594,6 +603,7 @@ impl Link {
             }
             let close = (!blocked || shared.peer_closed) && !shared.closed;
             shared.closed |= close;
+            mark_concerned(&mut shared, qp);
             while shared.out_reads.pop().is_some() {}
             while shared.in_reads.pop().is_some() {}
             close
@@ -610,6 +620,7 @@ impl Link {
             let slot = qp.queued(0).map_or(usize::MAX, |(slot, _)| slot);
             let status = {
                 let mut shared = self.shared.lock();
+                mark_concerned(&mut shared, qp);
                 shared.cursor = shared.cursor.saturating_sub(1);
                 shared.done.get_mut(slot).and_then(Option::take)
             };
@@ -1026,8 +1037,10 @@ impl Link {
                 }
             };
             rest = rest.get(consumed..).unwrap_or_default();
+            #[cfg(all(test, not(loom)))]
+            hook::after_ulpdu();
             let stop = outcome.fail;
-            self.apply(&qp, &outcome);
+            Self::apply(&qp, &outcome);
             if stop {
                 return;
             }
@@ -1069,56 +1082,17 @@ impl Link {
         }
     }
 
-    fn apply(&self, qp: &Arc<Qp>, outcome: &Outcome) {
+    fn apply(qp: &Arc<Qp>, outcome: &Outcome) {
         if let Some((recv, status)) = outcome.receive {
             complete_recv(qp, &recv, status);
         }
         if let Some(completion) = outcome.completion {
             qp.complete_receive(completion);
         }
-        if let Some((kind, status)) = outcome.peer_terminate {
-            self.mark_concerned(qp, kind, status);
-        }
         if outcome.fail {
             qp.terminate();
         } else if outcome.kick {
             qp.kick();
-        }
-    }
-
-    /// Fails the request a received Terminate concerns.
-    fn mark_concerned(&self, qp: &Arc<Qp>, kind: Concerns, status: WcStatus) {
-        let (cursor, read_slot) = {
-            let shared = self.shared.lock();
-            let reads = || (0..shared.out_reads.len()).filter_map(|i| shared.out_reads.get(i));
-            let named = match kind {
-                Concerns::Read(Some(msn)) => reads().find(|r| r.msn == msn),
-                _ => None,
-            };
-            (
-                shared.cursor,
-                named.or_else(|| reads().next()).map(|r| r.slot),
-            )
-        };
-        for index in 0..=cursor {
-            let Some((slot, opcode)) = qp.queued(index) else {
-                return;
-            };
-            let hit = match kind {
-                Concerns::Read(_) => Some(slot) == read_slot,
-                Concerns::SendOrWrite => matches!(opcode, Opcode::Send | Opcode::Write),
-                Concerns::Any => true,
-            };
-            let mut shared = self.shared.lock();
-            if hit && let Some(place) = shared.done.get_mut(slot) {
-                if place.is_none() {
-                    *place = Some(status);
-                    return;
-                }
-                if matches!(kind, Concerns::Read(_)) {
-                    return;
-                }
-            }
         }
     }
 
@@ -1161,7 +1135,6 @@ impl Link {
             Message::ReadRequest { msn, request } => self.queue_read(state, msn, request, ulpdu),
             Message::Terminate { terminate, .. } => {
                 state.dead = true;
-                self.shared.lock().failing = true;
                 let kind = match terminate.offending_ddp().map(|h| h.buffer) {
                     Some(Buffer::Untagged { qn, msn, .. }) if qn == rdmap::QN_READ_REQUEST => {
                         Concerns::Read(Some(msn))
@@ -1181,9 +1154,14 @@ impl Link {
                     }
                     Some(Buffer::Untagged { .. }) | None => Concerns::Any,
                 };
-                let mut outcome = Outcome::failed(state.recv.take().as_ref(), None);
-                outcome.peer_terminate = Some((kind, terminate.code.completion_status()));
-                outcome
+                {
+                    // Both at once: a runner that sees `failing` sees the
+                    // Terminate too.
+                    let mut shared = self.shared.lock();
+                    shared.failing = true;
+                    shared.peer_terminate = Some((kind, terminate.code.completion_status()));
+                }
+                Outcome::failed(state.recv.take().as_ref(), None)
             }
         }
     }
@@ -1432,8 +1410,6 @@ struct Outcome {
     receive: Option<(RecvWqe, WcStatus)>,
     /// A receive that completed.
     completion: Option<Completion>,
-    /// A Terminate from the peer: the request it concerns and its status.
-    peer_terminate: Option<(Concerns, WcStatus)>,
     /// The connection ends.
     fail: bool,
     /// The runner has work (a Read Response to send, a Read to retire).
@@ -1448,6 +1424,44 @@ impl Outcome {
             receive: recv.map(|r| (*r, status.unwrap_or(WcStatus::Cancelled))),
             fail: true,
             ..Self::default()
+        }
+    }
+}
+
+/// Fails the request a received Terminate concerns (if one was received and
+/// not yet applied), with `shared` held. Called by the runner only: it alone
+/// retires requests, so the ring positions walked here stay put (the
+/// receive side used to walk them unlocked while the runner retired, and a
+/// status could land on a neighbour or on a retired slot).
+fn mark_concerned(shared: &mut Shared, qp: &Qp) {
+    let Some((kind, status)) = shared.peer_terminate.take() else {
+        return;
+    };
+    let read_slot = {
+        let reads = || (0..shared.out_reads.len()).filter_map(|i| shared.out_reads.get(i));
+        let named = match kind {
+            Concerns::Read(Some(msn)) => reads().find(|r| r.msn == msn),
+            _ => None,
+        };
+        named.or_else(|| reads().next()).map(|r| r.slot)
+    };
+    for index in 0..=shared.cursor {
+        let Some((slot, opcode)) = qp.queued(index) else {
+            return;
+        };
+        let hit = match kind {
+            Concerns::Read(_) => Some(slot) == read_slot,
+            Concerns::SendOrWrite => matches!(opcode, Opcode::Send | Opcode::Write),
+            Concerns::Any => true,
+        };
+        if hit && let Some(place) = shared.done.get_mut(slot) {
+            if place.is_none() {
+                *place = Some(status);
+                return;
+            }
+            if matches!(kind, Concerns::Read(_)) {
+                return;
+            }
         }
     }
 }
@@ -1467,6 +1481,43 @@ fn one(seg: Segment) -> SegList {
     SegList {
         segs: core::array::from_fn(|_| first.take()),
         total,
+    }
+}
+
+/// A test's hook into the receive path: runs after each ULPDU is handled,
+/// before its outcome is applied, with no link lock held (to interleave a
+/// runner there deterministically).
+#[cfg(test)]
+#[cfg(not(loom))]
+mod hook {
+    use alloc::boxed::Box;
+    use core::cell::RefCell;
+
+    std::thread_local! {
+        static AFTER_ULPDU: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+    }
+
+    /// Installs `f` for this thread (until `clear`).
+    pub(super) fn set(f: Box<dyn FnMut()>) {
+        AFTER_ULPDU.with(|h| *h.borrow_mut() = Some(f));
+    }
+
+    pub(super) fn clear() {
+        AFTER_ULPDU.with(|h| *h.borrow_mut() = None);
+    }
+
+    pub(super) fn after_ulpdu() {
+        // Taken out while it runs, so a hook may re-enter the receive path.
+        let hook = AFTER_ULPDU.with(|h| h.borrow_mut().take());
+        if let Some(mut hook) = hook {
+            hook();
+            AFTER_ULPDU.with(|h| {
+                let mut slot = h.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(hook);
+                }
+            });
+        }
     }
 }
 

@@ -39,6 +39,7 @@
 //! Builders write into caller-provided `&mut [u8]` and return the length
 //! written, or an error when it does not fit.
 
+pub mod conn;
 pub mod crc;
 pub mod ddp;
 pub mod link;

@@ -17,7 +17,7 @@ use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
 use crate::rnic::iwarp::setup::{
     Established, Event as SetupEvent, Initiator, InitiatorConfig, Responder, ResponderConfig,
 };
-use crate::rnic::iwarp::terminate::{LocalCause, TermCode, ddp_code, ddp_etype};
+use crate::rnic::iwarp::terminate::{LocalCause, TermCode, Terminate, ddp_code, ddp_etype};
 use crate::rnic::mr::{Denied, Mw};
 use crate::rnic::qp::{self, Payload, QpState};
 use crate::rnic::testing::{CONFIG, Registered, Side};
@@ -620,6 +620,79 @@ fn test_send_without_receive_terminates() {
     );
     assert_eq!(w.a.qp.state(), QpState::Error);
     assert_eq!(w.b.qp.state(), QpState::Error);
+}
+
+/// A Terminate arriving while the runner retires completed requests: the
+/// status must land on the request the Terminate names, not on a neighbour
+/// (or on a slot already retired). The hook runs the runner between the
+/// Terminate's receipt and the application of its outcome, the moment the
+/// old receive-side lookup raced with retirement.
+#[test]
+fn test_terminate_status_lands_on_its_request_while_runner_retires() {
+    // Room for the Read Request (52 bytes), S1 (24) and 10 bytes of S2: S2
+    // stays sent-but-not-taken, S3 waits behind it.
+    let window = mpa::fpdu_len(46) + 2 * mpa::fpdu_len(18) - 14;
+    let w = Wire::with(window, 64, 1, config(false, 4), EngineMode::Deferred);
+    let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
+    w.a.qp
+        .post_read(0, &[sink.sge(0, 8)], 0x1000, 0x77, WrFlags::empty())
+        .unwrap();
+    for ctx in 1..=3 {
+        w.a.qp
+            .post_send(ctx, Payload::Sges(&[]), WrFlags::empty(), None)
+            .unwrap();
+    }
+    crate::kernel::deferred::flush();
+    assert!(w.a.scq.drain().is_empty(), "all wait behind the Read");
+    // The peer answers the Read, then terminates naming a Send.
+    let mut bytes = alloc::vec![0_u8; 256];
+    let sge = sink.sge(0, 8);
+    let mut n = Message::ReadResponse {
+        stag: sge.key,
+        to: sge.addr,
+        last: true,
+        payload: &[5; 8],
+    }
+    .write_fpdu(&mut bytes, false)
+    .unwrap();
+    let mut send = [0_u8; 64];
+    let send_len = Message::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 3,
+        mo: 0,
+        last: true,
+        payload: &[],
+    }
+    .write_ulpdu(&mut send)
+    .unwrap();
+    let code = LocalCause::NoReceive.term_code();
+    let mut terminate = Terminate::new(code);
+    terminate.segment_len = u16::try_from(send_len).ok();
+    terminate.ddp_header = Some(&send[..send_len]);
+    n += Message::Terminate { msn: 1, terminate }
+        .write_fpdu(&mut bytes[n..], false)
+        .unwrap();
+    // After each ULPDU, the runner runs to completion (it retires the Read
+    // and S1 once the Response is placed, and winds down after the
+    // Terminate) before the receive side goes on.
+    super::hook::set(alloc::boxed::Box::new(crate::kernel::deferred::flush));
+    w.la.receive(&bytes[..n]);
+    super::hook::clear();
+    crate::kernel::deferred::flush();
+    let status = code.completion_status();
+    assert!(!matches!(status, WcStatus::Success | WcStatus::Cancelled));
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [
+            (0, Opcode::Read, WcStatus::Success),
+            (1, Opcode::Send, WcStatus::Success),
+            (2, Opcode::Send, status),
+            (3, Opcode::Send, WcStatus::Cancelled),
+        ]
+    );
+    assert_eq!(sink.buffer.bytes(), &[5; 8]);
+    assert_eq!(w.a.qp.state(), QpState::Error);
 }
 
 #[test]

@@ -1,0 +1,485 @@
+//! One iWARP connection over an ordered byte stream, from the first byte to
+//! the data path (issue 8, "connections over TCP"): the MPA exchange
+//! (`setup`) driven by the stream's events and a clock, then the QP's
+//! [`Link`] over the same stream. Sans-I/O like the rest of `rnic`: the
+//! platform (host TCP in `kernel::net`, WSK later) opens the stream, feeds
+//! its events here ([`Conn::received`], [`Conn::writable`], [`Conn::closed`])
+//! and calls [`Conn::tick`] by [`Conn::deadline`]; nothing here blocks or
+//! sleeps, and every wait on the peer has a deadline (`setup`'s time-outs).
+//!
+//! What the connection layer learns comes through [`ConnEvents`], called
+//! with no lock of this module held: the responder's [`PeerRequest`] (to
+//! answer with [`Conn::accept`] or [`Conn::reject`]), the connection being
+//! up (the QP is connected through its link, with the negotiated read limits
+//! applied, N20), or the failure that ended it ([`ConnFailure`]).
+//!
+//! Not here yet (`docs/iwarp.md`, "Connections over TCP: design"): the
+//! fabric's use of it (`rnic::cm`), holding the initiator's RTR until
+//! CompleteConnect, the TCP connect itself and the graceful-disconnect
+//! time-out.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use super::link::{self, ByteStream, Link, LinkConfig, LinkError};
+use super::setup::{
+    Established, Event, Initiator, InitiatorConfig, PeerRequest, Responder, ResponderConfig,
+    SetupError,
+};
+use crate::kernel::sync::{Arc, SpinLock};
+use crate::rnic::qp::Qp;
+
+/// Why a connection attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnFailure {
+    /// The responder rejected the request, with its private data (N16:
+    /// `STATUS_CONNECTION_REFUSED` at the initiator).
+    Rejected(Vec<u8>),
+    /// A wait on the peer passed its deadline (N12, N14, N15:
+    /// `STATUS_IO_TIMEOUT`).
+    TimedOut,
+    /// The peer closed or reset the stream before the setup finished
+    /// (`STATUS_CONNECTION_ABORTED`).
+    Closed {
+        /// A reset rather than an orderly close.
+        abortive: bool,
+    },
+    /// The MPA exchange failed (a malformed or unacceptable frame, a wrong
+    /// RTR, a Terminate).
+    Setup(SetupError),
+    /// The QP could not be connected through its link.
+    Link(LinkError),
+}
+
+/// What a connection tells the connection layer.
+pub trait ConnEvents: Send + Sync {
+    /// Responder: a request arrived; answer with [`Conn::accept`] or
+    /// [`Conn::reject`] before the decision time-out.
+    fn request(&self, request: &PeerRequest);
+    /// The connection is up: the QP is connected through `link`.
+    /// `private_data` is the peer's (initiator: the reply's; responder: the
+    /// request's).
+    fn established(&self, link: &Arc<Link>, private_data: &[u8]);
+    /// The attempt failed; the stream is closed.
+    fn failed(&self, failure: ConnFailure);
+}
+
+/// What the link is built with once the setup succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkParams {
+    /// The largest ULPDU sent (`mpa::mulpdu` of the socket's MSS).
+    pub mulpdu: u16,
+    /// The largest ULPDU accepted.
+    pub max_rx_ulpdu: u16,
+    /// (IRD, ORD) when the peer sent no RFC 6581 block (revision 1).
+    pub default_ird_ord: (u32, u32),
+}
+
+enum Machine {
+    Initiator(Initiator),
+    Responder(Box<Responder>),
+}
+
+impl Machine {
+    fn output(&self) -> &[u8] {
+        match self {
+            Self::Initiator(m) => m.output(),
+            Self::Responder(m) => m.output(),
+        }
+    }
+
+    fn advance_output(&mut self, n: usize) {
+        match self {
+            Self::Initiator(m) => m.advance_output(n),
+            Self::Responder(m) => m.advance_output(n),
+        }
+    }
+
+    fn receive(&mut self, bytes: &[u8], now: u64) -> Result<Option<Event>, SetupError> {
+        match self {
+            Self::Initiator(m) => m.receive(bytes, now),
+            Self::Responder(m) => m.receive(bytes, now),
+        }
+    }
+
+    fn tick(&mut self, now: u64) -> Result<(), SetupError> {
+        match self {
+            Self::Initiator(m) => m.tick(now),
+            Self::Responder(m) => m.tick(now),
+        }
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        match self {
+            Self::Initiator(m) => m.deadline(),
+            Self::Responder(m) => m.deadline(),
+        }
+    }
+}
+
+enum Phase {
+    /// The MPA exchange runs.
+    Setup(Machine),
+    /// Established, but the last setup bytes are not all taken by the
+    /// stream yet: the link starts once they are (its FPDUs must follow
+    /// them). Bytes received meanwhile are kept in `established.leftover`.
+    Draining(Machine, Established),
+    /// The responder rejected: the reject frame drains, then the stream
+    /// closes.
+    Rejecting(Machine),
+    /// The data path runs.
+    Linked(Arc<Link>),
+    /// Over (failed or rejected); the stream is closed.
+    Over,
+}
+
+/// What a step asks of the caller once the lock is released.
+enum Report {
+    None,
+    Request(PeerRequest),
+    Established(Arc<Link>, Vec<u8>, Vec<u8>),
+    Failed(ConnFailure, bool),
+    /// The reject frame went out: close the stream, report nothing.
+    Rejected,
+}
+
+/// One connection: its stream, its QP and where the setup stands.
+pub struct Conn {
+    qp: Arc<Qp>,
+    stream: Arc<dyn ByteStream>,
+    params: LinkParams,
+    initiator: bool,
+    phase: SpinLock<Phase>,
+    events: Arc<dyn ConnEvents>,
+}
+
+impl core::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Conn")
+            .field("initiator", &self.initiator)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Starts the initiator's side on a connected `stream`: the MPA request
+    /// (IRD/ORD from `config`: the consumer's read limits, N20) with
+    /// `private_data` is offered at once. `now` is the clock in ms.
+    ///
+    /// # Errors
+    /// The request cannot be built (private data too long, IRD/ORD out of
+    /// range): nothing was sent.
+    pub fn initiate(
+        qp: &Arc<Qp>,
+        stream: Arc<dyn ByteStream>,
+        config: &InitiatorConfig,
+        private_data: &[u8],
+        params: LinkParams,
+        events: Arc<dyn ConnEvents>,
+        now: u64,
+    ) -> Result<Arc<Self>, SetupError> {
+        let machine = Initiator::new(config, private_data, now)?;
+        let conn = Arc::new(Self {
+            qp: Arc::clone(qp),
+            stream,
+            params,
+            initiator: true,
+            phase: SpinLock::new(Phase::Setup(Machine::Initiator(machine))),
+            events,
+        });
+        conn.writable();
+        Ok(conn)
+    }
+
+    /// Starts the responder's side on an accepted `stream`: it awaits the
+    /// request.
+    #[must_use]
+    pub fn respond(
+        qp: &Arc<Qp>,
+        stream: Arc<dyn ByteStream>,
+        config: ResponderConfig,
+        params: LinkParams,
+        events: Arc<dyn ConnEvents>,
+        now: u64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            qp: Arc::clone(qp),
+            stream,
+            params,
+            initiator: false,
+            phase: SpinLock::new(Phase::Setup(Machine::Responder(Box::new(Responder::new(
+                config, now,
+            ))))),
+            events,
+        })
+    }
+
+    /// When [`Self::tick`] must be called at the latest (`None`: no wait on
+    /// the peer is running).
+    pub fn deadline(&self) -> Option<u64> {
+        match &*self.phase.lock() {
+            Phase::Setup(machine) => machine.deadline(),
+            _ => None,
+        }
+    }
+
+    /// The clock reached `now`: a wait past its deadline fails the attempt
+    /// ([`ConnFailure::TimedOut`], the stream is reset).
+    pub fn tick(&self, now: u64) {
+        let report = {
+            let mut phase = self.phase.lock();
+            match &mut *phase {
+                Phase::Setup(machine) => match machine.tick(now) {
+                    Ok(()) => Report::None,
+                    Err(error) => {
+                        *phase = Phase::Over;
+                        Report::Failed(failure_of(error), true)
+                    }
+                },
+                _ => Report::None,
+            }
+        };
+        self.report(report);
+    }
+
+    /// Bytes received from the stream, in order.
+    pub fn received(&self, bytes: &[u8], now: u64) {
+        let report = {
+            let mut phase = self.phase.lock();
+            match &mut *phase {
+                Phase::Linked(link) => {
+                    let link = Arc::clone(link);
+                    drop(phase);
+                    link.receive(bytes);
+                    return;
+                }
+                Phase::Draining(_, established) => {
+                    established.leftover.extend_from_slice(bytes);
+                    Report::None
+                }
+                Phase::Setup(machine) => {
+                    let result = machine.receive(bytes, now);
+                    self.step(&mut phase, result)
+                }
+                Phase::Rejecting(_) | Phase::Over => Report::None,
+            }
+        };
+        self.report(report);
+    }
+
+    /// The stream has room again: the setup's output, then the link's.
+    pub fn writable(&self) {
+        let report = {
+            let mut phase = self.phase.lock();
+            match &mut *phase {
+                Phase::Linked(link) => {
+                    let link = Arc::clone(link);
+                    drop(phase);
+                    link.writable();
+                    return;
+                }
+                Phase::Setup(machine) => {
+                    self.flush(machine);
+                    Report::None
+                }
+                Phase::Draining(..) | Phase::Rejecting(_) => self.drained(&mut phase),
+                Phase::Over => Report::None,
+            }
+        };
+        self.report(report);
+    }
+
+    /// The peer closed (`abortive`: reset) the stream.
+    pub fn closed(&self, abortive: bool) {
+        let report = {
+            let mut phase = self.phase.lock();
+            match core::mem::replace(&mut *phase, Phase::Over) {
+                Phase::Linked(link) => {
+                    *phase = Phase::Linked(Arc::clone(&link));
+                    drop(phase);
+                    link.peer_closed(abortive);
+                    return;
+                }
+                Phase::Over => Report::None,
+                Phase::Rejecting(_) => Report::Rejected,
+                Phase::Setup(_) | Phase::Draining(..) => {
+                    Report::Failed(ConnFailure::Closed { abortive }, abortive)
+                }
+            }
+        };
+        self.report(report);
+    }
+
+    /// Responder: accepts the request with this side's read limits (N20)
+    /// and `private_data`.
+    ///
+    /// # Errors
+    /// Local mistakes (private data too long, IRD/ORD out of range) and
+    /// [`SetupError::WrongState`] (no request waiting) change nothing. A
+    /// passed decision deadline ends the attempt: it is reported through
+    /// [`ConnEvents::failed`] and this returns `Ok`.
+    pub fn accept(
+        &self,
+        ird: u16,
+        ord: u16,
+        private_data: &[u8],
+        now: u64,
+    ) -> Result<(), SetupError> {
+        let report = {
+            let mut phase = self.phase.lock();
+            let Phase::Setup(Machine::Responder(machine)) = &mut *phase else {
+                return Err(SetupError::WrongState);
+            };
+            let result = machine.accept(ird, ord, private_data, now);
+            if let Err(SetupError::Mpa(_) | SetupError::WrongState) = result {
+                return result.map(|_| ());
+            }
+            self.step(&mut phase, result)
+        };
+        self.report(report);
+        Ok(())
+    }
+
+    /// Responder: rejects the request with `private_data`; the stream closes
+    /// once the reject frame is out.
+    ///
+    /// # Errors
+    /// As [`Self::accept`].
+    pub fn reject(&self, private_data: &[u8], now: u64) -> Result<(), SetupError> {
+        let report = {
+            let mut phase = self.phase.lock();
+            let Phase::Setup(Machine::Responder(machine)) = &mut *phase else {
+                return Err(SetupError::WrongState);
+            };
+            if let Err(error) = machine.reject(private_data, now) {
+                if error != SetupError::TimedOut {
+                    return Err(error);
+                }
+                *phase = Phase::Over;
+                drop(phase);
+                self.report(Report::Failed(ConnFailure::TimedOut, true));
+                return Ok(());
+            }
+            let Phase::Setup(machine) = core::mem::replace(&mut *phase, Phase::Over) else {
+                return Err(SetupError::WrongState);
+            };
+            *phase = Phase::Rejecting(machine);
+            self.drained(&mut phase)
+        };
+        self.report(report);
+        Ok(())
+    }
+
+    /// Offers the setup's pending output; `true` once all is taken.
+    fn flush(&self, machine: &mut Machine) -> bool {
+        // Bounded: each round takes at least one byte or stops.
+        for _ in 0..machine.output().len() {
+            let pending = machine.output();
+            if pending.is_empty() {
+                return true;
+            }
+            let n = self.stream.send(pending);
+            if n == 0 {
+                return false;
+            }
+            machine.advance_output(n);
+        }
+        machine.output().is_empty()
+    }
+
+    /// After a setup step: acts on its event or error.
+    fn step(&self, phase: &mut Phase, result: Result<Option<Event>, SetupError>) -> Report {
+        let Phase::Setup(machine) = phase else {
+            return Report::None;
+        };
+        // Whatever the step queued goes out first (a reply, an RTR, a
+        // Terminate before the close).
+        self.flush(machine);
+        match result {
+            Ok(None) => Report::None,
+            Ok(Some(Event::Request(request))) => Report::Request(request),
+            Ok(Some(Event::Rejected { private_data })) => {
+                *phase = Phase::Over;
+                Report::Failed(ConnFailure::Rejected(private_data), false)
+            }
+            Ok(Some(Event::Established(established))) => {
+                let Phase::Setup(machine) = core::mem::replace(phase, Phase::Over) else {
+                    return Report::None;
+                };
+                *phase = Phase::Draining(machine, established);
+                self.drained(phase)
+            }
+            Err(error) => {
+                *phase = Phase::Over;
+                Report::Failed(failure_of(error), false)
+            }
+        }
+    }
+
+    /// In `Draining` or `Rejecting`: once the setup's last bytes are taken,
+    /// starts the link or ends the rejected attempt.
+    fn drained(&self, phase: &mut Phase) -> Report {
+        match phase {
+            Phase::Draining(machine, _) | Phase::Rejecting(machine) => {
+                if !self.flush(machine) {
+                    return Report::None;
+                }
+            }
+            _ => return Report::None,
+        }
+        match core::mem::replace(phase, Phase::Over) {
+            Phase::Draining(_, mut established) => {
+                let config = LinkConfig::established(
+                    &established,
+                    self.initiator,
+                    self.params.mulpdu,
+                    self.params.max_rx_ulpdu,
+                    self.params.default_ird_ord,
+                );
+                match link::connect(&self.qp, Arc::clone(&self.stream), config) {
+                    Ok(link) => {
+                        *phase = Phase::Linked(Arc::clone(&link));
+                        let leftover = core::mem::take(&mut established.leftover);
+                        Report::Established(link, established.private_data, leftover)
+                    }
+                    Err(error) => Report::Failed(ConnFailure::Link(error), true),
+                }
+            }
+            Phase::Rejecting(_) => Report::Rejected,
+            other => {
+                *phase = other;
+                Report::None
+            }
+        }
+    }
+
+    /// Acts on a step's report with no lock held.
+    fn report(&self, report: Report) {
+        match report {
+            Report::None => {}
+            Report::Request(request) => self.events.request(&request),
+            Report::Established(link, private_data, leftover) => {
+                // The peer's first FPDUs, if they came with the last setup
+                // message, then the consumer hears of it.
+                link.receive(&leftover);
+                self.events.established(&link, &private_data);
+            }
+            Report::Failed(failure, abortive) => {
+                self.stream.close(abortive);
+                self.events.failed(failure);
+            }
+            Report::Rejected => self.stream.close(false),
+        }
+    }
+}
+
+fn failure_of(error: SetupError) -> ConnFailure {
+    match error {
+        SetupError::TimedOut => ConnFailure::TimedOut,
+        other => ConnFailure::Setup(other),
+    }
+}
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tests;
