@@ -162,7 +162,7 @@ fn sides() -> (Side, Side) {
 /// N20 over the wire: each side's inbound limit is min(own inbound, peer's
 /// outbound). Then a Send crosses the link, and a disconnect.
 #[test]
-fn test_connect_accept_private_data_and_read_limits() {
+fn test_connect_accept_private_data_and_read_limits_rule_n20() {
     for rtr in [RtrKinds::empty(), RtrKinds::WRITE | RtrKinds::READ] {
         let (a, b) = sides();
         let (client, server) = sockets();
@@ -214,7 +214,7 @@ fn test_connect_accept_private_data_and_read_limits() {
 }
 
 #[test]
-fn test_reject_with_private_data() {
+fn test_reject_with_private_data_rule_n28() {
     let (a, b) = sides();
     let (client, server) = sockets();
     let ea = initiator(&a, client, &InitiatorConfig::default(), b"knock");

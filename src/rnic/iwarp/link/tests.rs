@@ -343,7 +343,7 @@ fn write_then_reads(w: &Wire, reads: usize) -> (Registered, Vec<Registered>) {
 }
 
 #[test]
-fn test_write_and_reads_up_to_ord_in_order() {
+fn test_write_and_reads_up_to_ord_in_order_rule_p23_n21() {
     for ord in [1, 2, 4] {
         let w = Wire::with(128, 29, 3, config(true, ord), EngineMode::Inline);
         let _ = write_then_reads(&w, 6);
@@ -368,7 +368,7 @@ fn test_deferred_engine_data_path() {
 }
 
 #[test]
-fn test_zero_length_write_and_read() {
+fn test_zero_length_write_and_read_rule_p19() {
     let w = Wire::new(64, 8, 1, false);
     let remote = w.b.buffer(16, 0, RW);
     w.a.qp
@@ -450,7 +450,7 @@ fn test_send_with_invalidate_of_a_bound_window() {
 // ----- errors --------------------------------------------------------------
 
 #[test]
-fn test_write_bad_stag_terminates() {
+fn test_write_bad_stag_terminates_rule_m34() {
     for (key_ok, offset, len, cause) in [
         (false, 0, 8, LocalCause::SinkDenied(Denied::Token)),
         (true, 60, 8, LocalCause::SinkDenied(Denied::Range)),
@@ -504,7 +504,7 @@ fn test_write_bad_stag_terminates() {
 }
 
 #[test]
-fn test_read_errors_match_local_engine_statuses() {
+fn test_read_errors_match_local_engine_statuses_rule_p20() {
     for (bad, expected) in [
         ("token", WcStatus::RemoteAccessError),
         ("range", WcStatus::RemoteOperationError),
@@ -547,7 +547,7 @@ fn test_read_errors_match_local_engine_statuses() {
 }
 
 #[test]
-fn test_reads_beyond_ird_terminate() {
+fn test_reads_beyond_ird_terminate_rule_n21() {
     let cfg = LinkConfig {
         ird: 1,
         ..config(false, 4)
@@ -585,7 +585,7 @@ fn test_reads_beyond_ird_terminate() {
 }
 
 #[test]
-fn test_flush_closes_the_stream() {
+fn test_flush_closes_the_stream_rule_e1() {
     let w = Wire::new(256, 64, 4, false);
     let dst = w.a.buffer(8, 0, RW);
     w.a.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
@@ -628,7 +628,7 @@ fn test_send_without_receive_terminates() {
 /// Terminate's receipt and the application of its outcome, the moment the
 /// old receive-side lookup raced with retirement.
 #[test]
-fn test_terminate_status_lands_on_its_request_while_runner_retires() {
+fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
     // Room for the Read Request (52 bytes), S1 (24) and 10 bytes of S2: S2
     // stays sent-but-not-taken, S3 waits behind it.
     let window = mpa::fpdu_len(46) + 2 * mpa::fpdu_len(18) - 14;
@@ -696,7 +696,7 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires() {
 }
 
 #[test]
-fn test_send_too_long_fails_receive() {
+fn test_send_too_long_fails_receive_rule_e7() {
     let w = Wire::new(256, 64, 4, false);
     let src = w.a.pattern(100, 1, Access::empty());
     let dst = w.b.buffer(64, 0, RW);
@@ -724,7 +724,7 @@ fn test_send_too_long_fails_receive() {
 }
 
 #[test]
-fn test_send_invalidate_of_bad_key() {
+fn test_send_invalidate_of_bad_key_rule_m24() {
     let w = Wire::new(256, 64, 4, false);
     let src = w.a.pattern(8, 1, Access::empty());
     let dst = w.b.buffer(8, 0, RW);
@@ -932,7 +932,7 @@ fn test_data_path_after_setup_with_each_rtr() {
 // ----- close ---------------------------------------------------------------
 
 #[test]
-fn test_disconnect_both_ways() {
+fn test_disconnect_both_ways_rule_x2() {
     for a_first in [true, false] {
         let w = Wire::new(256, 64, 4, false);
         let dst = w.b.buffer(8, 0, RW);
@@ -957,7 +957,7 @@ fn test_disconnect_both_ways() {
 }
 
 #[test]
-fn test_peer_reset_fails_connection() {
+fn test_peer_reset_fails_connection_rule_e5() {
     let w = Wire::new(256, 64, 4, false);
     let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
     let remote = w.b.buffer(8, 0, RW);
