@@ -41,10 +41,10 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::adapter::{self, Adapter};
+use super::adapter;
 use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
-use super::object::{Object, Slot};
+use super::object::Slot;
 use crate::abi::{
     NdkAdapter, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
@@ -364,12 +364,9 @@ pub unsafe extern "system" fn SoftNdkGetBreachCounts(
 #[unsafe(no_mangle)]
 pub unsafe extern "system" fn SoftNdkCloseAdapter(adapter: *mut NdkAdapter) -> NtStatus {
     // SAFETY: the caller's contract.
-    if unsafe { Object::<Adapter>::from_ptr(adapter.cast(), &Slot("SoftNdkCloseAdapter")) }
-        .is_none()
-    {
-        return STATUS_INVALID_PARAMETER;
+    if unsafe { adapter::close(adapter, &Slot("SoftNdkCloseAdapter")) } {
+        STATUS_SUCCESS
+    } else {
+        STATUS_INVALID_PARAMETER
     }
-    // SAFETY: an open adapter of ours (checked above), not used afterwards.
-    unsafe { adapter::close(adapter) };
-    STATUS_SUCCESS
 }
