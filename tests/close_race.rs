@@ -394,11 +394,7 @@ fn race(world: World, target: Target, calls: Vec<(&'static str, Call)>, point: P
         })
         .collect();
     wait_until("every call is held inside the object", || {
-        let held = gate.held();
-        if held.len() != n {
-            eprintln!("held {held:?}");
-        }
-        held.len() == n
+        gate.held().len() == n
     });
     let held = gate.held();
     // L17 broken on purpose: the close while the calls are inside.
