@@ -899,9 +899,12 @@ unsafe fn deliver(buffer: WskBuf, events: &dyn StreamEvents) {
     let mut skip = buffer.offset as usize;
     let mut left = buffer.length;
     let mut mdl = NonNull::new(buffer.mdl);
+    // Every MDL but a few empty ones carries at least one byte: a chain
+    // longer than this is corrupt (a cycle).
+    let limit = MAX_CHAIN.saturating_add(buffer.length);
     let mut walked = 0;
     while let Some(current) = mdl {
-        if left == 0 || walked >= MAX_CHAIN {
+        if left == 0 || walked >= limit {
             break;
         }
         walked += 1;
