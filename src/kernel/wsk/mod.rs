@@ -79,7 +79,6 @@ use crate::abi::{
     WskSocket,
 };
 use crate::kernel::mdl::{MAX_CHAIN, system_span};
-use crate::kernel::mem::try_box;
 use crate::kernel::sync::SpinLock;
 use irp::{BufferMdl, OwnedIrp, outcome};
 
@@ -594,8 +593,7 @@ impl WskStream {
             connect_addrs: UnsafeCell::new([SockAddrInet::default(); 2]),
             connect_events: SpinLock::new(None),
         };
-        let stream = try_box(stream).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
-        Ok(Arc::from(stream))
+        Ok(Arc::new(stream))
     }
 
     fn connection_dispatch<'a>(socket: *mut WskSocket) -> &'a WskProviderConnectionDispatch {
@@ -1088,7 +1086,7 @@ pub fn listen(
     events: Arc<dyn ListenEvents>,
 ) -> Result<Arc<WskListener>, NtStatus> {
     let irp = OwnedIrp::new().ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
-    let listener = try_box(WskListener {
+    let listener = Arc::new(WskListener {
         client: Arc::clone(client),
         socket: AtomicPtr::new(core::ptr::null_mut()),
         events,
@@ -1099,9 +1097,7 @@ pub fn listen(
         irp,
         local: UnsafeCell::new(to_sockaddr(local)),
         send_capacity,
-    })
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
-    let listener: Arc<WskListener> = Arc::from(listener);
+    });
     let context = Arc::into_raw(Arc::clone(&listener))
         .cast_mut()
         .cast::<c_void>();
