@@ -16,8 +16,9 @@
 //! * [`connect`]: `WskSocketConnect` (create, bind the local address and
 //!   connect in one request); the outcome goes to [`ConnectEvents`], a
 //!   failure mapped to [`ConnectError`].
-//! * [`WskStream`]: a connected socket implementing
-//!   [`ByteStream`](crate::rnic::iwarp::link::ByteStream). `send` copies into
+//! * [`WskStream`]: a connected socket with the methods of the iWARP link's
+//!   `ByteStream` (`rnic::iwarp::link`; the impl belongs to the layer that
+//!   joins the two, `kernel` naming no layer above it). `send` copies into
 //!   a ring buffer allocated with the stream and described by one MDL, and
 //!   one `WskSend` at a time carries the oldest contiguous bytes; when the
 //!   ring is full `send` takes what fits and [`StreamEvents::writable`]
@@ -514,7 +515,7 @@ impl SendState {
     }
 }
 
-/// A connected WSK TCP socket: a [`ByteStream`](crate::rnic::iwarp::link::ByteStream).
+/// A connected WSK TCP socket, with `ByteStream`'s `send` and `close`.
 pub struct WskStream {
     /// Keeps the provider captured while the socket lives.
     _client: Arc<WskClient>,

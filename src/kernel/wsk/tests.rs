@@ -1227,3 +1227,33 @@ fn test_irp_completion_routine_gets_status_information_and_context() {
         );
     }
 }
+
+#[test]
+fn test_halt_with_connections_open_leaves_nothing_pending() {
+    let p = pair(32, 5);
+    p.provider.hold_sends(true);
+    assert_eq!(p.client.send(&pattern(32)), 32);
+    assert_eq!(p.server.send(&pattern(20)), 20);
+    let weak = [Arc::downgrade(&p.client), Arc::downgrade(&p.server)];
+    let listener = Arc::downgrade(&p.listener);
+    // Halt: every stream reset, the listener closed, whatever is in flight.
+    p.client.close(true);
+    p.server.close(true);
+    p.listener.close();
+    p.provider.hold_sends(false);
+    p.provider.run();
+    {
+        let inner = p.provider.lock();
+        assert!(
+            inner.ops.is_empty() && inner.held.is_empty(),
+            "no request left"
+        );
+        assert!(
+            inner.sockets.iter().all(|s| s.closed),
+            "every provider socket was closed"
+        );
+    }
+    drop((p.client, p.server, p.listener, p.acceptor));
+    assert!(weak.iter().all(|w| w.upgrade().is_none()), "streams freed");
+    assert!(listener.upgrade().is_none(), "listener freed");
+}
