@@ -51,4 +51,7 @@ pub mod mem;
 pub mod net;
 pub mod pool;
 pub mod sync;
+pub mod tcp;
+#[cfg(not(target_os = "windows"))]
+pub mod tcp_host;
 pub mod time;

@@ -48,7 +48,7 @@ use crate::abi::{
     NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,
     NdkFnRequestCompletion, NdkListener, NdkListenerDispatch, NdkObjectType, NdkQp,
     NdkSharedEndpoint, NdkSharedEndpointDispatch, NtStatus, STATUS_ADDRESS_ALREADY_EXISTS,
-    STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED, STATUS_CONNECTION_ABORTED,
+    STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED, STATUS_CONNECTION_ABORTED, STATUS_IO_TIMEOUT,
     STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE,
     STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_ADDRESS, STATUS_INVALID_BUFFER_SIZE,
     STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_NETWORK_UNREACHABLE,
@@ -88,6 +88,8 @@ pub const fn status(error: CmError) -> NtStatus {
         CmError::InvalidState => STATUS_INVALID_DEVICE_REQUEST,
         // L20: a request cancelled by the object's close.
         CmError::Cancelled => STATUS_CANCELLED,
+        // N12, N14, N15, N26: a wait on a wire peer timed out.
+        CmError::TimedOut => STATUS_IO_TIMEOUT,
         CmError::HostUnreachable => STATUS_HOST_UNREACHABLE,
         CmError::NetworkUnreachable => STATUS_NETWORK_UNREACHABLE,
         // N17 (NDSPI v2: ND_INVALID_BUFFER_SIZE).

@@ -1,6 +1,7 @@
 //! Listeners (N3–N7, N31): the handle of a listening endpoint that turns
 //! connection requests into passive connectors.
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use super::address::Endpoint;
@@ -43,6 +44,8 @@ impl Listener {
             callouts: 0,
             closing: false,
             close_pending: false,
+            sockets: Vec::new(),
+            accepted: None,
         })?;
         Ok(Self {
             fabric: Arc::clone(fabric),
@@ -59,7 +62,27 @@ impl Listener {
     /// [`CmError::TooManyAddresses`], [`CmError::Resources`] (N3);
     /// [`CmError::InvalidState`] when already listening or closed.
     pub fn listen(&self, local: Endpoint) -> Result<Endpoint, CmError> {
-        self.fabric.state.lock().listen(self.key, local)
+        let plan = self.fabric.state.lock().wire_listen_plan(self.key, local)?;
+        let Some((wire, addresses)) = plan else {
+            return self.fabric.state.lock().listen(self.key, local);
+        };
+        // Over the wire the TCP sockets come first (outside the lock: the
+        // platform binds them); the ND port is the TCP port (N30).
+        let (sockets, sink, port) =
+            super::wire::listen_sockets(&self.fabric, &wire, self.key, &addresses, local.port)?;
+        let mut state = self.fabric.state.lock();
+        let bound = state.listen(self.key, Endpoint::new(local.ip, port));
+        if bound.is_ok()
+            && let Some(rec) = state.listeners.get_mut(self.key)
+        {
+            rec.sockets = sockets;
+            rec.accepted = Some(sink);
+            return bound;
+        }
+        drop(state);
+        // The sockets close here, after the lock.
+        drop(sockets);
+        bound
     }
 
     /// The endpoint listened on.

@@ -270,6 +270,17 @@ impl Adapter {
         Self(adapter)
     }
 
+    /// Opens the host adapter for `addr` on `transport`
+    /// (`SoftNdkOpenAdapterEx`: 0 the fabric, 1 iWARP over TCP).
+    pub fn open_on(addr: Addr, transport: u32) -> Self {
+        let mut adapter = std::ptr::null_mut();
+        // SAFETY: a valid SOCKADDR and out-pointer.
+        let status = unsafe { SoftNdkOpenAdapterEx(addr.as_ptr(), transport, &raw mut adapter) };
+        assert_success!(status, "SoftNdkOpenAdapterEx({addr:?}, {transport})");
+        assert!(!adapter.is_null());
+        Self(adapter)
+    }
+
     pub fn d(&self) -> &NdkAdapterDispatch {
         table!(self.0)
     }

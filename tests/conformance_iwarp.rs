@@ -1,0 +1,25 @@
+//! The NDK conformance suite over iWARP (issue 8): the families of
+//! `tests/conformance/` with every fixture's adapters opened on the wire
+//! (`SoftNdkOpenAdapterEx`, transport 1), so that each connection goes
+//! through TCP on 127.0.0.x, MPA and the iWARP link instead of the
+//! in-memory fabric. Same tests, same assertions; `docs/conformance.md`
+//! says which families run here.
+
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    clippy::similar_names,
+    clippy::unnecessary_box_returns,
+    reason = "as tests/conformance/main.rs"
+)]
+
+#[path = "conformance/harness/mod.rs"]
+mod harness;
+
+/// The transport every fixture of this binary uses.
+const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
+
+#[path = "conformance/x.rs"]
+mod x;
