@@ -21,5 +21,12 @@ mod harness;
 /// The transport every fixture of this binary uses.
 const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 
-#[path = "conformance/x.rs"]
-mod x;
+// The families that pass whole over iWARP today. The others do not yet:
+// docs/iwarp.md ("Conformance over iWARP") lists each family's count and
+// why (iWARP completes a Write once sent, where the fabric fails it; a Send
+// without a receive ends an iWARP connection, so a test that posts a
+// receive after the peer's Send races; the gaps still open).
+#[path = "conformance/c.rs"]
+mod c;
+#[path = "conformance/k.rs"]
+mod k;

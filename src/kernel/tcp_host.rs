@@ -79,9 +79,7 @@ fn net_error(error: &io::Error) -> NetError {
     match error.kind() {
         io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset => NetError::Refused,
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => NetError::TimedOut,
-        io::ErrorKind::NetworkUnreachable | io::ErrorKind::HostUnreachable => {
-            NetError::Unreachable
-        }
+        io::ErrorKind::NetworkUnreachable | io::ErrorKind::HostUnreachable => NetError::Unreachable,
         io::ErrorKind::AddrInUse => NetError::AddressInUse,
         io::ErrorKind::AddrNotAvailable => NetError::AddressNotAvailable,
         io::ErrorKind::OutOfMemory => NetError::Resources,
@@ -110,14 +108,13 @@ fn hand_over(
         peer,
         mss,
     };
-    match give(connected) {
-        Some(events) => stream
+    if let Some(events) = give(connected) {
+        stream
             .start(Arc::new(Forward(events)))
-            .map_err(|e| net_error(&e)),
-        None => {
-            stream.close(true);
-            Ok(())
-        }
+            .map_err(|e| net_error(&e))
+    } else {
+        stream.close(true);
+        Ok(())
     }
 }
 

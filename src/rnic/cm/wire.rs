@@ -150,13 +150,12 @@ const fn connect_error(failure: &ConnFailure) -> CmError {
 
 const fn net_error(error: NetError) -> CmError {
     match error {
-        NetError::Refused => CmError::ConnectionRefused,
+        NetError::Refused | NetError::Failed => CmError::ConnectionRefused,
         NetError::TimedOut => CmError::TimedOut,
         NetError::Unreachable => CmError::HostUnreachable,
         NetError::AddressInUse => CmError::AddressInUse,
         NetError::AddressNotAvailable => CmError::InvalidAddress,
         NetError::Resources => CmError::Resources,
-        NetError::Failed => CmError::ConnectionRefused,
     }
 }
 
@@ -387,14 +386,13 @@ struct Sink(Weak<WireConn>);
 
 impl ConnectEvents for Sink {
     fn connected(&self, result: Result<Connected, NetError>) -> Option<Arc<dyn StreamEvents>> {
-        match self.0.upgrade() {
-            Some(conn) => conn.on_connected(result),
-            None => {
-                if let Ok(connected) = result {
-                    connected.stream.close(true);
-                }
-                None
+        if let Some(conn) = self.0.upgrade() {
+            conn.on_connected(result)
+        } else {
+            if let Ok(connected) = result {
+                connected.stream.close(true);
             }
+            None
         }
     }
 }
@@ -441,7 +439,7 @@ impl ConnEvents for Sink {
     fn established(&self, _link: &Arc<Link>, _private_data: &[u8]) {
         if let Some(conn) = self.0.upgrade() {
             conn.linked.store(true, Ordering::Release);
-            conn.transition(|state, key, actions| state.wire_established(key, actions));
+            conn.transition(State::wire_established);
         }
     }
 
@@ -498,7 +496,7 @@ impl WireConn {
         let sink = self.sink();
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
         let pipe: Arc<dyn ByteStream> = Arc::new(Pipe(connected.stream));
-        match Conn::initiate_held(
+        let started = Conn::initiate_held(
             &start.qp,
             pipe,
             &config,
@@ -506,16 +504,14 @@ impl WireConn {
             link_params(connected.mss),
             events,
             self.now(),
-        ) {
-            Ok(conn) => {
-                *self.conn.lock() = Some(conn);
-                self.arm();
-                Some(sink as Arc<dyn StreamEvents>)
-            }
-            Err(_) => {
-                self.attempt_failed(CmError::InvalidParameter, Vec::new());
-                None
-            }
+        );
+        if let Ok(conn) = started {
+            *self.conn.lock() = Some(conn);
+            self.arm();
+            Some(sink as Arc<dyn StreamEvents>)
+        } else {
+            self.attempt_failed(CmError::InvalidParameter, Vec::new());
+            None
         }
     }
 
@@ -548,7 +544,11 @@ impl WireConn {
                 .wire_incoming(fabric, listener, self, local, remote, request, actions)
                 .is_err();
             // From now on the connector's record holds it, or nothing.
-            if let Some(sink) = state.listeners.get(listener).and_then(|l| l.accepted.clone()) {
+            if let Some(sink) = state
+                .listeners
+                .get(listener)
+                .and_then(|l| l.accepted.clone())
+            {
                 sink.release(self);
             }
             refused
@@ -572,7 +572,7 @@ impl WireConn {
         }
         if self.linked.load(Ordering::Acquire) {
             // The link could not start after CompleteConnect: an abort.
-            self.transition(|state, key, actions| state.connection_lost(key, actions));
+            self.transition(State::connection_lost);
             return;
         }
         let data = match failure {
@@ -616,9 +616,15 @@ impl Accepted {
 impl AcceptEvents for Accepted {
     fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>> {
         let fabric = self.fabric.upgrade()?;
-        let conn = Arc::new(WireConn::new(&fabric, &self.wire, None, Some(self.listener)));
+        let conn = Arc::new(WireConn::new(
+            &fabric,
+            &self.wire,
+            None,
+            Some(self.listener),
+        ));
         *conn.stream.lock() = Some(Arc::clone(&connection.stream));
-        *conn.endpoints.lock() = Some((endpoint_of(connection.local), endpoint_of(connection.peer)));
+        *conn.endpoints.lock() =
+            Some((endpoint_of(connection.local), endpoint_of(connection.peer)));
         let config = ResponderConfig {
             crc: false,
             request_timeout_ms: self.wire.timeouts.request_ms,
@@ -1108,6 +1114,10 @@ impl State {
     }
 }
 
+/// A wire listener's sockets, its sink of accepted connections, and the
+/// port they listen on.
+pub(super) type ListenSockets = (Vec<Box<dyn Listening>>, Arc<Accepted>, u16);
+
 /// The listening sockets of a wire listener on `endpoint` (a wildcard:
 /// one per address of the family the device owns, N31).
 pub(super) fn listen_sockets(
@@ -1116,7 +1126,7 @@ pub(super) fn listen_sockets(
     listener: Key,
     addresses: &[IpAddr],
     port: u16,
-) -> Result<(Vec<Box<dyn Listening>>, Arc<Accepted>, u16), CmError> {
+) -> Result<ListenSockets, CmError> {
     let sink = Arc::new(Accepted {
         fabric: Arc::downgrade(fabric),
         wire: wire.clone(),
@@ -1141,4 +1151,3 @@ pub(super) fn listen_sockets(
     }
     Ok((sockets, sink, port))
 }
-
