@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use core::net::SocketAddr;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,9 +29,50 @@ const LISTEN_BACKLOG: i32 = 64;
 /// The MSS when the socket does not say (Ethernet's).
 const DEFAULT_MSS: u16 = 1460;
 
+/// Bytes every stream of the process has taken for sending, and handed to
+/// its receiver: equal when nothing is in flight between two streams of
+/// this process ([`settle`]).
+static TAKEN: AtomicU64 = AtomicU64::new(0);
+static DELIVERED: AtomicU64 = AtomicU64::new(0);
+
+/// Waits (at most `limit`) until every byte a stream of this process took
+/// has been received and handed over by its peer stream — the wire is
+/// idle — or until neither count has moved for `quiet` (bytes to or from
+/// another process, or dropped by a reset, never balance). For tests that
+/// run both ends in one process: an RDMA Write completes at its initiator
+/// once sent, and its data lands at the target a moment later.
+pub fn settle(limit: Duration, quiet: Duration) {
+    let start = Instant::now();
+    let mut last = (
+        TAKEN.load(Ordering::Acquire),
+        DELIVERED.load(Ordering::Acquire),
+    );
+    let mut still = Instant::now();
+    while start.elapsed() < limit {
+        let now = (
+            TAKEN.load(Ordering::Acquire),
+            DELIVERED.load(Ordering::Acquire),
+        );
+        if now.0 == now.1 {
+            return;
+        }
+        if now == last {
+            if still.elapsed() >= quiet {
+                return;
+            }
+        } else {
+            last = now;
+            still = Instant::now();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 impl Stream for TcpByteStream {
     fn send(&self, bytes: &[u8]) -> usize {
-        Self::send(self, bytes)
+        let n = Self::send(self, bytes);
+        TAKEN.fetch_add(n as u64, Ordering::AcqRel);
+        n
     }
 
     fn close(&self, abortive: bool) {
@@ -45,6 +86,7 @@ struct Forward(Arc<dyn StreamEvents>);
 impl net::StreamEvents for Forward {
     fn received(&self, bytes: &[u8]) {
         self.0.received(bytes);
+        DELIVERED.fetch_add(bytes.len() as u64, Ordering::AcqRel);
     }
 
     fn writable(&self) {

@@ -129,6 +129,17 @@ pub fn open_with(
     adapter::open(&device, adapter::HIGHEST_VERSION, set)
 }
 
+/// Waits until the bytes in flight between this process's iWARP streams
+/// have landed (at most 5 s; see `kernel::tcp_host::settle`). A test aid:
+/// over iWARP an RDMA Write completes at the initiator once sent.
+#[doc(hidden)]
+pub fn wire_settle() {
+    crate::kernel::tcp_host::settle(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(50),
+    );
+}
+
 /// The transport `SOFTNDK_TRANSPORT` asks for: `iwarp` (or `tcp`) the wire
 /// with the default time-outs, anything else or nothing the fabric.
 fn transport_from_env() -> Transport {

@@ -288,12 +288,11 @@ impl WireConn {
             } => {
                 let timeout = conn.wire.timeouts.connect_ms;
                 let events: Arc<dyn ConnectEvents> = conn.sink();
-                let started = conn.wire.net.connect(
-                    socket_of(Endpoint::new(local.ip, 0)),
-                    socket_of(remote),
-                    timeout,
-                    events,
-                );
+                // N30: over iWARP the ND port is the TCP port.
+                let started =
+                    conn.wire
+                        .net
+                        .connect(socket_of(local), socket_of(remote), timeout, events);
                 if let Err(error) = started {
                     conn.attempt_failed(net_error(error), Vec::new());
                 }
@@ -492,6 +491,8 @@ impl WireConn {
             // siw answers with the Write RTR (docs/siw.md).
             rtr: RtrKinds::WRITE | RtrKinds::READ,
             reply_timeout_ms: self.wire.timeouts.reply_ms,
+            // N20: the effective outbound limit is min(own, peer's inbound).
+            lower_ord: true,
         };
         let sink = self.sink();
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
@@ -1114,40 +1115,55 @@ impl State {
     }
 }
 
-/// A wire listener's sockets, its sink of accepted connections, and the
-/// port they listen on.
-pub(super) type ListenSockets = (Vec<Box<dyn Listening>>, Arc<Accepted>, u16);
-
-/// The listening sockets of a wire listener on `endpoint` (a wildcard:
-/// one per address of the family the device owns, N31).
-pub(super) fn listen_sockets(
-    fabric: &Arc<Fabric>,
-    wire: &Wire,
-    listener: Key,
-    addresses: &[IpAddr],
-    port: u16,
-) -> Result<ListenSockets, CmError> {
-    let sink = Arc::new(Accepted {
+/// The sink of a wire listener's accepted TCP connections.
+pub(super) fn accept_sink(fabric: &Arc<Fabric>, wire: &Wire, listener: Key) -> Arc<Accepted> {
+    Arc::new(Accepted {
         fabric: Arc::downgrade(fabric),
         wire: wire.clone(),
         listener,
         pending: SpinLock::new(Vec::new()),
-    });
+    })
+}
+
+/// The listening sockets of a wire listener at `port` on `addresses` (a
+/// wildcard listener: one per address of the family the device owns, N31).
+///
+/// # Errors
+/// The platform's, as [`CmError`]s ([`CmError::AddressInUse`] when the TCP
+/// port is taken).
+pub(super) fn listen_sockets(
+    wire: &Wire,
+    sink: &Arc<Accepted>,
+    addresses: &[IpAddr],
+    port: u16,
+) -> Result<Vec<Box<dyn Listening>>, CmError> {
     let mut sockets: Vec<Box<dyn Listening>> = Vec::new();
     sockets
         .try_reserve_exact(addresses.len())
         .map_err(|_| CmError::Resources)?;
-    let mut port = port;
     for &ip in addresses {
-        let events: Arc<dyn AcceptEvents> = Arc::clone(&sink) as Arc<dyn AcceptEvents>;
+        let events: Arc<dyn AcceptEvents> = Arc::clone(sink) as Arc<dyn AcceptEvents>;
         let socket = wire
             .net
             .listen(socket_of(Endpoint::new(ip, port)), events)
             .map_err(net_error)?;
-        // N30: the ND port is the TCP port; port 0 takes the one the first
-        // socket got.
-        port = socket.local().port();
         sockets.push(socket);
     }
-    Ok((sockets, sink, port))
+    Ok(sockets)
+}
+
+impl State {
+    /// Undoes a listener's `listen` whose TCP sockets could not be had.
+    pub(super) fn unlisten(&mut self, key: Key) {
+        let Some(rec) = self.listeners.get_mut(key) else {
+            return;
+        };
+        rec.accepted = None;
+        if let Some((r, _)) = rec.listening.take() {
+            if let Some(b) = self.binding_mut(r) {
+                b.listener = None;
+            }
+            self.unbind(r);
+        }
+    }
 }
