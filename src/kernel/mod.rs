@@ -54,6 +54,9 @@ pub mod mem;
 pub mod net;
 pub mod pool;
 pub mod sync;
+pub mod tcp;
+#[cfg(not(target_os = "windows"))]
+pub mod tcp_host;
 pub mod time;
 #[cfg(not(loom))]
 pub mod wsk;
