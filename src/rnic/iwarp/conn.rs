@@ -483,3 +483,7 @@ fn failure_of(error: SetupError) -> ConnFailure {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod hostile_tests;

@@ -1,0 +1,961 @@
+//! Hostile peers over real TCP on 127.0.0.1 (issue 8, item 5). The test
+//! plays the peer with a raw `std` socket: it runs the MPA exchange by hand
+//! (frames built with `mpa.rs`), then misbehaves. Each case checks what the
+//! peer receives (a Terminate decoded with `terminate.rs`, or only the end of
+//! the stream), the local consumer's completion statuses, the QP's state and
+//! a later post, that a second, well-behaved connection on the same device
+//! still carries a Send round trip, that no stream thread panicked, and that
+//! the connection's objects (conn, link, QP, socket threads) are all released
+//! once both ends are closed. Every wait has a deadline.
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::{Conn, ConnEvents, ConnFailure, LinkParams};
+use crate::kernel::net::{StreamEvents, TcpByteStream};
+use crate::kernel::sync::{Arc, Weak};
+use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::iwarp::ddp;
+use crate::rnic::iwarp::link::{ByteStream, Link};
+use crate::rnic::iwarp::mpa::{self, FrameKind, MpaError, MpaFrame};
+use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
+use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig, SetupError};
+use crate::rnic::iwarp::terminate::{
+    Layer, LlpCode, TermCode, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
+};
+use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
+use crate::rnic::testing::{CONFIG, Registered, Side, TestCq};
+use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+
+/// Every wait on the other threads ends by then.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The local link's sizes: FPDUs announcing more than 1024 ULPDU bytes are
+/// refused (the oversized-FPDU case).
+const PARAMS: LinkParams = LinkParams {
+    mulpdu: 1000,
+    max_rx_ulpdu: 1024,
+    default_ird_ord: (1, 1),
+};
+
+/// The hostile peer's remote token for the local Read it never answers.
+const PEER_STAG: u32 = 0x4242_0100;
+
+fn now() -> u64 {
+    crate::kernel::time::now_100ns() / 10_000
+}
+
+/// Polls `done` until it holds, failing after [`WAIT`] (bounded in count
+/// and time).
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..100_000 {
+        if done() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("gave up waiting: {what}");
+}
+
+// ----- the local side's glue (socket ↔ Conn) --------------------------------
+
+/// The socket as the link's stream.
+struct Tcp(Arc<TcpByteStream>);
+
+impl ByteStream for Tcp {
+    fn send(&self, bytes: &[u8]) -> usize {
+        self.0.send(bytes)
+    }
+    fn close(&self, abortive: bool) {
+        self.0.close(abortive);
+    }
+}
+
+/// The socket's events to the connection; a panic on a socket thread is
+/// caught and remembered (it would otherwise only kill that thread).
+#[derive(Default)]
+struct Glue {
+    conn: OnceLock<Arc<Conn>>,
+    panicked: AtomicBool,
+}
+
+impl Glue {
+    fn guard(&self, f: impl FnOnce(&Conn)) {
+        if let Some(conn) = self.conn.get()
+            && std::panic::catch_unwind(AssertUnwindSafe(|| f(conn))).is_err()
+        {
+            self.panicked.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl StreamEvents for Glue {
+    fn received(&self, bytes: &[u8]) {
+        self.guard(|conn| conn.received(bytes, now()));
+    }
+    fn writable(&self) {
+        self.guard(Conn::writable);
+    }
+    fn closed(&self, abortive: bool) {
+        self.guard(|conn| conn.closed(abortive));
+    }
+}
+
+#[derive(Debug)]
+enum Seen {
+    Request,
+    Up,
+    Failed(ConnFailure),
+}
+
+/// What the connection layer heard.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Seen>>,
+    link: Mutex<Option<Weak<Link>>>,
+}
+
+impl ConnEvents for Recorder {
+    fn request(&self, _request: &PeerRequest) {
+        self.seen.lock().unwrap().push(Seen::Request);
+    }
+    fn established(&self, link: &Arc<Link>, _private_data: &[u8]) {
+        *self.link.lock().unwrap() = Some(Arc::downgrade(link));
+        self.seen.lock().unwrap().push(Seen::Up);
+    }
+    fn failed(&self, failure: ConnFailure) {
+        self.seen.lock().unwrap().push(Seen::Failed(failure));
+    }
+}
+
+impl Recorder {
+    fn next(&self) -> Seen {
+        let mut taken = None;
+        wait_until("a connection event", || {
+            let mut seen = self.seen.lock().unwrap();
+            if seen.is_empty() {
+                return false;
+            }
+            taken = Some(seen.remove(0));
+            true
+        });
+        taken.unwrap()
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.seen.lock().unwrap().is_empty()
+    }
+}
+
+/// The QP's connection-layer events (X2).
+#[derive(Default)]
+struct Lost(AtomicUsize);
+
+impl QpEvents for Lost {
+    fn connection_lost(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One local connection: its `Conn`, what it reported, its socket glue.
+struct End {
+    conn: Arc<Conn>,
+    seen: Arc<Recorder>,
+    glue: Arc<Glue>,
+    stream: Weak<TcpByteStream>,
+}
+
+fn start(socket: TcpStream, make: impl FnOnce(Arc<dyn ByteStream>, Arc<Recorder>) -> Arc<Conn>) -> End {
+    let stream = TcpByteStream::new(socket, 16 * 1024).unwrap();
+    let seen = Arc::new(Recorder::default());
+    let conn = make(Arc::new(Tcp(Arc::clone(&stream))), Arc::clone(&seen));
+    let glue = Arc::new(Glue::default());
+    glue.conn.set(Arc::clone(&conn)).ok().unwrap();
+    stream.start(Arc::clone(&glue) as Arc<dyn StreamEvents>).unwrap();
+    End {
+        conn,
+        seen,
+        glue,
+        stream: Arc::downgrade(&stream),
+    }
+}
+
+fn initiator(side: &Side, socket: TcpStream, config: &InitiatorConfig) -> End {
+    start(socket, |stream, seen| {
+        Conn::initiate(&side.qp, stream, config, b"", PARAMS, seen, now()).unwrap()
+    })
+}
+
+fn responder(side: &Side, socket: TcpStream) -> End {
+    start(socket, |stream, seen| {
+        Conn::respond(
+            &side.qp,
+            stream,
+            ResponderConfig::default(),
+            PARAMS,
+            seen,
+            now(),
+        )
+    })
+}
+
+/// A connected pair of sockets: (client, server).
+fn sockets() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, server)
+}
+
+/// Two well-behaved local connections over TCP: `a` initiates, `b` accepts.
+fn connect_pair(a: &Side, b: &Side) -> (End, End) {
+    let (client, server) = sockets();
+    let ea = initiator(a, client, &InitiatorConfig::default());
+    let eb = responder(b, server);
+    assert!(matches!(eb.seen.next(), Seen::Request));
+    eb.conn.accept(1, 1, b"", now()).unwrap();
+    assert!(matches!(ea.seen.next(), Seen::Up));
+    assert!(matches!(eb.seen.next(), Seen::Up));
+    (ea, eb)
+}
+
+/// Drops the local side of a connection and checks that everything it
+/// held is released: no socket thread panicked, and the conn, its link,
+/// the QP and the socket (whose reader and writer threads hold it until
+/// they end) are all gone. The peer's end must be closed already.
+fn assert_released(end: End, side: Side) {
+    let End {
+        conn,
+        seen,
+        glue,
+        stream,
+    } = end;
+    assert!(
+        !glue.panicked.load(Ordering::SeqCst),
+        "a socket thread panicked"
+    );
+    let conn_w = Arc::downgrade(&conn);
+    let qp_w = Arc::downgrade(&side.qp);
+    let link_w = seen.link.lock().unwrap().clone();
+    side.qp.set_events(None);
+    drop((conn, seen, glue, side));
+    wait_until("the connection's objects to be released", || {
+        conn_w.upgrade().is_none()
+            && qp_w.upgrade().is_none()
+            && stream.upgrade().is_none()
+            && link_w.as_ref().is_none_or(|l| l.upgrade().is_none())
+    });
+}
+
+// ----- completions ---------------------------------------------------------
+
+fn take(cq: &TestCq, n: usize) -> Vec<Completion> {
+    let mut got = Vec::new();
+    wait_until("completions", || {
+        got.extend(cq.drain());
+        got.len() >= n
+    });
+    assert_eq!(got.len(), n, "more completions than expected: {got:?}");
+    got
+}
+
+fn statuses(done: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
+    done.iter()
+        .map(|c| (c.request_context, c.opcode, c.status))
+        .collect()
+}
+
+// ----- the bench: a device with a well-behaved connection ----------------------
+
+/// The local device, with one well-behaved connection (`good`, initiator,
+/// to `peer` on another device) that must outlive every hostile one.
+struct Bench {
+    device: Arc<Device>,
+    good: Side,
+    peer: Side,
+    ends: (End, End),
+    rounds: u8,
+}
+
+impl Bench {
+    fn new() -> Self {
+        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let good = Side::new(&device, 0x600D, CONFIG);
+        let peer = Side::new(&other, 0x9EE5, CONFIG);
+        let ends = connect_pair(&good, &peer);
+        let mut bench = Self {
+            device,
+            good,
+            peer,
+            ends,
+            rounds: 0,
+        };
+        bench.round_trip();
+        bench
+    }
+
+    /// A fresh QP on the local device for a hostile connection.
+    fn side(&self) -> (Side, Arc<Lost>) {
+        let side = Side::new(&self.device, 0xBAD, CONFIG);
+        let lost = Arc::new(Lost::default());
+        side.qp
+            .set_events(Some(Arc::clone(&lost) as Arc<dyn QpEvents>));
+        (side, lost)
+    }
+
+    /// A Send each way over the well-behaved connection.
+    fn round_trip(&mut self) {
+        self.rounds += 1;
+        let round = usize::from(self.rounds);
+        for (from, to) in [(&self.good, &self.peer), (&self.peer, &self.good)] {
+            let dst = to.buffer(64, 0, Access::LOCAL_WRITE);
+            to.qp.post_receive(round, &[dst.sge(0, 64)]).unwrap();
+            let src = from.pattern(40, self.rounds, Access::empty());
+            from.qp
+                .post_send(round, Payload::Sges(&[src.sge(0, 40)]), WrFlags::empty(), None)
+                .unwrap();
+            let got = take(&to.rcq, 1);
+            assert_eq!(
+                (got[0].request_context, got[0].status, got[0].bytes),
+                (round, WcStatus::Success, 40),
+                "the well-behaved connection"
+            );
+            assert_eq!(&dst.buffer.bytes()[..40], src.buffer.bytes());
+            assert_eq!(
+                statuses(&take(&from.scq, 1)),
+                [(round, Opcode::Send, WcStatus::Success)]
+            );
+        }
+        assert_eq!(self.good.qp.state(), QpState::Connected);
+        assert_eq!(self.peer.qp.state(), QpState::Connected);
+    }
+
+    /// The well-behaved connection still works; then it is disconnected and
+    /// released too.
+    fn finish(mut self) {
+        self.round_trip();
+        self.good.qp.disconnect();
+        wait_until("the peer to see the disconnect", || {
+            self.peer.qp.state() == QpState::Error
+        });
+        self.peer.qp.disconnect();
+        let Self {
+            good, peer, ends, ..
+        } = self;
+        assert!(ends.0.seen.is_quiet() && ends.1.seen.is_quiet());
+        assert_released(ends.0, good);
+        assert_released(ends.1, peer);
+    }
+}
+
+// ----- the hostile peer ----------------------------------------------------
+
+/// The test's end of a hostile connection: a raw socket.
+struct Hostile {
+    socket: TcpStream,
+    crc: bool,
+}
+
+impl Hostile {
+    fn send(&mut self, bytes: &[u8]) {
+        self.socket.write_all(bytes).unwrap();
+    }
+
+    /// Sends `message` as one FPDU; returns its ULPDU.
+    fn send_message(&mut self, message: Message<'_>) -> Vec<u8> {
+        let fpdu = self.fpdu(message);
+        self.send(&fpdu);
+        fpdu[mpa::FPDU_LENGTH_LEN..mpa::FPDU_LENGTH_LEN + message.ulpdu_len()].to_vec()
+    }
+
+    fn fpdu(&self, message: Message<'_>) -> Vec<u8> {
+        let mut buf = alloc::vec![0_u8; mpa::fpdu_len(message.ulpdu_len())];
+        let n = message.write_fpdu(&mut buf, self.crc).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// Reads one MPA frame of `kind`.
+    fn read_frame(&mut self, kind: FrameKind) -> Vec<u8> {
+        self.socket.set_read_timeout(Some(WAIT)).unwrap();
+        let mut frame = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN];
+        self.socket.read_exact(&mut frame).unwrap();
+        let len = MpaFrame::frame_len(&frame).unwrap();
+        frame.resize(len, 0);
+        self.socket
+            .read_exact(&mut frame[mpa::FRAME_HEADER_LEN..])
+            .unwrap();
+        assert!(MpaFrame::parse(&frame, kind).is_ok());
+        frame
+    }
+
+    /// Reads until the local side closes the stream (it must, in time).
+    fn read_to_end(&mut self) -> Vec<u8> {
+        self.socket.set_read_timeout(Some(WAIT)).unwrap();
+        let mut bytes = Vec::new();
+        let mut chunk = [0_u8; 4096];
+        for _ in 0..100_000 {
+            match self.socket.read(&mut chunk) {
+                Ok(0) => return bytes,
+                Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => panic!("the local side did not close the stream: {e}"),
+            }
+        }
+        panic!("endless stream");
+    }
+
+    /// The ULPDUs of every FPDU the local side sent, up to its close.
+    fn read_ulpdus(&mut self) -> Vec<Vec<u8>> {
+        let bytes = self.read_to_end();
+        let mut rest = &bytes[..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let (ulpdu, len) = mpa::parse_fpdu(rest, self.crc, mpa::MAX_ULPDU).unwrap();
+            out.push(ulpdu.to_vec());
+            rest = &rest[len..];
+        }
+        out
+    }
+
+    /// Waits until the local side's bytes are in this socket's receive
+    /// buffer (unread: closing then resets the connection).
+    fn await_unread(&self) {
+        self.socket.set_read_timeout(Some(WAIT)).unwrap();
+        let mut byte = [0_u8; 1];
+        assert_eq!(self.socket.peek(&mut byte).unwrap(), 1);
+    }
+}
+
+/// A hostile connection, established: the local QP is the initiator, the
+/// test answers the MPA request with an accepting reply (CRC when `crc`).
+fn hostile_connection(side: &Side, crc: bool) -> (End, Hostile) {
+    let (client, server) = sockets();
+    let config = InitiatorConfig {
+        crc,
+        ..InitiatorConfig::default()
+    };
+    let end = initiator(side, client, &config);
+    let mut peer = Hostile {
+        socket: server,
+        crc,
+    };
+    let request = peer.read_frame(FrameKind::Request);
+    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+    let reply = MpaFrame::accept(&request, crc, 1, 1, &[]).unwrap();
+    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let n = reply.write(&mut frame).unwrap();
+    peer.send(&frame[..n]);
+    assert!(matches!(end.seen.next(), Seen::Up));
+    (end, peer)
+}
+
+/// The local consumer's outstanding work on a hostile connection: two
+/// receives (1, 2) and a Read (10) the peer never answers; the Read
+/// Request is the first FPDU the peer gets.
+struct Outstanding {
+    recv: Registered,
+    sink: Registered,
+}
+
+fn outstanding(side: &Side) -> Outstanding {
+    let recv = side.buffer(128, 0, Access::LOCAL_WRITE);
+    side.qp.post_receive(1, &[recv.sge(0, 64)]).unwrap();
+    side.qp.post_receive(2, &[recv.sge(64, 64)]).unwrap();
+    let sink = side.buffer(16, 0, Access::LOCAL_WRITE);
+    side.qp
+        .post_read(10, &[sink.sge(0, 16)], 0x1000, PEER_STAG, WrFlags::empty())
+        .unwrap();
+    Outstanding { recv, sink }
+}
+
+/// The first ULPDU is the local side's Read Request for the Read (10).
+fn assert_read_request(ulpdu: &[u8]) {
+    match Message::parse(ulpdu, None).unwrap() {
+        Message::ReadRequest { msn: 1, request } => {
+            assert_eq!((request.source_stag, request.size), (PEER_STAG, 16));
+        }
+        other => panic!("expected the Read Request, got {other:?}"),
+    }
+}
+
+/// What a received Terminate says.
+#[derive(Debug, PartialEq, Eq)]
+struct SeenTerminate {
+    code: TermCode,
+    segment_len: Option<u16>,
+    ddp_header: Option<Vec<u8>>,
+    rdmap_header: Option<Vec<u8>>,
+}
+
+/// Decodes a Terminate ULPDU (queue 2, MSN 1), checking on the raw bytes
+/// that the control word is in the RFC 5040 layout: layer in the high
+/// nibble of its first byte.
+fn terminate_of(ulpdu: &[u8]) -> SeenTerminate {
+    let Message::Terminate { msn, terminate } = Message::parse(ulpdu, None).unwrap() else {
+        panic!("expected a Terminate");
+    };
+    assert_eq!(msn, 1);
+    let control = &ulpdu[ddp::UNTAGGED_HEADER_LEN..];
+    assert_eq!(
+        control[0],
+        (terminate.code.layer as u8) << 4 | terminate.code.etype,
+        "RFC 5040 layout"
+    );
+    assert_eq!(control[1], terminate.code.ecode);
+    SeenTerminate {
+        code: terminate.code,
+        segment_len: terminate.segment_len,
+        ddp_header: terminate.ddp_header.map(<[u8]>::to_vec),
+        rdmap_header: terminate.rdmap_header.map(<[u8]>::to_vec),
+    }
+}
+
+/// The local side's part after the connection died: its receives and its
+/// Read complete with `first` (receive 1) and `Cancelled`; the QP is in
+/// `Error`, the connection layer heard of it once (X2), and a later post
+/// is accepted and completes cancelled (E5).
+fn assert_local_failed(side: &Side, lost: &Lost, first: WcStatus) {
+    assert_eq!(
+        statuses(&take(&side.rcq, 2)),
+        [
+            (1, Opcode::Receive, first),
+            (2, Opcode::Receive, WcStatus::Cancelled)
+        ]
+    );
+    assert_eq!(
+        statuses(&take(&side.scq, 1)),
+        [(10, Opcode::Read, WcStatus::Cancelled)]
+    );
+    assert_eq!(side.qp.state(), QpState::Error);
+    wait_until("the connection layer to hear of the loss", || {
+        lost.0.load(Ordering::SeqCst) == 1
+    });
+    side.qp
+        .post_send(20, Payload::Sges(&[]), WrFlags::empty(), None)
+        .unwrap();
+    let spare = side.buffer(8, 0, Access::LOCAL_WRITE);
+    side.qp.post_receive(21, &[spare.sge(0, 8)]).unwrap();
+    assert_eq!(
+        statuses(&take(&side.scq, 1)),
+        [(20, Opcode::Send, WcStatus::Cancelled)]
+    );
+    assert_eq!(
+        statuses(&take(&side.rcq, 1)),
+        [(21, Opcode::Receive, WcStatus::Cancelled)]
+    );
+    assert_eq!(lost.0.load(Ordering::SeqCst), 1, "reported once");
+}
+
+/// Runs one hostile case on a fresh QP of `bench`'s device: connect,
+/// post the outstanding work, let `misbehave` act (it returns what the
+/// local side must answer: `Some(terminate)` or `None` for a close without
+/// one), then check the local outcome (`first`: receive 1's status) and
+/// release everything.
+fn run_case(
+    bench: &Bench,
+    crc: bool,
+    first: WcStatus,
+    misbehave: impl FnOnce(&mut Hostile, &Side, &Outstanding) -> Option<SeenTerminate>,
+) {
+    let (side, lost) = bench.side();
+    let (end, mut peer) = hostile_connection(&side, crc);
+    let work = outstanding(&side);
+    let expected = misbehave(&mut peer, &side, &work);
+    if let Some(expected) = expected {
+        let ulpdus = peer.read_ulpdus();
+        assert_eq!(ulpdus.len(), 2, "the Read Request, then one Terminate");
+        assert_read_request(&ulpdus[0]);
+        assert_eq!(terminate_of(&ulpdus[1]), expected);
+    }
+    assert_local_failed(&side, &lost, first);
+    assert!(end.seen.is_quiet(), "nothing more for the connection layer");
+    assert_eq!(work.sink.buffer.bytes(), &[0; 16]);
+    drop(peer);
+    assert_released(end, side);
+    drop(work);
+}
+
+// ----- setup misbehaviour ----------------------------------------------------
+
+/// Garbage where the MPA reply belongs: the setup fails (bad key), nothing
+/// but the request was sent (no reply, no Terminate before MPA is up), the
+/// stream closes, no link exists, and the QP is as before (N28): a post
+/// fails inline (P7), and the same QP then connects to a well-behaved peer.
+#[test]
+fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
+    let bench = Bench::new();
+    let (side, _lost) = bench.side();
+    let (client, server) = sockets();
+    let end = initiator(&side, client, &InitiatorConfig::default());
+    let mut peer = Hostile {
+        socket: server,
+        crc: false,
+    };
+    peer.read_frame(FrameKind::Request);
+    peer.send(&[0x5a; 40]);
+    match end.seen.next() {
+        Seen::Failed(ConnFailure::Setup(SetupError::Mpa(MpaError::BadKey))) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(peer.read_to_end().is_empty(), "nothing after the request");
+    assert!(end.seen.link.lock().unwrap().is_none(), "no link");
+    assert_eq!(side.qp.state(), QpState::Idle);
+    assert_eq!(
+        side.qp
+            .post_send(1, Payload::Sges(&[]), WrFlags::empty(), None),
+        Err(PostError::ConnectionInvalid)
+    );
+    assert!(side.scq.drain().is_empty());
+    drop(peer);
+    // N28: the QP can connect again, to a well-behaved peer this time.
+    let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let fresh = Side::new(&other, 0xF2E5, CONFIG);
+    let conn_w = Arc::downgrade(&end.conn);
+    let stream_w = Weak::clone(&end.stream);
+    assert!(!end.glue.panicked.load(Ordering::SeqCst));
+    drop(end);
+    wait_until("the failed attempt to be released", || {
+        conn_w.upgrade().is_none() && stream_w.upgrade().is_none()
+    });
+    let (ea, eb) = connect_pair(&side, &fresh);
+    let dst = fresh.buffer(16, 0, Access::LOCAL_WRITE);
+    fresh.qp.post_receive(5, &[dst.sge(0, 16)]).unwrap();
+    side.qp
+        .post_send(6, Payload::Sges(&[]), WrFlags::empty(), None)
+        .unwrap();
+    assert_eq!(
+        statuses(&take(&fresh.rcq, 1)),
+        [(5, Opcode::Receive, WcStatus::Success)]
+    );
+    side.qp.disconnect();
+    fresh.qp.disconnect();
+    assert_released(ea, side);
+    assert_released(eb, fresh);
+    bench.finish();
+}
+
+/// Garbage where the MPA request belongs (random bytes; then a request
+/// whose private data length lies): the responder's setup fails, it sends
+/// nothing at all and closes the stream; the QP stays idle.
+#[test]
+fn test_garbage_instead_of_mpa_request_rule_n28() {
+    let bench = Bench::new();
+    let mut lying = Vec::from(mpa::KEY_REQUEST);
+    lying.extend_from_slice(&[mpa::FLAG_ENHANCED, 2, 0xff, 0xff]);
+    for (garbage, error) in [
+        (alloc::vec![0xa5_u8; 64], MpaError::BadKey),
+        (lying, MpaError::PrivateDataTooLong(0xffff)),
+    ] {
+        let (side, _lost) = bench.side();
+        let (client, server) = sockets();
+        let end = responder(&side, server);
+        let mut peer = Hostile {
+            socket: client,
+            crc: false,
+        };
+        peer.send(&garbage);
+        match end.seen.next() {
+            Seen::Failed(ConnFailure::Setup(SetupError::Mpa(e))) => assert_eq!(e, error),
+            other => panic!("{other:?}"),
+        }
+        assert!(peer.read_to_end().is_empty(), "no reply, no Terminate");
+        assert_eq!(side.qp.state(), QpState::Idle);
+        assert!(end.seen.link.lock().unwrap().is_none());
+        drop(peer);
+        assert_released(end, side);
+    }
+    bench.finish();
+}
+
+// ----- data path misbehaviour ------------------------------------------------
+
+/// A truncated FPDU, then the peer's orderly close (FIN): the half FPDU is
+/// never delivered; the local side takes the close as the peer leaving (X2:
+/// the connection layer hears of it), sends no Terminate (the peer is
+/// gone), closes its end, and every receive and the Read complete
+/// cancelled (E5 for the later post).
+#[test]
+fn test_truncated_fpdu_then_close_rule_x2_e5() {
+    let bench = Bench::new();
+    run_case(&bench, false, WcStatus::Cancelled, |peer, _, _| {
+        let fpdu = peer.fpdu(Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: true,
+            payload: &[7; 32],
+        });
+        peer.send(&fpdu[..fpdu.len() / 2]);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        let ulpdus = peer.read_ulpdus();
+        assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
+        assert_read_request(&ulpdus[0]);
+        None
+    });
+    bench.finish();
+}
+
+/// CRC negotiated; the second segment of a Send carries a bad CRC: an MPA
+/// CRC Terminate (layer LLP, type 0, code 2) with no header copied, the
+/// receive the first segment went into completes cancelled (the table of
+/// docs/iwarp.md), everything else is cancelled (E5).
+#[test]
+fn test_bad_crc_rule_e5() {
+    let bench = Bench::new();
+    run_case(&bench, true, WcStatus::Cancelled, |peer, _, _| {
+        peer.send_message(Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: false,
+            payload: &[1; 16],
+        });
+        let mut fpdu = peer.fpdu(Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 16,
+            last: true,
+            payload: &[2; 16],
+        });
+        let crc_at = fpdu.len() - 1;
+        fpdu[crc_at] ^= 0x01;
+        peer.send(&fpdu);
+        Some(SeenTerminate {
+            code: TermCode::llp(LlpCode::Crc),
+            segment_len: None,
+            ddp_header: None,
+            rdmap_header: None,
+        })
+    });
+    bench.finish();
+}
+
+/// Oversized input: an FPDU announcing more than the local side accepts
+/// (the framing is lost: LLP code 3), and a Send larger than the receive it
+/// lands in (DDP untagged "message too long"; the receive completes with
+/// E7's status, the Terminate copies the segment's DDP header).
+#[test]
+fn test_oversized_fpdu_and_segment_rule_e7() {
+    let bench = Bench::new();
+    run_case(&bench, false, WcStatus::Cancelled, |peer, _, _| {
+        let announced = PARAMS.max_rx_ulpdu + 1;
+        let mut bytes = Vec::from(announced.to_be_bytes());
+        bytes.extend_from_slice(&[0; 64]);
+        peer.send(&bytes);
+        Some(SeenTerminate {
+            code: TermCode::llp(LlpCode::FpduFraming),
+            segment_len: None,
+            ddp_header: None,
+            rdmap_header: None,
+        })
+    });
+    run_case(&bench, false, WcStatus::ReceiveTooSmall, |peer, _, _| {
+        let ulpdu = peer.send_message(Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: true,
+            payload: &[3; 100],
+        });
+        Some(SeenTerminate {
+            code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
+            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+            ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+            rdmap_header: None,
+        })
+    });
+    bench.finish();
+}
+
+/// Tagged Writes the local side must refuse (M34): an STag it never gave
+/// out, a region of this QP without remote write, the well-behaved
+/// connection's region (same device, other PD) and a range past the end of
+/// a writable region. Each is a DDP tagged-buffer Terminate copying the
+/// segment's header; no byte of any region changes.
+#[test]
+fn test_write_to_stag_not_owned_rule_m34() {
+    let bench = Bench::new();
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let theirs = bench.good.buffer(64, 0xee, rw);
+    for case in ["unknown", "read only", "other pd", "bounds"] {
+        run_case(&bench, false, WcStatus::Cancelled, |peer, side, _| {
+            let own = side.buffer(64, 0xcc, rw);
+            let ro = side.buffer(64, 0xcc, Access::LOCAL_WRITE | Access::REMOTE_READ);
+            let (stag, to, code) = match case {
+                "unknown" => (0x7777_7700, 0, ddp_code::T_INVALID_STAG),
+                "read only" => (ro.rkey(), ro.raddr(0), ddp_code::T_INVALID_STAG),
+                "other pd" => (theirs.rkey(), theirs.raddr(0), ddp_code::T_INVALID_STAG),
+                _ => (own.rkey(), own.raddr(32), ddp_code::T_BASE_BOUNDS),
+            };
+            let ulpdu = peer.send_message(Message::Write {
+                stag,
+                to,
+                last: true,
+                payload: &[0x11; 48],
+            });
+            let expected = SeenTerminate {
+                code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
+                segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+                rdmap_header: None,
+            };
+            // The Terminate is out before the regions are looked at again.
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 2, "{case}");
+            assert_read_request(&ulpdus[0]);
+            assert_eq!(terminate_of(&ulpdus[1]), expected, "{case}");
+            assert_eq!(own.buffer.bytes(), &[0xcc; 64], "{case}");
+            assert_eq!(ro.buffer.bytes(), &[0xcc; 64], "{case}");
+            None
+        });
+        assert_eq!(theirs.buffer.bytes(), &[0xee; 64], "{case}");
+    }
+    bench.finish();
+}
+
+/// Read Requests the local side must refuse (M34; the status the peer's
+/// Read gets from the code is P20's): beyond the end of the region, from a
+/// region without remote read, and under an unknown STag. Each is an RDMAP
+/// remote-protection Terminate copying the untagged DDP header and the
+/// request's 28 bytes; no Read Response goes out.
+#[test]
+fn test_read_request_beyond_region_rule_m34_p20() {
+    let bench = Bench::new();
+    for (case, ecode, status) in [
+        (
+            "bounds",
+            rdmap_code::BASE_BOUNDS,
+            WcStatus::RemoteOperationError,
+        ),
+        (
+            "rights",
+            rdmap_code::ACCESS_RIGHTS,
+            WcStatus::RemoteAccessError,
+        ),
+        (
+            "unknown",
+            rdmap_code::INVALID_STAG,
+            WcStatus::RemoteAccessError,
+        ),
+    ] {
+        run_case(&bench, false, WcStatus::Cancelled, |peer, side, _| {
+            let readable = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_READ);
+            let write_only = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+            let (source_stag, source_to, size) = match case {
+                "bounds" => (readable.rkey(), readable.raddr(32), 64),
+                "rights" => (write_only.rkey(), write_only.raddr(0), 16),
+                _ => (0x0bad_0000, 0, 16),
+            };
+            let ulpdu = peer.send_message(Message::ReadRequest {
+                msn: 1,
+                request: ReadRequest {
+                    sink_stag: 0x5151_5100,
+                    sink_to: 0x2000,
+                    size,
+                    source_stag,
+                    source_to,
+                },
+            });
+            let code = TermCode::rdmap(rdmap_etype::REMOTE_PROTECTION, ecode);
+            assert_eq!(code.completion_status(), status, "{case}");
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 2, "no Read Response: {case}");
+            assert_read_request(&ulpdus[0]);
+            assert_eq!(
+                terminate_of(&ulpdus[1]),
+                SeenTerminate {
+                    code,
+                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                    ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                    rdmap_header: Some(ulpdu[ddp::UNTAGGED_HEADER_LEN..].to_vec()),
+                },
+                "{case}"
+            );
+            assert_eq!(code.layer, Layer::Rdmap);
+            None
+        });
+    }
+    bench.finish();
+}
+
+/// The first segment of a two-segment Send, then the peer's orderly close
+/// (FIN): the receive it went into completes cancelled (its bytes were
+/// placed, the message never finished), the local side sends no Terminate
+/// and closes (X2: the connection layer hears the peer left).
+#[test]
+fn test_peer_close_mid_message_rule_x2() {
+    let bench = Bench::new();
+    run_case(&bench, false, WcStatus::Cancelled, |peer, _, work| {
+        peer.send_message(Message::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: false,
+            payload: &[9; 32],
+        });
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        let ulpdus = peer.read_ulpdus();
+        assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
+        assert_read_request(&ulpdus[0]);
+        assert_eq!(&work.recv.buffer.bytes()[..32], &[9; 32]);
+        None
+    });
+    bench.finish();
+}
+
+/// The first segment of a two-segment Send, then a reset (the test closes
+/// its socket with the local side's Read Request unread, which makes the
+/// kernel send an RST): the connection fails (E5; counted as a connection
+/// error), the receive in progress and everything else complete cancelled.
+#[test]
+fn test_peer_reset_mid_message_rule_e5() {
+    let bench = Bench::new();
+    let errors = || {
+        bench
+            .device
+            .counters
+            .connection_error
+            .load(Ordering::SeqCst)
+    };
+    let before = errors();
+    let frames = || bench.device.counters.rdma_in_frames.load(Ordering::SeqCst);
+    let (side, lost) = bench.side();
+    let (end, mut peer) = hostile_connection(&side, false);
+    let work = outstanding(&side);
+    peer.await_unread();
+    let seen = frames();
+    peer.send_message(Message::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 1,
+        mo: 0,
+        last: false,
+        payload: &[4; 32],
+    });
+    // The segment is read by the local side before the reset can overtake
+    // it in the socket.
+    wait_until("the first segment to arrive", || frames() > seen);
+    let Hostile { socket, .. } = peer;
+    drop(socket);
+    assert_local_failed(&side, &lost, WcStatus::Cancelled);
+    assert_eq!(&work.recv.buffer.bytes()[..32], &[4; 32]);
+    assert_eq!(errors(), before + 1);
+    assert!(end.seen.is_quiet());
+    assert_released(end, side);
+    drop(work);
+    bench.finish();
+}
