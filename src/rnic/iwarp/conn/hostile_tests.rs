@@ -22,11 +22,11 @@ use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::iwarp::ddp;
 use crate::rnic::iwarp::link::{ByteStream, Link};
-use crate::rnic::iwarp::mpa::{self, FrameKind, MpaError, MpaFrame};
+use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
 use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig, SetupError};
 use crate::rnic::iwarp::terminate::{
-    Layer, LlpCode, TermCode, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
+    Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
 use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
 use crate::rnic::testing::{CONFIG, Registered, Side, TestCq};
@@ -120,6 +120,8 @@ enum Seen {
 struct Recorder {
     seen: Mutex<Vec<Seen>>,
     link: Mutex<Option<Weak<Link>>>,
+    /// When `established` was reported.
+    up_at: AtomicUsize,
 }
 
 impl ConnEvents for Recorder {
@@ -128,6 +130,8 @@ impl ConnEvents for Recorder {
     }
     fn established(&self, link: &Arc<Link>, _private_data: &[u8]) {
         *self.link.lock().unwrap() = Some(Arc::downgrade(link));
+        self.up_at
+            .store(ORDER.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
         self.seen.lock().unwrap().push(Seen::Up);
     }
     fn failed(&self, failure: ConnFailure) {
@@ -154,13 +158,22 @@ impl Recorder {
     }
 }
 
-/// The QP's connection-layer events (X2).
+/// Orders events across threads (compared only within one test).
+static ORDER: AtomicUsize = AtomicUsize::new(1);
+
+/// The QP's connection-layer events (X2): how often, and when, the loss
+/// was reported.
 #[derive(Default)]
-struct Lost(AtomicUsize);
+struct Lost {
+    count: AtomicUsize,
+    at: AtomicUsize,
+}
 
 impl QpEvents for Lost {
     fn connection_lost(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.at
+            .store(ORDER.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
     }
 }
 
@@ -172,13 +185,18 @@ struct End {
     stream: Weak<TcpByteStream>,
 }
 
-fn start(socket: TcpStream, make: impl FnOnce(Arc<dyn ByteStream>, Arc<Recorder>) -> Arc<Conn>) -> End {
+fn start(
+    socket: TcpStream,
+    make: impl FnOnce(Arc<dyn ByteStream>, Arc<Recorder>) -> Arc<Conn>,
+) -> End {
     let stream = TcpByteStream::new(socket, 16 * 1024).unwrap();
     let seen = Arc::new(Recorder::default());
     let conn = make(Arc::new(Tcp(Arc::clone(&stream))), Arc::clone(&seen));
     let glue = Arc::new(Glue::default());
     glue.conn.set(Arc::clone(&conn)).ok().unwrap();
-    stream.start(Arc::clone(&glue) as Arc<dyn StreamEvents>).unwrap();
+    stream
+        .start(Arc::clone(&glue) as Arc<dyn StreamEvents>)
+        .unwrap();
     End {
         conn,
         seen,
@@ -320,7 +338,12 @@ impl Bench {
             to.qp.post_receive(round, &[dst.sge(0, 64)]).unwrap();
             let src = from.pattern(40, self.rounds, Access::empty());
             from.qp
-                .post_send(round, Payload::Sges(&[src.sge(0, 40)]), WrFlags::empty(), None)
+                .post_send(
+                    round,
+                    Payload::Sges(&[src.sge(0, 40)]),
+                    WrFlags::empty(),
+                    None,
+                )
                 .unwrap();
             let got = take(&to.rcq, 1);
             assert_eq!(
@@ -397,6 +420,20 @@ impl Hostile {
         frame
     }
 
+    /// Reads one FPDU; returns its ULPDU.
+    fn read_fpdu(&mut self) -> Vec<u8> {
+        self.socket.set_read_timeout(Some(WAIT)).unwrap();
+        let mut len = [0_u8; mpa::FPDU_LENGTH_LEN];
+        self.socket.read_exact(&mut len).unwrap();
+        let mut fpdu = Vec::from(len);
+        fpdu.resize(mpa::fpdu_len(usize::from(u16::from_be_bytes(len))), 0);
+        self.socket
+            .read_exact(&mut fpdu[mpa::FPDU_LENGTH_LEN..])
+            .unwrap();
+        let (ulpdu, _) = mpa::parse_fpdu(&fpdu, self.crc, mpa::MAX_ULPDU).unwrap();
+        ulpdu.to_vec()
+    }
+
     /// Reads until the local side closes the stream (it must, in time).
     fn read_to_end(&mut self) -> Vec<u8> {
         self.socket.set_read_timeout(Some(WAIT)).unwrap();
@@ -435,10 +472,36 @@ impl Hostile {
     }
 }
 
-/// A hostile connection, established: the local QP is the initiator, the
-/// test answers the MPA request with an accepting reply (CRC when `crc`).
-fn hostile_connection(side: &Side, crc: bool) -> (End, Hostile) {
+/// A hostile connection, established. `local_responds`: the test connects
+/// and sends the MPA request, the local QP accepts (it then sends nothing
+/// before the peer's first FPDU, RFC 5044); otherwise the local QP
+/// initiates and the test answers with an accepting reply. CRC when `crc`.
+fn hostile_connection(side: &Side, crc: bool, local_responds: bool) -> (End, Hostile) {
     let (client, server) = sockets();
+    if local_responds {
+        let end = responder(side, server);
+        let mut peer = Hostile {
+            socket: client,
+            crc,
+        };
+        let enhanced = Enhanced {
+            ird: 1,
+            ord: 1,
+            ..Enhanced::default()
+        };
+        let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+        let n = MpaFrame::request(crc, enhanced, &[])
+            .write(&mut frame)
+            .unwrap();
+        peer.send(&frame[..n]);
+        assert!(matches!(end.seen.next(), Seen::Request));
+        end.conn.accept(1, 1, b"", now()).unwrap();
+        let reply = peer.read_frame(FrameKind::Reply);
+        let (reply, _) = MpaFrame::parse(&reply, FrameKind::Reply).unwrap();
+        assert!(!reply.reject && reply.crc == crc);
+        assert!(matches!(end.seen.next(), Seen::Up));
+        return (end, peer);
+    }
     let config = InitiatorConfig {
         crc,
         ..InitiatorConfig::default()
@@ -460,7 +523,8 @@ fn hostile_connection(side: &Side, crc: bool) -> (End, Hostile) {
 
 /// The local consumer's outstanding work on a hostile connection: two
 /// receives (1, 2) and a Read (10) the peer never answers; the Read
-/// Request is the first FPDU the peer gets.
+/// Request is the first FPDU the peer gets (a local responder sends it
+/// only after the peer's first FPDU).
 struct Outstanding {
     recv: Registered,
     sink: Registered,
@@ -519,25 +583,45 @@ fn terminate_of(ulpdu: &[u8]) -> SeenTerminate {
     }
 }
 
+/// How a case starts and what the local consumer must see.
+#[derive(Clone, Copy)]
+struct Expect {
+    /// CRC negotiated.
+    crc: bool,
+    /// The local QP is the responder (else the initiator).
+    local_responds: bool,
+    /// Receive 1's status (receive 2 is always cancelled).
+    recv: WcStatus,
+    /// The Read's status.
+    read: WcStatus,
+}
+
+const CANCELLED: Expect = Expect {
+    crc: false,
+    local_responds: false,
+    recv: WcStatus::Cancelled,
+    read: WcStatus::Cancelled,
+};
+
 /// The local side's part after the connection died: its receives and its
-/// Read complete with `first` (receive 1) and `Cancelled`; the QP is in
+/// Read complete as `expect` says (each exactly once); the QP is in
 /// `Error`, the connection layer heard of it once (X2), and a later post
 /// is accepted and completes cancelled (E5).
-fn assert_local_failed(side: &Side, lost: &Lost, first: WcStatus) {
+fn assert_local_failed(side: &Side, lost: &Lost, expect: Expect) {
     assert_eq!(
         statuses(&take(&side.rcq, 2)),
         [
-            (1, Opcode::Receive, first),
+            (1, Opcode::Receive, expect.recv),
             (2, Opcode::Receive, WcStatus::Cancelled)
         ]
     );
     assert_eq!(
         statuses(&take(&side.scq, 1)),
-        [(10, Opcode::Read, WcStatus::Cancelled)]
+        [(10, Opcode::Read, expect.read)]
     );
     assert_eq!(side.qp.state(), QpState::Error);
     wait_until("the connection layer to hear of the loss", || {
-        lost.0.load(Ordering::SeqCst) == 1
+        lost.count.load(Ordering::SeqCst) == 1
     });
     side.qp
         .post_send(20, Payload::Sges(&[]), WrFlags::empty(), None)
@@ -552,31 +636,33 @@ fn assert_local_failed(side: &Side, lost: &Lost, first: WcStatus) {
         statuses(&take(&side.rcq, 1)),
         [(21, Opcode::Receive, WcStatus::Cancelled)]
     );
-    assert_eq!(lost.0.load(Ordering::SeqCst), 1, "reported once");
+    assert_eq!(lost.count.load(Ordering::SeqCst), 1, "reported once");
 }
 
 /// Runs one hostile case on a fresh QP of `bench`'s device: connect,
 /// post the outstanding work, let `misbehave` act (it returns what the
-/// local side must answer: `Some(terminate)` or `None` for a close without
-/// one), then check the local outcome (`first`: receive 1's status) and
-/// release everything.
+/// local side must answer: `Some(terminate)`, checked here, or `None` when
+/// it checked what came itself), then check the local outcome and release
+/// everything.
 fn run_case(
     bench: &Bench,
-    crc: bool,
-    first: WcStatus,
+    expect: Expect,
     misbehave: impl FnOnce(&mut Hostile, &Side, &Outstanding) -> Option<SeenTerminate>,
 ) {
     let (side, lost) = bench.side();
-    let (end, mut peer) = hostile_connection(&side, crc);
+    let (end, mut peer) = hostile_connection(&side, expect.crc, expect.local_responds);
     let work = outstanding(&side);
     let expected = misbehave(&mut peer, &side, &work);
     if let Some(expected) = expected {
         let ulpdus = peer.read_ulpdus();
-        assert_eq!(ulpdus.len(), 2, "the Read Request, then one Terminate");
-        assert_read_request(&ulpdus[0]);
-        assert_eq!(terminate_of(&ulpdus[1]), expected);
+        let (terminate, before) = ulpdus.split_last().expect("a Terminate");
+        // A local initiator's Read Request went out first; a local
+        // responder had nothing valid to answer yet.
+        assert_eq!(before.len(), usize::from(!expect.local_responds));
+        before.iter().for_each(|ulpdu| assert_read_request(ulpdu));
+        assert_eq!(terminate_of(terminate), expected);
     }
-    assert_local_failed(&side, &lost, first);
+    assert_local_failed(&side, &lost, expect);
     assert!(end.seen.is_quiet(), "nothing more for the connection layer");
     assert_eq!(work.sink.buffer.bytes(), &[0; 16]);
     drop(peer);
@@ -686,7 +772,7 @@ fn test_garbage_instead_of_mpa_request_rule_n28() {
 #[test]
 fn test_truncated_fpdu_then_close_rule_x2_e5() {
     let bench = Bench::new();
-    run_case(&bench, false, WcStatus::Cancelled, |peer, _, _| {
+    run_case(&bench, CANCELLED, |peer, _, _| {
         let fpdu = peer.fpdu(Message::Send {
             solicited: false,
             invalidate: None,
@@ -705,40 +791,53 @@ fn test_truncated_fpdu_then_close_rule_x2_e5() {
     bench.finish();
 }
 
-/// CRC negotiated; the second segment of a Send carries a bad CRC: an MPA
-/// CRC Terminate (layer LLP, type 0, code 2) with no header copied, the
-/// receive the first segment went into completes cancelled (the table of
-/// docs/iwarp.md), everything else is cancelled (E5).
+/// CRC negotiated; a Send carries a bad CRC: an MPA CRC Terminate (layer
+/// LLP, type 0, code 2) with no header copied; everything outstanding is
+/// cancelled (E5; a receive a first, good segment went into as well: the
+/// table of docs/iwarp.md). With the local QP initiating, the bad segment is
+/// the second of the message; with it responding, the bad one is the very
+/// first FPDU, before which the responder may send nothing (RFC 5044) — the
+/// Terminate still goes out.
 #[test]
 fn test_bad_crc_rule_e5() {
     let bench = Bench::new();
-    run_case(&bench, true, WcStatus::Cancelled, |peer, _, _| {
-        peer.send_message(Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 0,
-            last: false,
-            payload: &[1; 16],
+    for local_responds in [false, true] {
+        let expect = Expect {
+            crc: true,
+            local_responds,
+            ..CANCELLED
+        };
+        run_case(&bench, expect, |peer, _, _| {
+            if !local_responds {
+                peer.send_message(Message::Send {
+                    solicited: false,
+                    invalidate: None,
+                    msn: 1,
+                    mo: 0,
+                    last: false,
+                    payload: &[1; 16],
+                });
+            }
+            let mo = if local_responds { 0 } else { 16 };
+            let mut fpdu = peer.fpdu(Message::Send {
+                solicited: false,
+                invalidate: None,
+                msn: 1,
+                mo,
+                last: true,
+                payload: &[2; 16],
+            });
+            let crc_at = fpdu.len() - 1;
+            fpdu[crc_at] ^= 0x01;
+            peer.send(&fpdu);
+            Some(SeenTerminate {
+                code: TermCode::llp(LlpCode::Crc),
+                segment_len: None,
+                ddp_header: None,
+                rdmap_header: None,
+            })
         });
-        let mut fpdu = peer.fpdu(Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 16,
-            last: true,
-            payload: &[2; 16],
-        });
-        let crc_at = fpdu.len() - 1;
-        fpdu[crc_at] ^= 0x01;
-        peer.send(&fpdu);
-        Some(SeenTerminate {
-            code: TermCode::llp(LlpCode::Crc),
-            segment_len: None,
-            ddp_header: None,
-            rdmap_header: None,
-        })
-    });
+    }
     bench.finish();
 }
 
@@ -749,34 +848,47 @@ fn test_bad_crc_rule_e5() {
 #[test]
 fn test_oversized_fpdu_and_segment_rule_e7() {
     let bench = Bench::new();
-    run_case(&bench, false, WcStatus::Cancelled, |peer, _, _| {
-        let announced = PARAMS.max_rx_ulpdu + 1;
-        let mut bytes = Vec::from(announced.to_be_bytes());
-        bytes.extend_from_slice(&[0; 64]);
-        peer.send(&bytes);
-        Some(SeenTerminate {
-            code: TermCode::llp(LlpCode::FpduFraming),
-            segment_len: None,
-            ddp_header: None,
-            rdmap_header: None,
-        })
-    });
-    run_case(&bench, false, WcStatus::ReceiveTooSmall, |peer, _, _| {
-        let ulpdu = peer.send_message(Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 0,
-            last: true,
-            payload: &[3; 100],
+    for local_responds in [false, true] {
+        let expect = Expect {
+            local_responds,
+            ..CANCELLED
+        };
+        run_case(&bench, expect, |peer, _, _| {
+            let announced = PARAMS.max_rx_ulpdu + 1;
+            let mut bytes = Vec::from(announced.to_be_bytes());
+            bytes.extend_from_slice(&[0; 64]);
+            peer.send(&bytes);
+            Some(SeenTerminate {
+                code: TermCode::llp(LlpCode::FpduFraming),
+                segment_len: None,
+                ddp_header: None,
+                rdmap_header: None,
+            })
         });
-        Some(SeenTerminate {
-            code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
-            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-            ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
-            rdmap_header: None,
-        })
-    });
+    }
+    run_case(
+        &bench,
+        Expect {
+            recv: WcStatus::ReceiveTooSmall,
+            ..CANCELLED
+        },
+        |peer, _, _| {
+            let ulpdu = peer.send_message(Message::Send {
+                solicited: false,
+                invalidate: None,
+                msn: 1,
+                mo: 0,
+                last: true,
+                payload: &[3; 100],
+            });
+            Some(SeenTerminate {
+                code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
+                segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                rdmap_header: None,
+            })
+        },
+    );
     bench.finish();
 }
 
@@ -791,7 +903,7 @@ fn test_write_to_stag_not_owned_rule_m34() {
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let theirs = bench.good.buffer(64, 0xee, rw);
     for case in ["unknown", "read only", "other pd", "bounds"] {
-        run_case(&bench, false, WcStatus::Cancelled, |peer, side, _| {
+        run_case(&bench, CANCELLED, |peer, side, _| {
             let own = side.buffer(64, 0xcc, rw);
             let ro = side.buffer(64, 0xcc, Access::LOCAL_WRITE | Access::REMOTE_READ);
             let (stag, to, code) = match case {
@@ -851,7 +963,7 @@ fn test_read_request_beyond_region_rule_m34_p20() {
             WcStatus::RemoteAccessError,
         ),
     ] {
-        run_case(&bench, false, WcStatus::Cancelled, |peer, side, _| {
+        run_case(&bench, CANCELLED, |peer, side, _| {
             let readable = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_READ);
             let write_only = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
             let (source_stag, source_to, size) = match case {
@@ -898,7 +1010,7 @@ fn test_read_request_beyond_region_rule_m34_p20() {
 #[test]
 fn test_peer_close_mid_message_rule_x2() {
     let bench = Bench::new();
-    run_case(&bench, false, WcStatus::Cancelled, |peer, _, work| {
+    run_case(&bench, CANCELLED, |peer, _, work| {
         peer.send_message(Message::Send {
             solicited: false,
             invalidate: None,
@@ -934,7 +1046,7 @@ fn test_peer_reset_mid_message_rule_e5() {
     let before = errors();
     let frames = || bench.device.counters.rdma_in_frames.load(Ordering::SeqCst);
     let (side, lost) = bench.side();
-    let (end, mut peer) = hostile_connection(&side, false);
+    let (end, mut peer) = hostile_connection(&side, false, false);
     let work = outstanding(&side);
     peer.await_unread();
     let seen = frames();
@@ -951,11 +1063,87 @@ fn test_peer_reset_mid_message_rule_e5() {
     wait_until("the first segment to arrive", || frames() > seen);
     let Hostile { socket, .. } = peer;
     drop(socket);
-    assert_local_failed(&side, &lost, WcStatus::Cancelled);
+    assert_local_failed(&side, &lost, CANCELLED);
     assert_eq!(&work.recv.buffer.bytes()[..32], &[4; 32]);
     assert_eq!(errors(), before + 1);
     assert!(end.seen.is_quiet());
     assert_released(end, side);
     drop(work);
+    bench.finish();
+}
+
+/// The peer sends a Terminate naming the local Read (its Read Request
+/// header copied), in the RFC layout and in siw's: the Read fails with the
+/// code's status (an invalid STag: `RemoteAccessError`, as the local engine
+/// reports M34), everything else is cancelled (E5), and the local side
+/// answers nothing (a Terminate is never answered) but closes the stream.
+#[test]
+fn test_terminate_from_peer_rule_e5_m34() {
+    let bench = Bench::new();
+    for layout in [TermLayout::Rfc, TermLayout::Siw] {
+        let expect = Expect {
+            read: WcStatus::RemoteAccessError,
+            ..CANCELLED
+        };
+        run_case(&bench, expect, |peer, _, _| {
+            let request = peer.read_fpdu();
+            assert_read_request(&request);
+            let mut terminate = Terminate::new(TermCode::rdmap(
+                rdmap_etype::REMOTE_PROTECTION,
+                rdmap_code::INVALID_STAG,
+            ));
+            terminate.segment_len = Some(u16::try_from(request.len()).unwrap());
+            terminate.ddp_header = Some(&request[..ddp::UNTAGGED_HEADER_LEN]);
+            terminate.rdmap_header = Some(&request[ddp::UNTAGGED_HEADER_LEN..]);
+            let message = Message::Terminate { msn: 1, terminate };
+            let mut ulpdu = alloc::vec![0_u8; message.ulpdu_len()];
+            let at = message.ddp_header().write(&mut ulpdu).unwrap();
+            terminate.write(&mut ulpdu[at..], layout).unwrap();
+            let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(ulpdu.len())];
+            let n = mpa::write_fpdu(&mut fpdu, &ulpdu, peer.crc).unwrap();
+            peer.send(&fpdu[..n]);
+            assert!(peer.read_ulpdus().is_empty(), "no answer: {layout:?}");
+            None
+        });
+    }
+    bench.finish();
+}
+
+/// The peer closes (FIN) or resets the stream in the middle of the MPA
+/// reply: the attempt fails as closed (abortive for the reset), the QP is
+/// untouched (N28) and everything is released.
+#[test]
+fn test_peer_closes_during_mpa_exchange_rule_n28() {
+    let bench = Bench::new();
+    for abortive in [false, true] {
+        let (side, _lost) = bench.side();
+        let (client, server) = sockets();
+        let end = initiator(&side, client, &InitiatorConfig::default());
+        let mut peer = Hostile {
+            socket: server,
+            crc: false,
+        };
+        if abortive {
+            // Left unread: closing then resets the connection.
+            peer.await_unread();
+        } else {
+            peer.read_frame(FrameKind::Request);
+        }
+        peer.send(&mpa::KEY_REPLY[..10]);
+        if abortive {
+            drop(peer);
+        } else {
+            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+            assert!(peer.read_to_end().is_empty());
+            drop(peer);
+        }
+        match end.seen.next() {
+            Seen::Failed(ConnFailure::Closed { abortive: a }) => assert_eq!(a, abortive),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(side.qp.state(), QpState::Idle);
+        assert!(end.seen.link.lock().unwrap().is_none());
+        assert_released(end, side);
+    }
     bench.finish();
 }
