@@ -1147,3 +1147,74 @@ fn test_peer_closes_during_mpa_exchange_rule_n28() {
     }
     bench.finish();
 }
+
+/// The reply and a bad first FPDU (a Write to an STag never given out) in
+/// one segment: the link gets the FPDU with the setup's leftover bytes. The
+/// connection layer must hear of the connection (N13) before it hears of
+/// its loss (X2) — it used to be told of the loss first, while the FPDU was
+/// handled before `established` was reported. Receives posted before the
+/// connection (P8) are cancelled, the Terminate goes out.
+#[test]
+fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
+    let bench = Bench::new();
+    let (side, lost) = bench.side();
+    let recv = side.buffer(128, 0, Access::LOCAL_WRITE);
+    side.qp.post_receive(1, &[recv.sge(0, 64)]).unwrap();
+    side.qp.post_receive(2, &[recv.sge(64, 64)]).unwrap();
+    let (client, server) = sockets();
+    let end = initiator(&side, client, &InitiatorConfig::default());
+    let mut peer = Hostile {
+        socket: server,
+        crc: false,
+    };
+    let request = peer.read_frame(FrameKind::Request);
+    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let n = MpaFrame::accept(&request, false, 1, 1, &[])
+        .unwrap()
+        .write(&mut frame)
+        .unwrap();
+    let write = Message::Write {
+        stag: 0x7777_7700,
+        to: 0,
+        last: true,
+        payload: &[1; 8],
+    };
+    let mut bytes = frame[..n].to_vec();
+    bytes.extend(peer.fpdu(write));
+    peer.send(&bytes);
+    assert!(matches!(end.seen.next(), Seen::Up));
+    let ulpdus = peer.read_ulpdus();
+    assert_eq!(ulpdus.len(), 1);
+    let mut ulpdu = alloc::vec![0_u8; write.ulpdu_len()];
+    write.write_ulpdu(&mut ulpdu).unwrap();
+    assert_eq!(
+        terminate_of(&ulpdus[0]),
+        SeenTerminate {
+            code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, ddp_code::T_INVALID_STAG),
+            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+            ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+            rdmap_header: None,
+        }
+    );
+    assert_eq!(
+        statuses(&take(&side.rcq, 2)),
+        [
+            (1, Opcode::Receive, WcStatus::Cancelled),
+            (2, Opcode::Receive, WcStatus::Cancelled)
+        ]
+    );
+    assert_eq!(side.qp.state(), QpState::Error);
+    wait_until("the loss to be reported", || {
+        lost.count.load(Ordering::SeqCst) == 1
+    });
+    let up_at = end.seen.up_at.load(Ordering::SeqCst);
+    assert!(
+        up_at < lost.at.load(Ordering::SeqCst),
+        "established after connection_lost"
+    );
+    drop(peer);
+    assert_released(end, side);
+    drop(recv);
+    bench.finish();
+}
