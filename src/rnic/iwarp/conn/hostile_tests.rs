@@ -1218,3 +1218,64 @@ fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
     drop(recv);
     bench.finish();
 }
+
+/// A Send with Invalidate naming an STag the connection does not own: the
+/// well-behaved connection's region (same device, other PD) or a plain
+/// region of its own PD (only fast-registered regions and windows can be
+/// invalidated, M22). The receive completes `InvalidRequest` (M24, as the
+/// local engine), the Terminate is RDMAP remote operation "cannot
+/// invalidate" with the segment's header, and the region is still valid.
+#[test]
+fn test_send_invalidate_of_stag_not_owned_rule_m24() {
+    let bench = Bench::new();
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let theirs = bench.good.buffer(64, 0, rw);
+    for other_pd in [true, false] {
+        let expect = Expect {
+            recv: WcStatus::InvalidRequest,
+            ..CANCELLED
+        };
+        run_case(&bench, expect, |peer, side, _| {
+            let own = side.buffer(64, 0, rw);
+            let (pd, key) = if other_pd {
+                (&bench.good.pd, theirs.rkey())
+            } else {
+                (&side.pd, own.rkey())
+            };
+            let ulpdu = peer.send_message(Message::Send {
+                solicited: false,
+                invalidate: Some(key),
+                msn: 1,
+                mo: 0,
+                last: true,
+                payload: &[6; 8],
+            });
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 2);
+            assert_read_request(&ulpdus[0]);
+            assert_eq!(
+                terminate_of(&ulpdus[1]),
+                SeenTerminate {
+                    code: TermCode::rdmap(
+                        rdmap_etype::REMOTE_OPERATION,
+                        rdmap_code::CANNOT_INVALIDATE
+                    ),
+                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                    ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                    rdmap_header: None,
+                }
+            );
+            let addr = if other_pd {
+                theirs.raddr(0)
+            } else {
+                own.raddr(0)
+            };
+            let still = bench
+                .device
+                .resolve_remote(pd, 0, key, addr, 64, Access::REMOTE_WRITE);
+            assert!(still.is_ok(), "the region is still valid");
+            None
+        });
+    }
+    bench.finish();
+}
