@@ -659,7 +659,9 @@ fn run_case(
         // A local initiator's Read Request went out first; a local
         // responder had nothing valid to answer yet.
         assert_eq!(before.len(), usize::from(!expect.local_responds));
-        before.iter().for_each(|ulpdu| assert_read_request(ulpdu));
+        for ulpdu in before {
+            assert_read_request(ulpdu);
+        }
         assert_eq!(terminate_of(terminate), expected);
     }
     assert_local_failed(&side, &lost, expect);
