@@ -1281,3 +1281,53 @@ fn test_send_invalidate_of_stag_not_owned_rule_m24() {
     }
     bench.finish();
 }
+
+/// Garbage after the MPA exchange, then FIN: for each seed either raw
+/// random bytes or random ULPDUs in correct MPA framing (so they reach the
+/// DDP and RDMAP parsers). The local side always ends the connection: a
+/// Terminate with a code the RFCs define when the garbage made up a whole
+/// FPDU, else just the close; nothing panics, receives and the Read are
+/// cancelled (E5), the other connection is untouched, nothing leaks.
+#[test]
+fn test_garbage_fpdus_after_setup_rule_e5() {
+    let bench = Bench::new();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut terminated = 0;
+    for seed in 0..24_u64 {
+        let len = 1 + usize::try_from(next() % 120).unwrap();
+        let random: Vec<u8> = (0..len).map(|_| next().to_le_bytes()[0]).collect();
+        run_case(&bench, CANCELLED, |peer, _, _| {
+            let bytes = if seed % 2 == 0 {
+                random
+            } else {
+                let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(random.len())];
+                let n = mpa::write_fpdu(&mut fpdu, &random, false).unwrap();
+                fpdu.truncate(n);
+                fpdu
+            };
+            peer.send(&bytes);
+            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+            let ulpdus = peer.read_ulpdus();
+            assert_read_request(&ulpdus[0]);
+            match &ulpdus[1..] {
+                [] => assert_eq!(seed % 2, 0, "framed garbage is answered"),
+                [terminate] => {
+                    let code = terminate_of(terminate).code;
+                    assert!(code.is_known(), "seed {seed}: {code}");
+                    assert!(!code.completion_status().is_success());
+                    terminated += 1;
+                }
+                more => panic!("seed {seed}: {} FPDUs after the Read Request", more.len()),
+            }
+            None
+        });
+    }
+    assert!(terminated >= 12, "every framed garbage ULPDU is refused");
+    bench.finish();
+}
