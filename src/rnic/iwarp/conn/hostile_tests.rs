@@ -1331,3 +1331,49 @@ fn test_garbage_fpdus_after_setup_rule_e5() {
     assert!(terminated >= 12, "every framed garbage ULPDU is refused");
     bench.finish();
 }
+
+/// A Read Response the local Read did not ask for: another sink STag, or
+/// more bytes than the Read's length. The local side refuses it with a DDP
+/// tagged Terminate copying the segment's header and places nothing.
+#[test]
+fn test_bogus_read_response_rule_e5() {
+    let bench = Bench::new();
+    for case in ["stag", "length"] {
+        let expect = Expect {
+            read: WcStatus::RemoteOperationError,
+            ..CANCELLED
+        };
+        run_case(&bench, expect, |peer, _, _| {
+            let request = peer.read_fpdu();
+            assert_read_request(&request);
+            let Message::ReadRequest { request, .. } = Message::parse(&request, None).unwrap()
+            else {
+                unreachable!()
+            };
+            let (stag, len, code) = match case {
+                "stag" => (request.sink_stag ^ 0x100, 16, ddp_code::T_INVALID_STAG),
+                _ => (request.sink_stag, 32, ddp_code::T_BASE_BOUNDS),
+            };
+            let ulpdu = peer.send_message(Message::ReadResponse {
+                stag,
+                to: request.sink_to,
+                last: true,
+                payload: &alloc::vec![0x77; len],
+            });
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 1, "{case}");
+            assert_eq!(
+                terminate_of(&ulpdus[0]),
+                SeenTerminate {
+                    code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
+                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                    ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+                    rdmap_header: None,
+                },
+                "{case}"
+            );
+            None
+        });
+    }
+    bench.finish();
+}
