@@ -1334,7 +1334,9 @@ fn test_garbage_fpdus_after_setup_rule_e5() {
 
 /// A Read Response the local Read did not ask for: another sink STag, or
 /// more bytes than the Read's length. The local side refuses it with a DDP
-/// tagged Terminate copying the segment's header and places nothing.
+/// tagged Terminate copying the segment's header and places nothing; the
+/// Read fails `RemoteOperationError` (it used to complete `Cancelled`, so no
+/// request told the consumer why the connection ended, E5).
 #[test]
 fn test_bogus_read_response_rule_e5() {
     let bench = Bench::new();
