@@ -320,7 +320,16 @@ impl State {
                 (binding, local)
             }
         };
+        let any_port = matches!(source, Source::Address(src) if src.port == 0);
         let outcome = self.request(fabric, key, qp, binding, local, dst, own, payload, actions);
+        if outcome.is_ok()
+            && any_port
+            && let Some(wire) = self.connectors.get(key).and_then(|rec| rec.wire.as_ref())
+        {
+            // Over the wire a port the host's TCP has taken is tried again
+            // with another (`wire.rs`).
+            wire.allow_other_port();
+        }
         if outcome.is_err() {
             self.unbind(binding);
             count_failure(Some(qp));

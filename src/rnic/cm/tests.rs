@@ -1584,3 +1584,5 @@ mod changing {
         }
     }
 }
+
+mod wire;

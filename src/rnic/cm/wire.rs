@@ -39,7 +39,7 @@ use super::state::{
     Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Pending, Role, State, qp_key,
 };
 use super::types::{CmError, ConnState, ReadLimits};
-use crate::kernel::sync::atomic::{AtomicBool, Ordering};
+use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::kernel::tcp::{
     AcceptEvents, ConnectEvents, Connected, Listening, Net, NetError, Stream, StreamEvents, Timer,
@@ -184,7 +184,15 @@ pub(super) struct WireConn {
     over: AtomicBool,
     /// The link runs.
     linked: AtomicBool,
+    /// Active, from port 0: a TCP source port the host has taken is
+    /// replaced by another ephemeral ND port.
+    any_port: AtomicBool,
+    /// Ports tried so far.
+    tries: AtomicU32,
 }
+
+/// Source ports a wire Connect from port 0 tries before giving up.
+const CONNECT_PORT_TRIES: u32 = 16;
 
 /// An operation on a wire connection, run after the fabric's lock.
 pub(super) enum WireOp {
@@ -229,7 +237,14 @@ impl WireConn {
             endpoints: SpinLock::new(None),
             over: AtomicBool::new(false),
             linked: AtomicBool::new(false),
+            any_port: AtomicBool::new(false),
+            tries: AtomicU32::new(0),
         }
+    }
+
+    /// The Connect asked for any source port.
+    pub(super) fn allow_other_port(&self) {
+        self.any_port.store(true, Ordering::Release);
     }
 
     fn key(&self) -> Option<Key> {
@@ -470,6 +485,24 @@ impl WireConn {
     ) -> Option<Arc<dyn StreamEvents>> {
         let connected = match result {
             Ok(connected) => connected,
+            Err(NetError::AddressInUse)
+                if self.any_port.load(Ordering::Acquire)
+                    && self.tries.fetch_add(1, Ordering::AcqRel) < CONNECT_PORT_TRIES =>
+            {
+                // N30: the ND port is the TCP source port; another program
+                // holds this one, so the connector moves to the next.
+                let mut moved = None;
+                self.transition(|state, key, _| moved = state.wire_rebind(key));
+                match moved {
+                    Some((local, remote)) => Self::execute(WireOp::Connect {
+                        conn: Arc::clone(self),
+                        local,
+                        remote,
+                    }),
+                    None => self.attempt_failed(CmError::AddressInUse, Vec::new()),
+                }
+                return None;
+            }
             Err(error) => {
                 self.attempt_failed(net_error(error), Vec::new());
                 return None;
@@ -1153,6 +1186,32 @@ pub(super) fn listen_sockets(
 }
 
 impl State {
+    /// A connecting wire connector moves to another ephemeral port (its
+    /// TCP source port was taken): returns its new local endpoint and the
+    /// destination, or `None` when none is left or it no longer connects.
+    fn wire_rebind(&mut self, key: Key) -> Option<(Endpoint, Endpoint)> {
+        let rec = self.connectors.get(key)?;
+        if rec.state != ConnState::Connecting {
+            return None;
+        }
+        let (node, old, tuple) = (rec.node, rec.binding?, rec.tuple?);
+        let (_, ip, dst) = tuple;
+        let new = self.bind(node, ip, 0).ok()?;
+        if self.reserve_tuple(new).is_err() {
+            self.unbind(new);
+            return None;
+        }
+        self.remove_tuple(Some(tuple));
+        self.unbind(old);
+        self.add_tuple(new, ip, dst);
+        let local = Endpoint::new(ip, new.port);
+        let rec = self.connectors.get_mut(key)?;
+        rec.binding = Some(new);
+        rec.tuple = Some((new, ip, dst));
+        rec.local = Some(local);
+        Some((local, dst))
+    }
+
     /// Undoes a listener's `listen` whose TCP sockets could not be had.
     pub(super) fn unlisten(&mut self, key: Key) {
         let Some(rec) = self.listeners.get_mut(key) else {
