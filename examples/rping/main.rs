@@ -390,8 +390,17 @@ fn serve_one(
     number: u32,
 ) -> Result<(u32, u64), String> {
     let mut session = Session::open(adapter, MAX_SIZE + 1, false, args.timeout)?;
-    session.post_receive()?;
-    let connector = listener.incoming(args.timeout)?;
+    let connector = match session
+        .post_receive()
+        .and_then(|()| listener.incoming(args.timeout))
+    {
+        Ok(connector) => connector,
+        Err(why) => {
+            // Every object must be closed before the adapter can be.
+            session.close()?;
+            return Err(why);
+        }
+    };
     let outcome = serve_connected(&mut session, &connector, args, number);
     let end = connector.disconnect();
     let closed = connector.close();
@@ -555,8 +564,18 @@ fn server(args: &Args) -> Result<String, String> {
 fn client(args: &Args) -> Result<String, String> {
     let adapter = Adapter::open([127, 0, 0, 1])?;
     let mut session = Session::open(&adapter, args.size, true, args.timeout)?;
-    session.post_receive()?;
-    let connector = Connector::new(&adapter)?;
+    let connector = match session
+        .post_receive()
+        .and_then(|()| Connector::new(&adapter))
+    {
+        Ok(connector) => connector,
+        Err(why) => {
+            // Every object must be closed before the adapter can be.
+            session.close()?;
+            adapter.close()?;
+            return Err(why);
+        }
+    };
     let outcome = client_connected(&mut session, &connector, &adapter, args);
     let end = connector.disconnect();
     let closed = connector.close();
