@@ -193,9 +193,14 @@ log "guest ready ($(du -h "$INITRD" | cut -f1) initramfs) after ${SECONDS}s"
 [ "$PREPARE_ONLY" = 1 ] && exit 0
 
 # ---------------------------------------------------------------- the run
-log "building the host peer (examples/siw_mpa_peer.rs)"
-(cd "$ROOT" && cargo build -q --example siw_mpa_peer)
+log "building the host peers (examples/siw_mpa_peer.rs, examples/rping/)"
+(cd "$ROOT" && cargo build -q --example siw_mpa_peer --example rping)
 PEER="$ROOT/target/debug/examples/siw_mpa_peer"
+RPING="$ROOT/target/debug/examples/rping"
+# rping over the NDK C ABI: sizes (bytes) and ping counts, each run once with
+# siw's rping as client against ours, and once the other way round.
+RPING_SIZES=(64 4096 65535)
+RPING_COUNTS=(10 10 4)
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/siw-run.XXXXXX")
 QEMU_PID=""; RESP_PIDS=()
@@ -221,6 +226,14 @@ start_responder respond1
 start_responder respond2 --crc
 RESP_PORT1=$(cat "$RUN/respond1.port")
 RESP_PORT2=$(cat "$RUN/respond2.port")
+# Our rping server (SoftNDK through the NDK C ABI): one connection per size,
+# every buffer it RDMA-Reads checked against rping's text (-V).
+"$RPING" -s -a 127.0.0.1 -p 0 --port-file "$RUN/rping-server.port" -V \
+    --connections ${#RPING_SIZES[@]} --timeout "$BOOT_TIMEOUT" > "$RUN/rping-server.log" 2>&1 &
+RESP_PIDS+=($!)
+for _ in $(seq 100); do [ -s "$RUN/rping-server.port" ] && break; sleep 0.1; done
+[ -s "$RUN/rping-server.port" ] || die "our rping server did not start: $(cat "$RUN/rping-server.log")"
+RPING_PORT=$(cat "$RUN/rping-server.port")
 # The guest's rping server port, forwarded from the host's 127.0.0.1.
 FWD_PORT=""
 for _ in $(seq 50); do
@@ -254,6 +267,28 @@ for n in 1 2 3 4; do
     echo "SIW-LISTENING \$n"
     wait \$spid
     echo "SIW-DONE siw-responder \$n rping exit \$?"
+done
+
+# rping's whole exchange against SoftNDK's NDK path, siw initiating.
+set -- ${RPING_COUNTS[*]}
+for size in ${RPING_SIZES[*]}; do
+    count=\$1; shift
+    echo "SIW-STEP rping-client \$size"
+    if timeout 60 rping -c -a 10.0.2.2 -p $RPING_PORT -V -C \$count -S \$size > /tmp/rc.log 2>&1; then r=PASS; else r=FAIL; fi
+    head -c 2000 /tmp/rc.log
+    echo "SIW-RESULT rping-client \$size \$r"
+done
+
+# ... and SoftNDK initiating towards rping's server.
+for size in ${RPING_SIZES[*]}; do
+    echo "SIW-STEP rping-server \$size"
+    timeout 60 rping -s -a 10.0.2.15 -p $FWD_PORT -V -S \$size > /tmp/rs.log 2>&1 &
+    spid=\$!
+    sleep 2
+    echo "SIW-LISTENING rping-\$size"
+    if wait \$spid; then r=PASS; else r=FAIL; fi
+    head -c 2000 /tmp/rs.log
+    echo "SIW-RESULT rping-server \$size \$r"
 done
 EOF
 (cd "$RUN/extra" && echo steps.sh | cpio -o -H newc --quiet) | gzip -1 > "$RUN/extra.cpio.gz"
@@ -307,6 +342,19 @@ initiate 4 --rtr read --crc --expect-fpdu --rtr-delay-ms 500
 # only Send is offered); our initiator then sends a No Matching RTR Terminate,
 # on which the guest's iw_cm hits BUG() (docs/siw.md).
 
+# Our rping client against the guest's `rping -s -V -S size`; the RTR is
+# held back 500 ms after siw's reply, for the same siw race.
+for i in "${!RPING_SIZES[@]}"; do
+    size=${RPING_SIZES[$i]}
+    if ! wait_marker "SIW-LISTENING rping-$size" "$BOOT_TIMEOUT"; then
+        echo "siw: guest rping server never listened ($size)"; fail=1; continue
+    fi
+    "$RPING" -c -a 127.0.0.1 -p "$FWD_PORT" -S "$size" -C "${RPING_COUNTS[$i]}" -V \
+        --rtr-delay-ms 500 --timeout 30 > "$RUN/rping-client-$size.log" 2>&1 || fail=1
+    sed "s/^/[our rping -c -S $size] /" "$RUN/rping-client-$size.log"
+    grep -q '^RPING-RESULT client PASS' "$RUN/rping-client-$size.log" || fail=1
+done
+
 wait_marker "SIW-END" "$BOOT_TIMEOUT" || { echo "siw: guest did not finish"; fail=1; }
 if wait "$QEMU_PID"; then :; else echo "siw: qemu exit $?"; fi
 QEMU_PID=""
@@ -314,11 +362,19 @@ for pid in "${RESP_PIDS[@]}"; do wait "$pid" || fail=1; done
 RESP_PIDS=()
 sed 's/^/[respond 1] /' "$RUN/respond1.log"
 sed 's/^/[respond 2: --crc] /' "$RUN/respond2.log"
+sed 's/^/[our rping -s] /' "$RUN/rping-server.log"
+grep -q '^RPING-RESULT server PASS' "$RUN/rping-server.log" || { echo "siw: our rping server failed"; fail=1; }
 
 echo "---- guest results"
 grep -a '^SIW-' "$GUEST_LOG" || true
 grep -aq '^SIW-RESULT rping-loopback PASS' "$GUEST_LOG" || { echo "siw: rping over siw0 in the guest failed"; fail=1; }
 grep -aq '^SIW-FATAL' "$GUEST_LOG" && fail=1
+for size in "${RPING_SIZES[@]}"; do
+    grep -aq "^SIW-RESULT rping-client $size PASS" "$GUEST_LOG" \
+        || { echo "siw: guest rping -c -S $size against our server failed"; fail=1; }
+    grep -aq "^SIW-RESULT rping-server $size PASS" "$GUEST_LOG" \
+        || { echo "siw: guest rping -s -S $size against our client failed"; fail=1; }
+done
 for n in 1 2; do grep -q '^PEER-RESULT respond PASS' "$RUN/respond$n.log" || fail=1; done
 for n in 1 2 3 4; do grep -q '^PEER-RESULT initiate PASS' "$RUN/initiate$n.log" 2>/dev/null || fail=1; done
 

@@ -1,0 +1,911 @@
+//! rping's NDK consumer: the host-mode NDK C ABI as a kernel consumer would
+//! call it. The adapter comes from `SoftNdkOpenAdapterEx` (transport 1:
+//! iWARP over TCP), and every other provider call goes through a function
+//! pointer read from the object's dispatch table. All of the example's
+//! `unsafe` lives in this module. Shaped after the perf tool's
+//! `src/bin/softndk-perf/ndk.rs`, with one side of a connection (listen and
+//! accept, or connect) instead of both.
+//!
+//! Objects are closed explicitly (`close(self)`); none has a `Drop` that
+//! calls the provider, because `SoftNdkCloseAdapter` blocks until every
+//! object of the adapter is closed. A [`Region`] that was never deregistered
+//! leaks its memory instead of freeing it under the device.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use softndk::abi::{
+    AF_INET, InAddr, Mdl, MrFlags, NdkAdapter, NdkAdapterDispatch, NdkConnector,
+    NdkConnectorDispatch, NdkCq, NdkCqDispatch, NdkListener, NdkListenerDispatch, NdkMr, NdkPd,
+    NdkPdDispatch, NdkQp, NdkQpDispatch, NdkResult, NdkSge, NtStatus, OpFlags, PAGE_SIZE,
+    STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+};
+use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapterEx};
+
+/// How long the tool waits for any one thing (a completion, a connection)
+/// before it gives up with an error.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A failure, with a message for the user.
+pub type Result<T> = std::result::Result<T, String>;
+
+/// Turns a provider status into a `Result`.
+pub fn check(what: &str, status: NtStatus) -> Result<()> {
+    if status == STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed with status {:#010x}",
+            status.cast_unsigned()
+        ))
+    }
+}
+
+/// A request context: the tool's number for a request.
+fn context(value: usize) -> *mut c_void {
+    ptr::without_provenance_mut(value)
+}
+
+/// The tool's number of a completed request (see [`context`]).
+pub fn request_number(result: &NdkResult) -> usize {
+    result.request_context.addr()
+}
+
+/// An empty result, to fill a poll buffer with.
+pub const EMPTY_RESULT: NdkResult = NdkResult {
+    status: STATUS_SUCCESS,
+    bytes_transferred: 0,
+    qp_context: ptr::null_mut(),
+    request_context: ptr::null_mut(),
+};
+
+// ---------------------------------------------------------------------------
+// Callbacks
+// ---------------------------------------------------------------------------
+
+/// One status callback (a request completion, a close completion, a CQ
+/// notification or a disconnect event) and a thread waiting for it.
+#[derive(Default)]
+pub struct Signal {
+    /// Statuses delivered and not yet taken.
+    state: Mutex<Vec<NtStatus>>,
+    cv: Condvar,
+}
+
+impl Signal {
+    /// A new signal, shared with the provider through [`Signal::context`].
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The context pointer for [`on_status`] / [`on_close`]. The caller
+    /// keeps the `Arc` alive while the provider may call back.
+    fn context(self: &Arc<Self>) -> *mut c_void {
+        Arc::as_ptr(self).cast_mut().cast()
+    }
+
+    /// Records a callback's status and wakes the waiter.
+    pub fn push(&self, status: NtStatus) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(status);
+        self.cv.notify_all();
+    }
+
+    /// Whether a status was delivered and not yet taken.
+    pub fn delivered(&self) -> bool {
+        !self
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Waits up to [`WAIT`] for a status and takes the oldest.
+    pub fn wait(self: &Arc<Self>, what: &str) -> Result<NtStatus> {
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |statuses| statuses.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        if timeout.timed_out() {
+            // The provider may still call back: keep the context alive.
+            std::mem::forget(Arc::clone(self));
+            return Err(format!("{what}: no callback within {WAIT:?}"));
+        }
+        Ok(guard.remove(0))
+    }
+
+    /// The outcome of a call that may pend: its return value, or the status
+    /// of its completion when it returned `STATUS_PENDING`.
+    fn outcome(self: &Arc<Self>, what: &str, returned: NtStatus) -> Result<()> {
+        let status = if returned == STATUS_PENDING {
+            self.wait(what)?
+        } else {
+            returned
+        };
+        check(what, status)
+    }
+}
+
+/// `NDK_FN_REQUEST_COMPLETION`, `NDK_FN_CQ_NOTIFICATION_CALLBACK`: records
+/// the status in the [`Signal`] of `ctx`.
+unsafe extern "system" fn on_status(ctx: *mut c_void, status: NtStatus) {
+    // SAFETY: every context passed with this callback is `Signal::context`
+    // of a Signal its owner keeps alive while the callback may come.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(status);
+}
+
+/// `NDK_FN_CLOSE_COMPLETION` and `NDK_FN_DISCONNECT_EVENT_CALLBACK`:
+/// recorded as `STATUS_SUCCESS`.
+unsafe extern "system" fn on_close(ctx: *mut c_void) {
+    // SAFETY: as in `on_status`.
+    let signal = unsafe { &*ctx.cast::<Signal>() };
+    signal.push(STATUS_SUCCESS);
+}
+
+/// Connectors handed over by a listener's connect-event callback.
+#[derive(Default)]
+struct Incoming {
+    connectors: Mutex<Vec<usize>>,
+    cv: Condvar,
+}
+
+/// `NDK_FN_CONNECT_EVENT_CALLBACK` for an [`Incoming`].
+unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
+    // SAFETY: the listener's context is an `Incoming` that `Listener` keeps
+    // alive until the listener is closed.
+    let incoming = unsafe { &*ctx.cast::<Incoming>() };
+    incoming
+        .connectors
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(connector.addr());
+    incoming.cv.notify_all();
+}
+
+/// Reads the dispatch table of a provider object.
+macro_rules! dispatch {
+    ($object:expr) => {{
+        let object = $object;
+        // SAFETY: `object` is a live object the provider created; its
+        // header and dispatch pointer are readable while it is open.
+        let table = unsafe { (*object).dispatch };
+        // SAFETY: the provider's dispatch tables are static and every slot
+        // is filled.
+        unsafe { &*table }
+    }};
+}
+
+/// Closes an object through its table's close slot and waits for the close
+/// to complete.
+macro_rules! close_object {
+    ($what:expr, $object:expr, $slot:ident) => {{
+        let object = $object;
+        let close = dispatch!(object).$slot;
+        let signal = Signal::new();
+        let ctx = signal.context();
+        // SAFETY: a live object and its own close slot; `signal` is kept
+        // until the close completion arrived.
+        let status = unsafe { close(object.cast(), Some(on_close), ctx) };
+        signal.outcome($what, status)
+    }};
+}
+
+// ---------------------------------------------------------------------------
+// Adapter
+// ---------------------------------------------------------------------------
+
+/// An open adapter on an IPv4 address.
+pub struct Adapter {
+    ptr: *mut NdkAdapter,
+    address: SockAddrIn,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Adapter {}
+// SAFETY: as above.
+unsafe impl Sync for Adapter {}
+
+/// A `SOCKADDR_IN` for `ip` and `port` (host order).
+fn sockaddr(ip: [u8; 4], port: u16) -> SockAddrIn {
+    SockAddrIn {
+        sin_family: AF_INET,
+        sin_port: port.to_be(),
+        sin_addr: InAddr { bytes: ip },
+        sin_zero: [0; 8],
+    }
+}
+
+/// The length of a `SOCKADDR_IN`, as the ABI's `ULONG` lengths want it.
+const SOCKADDR_IN_LEN: u32 = 16;
+
+impl Adapter {
+    /// `SoftNdkOpenAdapterEx` on `ip`, transport 1 (iWARP over TCP).
+    pub fn open(ip: [u8; 4]) -> Result<Self> {
+        let address = sockaddr(ip, 0);
+        let mut adapter = ptr::null_mut();
+        let raw_address = (&raw const address).cast::<SockAddr>();
+        // SAFETY: a readable SOCKADDR_IN and a writable out-pointer.
+        let status = unsafe { SoftNdkOpenAdapterEx(raw_address, 1, &raw mut adapter) };
+        let [a, b, c, d] = ip;
+        check(
+            &format!("SoftNdkOpenAdapterEx({a}.{b}.{c}.{d}, iwarp)"),
+            status,
+        )?;
+        Ok(Self {
+            ptr: adapter,
+            address,
+        })
+    }
+
+    fn d(&self) -> &'static NdkAdapterDispatch {
+        dispatch!(self.ptr)
+    }
+
+    /// `NdkCreateCq` of `depth` entries; its notifications go to the CQ's
+    /// own [`Signal`].
+    pub fn cq(&self, depth: u32) -> Result<Cq> {
+        let notifications = Signal::new();
+        let ctx = notifications.context();
+        let create = self.d().ndk_create_cq;
+        let mut cq = ptr::null_mut();
+        // SAFETY: a live adapter; `notifications` lives as long as the CQ.
+        let status = unsafe {
+            create(
+                self.ptr,
+                depth,
+                Some(on_status),
+                ctx,
+                ptr::null(),
+                None,
+                ptr::null_mut(),
+                &raw mut cq,
+            )
+        };
+        check("NdkCreateCq", status)?;
+        Ok(Cq {
+            ptr: cq,
+            _notifications: notifications,
+        })
+    }
+
+    /// `NdkCreatePd`.
+    pub fn pd(&self) -> Result<Pd> {
+        let create = self.d().ndk_create_pd;
+        let mut pd = ptr::null_mut();
+        // SAFETY: a live adapter and an out-pointer.
+        let status = unsafe { create(self.ptr, None, ptr::null_mut(), &raw mut pd) };
+        check("NdkCreatePd", status)?;
+        Ok(Pd { ptr: pd })
+    }
+
+    /// `SoftNdkCloseAdapter`; every object of the adapter is closed first.
+    pub fn close(self) -> Result<()> {
+        // SAFETY: an adapter from `SoftNdkOpenAdapter`, not used afterwards.
+        let status = unsafe { SoftNdkCloseAdapter(self.ptr) };
+        check("SoftNdkCloseAdapter", status)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CQ
+// ---------------------------------------------------------------------------
+
+/// A completion queue.
+pub struct Cq {
+    ptr: *mut NdkCq,
+    /// The context of the CQ's notification callback (never armed here:
+    /// the example polls), kept alive as long as the CQ.
+    _notifications: Arc<Signal>,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    fn d(&self) -> &'static NdkCqDispatch {
+        dispatch!(self.ptr)
+    }
+
+    /// `NdkGetCqResults` into `out`; the number of results.
+    pub fn poll(&self, out: &mut [NdkResult]) -> usize {
+        let get = self.d().ndk_get_cq_results;
+        let room = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        // SAFETY: a live CQ and room for `room` results.
+        let n = unsafe { get(self.ptr, out.as_mut_ptr(), room) };
+        usize::try_from(n).unwrap_or(usize::MAX).min(out.len())
+    }
+
+    /// `NdkCloseCq`.
+    pub fn close(self) -> Result<()> {
+        close_object!("NdkCloseCq", self.ptr, ndk_close_cq)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// PD, MR, memory
+// ---------------------------------------------------------------------------
+
+/// A protection domain.
+pub struct Pd {
+    ptr: *mut NdkPd,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Pd {}
+// SAFETY: as above.
+unsafe impl Sync for Pd {}
+
+/// Queue sizes of a QP.
+#[derive(Clone, Copy, Debug)]
+pub struct QpShape {
+    /// Receive queue depth.
+    pub receive_depth: u32,
+    /// Initiator queue depth.
+    pub initiator_depth: u32,
+    /// SGEs per request, both queues.
+    pub sge: u32,
+}
+
+impl Pd {
+    fn d(&self) -> &'static NdkPdDispatch {
+        dispatch!(self.ptr)
+    }
+
+    /// `NdkCreateQp` on `cq` (receive and initiator), with context `tag`.
+    pub fn qp(&self, cq: &Cq, tag: usize, shape: QpShape) -> Result<Qp> {
+        let create = self.d().ndk_create_qp;
+        let mut qp = ptr::null_mut();
+        // SAFETY: a live PD and CQ, an out-pointer.
+        let status = unsafe {
+            create(
+                self.ptr,
+                cq.ptr,
+                cq.ptr,
+                context(tag),
+                shape.receive_depth,
+                shape.initiator_depth,
+                shape.sge,
+                shape.sge,
+                0,
+                None,
+                ptr::null_mut(),
+                &raw mut qp,
+            )
+        };
+        check("NdkCreateQp", status)?;
+        Ok(Qp { ptr: qp })
+    }
+
+    /// `NdkCreateMr` and `NdkRegisterMr` of `len` fresh page-aligned bytes
+    /// with local write, remote read and remote write access.
+    pub fn region(&self, len: usize) -> Result<Region> {
+        let create = self.d().ndk_create_mr;
+        let mut mr = ptr::null_mut();
+        // SAFETY: a live PD and an out-pointer.
+        let status = unsafe { create(self.ptr, 0, None, ptr::null_mut(), &raw mut mr) };
+        check("NdkCreateMr", status)?;
+        let mut memory = Memory::new(len)?;
+        let register = dispatch!(mr).ndk_register_mr;
+        let flags =
+            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE)
+                .bits();
+        let signal = Signal::new();
+        let ctx = signal.context();
+        let mdl = memory.mdl();
+        // SAFETY: a live MR; the MDL describes `len` bytes of `memory`, which
+        // the returned Region keeps (or leaks) for the registration's life.
+        let status = unsafe { register(mr, mdl, len, flags, Some(on_status), ctx) };
+        let mut region = Region {
+            mr,
+            memory: Some(memory),
+            registered: false,
+        };
+        signal.outcome("NdkRegisterMr", status)?;
+        region.registered = true;
+        Ok(region)
+    }
+
+    /// `NdkClosePd`.
+    pub fn close(self) -> Result<()> {
+        close_object!("NdkClosePd", self.ptr, ndk_close_pd)
+    }
+}
+
+/// Page-aligned memory and the host-mode MDL that describes it.
+struct Memory {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+    mdl: Box<Mdl>,
+}
+
+impl Memory {
+    fn new(len: usize) -> Result<Self> {
+        let storage = vec![0_u8; len + PAGE_SIZE];
+        let start = storage.as_ptr().align_offset(PAGE_SIZE);
+        let start_va = storage.as_ptr().wrapping_add(start).cast_mut().cast();
+        let byte_count =
+            u32::try_from(len).map_err(|_| format!("a region of {len} bytes is too large"))?;
+        let mdl = Box::new(Mdl {
+            next: ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: 0,
+            padding_0c: 0,
+            process: ptr::null_mut(),
+            mapped_system_va: ptr::null_mut(),
+            start_va,
+            byte_count,
+            byte_offset: 0,
+        });
+        Ok(Self {
+            storage,
+            start,
+            len,
+            mdl,
+        })
+    }
+
+    fn mdl(&mut self) -> *mut Mdl {
+        &raw mut *self.mdl
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+/// Registered memory: a buffer and its MR.
+///
+/// The bytes are the device's while a request that names them is
+/// outstanding; the tool reads and writes them only between runs, when
+/// every request has completed.
+pub struct Region {
+    mr: *mut NdkMr,
+    memory: Option<Memory>,
+    registered: bool,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6); the
+// buffer is plain memory.
+unsafe impl Send for Region {}
+// SAFETY: as above; `&Region` gives only reads of the buffer.
+unsafe impl Sync for Region {}
+
+impl Region {
+    fn memory(&self) -> &Memory {
+        self.memory
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a region keeps its memory until closed"))
+    }
+
+    /// The registered bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.memory().bytes()
+    }
+
+    /// The registered bytes, to fill between runs.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.memory
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a region keeps its memory until closed"))
+            .bytes_mut()
+    }
+
+    /// The address of byte `offset` (an SGE's or a remote address).
+    pub fn address(&self, offset: usize) -> u64 {
+        self.bytes().as_ptr().addr() as u64 + offset as u64
+    }
+
+    /// `NdkGetLocalTokenFromMr`.
+    pub fn local_token(&self) -> u32 {
+        let get = dispatch!(self.mr).ndk_get_local_token_from_mr;
+        // SAFETY: a live, registered MR.
+        unsafe { get(self.mr) }
+    }
+
+    /// `NdkGetRemoteTokenFromMr`.
+    pub fn remote_token(&self) -> u32 {
+        let get = dispatch!(self.mr).ndk_get_remote_token_from_mr;
+        // SAFETY: a live, registered MR.
+        unsafe { get(self.mr) }
+    }
+
+    /// `sge` SGEs that cover `len` bytes at `offset`, split evenly (the
+    /// last takes the remainder).
+    pub fn sges(&self, offset: usize, len: usize, sge: usize, out: &mut Vec<NdkSge>) {
+        out.clear();
+        let token = self.local_token();
+        let piece = len / sge;
+        for i in 0..sge {
+            let this = if i + 1 == sge {
+                len - piece * (sge - 1)
+            } else {
+                piece
+            };
+            out.push(NdkSge {
+                address: self.address(offset + piece * i),
+                length: u32::try_from(this).unwrap_or(u32::MAX),
+                memory_region_token: token,
+            });
+        }
+    }
+
+    /// `NdkDeregisterMr` and `NdkCloseMr`, then frees the memory.
+    pub fn close(mut self) -> Result<()> {
+        let deregister = dispatch!(self.mr).ndk_deregister_mr;
+        let signal = Signal::new();
+        let ctx = signal.context();
+        // SAFETY: a live, registered MR.
+        let status = unsafe { deregister(self.mr, Some(on_status), ctx) };
+        signal.outcome("NdkDeregisterMr", status)?;
+        self.registered = false;
+        close_object!("NdkCloseMr", self.mr, ndk_close_mr)?;
+        drop(self.memory.take());
+        Ok(())
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if self.registered {
+            // Still registered (an error path): the device may still touch
+            // the bytes, so they are never freed.
+            std::mem::forget(self.memory.take());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// QP
+// ---------------------------------------------------------------------------
+
+/// A queue pair.
+pub struct Qp {
+    ptr: *mut NdkQp,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    fn d(&self) -> &'static NdkQpDispatch {
+        dispatch!(self.ptr)
+    }
+
+    fn count(sges: &[NdkSge]) -> u32 {
+        u32::try_from(sges.len()).unwrap_or(u32::MAX)
+    }
+
+    /// `NdkSend` of `sges` with `NDK_OP_FLAG_*` `flags`.
+    pub fn send(&self, number: usize, sges: &[NdkSge], flags: OpFlags) -> Result<()> {
+        let send = self.d().ndk_send;
+        // SAFETY: a live QP; the SGEs name registered memory the caller keeps
+        // untouched until the completion.
+        let status = unsafe {
+            send(
+                self.ptr,
+                context(number),
+                sges.as_ptr(),
+                Self::count(sges),
+                flags.bits(),
+            )
+        };
+        check("NdkSend", status)
+    }
+
+    /// `NdkReceive` into `sges`.
+    pub fn receive(&self, number: usize, sges: &[NdkSge]) -> Result<()> {
+        let receive = self.d().ndk_receive;
+        // SAFETY: as in `send`.
+        let status =
+            unsafe { receive(self.ptr, context(number), sges.as_ptr(), Self::count(sges)) };
+        check("NdkReceive", status)
+    }
+
+    /// `NdkWrite` of `sges` to `remote` under `token`.
+    pub fn write(&self, number: usize, sges: &[NdkSge], remote: u64, token: u32) -> Result<()> {
+        let write = self.d().ndk_write;
+        // SAFETY: as in `send`.
+        let status = unsafe {
+            write(
+                self.ptr,
+                context(number),
+                sges.as_ptr(),
+                Self::count(sges),
+                remote,
+                token,
+                0,
+            )
+        };
+        check("NdkWrite", status)
+    }
+
+    /// `NdkRead` from `remote` under `token` into `sges`.
+    pub fn read(&self, number: usize, sges: &[NdkSge], remote: u64, token: u32) -> Result<()> {
+        let read = self.d().ndk_read;
+        // SAFETY: as in `send`.
+        let status = unsafe {
+            read(
+                self.ptr,
+                context(number),
+                sges.as_ptr(),
+                Self::count(sges),
+                remote,
+                token,
+                0,
+            )
+        };
+        check("NdkRead", status)
+    }
+
+    /// `NdkCloseQp`.
+    pub fn close(self) -> Result<()> {
+        close_object!("NdkCloseQp", self.ptr, ndk_close_qp)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Connections
+// ---------------------------------------------------------------------------
+
+/// Read limits (IRD and ORD) asked for at connect and accept: rping asks
+/// for one each way.
+const READ_LIMIT: u32 = 1;
+
+/// A connector: a connection once connected or accepted.
+pub struct Connector {
+    ptr: *mut NdkConnector,
+    /// Disconnect events; lives as long as the connector.
+    disconnects: Arc<Signal>,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Connector {}
+// SAFETY: as above.
+unsafe impl Sync for Connector {}
+
+impl Connector {
+    fn d(&self) -> &'static NdkConnectorDispatch {
+        dispatch!(self.ptr)
+    }
+
+    /// `NdkCreateConnector` on `adapter`.
+    pub fn new(adapter: &Adapter) -> Result<Self> {
+        let create = adapter.d().ndk_create_connector;
+        let mut connector = ptr::null_mut();
+        // SAFETY: a live adapter and an out-pointer.
+        let status = unsafe { create(adapter.ptr, None, ptr::null_mut(), &raw mut connector) };
+        check("NdkCreateConnector", status)?;
+        Ok(Self {
+            ptr: connector,
+            disconnects: Signal::new(),
+        })
+    }
+
+    /// `NdkConnect` of `qp` from `adapter`'s address to `ip`:`port`, and
+    /// waits for it to complete (the peer's MPA reply). `NdkCompleteConnect`
+    /// is left to [`Connector::complete`].
+    pub fn connect(&self, adapter: &Adapter, qp: &Qp, ip: [u8; 4], port: u16) -> Result<()> {
+        let connect = self.d().ndk_connect;
+        let connected = Signal::new();
+        let ctx = connected.context();
+        let dst = sockaddr(ip, port);
+        let src = (&raw const adapter.address).cast::<SockAddr>();
+        let dst_raw = (&raw const dst).cast::<SockAddr>();
+        // SAFETY: live objects; addresses valid for the call; `connected` is
+        // kept until the completion.
+        let status = unsafe {
+            connect(
+                self.ptr,
+                qp.ptr,
+                src,
+                SOCKADDR_IN_LEN,
+                dst_raw,
+                SOCKADDR_IN_LEN,
+                READ_LIMIT,
+                READ_LIMIT,
+                ptr::null(),
+                0,
+                Some(on_status),
+                ctx,
+            )
+        };
+        connected.outcome("NdkConnect", status)
+    }
+
+    /// `NdkCompleteConnect`: the RTR goes out, the connection is up.
+    pub fn complete(&self) -> Result<()> {
+        let complete = self.d().ndk_complete_connect;
+        let completed = Signal::new();
+        let completed_ctx = completed.context();
+        let disconnects = self.disconnects.context();
+        // SAFETY: live objects; `completed` and the disconnect signal are
+        // kept as long as the provider may call them.
+        let status = unsafe {
+            complete(
+                self.ptr,
+                Some(on_close),
+                disconnects,
+                Some(on_status),
+                completed_ctx,
+            )
+        };
+        completed.outcome("NdkCompleteConnect", status)
+    }
+
+    /// `NdkAccept` of an incoming connection with `qp`; waits until it
+    /// completes (the peer's RTR, or its first message).
+    pub fn accept(&self, qp: &Qp) -> Result<()> {
+        let accept = self.d().ndk_accept;
+        let accepted = Signal::new();
+        let accepted_ctx = accepted.context();
+        let disconnects = self.disconnects.context();
+        // SAFETY: live objects; `accepted` and the disconnect signal are
+        // kept as long as the provider may call them.
+        let status = unsafe {
+            accept(
+                self.ptr,
+                qp.ptr,
+                READ_LIMIT,
+                READ_LIMIT,
+                ptr::null(),
+                0,
+                Some(on_close),
+                disconnects,
+                Some(on_status),
+                accepted_ctx,
+            )
+        };
+        accepted.outcome("NdkAccept", status)
+    }
+
+    /// `NdkGetConnectionData`: the negotiated inbound and outbound read
+    /// limits.
+    pub fn read_limits(&self) -> Result<(u32, u32)> {
+        let get = self.d().ndk_get_connection_data;
+        let mut inbound = 0;
+        let mut outbound = 0;
+        let mut len = 0;
+        // SAFETY: a live, connected connector; out-pointers; no private
+        // data buffer (length 0).
+        let status = unsafe {
+            get(
+                self.ptr,
+                &raw mut inbound,
+                &raw mut outbound,
+                ptr::null_mut(),
+                &raw mut len,
+            )
+        };
+        if status != STATUS_SUCCESS && status != softndk::abi::STATUS_BUFFER_TOO_SMALL {
+            check("NdkGetConnectionData", status)?;
+        }
+        Ok((inbound, outbound))
+    }
+
+    /// Whether the peer disconnected (the disconnect event came).
+    pub fn peer_disconnected(&self) -> bool {
+        self.disconnects.delivered()
+    }
+
+    /// `NdkDisconnect`; a connection the peer already ended is fine.
+    pub fn disconnect(&self) -> Result<()> {
+        let disconnect = self.d().ndk_disconnect;
+        let signal = Signal::new();
+        let ctx = signal.context();
+        // SAFETY: a live connector; `signal` is kept until the completion.
+        let status = unsafe { disconnect(self.ptr, Some(on_status), ctx) };
+        if status == STATUS_PENDING {
+            let done = signal.wait("NdkDisconnect")?;
+            if !self.peer_disconnected() {
+                check("NdkDisconnect", done)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `NdkCloseConnector`.
+    pub fn close(self) -> Result<()> {
+        close_object!("NdkCloseConnector", self.ptr, ndk_close_connector)
+    }
+}
+
+/// A listener.
+pub struct Listener {
+    ptr: *mut NdkListener,
+    incoming: Arc<Incoming>,
+}
+
+// SAFETY: the provider's objects may be used from any thread (I6).
+unsafe impl Send for Listener {}
+// SAFETY: as above.
+unsafe impl Sync for Listener {}
+
+impl Listener {
+    fn d(&self) -> &'static NdkListenerDispatch {
+        dispatch!(self.ptr)
+    }
+
+    /// `NdkCreateListener` on `adapter` and `NdkListen` on its address and
+    /// `port` (0: any); returns the listener and the port it listens on.
+    pub fn listen(adapter: &Adapter, port: u16) -> Result<(Self, u16)> {
+        let incoming = Arc::new(Incoming::default());
+        let ctx = Arc::as_ptr(&incoming).cast_mut().cast();
+        let create = adapter.d().ndk_create_listener;
+        let mut listener = ptr::null_mut();
+        // SAFETY: a live adapter; `incoming` lives as long as the listener.
+        let status = unsafe {
+            create(
+                adapter.ptr,
+                Some(on_connect),
+                ctx,
+                None,
+                ptr::null_mut(),
+                &raw mut listener,
+            )
+        };
+        check("NdkCreateListener", status)?;
+        let this = Self {
+            ptr: listener,
+            incoming,
+        };
+        let mut address = adapter.address;
+        address.sin_port = port.to_be();
+        let listen = this.d().ndk_listen;
+        let signal = Signal::new();
+        let ctx = signal.context();
+        let raw = (&raw const address).cast::<SockAddr>();
+        // SAFETY: a live listener and an address valid for the call.
+        let status = unsafe { listen(this.ptr, raw, SOCKADDR_IN_LEN, Some(on_status), ctx) };
+        signal.outcome("NdkListen", status)?;
+        let get = this.d().ndk_get_local_address;
+        let mut bound = SockAddrIn::default();
+        let mut len = SOCKADDR_IN_LEN;
+        let out = (&raw mut bound).cast::<SockAddr>();
+        // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
+        let status = unsafe { get(this.ptr, out, &raw mut len) };
+        check("NdkGetListenerLocalAddress", status)?;
+        Ok((this, u16::from_be(bound.sin_port)))
+    }
+
+    /// Waits up to `limit` for the first incoming connector.
+    pub fn incoming(&self, limit: Duration) -> Result<Connector> {
+        let guard = self
+            .incoming
+            .connectors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, timeout) = self
+            .incoming
+            .cv
+            .wait_timeout_while(guard, limit, |c| c.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        if timeout.timed_out() || guard.is_empty() {
+            return Err(format!("no connect event within {limit:?}"));
+        }
+        let first = guard.remove(0);
+        Ok(Connector {
+            ptr: ptr::with_exposed_provenance_mut(first),
+            disconnects: Signal::new(),
+        })
+    }
+
+    /// `NdkCloseListener`.
+    pub fn close(self) -> Result<()> {
+        close_object!("NdkCloseListener", self.ptr, ndk_close_listener)
+    }
+}
