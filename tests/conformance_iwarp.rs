@@ -21,12 +21,13 @@ mod harness;
 /// The transport every fixture of this binary uses.
 const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 
-// The families that pass whole over iWARP today. The others do not yet:
-// docs/iwarp.md ("Conformance over iWARP") lists each family's count and
-// why (iWARP completes a Write once sent, where the fabric fails it; a Send
-// without a receive ends an iWARP connection, so a test that posts a
-// receive after the peer's Send races; the gaps still open).
+// The families that pass over iWARP today; a test that checks a behaviour
+// only the fabric has ends early there (`only_on_fabric!`, with the
+// reason). The other families do not pass yet: docs/iwarp.md
+// ("Conformance over iWARP") lists each family's count and why.
 #[path = "conformance/c.rs"]
 mod c;
+#[path = "conformance/i.rs"]
+mod i;
 #[path = "conformance/k.rs"]
 mod k;

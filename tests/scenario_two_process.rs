@@ -646,12 +646,12 @@ fn client() {
         Ok("iwarp"),
         "the client's plain SoftNdkOpenAdapter opens on the wire"
     );
-    // The client has an address of its own, as on two machines. (Both on
-    // 127.0.0.1 also works before the wire's ND port became the TCP port;
-    // since then the client's ephemeral port is the fabric's first,
-    // 49152, which the server's listener holds: Connect fails with
-    // STATUS_SHARING_VIOLATION, where Listen moves on to the next port.)
-    let local = Addr::v4([127, 0, 0, 2], 0);
+    // Both processes on 127.0.0.1: each fabric picks its ephemeral ports
+    // from 49152 on, and over iWARP the ND port is the TCP port (N30), so
+    // the client's first pick is the port the server's listener holds; its
+    // Connect moves on to the next (it used to fail with
+    // STATUS_SHARING_VIOLATION).
+    let local = Addr::v4([127, 0, 0, 1], 0);
     let adapter = Adapter::open(local);
     let cq = adapter.cq(4096);
     let pd = adapter.pd();
