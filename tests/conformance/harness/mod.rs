@@ -41,6 +41,10 @@ pub(crate) use assert_success;
 /// a behaviour of the in-memory fabric that iWARP, by its RFCs, does not
 /// have — the reason says which (`docs/iwarp.md`, "Conformance over
 /// iWARP", lists every such test). Never for a failure not understood.
+#[allow(
+    unused_macros,
+    reason = "used by the families; binaries that include the harness without them do not"
+)]
 macro_rules! only_on_fabric {
     ($why:literal) => {
         if $crate::harness::Transport::default() == $crate::harness::Transport::Iwarp {
@@ -49,6 +53,7 @@ macro_rules! only_on_fabric {
         }
     };
 }
+#[allow(unused_imports, reason = "as the macro")]
 pub(crate) use only_on_fabric;
 
 pub mod callbacks;
