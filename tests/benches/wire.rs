@@ -226,11 +226,13 @@ impl Side {
         }
     }
 
-    /// Wraps `socket` and starts its events towards the connection `make`
-    /// builds.
-    fn start(&mut self, socket: TcpStream, make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>) {
-        let stream = TcpByteStream::new(socket, SEND_BUFFER).expect("stream");
-        let conn = make(Arc::new(Tcp(Arc::clone(&stream))));
+    /// Starts `stream`'s events towards the connection `make` builds.
+    fn start(
+        &mut self,
+        stream: &Arc<TcpByteStream>,
+        make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>,
+    ) {
+        let conn = make(Arc::new(Tcp(Arc::clone(stream))));
         let glue = Arc::new(Glue::default());
         let _ = glue.0.set(Arc::clone(&conn));
         stream.start(glue).expect("start");
@@ -250,7 +252,13 @@ impl Pair {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (server, _) = listener.accept().expect("accept");
-        let mulpdu = mulpdu.unwrap_or_else(|| mulpdu_of(&client));
+        let client = TcpByteStream::new(client, SEND_BUFFER).expect("stream");
+        let server = TcpByteStream::new(server, SEND_BUFFER).expect("stream");
+        // The MULPDU of the socket's MSS (RFC 5044 §6), as the connection
+        // layer computes it; `WIRE_MULPDU` overrides it.
+        let mulpdu = mulpdu.unwrap_or_else(|| {
+            u16::try_from(mpa::mulpdu(client.mss())).unwrap_or(u16::MAX)
+        });
         let params = LinkParams {
             mulpdu,
             max_rx_ulpdu: u16::MAX,
@@ -265,7 +273,7 @@ impl Pair {
             ..InitiatorConfig::default()
         };
         let (qp, events) = (Arc::clone(&a.qp), Arc::clone(&a.seen));
-        a.start(client, |stream| {
+        a.start(&client, |stream| {
             Conn::initiate(&qp, stream, &config, b"", params, events, now_ms()).expect("initiate")
         });
         let (qp, events) = (Arc::clone(&b.qp), Arc::clone(&b.seen));
@@ -273,7 +281,7 @@ impl Pair {
             crc,
             ..ResponderConfig::default()
         };
-        b.start(server, |stream| {
+        b.start(&server, |stream| {
             Conn::respond(&qp, stream, responder, params, events, now_ms())
         });
         b.seen.wait(|s| s.request);
@@ -303,12 +311,6 @@ impl Drop for Pair {
         self.a.qp.close();
         self.b.qp.close();
     }
-}
-
-/// The MULPDU of the socket's MSS, as the connection layer computes it.
-fn mulpdu_of(socket: &TcpStream) -> u16 {
-    let _ = socket;
-    u16::try_from(mpa::mulpdu(1460)).unwrap_or(u16::MAX)
 }
 
 /// Polls `cq` until it returns one completion.
