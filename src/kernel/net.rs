@@ -21,11 +21,16 @@
 //! # Close
 //! An orderly close ([`TcpByteStream::close`]`(false)`) is a FIN once the
 //! buffered bytes are written. An abortive one is an RST: `SO_LINGER` is
-//! set to 0 (through `socket2`; `std` has no setter), the reader is woken
-//! by a shutdown of the receive direction (which sends nothing), the writer
-//! by the close itself (a blocked write gives up within [`WRITE_POLL`]), and
-//! the socket is closed once both threads let go of it: the peer's next
-//! read fails with `ECONNRESET`.
+//! set to 0 (through `socket2`; `std` has no setter), so that closing the
+//! socket resets the connection; on Linux the connection is also dissolved
+//! at once (`connect` to `AF_UNSPEC`, connect(2)), which sends the RST even
+//! while another descriptor of the socket is open and wakes both threads.
+//! Elsewhere the reader is woken by a shutdown of the receive direction
+//! (which sends nothing), the writer by the close itself (a blocked write
+//! gives up within [`WRITE_POLL`]), and the RST goes when the last
+//! descriptor closes. Either way the peer's next read fails with
+//! `ECONNRESET`, and after this side's abortive close the stream reports
+//! nothing more (no `closed`).
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -40,7 +45,8 @@ pub trait StreamEvents: Send + Sync {
     fn received(&self, bytes: &[u8]);
     /// The send buffer has room again after a short `send`.
     fn writable(&self);
-    /// The peer closed the stream (`abortive`: reset or error). Called once.
+    /// The peer closed the stream (`abortive`: reset or error). Called at
+    /// most once, and not after this side's abortive `close`.
     fn closed(&self, abortive: bool);
 }
 
@@ -164,9 +170,10 @@ impl TcpByteStream {
             .ok_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists))?;
         let reader = Arc::clone(&socket);
         let read_events = Arc::clone(&events);
+        let this = Arc::clone(self);
         std::thread::Builder::new()
             .name("softndk-tcp-rx".into())
-            .spawn(move || read_loop(&reader, read_events.as_ref()))?;
+            .spawn(move || read_loop(&reader, &this, read_events.as_ref()))?;
         let this = Arc::clone(self);
         std::thread::Builder::new()
             .name("softndk-tcp-tx".into())
@@ -271,28 +278,67 @@ impl TcpByteStream {
             let socket = lock(&self.socket).take();
             if let Some(socket) = socket {
                 let _ = socket2::SockRef::from(&*socket).set_linger(Some(Duration::ZERO));
-                // Wakes a blocked reader and sends nothing.
-                let _ = socket.shutdown(Shutdown::Read);
+                if dissolve(&socket).is_err() {
+                    // Wakes a blocked reader and sends nothing.
+                    let _ = socket.shutdown(Shutdown::Read);
+                }
             }
         }
     }
 }
 
-fn read_loop(mut socket: &TcpStream, events: &dyn StreamEvents) {
+/// Resets the connection now: `connect` to an `AF_UNSPEC` address
+/// dissolves a TCP socket's association (connect(2)), sending an RST from
+/// an established state and waking every thread blocked on the socket.
+#[cfg(target_os = "linux")]
+fn dissolve(socket: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let unspec = libc::sockaddr {
+        sa_family: libc::sa_family_t::try_from(libc::AF_UNSPEC)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+        sa_data: [0; 14],
+    };
+    let len = libc::socklen_t::try_from(size_of::<libc::sockaddr>())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the descriptor is open (`socket` owns it and is borrowed for
+    // the call); `unspec` is a whole `sockaddr` of `len` bytes, alive and
+    // only read for the call.
+    let rc = unsafe { libc::connect(socket.as_raw_fd(), &raw const unspec, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn dissolve(_socket: &TcpStream) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+impl TcpByteStream {
+    /// This side closed abortively: the stream reports nothing more.
+    fn aborted(&self) -> bool {
+        lock(&self.out).closing == Some(true)
+    }
+}
+
+fn read_loop(mut socket: &TcpStream, stream: &TcpByteStream, events: &dyn StreamEvents) {
     let mut buf = alloc::vec![0_u8; READ_CHUNK];
     loop {
-        match socket.read(&mut buf) {
-            Ok(0) => {
-                events.closed(false);
-                return;
+        let abortive = match socket.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                events.received(buf.get(..n).unwrap_or_default());
+                continue;
             }
-            Ok(n) => events.received(buf.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => {
-                events.closed(true);
-                return;
-            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => true,
+        };
+        if !stream.aborted() {
+            events.closed(abortive);
         }
+        return;
     }
 }
 

@@ -2,7 +2,8 @@
 //! small send buffer (back-pressure and `writable`), an orderly close is a
 //! FIN after the bytes, an abortive close is an RST (the peer's read fails
 //! with `ConnectionReset`, a peer stream reports `closed(true)`), also with
-//! the writer blocked on a peer that does not read, and the MSS is reported.
+//! the writer blocked on a peer that does not read or another descriptor of
+//! the socket open, and the MSS and addresses are reported.
 
 use alloc::vec::Vec;
 use std::io::Read;
@@ -189,7 +190,28 @@ fn test_peer_stream_sees_reset_and_fin() {
         wait(|| eb.closed.lock().unwrap().is_some());
         assert_eq!(*eb.closed.lock().unwrap(), Some(abortive));
         assert_eq!(*eb.bytes.lock().unwrap(), b"ping");
+        if abortive {
+            // This side's own abort is not reported back to it.
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(*ea.closed.lock().unwrap(), None);
+        }
     }
+}
+
+/// Another descriptor of the socket (a `try_clone`) does not hold the
+/// reset back.
+#[cfg(target_os = "linux")]
+#[test]
+fn test_abortive_close_resets_despite_a_duplicate_descriptor() {
+    let (client, server) = sockets();
+    let duplicate = client.try_clone().unwrap();
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    stream.start(Arc::new(Recorder::default())).unwrap();
+    stream.close(true);
+    let (rest, error) = read_all(&server);
+    assert!(rest.is_empty());
+    assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
+    drop(duplicate);
 }
 
 #[test]
