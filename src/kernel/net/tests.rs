@@ -150,23 +150,23 @@ fn test_abortive_close_with_a_blocked_writer_is_a_reset() {
     let stream = TcpByteStream::new(client, 1 << 20).unwrap();
     let events = Arc::new(Recorder::default());
     stream.start(Arc::clone(&events) as Arc<dyn StreamEvents>).unwrap();
-    // More than the socket buffers of both ends hold.
+    // More than the socket buffers of both ends hold: the buffer stays full
+    // (50 refusals in a row, 1 ms apart) once the writer is blocked.
     let data = pattern(1 << 20);
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut offered = 0;
+    let mut refused = 0;
     for _ in 0..10_000 {
-        if offered >= 16 << 20 || Instant::now() > deadline {
+        if refused >= 50 || Instant::now() > deadline {
             break;
         }
-        let n = stream.send(&data);
-        offered += n;
-        if n == 0 {
+        if stream.send(&data) == 0 {
+            refused += 1;
             std::thread::sleep(Duration::from_millis(1));
-        }
-        if n == 0 && offered > 8 << 20 {
-            break;
+        } else {
+            refused = 0;
         }
     }
+    assert!(refused >= 50, "the writer never blocked");
     stream.close(true);
     let (_, error) = read_all(&server);
     assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
