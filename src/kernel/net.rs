@@ -80,8 +80,8 @@ pub const READ_CHUNK: usize = 256 * 1024;
 /// an abortive close wants it to give up (then it tries again).
 pub const WRITE_POLL: Duration = Duration::from_millis(50);
 
-/// The MSS reported when the socket does not tell (RFC 879's default for
-/// IPv4 over Ethernet: a 1500-byte MTU less 40 bytes of headers).
+/// The MSS reported when the socket does not tell: Ethernet's (a 1500-byte
+/// MTU less 40 bytes of IPv4 and TCP headers).
 pub const FALLBACK_MSS: u32 = 1460;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -249,7 +249,8 @@ impl TcpByteStream {
         }
         let n = bytes.len().min(self.capacity.saturating_sub(out.buf.len()));
         let was_empty = out.buf.is_empty();
-        out.buf.extend_from_slice(bytes.get(..n).unwrap_or_default());
+        out.buf
+            .extend_from_slice(bytes.get(..n).unwrap_or_default());
         if n < bytes.len() {
             out.want_writable = true;
         }

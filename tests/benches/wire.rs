@@ -260,9 +260,8 @@ impl Pair {
         let server = TcpByteStream::new(server, SEND_BUFFER).expect("stream");
         // The MULPDU of the socket's MSS (RFC 5044 §6), as the connection
         // layer computes it; `WIRE_MULPDU` overrides it.
-        let mulpdu = mulpdu.unwrap_or_else(|| {
-            u16::try_from(mpa::mulpdu(client.mss())).unwrap_or(u16::MAX)
-        });
+        let mulpdu =
+            mulpdu.unwrap_or_else(|| u16::try_from(mpa::mulpdu(client.mss())).unwrap_or(u16::MAX));
         let params = LinkParams {
             mulpdu,
             max_rx_ulpdu: u16::MAX,
@@ -299,9 +298,15 @@ impl Pair {
         // arrived: a Send gets it there.
         let ping_src = Region::new(&a.pd, 64, 1, Access::empty());
         let ping_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
-        b.qp.post_receive(0, &[ping_dst.sge(64)]).expect("post receive");
-        a.qp.post_send(0, Payload::Sges(&[ping_src.sge(64)]), WrFlags::empty(), None)
-            .expect("post send");
+        b.qp.post_receive(0, &[ping_dst.sge(64)])
+            .expect("post receive");
+        a.qp.post_send(
+            0,
+            Payload::Sges(&[ping_src.sge(64)]),
+            WrFlags::empty(),
+            None,
+        )
+        .expect("post send");
         check(wait_one(&a.scq), Opcode::Send, 0, 64);
         check(wait_one(&b.rcq), Opcode::Receive, 0, 64);
         b.seen.wait(|s| s.up);
@@ -424,7 +429,8 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
             if op == Op::Send {
                 // A receive for every Send, posted before the Send.
                 while going && receives < done + depth {
-                    b.qp.post_receive(1, &[b_mem.sge(size)]).expect("post receive");
+                    b.qp.post_receive(1, &[b_mem.sge(size)])
+                        .expect("post receive");
                     receives += 1;
                 }
             }
@@ -489,8 +495,13 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
             // is received once every Write before it is placed.
             b.qp.post_receive(9, &[fence_dst.sge(64)])
                 .expect("post receive");
-            a.qp.post_send(9, Payload::Sges(&[fence_src.sge(64)]), WrFlags::empty(), None)
-                .expect("post send");
+            a.qp.post_send(
+                9,
+                Payload::Sges(&[fence_src.sge(64)]),
+                WrFlags::empty(),
+                None,
+            )
+            .expect("post send");
             check(wait_one(&b.rcq), Opcode::Receive, 9, 64);
             check(wait_one(&a.scq), Opcode::Send, 9, 64);
         }

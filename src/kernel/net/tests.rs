@@ -98,7 +98,9 @@ fn test_bytes_in_order_through_a_small_buffer_then_fin() {
     let (client, server) = sockets();
     let stream = TcpByteStream::new(client, 4096).unwrap();
     let events = Arc::new(Recorder::default());
-    stream.start(Arc::clone(&events) as Arc<dyn StreamEvents>).unwrap();
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
     let data = pattern(3 << 20);
     let reader = std::thread::spawn(move || read_all(&server));
     send_all(&stream, &data);
@@ -115,7 +117,9 @@ fn test_abortive_close_is_a_reset() {
     let (client, server) = sockets();
     let stream = TcpByteStream::new(client, 4096).unwrap();
     let events = Arc::new(Recorder::default());
-    stream.start(Arc::clone(&events) as Arc<dyn StreamEvents>).unwrap();
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
     assert_eq!(stream.send(b"hello"), 5);
     let (got, _) = {
         let mut buf = [0_u8; 5];
@@ -149,7 +153,9 @@ fn test_abortive_close_with_a_blocked_writer_is_a_reset() {
     let (client, server) = sockets();
     let stream = TcpByteStream::new(client, 1 << 20).unwrap();
     let events = Arc::new(Recorder::default());
-    stream.start(Arc::clone(&events) as Arc<dyn StreamEvents>).unwrap();
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
     // More than the socket buffers of both ends hold: the buffer stays full
     // (50 refusals in a row, 1 ms apart) once the writer is blocked.
     let data = pattern(1 << 20);
