@@ -62,7 +62,7 @@ fn read_all(mut socket: &TcpStream) -> (Vec<u8>, Option<std::io::ErrorKind>) {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut bytes = Vec::new();
-    let mut buf = [0_u8; 64 * 1024];
+    let mut buf = alloc::vec![0_u8; 64 * 1024];
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         match socket.read(&mut buf) {
@@ -121,11 +121,8 @@ fn test_abortive_close_is_a_reset() {
         .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
         .unwrap();
     assert_eq!(stream.send(b"hello"), 5);
-    let (got, _) = {
-        let mut buf = [0_u8; 5];
-        (&server).read_exact(&mut buf).unwrap();
-        (buf, ())
-    };
+    let mut got = [0_u8; 5];
+    (&server).read_exact(&mut got).unwrap();
     assert_eq!(&got, b"hello");
     stream.close(true);
     let (rest, error) = read_all(&server);
