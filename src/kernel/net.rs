@@ -183,25 +183,27 @@ impl TcpByteStream {
 
     fn write_loop(&self, socket: &TcpStream, mut inflight: Vec<u8>, events: &dyn StreamEvents) {
         loop {
-            let closing = {
+            let (closing, wake_user) = {
                 let mut out = lock(&self.out);
                 while out.buf.is_empty() && out.closing.is_none() {
                     out = self.wake.wait(out).unwrap_or_else(PoisonError::into_inner);
                 }
                 inflight.clear();
                 core::mem::swap(&mut out.buf, &mut inflight);
-                out.closing
+                (out.closing, core::mem::take(&mut out.want_writable))
             };
             if closing == Some(true) {
                 // Abortive: nothing more goes out (`close` dropped the
                 // buffer); letting go of the socket lets it close.
                 return;
             }
-            let write_failed = self.write_all(socket, &inflight).is_err();
-            let wake_user = core::mem::take(&mut lock(&self.out).want_writable);
-            if wake_user && !write_failed {
+            if wake_user {
+                // The buffer is empty again: the user refills it (the
+                // link's runner, inline or on its worker) while this batch
+                // is written.
                 events.writable();
             }
+            let write_failed = self.write_all(socket, &inflight).is_err();
             let (drained, closing) = {
                 let out = lock(&self.out);
                 (out.buf.is_empty(), out.closing)
