@@ -29,8 +29,10 @@
 //! (which sends nothing), the writer by the close itself (a blocked write
 //! gives up within [`WRITE_POLL`]), and the RST goes when the last
 //! descriptor closes. Either way the peer's next read fails with
-//! `ECONNRESET`, and after this side's abortive close the stream reports
-//! nothing more (no `closed`).
+//! `ECONNRESET`. `closed` still comes once, last, after this side's
+//! abortive close too: as `closed(false)`, the end of a stream this side
+//! ended (not a reset by the peer). An abortive close after an orderly one
+//! still resets.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -45,8 +47,9 @@ pub trait StreamEvents: Send + Sync {
     fn received(&self, bytes: &[u8]);
     /// The send buffer has room again after a short `send`.
     fn writable(&self);
-    /// The peer closed the stream (`abortive`: reset or error). Called at
-    /// most once, and not after this side's abortive `close`.
+    /// The stream ended (`abortive`: reset by the peer, or an error).
+    /// Called once, last; after this side's abortive `close` too, with
+    /// `false`.
     fn closed(&self, abortive: bool);
 }
 
@@ -269,7 +272,8 @@ impl TcpByteStream {
     /// RST, see the module docs).
     pub fn close(&self, abortive: bool) {
         let mut out = lock(&self.out);
-        if out.closing.is_none() {
+        // An abortive close after an orderly one still resets.
+        if abortive || out.closing.is_none() {
             out.closing = Some(abortive);
             if abortive {
                 out.buf.clear();
@@ -320,7 +324,7 @@ fn dissolve(_socket: &TcpStream) -> io::Result<()> {
 }
 
 impl TcpByteStream {
-    /// This side closed abortively: the stream reports nothing more.
+    /// This side closed abortively.
     fn aborted(&self) -> bool {
         lock(&self.out).closing == Some(true)
     }
@@ -338,9 +342,9 @@ fn read_loop(mut socket: &TcpStream, stream: &TcpByteStream, events: &dyn Stream
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => true,
         };
-        if !stream.aborted() {
-            events.closed(abortive);
-        }
+        // After this side's own abort the reader sees its own reset: it
+        // reports an end, not a reset by the peer (as before the RST).
+        events.closed(abortive && !stream.aborted());
         return;
     }
 }
