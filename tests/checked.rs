@@ -10,6 +10,9 @@
 #[path = "conformance/harness/mod.rs"]
 mod harness;
 
+/// The transport every fixture of this binary uses (`harness::Transport`).
+const TRANSPORT: harness::Transport = harness::Transport::Local;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

@@ -167,12 +167,13 @@ fn test_image_binds_to_no_framework() {
     );
 }
 
-/// The files that declare imports by hand: the raw kernel backend and the
-/// driver's `ndis.sys` block.
-const DECLARING_FILES: [&str; 3] = [
+/// The files that declare imports by hand: the raw kernel backend, the
+/// driver's `ndis.sys` and `netio.sys` blocks, and the WSK glue's block.
+const DECLARING_FILES: [&str; 4] = [
     "src/kernel/raw.rs",
     "src/driver/ndis_sys.rs",
     "src/driver/netio_sys.rs",
+    "src/kernel/wsk/sys.rs",
 ];
 
 /// The routines declared in `DECLARING_FILES`: the only ones the image may
@@ -283,9 +284,22 @@ const REQUIRED_IMPORTS: [(&str, &str); 32] = [
     ("ntoskrnl.exe", "memcpy"),
 ];
 
-/// Imports that may appear but need not: the clock, and the C runtime
-/// routines the compiler emits calls to depending on optimisation.
-const OPTIONAL_IMPORTS: [(&str, &str); 6] = [
+/// Imports that may appear but need not: the clock, the C runtime
+/// routines the compiler emits calls to depending on optimisation, and the
+/// WSK glue's routines (`kernel::wsk`, declared in `src/kernel/wsk/sys.rs`;
+/// the driver does not use the glue yet — once it does they move to
+/// `REQUIRED_IMPORTS`).
+const OPTIONAL_IMPORTS: [(&str, &str); 16] = [
+    ("netio.sys", "WskRegister"),
+    ("netio.sys", "WskCaptureProviderNPI"),
+    ("netio.sys", "WskReleaseProviderNPI"),
+    ("netio.sys", "WskDeregister"),
+    ("ntoskrnl.exe", "IoAllocateIrp"),
+    ("ntoskrnl.exe", "IoFreeIrp"),
+    ("ntoskrnl.exe", "IoReuseIrp"),
+    ("ntoskrnl.exe", "IoAllocateMdl"),
+    ("ntoskrnl.exe", "MmBuildMdlForNonPagedPool"),
+    ("ntoskrnl.exe", "IoFreeMdl"),
     ("ntoskrnl.exe", "KeQueryInterruptTimePrecise"),
     ("ntoskrnl.exe", "memmove"),
     ("ntoskrnl.exe", "memset"),
@@ -473,6 +487,41 @@ fn unexported(imports: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The WSK glue's declarations (not imported until the driver uses the
+/// glue) are each known to `OPTIONAL_IMPORTS` with their module, which
+/// exports them, and have a minimum build: so wiring the glue in cannot add
+/// a misspelt or misplaced import.
+#[test]
+fn test_wsk_declarations_are_exported_and_have_a_floor() {
+    let source = std::fs::read_to_string(manifest_dir().join("src/kernel/wsk/sys.rs"))
+        .expect("read src/kernel/wsk/sys.rs");
+    let declared: Vec<&str> = source
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub(super) fn "))
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    assert_eq!(declared.len(), 10, "{declared:?}");
+    let exports = kernel_exports();
+    for name in declared {
+        let (module, _) = OPTIONAL_IMPORTS
+            .iter()
+            .find(|(_, n)| *n == name)
+            .unwrap_or_else(|| panic!("{name} is in OPTIONAL_IMPORTS"));
+        assert!(
+            exports[*module].contains(name),
+            "{module} exports {name} (mingw import library)"
+        );
+        let floor = MINIMUM_BUILDS
+            .iter()
+            .find(|(m, n, _, _)| m == module && *n == name)
+            .map(|(_, _, build, _)| *build);
+        assert!(
+            floor.is_some_and(|build| build <= FLOOR_BUILD),
+            "{module}!{name} loads on build {FLOOR_BUILD}"
+        );
+    }
+}
+
 #[test]
 fn test_image_imports_only_what_each_module_exports() {
     let missing = unexported(&imports());
@@ -533,8 +582,31 @@ const NETIO: &str = "netio.sys";
 /// `wdm.h`). ndis.h guards the NDIS 6 routines with `NDIS_SUPPORT_NDIS6`
 /// (NDIS 6.0, Windows Vista). `shared/netioapi.h` declares the IP Helper
 /// routines without a version guard; they are the kernel-mode IP Helper API
-/// of `netio.sys`, which first shipped with Windows Vista.
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 39] = [
+/// of `netio.sys`, which first shipped with Windows Vista; `km/wsk.h`
+/// declares the WSK registration routines without a guard as well (WSK,
+/// in `netio.sys`, also first shipped with Vista). `IoReuseIrp` is
+/// `NTDDI_WINXP`; the other IRP and MDL routines `NTDDI_WIN2K`.
+const MINIMUM_BUILDS: [(&str, &str, u32, &str); 49] = [
+    (NT, "IoAllocateIrp", WIN2K, "NTDDI_WIN2K"),
+    (NT, "IoFreeIrp", WIN2K, "NTDDI_WIN2K"),
+    (NT, "IoReuseIrp", WINXP, "NTDDI_WINXP"),
+    (NT, "IoAllocateMdl", WIN2K, "NTDDI_WIN2K"),
+    (NT, "MmBuildMdlForNonPagedPool", WIN2K, "NTDDI_WIN2K"),
+    (NT, "IoFreeMdl", WIN2K, "NTDDI_WIN2K"),
+    (NETIO, "WskRegister", VISTA, "no guard (wsk.h, netio.sys)"),
+    (
+        NETIO,
+        "WskCaptureProviderNPI",
+        VISTA,
+        "no guard (wsk.h, netio.sys)",
+    ),
+    (
+        NETIO,
+        "WskReleaseProviderNPI",
+        VISTA,
+        "no guard (wsk.h, netio.sys)",
+    ),
+    (NETIO, "WskDeregister", VISTA, "no guard (wsk.h, netio.sys)"),
     (NT, "ExAllocatePoolWithTag", WIN2K, "NTDDI_WIN2K"),
     (NT, "ExFreePoolWithTag", WIN2K, "NTDDI_WIN2K"),
     (NT, "MmGetSystemRoutineAddress", WIN2K, "NTDDI_WIN2K"),

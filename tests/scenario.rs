@@ -23,6 +23,9 @@
 #[path = "conformance/harness/mod.rs"]
 mod harness;
 
+/// The transport the scenario's fixture uses (`harness::Transport`).
+const TRANSPORT: harness::Transport = harness::Transport::Local;
+
 use harness::*;
 use softndk::abi::*;
 

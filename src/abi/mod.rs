@@ -107,6 +107,7 @@ mod ndk_fn;
 mod netio;
 mod status;
 mod types;
+mod wsk;
 
 pub use consts::*;
 pub use ndis::*;
@@ -116,3 +117,4 @@ pub use ndk_fn::*;
 pub use netio::*;
 pub use status::*;
 pub use types::*;
+pub use wsk::*;

@@ -25,6 +25,9 @@
 //!   `tests/vxlan_linux.rs`.
 //! * `net` (host only) — TCP byte streams over `std::net` for the iWARP
 //!   data path.
+//! * [`wsk`] — the same byte streams over Winsock Kernel (compiled on every
+//!   target: in the kernel over the real provider, on the host against the
+//!   tests' provider).
 
 #[cfg(not(target_os = "windows"))]
 mod host;
@@ -51,4 +54,9 @@ pub mod mem;
 pub mod net;
 pub mod pool;
 pub mod sync;
+pub mod tcp;
+#[cfg(not(target_os = "windows"))]
+pub mod tcp_host;
 pub mod time;
+#[cfg(not(loom))]
+pub mod wsk;

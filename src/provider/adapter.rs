@@ -141,24 +141,25 @@ pub fn open(
 }
 
 /// Closes an adapter: returns once every object created from it is closed
-/// and every callback on them has returned (L26, L27). PASSIVE_LEVEL.
+/// and every callback on them has returned (L26, L27). PASSIVE_LEVEL. A call
+/// of the consumer's still inside the adapter is reported (L17), naming
+/// `slot` (the close: NDIS's handler or `SoftNdkCloseAdapter`). `false` when
+/// `adapter` is not an adapter of ours (nothing done).
 ///
 /// # Safety
 /// `adapter` was returned by [`open`] and is not used afterwards.
-pub unsafe fn close(adapter: *mut NdkAdapter) {
+pub unsafe fn close(adapter: *mut NdkAdapter, slot: &'static Slot) -> bool {
     // SAFETY: the caller's contract.
-    let Some(object) =
-        (unsafe { Object::<Adapter>::from_ptr(adapter.cast(), &Slot("SoftNdkCloseAdapter")) })
+    let Some(object) = (unsafe { super::object::close_slotless::<Adapter>(adapter.cast(), slot) })
     else {
-        return;
+        return false;
     };
-    let object = object.arc();
-    let _ = object.close(None, 0);
     // The consumer closes the adapter last (L24 allows otherwise: then this
     // waits for the successors' closes, which the consumer still owes).
     while !object.is_finished() {
         crate::kernel::time::sleep_passive_100ns(10_000);
     }
+    true
 }
 
 /// The adapter's information: the true limits of the emulated NIC (A8) and

@@ -32,6 +32,14 @@ impl Slot {
 
 /// The dispatch table of an object type, written by [`ndk_table!`].
 pub trait Table {
+    /// The close slot's name (`"NdkCloseQp"`); `None` for the adapter,
+    /// which closes through NDIS (or `SoftNdkCloseAdapter` in host mode).
+    const CLOSE: Option<Slot>;
+    /// Every slot that enters the object, in table order: all but the close
+    /// and the shared `NdkQueryExtension`, which never reads its object. A
+    /// generated list, so a slot added to a table is in it (the close-race
+    /// stress, `tests/close_race.rs`, loops over it).
+    const SLOTS: &'static [Slot];
     /// The table (a `static`), as the object's `Dispatch` pointer.
     fn dispatch() -> *const core::ffi::c_void;
 }
@@ -129,11 +137,19 @@ macro_rules! ndk_table {
                     $crate::provider::object::Object::<$Kind>::from_ptr(object.cast(), SLOT)
                 };
                 match entered {
-                    // SAFETY: the other arguments are the consumer's, valid as
-                    // the slot's C contract says (ndk-abi.md §4); no method
-                    // asks more of them than that contract, and the guard
-                    // keeps the object alive for the call.
-                    Some(entered) => unsafe { method(&entered, $($arg),*) },
+                    Some(entered) => {
+                        // Host mode only: a test's hook may hold the call
+                        // here, inside the object (and again after the
+                        // method, before it leaves); one relaxed load when
+                        // no hook is installed. Not in the driver build.
+                        #[cfg(not(target_os = "windows"))]
+                        let _hook = $crate::provider::dispatch::hook::Inside::enter(SLOT, object.cast());
+                        // SAFETY: the other arguments are the consumer's, valid
+                        // as the slot's C contract says (ndk-abi.md §4); no
+                        // method asks more of them than that contract, and the
+                        // guard keeps the object alive for the call.
+                        unsafe { method(&entered, $($arg),*) }
+                    }
                     None => $crate::provider::dispatch::Refusal::refused(),
                 }
             }
@@ -146,12 +162,185 @@ macro_rules! ndk_table {
         };
 
         impl $crate::provider::dispatch::Table for $Kind {
+            const CLOSE: Option<$crate::provider::dispatch::Slot> =
+                $crate::provider::dispatch::ndk_table!(@close $($close_name)?);
+            const SLOTS: &'static [$crate::provider::dispatch::Slot] =
+                &[$($crate::provider::dispatch::Slot($name)),*];
             fn dispatch() -> *const core::ffi::c_void {
                 let table: *const $Table = &raw const $table;
                 table.cast()
             }
         }
     };
+    (@close $name:literal) => { Some($crate::provider::dispatch::Slot($name)) };
+    (@close) => { None };
 }
 
 pub(crate) use ndk_table;
+
+/// Host mode only: a hook into every generated thunk, for tests that must
+/// hold a call *inside* its object at a known point — after the call entered
+/// the object, before its method runs ([`Point::Entered`]), and after the
+/// method returned, before the call leaves ([`Point::Leaving`]) — while
+/// another thread closes the object (the close-race stress of issue 15,
+/// `tests/close_race.rs`).
+///
+/// Not in the driver build (`cfg(not(target_os = "windows"))`). In host mode
+/// a call with no hook installed pays one relaxed load of [`ARMED`] and a
+/// branch; what an installed hook costs (a lock, a copy of the hook list)
+/// only calls made while a test has one installed pay.
+#[cfg(not(target_os = "windows"))]
+pub mod hook {
+    use core::ffi::c_void;
+    use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use super::Slot;
+    use crate::abi::NdkObjectType;
+
+    /// Where in a call a hook runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Point {
+        /// The call has entered its object; its method has not run yet.
+        Entered,
+        /// The method has returned; the call has not left the object yet.
+        Leaving,
+    }
+
+    /// A hook: called on the calling thread with the slot, the object's
+    /// address (the consumer's pointer) and the point, for every call of
+    /// every object while installed. It filters what it wants itself.
+    pub type Hook = dyn Fn(&'static Slot, usize, Point) + Send + Sync;
+
+    /// How many hooks are installed: the one word a thunk reads.
+    static ARMED: AtomicUsize = AtomicUsize::new(0);
+    /// The installed hooks, by id.
+    static HOOKS: Mutex<Vec<(usize, Arc<Hook>)>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+    /// An installed hook; dropping it removes the hook.
+    #[must_use = "the hook is removed when this is dropped"]
+    pub struct Installed {
+        id: usize,
+    }
+
+    /// Installs `hook` for every call of every object until the returned
+    /// value is dropped.
+    pub fn install(
+        hook: impl Fn(&'static Slot, usize, Point) + Send + Sync + 'static,
+    ) -> Installed {
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        HOOKS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, Arc::new(hook)));
+        ARMED.fetch_add(1, Relaxed);
+        Installed { id }
+    }
+
+    impl Drop for Installed {
+        fn drop(&mut self) {
+            let mut hooks = HOOKS.lock().unwrap_or_else(PoisonError::into_inner);
+            hooks.retain(|(id, _)| *id != self.id);
+            ARMED.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Runs the installed hooks (without holding the list's lock: a hook
+    /// may block, and other calls run hooks meanwhile).
+    #[cold]
+    #[inline(never)]
+    fn run(slot: &'static Slot, object: usize, point: Point) {
+        let hooks: Vec<Arc<Hook>> = HOOKS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, hook)| Arc::clone(hook))
+            .collect();
+        for hook in hooks {
+            hook(slot, object, point);
+        }
+    }
+
+    /// A call inside its object, as the thunk sees it: runs the hooks at
+    /// [`Point::Entered`] when made and at [`Point::Leaving`] when dropped
+    /// (before the entry guard, declared earlier, lets the object go).
+    pub struct Inside(Option<(&'static Slot, usize)>);
+
+    impl Inside {
+        /// The call of `slot` on `object` has entered it.
+        #[inline]
+        pub fn enter(slot: &'static Slot, object: *const c_void) -> Self {
+            if ARMED.load(Relaxed) == 0 {
+                return Self(None);
+            }
+            let object = object as usize;
+            run(slot, object, Point::Entered);
+            Self(Some((slot, object)))
+        }
+    }
+
+    impl Drop for Inside {
+        #[inline]
+        fn drop(&mut self) {
+            if let Some((slot, object)) = self.0 {
+                run(slot, object, Point::Leaving);
+            }
+        }
+    }
+
+    /// One dispatch table's slots, as [`Table`] lists them.
+    #[derive(Clone, Copy, Debug)]
+    pub struct TableSlots {
+        /// The object type.
+        pub object_type: NdkObjectType,
+        /// The close slot's name (`None`: the adapter).
+        pub close: Option<&'static str>,
+        /// Every slot that enters the object, in table order.
+        pub slots: &'static [Slot],
+    }
+
+    fn of<T: crate::provider::object::Kind>() -> TableSlots {
+        TableSlots {
+            object_type: T::TYPE,
+            close: T::CLOSE.map(|close| close.0),
+            slots: T::SLOTS,
+        }
+    }
+
+    /// Every object type's table.
+    pub fn tables() -> [TableSlots; 10] {
+        use crate::provider::{adapter, cm, cq, mr, pd, qp};
+        [
+            of::<adapter::Adapter>(),
+            of::<pd::Pd>(),
+            of::<cq::Cq>(),
+            of::<qp::Qp>(),
+            of::<qp::Srq>(),
+            of::<mr::Mr>(),
+            of::<mr::Mw>(),
+            of::<cm::Connector>(),
+            of::<cm::Listener>(),
+            of::<cm::SharedEndpoint>(),
+        ]
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_table_lists_its_entering_slots_in_order() {
+            let tables = tables();
+            let qp = tables
+                .iter()
+                .find(|t| t.object_type == NdkObjectType::QP)
+                .map(|t| (t.close, t.slots.first().map(Slot::name)));
+            assert_eq!(qp, Some((Some("NdkCloseQp"), Some("NdkFlush"))));
+            assert!(tables.iter().all(|t| !t.slots.is_empty()));
+            let closeless: Vec<_> = tables.iter().filter(|t| t.close.is_none()).collect();
+            assert_eq!(closeless.len(), 1);
+            assert_eq!(closeless[0].object_type, NdkObjectType::ADAPTER);
+        }
+    }
+}

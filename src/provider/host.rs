@@ -41,16 +41,17 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::adapter::{self, Adapter};
+use super::adapter;
 use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
-use super::object::{Object, Slot};
+use super::object::Slot;
 use crate::abi::{
     NdkAdapter, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
 };
 use crate::kernel::sync::Arc;
-use crate::rnic::cm::{Fabric, IpAddr};
+use crate::kernel::tcp_host::HostNet;
+use crate::rnic::cm::{ConnTimeouts, Fabric, IpAddr, Wire};
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::types::Limits;
 
@@ -67,17 +68,111 @@ pub fn fabric() -> &'static Arc<Fabric> {
 /// `STATUS_INVALID_ADDRESS` for a wildcard address,
 /// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out.
 pub fn open(ip: IpAddr, limits: Limits, mode: EngineMode) -> Result<*mut NdkAdapter, NtStatus> {
+    open_with(ip, limits, mode, Transport::Local)
+}
+
+/// How a host-mode device reaches its peers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// The process's in-memory fabric: every device of this process, and
+    /// nothing else.
+    #[default]
+    Local,
+    /// iWARP over TCP (`docs/iwarp.md`): any peer the address routes to —
+    /// another process, another machine, Linux siw — and devices of this
+    /// process too, through the kernel's TCP. The address must be one of
+    /// the machine's (a loopback address, or one of a real interface):
+    /// listening and connecting bind it.
+    Iwarp(ConnTimeouts),
+}
+
+/// Opens an adapter as [`open`], on `transport`. Every adapter of one
+/// address shares its device (N32), so they must name the same transport.
+///
+/// # Errors
+/// As [`open`]; `STATUS_INVALID_PARAMETER` when the address's device is
+/// open on the other transport.
+pub fn open_with(
+    ip: IpAddr,
+    limits: Limits,
+    mode: EngineMode,
+    transport: Transport,
+) -> Result<*mut NdkAdapter, NtStatus> {
     // One open at a time, so that two first opens of one address do not
     // make two devices.
     static OPENING: Mutex<()> = Mutex::new(());
     let _guard = OPENING.lock().unwrap_or_else(PoisonError::into_inner);
     let fabric = fabric();
-    let device = match fabric.device_of(ip) {
-        Some(device) => device,
-        None => Device::new(limits, mode).map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?,
+    let (device, fresh) = match fabric.device_of(ip) {
+        Some(device) => (device, false),
+        None => (
+            Device::new(limits, mode).map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?,
+            true,
+        ),
     };
+    let wire = matches!(transport, Transport::Iwarp(_));
+    if !fresh && fabric.on_wire(&device) != wire {
+        return Err(STATUS_INVALID_PARAMETER);
+    }
     let set = AddressSet::register(fabric, &device, &[ip]).map_err(cm::status)?;
+    if let (true, Transport::Iwarp(timeouts)) = (fresh, transport) {
+        fabric
+            .attach_wire(
+                &device,
+                Wire {
+                    net: HostNet::shared(),
+                    timeouts,
+                },
+            )
+            .map_err(cm::status)?;
+    }
     adapter::open(&device, adapter::HIGHEST_VERSION, set)
+}
+
+/// Waits until the bytes in flight between this process's iWARP streams
+/// have landed (at most 5 s; see `kernel::tcp_host::settle`). A test aid:
+/// over iWARP an RDMA Write completes at the initiator once sent.
+#[doc(hidden)]
+pub fn wire_settle() {
+    crate::kernel::tcp_host::settle(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(50),
+    );
+}
+
+/// The transport `SOFTNDK_TRANSPORT` asks for: `iwarp` (or `tcp`) the wire
+/// with the default time-outs, anything else or nothing the fabric.
+fn transport_from_env() -> Transport {
+    match std::env::var_os("SOFTNDK_TRANSPORT") {
+        Some(value) if value == "iwarp" || value == "tcp" => {
+            Transport::Iwarp(ConnTimeouts::default())
+        }
+        _ => Transport::Local,
+    }
+}
+
+/// `SoftNdkOpenAdapterEx`: as `SoftNdkOpenAdapter`, on the transport
+/// `transport` names: 0 the process's in-memory fabric, 1 iWARP over TCP
+/// (the default time-outs).
+///
+/// Returns as `SoftNdkOpenAdapter`, and `STATUS_INVALID_PARAMETER` for
+/// another transport or an address already open on the other one.
+///
+/// # Safety
+/// As `SoftNdkOpenAdapter`.
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkOpenAdapterEx(
+    address: *const SockAddr,
+    transport: u32,
+    adapter: *mut *mut NdkAdapter,
+) -> NtStatus {
+    let transport = match transport {
+        0 => Transport::Local,
+        1 => Transport::Iwarp(ConnTimeouts::default()),
+        _ => return STATUS_INVALID_PARAMETER,
+    };
+    // SAFETY: the caller's promise, passed on.
+    unsafe { open_address(address, transport, adapter) }
 }
 
 /// `SoftNdkOpenAdapter`: opens an NDK adapter on the emulated NIC of
@@ -96,6 +191,19 @@ pub unsafe extern "system" fn SoftNdkOpenAdapter(
     address: *const SockAddr,
     adapter: *mut *mut NdkAdapter,
 ) -> NtStatus {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { open_address(address, transport_from_env(), adapter) }
+}
+
+/// Opens an adapter for the caller's `SOCKADDR` on `transport`.
+///
+/// # Safety
+/// As `SoftNdkOpenAdapter`.
+unsafe fn open_address(
+    address: *const SockAddr,
+    transport: Transport,
+    adapter: *mut *mut NdkAdapter,
+) -> NtStatus {
     if address.is_null() || adapter.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -111,7 +219,12 @@ pub unsafe extern "system" fn SoftNdkOpenAdapter(
         Err(status) => return status,
     };
     checked_mode_from_env();
-    match open(endpoint.ip, Limits::DEFAULT, engine_mode_from_env()) {
+    match open_with(
+        endpoint.ip,
+        Limits::DEFAULT,
+        engine_mode_from_env(),
+        transport,
+    ) {
         Ok(opened) => {
             // SAFETY: the caller's out-pointer (checked non-null).
             unsafe { adapter.write_unaligned(opened) };
@@ -364,12 +477,9 @@ pub unsafe extern "system" fn SoftNdkGetBreachCounts(
 #[unsafe(no_mangle)]
 pub unsafe extern "system" fn SoftNdkCloseAdapter(adapter: *mut NdkAdapter) -> NtStatus {
     // SAFETY: the caller's contract.
-    if unsafe { Object::<Adapter>::from_ptr(adapter.cast(), &Slot("SoftNdkCloseAdapter")) }
-        .is_none()
-    {
-        return STATUS_INVALID_PARAMETER;
+    if unsafe { adapter::close(adapter, &Slot("SoftNdkCloseAdapter")) } {
+        STATUS_SUCCESS
+    } else {
+        STATUS_INVALID_PARAMETER
     }
-    // SAFETY: an open adapter of ours (checked above), not used afterwards.
-    unsafe { adapter::close(adapter) };
-    STATUS_SUCCESS
 }

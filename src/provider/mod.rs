@@ -45,6 +45,10 @@ pub mod status;
 #[cfg(not(target_os = "windows"))]
 pub mod host;
 
+/// Host mode's test hook into every dispatch thunk (`tests/close_race.rs`).
+#[cfg(not(target_os = "windows"))]
+pub use dispatch::hook;
+
 /// `NdkQueryExtension`, slot 1 of every table (slot 0 of the adapter's): no
 /// extension interface is implemented (L29).
 unsafe extern "system" fn query_extension(

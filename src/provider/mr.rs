@@ -491,7 +491,9 @@ mod tests {
         assert_eq!(close(env.cq), STATUS_SUCCESS);
         assert_eq!(env.device.live_keys(), 0);
         // SAFETY: the adapter from `open`, not used afterwards.
-        unsafe { crate::provider::adapter::close(env.adapter) };
+        let _ = unsafe {
+            crate::provider::adapter::close(env.adapter, &crate::provider::object::Slot("close"))
+        };
     }
 
     /// rules L1, L2, L29, M20: the MW table.

@@ -22,6 +22,7 @@ use core::ptr::NonNull;
 
 use super::adapter;
 use super::iface::{Connection, LocalEndpoint, NdkProvider, counters_from_device};
+use super::object::Slot;
 use crate::abi::STATUS_INSUFFICIENT_RESOURCES;
 use crate::abi::{NdisNdkPerformanceCounters, NdkAdapter, NdkAdapterInfo, NdkVersion, NtStatus};
 use crate::kernel::sync::{Arc, SpinLock};
@@ -158,7 +159,7 @@ unsafe impl NdkProvider for Provider {
         if known.is_some() {
             // SAFETY: an adapter this provider opened and has not closed
             // (just taken off the open list, so closed exactly once).
-            unsafe { adapter::close(adapter.as_ptr()) };
+            let _ = unsafe { adapter::close(adapter.as_ptr(), &Slot("CloseNdkAdapter")) };
         }
     }
 
@@ -217,7 +218,7 @@ unsafe impl NdkProvider for Provider {
             let Some(ptr) = next else { break };
             // SAFETY: an adapter this provider opened, taken off the open
             // list, so closed exactly once.
-            unsafe { adapter::close(ptr as *mut NdkAdapter) };
+            let _ = unsafe { adapter::close(ptr as *mut NdkAdapter, &Slot("CloseNdkAdapter")) };
         }
     }
 }

@@ -498,6 +498,25 @@ pub unsafe fn close_object<T: Kind>(
     }
 }
 
+/// The consumer's close of an object whose type has no close slot (the
+/// adapter, closed by NDIS's `CloseNdkAdapterHandler` or host mode's
+/// `SoftNdkCloseAdapter`, named by `slot`): as [`close_object`], a call of
+/// the consumer's still inside is reported (L17); the object, kept alive, is
+/// returned for the caller to wait on. `None` for anything that is not one
+/// of ours of type `T`.
+///
+/// # Safety
+/// As [`close_object`].
+pub unsafe fn close_slotless<T: Kind>(
+    object: *const c_void,
+    slot: &'static Slot,
+) -> Option<Arc<Object<T>>> {
+    // SAFETY: the caller's contract.
+    let entered = unsafe { Object::<T>::enter(object) }?;
+    let _ = entered.consumer_close(None, 0, slot);
+    Some(entered.arc())
+}
+
 /// A call inside an object: keeps the object's memory alive until dropped
 /// (see the module docs, "Entering an object").
 #[must_use = "the object may be freed as soon as the guard is dropped"]

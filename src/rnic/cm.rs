@@ -103,6 +103,7 @@ mod shared;
 mod slab;
 mod state;
 mod types;
+mod wire;
 
 pub use address::{Endpoint, Family, IpAddr};
 pub use address_set::AddressSet;
@@ -114,6 +115,7 @@ pub use types::{
     CloseState, CmError, ConnState, ConnectionData, ConnectionInfo, ConnectorEvents,
     ListenerEvents, LocalEndpointInfo, ReadLimits,
 };
+pub use wire::{ConnTimeouts, MAX_WIRE_PRIVATE_DATA, Wire};
 
 /// First port of the ephemeral range (N3, N9).
 pub const EPHEMERAL_FIRST: u16 = 49152;

@@ -19,6 +19,9 @@
 
 mod harness;
 
+/// The transport every fixture of this binary uses (`harness::Transport`).
+const TRANSPORT: harness::Transport = harness::Transport::Local;
+
 mod c;
 mod d;
 mod e;

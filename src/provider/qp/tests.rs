@@ -460,7 +460,9 @@ impl Env {
         assert_eq!(self.device.live_keys(), 0);
         assert_eq!(self.device.live_lams(), 0);
         // SAFETY: the adapter from `open`, not used afterwards (L27).
-        unsafe { crate::provider::adapter::close(self.adapter) };
+        let _ = unsafe {
+            crate::provider::adapter::close(self.adapter, &crate::provider::object::Slot("close"))
+        };
     }
 }
 
@@ -1484,5 +1486,7 @@ fn close_order() {
     }
     assert_eq!(env.device.live_keys(), 0);
     // SAFETY: the adapter from `open`, not used afterwards.
-    unsafe { crate::provider::adapter::close(env.adapter) };
+    let _ = unsafe {
+        crate::provider::adapter::close(env.adapter, &crate::provider::object::Slot("close"))
+    };
 }

@@ -44,6 +44,7 @@ impl State {
                 key: node,
                 device: Arc::downgrade(device),
                 refs: 1,
+                wire: None,
             }),
         }
         for &ip in ips {

@@ -14,6 +14,7 @@ use super::state::{
     count_failure, qp_key,
 };
 use super::types::{CloseState, CmError, ConnState, ConnectionData, ReadLimits};
+use super::wire::WireOp;
 use crate::kernel::sync::atomic::Ordering;
 use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::qp;
@@ -23,7 +24,7 @@ impl State {
     // ----- callouts --------------------------------------------------------
 
     /// Queues a callback to connector `key` (none when it has no events).
-    fn emit(&mut self, actions: &mut Actions, key: Key, callout: Callout) {
+    pub(super) fn emit(&mut self, actions: &mut Actions, key: Key, callout: Callout) {
         if let Some(rec) = self.connectors.get_mut(key)
             && let Some(events) = rec.events.clone()
         {
@@ -44,7 +45,7 @@ impl State {
     }
 
     /// The passive request leaves the listener's backlog.
-    fn leave_backlog(&mut self, key: Key) {
+    pub(super) fn leave_backlog(&mut self, key: Key) {
         let Some(rec) = self.connectors.get_mut(key) else {
             return;
         };
@@ -60,7 +61,7 @@ impl State {
     /// took — the QP (N28), the four-tuple and, for an active connector,
     /// its binding reference (the passive one keeps the listener's until it
     /// closes, N7).
-    fn fail(&mut self, key: Key) {
+    pub(super) fn fail(&mut self, key: Key) {
         self.leave_backlog(key);
         let Some(rec) = self.connectors.get_mut(key) else {
             return;
@@ -137,6 +138,9 @@ impl State {
             // close cut the wait short.
             let result = if rec.cancelled {
                 Err(CmError::Cancelled)
+            } else if rec.timed_out {
+                // N26: the wire peer never answered.
+                Err(CmError::TimedOut)
             } else if rec.ending == Ending::Aborted {
                 Err(CmError::ConnectionAborted)
             } else {
@@ -167,6 +171,10 @@ impl State {
         let Some(rec) = self.connectors.get_mut(key) else {
             return;
         };
+        if rec.wire.is_some() {
+            self.wire_leave(key, by_close, actions);
+            return;
+        }
         rec.set_state(key, ConnState::Disconnecting);
         // X2: no indication after this side's own disconnect.
         rec.indicated = true;
@@ -197,7 +205,7 @@ impl State {
     /// outstanding work completes cancelled (X7, E3), later posts fail (X5),
     /// nothing flows either way (X6) — and each side that is disconnecting
     /// waits for the DMA of both QPs (X1 b).
-    fn teardown(&mut self, key: Key, actions: &mut Actions) {
+    pub(super) fn teardown(&mut self, key: Key, actions: &mut Actions) {
         let peer = self.connected_peer(key);
         let qps = self
             .connectors
@@ -335,6 +343,13 @@ impl State {
         payload: Vec<u8>,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
+        if let Some(rec) = self.connectors.get(key)
+            && let Some(wire) = self.wire_of(rec.node)
+        {
+            return self.wire_request(
+                fabric, &wire, key, qp, binding, local, dst, own, payload, actions,
+            );
+        }
         // N11: one connection per four-tuple.
         if self.has_tuple(binding, local.ip, dst) {
             return Err(CmError::AddressAlreadyExists);
@@ -416,6 +431,7 @@ impl State {
 
     pub(super) fn accept(
         &mut self,
+        fabric: &Arc<Fabric>,
         key: Key,
         qp: &Arc<Qp>,
         limits: ReadLimits,
@@ -431,7 +447,11 @@ impl State {
         }
         let node = rec.node;
         let own = limits.clamp(&rec.limits);
+        let wire = rec.wire.is_some();
         self.check_qp(node, qp)?;
+        if wire {
+            return self.wire_accept(fabric, key, qp, own, payload, actions);
+        }
         let Some(peer) = self.peer_in(key, ConnState::Connecting) else {
             // N15: the active side gave up.
             self.fail(key);
@@ -490,6 +510,9 @@ impl State {
         if payload.len() > max {
             return Err(CmError::PrivateDataTooLong);
         }
+        if rec.wire.is_some() {
+            return self.wire_reject(key, payload, actions);
+        }
         let peer_state = if state == ConnState::Requested {
             ConnState::Connecting
         } else {
@@ -528,6 +551,9 @@ impl State {
         if rec.closing || rec.state != ConnState::Replied {
             // N14: not connecting.
             return Err(CmError::ConnectionInvalid);
+        }
+        if rec.wire.is_some() {
+            return self.wire_complete(fabric, key, actions);
         }
         let Some(peer) = self.peer_in(key, ConnState::Accepting) else {
             // N14: the accepting peer gave up.
@@ -656,6 +682,17 @@ impl State {
             return CloseState::Pending;
         }
         rec.closing = true;
+        let attempt = matches!(
+            rec.state,
+            ConnState::Connecting
+                | ConnState::Replied
+                | ConnState::Requested
+                | ConnState::Accepting
+        );
+        if attempt && rec.wire.is_some() {
+            self.wire_close_attempt(key, actions);
+            return self.close_settled(key, actions);
+        }
         match rec.state {
             ConnState::Idle | ConnState::Failed | ConnState::Disconnected => {}
             ConnState::Disconnecting => {
@@ -702,6 +739,10 @@ impl State {
             // the peer (X2), without a completion of its own.
             ConnState::Established => self.leave(key, true, actions),
         }
+        self.close_settled(key, actions)
+    }
+
+    fn close_settled(&mut self, key: Key, actions: &mut Actions) -> CloseState {
         if self.settle(key, actions) {
             CloseState::Done
         } else {
@@ -781,6 +822,11 @@ impl State {
             return CloseState::Pending;
         }
         rec.closing = true;
+        let sockets = core::mem::take(&mut rec.sockets);
+        if !sockets.is_empty() {
+            // The TCP listening sockets close after the lock.
+            actions.push(Action::Wire(WireOp::Unlisten(sockets)));
+        }
         // N6: from now on every request is turned away. N7: the listener's
         // reference on its endpoint goes; accepted connectors keep theirs.
         if let Some((r, _)) = rec.listening.take() {

@@ -172,7 +172,7 @@ impl Connector {
         let payload = copy_data(data)?;
         let key = self.key;
         self.fabric
-            .run(|state, _, actions| state.accept(key, qp, limits, payload, actions))
+            .run(|state, fabric, actions| state.accept(fabric, key, qp, limits, payload, actions))
     }
 
     /// Rejects (N16), synchronously: a request (the active side's `connect`

@@ -11,6 +11,7 @@ use super::address::{Endpoint, IpAddr};
 use super::slab::Key;
 use super::state::{Action, Actions, Callout, Ending, State, node_of_device};
 use super::types::{CmError, ConnState, ConnectionInfo, LocalEndpointInfo};
+use super::wire::{Wire, WireConn};
 use crate::kernel::deferred::{Deferred, DeferredRoutine};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::device::Device;
@@ -183,6 +184,31 @@ impl Fabric {
         n
     }
 
+    /// Puts `device` on the wire: from now on its connections go over TCP
+    /// through `wire.net` (`wire.rs`), even to a device of this fabric.
+    /// Meant right after the device's first registration, before it has
+    /// listeners or connectors.
+    ///
+    /// # Errors
+    /// [`CmError::InvalidParameter`] when the device has no address here.
+    pub fn attach_wire(&self, device: &Arc<Device>, wire: Wire) -> Result<(), CmError> {
+        let node = node_of_device(device);
+        let mut state = self.state.lock();
+        let entry = state
+            .nodes
+            .iter_mut()
+            .find(|n| n.key == node)
+            .ok_or(CmError::InvalidParameter)?;
+        entry.wire = Some(wire);
+        Ok(())
+    }
+
+    /// Whether `device` reaches its peers over the wire.
+    pub fn on_wire(&self, device: &Arc<Device>) -> bool {
+        let node = node_of_device(device);
+        self.state.lock().wire_of(node).is_some()
+    }
+
     /// Connectors that exist (open, or closing with work in flight).
     pub fn connector_count(&self) -> usize {
         self.state.lock().connectors.count(|_| true)
@@ -255,6 +281,7 @@ impl Fabric {
                         events.closed();
                     }
                 }
+                Action::Wire(op) => WireConn::execute(op),
                 Action::Teardown { qps, keys } => {
                     for qp in qps.into_iter().flatten() {
                         qp.disconnect();

@@ -1,6 +1,7 @@
 //! Listeners (N3–N7, N31): the handle of a listening endpoint that turns
 //! connection requests into passive connectors.
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use super::address::Endpoint;
@@ -9,6 +10,7 @@ use super::fabric::Fabric;
 use super::slab::Key;
 use super::state::ListenerRec;
 use super::types::{CloseState, CmError, ListenerEvents};
+use super::wire;
 use crate::kernel::sync::Arc;
 
 /// A listener (N3–N7, N31). Dropping it closes it.
@@ -43,6 +45,8 @@ impl Listener {
             callouts: 0,
             closing: false,
             close_pending: false,
+            sockets: Vec::new(),
+            accepted: None,
         })?;
         Ok(Self {
             fabric: Arc::clone(fabric),
@@ -59,7 +63,47 @@ impl Listener {
     /// [`CmError::TooManyAddresses`], [`CmError::Resources`] (N3);
     /// [`CmError::InvalidState`] when already listening or closed.
     pub fn listen(&self, local: Endpoint) -> Result<Endpoint, CmError> {
-        self.fabric.state.lock().listen(self.key, local)
+        let plan = self.fabric.state.lock().wire_listen_plan(self.key, local)?;
+        let Some((wire, addresses)) = plan else {
+            return self.fabric.state.lock().listen(self.key, local);
+        };
+        // Over the wire the ND port is the TCP port (N30): the fabric binds
+        // it first (picking an ephemeral one for port 0), then the platform's
+        // sockets (outside the lock); a TCP port taken by another program
+        // makes port 0 try the next.
+        let sink = wire::accept_sink(&self.fabric, &wire, self.key);
+        for _ in 0..WIRE_PORT_TRIES {
+            let endpoint = {
+                let mut state = self.fabric.state.lock();
+                let endpoint = state.listen(self.key, local)?;
+                if let Some(rec) = state.listeners.get_mut(self.key) {
+                    rec.accepted = Some(Arc::clone(&sink));
+                }
+                endpoint
+            };
+            match wire::listen_sockets(&wire, &sink, &addresses, endpoint.port) {
+                Ok(sockets) => {
+                    let mut state = self.fabric.state.lock();
+                    if let Some(rec) = state.listeners.get_mut(self.key)
+                        && !rec.closing
+                    {
+                        rec.sockets = sockets;
+                        return Ok(endpoint);
+                    }
+                    drop(state);
+                    // Closed meanwhile: the sockets close here, unlocked.
+                    drop(sockets);
+                    return Err(CmError::InvalidState);
+                }
+                Err(error) => {
+                    self.fabric.state.lock().unlisten(self.key);
+                    if !(error == CmError::AddressInUse && local.port == 0) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        Err(CmError::AddressInUse)
     }
 
     /// The endpoint listened on.
@@ -88,6 +132,10 @@ impl Listener {
             .run(|state, _, actions| state.close_listener(self.key, actions))
     }
 }
+
+/// Ephemeral ports a wire listener tries before giving up when other
+/// programs hold the TCP ports the fabric picks.
+const WIRE_PORT_TRIES: usize = 16;
 
 impl Drop for Listener {
     fn drop(&mut self) {

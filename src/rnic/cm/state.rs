@@ -2,15 +2,18 @@
 //! listeners and connectors, and the actions collected under the lock to run
 //! after it is released (I4).
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use super::address::{Endpoint, IpAddr};
 use super::connector::Connector;
 use super::slab::{Key, Slab};
 use super::types::{CmError, ConnState, ConnectorEvents, ListenerEvents, ReadLimits};
+use super::wire::{Accepted, Wire, WireConn, WireOp};
 use super::{EPHEMERAL_FIRST, EPHEMERAL_LAST};
 use crate::kernel::sync::atomic::Ordering;
 use crate::kernel::sync::{Arc, Weak};
+use crate::kernel::tcp::Listening;
 use crate::rnic::device::Device;
 use crate::rnic::qp::Qp;
 use crate::rnic::types::Limits;
@@ -26,6 +29,9 @@ pub(super) struct Node {
     pub(super) key: usize,
     pub(super) device: Weak<Device>,
     pub(super) refs: usize,
+    /// The device reaches its peers over TCP (`wire.rs`), else on this
+    /// fabric.
+    pub(super) wire: Option<Wire>,
 }
 
 pub(super) struct Address {
@@ -77,6 +83,10 @@ pub(super) struct ListenerRec {
     pub(super) callouts: usize,
     pub(super) closing: bool,
     pub(super) close_pending: bool,
+    /// A wire listener's TCP listening sockets (one per address, N31).
+    pub(super) sockets: Vec<Box<dyn Listening>>,
+    /// A wire listener's sink of accepted TCP connections.
+    pub(super) accepted: Option<Arc<Accepted>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +162,13 @@ pub(super) struct ConnectorRec {
     pub(super) quiescing: bool,
     /// Counted in `active_connection`.
     pub(super) counted: bool,
+    /// The connection over the wire (`wire.rs`): the peer is across TCP
+    /// and `peer` stays `None`.
+    pub(super) wire: Option<Arc<WireConn>>,
+    /// The wire peer gave up before establishment (N14, N15, N16).
+    pub(super) wire_dead: bool,
+    /// The wait for the wire peer's disconnect timed out (N26).
+    pub(super) timed_out: bool,
 }
 
 impl ConnectorRec {
@@ -183,6 +200,9 @@ impl ConnectorRec {
             close_pending: false,
             quiescing: false,
             counted: false,
+            wire: None,
+            wire_dead: false,
+            timed_out: false,
         }
     }
 
@@ -257,6 +277,8 @@ pub(super) enum Action {
         qps: [Option<Arc<Qp>>; 2],
         keys: [Option<Key>; 2],
     },
+    /// An operation on a connection over the wire (`wire.rs`).
+    Wire(WireOp),
 }
 
 /// The longest sequence any single transition pushes is four actions; the

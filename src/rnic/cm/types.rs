@@ -104,6 +104,9 @@ pub enum CmError {
     InvalidState,
     /// The request was cancelled by the local close (L20).
     Cancelled,
+    /// A wait on a peer over the wire passed its time-out (N12, N14, N15,
+    /// N26).
+    TimedOut,
     /// No device of the fabric owns the destination address (N12).
     HostUnreachable,
     /// The source and destination are of different families (N12).

@@ -62,6 +62,12 @@ pub trait ConnEvents: Send + Sync {
     fn established(&self, link: &Arc<Link>, private_data: &[u8]);
     /// The attempt failed; the stream is closed.
     fn failed(&self, failure: ConnFailure);
+    /// Initiator started with [`Conn::initiate_held`]: the responder
+    /// accepted (`established`: what was agreed, the reply's private data).
+    /// The link starts, and the RTR goes out, at [`Conn::complete`] (N13).
+    fn replied(&self, established: &Established) {
+        let _ = established;
+    }
 }
 
 /// What the link is built with once the setup succeeded.
@@ -120,6 +126,11 @@ impl Machine {
 enum Phase {
     /// The MPA exchange runs.
     Setup(Machine),
+    /// Initiator started with [`Conn::initiate_held`]: the reply accepted
+    /// the request; the RTR (if any) waits in the machine's output until
+    /// [`Conn::complete`]. Bytes received meanwhile are kept in
+    /// `established.leftover`.
+    Replied(Machine, Established),
     /// Established, but the last setup bytes are not all taken by the
     /// stream yet: the link starts once they are (its FPDUs must follow
     /// them). Bytes received meanwhile are kept in `established.leftover`.
@@ -137,6 +148,7 @@ enum Phase {
 enum Report {
     None,
     Request(PeerRequest),
+    Replied(Established),
     Established(Arc<Link>, Vec<u8>, Vec<u8>),
     Failed(ConnFailure, bool),
     /// The reject frame went out: close the stream, report nothing.
@@ -145,10 +157,14 @@ enum Report {
 
 /// One connection: its stream, its QP and where the setup stands.
 pub struct Conn {
-    qp: Arc<Qp>,
+    /// The QP the link connects: the initiator's from the start, the
+    /// responder's from its accept.
+    qp: SpinLock<Option<Arc<Qp>>>,
     stream: Arc<dyn ByteStream>,
     params: LinkParams,
     initiator: bool,
+    /// Initiator: hold the RTR and the link until [`Conn::complete`].
+    held: bool,
     phase: SpinLock<Phase>,
     events: Arc<dyn ConnEvents>,
 }
@@ -178,12 +194,46 @@ impl Conn {
         events: Arc<dyn ConnEvents>,
         now: u64,
     ) -> Result<Arc<Self>, SetupError> {
+        Self::start(qp, stream, config, private_data, params, events, now, false)
+    }
+
+    /// As [`Self::initiate`], but the connection stops once the reply
+    /// accepted the request ([`ConnEvents::replied`]): the RTR and the link
+    /// wait for [`Self::complete`], as NDK's Connect completes at the reply
+    /// and CompleteConnect finishes the connection (N13).
+    ///
+    /// # Errors
+    /// As [`Self::initiate`].
+    pub fn initiate_held(
+        qp: &Arc<Qp>,
+        stream: Arc<dyn ByteStream>,
+        config: &InitiatorConfig,
+        private_data: &[u8],
+        params: LinkParams,
+        events: Arc<dyn ConnEvents>,
+        now: u64,
+    ) -> Result<Arc<Self>, SetupError> {
+        Self::start(qp, stream, config, private_data, params, events, now, true)
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the parts of an initiator")]
+    fn start(
+        qp: &Arc<Qp>,
+        stream: Arc<dyn ByteStream>,
+        config: &InitiatorConfig,
+        private_data: &[u8],
+        params: LinkParams,
+        events: Arc<dyn ConnEvents>,
+        now: u64,
+        held: bool,
+    ) -> Result<Arc<Self>, SetupError> {
         let machine = Initiator::new(config, private_data, now)?;
         let conn = Arc::new(Self {
-            qp: Arc::clone(qp),
+            qp: SpinLock::new(Some(Arc::clone(qp))),
             stream,
             params,
             initiator: true,
+            held,
             phase: SpinLock::new(Phase::Setup(Machine::Initiator(machine))),
             events,
         });
@@ -202,11 +252,26 @@ impl Conn {
         events: Arc<dyn ConnEvents>,
         now: u64,
     ) -> Arc<Self> {
+        Self::respond_unbound(Some(qp), stream, config, params, events, now)
+    }
+
+    /// Starts the responder's side before its QP is known (`qp` `None`):
+    /// the QP comes with [`Self::accept_with`], as NDK's Accept names it.
+    #[must_use]
+    pub fn respond_unbound(
+        qp: Option<&Arc<Qp>>,
+        stream: Arc<dyn ByteStream>,
+        config: ResponderConfig,
+        params: LinkParams,
+        events: Arc<dyn ConnEvents>,
+        now: u64,
+    ) -> Arc<Self> {
         Arc::new(Self {
-            qp: Arc::clone(qp),
+            qp: SpinLock::new(qp.map(Arc::clone)),
             stream,
             params,
             initiator: false,
+            held: false,
             phase: SpinLock::new(Phase::Setup(Machine::Responder(Box::new(Responder::new(
                 config, now,
             ))))),
@@ -253,7 +318,7 @@ impl Conn {
                     link.receive(bytes);
                     return;
                 }
-                Phase::Draining(_, established) => {
+                Phase::Draining(_, established) | Phase::Replied(_, established) => {
                     established.leftover.extend_from_slice(bytes);
                     Report::None
                 }
@@ -283,7 +348,7 @@ impl Conn {
                     Report::None
                 }
                 Phase::Draining(..) | Phase::Rejecting(_) => self.drained(&mut phase),
-                Phase::Over => Report::None,
+                Phase::Replied(..) | Phase::Over => Report::None,
             }
         };
         self.report(report);
@@ -302,7 +367,7 @@ impl Conn {
                 }
                 Phase::Over => Report::None,
                 Phase::Rejecting(_) => Report::Rejected,
-                Phase::Setup(_) | Phase::Draining(..) => {
+                Phase::Setup(_) | Phase::Draining(..) | Phase::Replied(..) => {
                     Report::Failed(ConnFailure::Closed { abortive }, abortive)
                 }
             }
@@ -325,11 +390,43 @@ impl Conn {
         private_data: &[u8],
         now: u64,
     ) -> Result<(), SetupError> {
+        self.accept_inner(None, ird, ord, private_data, now)
+    }
+
+    /// Responder started with [`Self::respond_unbound`]: accepts with `qp`,
+    /// which the link connects once the setup is over.
+    ///
+    /// # Errors
+    /// As [`Self::accept`].
+    pub fn accept_with(
+        &self,
+        qp: &Arc<Qp>,
+        ird: u16,
+        ord: u16,
+        private_data: &[u8],
+        now: u64,
+    ) -> Result<(), SetupError> {
+        self.accept_inner(Some(qp), ird, ord, private_data, now)
+    }
+
+    fn accept_inner(
+        &self,
+        qp: Option<&Arc<Qp>>,
+        ird: u16,
+        ord: u16,
+        private_data: &[u8],
+        now: u64,
+    ) -> Result<(), SetupError> {
         let report = {
             let mut phase = self.phase.lock();
             let Phase::Setup(Machine::Responder(machine)) = &mut *phase else {
                 return Err(SetupError::WrongState);
             };
+            if let Some(qp) = qp {
+                *self.qp.lock() = Some(Arc::clone(qp));
+            } else if self.qp.lock().is_none() {
+                return Err(SetupError::WrongState);
+            }
             let result = machine.accept(ird, ord, private_data, now);
             if let Err(SetupError::Mpa(_) | SetupError::WrongState) = result {
                 return result.map(|_| ());
@@ -370,6 +467,58 @@ impl Conn {
         Ok(())
     }
 
+    /// Initiator started with [`Self::initiate_held`], after
+    /// [`ConnEvents::replied`]: sends the RTR (if one was agreed) and starts
+    /// the link ([`ConnEvents::established`] follows, or
+    /// [`ConnEvents::failed`] when the QP cannot be connected).
+    ///
+    /// # Errors
+    /// [`SetupError::WrongState`] when the connection is not waiting for it.
+    pub fn complete(&self) -> Result<(), SetupError> {
+        let report = {
+            let mut phase = self.phase.lock();
+            if !matches!(*phase, Phase::Replied(..)) {
+                return Err(SetupError::WrongState);
+            }
+            let Phase::Replied(machine, established) = core::mem::replace(&mut *phase, Phase::Over)
+            else {
+                return Err(SetupError::WrongState);
+            };
+            *phase = Phase::Draining(machine, established);
+            self.drained(&mut phase)
+        };
+        self.report(report);
+        Ok(())
+    }
+
+    /// The connection layer gives the attempt up before the link runs (the
+    /// consumer closed its connector or rejected after the reply): the
+    /// stream closes (`abortive`: reset) and nothing is reported. Once the
+    /// link runs, its QP's disconnect or error closes the stream instead.
+    pub fn abandon(&self, abortive: bool) {
+        let over = {
+            let mut phase = self.phase.lock();
+            match &*phase {
+                Phase::Linked(_) | Phase::Over => false,
+                _ => {
+                    *phase = Phase::Over;
+                    true
+                }
+            }
+        };
+        if over {
+            self.stream.close(abortive);
+        }
+    }
+
+    /// The link, once the data path runs.
+    pub fn link(&self) -> Option<Arc<Link>> {
+        match &*self.phase.lock() {
+            Phase::Linked(link) => Some(Arc::clone(link)),
+            _ => None,
+        }
+    }
+
     /// Offers the setup's pending output; `true` once all is taken.
     fn flush(&self, machine: &mut Machine) -> bool {
         // Bounded: each round takes at least one byte or stops.
@@ -392,6 +541,20 @@ impl Conn {
         let Phase::Setup(machine) = phase else {
             return Report::None;
         };
+        if self.held
+            && let Ok(Some(Event::Established(_))) = &result
+        {
+            // N13: the RTR stays queued until CompleteConnect.
+            let Ok(Some(Event::Established(established))) = result else {
+                return Report::None;
+            };
+            let Phase::Setup(machine) = core::mem::replace(phase, Phase::Over) else {
+                return Report::None;
+            };
+            let report = Report::Replied(established.clone());
+            *phase = Phase::Replied(machine, established);
+            return report;
+        }
         // Whatever the step queued goes out first (a reply, an RTR, a
         // Terminate before the close).
         self.flush(machine);
@@ -436,7 +599,10 @@ impl Conn {
                     self.params.max_rx_ulpdu,
                     self.params.default_ird_ord,
                 );
-                match link::connect(&self.qp, Arc::clone(&self.stream), config) {
+                let Some(qp) = self.qp.lock().clone() else {
+                    return Report::Failed(ConnFailure::Link(LinkError::NotIdle), true);
+                };
+                match link::connect(&qp, Arc::clone(&self.stream), config) {
                     Ok(link) => {
                         *phase = Phase::Linked(Arc::clone(&link));
                         let leftover = core::mem::take(&mut established.leftover);
@@ -458,6 +624,7 @@ impl Conn {
         match report {
             Report::None => {}
             Report::Request(request) => self.events.request(&request),
+            Report::Replied(established) => self.events.replied(&established),
             Report::Established(link, private_data, leftover) => {
                 // The peer's first FPDUs, if they came with the last setup
                 // message, then the consumer hears of it.

@@ -560,6 +560,21 @@ impl<'a> MpaFrame<'a> {
     /// [`MpaError::NoMatchingRtr`] when a peer-to-peer reply does not name
     /// exactly one offered RTR kind; [`MpaError::InsufficientIrd`].
     pub fn check_reply(&self, request: &MpaFrame<'_>) -> Result<Negotiated, MpaError> {
+        self.check_reply_with(request, false)
+    }
+
+    /// As [`Self::check_reply`]; with `lower_ord` a responder IRD below the
+    /// initiator's ORD is no failure: the initiator lowers its ORD to it
+    /// (RFC 6581 §4 lets the initiator choose; NDK's read limits need it,
+    /// rule N20: effective outbound = min(own outbound, peer's inbound)).
+    ///
+    /// # Errors
+    /// As [`Self::check_reply`].
+    pub fn check_reply_with(
+        &self,
+        request: &MpaFrame<'_>,
+        lower_ord: bool,
+    ) -> Result<Negotiated, MpaError> {
         if self.reject {
             return Err(MpaError::Rejected);
         }
@@ -576,7 +591,7 @@ impl<'a> MpaFrame<'a> {
             rtr: None,
         };
         if let (Some(offer), Some(answer)) = (request.enhanced, self.enhanced) {
-            if answer.ird < offer.ord {
+            if answer.ird < offer.ord && !lower_ord {
                 return Err(MpaError::InsufficientIrd);
             }
             if offer.peer_to_peer {

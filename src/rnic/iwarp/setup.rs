@@ -318,6 +318,9 @@ pub struct InitiatorConfig {
     pub rtr: RtrKinds,
     /// How long to wait for the reply, in ms.
     pub reply_timeout_ms: u64,
+    /// Lower this side's ORD to the responder's IRD instead of failing
+    /// with [`MpaError::InsufficientIrd`] (NDK's rule N20; siw fails).
+    pub lower_ord: bool,
 }
 
 impl Default for InitiatorConfig {
@@ -331,6 +334,7 @@ impl Default for InitiatorConfig {
             ord: 1,
             rtr: RtrKinds::empty(),
             reply_timeout_ms: DEFAULT_REPLY_TIMEOUT_MS,
+            lower_ord: false,
         }
     }
 }
@@ -384,6 +388,7 @@ pub struct Initiator {
     request: MpaFrame<'static>,
     state: InitiatorState,
     out: Outbox,
+    lower_ord: bool,
 }
 
 impl Initiator {
@@ -415,6 +420,7 @@ impl Initiator {
                 deadline: deadline_after(now, config.reply_timeout_ms),
             },
             out,
+            lower_ord: config.lower_ord,
         })
     }
 
@@ -487,7 +493,7 @@ impl Initiator {
         if !complete {
             return self.tick(now).map(|()| None);
         }
-        match Self::check(&self.request, reader.held()) {
+        match Self::check(&self.request, reader.held(), self.lower_ord) {
             Ok(Event::Established(established)) => {
                 if let Some(rtr) = established.negotiated.rtr {
                     let message = Message::rtr(rtr, RTR_MSN);
@@ -518,7 +524,11 @@ impl Initiator {
     /// Checks a complete reply against the request. On failure, also says
     /// whether this side entered FPDU mode (the CRC setting to send a
     /// Terminate with).
-    fn check(request: &MpaFrame<'_>, bytes: &[u8]) -> Result<Event, (SetupError, Option<bool>)> {
+    fn check(
+        request: &MpaFrame<'_>,
+        bytes: &[u8],
+        lower_ord: bool,
+    ) -> Result<Event, (SetupError, Option<bool>)> {
         let (reply, _) = MpaFrame::parse(bytes, FrameKind::Reply).map_err(|e| (e.into(), None))?;
         if reply.reject {
             return Ok(Event::Rejected {
@@ -529,10 +539,13 @@ impl Initiator {
             return Err((SetupError::EnhancedReplyMissing, None));
         }
         let crc = reply.crc || request.crc;
-        let negotiated = reply.check_reply(request).map_err(|error| {
-            let fpdu_mode = matches!(error, MpaError::InsufficientIrd | MpaError::NoMatchingRtr);
-            (error.into(), fpdu_mode.then_some(crc))
-        })?;
+        let negotiated = reply
+            .check_reply_with(request, lower_ord)
+            .map_err(|error| {
+                let fpdu_mode =
+                    matches!(error, MpaError::InsufficientIrd | MpaError::NoMatchingRtr);
+                (error.into(), fpdu_mode.then_some(crc))
+            })?;
         Ok(Event::Established(Established {
             negotiated,
             revision: reply.revision,

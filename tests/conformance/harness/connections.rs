@@ -17,13 +17,25 @@ use super::*;
 ///
 /// Connecting is done with NDK calls alone (a listener on B, a connector on
 /// A: [`Conn::establish`]), the same on any transport.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     /// Host mode's in-memory fabric: both adapters live in this process,
     /// each opened on a loopback address no other fixture uses, so tests
     /// running in parallel never share a device.
-    #[default]
     Local,
+    /// iWARP over TCP (`SoftNdkOpenAdapterEx`, transport 1): the same
+    /// loopback addresses, but every connection goes through the kernel's
+    /// TCP, MPA and the iWARP link.
+    Iwarp,
+}
+
+impl Default for Transport {
+    /// The transport of the test binary: `TRANSPORT` of its crate root
+    /// (`tests/conformance/main.rs`: the fabric; `tests/conformance_iwarp.rs`:
+    /// iWARP).
+    fn default() -> Self {
+        crate::TRANSPORT
+    }
 }
 
 /// The address family of a fixture's adapters.
@@ -38,8 +50,10 @@ impl Transport {
     /// Fresh addresses (port 0) for adapters A and B.
     pub fn addresses(self, family: Family) -> (Addr, Addr) {
         match (self, family) {
-            (Self::Local, Family::V4) => fresh_addresses(),
+            (_, Family::V4) => fresh_addresses(),
             (Self::Local, Family::V6) => fresh_v6(),
+            // The only IPv6 address a test machine surely has.
+            (Self::Iwarp, Family::V6) => (Addr::v6(V6_LOOPBACK, 0), Addr::v6(V6_LOOPBACK, 0)),
         }
     }
 
@@ -47,9 +61,12 @@ impl Transport {
     pub fn open(self, addr: Addr) -> Adapter {
         match self {
             Self::Local => Adapter::open(addr),
+            Self::Iwarp => Adapter::open_on(addr, 1),
         }
     }
 }
+
+const V6_LOOPBACK: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
 /// Opens an adapter on `addr` over [`Transport::default`]: how every test
 /// that needs an adapter of its own, outside a [`Fixture`], opens one.

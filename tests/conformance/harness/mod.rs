@@ -23,7 +23,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use softndk::abi::*;
-use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
+use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter, SoftNdkOpenAdapterEx};
 
 /// Asserts that a call, or the outcome of a request, is `STATUS_SUCCESS`
 /// (with an optional message, as `assert_eq!`).

@@ -159,8 +159,14 @@ impl Buffer {
         buffer
     }
 
+    /// The buffer's bytes. Over iWARP, first waits for the bytes in flight
+    /// on this process's streams to land: an RDMA Write completes at its
+    /// initiator once sent, and reaches the target a moment later.
     pub fn bytes(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
+        if Transport::default() == Transport::Iwarp {
+            softndk::provider::host::wire_settle();
+        }
+        std::hint::black_box(&self.storage[self.start..self.start + self.len])
     }
 
     pub fn bytes_mut(&mut self) -> &mut [u8] {
@@ -211,11 +217,17 @@ pub fn close_started(
 }
 
 /// Closes an object through its close slot and waits for the completion
-/// if the close pended: the close's return value.
+/// if the close pended: the close's return value. Over iWARP, callbacks
+/// run on the transport's threads, so a close that finds one still
+/// returning pends (L18, L21) where the fabric's would not: there the
+/// completion's status is returned instead.
 fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
     let (status, signal) = close_started(header, close);
     if status == STATUS_PENDING {
-        signal.wait();
+        let completed = signal.wait();
+        if Transport::default() == Transport::Iwarp {
+            return completed;
+        }
     }
     status
 }
@@ -266,6 +278,17 @@ impl Adapter {
         // SAFETY: a valid SOCKADDR and out-pointer.
         let status = unsafe { SoftNdkOpenAdapter(addr.as_ptr(), &raw mut adapter) };
         assert_success!(status, "SoftNdkOpenAdapter({addr:?})");
+        assert!(!adapter.is_null());
+        Self(adapter)
+    }
+
+    /// Opens the host adapter for `addr` on `transport`
+    /// (`SoftNdkOpenAdapterEx`: 0 the fabric, 1 iWARP over TCP).
+    pub fn open_on(addr: Addr, transport: u32) -> Self {
+        let mut adapter = std::ptr::null_mut();
+        // SAFETY: a valid SOCKADDR and out-pointer.
+        let status = unsafe { SoftNdkOpenAdapterEx(addr.as_ptr(), transport, &raw mut adapter) };
+        assert_success!(status, "SoftNdkOpenAdapterEx({addr:?}, {transport})");
         assert!(!adapter.is_null());
         Self(adapter)
     }
