@@ -33,6 +33,9 @@
 #[path = "conformance/harness/mod.rs"]
 mod harness;
 
+/// The transport every fixture of this binary uses (`harness::Transport`).
+const TRANSPORT: harness::Transport = harness::Transport::Local;
+
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;

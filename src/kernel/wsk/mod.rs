@@ -83,16 +83,9 @@ use crate::kernel::mdl::{MAX_CHAIN, system_span};
 use crate::kernel::sync::SpinLock;
 use irp::{BufferMdl, OwnedIrp, outcome};
 
-/// What a stream reports to its user: the same three events as the host's
-/// `kernel::net::StreamEvents` (host only, so declared again here).
-pub trait StreamEvents: Send + Sync {
-    /// Bytes received, in order (≤ DISPATCH_LEVEL).
-    fn received(&self, bytes: &[u8]);
-    /// The send ring has room again after a short `send`.
-    fn writable(&self);
-    /// The peer closed the stream (`abortive`: reset or error). Called once.
-    fn closed(&self, abortive: bool);
-}
+/// What a stream reports to its user: the platform-neutral events of
+/// [`super::tcp`], as the host's streams report them.
+pub use super::tcp::StreamEvents;
 
 /// What a listener reports.
 pub trait ListenEvents: Send + Sync {
@@ -768,6 +761,16 @@ impl WskStream {
         if report && let Some(events) = self.events() {
             events.closed(abortive);
         }
+    }
+}
+
+impl super::tcp::Stream for WskStream {
+    fn send(&self, bytes: &[u8]) -> usize {
+        Self::send(self, bytes)
+    }
+
+    fn close(&self, abortive: bool) {
+        Self::close(self, abortive);
     }
 }
 

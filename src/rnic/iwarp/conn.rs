@@ -626,10 +626,13 @@ impl Conn {
             Report::Request(request) => self.events.request(&request),
             Report::Replied(established) => self.events.replied(&established),
             Report::Established(link, private_data, leftover) => {
-                // The peer's first FPDUs, if they came with the last setup
-                // message, then the consumer hears of it.
-                link.receive(&leftover);
+                // The consumer hears of the connection first, then the
+                // peer's first FPDUs (if they came with the last setup
+                // message) go to the link: a failure they cause (the QP in
+                // Error, `connection_lost`, X2) must follow the
+                // establishment (N13), never precede it.
                 self.events.established(&link, &private_data);
+                link.receive(&leftover);
             }
             Report::Failed(failure, abortive) => {
                 self.stream.close(abortive);
@@ -650,3 +653,7 @@ fn failure_of(error: SetupError) -> ConnFailure {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod hostile_tests;

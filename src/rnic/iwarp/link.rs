@@ -1231,14 +1231,27 @@ impl Link {
             return self.reject(state, Some(code), ulpdu);
         };
         let end = state.placed.saturating_add(payload.len() as u64);
-        if stag != read.stag {
+        let wrong_stag = stag != read.stag;
+        let wrong_range =
+            to != read.to.wrapping_add(state.placed) || end > read.len || (last && end != read.len);
+        if wrong_stag || wrong_range {
+            // The Read this Response claims to answer fails: its answer is
+            // wrong (as a malformed segment fails the receive it concerns;
+            // siw reports a protection error). Without this it completed
+            // `Cancelled`, and no request told the consumer why the
+            // connection ended (E5).
+            if let Some(place) = self.shared.lock().done.get_mut(read.slot) {
+                *place = Some(WcStatus::RemoteOperationError);
+            }
+        }
+        if wrong_stag {
             return self.reject_cause(
                 state,
                 LocalCause::SinkDenied(crate::rnic::mr::Denied::Token),
                 ulpdu,
             );
         }
-        if to != read.to.wrapping_add(state.placed) || end > read.len || (last && end != read.len) {
+        if wrong_range {
             return self.reject_cause(
                 state,
                 LocalCause::SinkDenied(crate::rnic::mr::Denied::Range),
