@@ -1,0 +1,237 @@
+//! `TcpByteStream` on 127.0.0.1: bytes arrive whole and in order through a
+//! small send buffer (back-pressure and `writable`), an orderly close is a
+//! FIN after the bytes, an abortive close is an RST (the peer's read fails
+//! with `ConnectionReset`, a peer stream reports `closed(true)`), also with
+//! the writer blocked on a peer that does not read or another descriptor of
+//! the socket open, and the MSS and addresses are reported.
+
+use alloc::vec::Vec;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{FALLBACK_MSS, StreamEvents, TcpByteStream};
+use alloc::sync::Arc;
+
+/// A connected pair: (client, server).
+fn sockets() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, server)
+}
+
+#[derive(Default)]
+struct Recorder {
+    bytes: Mutex<Vec<u8>>,
+    writable: Mutex<usize>,
+    closed: Mutex<Option<bool>>,
+}
+
+impl StreamEvents for Recorder {
+    fn received(&self, bytes: &[u8]) {
+        self.bytes.lock().unwrap().extend_from_slice(bytes);
+    }
+    fn writable(&self) {
+        *self.writable.lock().unwrap() += 1;
+    }
+    fn closed(&self, abortive: bool) {
+        let mut closed = self.closed.lock().unwrap();
+        assert!(closed.is_none(), "closed twice");
+        *closed = Some(abortive);
+    }
+}
+
+/// Waits (bounded in count and time) until `f` holds.
+fn wait(mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for _ in 0..20_000 {
+        if f() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("timed out");
+}
+
+/// Reads until the end of the stream or an error (bounded in time).
+fn read_all(mut socket: &TcpStream) -> (Vec<u8>, Option<std::io::ErrorKind>) {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut buf = alloc::vec![0_u8; 64 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        match socket.read(&mut buf) {
+            Ok(0) => return (bytes, None),
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (bytes, Some(e.kind())),
+        }
+    }
+    panic!("no end of stream");
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Offers all of `bytes` (bounded), waiting for room when the buffer is full.
+fn send_all(stream: &TcpByteStream, bytes: &[u8]) {
+    let mut at = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while at < bytes.len() {
+        assert!(Instant::now() < deadline, "send stalled");
+        let n = stream.send(&bytes[at..]);
+        at += n;
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[test]
+fn test_bytes_in_order_through_a_small_buffer_then_fin() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    let events = Arc::new(Recorder::default());
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
+    let data = pattern(3 << 20);
+    let reader = std::thread::spawn(move || read_all(&server));
+    send_all(&stream, &data);
+    stream.close(false);
+    let (got, error) = reader.join().unwrap();
+    assert_eq!(error, None, "an orderly close is a FIN");
+    assert!(got == data, "bytes differ");
+    assert!(*events.writable.lock().unwrap() > 0, "back-pressure ended");
+    assert_eq!(stream.send(b"late"), 0, "nothing is taken after close");
+}
+
+#[test]
+fn test_abortive_close_is_a_reset() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    let events = Arc::new(Recorder::default());
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
+    assert_eq!(stream.send(b"hello"), 5);
+    let mut got = [0_u8; 5];
+    (&server).read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"hello");
+    stream.close(true);
+    let (rest, error) = read_all(&server);
+    assert!(rest.is_empty());
+    assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
+    assert!(stream.local_addr().is_none(), "the socket is given up");
+}
+
+#[test]
+fn test_abortive_close_before_start_is_a_reset() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    stream.close(true);
+    let (rest, error) = read_all(&server);
+    assert!(rest.is_empty());
+    assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
+    let events = Arc::new(Recorder::default());
+    assert!(stream.start(events).is_err());
+}
+
+/// The writer is blocked on a peer that reads nothing: the abort still
+/// resets the connection.
+#[test]
+fn test_abortive_close_with_a_blocked_writer_is_a_reset() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 1 << 20).unwrap();
+    let events = Arc::new(Recorder::default());
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
+    // More than the socket buffers of both ends hold: the buffer stays full
+    // (50 refusals in a row, 1 ms apart) once the writer is blocked.
+    let data = pattern(1 << 20);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut refused = 0;
+    for _ in 0..10_000 {
+        if refused >= 50 || Instant::now() > deadline {
+            break;
+        }
+        if stream.send(&data) == 0 {
+            refused += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        } else {
+            refused = 0;
+        }
+    }
+    assert!(refused >= 50, "the writer never blocked");
+    stream.close(true);
+    let (_, error) = read_all(&server);
+    assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
+}
+
+/// A peer `TcpByteStream` reports the reset as `closed(true)`, and an
+/// orderly close as `closed(false)` after the bytes; the side that closed
+/// hears of its stream's end once too.
+#[test]
+fn test_peer_stream_sees_reset_and_fin() {
+    for abortive in [false, true] {
+        let (client, server) = sockets();
+        let a = TcpByteStream::new(client, 4096).unwrap();
+        let b = TcpByteStream::new(server, 4096).unwrap();
+        let ea = Arc::new(Recorder::default());
+        let eb = Arc::new(Recorder::default());
+        a.start(Arc::clone(&ea) as Arc<dyn StreamEvents>).unwrap();
+        b.start(Arc::clone(&eb) as Arc<dyn StreamEvents>).unwrap();
+        assert_eq!(a.send(b"ping"), 4);
+        wait(|| eb.bytes.lock().unwrap().len() == 4);
+        a.close(abortive);
+        wait(|| eb.closed.lock().unwrap().is_some());
+        assert_eq!(*eb.closed.lock().unwrap(), Some(abortive));
+        assert_eq!(*eb.bytes.lock().unwrap(), b"ping");
+        if !abortive {
+            // The orderly close leaves receiving open until the peer ends.
+            b.close(false);
+        }
+        // This side's own end comes once, last, and is not a peer's reset.
+        wait(|| ea.closed.lock().unwrap().is_some());
+        assert_eq!(*ea.closed.lock().unwrap(), Some(false));
+    }
+}
+
+/// Another descriptor of the socket (a `try_clone`) does not hold the
+/// reset back.
+#[cfg(target_os = "linux")]
+#[test]
+fn test_abortive_close_resets_despite_a_duplicate_descriptor() {
+    let (client, server) = sockets();
+    let duplicate = client.try_clone().unwrap();
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    stream.start(Arc::new(Recorder::default())).unwrap();
+    stream.close(true);
+    let (rest, error) = read_all(&server);
+    assert!(rest.is_empty());
+    assert_eq!(error, Some(std::io::ErrorKind::ConnectionReset));
+    drop(duplicate);
+}
+
+#[test]
+fn test_mss_and_addresses_are_reported() {
+    let (client, server) = sockets();
+    let expected = (client.local_addr().unwrap(), client.peer_addr().unwrap());
+    let stream = TcpByteStream::new(client, 4096).unwrap();
+    assert_eq!(stream.local_addr(), Some(expected.0));
+    assert_eq!(stream.peer_addr(), Some(expected.1));
+    let mss = stream.mss();
+    assert!(mss > 0);
+    if cfg!(target_os = "linux") {
+        // Loopback's MTU is 65536: the MSS is far above Ethernet's.
+        assert!(mss > FALLBACK_MSS, "{mss}");
+    }
+    drop(server);
+}

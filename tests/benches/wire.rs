@@ -1,0 +1,641 @@
+//! Benchmark of the iWARP wire (issue 8): RDMA Write, Read and Send
+//! bandwidth between two devices connected through `Conn` over
+//! `kernel::net::TcpByteStream` on 127.0.0.1, beside plain TCP throughput
+//! between two std sockets measured in the same run.
+//!
+//! For each message size (64 KiB, 1 MiB, 8 MiB):
+//!
+//! * **write**: A keeps `depth` Writes into B's region outstanding; the
+//!   clock stops once a Send posted after the last Write has been received
+//!   by B (so every Write has been placed, not just taken by the stream);
+//! * **read**: A keeps `depth` Reads of B's region outstanding (the ORD);
+//! * **send**: B keeps `depth` receives posted, A keeps a Send for each;
+//!
+//! each on a connection that negotiated CRC32c and on one that did not; and
+//!
+//! * **tcp**: one thread writes messages of the size into a socket as fast
+//!   as it can, another reads them from its peer socket (both `TCP_NODELAY`,
+//!   as `TcpByteStream` sets it); run before and after the size's other
+//!   cases, and the better of the two is the reference.
+//!
+//! Each case is warmed up, then run for a fixed time; the table reports the
+//! bytes delivered per second (GB/s, 10^9 bytes) and the ratio to plain TCP
+//! of the same size. At the end of each case the destination bytes are
+//! compared with the source (and every completion's status, opcode and
+//! length is checked).
+//!
+//! `cargo bench --bench wire` runs it (under a minute). Run without `--bench`
+//! (as `cargo test --benches` does) it makes one short pass over every case
+//! to check that the code works; those numbers mean nothing.
+//!
+//! Timings are printed, never asserted. See docs/performance.md, "Wire".
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use softndk::kernel::net::{StreamEvents, TcpByteStream};
+use softndk::rnic::cq::{Cq, CqEvent, CqNotify};
+use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
+use softndk::rnic::iwarp::link::{ByteStream, Link};
+use softndk::rnic::iwarp::mpa;
+use softndk::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
+use softndk::rnic::memory::Span;
+use softndk::rnic::mr::{Mr, Pd};
+use softndk::rnic::qp::{Payload, Qp, QpConfig};
+use softndk::rnic::{Access, Completion, Limits, Opcode, Sge, WcStatus, WrFlags};
+
+/// Message sizes.
+const SIZES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
+/// Bytes of each `TcpByteStream`'s send buffer.
+const SEND_BUFFER: usize = 1 << 20;
+/// IRD and ORD asked for and granted (Reads outstanding).
+const READ_DEPTH: u16 = 16;
+/// How long the benchmark's thread sleeps when it finds no completion.
+const IDLE: Duration = Duration::from_micros(20);
+
+fn now_ms() -> u64 {
+    softndk::kernel::time::now_100ns() / 10_000
+}
+
+// ----- memory ----------------------------------------------------------------
+
+/// Memory registered with a device. The bytes are owned here and outlive the
+/// registration: [`Drop`] closes the region before they are freed. They are
+/// read or written only while no request using them is in flight.
+struct Region {
+    mr: Arc<Mr>,
+    bytes: Vec<u8>,
+}
+
+impl Region {
+    fn new(pd: &Arc<Pd>, len: usize, seed: u8, access: Access) -> Self {
+        let mut bytes: Vec<u8> = (0..len)
+            .map(|i| {
+                let [low, high, ..] = i.to_le_bytes();
+                low.wrapping_mul(31).wrapping_add(seed).wrapping_add(high)
+            })
+            .collect();
+        let ptr = bytes.as_mut_ptr() as usize;
+        // SAFETY: `bytes` is a heap allocation owned by this `Region`; it is
+        // never reallocated or freed before `Drop` has closed the region, and
+        // it is accessed here only while no request using it is in flight.
+        let span = unsafe { Span::new(ptr, len) }.expect("a heap buffer does not wrap");
+        let mr = Mr::new(pd, false).expect("region");
+        mr.register(span, ptr as u64, access).expect("register");
+        Self { mr, bytes }
+    }
+
+    fn addr(&self) -> u64 {
+        self.bytes.as_ptr() as u64
+    }
+
+    fn sge(&self, len: usize) -> Sge {
+        Sge {
+            addr: self.addr(),
+            len: u32::try_from(len).expect("length fits an SGE"),
+            key: self.mr.local_key().expect("registered"),
+        }
+    }
+
+    fn rkey(&self) -> u32 {
+        self.mr.remote_key().expect("registered")
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        let _ = self.mr.close(Box::new(|| {}));
+    }
+}
+
+// ----- the connection ----------------------------------------------------------
+
+/// A CQ notifier that ignores everything: the benchmark polls.
+struct Quiet;
+
+impl CqNotify for Quiet {
+    fn notify(&self, _event: CqEvent) {}
+    fn close_complete(&self) {}
+}
+
+/// The socket as the link's stream.
+struct Tcp(Arc<TcpByteStream>);
+
+impl ByteStream for Tcp {
+    fn send(&self, bytes: &[u8]) -> usize {
+        self.0.send(bytes)
+    }
+    fn close(&self, abortive: bool) {
+        self.0.close(abortive);
+    }
+}
+
+/// The socket's events to the connection.
+#[derive(Default)]
+struct Glue(OnceLock<Arc<Conn>>);
+
+impl StreamEvents for Glue {
+    fn received(&self, bytes: &[u8]) {
+        if let Some(conn) = self.0.get() {
+            conn.received(bytes, now_ms());
+        }
+    }
+    fn writable(&self) {
+        if let Some(conn) = self.0.get() {
+            conn.writable();
+        }
+    }
+    fn closed(&self, abortive: bool) {
+        if let Some(conn) = self.0.get() {
+            conn.closed(abortive);
+        }
+    }
+}
+
+/// What the connection reported.
+#[derive(Default)]
+struct Seen {
+    request: bool,
+    up: bool,
+    failed: Option<ConnFailure>,
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Seen>);
+
+impl ConnEvents for Recorder {
+    fn request(&self, _request: &PeerRequest) {
+        self.0.lock().expect("lock").request = true;
+    }
+    fn established(&self, _link: &softndk::kernel::sync::Arc<Link>, _private_data: &[u8]) {
+        self.0.lock().expect("lock").up = true;
+    }
+    fn failed(&self, failure: ConnFailure) {
+        self.0.lock().expect("lock").failed = Some(failure);
+    }
+}
+
+impl Recorder {
+    /// Waits (at most 20 s) until `what` holds.
+    fn wait(&self, what: impl Fn(&Seen) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            {
+                let seen = self.0.lock().expect("lock");
+                assert!(seen.failed.is_none(), "setup failed: {:?}", seen.failed);
+                if what(&seen) {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the connection did not come up");
+    }
+}
+
+/// One side: a device, its QP and CQs, and its end of the connection.
+struct Side {
+    qp: Arc<Qp>,
+    scq: Arc<Cq>,
+    rcq: Arc<Cq>,
+    pd: Arc<Pd>,
+    seen: Arc<Recorder>,
+    conn: Option<Arc<Conn>>,
+}
+
+impl Side {
+    fn new(context: usize) -> Self {
+        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).expect("device");
+        let pd = Pd::new(&device).expect("pd");
+        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
+        let (scq, rcq) = (cq(), cq());
+        let config = QpConfig {
+            context,
+            receive_depth: 64,
+            initiator_depth: 64,
+            max_receive_sge: 1,
+            max_initiator_sge: 1,
+            inline_size: 0,
+        };
+        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        Self {
+            qp,
+            scq,
+            rcq,
+            pd,
+            seen: Arc::new(Recorder::default()),
+            conn: None,
+        }
+    }
+
+    /// Starts `stream`'s events towards the connection `make` builds.
+    fn start(
+        &mut self,
+        stream: &Arc<TcpByteStream>,
+        make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>,
+    ) {
+        let conn = make(Arc::new(Tcp(Arc::clone(stream))));
+        let glue = Arc::new(Glue::default());
+        let _ = glue.0.set(Arc::clone(&conn));
+        stream.start(glue).expect("start");
+        self.conn = Some(conn);
+    }
+}
+
+/// Two devices connected over TCP on 127.0.0.1: A initiated, B responded.
+struct Pair {
+    a: Side,
+    b: Side,
+    mulpdu: u16,
+}
+
+impl Pair {
+    fn new(crc: bool, mulpdu: Option<u16>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let client = TcpByteStream::new(client, SEND_BUFFER).expect("stream");
+        let server = TcpByteStream::new(server, SEND_BUFFER).expect("stream");
+        // The MULPDU of the socket's MSS (RFC 5044 §6), as the connection
+        // layer computes it; `WIRE_MULPDU` overrides it.
+        let mulpdu =
+            mulpdu.unwrap_or_else(|| u16::try_from(mpa::mulpdu(client.mss())).unwrap_or(u16::MAX));
+        let params = LinkParams {
+            mulpdu,
+            max_rx_ulpdu: u16::MAX,
+            default_ird_ord: (1, 1),
+        };
+        let mut a = Side::new(0xA);
+        let mut b = Side::new(0xB);
+        let config = InitiatorConfig {
+            crc,
+            ird: READ_DEPTH,
+            ord: READ_DEPTH,
+            ..InitiatorConfig::default()
+        };
+        let (qp, events) = (Arc::clone(&a.qp), Arc::clone(&a.seen));
+        a.start(&client, |stream| {
+            Conn::initiate(&qp, stream, &config, b"", params, events, now_ms()).expect("initiate")
+        });
+        let (qp, events) = (Arc::clone(&b.qp), Arc::clone(&b.seen));
+        let responder = ResponderConfig {
+            crc,
+            ..ResponderConfig::default()
+        };
+        b.start(&server, |stream| {
+            Conn::respond(&qp, stream, responder, params, events, now_ms())
+        });
+        b.seen.wait(|s| s.request);
+        b.conn
+            .as_ref()
+            .expect("started")
+            .accept(READ_DEPTH, READ_DEPTH, b"", now_ms())
+            .expect("accept");
+        a.seen.wait(|s| s.up);
+        // Without RTR the responder is up once the initiator's first FPDU
+        // arrived: a Send gets it there.
+        let ping_src = Region::new(&a.pd, 64, 1, Access::empty());
+        let ping_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
+        b.qp.post_receive(0, &[ping_dst.sge(64)])
+            .expect("post receive");
+        a.qp.post_send(
+            0,
+            Payload::Sges(&[ping_src.sge(64)]),
+            WrFlags::empty(),
+            None,
+        )
+        .expect("post send");
+        check(wait_one(&a.scq), Opcode::Send, 0, 64);
+        check(wait_one(&b.rcq), Opcode::Receive, 0, 64);
+        b.seen.wait(|s| s.up);
+        assert_eq!(ping_dst.bytes, ping_src.bytes);
+        Self { a, b, mulpdu }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.a.qp.close();
+        self.b.qp.close();
+    }
+}
+
+/// Polls `cq` until it returns one completion.
+fn wait_one(cq: &Cq) -> Completion {
+    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let mut spins = 0_u32;
+    loop {
+        if cq.poll(&mut out) == 1 {
+            return out[0];
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            assert!(Instant::now() < deadline, "no completion in a minute");
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Polls `cq` once: the completions queued now.
+fn poll(cq: &Cq, out: &mut [Completion]) -> usize {
+    cq.poll(out)
+}
+
+/// The benchmark measures the success path only.
+fn check(completion: Completion, opcode: Opcode, context: usize, bytes: usize) {
+    assert_eq!(completion.status, WcStatus::Success, "{completion:?}");
+    assert_eq!(completion.opcode, opcode, "{completion:?}");
+    if context != usize::MAX {
+        assert_eq!(completion.request_context, context, "{completion:?}");
+    }
+    // Initiator completions carry no byte count (on either path).
+    if opcode == Opcode::Receive {
+        assert_eq!(completion.bytes as usize, bytes, "{completion:?}");
+    }
+}
+
+// ----- the cases --------------------------------------------------------------
+
+/// How long to run a case.
+#[derive(Clone, Copy)]
+struct Plan {
+    warm_up: Duration,
+    run: Duration,
+    /// Messages moved at least (in the timed part).
+    min_messages: u64,
+}
+
+const FULL: Plan = Plan {
+    warm_up: Duration::from_millis(200),
+    run: Duration::from_secs(1),
+    min_messages: 8,
+};
+
+const SMOKE: Plan = Plan {
+    warm_up: Duration::from_millis(1),
+    run: Duration::from_millis(1),
+    min_messages: 2,
+};
+
+/// Outstanding requests for messages of `size` (at least 2).
+fn depth(size: usize) -> u64 {
+    ((16 << 20) / size).clamp(2, 16) as u64
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    Read,
+    Send,
+}
+
+/// Bytes per second, as a float (exact below 2^53 bytes).
+#[expect(clippy::cast_precision_loss, reason = "a rate to print")]
+fn rate(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs
+}
+
+/// Posts one `op` of `size` bytes at A: from or into `a_mem`, to or from
+/// `b_mem`.
+fn post(op: Op, qp: &Arc<Qp>, a_mem: &Region, b_mem: &Region, size: usize) {
+    let result = match op {
+        Op::Write => qp.post_write(
+            2,
+            Payload::Sges(&[a_mem.sge(size)]),
+            b_mem.addr(),
+            b_mem.rkey(),
+            WrFlags::empty(),
+        ),
+        Op::Read => qp.post_read(
+            2,
+            &[a_mem.sge(size)],
+            b_mem.addr(),
+            b_mem.rkey(),
+            WrFlags::empty(),
+        ),
+        Op::Send => qp.post_send(2, Payload::Sges(&[a_mem.sge(size)]), WrFlags::empty(), None),
+    };
+    result.expect("post");
+}
+
+/// Runs `op` with messages of `size` per `plan`; returns bytes per second
+/// of the timed part.
+fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
+    let (a, b) = (&pair.a, &pair.b);
+    // A's memory is the source of Writes and Sends and the sink of Reads;
+    // B's the other way round.
+    let (a_access, b_access) = match op {
+        Op::Write => (Access::empty(), Access::REMOTE_WRITE),
+        Op::Read => (Access::LOCAL_WRITE, Access::REMOTE_READ),
+        Op::Send => (Access::empty(), Access::LOCAL_WRITE),
+    };
+    let mut a_mem = Region::new(&a.pd, size, 0x11, a_access);
+    let mut b_mem = Region::new(&b.pd, size, 0x77, b_access);
+    // The destination starts different from the source.
+    match op {
+        Op::Read => a_mem.bytes.fill(0),
+        Op::Write | Op::Send => b_mem.bytes.fill(0),
+    }
+    let fence_src = Region::new(&a.pd, 64, 3, Access::empty());
+    let fence_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
+    let depth = depth(size);
+    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 32];
+    let mut run = |how_long: Duration, min: u64| -> (u64, f64) {
+        let start = Instant::now();
+        let (mut posted, mut done, mut receives) = (0_u64, 0_u64, 0_u64);
+        let opcode = match op {
+            Op::Write => Opcode::Write,
+            Op::Read => Opcode::Read,
+            Op::Send => Opcode::Send,
+        };
+        loop {
+            let going = done < min || start.elapsed() < how_long;
+            if op == Op::Send {
+                // A receive for every Send, posted before the Send.
+                while going && receives < done + depth {
+                    b.qp.post_receive(1, &[b_mem.sge(size)])
+                        .expect("post receive");
+                    receives += 1;
+                }
+            }
+            while going && posted < done + depth && (op != Op::Send || posted < receives) {
+                post(op, &a.qp, &a_mem, &b_mem, size);
+                posted += 1;
+            }
+            if !going && done == posted {
+                break;
+            }
+            // Sends are counted when received, the others when complete.
+            let cq = if op == Op::Send { &b.rcq } else { &a.scq };
+            let n = poll(cq, &mut out);
+            for c in &out[..n] {
+                let expected = if op == Op::Send {
+                    Opcode::Receive
+                } else {
+                    opcode
+                };
+                check(*c, expected, usize::MAX, size);
+            }
+            done += n as u64;
+            if op == Op::Send {
+                // The Sends' own completions.
+                let n = poll(&a.scq, &mut out);
+                for c in &out[..n] {
+                    check(*c, Opcode::Send, 2, size);
+                }
+            }
+            if n == 0 {
+                // Two cores: leave them to the stream threads, which do the
+                // work (spinning here costs the wire a third of its speed).
+                std::thread::sleep(IDLE);
+            }
+        }
+        if op == Op::Send {
+            // Whatever Send completions are still queued.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline && poll(&a.scq, &mut out) > 0 {}
+        }
+        if op == Op::Write {
+            // A Write completes when the stream took it: a Send behind it
+            // is received once every Write before it is placed.
+            b.qp.post_receive(9, &[fence_dst.sge(64)])
+                .expect("post receive");
+            a.qp.post_send(
+                9,
+                Payload::Sges(&[fence_src.sge(64)]),
+                WrFlags::empty(),
+                None,
+            )
+            .expect("post send");
+            check(wait_one(&b.rcq), Opcode::Receive, 9, 64);
+            check(wait_one(&a.scq), Opcode::Send, 9, 64);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        (done, secs)
+    };
+    let _ = run(plan.warm_up, 1);
+    let (messages, secs) = run(plan.run, plan.min_messages);
+    // Nothing is in flight: the destination holds the source's bytes.
+    assert!(
+        a_mem.bytes == b_mem.bytes,
+        "data differs after {size}-byte messages"
+    );
+    rate(messages * size as u64, secs)
+}
+
+/// Plain TCP between two std sockets: messages of `size` for the plan's
+/// time; bytes per second at the reader.
+fn plain_tcp(size: usize, plan: Plan) -> f64 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+    let (mut server, _) = listener.accept().expect("accept");
+    client.set_nodelay(true).expect("nodelay");
+    server.set_nodelay(true).expect("nodelay");
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0_u8; size];
+        let mut total = 0_u64;
+        loop {
+            match server.read(&mut buf) {
+                Ok(0) => return total,
+                Ok(n) => total += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    });
+    let message = vec![0x5A_u8; size];
+    let warm = Instant::now();
+    while warm.elapsed() < plan.warm_up {
+        client.write_all(&message).expect("write");
+    }
+    // The reader counts the warm-up bytes too; the timed part is from here.
+    let mut sent = 0_u64;
+    let mut messages = 0_u64;
+    let start = Instant::now();
+    while messages < plan.min_messages || start.elapsed() < plan.run {
+        client.write_all(&message).expect("write");
+        sent += size as u64;
+        messages += 1;
+    }
+    client
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let total = reader.join().expect("reader");
+    let secs = start.elapsed().as_secs_f64();
+    assert!(total >= sent, "the reader got {total} of {sent} bytes");
+    rate(sent, secs)
+}
+
+fn size_name(size: usize) -> String {
+    if size >= 1 << 20 {
+        format!("{} MiB", size >> 20)
+    } else {
+        format!("{} KiB", size >> 10)
+    }
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let plan = if full { FULL } else { SMOKE };
+    let mulpdu = std::env::var("WIRE_MULPDU")
+        .ok()
+        .and_then(|v| v.parse::<u16>().ok());
+    let begin = Instant::now();
+    let with_crc = Pair::new(true, mulpdu);
+    let without_crc = Pair::new(false, mulpdu);
+    if !full {
+        println!("smoke run (pass --bench, as `cargo bench` does, to measure)");
+    }
+    println!(
+        "iWARP over TCP on 127.0.0.1: MULPDU {} bytes, send buffer {} KiB, engine inline",
+        with_crc.mulpdu,
+        SEND_BUFFER >> 10
+    );
+    println!(
+        "{:<8} {:<16} {:>6} {:>9} {:>8}",
+        "size", "case", "depth", "GB/s", "vs tcp"
+    );
+    // `WIRE_CASES=send,read` runs only the cases whose name contains one
+    // of the words (for profiling); tcp always runs.
+    let only: Vec<String> = std::env::var("WIRE_CASES")
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let cases = [
+        ("write, crc", Op::Write, &with_crc),
+        ("write, no crc", Op::Write, &without_crc),
+        ("read, crc", Op::Read, &with_crc),
+        ("read, no crc", Op::Read, &without_crc),
+        ("send, crc", Op::Send, &with_crc),
+        ("send, no crc", Op::Send, &without_crc),
+    ];
+    for size in SIZES {
+        // Plain TCP before and after the size's cases; the better of the two
+        // is the reference (the machine's load varies within a run).
+        let tcp_before = plain_tcp(size, plan);
+        let mut rows = Vec::new();
+        for (name, op, pair) in cases {
+            if only.is_empty() || only.iter().any(|w| name.contains(w.as_str())) {
+                rows.push((name, rdma(pair, op, size, plan), depth(size)));
+            }
+        }
+        let tcp = tcp_before.max(plain_tcp(size, plan));
+        rows.insert(0, ("tcp (2 sockets)", tcp, 1));
+        for (case, rate, depth) in rows {
+            println!(
+                "{:<8} {:<16} {:>6} {:>9.3} {:>7.2}x",
+                size_name(size),
+                case,
+                depth,
+                rate / 1e9,
+                rate / tcp
+            );
+        }
+    }
+    println!("total {:.1} s", begin.elapsed().as_secs_f64());
+}
