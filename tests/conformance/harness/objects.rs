@@ -222,6 +222,14 @@ pub fn close_started(
 /// returning pends (L18, L21) where the fabric's would not: there the
 /// completion's status is returned instead.
 fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+    // SAFETY: a live object's header.
+    let object_type = unsafe { (*header).object_type };
+    if Transport::default() == Transport::Iwarp && object_type == NdkObjectType::MR {
+        // An RDMA Write completes at its initiator once sent: the target's
+        // memory is released only after the bytes in flight have landed, as
+        // a consumer learns from the peer's next message.
+        softndk::provider::host::wire_settle();
+    }
     let (status, signal) = close_started(header, close);
     if status == STATUS_PENDING {
         let completed = signal.wait();
@@ -705,6 +713,10 @@ impl Mr {
     }
 
     pub fn deregister(&self) -> NtStatus {
+        if Transport::default() == Transport::Iwarp {
+            // As for the close of an MR (`close_waiting`).
+            softndk::provider::host::wire_settle();
+        }
         let signal = Signal::new();
         // SAFETY: a live MR.
         let status = unsafe { (self.d().ndk_deregister_mr)(self.0, Some(on_status), signal.ctx()) };
