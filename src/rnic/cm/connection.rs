@@ -10,8 +10,7 @@ use super::connector::Connector;
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
-    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Pending, Role, State,
-    count_failure, qp_key,
+    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Role, State, count_failure, qp_key,
 };
 use super::types::{CloseState, CmError, ConnState, ConnectionData, ReadLimits};
 use super::wire::WireOp;
@@ -407,25 +406,7 @@ impl State {
             l.callouts += 1;
         }
         if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Connecting);
-            rec.role = Role::Active;
-            rec.peer = Some(pkey);
-            rec.listener = None;
-            rec.qp = Some(Arc::clone(qp));
-            rec.peer_qp = None;
-            rec.binding = Some(binding);
-            rec.tuple = Some((binding, local.ip, dst));
-            rec.local = Some(local);
-            rec.remote = Some(dst);
-            rec.own_limits = Some(own);
-            rec.peer_limits = ReadLimits::default();
-            rec.peer_data.clear();
-            rec.pending = Pending {
-                connect: true,
-                ..Pending::default()
-            };
-            rec.indicated = false;
-            rec.ending = Ending::Open;
+            rec.start_active(key, qp, (binding, local, dst), own, Some(pkey), None);
         }
         actions.push(Action::Incoming {
             events: l_events,

@@ -219,6 +219,43 @@ impl ConnectorRec {
         }
     }
 
+    /// An active attempt starts (`Connecting`): the QP, the binding and
+    /// four-tuple `(binding, local, remote)`, this side's limits (N20), and
+    /// the peer — a local record, or the wire (`wire.rs`). What an earlier
+    /// failed attempt left is reset (N28).
+    pub(super) fn start_active(
+        &mut self,
+        key: Key,
+        qp: &Arc<Qp>,
+        (binding, local, remote): (BindingRef, Endpoint, Endpoint),
+        own: ReadLimits,
+        peer: Option<Key>,
+        wire: Option<Arc<WireConn>>,
+    ) {
+        self.set_state(key, ConnState::Connecting);
+        self.role = Role::Active;
+        self.peer = peer;
+        self.listener = None;
+        self.qp = Some(Arc::clone(qp));
+        self.peer_qp = None;
+        self.binding = Some(binding);
+        self.tuple = Some((binding, local.ip, remote));
+        self.local = Some(local);
+        self.remote = Some(remote);
+        self.own_limits = Some(own);
+        self.peer_limits = ReadLimits::default();
+        self.peer_data.clear();
+        self.pending = Pending {
+            connect: true,
+            ..Pending::default()
+        };
+        self.indicated = false;
+        self.ending = Ending::Open;
+        self.wire = wire;
+        self.wire_dead = false;
+        self.timed_out = false;
+    }
+
     /// Whether every QP of the connection has finished its DMA (X1b).
     pub(super) fn quiescent(&self) -> bool {
         self.qp.as_ref().is_none_or(|qp| qp.is_quiescent())

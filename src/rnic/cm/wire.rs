@@ -36,7 +36,7 @@ use super::connector::Connector;
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
-    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Pending, Role, State, qp_key,
+    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Role, State, qp_key,
 };
 use super::types::{CmError, ConnState, ReadLimits};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -765,28 +765,14 @@ impl State {
         self.add_tuple(binding, local.ip, dst);
         self.bound_qps.push(qp_key(qp));
         if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Connecting);
-            rec.role = Role::Active;
-            rec.peer = None;
-            rec.listener = None;
-            rec.qp = Some(Arc::clone(qp));
-            rec.peer_qp = None;
-            rec.binding = Some(binding);
-            rec.tuple = Some((binding, local.ip, dst));
-            rec.local = Some(local);
-            rec.remote = Some(dst);
-            rec.own_limits = Some(own);
-            rec.peer_limits = ReadLimits::default();
-            rec.peer_data.clear();
-            rec.pending = Pending {
-                connect: true,
-                ..Pending::default()
-            };
-            rec.indicated = false;
-            rec.ending = Ending::Open;
-            rec.wire = Some(Arc::clone(&conn));
-            rec.wire_dead = false;
-            rec.timed_out = false;
+            rec.start_active(
+                key,
+                qp,
+                (binding, local, dst),
+                own,
+                None,
+                Some(Arc::clone(&conn)),
+            );
         }
         actions.push(Action::Wire(WireOp::Connect {
             conn,
