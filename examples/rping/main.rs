@@ -36,6 +36,8 @@
 //! The last line is `RPING-RESULT server|client PASS|FAIL <detail>`; the exit
 //! status is 0 only on PASS.
 
+// The NDK C ABI consumer shared with the perf tool and examples/perftest.
+#[path = "../../src/bin/softndk-perf/ndk.rs"]
 mod ndk;
 
 use std::collections::VecDeque;
@@ -45,6 +47,10 @@ use std::time::{Duration, Instant};
 
 use ndk::{Adapter, Connector, Cq, EMPTY_RESULT, Listener, Pd, Qp, QpShape, Region};
 use softndk::abi::{NdkResult, OpFlags, STATUS_SUCCESS};
+
+/// Read limits (IRD and ORD) asked for at connect and accept: rping asks
+/// for one each way.
+const READ_LIMIT: u32 = 1;
 
 /// Bytes of rping's `struct rping_rdma_info`.
 const INFO_LEN: usize = 16;
@@ -418,7 +424,7 @@ fn serve_connected(
     args: &Args,
     number: u32,
 ) -> Result<(u32, u64), String> {
-    connector.accept(&s.qp)?;
+    connector.accept(&s.qp, READ_LIMIT)?;
     let (ird, ord) = connector.read_limits()?;
     println!("server: connection {number} accepted (inbound read limit {ird}, outbound {ord})");
     let mut ping = 0_u32;
@@ -522,7 +528,7 @@ fn ended(ping: u32, e: Ended) -> String {
 }
 
 fn server(args: &Args) -> Result<String, String> {
-    let adapter = Adapter::open(args.ip)?;
+    let adapter = Adapter::open_iwarp(args.ip)?;
     let (listener, port) = Listener::listen(&adapter, args.port)?;
     let [a, b, c, d] = args.ip;
     println!("server: listening on {a}.{b}.{c}.{d}:{port} (iWARP over TCP)");
@@ -562,7 +568,7 @@ fn server(args: &Args) -> Result<String, String> {
 // ---------------------------------------------------------------------------
 
 fn client(args: &Args) -> Result<String, String> {
-    let adapter = Adapter::open([127, 0, 0, 1])?;
+    let adapter = Adapter::open_iwarp([127, 0, 0, 1])?;
     let mut session = Session::open(&adapter, args.size, true, args.timeout)?;
     let connector = match session
         .post_receive()
@@ -596,7 +602,7 @@ fn client_connected(
     args: &Args,
 ) -> Result<String, String> {
     let [a, b, c, d] = args.ip;
-    connector.connect(adapter, &conn.qp, args.ip, args.port)?;
+    connector.connect(adapter, &conn.qp, (args.ip, args.port), READ_LIMIT)?;
     std::thread::sleep(args.rtr_delay);
     connector.complete()?;
     let (ird, ord) = connector.read_limits()?;

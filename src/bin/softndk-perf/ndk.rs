@@ -1,12 +1,21 @@
-//! A lean consumer of the host-mode NDK C ABI, written as a kernel consumer
-//! would write one: the adapter comes from `SoftNdkOpenAdapter`, and every
-//! other provider call goes through a function pointer read from the object's
-//! dispatch table. All of the perf tool's `unsafe` lives in this module.
+//! A consumer of the host-mode NDK C ABI, written as a kernel consumer
+//! would write one: the adapter comes from `SoftNdkOpenAdapter` (or
+//! `SoftNdkOpenAdapterEx` with transport 1, iWARP over TCP), and every other
+//! provider call goes through a function pointer read from the object's
+//! dispatch table. It never reaches into the provider's Rust internals.
+//!
+//! One module for every host-mode program that speaks to the provider:
+//! the perf tool (`src/bin/softndk-perf/`, which uses [`Link`]: both ends
+//! of a connection in one process) and the examples `rping` and `perftest`
+//! (one side of a connection each), which include this file with
+//! `#[path]`. All of their `unsafe` lives here. Each program uses a part of
+//! the module, hence the `dead_code` allowance below.
 //!
 //! Objects are closed explicitly (`close(self)`); none has a `Drop` that
 //! calls the provider, because `SoftNdkCloseAdapter` blocks until every
 //! object of the adapter is closed. A [`Region`] that was never deregistered
 //! leaks its memory instead of freeing it under the device.
+#![allow(dead_code)]
 
 use std::ffi::c_void;
 use std::ptr;
@@ -19,7 +28,7 @@ use softndk::abi::{
     NdkMr, NdkPd, NdkPdDispatch, NdkQp, NdkQpDispatch, NdkResult, NdkSge, NtStatus, OpFlags,
     PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
-use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
+use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter, SoftNdkOpenAdapterEx};
 
 /// How long the tool waits for any one thing (a completion, a connection)
 /// before it gives up with an error.
@@ -97,6 +106,15 @@ impl Signal {
             .unwrap_or_else(PoisonError::into_inner)
             .push(status);
         self.cv.notify_all();
+    }
+
+    /// Whether a status was delivered and not yet taken.
+    pub fn delivered(&self) -> bool {
+        !self
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
     }
 
     /// Forgets the statuses delivered so far.
@@ -228,15 +246,35 @@ fn sockaddr(ip: [u8; 4], port: u16) -> SockAddrIn {
 const SOCKADDR_IN_LEN: u32 = 16;
 
 impl Adapter {
-    /// `SoftNdkOpenAdapter` on `ip`.
+    /// `SoftNdkOpenAdapter` on `ip` (the default transport).
     pub fn open(ip: [u8; 4]) -> Result<Self> {
+        Self::open_on(ip, None)
+    }
+
+    /// `SoftNdkOpenAdapterEx` on `ip`, transport 1 (iWARP over TCP).
+    pub fn open_iwarp(ip: [u8; 4]) -> Result<Self> {
+        Self::open_on(ip, Some(1))
+    }
+
+    /// `SoftNdkOpenAdapterEx` with `transport`, or `SoftNdkOpenAdapter`.
+    fn open_on(ip: [u8; 4], transport: Option<u32>) -> Result<Self> {
         let address = sockaddr(ip, 0);
         let mut adapter = ptr::null_mut();
         let raw_address = (&raw const address).cast::<SockAddr>();
-        // SAFETY: a readable SOCKADDR_IN and a writable out-pointer.
-        let status = unsafe { SoftNdkOpenAdapter(raw_address, &raw mut adapter) };
         let [a, b, c, d] = ip;
-        check(&format!("SoftNdkOpenAdapter({a}.{b}.{c}.{d})"), status)?;
+        let (what, status) = match transport {
+            Some(transport) => (
+                format!("SoftNdkOpenAdapterEx({a}.{b}.{c}.{d}, {transport})"),
+                // SAFETY: a readable SOCKADDR_IN and a writable out-pointer.
+                unsafe { SoftNdkOpenAdapterEx(raw_address, transport, &raw mut adapter) },
+            ),
+            None => (
+                format!("SoftNdkOpenAdapter({a}.{b}.{c}.{d})"),
+                // SAFETY: as above.
+                unsafe { SoftNdkOpenAdapter(raw_address, &raw mut adapter) },
+            ),
+        };
+        check(&what, status)?;
         Ok(Self {
             ptr: adapter,
             address,
@@ -295,41 +333,6 @@ impl Adapter {
         Ok(Pd { ptr: pd })
     }
 
-    fn connector(&self) -> Result<Connector> {
-        let create = self.d().ndk_create_connector;
-        let mut connector = ptr::null_mut();
-        // SAFETY: a live adapter and an out-pointer.
-        let status = unsafe { create(self.ptr, None, ptr::null_mut(), &raw mut connector) };
-        check("NdkCreateConnector", status)?;
-        Ok(Connector {
-            ptr: connector,
-            disconnects: Signal::new(),
-        })
-    }
-
-    fn listener(&self) -> Result<Listener> {
-        let incoming = Arc::new(Incoming::default());
-        let ctx = Arc::as_ptr(&incoming).cast_mut().cast();
-        let create = self.d().ndk_create_listener;
-        let mut listener = ptr::null_mut();
-        // SAFETY: a live adapter; `incoming` lives as long as the listener.
-        let status = unsafe {
-            create(
-                self.ptr,
-                Some(on_connect),
-                ctx,
-                None,
-                ptr::null_mut(),
-                &raw mut listener,
-            )
-        };
-        check("NdkCreateListener", status)?;
-        Ok(Listener {
-            ptr: listener,
-            incoming,
-        })
-    }
-
     /// `SoftNdkCloseAdapter`; every object of the adapter is closed first.
     pub fn close(self) -> Result<()> {
         // SAFETY: an adapter from `SoftNdkOpenAdapter`, not used afterwards.
@@ -345,6 +348,8 @@ impl Adapter {
 /// A completion queue.
 pub struct Cq {
     ptr: *mut NdkCq,
+    /// Where the CQ's notification callback goes (see [`Cq::wait`]); lives
+    /// as long as the CQ.
     notifications: Arc<Signal>,
 }
 
@@ -746,7 +751,23 @@ impl Qp {
 // Connections
 // ---------------------------------------------------------------------------
 
-struct Connector {
+/// A call that may have pended: what it returned, and the signal its
+/// completion goes to.
+pub struct Pending {
+    what: &'static str,
+    returned: NtStatus,
+    signal: Arc<Signal>,
+}
+
+impl Pending {
+    /// Waits for the outcome (see [`Signal`]'s `outcome`).
+    pub fn finish(self) -> Result<()> {
+        self.signal.outcome(self.what, self.returned)
+    }
+}
+
+/// A connector: a connection once connected or accepted.
+pub struct Connector {
     ptr: *mut NdkConnector,
     /// Disconnect events; lives as long as the connector.
     disconnects: Arc<Signal>,
@@ -762,22 +783,191 @@ impl Connector {
         dispatch!(self.ptr)
     }
 
-    /// Starts `NdkDisconnect`; returns its return value and signal.
-    fn disconnect(&self) -> (NtStatus, Arc<Signal>) {
+    /// `NdkCreateConnector` on `adapter`.
+    pub fn new(adapter: &Adapter) -> Result<Self> {
+        let create = adapter.d().ndk_create_connector;
+        let mut connector = ptr::null_mut();
+        // SAFETY: a live adapter and an out-pointer.
+        let status = unsafe { create(adapter.ptr, None, ptr::null_mut(), &raw mut connector) };
+        check("NdkCreateConnector", status)?;
+        Ok(Self {
+            ptr: connector,
+            disconnects: Signal::new(),
+        })
+    }
+
+    /// `NdkConnect` of `qp` from `adapter`'s address to `ip`:`port`, asking
+    /// for `read_limit` reads each way, and waits for it to complete (the
+    /// peer's reply). `NdkCompleteConnect` is left to [`Connector::complete`].
+    pub fn connect(
+        &self,
+        adapter: &Adapter,
+        qp: &Qp,
+        (ip, port): ([u8; 4], u16),
+        read_limit: u32,
+    ) -> Result<()> {
+        self.start_connect(adapter, qp, (ip, port), read_limit)
+            .finish()
+    }
+
+    /// Starts [`Connector::connect`] without waiting for its completion.
+    pub fn start_connect(
+        &self,
+        adapter: &Adapter,
+        qp: &Qp,
+        (ip, port): ([u8; 4], u16),
+        read_limit: u32,
+    ) -> Pending {
+        let connect = self.d().ndk_connect;
+        let connected = Signal::new();
+        let ctx = connected.context();
+        let dst = sockaddr(ip, port);
+        let src = (&raw const adapter.address).cast::<SockAddr>();
+        let dst_raw = (&raw const dst).cast::<SockAddr>();
+        // SAFETY: live objects; addresses valid for the call; `connected` is
+        // kept until the completion.
+        let status = unsafe {
+            connect(
+                self.ptr,
+                qp.ptr,
+                src,
+                SOCKADDR_IN_LEN,
+                dst_raw,
+                SOCKADDR_IN_LEN,
+                read_limit,
+                read_limit,
+                ptr::null(),
+                0,
+                Some(on_status),
+                ctx,
+            )
+        };
+        Pending {
+            what: "NdkConnect",
+            returned: status,
+            signal: connected,
+        }
+    }
+
+    /// `NdkCompleteConnect`: the RTR goes out, the connection is up.
+    pub fn complete(&self) -> Result<()> {
+        let complete = self.d().ndk_complete_connect;
+        let completed = Signal::new();
+        let completed_ctx = completed.context();
+        let disconnects = self.disconnects.context();
+        // SAFETY: live objects; `completed` and the disconnect signal are
+        // kept as long as the provider may call them.
+        let status = unsafe {
+            complete(
+                self.ptr,
+                Some(on_close),
+                disconnects,
+                Some(on_status),
+                completed_ctx,
+            )
+        };
+        completed.outcome("NdkCompleteConnect", status)
+    }
+
+    /// `NdkAccept` of an incoming connection with `qp`, offering
+    /// `read_limit` reads each way; waits until it completes (the peer's
+    /// RTR, or its first message).
+    pub fn accept(&self, qp: &Qp, read_limit: u32) -> Result<()> {
+        self.start_accept(qp, read_limit).finish()
+    }
+
+    /// Starts [`Connector::accept`] without waiting for its completion.
+    pub fn start_accept(&self, qp: &Qp, read_limit: u32) -> Pending {
+        let accept = self.d().ndk_accept;
+        let accepted = Signal::new();
+        let accepted_ctx = accepted.context();
+        let disconnects = self.disconnects.context();
+        // SAFETY: live objects; `accepted` and the disconnect signal are
+        // kept as long as the provider may call them.
+        let status = unsafe {
+            accept(
+                self.ptr,
+                qp.ptr,
+                read_limit,
+                read_limit,
+                ptr::null(),
+                0,
+                Some(on_close),
+                disconnects,
+                Some(on_status),
+                accepted_ctx,
+            )
+        };
+        Pending {
+            what: "NdkAccept",
+            returned: status,
+            signal: accepted,
+        }
+    }
+
+    /// `NdkGetConnectionData`: the negotiated inbound and outbound read
+    /// limits.
+    pub fn read_limits(&self) -> Result<(u32, u32)> {
+        let get = self.d().ndk_get_connection_data;
+        let mut inbound = 0;
+        let mut outbound = 0;
+        let mut len = 0;
+        // SAFETY: a live, connected connector; out-pointers; no private
+        // data buffer (length 0).
+        let status = unsafe {
+            get(
+                self.ptr,
+                &raw mut inbound,
+                &raw mut outbound,
+                ptr::null_mut(),
+                &raw mut len,
+            )
+        };
+        if status != STATUS_SUCCESS && status != softndk::abi::STATUS_BUFFER_TOO_SMALL {
+            check("NdkGetConnectionData", status)?;
+        }
+        Ok((inbound, outbound))
+    }
+
+    /// Whether the peer disconnected (the disconnect event came).
+    pub fn peer_disconnected(&self) -> bool {
+        self.disconnects.delivered()
+    }
+
+    /// `NdkDisconnect`; a connection the peer already ended is fine.
+    pub fn disconnect(&self) -> Result<()> {
+        let started = self.start_disconnect();
+        if started.returned == STATUS_PENDING {
+            let done = started.signal.wait("NdkDisconnect")?;
+            if !self.peer_disconnected() {
+                check("NdkDisconnect", done)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `NdkDisconnect` without waiting for its completion.
+    pub fn start_disconnect(&self) -> Pending {
         let disconnect = self.d().ndk_disconnect;
         let signal = Signal::new();
         let ctx = signal.context();
         // SAFETY: a live connector; `signal` is kept until the completion.
         let status = unsafe { disconnect(self.ptr, Some(on_status), ctx) };
-        (status, signal)
+        Pending {
+            what: "NdkDisconnect",
+            returned: status,
+            signal,
+        }
     }
 
-    fn close(self) -> Result<()> {
+    /// `NdkCloseConnector`.
+    pub fn close(self) -> Result<()> {
         close_object!("NdkCloseConnector", self.ptr, ndk_close_connector)
     }
 }
 
-struct Listener {
+/// A listener.
+pub struct Listener {
     ptr: *mut NdkListener,
     incoming: Arc<Incoming>,
 }
@@ -792,47 +982,72 @@ impl Listener {
         dispatch!(self.ptr)
     }
 
-    /// `NdkListen` on `address`; returns the address it listens on.
-    fn listen(&self, address: &SockAddrIn) -> Result<SockAddrIn> {
-        let listen = self.d().ndk_listen;
+    /// `NdkCreateListener` on `adapter` and `NdkListen` on its address and
+    /// `port` (0: any); returns the listener and the port it listens on.
+    pub fn listen(adapter: &Adapter, port: u16) -> Result<(Self, u16)> {
+        let incoming = Arc::new(Incoming::default());
+        let ctx = Arc::as_ptr(&incoming).cast_mut().cast();
+        let create = adapter.d().ndk_create_listener;
+        let mut listener = ptr::null_mut();
+        // SAFETY: a live adapter; `incoming` lives as long as the listener.
+        let status = unsafe {
+            create(
+                adapter.ptr,
+                Some(on_connect),
+                ctx,
+                None,
+                ptr::null_mut(),
+                &raw mut listener,
+            )
+        };
+        check("NdkCreateListener", status)?;
+        let this = Self {
+            ptr: listener,
+            incoming,
+        };
+        let mut address = adapter.address;
+        address.sin_port = port.to_be();
+        let listen = this.d().ndk_listen;
         let signal = Signal::new();
         let ctx = signal.context();
-        let raw = ptr::from_ref(address).cast::<SockAddr>();
+        let raw = (&raw const address).cast::<SockAddr>();
         // SAFETY: a live listener and an address valid for the call.
-        let status = unsafe { listen(self.ptr, raw, SOCKADDR_IN_LEN, Some(on_status), ctx) };
+        let status = unsafe { listen(this.ptr, raw, SOCKADDR_IN_LEN, Some(on_status), ctx) };
         signal.outcome("NdkListen", status)?;
-        let get = self.d().ndk_get_local_address;
+        let get = this.d().ndk_get_local_address;
         let mut bound = SockAddrIn::default();
         let mut len = SOCKADDR_IN_LEN;
         let out = (&raw mut bound).cast::<SockAddr>();
         // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
-        let status = unsafe { get(self.ptr, out, &raw mut len) };
+        let status = unsafe { get(this.ptr, out, &raw mut len) };
         check("NdkGetListenerLocalAddress", status)?;
-        Ok(bound)
+        Ok((this, u16::from_be(bound.sin_port)))
     }
 
-    /// Waits for the first incoming connector.
-    fn incoming(&self) -> Result<Connector> {
+    /// Waits up to `limit` for the first incoming connector.
+    pub fn incoming(&self, limit: Duration) -> Result<Connector> {
         let guard = self
             .incoming
             .connectors
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let (guard, timeout) = self
+        let (mut guard, timeout) = self
             .incoming
             .cv
-            .wait_timeout_while(guard, WAIT, |c| c.is_empty())
+            .wait_timeout_while(guard, limit, |c| c.is_empty())
             .unwrap_or_else(PoisonError::into_inner);
-        if timeout.timed_out() {
-            return Err(format!("no connect event within {WAIT:?}"));
+        if timeout.timed_out() || guard.is_empty() {
+            return Err(format!("no connect event within {limit:?}"));
         }
+        let first = guard.remove(0);
         Ok(Connector {
-            ptr: ptr::with_exposed_provenance_mut(guard[0]),
+            ptr: ptr::with_exposed_provenance_mut(first),
             disconnects: Signal::new(),
         })
     }
 
-    fn close(self) -> Result<()> {
+    /// `NdkCloseListener`.
+    pub fn close(self) -> Result<()> {
         close_object!("NdkCloseListener", self.ptr, ndk_close_listener)
     }
 }
@@ -892,73 +1107,16 @@ impl Link {
     pub fn open(a_ip: [u8; 4], b_ip: [u8; 4], shape: QpShape) -> Result<Self> {
         let a = Side::open(a_ip, 0xA, shape)?;
         let b = Side::open(b_ip, 0xB, shape)?;
-        let listener = b.adapter.listener()?;
-        let listening = listener.listen(&b.adapter.address)?;
-        let a_connector = a.adapter.connector()?;
-        let connected = Signal::new();
-        let connect = a_connector.d().ndk_connect;
-        let src = (&raw const a.adapter.address).cast::<SockAddr>();
-        let dst = (&raw const listening).cast::<SockAddr>();
-        let ctx = connected.context();
-        // SAFETY: live objects; addresses valid for the call; `connected` is
-        // kept until the completion.
-        let status = unsafe {
-            connect(
-                a_connector.ptr,
-                a.qp.ptr,
-                src,
-                SOCKADDR_IN_LEN,
-                dst,
-                SOCKADDR_IN_LEN,
-                READ_LIMIT,
-                READ_LIMIT,
-                ptr::null(),
-                0,
-                Some(on_status),
-                ctx,
-            )
-        };
-        if status != STATUS_PENDING {
-            check("NdkConnect", status)?;
-        }
-        let b_connector = listener.incoming()?;
-        let accept = b_connector.d().ndk_accept;
-        let accepted = Signal::new();
-        let accepted_ctx = accepted.context();
-        let b_disconnects = b_connector.disconnects.context();
-        // SAFETY: live objects; `accepted` and the connector's disconnect
-        // signal are kept as long as the provider may call them.
-        let accept_status = unsafe {
-            accept(
-                b_connector.ptr,
-                b.qp.ptr,
-                READ_LIMIT,
-                READ_LIMIT,
-                ptr::null(),
-                0,
-                Some(on_close),
-                b_disconnects,
-                Some(on_status),
-                accepted_ctx,
-            )
-        };
-        connected.outcome("NdkConnect", status)?;
-        let complete = a_connector.d().ndk_complete_connect;
-        let completed = Signal::new();
-        let completed_ctx = completed.context();
-        let a_disconnects = a_connector.disconnects.context();
-        // SAFETY: as for the accept.
-        let status = unsafe {
-            complete(
-                a_connector.ptr,
-                Some(on_close),
-                a_disconnects,
-                Some(on_status),
-                completed_ctx,
-            )
-        };
-        completed.outcome("NdkCompleteConnect", status)?;
-        accepted.outcome("NdkAccept", accept_status)?;
+        let (listener, port) = Listener::listen(&b.adapter, 0)?;
+        let a_connector = Connector::new(&a.adapter)?;
+        // One thread runs both sides: the connect completes only once the
+        // accept is under way, so neither is waited for before both started.
+        let connected = a_connector.start_connect(&a.adapter, &a.qp, (b_ip, port), READ_LIMIT);
+        let b_connector = listener.incoming(WAIT)?;
+        let accepted = b_connector.start_accept(&b.qp, READ_LIMIT);
+        connected.finish()?;
+        a_connector.complete()?;
+        accepted.finish()?;
         Ok(Self {
             a,
             b,
@@ -970,13 +1128,13 @@ impl Link {
 
     /// Disconnects and closes everything; every queue must be empty.
     pub fn close(self) -> Result<()> {
-        let (a_status, a_signal) = self.a_connector.disconnect();
-        let (b_status, b_signal) = self.b_connector.disconnect();
-        a_signal.outcome("NdkDisconnect", a_status)?;
+        let a_disconnect = self.a_connector.start_disconnect();
+        let b_disconnect = self.b_connector.start_disconnect();
+        a_disconnect.finish()?;
         // The passive side's disconnect may find the connection already
         // ended by the active side's: any outcome is fine.
-        if b_status == STATUS_PENDING {
-            b_signal.wait("NdkDisconnect")?;
+        if b_disconnect.returned == STATUS_PENDING {
+            b_disconnect.signal.wait("NdkDisconnect")?;
         }
         self.a_connector.close()?;
         self.b_connector.close()?;
