@@ -91,24 +91,34 @@ PKGS=(
     "linux-headers-${KV%-amd64}-common=$KVER" "linux-kbuild-6.1=$KVER" "linux-source-6.1=$KVER"
     busybox-static rdmacm-utils librdmacm1 libibverbs1 ibverbs-providers ibverbs-utils
     libnl-3-200 libnl-route-3-200 iproute2 libmnl0 libbsd0 libmd0 libcap2
+    perftest libibumad3 libpci3
 )
-if [ ! -f "$CACHE/debs/.complete" ]; then
-    log "downloading ${#PKGS[@]} packages into $CACHE/debs"
-    rm -f "$CACHE"/debs/*.deb
-    apt_update
-    (cd "$CACHE/debs" && apt-get download -q "${PKGS[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+# The cache is keyed by this list: a changed list downloads what is missing
+# and extracts everything again (the kernel build is keyed by KVER alone).
+PKG_STAMP=$(printf '%s\n' "${PKGS[@]}" | sha256sum | cut -c1-16)
+if [ "$(cat "$CACHE/debs/.complete" 2>/dev/null)" != "$PKG_STAMP" ]; then
+    missing=()
+    for p in "${PKGS[@]}"; do
+        name=${p%%=*}
+        ls "$CACHE/debs/${name}"_*.deb >/dev/null 2>&1 || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "downloading ${#missing[@]} packages into $CACHE/debs"
+        apt_update
+        (cd "$CACHE/debs" && apt-get download -q "${missing[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    fi
     for p in "${PKGS[@]}"; do
         name=${p%%=*}
         ls "$CACHE/debs/${name}"_*.deb >/dev/null 2>&1 || die "download of $name failed"
     done
-    touch "$CACHE/debs/.complete"
+    echo "$PKG_STAMP" > "$CACHE/debs/.complete"
 fi
 
 # ---------------------------------------------------------------- extract, siw.ko
 X="$CACHE/root"            # every .deb except the source, extracted
 HDR="$X/usr/src/linux-headers-$KV"
 SIWKO="$CACHE/siw-build/siw.ko"
-if [ ! -f "$X/.complete" ]; then
+if [ "$(cat "$X/.complete" 2>/dev/null)" != "$PKG_STAMP" ]; then
     log "extracting packages"
     rm -rf "$X"; mkdir -p "$X"
     for d in "$CACHE"/debs/*.deb; do
@@ -117,7 +127,7 @@ if [ ! -f "$X/.complete" ]; then
     done
     # The headers' Makefile includes the common part by absolute path.
     sed -i "s|^include /usr/src/|include $X/usr/src/|" "$HDR/Makefile"
-    touch "$X/.complete"
+    echo "$PKG_STAMP" > "$X/.complete"
 fi
 if [ ! -f "$SIWKO" ]; then
     log "building siw.ko from linux-source-6.1 $KVER"
@@ -134,7 +144,8 @@ fi
 
 # ---------------------------------------------------------------- initramfs
 INITRD="$CACHE/initramfs.cpio.gz"
-if [ ! -f "$INITRD" ] || [ "$HERE/init" -nt "$INITRD" ] || [ "$0" -nt "$INITRD" ]; then
+if [ ! -f "$INITRD" ] || [ "$HERE/init" -nt "$INITRD" ] || [ "$0" -nt "$INITRD" ] \
+    || [ "$X/.complete" -nt "$INITRD" ]; then
     log "assembling the initramfs"
     S="$CACHE/initramfs"
     rm -rf "$S"; mkdir -p "$S"/{bin,sbin,etc,proc,sys,dev,tmp,run,usr/bin,usr/sbin,lib64}
@@ -161,13 +172,14 @@ if [ ! -f "$INITRD" ] || [ "$HERE/init" -nt "$INITRD" ] || [ "$0" -nt "$INITRD" 
     cp "$MODS"/modules.builtin* "$MODS/modules.order" "$S/lib/modules/$KV/"
     depmod -b "$S" "$KV"
     # User space: rdma-core (libraries, the siw provider and its .driver
-    # file), rping, ibv_devices, iproute2's rdma; shared libraries by ldd,
+    # file), rping, ibv_devices, perftest's ib_*_bw, iproute2's rdma; shared libraries by ldd,
     # taken from the extracted packages first, then from the host (bookworm).
     mkdir -p "$S/etc/libibverbs.d" "$S/usr/lib/x86_64-linux-gnu/libibverbs"
     cp "$X/etc/libibverbs.d/siw.driver" "$S/etc/libibverbs.d/"
     cp "$X"/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav*.so "$S/usr/lib/x86_64-linux-gnu/libibverbs/"
-    bins="$X/usr/bin/rping $X/usr/bin/ibv_devices $X/usr/bin/ibv_devinfo $X/bin/rdma"
-    [ -f "$X/bin/rdma" ] || bins="${bins% *} $X/usr/bin/rdma"
+    bins="$X/usr/bin/rping $X/usr/bin/ibv_devices $X/usr/bin/ibv_devinfo"
+    bins="$bins $X/usr/bin/ib_write_bw $X/usr/bin/ib_read_bw $X/usr/bin/ib_send_bw"
+    if [ -f "$X/bin/rdma" ]; then bins="$bins $X/bin/rdma"; else bins="$bins $X/usr/bin/rdma"; fi
     for b in $bins; do cp "$b" "$S/usr/bin/"; done
     libpath="$X/usr/lib/x86_64-linux-gnu:$X/lib/x86_64-linux-gnu"
     for b in $bins "$S"/usr/lib/x86_64-linux-gnu/libibverbs/*.so; do
@@ -193,10 +205,16 @@ log "guest ready ($(du -h "$INITRD" | cut -f1) initramfs) after ${SECONDS}s"
 [ "$PREPARE_ONLY" = 1 ] && exit 0
 
 # ---------------------------------------------------------------- the run
-log "building the host peers (examples/siw_mpa_peer.rs, examples/rping/)"
-(cd "$ROOT" && cargo build -q --example siw_mpa_peer --example rping)
+log "building the host peers (examples/siw_mpa_peer.rs, examples/rping/, examples/perftest/)"
+(cd "$ROOT" && cargo build -q --example siw_mpa_peer --example rping --example perftest)
 PEER="$ROOT/target/debug/examples/siw_mpa_peer"
 RPING="$ROOT/target/debug/examples/rping"
+PERFTEST="$ROOT/target/debug/examples/perftest"
+# perftest's ib_*_bw -R in the guest against our server, each once; TCG-sized
+# (every byte crosses QEMU's emulated NIC).
+PERFTEST_TESTS=(write read send)
+PERFTEST_SIZE=65536
+PERFTEST_ITERS=200
 # rping over the NDK C ABI: sizes (bytes) and ping counts, each run once with
 # siw's rping as client against ours, and once the other way round.
 RPING_SIZES=(64 4096 65535)
@@ -234,6 +252,14 @@ RESP_PIDS+=($!)
 for _ in $(seq 100); do [ -s "$RUN/rping-server.port" ] && break; sleep 0.1; done
 [ -s "$RUN/rping-server.port" ] || die "our rping server did not start: $(cat "$RUN/rping-server.log")"
 RPING_PORT=$(cat "$RUN/rping-server.port")
+# Our perftest server: one client per test, in PERFTEST_TESTS' order.
+PERFTEST_LIST=$(IFS=,; echo "${PERFTEST_TESTS[*]}")
+"$PERFTEST" -a 127.0.0.1 -p 0 --port-file "$RUN/perftest.port" --tests "$PERFTEST_LIST" \
+    -s "$PERFTEST_SIZE" -n "$PERFTEST_ITERS" --timeout "$BOOT_TIMEOUT" > "$RUN/perftest.log" 2>&1 &
+RESP_PIDS+=($!)
+for _ in $(seq 100); do [ -s "$RUN/perftest.port" ] && break; sleep 0.1; done
+[ -s "$RUN/perftest.port" ] || die "our perftest server did not start: $(cat "$RUN/perftest.log")"
+PERFTEST_PORT=$(cat "$RUN/perftest.port")
 # The guest's rping server port, forwarded from the host's 127.0.0.1.
 FWD_PORT=""
 for _ in $(seq 50); do
@@ -289,6 +315,18 @@ for size in ${RPING_SIZES[*]}; do
     if wait \$spid; then r=PASS; else r=FAIL; fi
     head -c 2000 /tmp/rs.log
     echo "SIW-RESULT rping-server \$size \$r"
+done
+
+# perftest's bandwidth tests over rdma_cm (-R) against our server; -F: the
+# TCG guest's CPU frequency is whatever it is. The result line is
+# "#bytes #iterations BW-peak BW-average MsgRate"; its average is echoed.
+for t in ${PERFTEST_TESTS[*]}; do
+    echo "SIW-STEP perftest \$t"
+    if timeout 120 ib_\${t}_bw -R -F -s $PERFTEST_SIZE -n $PERFTEST_ITERS -p $PERFTEST_PORT 10.0.2.2 > /tmp/pt.log 2>&1; then r=PASS; else r=FAIL; fi
+    head -c 4000 /tmp/pt.log
+    bw=\$(awk '\$1 == $PERFTEST_SIZE && \$2 == $PERFTEST_ITERS && NF >= 5 {print \$4}' /tmp/pt.log | tail -n 1)
+    echo "SIW-BW perftest \$t \${bw:-none} MB/sec"
+    echo "SIW-RESULT perftest \$t \$r"
 done
 EOF
 (cd "$RUN/extra" && echo steps.sh | cpio -o -H newc --quiet) | gzip -1 > "$RUN/extra.cpio.gz"
@@ -364,6 +402,8 @@ sed 's/^/[respond 1] /' "$RUN/respond1.log"
 sed 's/^/[respond 2: --crc] /' "$RUN/respond2.log"
 sed 's/^/[our rping -s] /' "$RUN/rping-server.log"
 grep -q '^RPING-RESULT server PASS' "$RUN/rping-server.log" || { echo "siw: our rping server failed"; fail=1; }
+sed 's/^/[our perftest server] /' "$RUN/perftest.log"
+grep -q '^PERFTEST-RESULT server PASS' "$RUN/perftest.log" || { echo "siw: our perftest server failed"; fail=1; }
 
 echo "---- guest results"
 grep -a '^SIW-' "$GUEST_LOG" || true
@@ -374,6 +414,15 @@ for size in "${RPING_SIZES[@]}"; do
         || { echo "siw: guest rping -c -S $size against our server failed"; fail=1; }
     grep -aq "^SIW-RESULT rping-server $size PASS" "$GUEST_LOG" \
         || { echo "siw: guest rping -s -S $size against our client failed"; fail=1; }
+done
+for t in "${PERFTEST_TESTS[@]}"; do
+    grep -aq "^SIW-RESULT perftest $t PASS" "$GUEST_LOG" \
+        || { echo "siw: guest ib_${t}_bw -R against our server failed"; fail=1; }
+    # The bandwidth the client printed, and the one our server saw: nonzero.
+    grep -a "^SIW-BW perftest $t " "$GUEST_LOG" | awk '{ok = ($4 + 0 > 0)} END {exit !ok}' \
+        || { echo "siw: ib_${t}_bw -R printed no nonzero bandwidth"; fail=1; }
+    grep "^PERFTEST-RESULT $t PASS" "$RUN/perftest.log" | grep -Eq ' [0-9]*[1-9][0-9]*\.[0-9]+ MB/s seen| 0\.[0-9]*[1-9][0-9]* MB/s seen' \
+        || { echo "siw: our perftest server saw no nonzero $t bandwidth"; fail=1; }
 done
 for n in 1 2; do grep -q '^PEER-RESULT respond PASS' "$RUN/respond$n.log" || fail=1; done
 for n in 1 2 3 4; do grep -q '^PEER-RESULT initiate PASS' "$RUN/initiate$n.log" 2>/dev/null || fail=1; done
