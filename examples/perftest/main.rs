@@ -20,16 +20,17 @@
 //! exit status is 0 only when every test passed.
 
 // The NDK C ABI consumer shared with the perf tool and examples/rping.
+#[path = "../common/cli.rs"]
+mod cli;
 #[path = "../../src/bin/softndk-perf/ndk.rs"]
 mod ndk;
 mod wire;
 
-use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ndk::{Adapter, Connector, Cq, EMPTY_RESULT, Listener, Pd, Qp, QpShape, Region};
-use softndk::abi::{NdkResult, OpFlags, STATUS_SUCCESS};
+use ndk::{Adapter, Completions, Connector, Cq, Done, Listener, Pd, Qp, QpShape, Region};
+use softndk::abi::OpFlags;
 use wire::{DEST_LEN, Dest, MTU_LEN, VERSION_LEN};
 
 /// Request numbers (the request context) by kind.
@@ -93,13 +94,6 @@ fn usage() -> String {
         .to_owned()
 }
 
-fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Result<T, String> {
-    let value = value.ok_or_else(|| format!("{flag} needs a value"))?;
-    value
-        .parse()
-        .map_err(|_| format!("{flag}: bad number {value:?}"))
-}
-
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         ip: [127, 0, 0, 1],
@@ -113,16 +107,10 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         match flag.as_str() {
-            "-a" => {
-                let text = it.next().ok_or("-a needs a value")?;
-                args.ip = text
-                    .parse::<std::net::Ipv4Addr>()
-                    .map_err(|e| format!("bad IPv4 address {text:?}: {e}"))?
-                    .octets();
-            }
-            "-p" => args.port = number("-p", it.next())?,
-            "-s" => args.size = number("-s", it.next())?,
-            "-n" => args.iters = number("-n", it.next())?,
+            "-a" => args.ip = cli::ipv4(&it.next().ok_or("-a needs a value")?)?,
+            "-p" => args.port = cli::number("-p", it.next())?,
+            "-s" => args.size = cli::number("-s", it.next())?,
+            "-n" => args.iters = cli::number("-n", it.next())?,
             "--port-file" => args.port_file = Some(it.next().ok_or("--port-file needs a value")?),
             "--tests" => {
                 args.tests = it
@@ -132,7 +120,7 @@ fn parse_args() -> Result<Args, String> {
                     .map(Test::parse)
                     .collect::<Result<_, _>>()?;
             }
-            "--timeout" => args.timeout = Duration::from_secs(number("--timeout", it.next())?),
+            "--timeout" => args.timeout = Duration::from_secs(cli::number("--timeout", it.next())?),
             _ => return Err(usage()),
         }
     }
@@ -145,20 +133,22 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// One completion, by kind.
-#[derive(Clone, Copy)]
-struct Done {
-    kind: usize,
-    bytes: u32,
-}
-
 /// A QP with its CQ and PD, and the completions not yet claimed.
 struct Conn {
     cq: Cq,
     pd: Pd,
     qp: Qp,
-    stash: VecDeque<Done>,
+    done: Completions,
     timeout: Duration,
+}
+
+fn kind_name(kind: usize) -> &'static str {
+    match kind {
+        RECV => "receive",
+        SEND => "send",
+        CREDIT => "credit write",
+        _ => "unknown request",
+    }
 }
 
 impl Conn {
@@ -177,56 +167,21 @@ impl Conn {
             cq,
             pd,
             qp,
-            stash: VecDeque::new(),
+            done: Completions::default(),
             timeout,
         })
     }
 
-    fn take(&mut self, result: &NdkResult) -> Result<(), String> {
-        let kind = ndk::request_number(result);
-        if result.status != STATUS_SUCCESS {
-            return Err(format!(
-                "request {kind} completed with status {:#010x}",
-                result.status.cast_unsigned()
-            ));
-        }
-        self.stash.push_back(Done {
-            kind,
-            bytes: result.bytes_transferred,
-        });
-        Ok(())
-    }
-
     /// Moves every completion the CQ has into the stash.
     fn drain(&mut self) -> Result<usize, String> {
-        let mut results = [EMPTY_RESULT; 16];
-        let n = self.cq.poll(&mut results);
-        for result in &results[..n] {
-            self.take(result)?;
-        }
-        Ok(n)
+        self.done.drain(&self.cq, kind_name)
     }
 
     /// Waits up to the timeout for the next completion of `kind`.
     fn wait(&mut self, kind: usize) -> Result<Done, String> {
-        let start = Instant::now();
-        loop {
-            let n = self.drain()?;
-            if let Some(i) = self.stash.iter().position(|d| d.kind == kind)
-                && let Some(done) = self.stash.remove(i)
-            {
-                return Ok(done);
-            }
-            if n == 0 {
-                if start.elapsed() > self.timeout {
-                    return Err(format!(
-                        "no completion of request kind {kind} within {:?}",
-                        self.timeout
-                    ));
-                }
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
+        self.done
+            .wait(&self.cq, kind, kind_name, self.timeout, &|| false)?
+            .ok_or_else(|| format!("no {}", kind_name(kind)))
     }
 
     fn close(self) -> Result<(), String> {
@@ -351,23 +306,21 @@ fn serve(
     test: Test,
 ) -> Result<Outcome, String> {
     let mut control = Control::open(adapter, args.timeout)?;
-    let connector = match control
+    // The receive is posted before the accept: the client's first Send may
+    // come right after the connection is up.
+    let outcome = control
         .post_receive()
         .and_then(|()| listener.incoming(args.timeout))
-    {
-        Ok(connector) => connector,
-        Err(why) => {
-            control.close()?;
-            return Err(why);
-        }
-    };
-    let outcome = connector
-        .accept(&control.conn.qp, 1)
-        .and_then(|()| serve_connected(listener, adapter, args, test, &mut control));
-    let hung_up = hang_up(connector);
+        .and_then(|connector| {
+            let outcome = connector
+                .accept(&control.conn.qp, 1)
+                .and_then(|()| serve_connected(listener, adapter, args, test, &mut control));
+            let hung_up = hang_up(connector);
+            outcome.and_then(|outcome| hung_up.map(|()| outcome))
+        });
+    // Every object must be closed before the adapter can be.
     let closed = control.close();
     let outcome = outcome?;
-    hung_up?;
     closed?;
     Ok(outcome)
 }
@@ -412,54 +365,54 @@ fn serve_connected(
         initiator_depth: 16,
         sge: 1,
     };
-    let mut data = Conn::open(adapter, shape, args.timeout)?;
+    let conn = Conn::open(adapter, shape, args.timeout)?;
     let len = 2 * args.size.max(usize::try_from(page).unwrap_or(0)).max(4096);
-    let regions = data
+    let regions = conn
         .pd
         .region(len)
-        .and_then(|buf| Ok((buf, data.pd.region(64)?)));
-    let (mut buf, mut credit) = match regions {
+        .and_then(|buf| Ok((buf, conn.pd.region(64)?)));
+    let (buf, credit) = match regions {
         Ok(pair) => pair,
         Err(why) => {
-            data.close()?;
+            conn.close()?;
             return Err(why);
         }
     };
-    buf.bytes_mut().fill(FILL);
-    let outcome = serve_data(
-        listener,
-        adapter,
-        args,
-        test,
-        control,
-        &mut data,
-        &mut buf,
-        &mut credit,
-    );
-    let closed = buf.close().and(credit.close()).and(data.close());
+    let mut data = Data { conn, buf, credit };
+    data.buf.bytes_mut().fill(FILL);
+    let outcome = serve_data(listener, adapter, (args, test), control, &mut data);
+    let closed = data
+        .buf
+        .close()
+        .and(data.credit.close())
+        .and(data.conn.close());
     let outcome = outcome?;
     closed?;
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The data QP and its two buffers: the Write / Read target or the
+/// receive buffer, and the credit word's source.
+struct Data {
+    conn: Conn,
+    buf: Region,
+    credit: Region,
+}
+
 fn serve_data(
     listener: &Listener,
     adapter: &Adapter,
-    args: &Args,
-    test: Test,
+    (args, test): (&Args, Test),
     control: &mut Control,
-    data: &mut Conn,
-    buf: &mut Region,
-    credit: &mut Region,
+    data: &mut Data,
 ) -> Result<Outcome, String> {
     let blank = Dest::default();
     control.handshake(&blank, "sync before the data connection")?;
     if test == Test::Send {
         let mut sges = Vec::new();
-        buf.sges(0, args.size, 1, &mut sges);
+        data.buf.sges(0, args.size, 1, &mut sges);
         for _ in 0..shape_receives(args) {
-            data.qp.receive(RECV, &sges)?;
+            data.conn.qp.receive(RECV, &sges)?;
         }
     }
     let read_limit = adapter
@@ -467,8 +420,15 @@ fn serve_data(
         .map_or(16, |info| info.max_inbound_read_limit.clamp(1, 128));
     let connector = listener.incoming(args.timeout)?;
     let outcome = connector
-        .accept(&data.qp, read_limit)
-        .and_then(|()| run(args, test, control, data, buf, credit, read_limit));
+        .accept(&data.conn.qp, read_limit)
+        .and_then(|()| connector.read_limits())
+        .and_then(|(ird, ord)| {
+            println!(
+                "{}: data connection up (offered {read_limit} reads each way; inbound read limit {ird}, outbound {ord})",
+                test.name()
+            );
+            run(args, test, control, data, read_limit)
+        });
     let hung_up = hang_up(connector);
     let outcome = outcome?;
     hung_up?;
@@ -483,9 +443,7 @@ fn run(
     args: &Args,
     test: Test,
     control: &mut Control,
-    data: &mut Conn,
-    buf: &mut Region,
-    credit: &mut Region,
+    data: &mut Data,
     read_limit: u32,
 ) -> Result<Outcome, String> {
     let name = test.name();
@@ -493,8 +451,8 @@ fn run(
     control.handshake(&blank, "sync after the data connection")?;
     let mine = Dest {
         out_reads: read_limit,
-        rkey: buf.remote_token(),
-        vaddr: buf.address(0),
+        rkey: data.buf.remote_token(),
+        vaddr: data.buf.address(0),
         ..Dest::default()
     };
     let theirs = control.handshake(&mine, "keys")?;
@@ -505,7 +463,7 @@ fn run(
         // Our receives are posted; one more sync, then the client sends.
         control.handshake(&mine, "sync before the run")?;
         let start = Instant::now();
-        let received = receive_all(args, data, buf, credit, &theirs)?;
+        let received = receive_all(args, data, &theirs)?;
         let secs = start.elapsed().as_secs_f64();
         control.handshake(&mine, "close")?;
         return Ok(Outcome {
@@ -539,8 +497,8 @@ fn run(
         ));
     }
     // Our own completions: none expected, and no error may be there.
-    data.drain()?;
-    let target = &buf.bytes()[..args.size];
+    data.conn.drain()?;
+    let target = &data.buf.bytes()[..args.size];
     let note = if test == Test::Write {
         let changed = target.iter().filter(|&&b| b != FILL).count();
         // perftest writes random bytes: about 255 in 256 differ from the
@@ -569,13 +527,7 @@ fn run(
 /// bytes, posting receives again while more are due, and write the count
 /// into the client's credit word now and then (perftest's client over
 /// iWARP stops when it is a receive depth ahead of its credit).
-fn receive_all(
-    args: &Args,
-    data: &mut Conn,
-    buf: &Region,
-    credit: &mut Region,
-    theirs: &Dest,
-) -> Result<u64, String> {
+fn receive_all(args: &Args, data: &mut Data, theirs: &Dest) -> Result<u64, String> {
     let total = u64::from(args.iters);
     let every = u64::from((args.iters / 4).clamp(1, 8));
     let mut posted = u64::from(shape_receives(args));
@@ -583,13 +535,13 @@ fn receive_all(
     let mut credit_out = false;
     let mut credit_due = false;
     let mut recv_sges = Vec::new();
-    buf.sges(0, args.size, 1, &mut recv_sges);
+    data.buf.sges(0, args.size, 1, &mut recv_sges);
     let mut credit_sges = Vec::new();
-    credit.sges(0, 4, 1, &mut credit_sges);
+    data.credit.sges(0, 4, 1, &mut credit_sges);
     let start = Instant::now();
     while received < total || credit_out {
-        let n = data.drain()?;
-        while let Some(done) = data.stash.pop_front() {
+        let n = data.conn.drain()?;
+        while let Some(done) = data.conn.done.next() {
             match done.kind {
                 RECV => {
                     received += 1;
@@ -600,7 +552,7 @@ fn receive_all(
                         ));
                     }
                     if posted < total {
-                        data.qp.receive(RECV, &recv_sges)?;
+                        data.conn.qp.receive(RECV, &recv_sges)?;
                         posted += 1;
                     }
                     if received.is_multiple_of(every) || received == total {
@@ -613,8 +565,9 @@ fn receive_all(
         }
         if credit_due && !credit_out && received < total {
             // Only one credit Write is out at a time: its source is free.
-            credit.bytes_mut()[..4].copy_from_slice(&wire::credit(received));
-            data.qp
+            data.credit.bytes_mut()[..4].copy_from_slice(&wire::credit(received));
+            data.conn
+                .qp
                 .write(CREDIT, &credit_sges, theirs.vaddr, theirs.rkey)?;
             credit_out = true;
             credit_due = false;
@@ -682,21 +635,5 @@ fn server(args: &Args) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(why) => {
-            eprintln!("{why}");
-            return ExitCode::from(2);
-        }
-    };
-    match server(&args) {
-        Ok(detail) => {
-            println!("PERFTEST-RESULT server PASS {detail}");
-            ExitCode::SUCCESS
-        }
-        Err(why) => {
-            println!("PERFTEST-RESULT server FAIL {why}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main_with("PERFTEST", parse_args, |args| ("server", server(args)))
 }

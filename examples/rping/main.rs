@@ -37,16 +37,17 @@
 //! status is 0 only on PASS.
 
 // The NDK C ABI consumer shared with the perf tool and examples/perftest.
+#[path = "../common/cli.rs"]
+mod cli;
 #[path = "../../src/bin/softndk-perf/ndk.rs"]
 mod ndk;
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ndk::{Adapter, Connector, Cq, EMPTY_RESULT, Listener, Pd, Qp, QpShape, Region};
-use softndk::abi::{NdkResult, OpFlags, STATUS_SUCCESS};
+use ndk::{Adapter, Completions, Connector, Cq, Done, Listener, Pd, Qp, QpShape, Region};
+use softndk::abi::OpFlags;
 
 /// Read limits (IRD and ORD) asked for at connect and accept: rping asks
 /// for one each way.
@@ -95,19 +96,6 @@ fn usage() -> String {
         .to_owned()
 }
 
-fn parse_ip(text: &str) -> Result<[u8; 4], String> {
-    text.parse::<std::net::Ipv4Addr>()
-        .map(|ip| ip.octets())
-        .map_err(|e| format!("bad IPv4 address {text:?}: {e}"))
-}
-
-fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Result<T, String> {
-    let value = value.ok_or_else(|| format!("{flag} needs a value"))?;
-    value
-        .parse()
-        .map_err(|_| format!("{flag}: bad number {value:?}"))
-}
-
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         role: Role::Server,
@@ -128,18 +116,18 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "-s" => role = Some(Role::Server),
             "-c" => role = Some(Role::Client),
-            "-a" => args.ip = parse_ip(&it.next().ok_or("-a needs a value")?)?,
-            "-p" => args.port = number("-p", it.next())?,
-            "-S" => args.size = number("-S", it.next())?,
-            "-C" => args.count = Some(number("-C", it.next())?),
+            "-a" => args.ip = cli::ipv4(&it.next().ok_or("-a needs a value")?)?,
+            "-p" => args.port = cli::number("-p", it.next())?,
+            "-S" => args.size = cli::number("-S", it.next())?,
+            "-C" => args.count = Some(cli::number("-C", it.next())?),
             "-v" => args.verbose = true,
             "-V" => args.validate = true,
             "--port-file" => args.port_file = Some(it.next().ok_or("--port-file needs a value")?),
-            "--connections" => args.connections = number("--connections", it.next())?,
+            "--connections" => args.connections = cli::number("--connections", it.next())?,
             "--rtr-delay-ms" => {
-                args.rtr_delay = Duration::from_millis(number("--rtr-delay-ms", it.next())?);
+                args.rtr_delay = Duration::from_millis(cli::number("--rtr-delay-ms", it.next())?);
             }
-            "--timeout" => args.timeout = Duration::from_secs(number("--timeout", it.next())?),
+            "--timeout" => args.timeout = Duration::from_secs(cli::number("--timeout", it.next())?),
             _ => return Err(usage()),
         }
     }
@@ -195,13 +183,6 @@ impl Info {
     }
 }
 
-/// One completion, by kind.
-#[derive(Clone, Copy)]
-struct Done {
-    kind: usize,
-    bytes: u32,
-}
-
 /// The objects of one connection and the completions not yet claimed.
 struct Session {
     cq: Cq,
@@ -211,7 +192,7 @@ struct Session {
     data: Region,
     /// The client's start buffer (rping's `start_buf`).
     start: Option<Region>,
-    stash: VecDeque<Done>,
+    done: Completions,
     timeout: Duration,
 }
 
@@ -260,7 +241,7 @@ impl Session {
             ctrl,
             data,
             start,
-            stash: VecDeque::new(),
+            done: Completions::default(),
             timeout,
         })
     }
@@ -282,48 +263,10 @@ impl Session {
     /// Waits for the next completion of `kind`, keeping others for later;
     /// with `connector`, a disconnect by the peer ends the wait.
     fn wait(&mut self, kind: usize, connector: Option<&Connector>) -> Result<Done, Ended> {
-        let start = Instant::now();
-        let mut results = [EMPTY_RESULT; 8];
-        loop {
-            let n = self.cq.poll(&mut results);
-            for result in &results[..n] {
-                self.take(result)?;
-            }
-            if let Some(i) = self.stash.iter().position(|d| d.kind == kind)
-                && let Some(done) = self.stash.remove(i)
-            {
-                return Ok(done);
-            }
-            if n == 0 {
-                if connector.is_some_and(Connector::peer_disconnected) {
-                    return Err(Ended::Disconnected);
-                }
-                if start.elapsed() > self.timeout {
-                    return Err(Ended::Failed(format!(
-                        "no {} completion within {:?}",
-                        kind_name(kind),
-                        self.timeout
-                    )));
-                }
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        }
-    }
-
-    fn take(&mut self, result: &NdkResult) -> Result<(), String> {
-        let kind = ndk::request_number(result);
-        if result.status != STATUS_SUCCESS {
-            return Err(format!(
-                "{} completed with status {:#010x}",
-                kind_name(kind),
-                result.status.cast_unsigned()
-            ));
-        }
-        self.stash.push_back(Done {
-            kind,
-            bytes: result.bytes_transferred,
-        });
-        Ok(())
+        let stop = || connector.is_some_and(Connector::peer_disconnected);
+        self.done
+            .wait(&self.cq, kind, kind_name, self.timeout, &stop)?
+            .ok_or(Ended::Disconnected)
     }
 
     /// Waits for a control message and posts the receive again (as rping
@@ -664,27 +607,10 @@ fn client_connected(
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(why) => {
-            eprintln!("{why}");
-            return ExitCode::from(2);
-        }
-    };
-    let (name, outcome) = match args.role {
-        Role::Server => ("server", server(&args)),
-        Role::Client => ("client", client(&args)),
-    };
-    match outcome {
-        Ok(detail) => {
-            println!("RPING-RESULT {name} PASS {detail}");
-            ExitCode::SUCCESS
-        }
-        Err(why) => {
-            println!("RPING-RESULT {name} FAIL {why}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main_with("RPING", parse_args, |args| match args.role {
+        Role::Server => ("server", server(args)),
+        Role::Client => ("client", client(args)),
+    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! leaks its memory instead of freeing it under the device.
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -415,6 +416,86 @@ impl Cq {
     /// `NdkCloseCq`.
     pub fn close(self) -> Result<()> {
         close_object!("NdkCloseCq", self.ptr, ndk_close_cq)
+    }
+}
+
+/// One successful completion: its request number and the bytes it moved.
+#[derive(Clone, Copy, Debug)]
+pub struct Done {
+    /// The request number (see [`request_number`]).
+    pub kind: usize,
+    /// `BytesTransferred`.
+    pub bytes: u32,
+}
+
+/// Completions polled from a CQ and not yet claimed: a program waiting for
+/// one kind of request keeps the others for later.
+#[derive(Default)]
+pub struct Completions {
+    stash: VecDeque<Done>,
+}
+
+impl Completions {
+    /// Polls `cq` once into the stash; the number of results. A failed
+    /// completion is an error naming its request (`name` of its number).
+    pub fn drain(&mut self, cq: &Cq, name: fn(usize) -> &'static str) -> Result<usize> {
+        let mut results = [EMPTY_RESULT; 16];
+        let n = cq.poll(&mut results);
+        for result in &results[..n] {
+            let kind = request_number(result);
+            if result.status != STATUS_SUCCESS {
+                return Err(format!(
+                    "{} completed with status {:#010x}",
+                    name(kind),
+                    result.status.cast_unsigned()
+                ));
+            }
+            self.stash.push_back(Done {
+                kind,
+                bytes: result.bytes_transferred,
+            });
+        }
+        Ok(n)
+    }
+
+    /// Waits up to `limit` for a completion of `kind`, polling `cq` (and
+    /// sleeping 100 µs whenever it is empty); `Ok(None)` when `stop` turned
+    /// true first (asked whenever the CQ is empty).
+    pub fn wait(
+        &mut self,
+        cq: &Cq,
+        kind: usize,
+        name: fn(usize) -> &'static str,
+        limit: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Done>> {
+        let start = Instant::now();
+        loop {
+            let n = self.drain(cq, name)?;
+            if let Some(done) = self.claim(kind) {
+                return Ok(Some(done));
+            }
+            if n == 0 {
+                if stop() {
+                    return Ok(None);
+                }
+                if start.elapsed() > limit {
+                    return Err(format!("no {} completion within {limit:?}", name(kind)));
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+
+    /// Takes the oldest completion of `kind`.
+    pub fn claim(&mut self, kind: usize) -> Option<Done> {
+        let i = self.stash.iter().position(|d| d.kind == kind)?;
+        self.stash.remove(i)
+    }
+
+    /// Takes the oldest completion of any kind.
+    pub fn next(&mut self) -> Option<Done> {
+        self.stash.pop_front()
     }
 }
 
