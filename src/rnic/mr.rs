@@ -513,9 +513,11 @@ impl Mr {
         if !fits || base % PAGE_SIZE != fbo || base.checked_add(len).is_none() {
             return Err(MrError::InvalidParameter);
         }
-        let slot = match fast.staged_busy.iter().position(|busy| !busy) {
-            Some(slot) => slot,
-            None => {
+        let free = fast.staged_busy.iter().position(|busy| !busy);
+        let slot = if let Some(slot) = free {
+            slot
+        } else {
+            {
                 let cap = self.pd.device().limits().max_initiator_queue_depth as usize;
                 let fits = spare
                     .as_ref()

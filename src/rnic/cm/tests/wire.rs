@@ -452,10 +452,11 @@ fn test_disconnect_times_out_when_the_peer_never_answers_rule_n26() {
 fn test_wildcard_listener_follows_an_address_added_after_listen_rule_n31() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let IpAddr::V4([x, y, z, _]) = ip_a else {
+    let IpAddr::V4(mut later) = ip_a else {
         unreachable!()
     };
-    let later = IpAddr::V4([x, y, z, 3]);
+    later[3] = 3;
+    let later = IpAddr::V4(later);
     let mut a = wire_host_with(&fabric, &[ip_a], ConnTimeouts::default());
     let b = wire_host_with(&fabric, &[ip_b], ConnTimeouts::default());
     let server = server(&a);
