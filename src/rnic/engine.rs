@@ -244,11 +244,12 @@ pub(crate) fn execute_local(qp_id: u32, wqe: &SendWqe) -> Option<WcStatus> {
         SendOp::Bind {
             mw,
             mr,
+            key,
             base,
             len,
             access,
         } => Some(
-            mw.bind(mr, *base, *len, *access, qp_id)
+            mw.bind(*key, mr, *base, *len, *access, qp_id)
                 .map_or_else(|s| s, |()| WcStatus::Success),
         ),
         SendOp::FastRegister { mr, slot } => Some(

@@ -150,10 +150,22 @@ impl PageMap {
     }
 }
 
-/// FastRegisters of one region that may be outstanding at once. A region
-/// maps one list at a time, so a consumer has at most two in flight (the
-/// current mapping's successor, and the one after the next Invalidate).
+/// Staged page lists a fast-register region starts with: room for two
+/// FastRegisters outstanding at once (the current mapping's successor, and
+/// the one after the next Invalidate). A consumer that queues more (a
+/// chain FastRegister → Invalidate → FastRegister → …, or a deferred
+/// engine behind the poster, rules D2, P18) makes the region grow one list
+/// per FastRegister past its high-water mark; the lists are kept for the
+/// region's life, so a steady workload allocates nothing per request.
 pub const STAGE_SLOTS: usize = 2;
+
+/// What one attempt to stage a FastRegister's page list found.
+enum Staged {
+    /// The list is staged in this slot.
+    Slot(usize),
+    /// Every slot is taken: one more list of this many pages is needed.
+    Full(u32),
+}
 
 /// The state of an initialized fast-register region.
 struct Fast {
@@ -168,9 +180,11 @@ struct Fast {
     /// later (rule D2). Each posted FastRegister owns one slot until it
     /// executes or is cancelled, so a chain FastRegister → Invalidate →
     /// FastRegister on one region maps each list in turn (M16).
-    staged: [PageMap; STAGE_SLOTS],
-    /// Which staged slots a posted FastRegister owns.
-    staged_busy: [bool; STAGE_SLOTS],
+    /// [`STAGE_SLOTS`] at first, more as needed (never more than the
+    /// device's initiator queue depth).
+    staged: Vec<PageMap>,
+    /// Which staged slots a posted FastRegister owns (as long as `staged`).
+    staged_busy: Vec<bool>,
     /// Bumped at every FastRegister and Invalidate, so a segment resolved
     /// under one mapping never reads another.
     generation: u64,
@@ -370,10 +384,18 @@ impl Mr {
         }
         // Allocate the page lists before taking the lock (control path).
         let active = PageMap::with_capacity(pages)?;
-        let staged = [
-            PageMap::with_capacity(pages)?,
-            PageMap::with_capacity(pages)?,
-        ];
+        let mut staged = Vec::new();
+        staged
+            .try_reserve_exact(STAGE_SLOTS)
+            .map_err(|_| MrError::Resources)?;
+        for _ in 0..STAGE_SLOTS {
+            staged.push(PageMap::with_capacity(pages)?);
+        }
+        let mut staged_busy = Vec::new();
+        staged_busy
+            .try_reserve_exact(STAGE_SLOTS)
+            .map_err(|_| MrError::Resources)?;
+        staged_busy.resize(STAGE_SLOTS, false);
         let mut fast = Box::new(Fast {
             key: 0,
             max_pages: pages,
@@ -381,7 +403,7 @@ impl Mr {
             mapped: false,
             active,
             staged,
-            staged_busy: [false; STAGE_SLOTS],
+            staged_busy,
             generation: 0,
         });
         let mut state = self.state.lock();
@@ -425,8 +447,10 @@ impl Mr {
     /// # Errors
     /// `InvalidState` for a region that is not an initialized fast region,
     /// `InvalidParameter` for a malformed page list, `AccessViolation` for
-    /// remote rights on a region initialized without remote access, `Busy`
-    /// when [`STAGE_SLOTS`] FastRegisters of the region are outstanding.
+    /// remote rights on a region initialized without remote access,
+    /// `Resources` when no memory is left for one more staged list (more
+    /// than [`STAGE_SLOTS`] outstanding), `Busy` when as many FastRegisters
+    /// of the region are outstanding as the device's initiator queue depth.
     pub fn stage_fast_register(
         &self,
         pages: &[u64],
@@ -435,6 +459,39 @@ impl Mr {
         base: u64,
         access: Access,
     ) -> Result<usize, MrError> {
+        let mut spare = None;
+        // Every list owned by a queued FastRegister: allocate one more
+        // outside the lock, then try again (a third try only when the
+        // region was initialized again meanwhile with another page count).
+        for _ in 0..3 {
+            match self.try_stage(pages, fbo, len, base, access, &mut spare)? {
+                Staged::Slot(slot) => return Ok(slot),
+                Staged::Full(max_pages) => {
+                    if spare
+                        .as_ref()
+                        .is_some_and(|p: &PageMap| p.pages.len() == max_pages as usize)
+                    {
+                        return Err(MrError::Busy);
+                    }
+                    spare = Some(PageMap::with_capacity(max_pages)?);
+                }
+            }
+        }
+        Err(MrError::Busy)
+    }
+
+    /// One attempt of [`stage_fast_register`](Self::stage_fast_register):
+    /// takes a free staged list, or adds `spare` (when it fits the region's
+    /// page count) as a new one.
+    fn try_stage(
+        &self,
+        pages: &[u64],
+        fbo: u64,
+        len: u64,
+        base: u64,
+        access: Access,
+        spare: &mut Option<PageMap>,
+    ) -> Result<Staged, MrError> {
         let mut state = self.state.lock();
         let MrState::Fast(fast) = &mut *state else {
             return Err(MrError::InvalidState);
@@ -456,11 +513,33 @@ impl Mr {
         if !fits || base % PAGE_SIZE != fbo || base.checked_add(len).is_none() {
             return Err(MrError::InvalidParameter);
         }
-        let slot = fast
-            .staged_busy
-            .iter()
-            .position(|busy| !busy)
-            .ok_or(MrError::Busy)?;
+        let free = fast.staged_busy.iter().position(|busy| !busy);
+        let slot = if let Some(slot) = free {
+            slot
+        } else {
+            {
+                let cap = self.pd.device().limits().max_initiator_queue_depth as usize;
+                let fits = spare
+                    .as_ref()
+                    .is_some_and(|p| p.pages.len() == fast.max_pages as usize);
+                if fast.staged.len() >= cap.max(STAGE_SLOTS) {
+                    return Err(MrError::Busy);
+                }
+                if !fits
+                    || fast.staged.try_reserve(1).is_err()
+                    || fast.staged_busy.try_reserve(1).is_err()
+                {
+                    return Ok(Staged::Full(fast.max_pages));
+                }
+                let Some(list) = spare.take() else {
+                    return Ok(Staged::Full(fast.max_pages));
+                };
+                let slot = fast.staged.len();
+                fast.staged.push(list);
+                fast.staged_busy.push(false);
+                slot
+            }
+        };
         let Fast {
             staged,
             staged_busy,
@@ -480,7 +559,7 @@ impl Mr {
         staged.len = len;
         staged.access = access.normalized();
         *busy = true;
-        Ok(slot)
+        Ok(Staged::Slot(slot))
     }
 
     /// Frees a staged slot: its FastRegister executed, failed or was
@@ -494,7 +573,8 @@ impl Mr {
     }
 
     /// Executes the FastRegister staged in `slot` (rule M16). Every page must
-    /// lie in a live LAM of the device (M33). The slot is freed either way.
+    /// lie in a live LAM of the device (M33). The slot is freed when the
+    /// request retires ([`unstage`](Self::unstage)), whatever the outcome.
     ///
     /// # Errors
     /// `InvalidRequest` when the region is already mapped, not initialized
@@ -506,10 +586,10 @@ impl Mr {
         let MrState::Fast(fast) = &mut *state else {
             return Err(WcStatus::InvalidRequest);
         };
-        let Some(busy) = fast.staged_busy.get_mut(slot) else {
-            return Err(WcStatus::InvalidRequest);
-        };
-        if !core::mem::replace(busy, false) || fast.mapped {
+        // The slot stays owned until the request retires (`unstage`): freed
+        // here, a FastRegister posted meanwhile could stage into it, and the
+        // retirement of this one would then free that one's list.
+        if !fast.staged_busy.get(slot).is_some_and(|&busy| busy) || fast.mapped {
             return Err(WcStatus::InvalidRequest);
         }
         let staged = fast.staged.get(slot).ok_or(WcStatus::InvalidRequest)?;
@@ -698,7 +778,7 @@ impl Mr {
 pub struct Mw {
     pd: Arc<Pd>,
     _slot: Slot,
-    state: SpinLock<MwState>,
+    state: SpinLock<MwInner>,
 }
 
 impl core::fmt::Debug for Mw {
@@ -707,14 +787,28 @@ impl core::fmt::Debug for Mw {
     }
 }
 
+/// A window's state under its lock.
+///
+/// Only executed requests change `binding`; a posted Bind only takes its
+/// token (M20), which its work request carries until it runs. Whether the
+/// window is bound is therefore looked at when a Bind *executes*, in post
+/// order after every Invalidate posted before it (rules M21, D2, P18): a
+/// post never fails because of requests still queued ahead of it.
+struct MwInner {
+    binding: MwState,
+    /// The token of the newest Bind posted and not yet retired, which
+    /// `remote_key` reports from the moment the Bind returns (M20).
+    newest: Option<u32>,
+    /// Closed: Binds still queued fail when they run.
+    closed: bool,
+}
+
 #[derive(Clone)]
 enum MwState {
     /// No binding (M21: windows start unbound).
     Unbound { last_key: u32 },
-    /// Bind posted, token assigned (M20), not yet executed.
-    Binding { key: u32, next: Option<u32> },
     /// Bound over `[base, base + len)` of `mr` for QP `qp` (M21), while
-    /// `mr` stays registered under `mr_key`.
+    /// `mr` stays registered under `mr_key`, under token `key`.
     Bound {
         key: u32,
         mr: Arc<Mr>,
@@ -723,12 +817,7 @@ enum MwState {
         len: u64,
         access: Access,
         qp: u32,
-        next: Option<u32>,
     },
-    // In `Binding` and `Bound`, `next` is the token of a later Bind posted
-    // before an Invalidate of this window executed (Bind, Invalidate, Bind
-    // in one deferred chain, or simply ahead of a deferred engine): the
-    // Invalidate hands the window to it (rules M21, D2, P18).
 }
 
 impl Mw {
@@ -741,7 +830,11 @@ impl Mw {
         Ok(Arc::new(Self {
             pd: Arc::clone(pd),
             _slot: slot,
-            state: SpinLock::new(MwState::Unbound { last_key: 0 }),
+            state: SpinLock::new(MwInner {
+                binding: MwState::Unbound { last_key: 0 },
+                newest: None,
+                closed: false,
+            }),
         }))
     }
 
@@ -750,23 +843,32 @@ impl Mw {
         &self.pd
     }
 
-    /// The remote token of the current (or last) binding (rule M20); 0 before
-    /// the first Bind.
+    /// The remote token of the newest Bind posted and not yet retired (rule
+    /// M20), else of the current (or last) binding; 0 before the first Bind
+    /// and after close.
     pub fn remote_key(&self) -> u32 {
-        match &*self.state.lock() {
-            MwState::Unbound { last_key } => *last_key,
-            MwState::Binding { key, next } | MwState::Bound { key, next, .. } => {
-                next.unwrap_or(*key)
-            }
+        let inner = self.state.lock();
+        if inner.closed {
+            return 0;
         }
+        inner.newest.unwrap_or(match &inner.binding {
+            MwState::Unbound { last_key } => *last_key,
+            MwState::Bound { key, .. } => *key,
+        })
     }
 
-    /// Checks a Bind at post time and assigns its fresh token (rules M18–M20).
+    /// Checks a Bind at post time and assigns its fresh token (rules M18–M20),
+    /// which the work request carries to [`bind`](Self::bind) or
+    /// [`cancel_bind`](Self::cancel_bind).
+    ///
+    /// Whether the window is bound is not looked at here: an Invalidate
+    /// queued ahead of this Bind may unbind it first (D2, P18), so that is
+    /// checked when the Bind runs.
     ///
     /// # Errors
     /// `InvalidParameter` for a window of another PD, a zero or too-long
-    /// length (M10), or a range outside the region (M18); `InvalidState` when
-    /// two Binds of the window are already outstanding; `AccessViolation` for
+    /// length (M10), or a range outside the region (M18); `InvalidState` for a
+    /// region that is not registered or a closed window; `AccessViolation` for
     /// remote write on a region without local write (M19); `Resources` when
     /// no token is left.
     pub fn prepare_bind(
@@ -804,14 +906,10 @@ impl Mw {
                 return Err(MrError::InvalidParameter);
             }
         }
-        let mut state = self.state.lock();
-        // A Bind posted while the window is bound, or still binding, waits
-        // for an Invalidate posted between the two (checked when it runs).
-        let behind = match &*state {
-            MwState::Unbound { .. } => false,
-            MwState::Binding { next: None, .. } | MwState::Bound { next: None, .. } => true,
-            _ => return Err(MrError::InvalidState),
-        };
+        let mut inner = self.state.lock();
+        if inner.closed {
+            return Err(MrError::InvalidState);
+        }
         let key = self
             .pd
             .device()
@@ -819,21 +917,21 @@ impl Mw {
             .lock()
             .insert(KeyTarget::Mw(Arc::clone(self)))?
             | REMOTE_BIT;
-        if !behind {
-            *state = MwState::Binding { key, next: None };
-        } else if let MwState::Binding { next, .. } | MwState::Bound { next, .. } = &mut *state {
-            *next = Some(key);
-        }
+        inner.newest = Some(key);
         Ok(key)
     }
 
-    /// Executes a Bind prepared by [`prepare_bind`](Self::prepare_bind).
+    /// Executes the Bind prepared by [`prepare_bind`](Self::prepare_bind)
+    /// that returned `key`: the window now answers to `key` alone.
     ///
     /// # Errors
-    /// `InvalidRequest` when the region is no longer registered or the window
-    /// was invalidated meanwhile.
+    /// `InvalidRequest` when the region is no longer registered, or the
+    /// window is closed or still bound — no Invalidate posted before this
+    /// Bind unbound it (M21). The caller then retires the request with that
+    /// status, which releases `key` ([`cancel_bind`](Self::cancel_bind)).
     pub fn bind(
         &self,
+        key: u32,
         mr: &Arc<Mr>,
         base: u64,
         len: u64,
@@ -844,12 +942,11 @@ impl Mw {
             MrState::Registered { key, .. } => *key,
             _ => return Err(WcStatus::InvalidRequest),
         };
-        let mut state = self.state.lock();
-        let MwState::Binding { key, next } = &*state else {
+        let mut inner = self.state.lock();
+        if inner.closed || matches!(inner.binding, MwState::Bound { .. }) {
             return Err(WcStatus::InvalidRequest);
-        };
-        let (key, next) = (*key, *next);
-        *state = MwState::Bound {
+        }
+        inner.binding = MwState::Bound {
             key,
             mr: Arc::clone(mr),
             mr_key,
@@ -857,35 +954,23 @@ impl Mw {
             len,
             access: access.normalized(),
             qp,
-            next,
         };
+        if inner.newest == Some(key) {
+            inner.newest = None;
+        }
         Ok(())
     }
 
-    /// Undoes a prepared Bind that was never executed (flushed or failed):
-    /// the oldest one outstanding, as Binds execute in post order.
-    pub fn cancel_bind(&self) {
-        let key = {
-            let mut state = self.state.lock();
-            match &mut *state {
-                MwState::Binding { key, next } => {
-                    let (key, next) = (*key, *next);
-                    *state = match next {
-                        Some(next) => MwState::Binding {
-                            key: next,
-                            next: None,
-                        },
-                        None => MwState::Unbound { last_key: key },
-                    };
-                    key
-                }
-                MwState::Bound { next, .. } => match next.take() {
-                    Some(key) => key,
-                    None => return,
-                },
-                MwState::Unbound { .. } => return,
+    /// Undoes the prepared Bind of `key`, which never took effect (flushed,
+    /// refused when it ran, or refused at post after its token was taken):
+    /// its token is released, and no longer reported as the newest.
+    pub fn cancel_bind(&self, key: u32) {
+        {
+            let mut inner = self.state.lock();
+            if inner.newest == Some(key) {
+                inner.newest = None;
             }
-        };
+        }
         self.pd.device().keys.lock().remove(key);
     }
 
@@ -894,55 +979,70 @@ impl Mw {
     /// # Errors
     /// `InvalidRequest` when the window is not bound.
     pub fn invalidate(&self) -> Result<(), WcStatus> {
+        self.invalidate_if(None)
+    }
+
+    /// Invalidates the binding if `key` is its token (SendAndInvalidate at
+    /// the receiver, M24): the token of a Bind that has not run yet, or of an
+    /// earlier binding, names nothing.
+    fn invalidate_if(&self, key: Option<u32>) -> Result<(), WcStatus> {
         let key = {
-            let mut state = self.state.lock();
-            let MwState::Bound { key, next, .. } = &*state else {
+            let mut inner = self.state.lock();
+            let MwState::Bound { key: bound, .. } = &inner.binding else {
                 return Err(WcStatus::InvalidRequest);
             };
-            let (key, next) = (*key, *next);
-            *state = match next {
-                Some(next) => MwState::Binding {
-                    key: next,
-                    next: None,
-                },
-                None => MwState::Unbound { last_key: key },
-            };
-            key
+            let bound = *bound;
+            if key.is_some_and(|k| keys::local_form(k) != keys::local_form(bound)) {
+                return Err(WcStatus::InvalidRequest);
+            }
+            inner.binding = MwState::Unbound { last_key: bound };
+            bound
         };
         self.pd.device().keys.lock().remove(key);
         Ok(())
     }
 
-    /// Releases the window's token at close.
+    /// Releases the window's token at close; Binds still queued fail when
+    /// they run and release theirs then.
     pub fn close(&self) {
-        let (key, next) = {
-            let mut state = self.state.lock();
-            let keys = match &*state {
-                MwState::Binding { key, next } | MwState::Bound { key, next, .. } => {
-                    (Some(*key), *next)
-                }
-                MwState::Unbound { .. } => (None, None),
+        let key = {
+            let mut inner = self.state.lock();
+            let key = match &inner.binding {
+                MwState::Bound { key, .. } => Some(*key),
+                MwState::Unbound { .. } => None,
             };
-            *state = MwState::Unbound { last_key: 0 };
-            keys
+            inner.binding = MwState::Unbound { last_key: 0 };
+            inner.newest = None;
+            inner.closed = true;
+            key
         };
-        let mut table = self.pd.device().keys.lock();
-        for key in [key, next].into_iter().flatten() {
-            table.remove(key);
+        if let Some(key) = key {
+            self.pd.device().keys.lock().remove(key);
         }
     }
 
-    fn resolve(&self, addr: u64, len: u64, need: Access, qp: u32) -> Result<Segment, Denied> {
-        let (mr, mr_key, base, window_len, access, bound_qp) = match &*self.state.lock() {
+    fn resolve(
+        &self,
+        token: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+        qp: u32,
+    ) -> Result<Segment, Denied> {
+        let (mr, mr_key, base, window_len, access, bound_qp) = match &self.state.lock().binding {
+            // Only the token of the binding in force: not that of a Bind
+            // still queued (M20 hands it out before it runs), M34.
             MwState::Bound {
+                key,
                 mr,
                 mr_key,
                 base,
                 len,
                 access,
                 qp,
-                ..
-            } => (Arc::clone(mr), *mr_key, *base, *len, *access, *qp),
+            } if keys::local_form(*key) == keys::local_form(token) => {
+                (Arc::clone(mr), *mr_key, *base, *len, *access, *qp)
+            }
             _ => return Err(Denied::Token),
         };
         // Remote access through the window only (M34), by the QP it is bound to.
@@ -1112,7 +1212,9 @@ impl Device {
         }
         match self.key_target(keys::local_form(key)) {
             Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => mr.resolve(addr, len, need, None),
-            Some(KeyTarget::Mw(mw)) if mw.pd().id() == pd.id() => mw.resolve(addr, len, need, qp),
+            Some(KeyTarget::Mw(mw)) if mw.pd().id() == pd.id() => {
+                mw.resolve(key, addr, len, need, qp)
+            }
             _ => Err(Denied::Token),
         }
     }
@@ -1125,7 +1227,7 @@ impl Device {
     pub fn invalidate_key(&self, pd: &Pd, key: u32) -> Result<(), WcStatus> {
         match self.key_target(keys::local_form(key)) {
             Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() && mr.is_fast() => mr.invalidate(),
-            Some(KeyTarget::Mw(mw)) if mw.pd().id() == pd.id() => mw.invalidate(),
+            Some(KeyTarget::Mw(mw)) if mw.pd().id() == pd.id() => mw.invalidate_if(Some(key)),
             _ => Err(WcStatus::InvalidRequest),
         }
     }
@@ -1134,3 +1236,7 @@ impl Device {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tests_queued;

@@ -116,8 +116,9 @@ impl From<MrError> for PostError {
     fn from(e: MrError) -> Self {
         match e {
             MrError::AccessViolation => Self::AccessViolation,
-            // Every staged page list of the region is taken (P24 spirit).
-            MrError::Busy => Self::QueueFull,
+            // Every staged page list of the region is taken and no memory
+            // or token is left for another (P24 spirit).
+            MrError::Busy | MrError::Resources => Self::QueueFull,
             _ => Self::InvalidParameter,
         }
     }
@@ -167,6 +168,8 @@ pub(crate) enum SendOp {
     Bind {
         mw: Arc<Mw>,
         mr: Arc<Mr>,
+        /// The token `Mw::prepare_bind` assigned at post time (M20).
+        key: u32,
         base: u64,
         len: u64,
         access: Access,
@@ -651,19 +654,27 @@ impl Qp {
         if !Arc::ptr_eq(mr.pd(), &self.pd) {
             return self.refuse(PostError::InvalidParameter);
         }
-        let op = SendOp::Bind {
-            mw: Arc::clone(mw),
-            mr: Arc::clone(mr),
-            base,
-            len,
-            access,
-        };
-        self.post_initiator(context, op, flags, |_, _| {
-            // M20: the window's token is assigned now, readable on return.
-            mw.prepare_bind(mr, base, len, access)
-                .map(|_| 0)
-                .map_err(PostError::from)
-        })
+        let mut taken = None;
+        let posted = self.post_initiator_with(context, flags, |_, _| {
+            // M20: the window's token is assigned now, readable on return;
+            // the request carries it to its execution (P18: whether the
+            // window is still bound is checked then, in post order).
+            let key = mw.prepare_bind(mr, base, len, access)?;
+            taken = Some(key);
+            let op = SendOp::Bind {
+                mw: Arc::clone(mw),
+                mr: Arc::clone(mr),
+                key,
+                base,
+                len,
+                access,
+            };
+            Ok((op, 0))
+        });
+        if let (Err(_), Some(key)) = (&posted, taken) {
+            mw.cancel_bind(key);
+        }
+        posted
     }
 
     /// Posts a FastRegister of `pages` into `mr` (M15–M17).
@@ -914,6 +925,20 @@ impl Qp {
         flags: WrFlags,
         fill: impl FnOnce(&mut [Sge], &mut [u8]) -> Result<usize, PostError>,
     ) -> Result<(), PostError> {
+        self.post_initiator_with(context, flags, |sges, inline| {
+            fill(sges, inline).map(|written| (op, written))
+        })
+    }
+
+    /// [`post_initiator`](Self::post_initiator) for a request whose
+    /// operation is only known once its slot is being filled (a Bind's
+    /// token, taken after the connection and queue checks).
+    fn post_initiator_with(
+        self: &Arc<Self>,
+        context: usize,
+        flags: WrFlags,
+        build: impl FnOnce(&mut [Sge], &mut [u8]) -> Result<(SendOp, usize), PostError>,
+    ) -> Result<(), PostError> {
         if self.is_unusable() {
             return self.refuse(PostError::Unusable);
         }
@@ -932,7 +957,7 @@ impl Qp {
         } else if sq.ring.is_full() {
             Err(PostError::QueueFull)
         } else {
-            self.fill_slot(&mut sq, context, op, flags, fill)
+            self.fill_slot(&mut sq, context, flags, build)
         };
         match outcome {
             Ok(()) => {
@@ -959,9 +984,8 @@ impl Qp {
         &self,
         sq: &mut SendQueue,
         context: usize,
-        op: SendOp,
         flags: WrFlags,
-        fill: impl FnOnce(&mut [Sge], &mut [u8]) -> Result<usize, PostError>,
+        build: impl FnOnce(&mut [Sge], &mut [u8]) -> Result<(SendOp, usize), PostError>,
     ) -> Result<(), PostError> {
         let slot = sq.ring.slot_of(sq.ring.len());
         let sge_base = slot.saturating_mul(self.sge_cap);
@@ -973,7 +997,7 @@ impl Qp {
         let slot_inline = inline
             .get_mut(inline_base..inline_base + self.inline_cap)
             .ok_or(PostError::QueueFull)?;
-        let written = fill(slot_sges, slot_inline)?;
+        let (op, written) = build(slot_sges, slot_inline)?;
         let inline = flags.contains(WrFlags::INLINE);
         let wqe = SendWqe {
             context,
@@ -1315,7 +1339,7 @@ impl Qp {
             sq.rung = sq.rung.saturating_sub(1);
         }
         match &wqe.op {
-            SendOp::Bind { mw, .. } if !status.is_success() => mw.cancel_bind(),
+            SendOp::Bind { mw, key, .. } if !status.is_success() => mw.cancel_bind(*key),
             // Executed or cancelled: the staged page list is free again.
             SendOp::FastRegister { mr, slot } => mr.unstage(*slot),
             _ => {}

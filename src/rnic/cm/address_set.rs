@@ -8,6 +8,7 @@ use super::address::IpAddr;
 use super::fabric::Fabric;
 use super::state::node_of_device;
 use super::types::CmError;
+use super::wire;
 use crate::kernel::sync::Arc;
 use crate::rnic::device::Device;
 use crate::rnic::types::Limits;
@@ -115,11 +116,14 @@ impl AddressSet {
         reg.addresses
             .try_reserve(1)
             .map_err(|_| CmError::Resources)?;
-        reg.fabric
-            .state
-            .lock()
-            .add_address(node_of_device(&reg.device), ip)?;
+        let node = node_of_device(&reg.device);
+        let fresh = reg.fabric.state.lock().add_address(node, ip)?;
         reg.addresses.push(ip);
+        if fresh {
+            // Over the wire, the device's wildcard listeners of the family
+            // listen on the new address too (N31).
+            wire::follow_address(&reg.fabric, node, ip);
+        }
         Ok(true)
     }
 

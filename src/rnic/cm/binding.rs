@@ -84,19 +84,21 @@ impl State {
 
     /// One more reference on `ip` for `node`, whose node entry a set
     /// already holds: refused when another device owns it (N1).
-    pub(super) fn add_address(&mut self, node: usize, ip: IpAddr) -> Result<(), CmError> {
+    /// Adds a reference of `node` on `ip`; `true` when the node did not own
+    /// it before.
+    pub(super) fn add_address(&mut self, node: usize, ip: IpAddr) -> Result<bool, CmError> {
         if self.owner(ip).is_some_and(|owner| owner != node) {
             return Err(CmError::AddressInUse);
         }
         if let Some(entry) = self.addresses.iter_mut().find(|a| a.ip == ip) {
             entry.refs += 1;
-            return Ok(());
+            return Ok(false);
         }
         self.addresses
             .try_reserve(1)
             .map_err(|_| CmError::Resources)?;
         self.addresses.push(Address { ip, node, refs: 1 });
-        Ok(())
+        Ok(true)
     }
 
     /// Drops one reference of `node` on `ip`; the last one gives the

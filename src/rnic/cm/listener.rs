@@ -82,12 +82,22 @@ impl Listener {
                 endpoint
             };
             match wire::listen_sockets(&wire, &sink, &addresses, endpoint.port) {
-                Ok(sockets) => {
+                Ok(mut sockets) => {
                     let mut state = self.fabric.state.lock();
                     if let Some(rec) = state.listeners.get_mut(self.key)
                         && !rec.closing
                     {
-                        rec.sockets = sockets;
+                        // An address added meanwhile may have its socket
+                        // already (`wire::follow_address`).
+                        if rec.sockets.is_empty() {
+                            rec.sockets = core::mem::take(&mut sockets);
+                        } else if rec.sockets.try_reserve(sockets.len()).is_ok() {
+                            rec.sockets.append(&mut sockets);
+                        }
+                        drop(state);
+                        // Nothing left, unless memory ran out: then close
+                        // these here, unlocked.
+                        drop(sockets);
                         return Ok(endpoint);
                     }
                     drop(state);

@@ -1171,6 +1171,65 @@ pub(super) fn listen_sockets(
     Ok(sockets)
 }
 
+/// A wire device (`node`) gained `ip` (`AddressSet::add`): each of its
+/// wildcard listeners of that family listens on it too, at its port (N31),
+/// as though the address had been there at Listen. Sockets are opened
+/// outside the lock; a listener closed or gone meanwhile closes its new
+/// socket at once. A port another program holds on the new address leaves
+/// that listener without it (nothing to report it to). Not a device on a
+/// wire: nothing to do (the fabric's wildcard listeners look addresses up at
+/// each request). The platform's `listen` runs here, so on a wire device
+/// the caller is at PASSIVE_LEVEL with no spin lock held (only host-mode
+/// devices have a wire today). An address removed later keeps its socket
+/// until the listener closes (as `AddressSet::remove` keeps bindings).
+pub(super) fn follow_address(fabric: &Arc<Fabric>, node: usize, ip: IpAddr) {
+    let (wire, plans) = {
+        let state = fabric.state.lock();
+        let Some(wire) = state.wire_of(node) else {
+            return;
+        };
+        let mut plans = Vec::new();
+        for (index, (generation, rec)) in state.listeners.slots.iter().enumerate() {
+            let Some(rec) = rec else { continue };
+            let Some((_, local)) = rec.listening else {
+                continue;
+            };
+            let wildcard = local.ip.is_unspecified() && local.ip.family() == ip.family();
+            if rec.node != node || rec.closing || !wildcard {
+                continue;
+            }
+            let (Some(sink), Ok(index)) = (rec.accepted.clone(), u32::try_from(index)) else {
+                continue;
+            };
+            if plans.try_reserve(1).is_err() {
+                break;
+            }
+            let key = Key {
+                index,
+                generation: *generation,
+            };
+            plans.push((key, local.port, sink));
+        }
+        (wire, plans)
+    };
+    for (key, port, sink) in plans {
+        let Ok(mut sockets) = listen_sockets(&wire, &sink, &[ip], port) else {
+            continue;
+        };
+        let mut state = fabric.state.lock();
+        if let Some(rec) = state.listeners.get_mut(key)
+            && !rec.closing
+            && rec.listening.is_some_and(|(_, local)| local.port == port)
+            && rec.sockets.try_reserve(sockets.len()).is_ok()
+        {
+            rec.sockets.append(&mut sockets);
+        }
+        drop(state);
+        // Left over when the listener went meanwhile: closed here, unlocked.
+        drop(sockets);
+    }
+}
+
 impl State {
     /// A connecting wire connector moves to another ephemeral port (its
     /// TCP source port was taken): returns its new local endpoint and the

@@ -2346,28 +2346,6 @@ mod window_bound {
     }
 
     #[test]
-    fn test_window_bound_third_outstanding_bind_refused_inline_rule_m21() {
-        let (pair, reg, mw, key) = bound(EngineMode::Inline, Access::REMOTE_WRITE);
-        let post = || {
-            pair.b
-                .qp
-                .post_bind(1, &reg.mr, &mw, reg.raddr(0), 16, ALL, WrFlags::DEFER)
-        };
-        post().unwrap();
-        let pending = mw.remote_key();
-        assert_ne!(pending, key);
-        assert_eq!(post(), Err(PostError::InvalidParameter));
-        settle();
-        // D4: the refusal rang the doorbell for the deferred Bind, which
-        // found the window still bound.
-        let c = one(&pair.b.scq);
-        assert_eq!(c.opcode, Opcode::Bind);
-        assert!(!c.status.is_success(), "{c:?}");
-        assert_eq!(mw.remote_key(), key);
-        mw.close();
-    }
-
-    #[test]
     fn test_window_bound_invalidate_and_rebind_in_one_chain_rule_m21() {
         for mode in MODES {
             let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);

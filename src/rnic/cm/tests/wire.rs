@@ -1,5 +1,6 @@
-//! Connections over the wire (`cm/wire.rs`) on the host's TCP, 127.0.0.x:
-//! the state machine's transitions when the peer is across a socket.
+//! Connections over the wire (`cm/wire.rs`) on the host's TCP, 127.66.x.y
+//! and ::1: the state machine's transitions when the peer is across a
+//! socket, both address families, and the time-outs of each wait.
 
 use core::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -190,4 +191,293 @@ fn test_connect_to_no_listener_is_refused_rule_n12() {
     );
     // N28: the QP is as it was, and connects again.
     assert_eq!(qa.qp.state(), QpState::Idle);
+}
+
+// ----- both families on loopback (issue 8: IPv6 over iWARP) -------------
+
+/// The IPv6 loopback address, the only one a test machine surely has.
+const V6_LOOPBACK: IpAddr = IpAddr::V6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+
+/// A wire host on `ips` with `timeouts`.
+fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) -> Host {
+    let h = host(fabric, ips, EngineMode::Inline);
+    fabric
+        .attach_wire(
+            &h.device,
+            Wire {
+                net: HostNet::shared(),
+                timeouts,
+            },
+        )
+        .unwrap();
+    h
+}
+
+/// Waits for `side`'s receive CQ to hold one completion and returns it.
+fn one_receive(side: &Side) -> crate::rnic::types::Completion {
+    let all = wait_for("a receive completion", || {
+        let all = side.rcq.drain();
+        (!all.is_empty()).then_some(all)
+    });
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0]
+}
+
+/// Connects a QP of `a` from `(ip_a, 0)` to a listener of `b` on
+/// `listen_on` (port 0; `ip_b` or the wildcard), at `ip_b`;
+/// carries a Send each way and disconnects gracefully.
+fn connect_and_exchange(a: &Host, ip_a: IpAddr, b: &Host, ip_b: IpAddr, listen_on: IpAddr) {
+    let server = server(b);
+    let bound = server.listener.listen(ep(listen_on, 0)).unwrap();
+    assert_eq!(bound.ip, listen_on);
+    let qa = side(a, 0xA);
+    let qb = side(b, 0xB);
+    let active = client(a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, bound.port), LIMITS, b"hi")
+        .unwrap();
+    let passive = wrap(wait_for("the connect event", || server.next()));
+    assert_eq!(data_of(&passive.conn).1, b"hi");
+    let local = active.conn.local().unwrap();
+    assert_eq!(local.ip, ip_a);
+    assert_eq!(passive.conn.peer(), Some(local));
+    assert_eq!(passive.conn.local(), Some(ep(ip_b, bound.port)));
+    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
+    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    active.conn.complete_connect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
+    // A Send each way, over TCP.
+    for (from, to, seed) in [(&qa, &qb, 7_u8), (&qb, &qa, 9)] {
+        let sink = to.buffer(64, 0, Access::LOCAL_WRITE);
+        to.qp.post_receive(1, &[sink.sge(0, 64)]).unwrap();
+        let src = from.pattern(48, seed, Access::empty());
+        from.qp
+            .post_send(2, Payload::Sges(&[src.sge(0, 48)]), WrFlags::empty(), None)
+            .unwrap();
+        let c = one_receive(to);
+        assert_eq!((c.status, c.bytes), (WcStatus::Success, 48));
+        assert_eq!(&sink.buffer.bytes()[..48], src.buffer.bytes());
+        assert!(sink.buffer.bytes()[48..].iter().all(|&x| x == 0));
+    }
+    active.conn.disconnect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Indicated);
+    passive.conn.disconnect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
+    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
+}
+
+/// N1, N27: over the wire, one device on ::1 listens on ::1 and connects
+/// to itself, and the connection carries data both ways.
+#[test]
+fn test_ipv6_loopback_connection_on_one_device_rule_n1_n27() {
+    let fabric = Fabric::new();
+    let h = wire_host_with(&fabric, &[V6_LOOPBACK], ConnTimeouts::default());
+    connect_and_exchange(&h, V6_LOOPBACK, &h, V6_LOOPBACK, V6_LOOPBACK);
+}
+
+/// N1, N31: a wildcard IPv6 listener of a wire device on ::1 listens on
+/// ::1, and a connection to ::1 reaches it.
+#[test]
+fn test_ipv6_wildcard_listener_on_loopback_rule_n1_n31() {
+    let fabric = Fabric::new();
+    let h = wire_host_with(&fabric, &[V6_LOOPBACK], ConnTimeouts::default());
+    let any = IpAddr::unspecified(Family::V6);
+    connect_and_exchange(&h, V6_LOOPBACK, &h, V6_LOOPBACK, any);
+}
+
+/// N1: the same over IPv4, both on one device (127.66.x.1) and between two
+/// devices (127.66.x.1 and .2).
+#[test]
+fn test_ipv4_loopback_connections_rule_n1_n27() {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let a = wire_host_with(&fabric, &[ip_a], ConnTimeouts::default());
+    let b = wire_host_with(&fabric, &[ip_b], ConnTimeouts::default());
+    connect_and_exchange(&a, ip_a, &a, ip_a, ip_a);
+    connect_and_exchange(&a, ip_a, &b, ip_b, ip_b);
+}
+
+/// N1: one wire device with an IPv4 and an IPv6 loopback address serves
+/// both families.
+#[test]
+fn test_both_families_on_one_wire_device_rule_n1() {
+    let fabric = Fabric::new();
+    let (ip, _) = addresses();
+    let h = wire_host_with(&fabric, &[ip, V6_LOOPBACK], ConnTimeouts::default());
+    connect_and_exchange(&h, V6_LOOPBACK, &h, V6_LOOPBACK, V6_LOOPBACK);
+    connect_and_exchange(&h, ip, &h, ip, ip);
+}
+
+// ----- time-outs over TCP (N12, N15, N26) --------------------------------
+
+/// Short time-outs for the waits under test, long ones for the rest.
+const SHORT: ConnTimeouts = ConnTimeouts {
+    connect_ms: 5_000,
+    reply_ms: 200,
+    request_ms: 5_000,
+    rtr_ms: 200,
+    disconnect_ms: 200,
+};
+
+/// A connection between wire hosts `a` and `b` (time-outs `timeouts`) up
+/// to the reply: the active side has seen its Connect complete and holds
+/// still (no CompleteConnect yet).
+struct Replied {
+    active: Client,
+    passive: Client,
+    qa: Side,
+    _qb: Side,
+    _server: Server,
+    _hosts: (Host, Host),
+}
+
+fn replied(timeouts: ConnTimeouts) -> Replied {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let a = wire_host_with(&fabric, &[ip_a], timeouts);
+    let b = wire_host_with(&fabric, &[ip_b], timeouts);
+    let server = server(&b);
+    let bound = server.listener.listen(ep(ip_b, 0)).unwrap();
+    let qa = side(&a, 0xA);
+    let qb = side(&b, 0xB);
+    let active = client(&a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), bound, LIMITS, b"")
+        .unwrap();
+    let passive = wrap(wait_for("the connect event", || server.next()));
+    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
+    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    Replied {
+        active,
+        passive,
+        qa,
+        _qb: qb,
+        _server: server,
+        _hosts: (a, b),
+    }
+}
+
+/// N15: the active side never sends its RTR (no CompleteConnect): the
+/// passive Accept fails with IO_TIMEOUT once the RTR time-out has passed,
+/// and the active side's late CompleteConnect finds the peer gone (N14).
+#[test]
+fn test_accept_times_out_when_the_active_side_never_completes_rule_n15() {
+    let r = replied(SHORT);
+    assert_eq!(
+        next_event(&r.passive.events),
+        Ev::Accept(Err(CmError::TimedOut))
+    );
+    assert!(r.passive.events.take().is_empty(), "one completion only");
+    // The passive side gave up: the active side learns it when its
+    // CompleteConnect runs into the closed stream (N14: aborted), inline
+    // or as the connection's failure.
+    let late = r.active.conn.complete_connect();
+    if late.is_ok() {
+        let ev = next_event(&r.active.events);
+        assert!(
+            matches!(ev, Ev::Indicated | Ev::Disconnect(Err(_))),
+            "{ev:?}"
+        );
+    } else {
+        assert_eq!(late, Err(CmError::ConnectionAborted));
+    }
+    assert_ne!(r.qa.qp.state(), QpState::Connected);
+}
+
+/// N12: a peer that takes the TCP connection but never answers the MPA
+/// request (a raw socket of the test) makes the Connect fail with
+/// IO_TIMEOUT after the reply time-out.
+#[test]
+fn test_connect_times_out_when_the_peer_never_replies_rule_n12() {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let a = wire_host_with(&fabric, &[ip_a], SHORT);
+    let IpAddr::V4(octets) = ip_b else {
+        unreachable!()
+    };
+    let silent = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let qa = side(&a, 0xA);
+    let active = client(&a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
+        .unwrap();
+    // The peer takes the connection and reads the request, and says nothing.
+    let (mut stream, _) = silent.accept().unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut request = [0_u8; 20];
+    std::io::Read::read_exact(&mut stream, &mut request).unwrap();
+    assert_eq!(&request[..16], b"MPA ID Req Frame");
+    assert_eq!(
+        next_event(&active.events),
+        Ev::Connect(Err(CmError::TimedOut))
+    );
+    assert_eq!(active.conn.state(), Some(ConnState::Failed));
+    // N28: the QP is as it was.
+    assert_eq!(qa.qp.state(), QpState::Idle);
+}
+
+/// N26, X1: a graceful Disconnect whose peer never answers (its consumer
+/// holds still after the indication) completes with IO_TIMEOUT after the
+/// disconnect time-out, and the QP leaves the connection (E3).
+#[test]
+fn test_disconnect_times_out_when_the_peer_never_answers_rule_n26() {
+    let r = replied(SHORT);
+    r.active.conn.complete_connect().unwrap();
+    assert_eq!(next_event(&r.passive.events), Ev::Accept(Ok(())));
+    let sink = r.qa.buffer(64, 0, Access::LOCAL_WRITE);
+    r.qa.qp.post_receive(5, &[sink.sge(0, 64)]).unwrap();
+    r.active.conn.disconnect().unwrap();
+    assert_eq!(next_event(&r.passive.events), Ev::Indicated);
+    // The passive consumer never calls Disconnect.
+    assert_eq!(
+        next_event(&r.active.events),
+        Ev::Disconnect(Err(CmError::TimedOut))
+    );
+    assert!(r.active.events.take().is_empty(), "one completion only");
+    assert_ne!(r.qa.qp.state(), QpState::Connected);
+    let flushed = one_receive(&r.qa);
+    assert_eq!(flushed.status, WcStatus::Cancelled);
+}
+
+// ----- addresses added after Listen --------------------------------------
+
+/// N31: a wildcard wire listener follows an address its device gains after
+/// Listen: a connection to the new address, at the listener's port,
+/// reaches it (an address of the other family, added too, is left alone).
+#[test]
+fn test_wildcard_listener_follows_an_address_added_after_listen_rule_n31() {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let IpAddr::V4(mut later) = ip_a else {
+        unreachable!()
+    };
+    later[3] = 3;
+    let later = IpAddr::V4(later);
+    let mut a = wire_host_with(&fabric, &[ip_a], ConnTimeouts::default());
+    let b = wire_host_with(&fabric, &[ip_b], ConnTimeouts::default());
+    let server = server(&a);
+    let bound = server
+        .listener
+        .listen(ep(IpAddr::unspecified(Family::V4), 0))
+        .unwrap();
+    assert_eq!(a.set.add(later), Ok(true));
+    assert_eq!(a.set.add(V6_LOOPBACK), Ok(true));
+    let qa = side(&a, 0xA);
+    let qb = side(&b, 0xB);
+    let active = client(&b);
+    active
+        .conn
+        .connect(&qb.qp, ep(ip_b, 0), ep(later, bound.port), LIMITS, b"late")
+        .unwrap();
+    let passive = wrap(wait_for("the connect event", || server.next()));
+    assert_eq!(data_of(&passive.conn).1, b"late");
+    assert_eq!(passive.conn.local(), Some(ep(later, bound.port)));
+    passive.conn.accept(&qa.qp, LIMITS, b"").unwrap();
+    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    active.conn.complete_connect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
 }

@@ -1,0 +1,346 @@
+//! Unit tests of windows whose Binds and Invalidates are queued behind one
+//! another: what a post may look at, and what only execution may decide.
+//!
+//! A Bind is posted while requests posted before it are still queued (a
+//! deferred chain, or simply a deferred engine behind the poster). Whether
+//! its window is bound is only known once those have run, so the post
+//! accepts it (P18, D2) and the Bind fails, if it must, when it runs (M21,
+//! a Bind completion status of E8). Every test runs with both engines; the
+//! chains are held with DEFER, so nothing runs before the last post rings
+//! the doorbell and the outcome does not depend on timing.
+
+use alloc::vec::Vec;
+
+use super::{Denied, Mr, Mw, STAGE_SLOTS};
+use crate::kernel::sync::Arc;
+use crate::rnic::device::EngineMode;
+use crate::rnic::qp::{InvalidateTarget, PostError};
+use crate::rnic::testing::{LamPages, Pair, Registered, Side};
+use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
+
+const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
+
+/// Flags that hold a request back (all but the last of a chain) or ring.
+fn ring(last: bool) -> WrFlags {
+    if last {
+        WrFlags::empty()
+    } else {
+        WrFlags::DEFER
+    }
+}
+
+fn settle() {
+    crate::kernel::deferred::flush();
+}
+
+/// Opcodes and statuses of every completion `side` holds now.
+fn outcomes(side: &Side) -> Vec<(Opcode, WcStatus)> {
+    side.scq
+        .drain()
+        .iter()
+        .map(|c: &Completion| (c.opcode, c.status))
+        .collect()
+}
+
+/// Resolves a remote access of `len` bytes at `addr` on side b with `key`.
+fn reach(pair: &Pair, key: u32, addr: u64, len: u64) -> Result<(), Denied> {
+    let b = &pair.b;
+    b.device
+        .resolve_remote(&b.pd, b.qp.id(), key, addr, len, Access::REMOTE_WRITE)
+        .map(drop)
+}
+
+/// Side b's 3-page region (local write only) and an unbound window.
+fn window(pair: &Pair) -> (Registered, Arc<Mw>) {
+    let reg = pair.b.buffer(3 * 4096, 0, Access::LOCAL_WRITE);
+    let mw = Mw::new(&pair.b.pd).unwrap();
+    (reg, mw)
+}
+
+fn post_bind(pair: &Pair, reg: &Registered, mw: &Arc<Mw>, context: usize, flags: WrFlags) {
+    let posted = pair.b.qp.post_bind(
+        context,
+        &reg.mr,
+        mw,
+        reg.raddr(0),
+        4096,
+        Access::REMOTE_WRITE,
+        flags,
+    );
+    assert_eq!(posted, Ok(()), "Bind {context} refused at post");
+}
+
+fn post_unbind(pair: &Pair, mw: &Arc<Mw>, context: usize, flags: WrFlags) {
+    let posted = pair
+        .b
+        .qp
+        .post_invalidate(context, InvalidateTarget::Mw(Arc::clone(mw)), flags);
+    assert_eq!(posted, Ok(()), "Invalidate {context} refused at post");
+}
+
+#[test]
+fn test_window_bind_invalidate_chain_queued_is_accepted_and_runs_in_order_rule_p18() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let (reg, mw) = window(&pair);
+        let keys = pair.b.device.live_keys();
+        // Bind, Invalidate, Bind, Invalidate, Bind: every Bind but the first
+        // finds the window bound when posted, unbound when it runs.
+        let mut tokens = Vec::new();
+        for round in 0..3 {
+            // The last Bind rings the doorbell for the whole chain.
+            post_bind(&pair, &reg, &mw, 10 + round, ring(round == 2));
+            tokens.push(mw.remote_key());
+            if round < 2 {
+                post_unbind(&pair, &mw, 20 + round, ring(false));
+            }
+        }
+        // M20: each Bind's token was readable on return, each a fresh one.
+        assert_eq!(tokens.len(), 3);
+        assert!(tokens[0] != tokens[1] && tokens[1] != tokens[2] && tokens[0] != tokens[2]);
+        settle();
+        assert_eq!(
+            outcomes(&pair.b),
+            [
+                (Opcode::Bind, WcStatus::Success),
+                (Opcode::Invalidate, WcStatus::Success),
+                (Opcode::Bind, WcStatus::Success),
+                (Opcode::Invalidate, WcStatus::Success),
+                (Opcode::Bind, WcStatus::Success),
+            ],
+            "{mode:?}"
+        );
+        // The last binding is in force, under the last token only.
+        assert_eq!(mw.remote_key(), tokens[2]);
+        assert_eq!(reach(&pair, tokens[2], reg.raddr(100), 16), Ok(()));
+        for &token in &tokens[..2] {
+            assert_eq!(reach(&pair, token, reg.raddr(100), 16), Err(Denied::Token));
+        }
+        assert_eq!(pair.b.device.live_keys(), keys + 1, "{mode:?}");
+        mw.close();
+        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+    }
+}
+
+#[test]
+fn test_window_bind_on_bound_window_accepted_then_fails_when_it_runs_rule_m21() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let (reg, mw) = window(&pair);
+        post_bind(&pair, &reg, &mw, 1, ring(true));
+        settle();
+        assert_eq!(outcomes(&pair.b), [(Opcode::Bind, WcStatus::Success)]);
+        let first = mw.remote_key();
+        let keys = pair.b.device.live_keys();
+        // Two more Binds with no Invalidate between: both accepted at post
+        // (no limit on how many are queued); the first is refused when it
+        // runs, which ends the connection (E5): the second is cancelled.
+        post_bind(&pair, &reg, &mw, 2, ring(false));
+        let second = mw.remote_key();
+        post_bind(&pair, &reg, &mw, 3, ring(false));
+        let third = mw.remote_key();
+        assert!(second != first && third != second && third != first);
+        pair.b.qp.ring_deferred();
+        settle();
+        assert_eq!(
+            outcomes(&pair.b),
+            [
+                (Opcode::Bind, WcStatus::InvalidRequest),
+                (Opcode::Bind, WcStatus::Cancelled),
+            ],
+            "{mode:?}"
+        );
+        // The first binding stands; the failed Binds' tokens are gone.
+        assert_eq!(mw.remote_key(), first, "{mode:?}");
+        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+        assert_eq!(reach(&pair, first, reg.raddr(0), 16), Ok(()));
+        for token in [second, third] {
+            assert_eq!(reach(&pair, token, reg.raddr(0), 16), Err(Denied::Token));
+        }
+        mw.close();
+    }
+}
+
+#[test]
+fn test_window_queued_bind_token_names_nothing_before_it_runs_rule_m34() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let (reg, mw) = window(&pair);
+        post_bind(&pair, &reg, &mw, 1, ring(true));
+        settle();
+        assert_eq!(outcomes(&pair.b), [(Opcode::Bind, WcStatus::Success)]);
+        let old = mw.remote_key();
+        post_unbind(&pair, &mw, 2, ring(false));
+        post_bind(&pair, &reg, &mw, 3, ring(false));
+        let new = mw.remote_key();
+        assert_ne!(new, old);
+        // Held back: the old binding is in force, the new token reaches
+        // nothing yet, and cannot be invalidated remotely (M24) either.
+        assert_eq!(reach(&pair, old, reg.raddr(0), 16), Ok(()));
+        assert_eq!(reach(&pair, new, reg.raddr(0), 16), Err(Denied::Token));
+        assert_eq!(
+            pair.b.device.invalidate_key(&pair.b.pd, new),
+            Err(WcStatus::InvalidRequest)
+        );
+        assert_eq!(reach(&pair, old, reg.raddr(0), 16), Ok(()), "{mode:?}");
+        // Ring: the Invalidate, then the Bind, run.
+        post_unbind(&pair, &mw, 4, ring(false));
+        post_bind(&pair, &reg, &mw, 5, ring(true));
+        let last = mw.remote_key();
+        settle();
+        assert_eq!(
+            outcomes(&pair.b),
+            [
+                (Opcode::Invalidate, WcStatus::Success),
+                (Opcode::Bind, WcStatus::Success),
+                (Opcode::Invalidate, WcStatus::Success),
+                (Opcode::Bind, WcStatus::Success),
+            ],
+            "{mode:?}"
+        );
+        assert_eq!(mw.remote_key(), last);
+        for token in [old, new] {
+            assert_eq!(reach(&pair, token, reg.raddr(0), 16), Err(Denied::Token));
+        }
+        assert_eq!(reach(&pair, last, reg.raddr(0), 16), Ok(()));
+        // Now the token in force is invalidated by its own value.
+        assert_eq!(pair.b.device.invalidate_key(&pair.b.pd, last), Ok(()));
+        assert_eq!(reach(&pair, last, reg.raddr(0), 16), Err(Denied::Token));
+        mw.close();
+    }
+}
+
+#[test]
+fn test_window_closed_with_binds_queued_releases_their_tokens_when_they_retire_rule_m22() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let (reg, mw) = window(&pair);
+        let keys = pair.b.device.live_keys();
+        post_bind(&pair, &reg, &mw, 1, ring(false));
+        post_unbind(&pair, &mw, 2, ring(false));
+        post_bind(&pair, &reg, &mw, 3, ring(false));
+        let queued = mw.remote_key();
+        mw.close();
+        assert_eq!(mw.remote_key(), 0, "a closed window has no token");
+        assert_eq!(reach(&pair, queued, reg.raddr(0), 16), Err(Denied::Token));
+        // A post on the closed window is refused and leaves nothing.
+        let refused = pair.b.qp.post_bind(
+            4,
+            &reg.mr,
+            &mw,
+            reg.raddr(0),
+            16,
+            Access::REMOTE_WRITE,
+            WrFlags::empty(),
+        );
+        assert_eq!(refused, Err(PostError::InvalidParameter));
+        settle();
+        // The refusal rang the doorbell (D4): the queued chain ran against
+        // a closed window, its first Bind failed and the rest was cancelled
+        // (E5).
+        assert_eq!(
+            outcomes(&pair.b),
+            [
+                (Opcode::Bind, WcStatus::InvalidRequest),
+                (Opcode::Invalidate, WcStatus::Cancelled),
+                (Opcode::Bind, WcStatus::Cancelled),
+            ],
+            "{mode:?}"
+        );
+        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+    }
+}
+
+#[test]
+fn test_window_flushed_queued_binds_release_their_tokens_rule_e1() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let (reg, mw) = window(&pair);
+        let keys = pair.b.device.live_keys();
+        for context in 0..6 {
+            post_bind(&pair, &reg, &mw, context, ring(false));
+            post_unbind(&pair, &mw, 100 + context, ring(false));
+        }
+        assert_eq!(pair.b.device.live_keys(), keys + 6);
+        pair.b.qp.flush();
+        settle();
+        let done = outcomes(&pair.b);
+        assert_eq!(done.len(), 12, "{mode:?}");
+        assert!(
+            done.iter().all(|&(_, s)| s == WcStatus::Cancelled),
+            "{done:?}"
+        );
+        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+        assert_eq!(mw.remote_key(), 0, "nothing ever bound");
+        mw.close();
+    }
+}
+
+#[test]
+fn test_fast_register_invalidate_chain_longer_than_the_staged_lists_rule_p18_m16() {
+    for mode in MODES {
+        let pair = Pair::new(mode);
+        let lam = LamPages::new(&pair.b.device, 16, 0);
+        let mr = Mr::new(&pair.b.pd, true).unwrap();
+        mr.init_fast(2, true).unwrap();
+        let rkey = mr.remote_key().unwrap();
+        // FastRegister, Invalidate, … eight times over: more FastRegisters
+        // queued at once than the region's first STAGE_SLOTS lists, each a
+        // different page list (pages 2i and 2i+1) at a different base.
+        let rounds = 8;
+        assert!(rounds > STAGE_SLOTS);
+        for round in 0..rounds {
+            let pages = [lam.page(2 * round), lam.page(2 * round + 1)];
+            let base = 0x10_0000 * (round as u64 + 1);
+            let posted = pair.b.qp.post_fast_register(
+                round,
+                &mr,
+                &pages,
+                0,
+                2 * 4096,
+                base,
+                Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+                WrFlags::DEFER,
+            );
+            assert_eq!(posted, Ok(()), "{mode:?}: FastRegister {round}");
+            if round + 1 < rounds {
+                let target = InvalidateTarget::Mr(Arc::clone(&mr));
+                let posted = pair
+                    .b
+                    .qp
+                    .post_invalidate(100 + round, target, WrFlags::DEFER);
+                assert_eq!(posted, Ok(()), "{mode:?}: Invalidate {round}");
+            }
+        }
+        pair.b.qp.ring_deferred();
+        settle();
+        let done = outcomes(&pair.b);
+        assert_eq!(done.len(), 2 * rounds - 1, "{mode:?}");
+        for (i, outcome) in done.iter().enumerate() {
+            let op = if i % 2 == 0 {
+                Opcode::FastRegister
+            } else {
+                Opcode::Invalidate
+            };
+            assert_eq!(*outcome, (op, WcStatus::Success), "{mode:?}: #{i}");
+        }
+        // The last list is mapped, at the last base, under the same token
+        // (M35); the earlier bases name nothing.
+        let last = 0x10_0000 * rounds as u64;
+        assert_eq!(reach(&pair, rkey, last, 2 * 4096), Ok(()));
+        assert_eq!(
+            reach(&pair, rkey, 0x10_0000, 16),
+            Err(Denied::Range),
+            "{mode:?}"
+        );
+        // Executed lists are free again: another round stages without
+        // growing (nothing to observe but success).
+        let target = InvalidateTarget::Mr(Arc::clone(&mr));
+        pair.b
+            .qp
+            .post_invalidate(200, target, WrFlags::empty())
+            .unwrap();
+        settle();
+        assert_eq!(outcomes(&pair.b), [(Opcode::Invalidate, WcStatus::Success)]);
+    }
+}
