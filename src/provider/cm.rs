@@ -368,65 +368,38 @@ ndk_table! {
     static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector at NdkConnector,
         close ndk_close_connector = "NdkCloseConnector";
     ndk_connect = "NdkConnect" => connect(
-        qp: *mut NdkQp,
-        src: *const SockAddr,
-        src_length: u32,
-        dst: *const SockAddr,
-        dst_length: u32,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+        qp: *mut NdkQp, src: *const SockAddr, src_length: u32, dst: *const SockAddr,
+        dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void,
+        data_length: u32, completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
+    ) -> NtStatus, then watched();
     ndk_connect_with_shared_endpoint = "NdkConnectWithSharedEndpoint" => connect_with_shared_endpoint(
-        qp: *mut NdkQp,
-        endpoint: *mut NdkSharedEndpoint,
-        dst: *const SockAddr,
-        dst_length: u32,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+        qp: *mut NdkQp, endpoint: *mut NdkSharedEndpoint, dst: *const SockAddr, dst_length: u32,
+        inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void, data_length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
     ) -> NtStatus;
     ndk_complete_connect = "NdkCompleteConnect" => complete_connect(
-        disconnect_event: Option<NdkFnDisconnectEventCallback>,
-        disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+        disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
     ) -> NtStatus;
     ndk_accept = "NdkAccept" => accept(
-        qp: *mut NdkQp,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        disconnect_event: Option<NdkFnDisconnectEventCallback>,
-        disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>,
+        qp: *mut NdkQp, inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void,
+        data_length: u32, disconnect_event: Option<NdkFnDisconnectEventCallback>,
+        disconnect_context: *mut c_void, completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void,
     ) -> NtStatus;
     ndk_reject = "NdkReject" => reject(data: *const c_void, data_length: u32) -> NtStatus;
     ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(
-        inbound_read_limit: *mut u32,
-        outbound_read_limit: *mut u32,
-        data: *mut c_void,
+        inbound_read_limit: *mut u32, outbound_read_limit: *mut u32, data: *mut c_void,
         data_length: *mut u32,
     ) -> NtStatus;
     ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(
-        address: *mut SockAddr,
-        length: *mut u32,
+        address: *mut SockAddr, length: *mut u32,
     ) -> NtStatus;
     ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(
-        address: *mut SockAddr,
-        length: *mut u32,
+        address: *mut SockAddr, length: *mut u32,
     ) -> NtStatus;
     ndk_disconnect = "NdkDisconnect" => disconnect(
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
     ) -> NtStatus;
 }
 
@@ -516,46 +489,15 @@ fn start_connect(
     }
 }
 
-/// `NdkConnect` as the table calls it: [`connect_unwatched`], and in checked
-/// mode a connector whose connection has ended, connected again, is
-/// reported (X5).
-unsafe fn connect(
-    connector: &Object<Connector>,
-    qp: *mut NdkQp,
-    src: *const SockAddr,
-    src_length: u32,
-    dst: *const SockAddr,
-    dst_length: u32,
-    inbound_read_limit: u32,
-    outbound_read_limit: u32,
-    data: *const c_void,
-    data_length: u32,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe {
-        connect_unwatched(
-            connector,
-            qp,
-            src,
-            src_length,
-            dst,
-            dst_length,
-            inbound_read_limit,
-            outbound_read_limit,
-            data,
-            data_length,
-            completion,
-            context,
-        )
-    };
+/// `NdkConnect`'s status as the table passes it on: in checked mode a
+/// connector whose connection has ended, connected again, is reported (X5).
+fn watched(connector: &Object<Connector>, slot: &'static Slot, status: NtStatus) -> NtStatus {
     if status == STATUS_CONNECTION_INVALID && super::checked::checked() {
         super::checked::report(
             super::checked::Breach::X5,
             NdkObjectType::CONNECTOR,
             connector.as_ptr() as usize,
-            &Slot("NdkConnect"),
+            slot,
             super::checked::slot_ptr(&Slot("a connector already used")),
         );
     }
@@ -565,7 +507,7 @@ unsafe fn connect(
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe fn connect_unwatched(
+unsafe fn connect(
     connector: &Object<Connector>,
     qp: *mut NdkQp,
     src: *const SockAddr,
@@ -982,14 +924,11 @@ ndk_table! {
     static LISTENER_DISPATCH: NdkListenerDispatch for Listener at NdkListener,
         close ndk_close_listener = "NdkCloseListener";
     ndk_listen = "NdkListen" => listen(
-        address: *const SockAddr,
-        length: u32,
-        completion: Option<NdkFnRequestCompletion>,
+        address: *const SockAddr, length: u32, completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void,
     ) -> NtStatus;
     ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(
-        address: *mut SockAddr,
-        length: *mut u32,
+        address: *mut SockAddr, length: *mut u32,
     ) -> NtStatus;
     ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(
         pause: Boolean,
@@ -1095,8 +1034,7 @@ ndk_table! {
     static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch for SharedEndpoint at NdkSharedEndpoint,
         close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
     ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(
-        address: *mut SockAddr,
-        length: *mut u32,
+        address: *mut SockAddr, length: *mut u32,
     ) -> NtStatus;
 }
 

@@ -34,18 +34,12 @@ struct Owed {
 
 /// The provider state of an `NDK_MR`.
 pub struct Mr {
-    rnic: Arc<rmr::Mr>,
+    /// The RNIC region.
+    pub(super) rnic: Arc<rmr::Mr>,
     /// A DeregisterMr that returned (or is about to return) `STATUS_PENDING`;
     /// taken exactly once, by whoever completes it. While set, the MR holds
     /// itself open (L21).
     dereg: SpinLock<Option<Owed>>,
-}
-
-impl Mr {
-    /// The RNIC region.
-    pub const fn rnic(&self) -> &Arc<rmr::Mr> {
-        &self.rnic
-    }
 }
 
 impl Kind for Mr {
@@ -98,20 +92,14 @@ ndk_table! {
     static MR_DISPATCH: NdkMrDispatch for Mr at NdkMr,
         close ndk_close_mr = "NdkCloseMr";
     ndk_register_mr = "NdkRegisterMr" => register(
-        mdl: *mut Mdl,
-        length: usize,
-        flags: u32,
-        completion: Option<NdkFnRequestCompletion>,
+        mdl: *mut Mdl, length: usize, flags: u32, completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void,
     ) -> NtStatus;
     ndk_deregister_mr = "NdkDeregisterMr" => deregister(
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
     ) -> NtStatus;
     ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(
-        pages: u32,
-        remote_access: Boolean,
-        completion: Option<NdkFnRequestCompletion>,
+        pages: u32, remote_access: Boolean, completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void,
     ) -> NtStatus;
     ndk_get_remote_token_from_mr = "NdkGetRemoteTokenFromMr" => mr_remote_token() -> u32;
@@ -121,7 +109,7 @@ ndk_table! {
 /// Creates a region on `pd`, for RegisterMr (`fast == false`) or for fast
 /// registration (`fast == true`), fixed for its life (M1). Inline (L7).
 pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtStatus> {
-    let rnic = rmr::Mr::new(pd.inner.rnic(), fast).map_err(status::resource)?;
+    let rnic = rmr::Mr::new(&pd.inner.rnic, fast).map_err(status::resource)?;
     let inner = Mr {
         rnic,
         dereg: SpinLock::new(None),
@@ -270,14 +258,8 @@ unsafe fn mr_local_token(mr: &Object<Mr>) -> u32 {
 
 /// The provider state of an `NDK_MW`.
 pub struct Mw {
-    rnic: Arc<rmr::Mw>,
-}
-
-impl Mw {
     /// The RNIC window.
-    pub const fn rnic(&self) -> &Arc<rmr::Mw> {
-        &self.rnic
-    }
+    pub(super) rnic: Arc<rmr::Mw>,
 }
 
 impl Kind for Mw {
@@ -297,7 +279,7 @@ ndk_table! {
 
 /// Creates an unbound window on `pd` (M21). Inline (L7).
 pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
-    let rnic = rmr::Mw::new(pd.inner.rnic()).map_err(status::resource)?;
+    let rnic = rmr::Mw::new(&pd.inner.rnic).map_err(status::resource)?;
     let parent: Arc<dyn Holder> = pd.arc();
     let object = Object::create(
         pd.header().version,
@@ -360,7 +342,7 @@ mod tests {
             key: local_token(mr),
         };
         env.device
-            .resolve_local(pd.inner.rnic(), &sge, Access::empty())
+            .resolve_local(&pd.inner.rnic, &sge, Access::empty())
             .unwrap()
     }
 

@@ -23,14 +23,8 @@ use crate::rnic::qp::QpConfig;
 
 /// The provider state of an `NDK_PD`.
 pub struct Pd {
-    rnic: Arc<rmr::Pd>,
-}
-
-impl Pd {
     /// The RNIC protection domain.
-    pub const fn rnic(&self) -> &Arc<rmr::Pd> {
-        &self.rnic
-    }
+    pub(super) rnic: Arc<rmr::Pd>,
 }
 
 impl Kind for Pd {
