@@ -367,40 +367,31 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector at NdkConnector,
         close ndk_close_connector = "NdkCloseConnector";
-    ndk_connect = "NdkConnect" => connect(
-        qp: *mut NdkQp, src: *const SockAddr, src_length: u32, dst: *const SockAddr,
-        dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void,
-        data_length: u32, completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus, then watched();
+    ndk_connect = "NdkConnect" => connect(qp: *mut NdkQp, src: *const SockAddr, src_length: u32,
+        dst: *const SockAddr, dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32,
+        data: *const c_void, data_length: u32, completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus, then watched();
     ndk_connect_with_shared_endpoint = "NdkConnectWithSharedEndpoint" => connect_with_shared_endpoint(
         qp: *mut NdkQp, endpoint: *mut NdkSharedEndpoint, dst: *const SockAddr, dst_length: u32,
         inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void, data_length: u32,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus;
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
     ndk_complete_connect = "NdkCompleteConnect" => complete_connect(
         disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus;
-    ndk_accept = "NdkAccept" => accept(
-        qp: *mut NdkQp, inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void,
-        data_length: u32, disconnect_event: Option<NdkFnDisconnectEventCallback>,
-        disconnect_context: *mut c_void, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_accept = "NdkAccept" => accept(qp: *mut NdkQp, inbound_read_limit: u32,
+        outbound_read_limit: u32, data: *const c_void, data_length: u32,
+        disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
     ndk_reject = "NdkReject" => reject(data: *const c_void, data_length: u32) -> NtStatus;
     ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(
         inbound_read_limit: *mut u32, outbound_read_limit: *mut u32, data: *mut c_void,
-        data_length: *mut u32,
-    ) -> NtStatus;
-    ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(
-        address: *mut SockAddr, length: *mut u32,
-    ) -> NtStatus;
-    ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(
-        address: *mut SockAddr, length: *mut u32,
-    ) -> NtStatus;
-    ndk_disconnect = "NdkDisconnect" => disconnect(
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus;
+        data_length: *mut u32) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_disconnect = "NdkDisconnect" => disconnect(completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
 }
 
 /// Wraps `rnic` in a connector object on `adapter`, a successor of
@@ -923,15 +914,11 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static LISTENER_DISPATCH: NdkListenerDispatch for Listener at NdkListener,
         close ndk_close_listener = "NdkCloseListener";
-    ndk_listen = "NdkListen" => listen(
-        address: *const SockAddr, length: u32, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(
-        address: *mut SockAddr, length: *mut u32,
-    ) -> NtStatus;
-    ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(
-        pause: Boolean,
+    ndk_listen = "NdkListen" => listen(address: *const SockAddr, length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(pause: Boolean
     );
 }
 
@@ -963,9 +950,9 @@ pub(super) unsafe fn create_listener(
         Ok(rnic) => rnic,
         Err(error) => return status(error),
     };
-    let parents: Parents = [Some(adapter.arc() as Arc<dyn Holder>), None, None, None];
-    let Some(object) = Object::create(adapter.header().version, Listener { rnic }, parents) else {
-        return STATUS_INSUFFICIENT_RESOURCES;
+    let object = match Object::create_under(adapter, Listener { rnic }) {
+        Ok(object) => object,
+        Err(status) => return status,
     };
     *bridge.object.lock() = Arc::downgrade(&object);
     // SAFETY: `out` is the consumer's out-pointer (checked non-null).
@@ -1033,9 +1020,8 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch for SharedEndpoint at NdkSharedEndpoint,
         close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
-    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(
-        address: *mut SockAddr, length: *mut u32,
-    ) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
 }
 
 /// `NdkCreateSharedEndpoint` (N9, L7: inline): fails like Listen (N3).
@@ -1059,10 +1045,9 @@ pub(super) unsafe fn create_shared_endpoint(
         Ok(rnic) => rnic,
         Err(error) => return status(error),
     };
-    let parents: Parents = [Some(adapter.arc() as Arc<dyn Holder>), None, None, None];
-    let Some(object) = Object::create(adapter.header().version, SharedEndpoint { rnic }, parents)
-    else {
-        return STATUS_INSUFFICIENT_RESOURCES;
+    let object = match Object::create_under(adapter, SharedEndpoint { rnic }) {
+        Ok(object) => object,
+        Err(status) => return status,
     };
     // SAFETY: `out` is the consumer's out-pointer (checked non-null).
     unsafe { write_out(out.cast(), object.as_ptr()) }

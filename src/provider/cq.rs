@@ -104,16 +104,13 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static DISPATCH: NdkCqDispatch for Cq at NdkCq,
         close ndk_close_cq = "NdkCloseCq";
-    ndk_resize_cq = "NdkResizeCq" => resize(
-        depth: u32, completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus;
+    ndk_resize_cq = "NdkResizeCq" => resize(depth: u32, completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
     ndk_arm_cq = "NdkArmCq" => arm(notify_type: NdkCqNotifyType);
     ndk_get_cq_results = "NdkGetCqResults" => get_results(results: *mut NdkResult, n: u32) -> u32;
     ndk_control_cq_interrupt_moderation = "NdkControlCqInterruptModeration" => control_moderation(
-        interval: u32, count: u32,
-    ) -> NtStatus;
-    ndk_get_cq_results_ex = "NdkGetCqResultsEx" => get_results_ex(
-        results: *mut NdkResultEx, n: u32,
+        interval: u32, count: u32) -> NtStatus;
+    ndk_get_cq_results_ex = "NdkGetCqResultsEx" => get_results_ex(results: *mut NdkResultEx, n: u32
     ) -> u32;
 }
 
@@ -144,13 +141,7 @@ pub(super) fn create(
         slot,
         reaper: AtomicPtr::new(core::ptr::null_mut()),
     };
-    let parent: Arc<dyn Holder> = adapter.arc();
-    let object = Object::create(
-        adapter.inner.version(),
-        inner,
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(adapter, inner)?;
     *object.inner.notifier.object.lock() = Arc::downgrade(&object);
     Ok(object.as_ptr().cast())
 }

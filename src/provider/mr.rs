@@ -16,8 +16,7 @@ use super::pd::Pd;
 use super::status;
 use crate::abi::{
     Boolean, Mdl, MrFlags, NdkFnRequestCompletion, NdkMr, NdkMrDispatch, NdkMw, NdkMwDispatch,
-    NdkObjectType, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
-    STATUS_PENDING, STATUS_SUCCESS,
+    NdkObjectType, NtStatus, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::Access;
@@ -91,16 +90,12 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static MR_DISPATCH: NdkMrDispatch for Mr at NdkMr,
         close ndk_close_mr = "NdkCloseMr";
-    ndk_register_mr = "NdkRegisterMr" => register(
-        mdl: *mut Mdl, length: usize, flags: u32, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_deregister_mr = "NdkDeregisterMr" => deregister(
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void,
-    ) -> NtStatus;
-    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(
-        pages: u32, remote_access: Boolean, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+    ndk_register_mr = "NdkRegisterMr" => register(mdl: *mut Mdl, length: usize, flags: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_deregister_mr = "NdkDeregisterMr" => deregister(completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
+    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(pages: u32,
+        remote_access: Boolean, completion: Option<NdkFnRequestCompletion>, context: *mut c_void
     ) -> NtStatus;
     ndk_get_remote_token_from_mr = "NdkGetRemoteTokenFromMr" => mr_remote_token() -> u32;
     ndk_get_local_token_from_mr = "NdkGetLocalTokenFromMr" => mr_local_token() -> u32;
@@ -114,9 +109,7 @@ pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtSta
         rnic,
         dereg: SpinLock::new(None),
     };
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(pd.header().version, inner, [Some(parent), None, None, None])
-        .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(pd, inner)?;
     Ok(object.as_ptr().cast())
 }
 
@@ -280,13 +273,7 @@ ndk_table! {
 /// Creates an unbound window on `pd` (M21). Inline (L7).
 pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
     let rnic = rmr::Mw::new(&pd.inner.rnic).map_err(status::resource)?;
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(
-        pd.header().version,
-        Mw { rnic },
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(pd, Mw { rnic })?;
     Ok(object.as_ptr().cast())
 }
 

@@ -77,33 +77,24 @@ ndk_table! {
     static QP_DISPATCH: NdkQpDispatch for Qp at NdkQp,
         close ndk_close_qp = "NdkCloseQp";
     ndk_flush = "NdkFlush" => flush();
-    ndk_send = "NdkSend" => send(
-        context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32,
+    ndk_send = "NdkSend" => send(context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32
     ) -> NtStatus, then watched(Some(flags));
-    ndk_receive = "NdkReceive" => receive(
-        context: *mut c_void, sgl: *const NdkSge, n: u32,
+    ndk_receive = "NdkReceive" => receive(context: *mut c_void, sgl: *const NdkSge, n: u32
     ) -> NtStatus, then watched(None);
-    ndk_bind = "NdkBind" => bind(
-        context: *mut c_void, mr: *mut NdkMr, mw: *mut NdkMw, virtual_address: *mut c_void,
-        length: usize, flags: u32,
+    ndk_bind = "NdkBind" => bind(context: *mut c_void, mr: *mut NdkMr, mw: *mut NdkMw,
+        virtual_address: *mut c_void, length: usize, flags: u32
     ) -> NtStatus, then watched(Some(flags));
-    ndk_fast_register = "NdkFastRegister" => fast_register(
-        context: *mut c_void, mr: *mut NdkMr, page_count: u32, pages: *const NdkLogicalAddress,
-        fbo: u32, length: usize, base_virtual_address: *mut c_void, flags: u32,
-    ) -> NtStatus, then watched(Some(flags));
-    ndk_invalidate = "NdkInvalidate" => invalidate(
-        context: *mut c_void, target: *mut NdkObjectHeader, flags: u32,
-    ) -> NtStatus, then watched(Some(flags));
-    ndk_read = "NdkRead" => read(
-        context: *mut c_void, sgl: *const NdkSge, n: u32, remote_address: u64, remote_token: u32,
-        flags: u32,
-    ) -> NtStatus, then watched(Some(flags));
-    ndk_write = "NdkWrite" => write(
-        context: *mut c_void, sgl: *const NdkSge, n: u32, remote_address: u64, remote_token: u32,
-        flags: u32,
-    ) -> NtStatus, then watched(Some(flags));
-    ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(
-        context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32, remote_token: u32,
+    ndk_fast_register = "NdkFastRegister" => fast_register(context: *mut c_void, mr: *mut NdkMr,
+        page_count: u32, pages: *const NdkLogicalAddress, fbo: u32, length: usize,
+        base_virtual_address: *mut c_void, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_invalidate = "NdkInvalidate" => invalidate(context: *mut c_void,
+        target: *mut NdkObjectHeader, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_read = "NdkRead" => read(context: *mut c_void, sgl: *const NdkSge, n: u32,
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_write = "NdkWrite" => write(context: *mut c_void, sgl: *const NdkSge, n: u32,
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(context: *mut c_void,
+        sgl: *const NdkSge, n: u32, flags: u32, remote_token: u32
     ) -> NtStatus, then watched(Some(flags));
 }
 
@@ -818,13 +809,10 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static SRQ_DISPATCH: NdkSrqDispatch for Srq at NdkSrq,
         close ndk_close_srq = "NdkCloseSrq";
-    ndk_modify_srq = "NdkModifySrq" => modify_srq(
-        depth: u32, threshold: u32, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_srq_receive = "NdkSrqReceive" => srq_receive(
-        context: *mut c_void, sgl: *const NdkSge, n: u32,
-    ) -> NtStatus;
+    ndk_modify_srq = "NdkModifySrq" => modify_srq(depth: u32, threshold: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_srq_receive = "NdkSrqReceive" => srq_receive(context: *mut c_void, sgl: *const NdkSge,
+        n: u32) -> NtStatus;
 }
 
 /// Creates an SRQ on `pd` (L12, Q1, Q4, Q8). Inline (L7).
@@ -853,13 +841,7 @@ pub(super) fn create_srq(
     let notify = notifier.clone().map(|n| n as Arc<dyn SrqNotify>);
     let rnic =
         rsrq::Srq::new(&pd.inner.rnic, depth, max_sge, threshold, notify).map_err(status::srq)?;
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(
-        pd.header().version,
-        Srq { rnic },
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(pd, Srq { rnic })?;
     if let Some(notifier) = notifier {
         notifier.attach(&object);
     }
