@@ -943,14 +943,11 @@ pub(super) unsafe fn create_listener(
         callback,
         context: event_context as usize,
     });
-    let rnic = match rcm::Listener::new(
-        adapter.inner.addresses(),
-        Arc::clone(&bridge) as Arc<dyn ListenerEvents>,
-    ) {
-        Ok(rnic) => rnic,
-        Err(error) => return status(error),
-    };
-    let object = match Object::create_under(adapter, Listener { rnic }) {
+    let events = Arc::clone(&bridge) as Arc<dyn ListenerEvents>;
+    let created = rcm::Listener::new(adapter.inner.addresses(), events)
+        .map_err(status)
+        .and_then(|rnic| Object::create_under(adapter, Listener { rnic }));
+    let object = match created {
         Ok(object) => object,
         Err(status) => return status,
     };
@@ -1037,20 +1034,15 @@ pub(super) unsafe fn create_shared_endpoint(
         return STATUS_INVALID_PARAMETER;
     }
     // SAFETY: the consumer's address covers its length (N2).
-    let local = match unsafe { read_address(address, address_length) } {
-        Ok(local) => local,
-        Err(status) => return status,
-    };
-    let rnic = match rcm::SharedEndpoint::new(adapter.inner.addresses(), local) {
-        Ok(rnic) => rnic,
-        Err(error) => return status(error),
-    };
-    let object = match Object::create_under(adapter, SharedEndpoint { rnic }) {
-        Ok(object) => object,
-        Err(status) => return status,
-    };
-    // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-    unsafe { write_out(out.cast(), object.as_ptr()) }
+    let created = unsafe { read_address(address, address_length) }.and_then(|local| {
+        let rnic = rcm::SharedEndpoint::new(adapter.inner.addresses(), local).map_err(status)?;
+        Object::create_under(adapter, SharedEndpoint { rnic })
+    });
+    match created {
+        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
+        Ok(object) => unsafe { write_out(out.cast(), object.as_ptr()) },
+        Err(status) => status,
+    }
 }
 
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).
