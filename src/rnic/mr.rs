@@ -731,6 +731,21 @@ enum MwState {
     // Invalidate hands the window to it (rules M21, D2, P18).
 }
 
+impl MwState {
+    /// The state once the binding (or Bind) under `key` ends: the Bind
+    /// posted after it (`next`) is the one outstanding, else the window is
+    /// unbound (M21, D2).
+    const fn ended(key: u32, next: Option<u32>) -> Self {
+        match next {
+            Some(next) => Self::Binding {
+                key: next,
+                next: None,
+            },
+            None => Self::Unbound { last_key: key },
+        }
+    }
+}
+
 impl Mw {
     /// Creates an unbound window.
     ///
@@ -869,14 +884,8 @@ impl Mw {
             let mut state = self.state.lock();
             match &mut *state {
                 MwState::Binding { key, next } => {
-                    let (key, next) = (*key, *next);
-                    *state = match next {
-                        Some(next) => MwState::Binding {
-                            key: next,
-                            next: None,
-                        },
-                        None => MwState::Unbound { last_key: key },
-                    };
+                    let key = *key;
+                    *state = MwState::ended(key, *next);
                     key
                 }
                 MwState::Bound { next, .. } => match next.take() {
@@ -899,14 +908,8 @@ impl Mw {
             let MwState::Bound { key, next, .. } = &*state else {
                 return Err(WcStatus::InvalidRequest);
             };
-            let (key, next) = (*key, *next);
-            *state = match next {
-                Some(next) => MwState::Binding {
-                    key: next,
-                    next: None,
-                },
-                None => MwState::Unbound { last_key: key },
-            };
+            let key = *key;
+            *state = MwState::ended(key, *next);
             key
         };
         self.pd.device().keys.lock().remove(key);
