@@ -122,7 +122,7 @@ fn test_bytes_in_order_through_a_small_buffer_then_fin() {
 #[test]
 fn test_abortive_close_is_a_reset() {
     let (client, server) = sockets();
-    let (stream, events) = started(client);
+    let (stream, _events) = started(client);
     assert_eq!(stream.send(b"hello"), 5);
     let mut got = [0_u8; 5];
     (&server).read_exact(&mut got).unwrap();
