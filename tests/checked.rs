@@ -182,16 +182,22 @@ fn checked_defer_chain_rung_gets_no_report_rule_d5() {
     harness::teardown_lenient(pair);
 }
 
-/// X5: a Send on a QP whose connection the consumer ended: refused
-/// (`STATUS_CONNECTION_INVALID`) and reported.
-#[test]
-fn checked_post_on_disconnected_qp_is_reported_rule_x5() {
-    let _serial = serial();
+/// A connected pair whose connection both sides then ended (X5's arrange).
+fn disconnected_pair() -> Pair {
     let pair = Pair::new();
     let (a, a_done) = pair.a_conn.disconnect();
     let (b, b_done) = pair.b_conn.disconnect();
     assert_success!(a_done.outcome(a));
     let _ = b_done.outcome(b);
+    pair
+}
+
+/// X5: a Send on a QP whose connection the consumer ended: refused
+/// (`STATUS_CONNECTION_INVALID`) and reported.
+#[test]
+fn checked_post_on_disconnected_qp_is_reported_rule_x5() {
+    let _serial = serial();
+    let pair = disconnected_pair();
     let before = count("X5");
     assert_eq!(pair.a_qp.send(1, &[], 0), STATUS_CONNECTION_INVALID);
     assert_eq!(count("X5"), before + 1);
@@ -204,11 +210,7 @@ fn checked_post_on_disconnected_qp_is_reported_rule_x5() {
 #[test]
 fn checked_reused_disconnected_connector_is_reported_rule_x5() {
     let _serial = serial();
-    let pair = Pair::new();
-    let (a, a_done) = pair.a_conn.disconnect();
-    let (b, b_done) = pair.b_conn.disconnect();
-    assert_success!(a_done.outcome(a));
-    let _ = b_done.outcome(b);
+    let pair = disconnected_pair();
     let before = count("X5");
     let (addr_a, addr_b) = harness::fresh_addresses();
     let (status, _) =

@@ -22,11 +22,14 @@
 
 #[path = "conformance/harness/mod.rs"]
 mod harness;
+#[path = "common/scenario.rs"]
+mod scenario_common;
 
 /// The transport the scenario's fixture uses (`harness::Transport`).
 const TRANSPORT: harness::Transport = harness::Transport::Local;
 
 use harness::*;
+use scenario_common::*;
 use softndk::abi::*;
 
 const CREDITS: usize = 255;
@@ -88,20 +91,6 @@ impl Sender {
         self.buffer
             .sge(0, bytes.len() as u32, self.mr.local_token())
     }
-}
-
-/// A message of the stream: sequence number and a pattern derived from it.
-fn message(kind: u8, seq: u32, len: usize) -> Vec<u8> {
-    let mut m = vec![0_u8; len];
-    m[0] = kind;
-    m[1..5].copy_from_slice(&seq.to_le_bytes());
-    for (i, b) in m.iter_mut().enumerate().skip(5) {
-        *b = (seq as u8)
-            .wrapping_mul(7)
-            .wrapping_add(i as u8)
-            .wrapping_add(kind);
-    }
-    m
 }
 
 /// Polls `cq` until a completion of `kind` for `qp_context` arrives (the
@@ -324,29 +313,18 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         let (status, mut lam, lam_fbo) = client.build_lam(&mut client_data);
         assert_success!(status);
         assert_eq!(lam_fbo as usize, fbo);
-        let pages = lam_pages(&lam);
-        let base = (0x7000_0000_u64 + round as u64 * 0x100_0000) + u64::from(lam_fbo);
-        let flags = if server_reads {
-            OP_FLAG_ALLOW_REMOTE_READ
-        } else {
-            OP_FLAG_ALLOW_REMOTE_WRITE
+        let region = ClientRegion {
+            fast: &fast,
+            token: token_remote,
+            lam: &lam,
+            fbo: lam_fbo,
+            size,
+            server_reads,
         };
         // FastRegister (deferred) chained with the request Send (D2).
-        assert_success!(client_qp.fast_register(
-            20,
-            &fast,
-            &pages,
-            lam_fbo,
-            size,
-            base,
-            flags | OP_FLAG_DEFER
-        ));
-        let mut request = message(b'R', round as u32, 32);
-        request[8..16].copy_from_slice(&base.to_le_bytes());
-        request[16..20].copy_from_slice(&token_remote.to_le_bytes());
-        request[20..28].copy_from_slice(&(size as u64).to_le_bytes());
-        let sge = client_send.stage(&request);
-        assert_success!(client_qp.send(21, &[sge], 0));
+        let base = register_and_request(&client_qp, &region, round, |request| {
+            client_send.stage(request)
+        });
         let fr = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::FAST_REGISTER);
         assert_eq!(fr.request_context as usize, 20);
         expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
@@ -460,7 +438,3 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         "every provider object was freed"
     );
 }
-
-const OP_FLAG_DEFER: u32 = 0x200;
-const OP_FLAG_ALLOW_REMOTE_READ: u32 = 0x8;
-const OP_FLAG_ALLOW_REMOTE_WRITE: u32 = 0x30;

@@ -44,6 +44,8 @@
 
 #[path = "conformance/harness/mod.rs"]
 mod harness;
+#[path = "common/scenario.rs"]
+mod scenario_common;
 
 /// The harness's transport in this binary. No fixture of the harness is
 /// used: each role opens its own adapter on the wire. `Local` keeps the
@@ -60,6 +62,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::*;
+use scenario_common::*;
 use softndk::abi::*;
 
 // ---------------------------------------------------------------------------
@@ -307,9 +310,6 @@ const CLIENT: usize = 0xC11E;
 const SERVER: usize = 0x5E7E;
 const MR_FLAG_LOCAL_WRITE: u32 = 0x1;
 const MR_FLAG_REMOTE_READ: u32 = 0x2;
-const OP_FLAG_DEFER: u32 = 0x200;
-const OP_FLAG_ALLOW_REMOTE_READ: u32 = 0x8;
-const OP_FLAG_ALLOW_REMOTE_WRITE: u32 = 0x30;
 
 /// Bytes distinct at every 8-byte word of a transfer and per seed, so that
 /// data placed at a wrong offset (even a multiple of 64 KiB away) is seen.
@@ -334,21 +334,6 @@ fn client_payload(round: usize, len: usize) -> Vec<u8> {
 /// What the server writes into the client's buffer in `round`.
 fn server_payload(round: usize, len: usize) -> Vec<u8> {
     payload(len, 0x80 | round as u8)
-}
-
-/// A message of the session: kind, sequence number and a pattern derived
-/// from both.
-fn message(kind: u8, seq: u32, len: usize) -> Vec<u8> {
-    let mut m = vec![0_u8; len];
-    m[0] = kind;
-    m[1..5].copy_from_slice(&seq.to_le_bytes());
-    for (i, b) in m.iter_mut().enumerate().skip(5) {
-        *b = (seq as u8)
-            .wrapping_mul(7)
-            .wrapping_add(i as u8)
-            .wrapping_add(kind);
-    }
-    m
 }
 
 /// One side's receive buffers: 255 slots of 1364 bytes in one registration,
@@ -719,29 +704,16 @@ fn client() {
         let (status, mut lam, lam_fbo) = adapter.build_lam(&mut buffer);
         assert_success!(status);
         assert_eq!(lam_fbo as usize, fbo);
-        let pages = lam_pages(&lam);
-        let base = (0x7000_0000_u64 + round as u64 * 0x100_0000) + u64::from(lam_fbo);
-        let flags = if server_reads {
-            OP_FLAG_ALLOW_REMOTE_READ
-        } else {
-            OP_FLAG_ALLOW_REMOTE_WRITE
+        let region = ClientRegion {
+            fast: &fast,
+            token: token_remote,
+            lam: &lam,
+            fbo: lam_fbo,
+            size,
+            server_reads,
         };
         // FastRegister (deferred) chained with the request Send (D2).
-        assert_success!(qp.fast_register(
-            20,
-            &fast,
-            &pages,
-            lam_fbo,
-            size,
-            base,
-            flags | OP_FLAG_DEFER
-        ));
-        let mut request = message(b'R', round as u32, 32);
-        request[8..16].copy_from_slice(&base.to_le_bytes());
-        request[16..20].copy_from_slice(&token_remote.to_le_bytes());
-        request[20..28].copy_from_slice(&(size as u64).to_le_bytes());
-        let sge = sender.stage(&request);
-        assert_success!(qp.send(21, &[sge], 0));
+        register_and_request(&qp, &region, round, |request| sender.stage(request));
         let fr = q.expect(NdkOperationType::FAST_REGISTER);
         assert_eq!(fr.request_context as usize, 20);
         let sent = q.expect(NdkOperationType::SEND);

@@ -70,51 +70,26 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static DISPATCH: NdkAdapterDispatch for Adapter at NdkAdapter;
     ndk_query_adapter_info = "NdkQueryAdapterInfo" => query_adapter_info(
-        info_out: *mut NdkAdapterInfo,
-        buffer_size: *mut u32,
-    ) -> NtStatus;
-    ndk_create_cq = "NdkCreateCq" => create_cq(
-        depth: u32,
-        notification: Option<NdkFnCqNotificationCallback>,
-        notification_context: *mut c_void,
-        affinity: *const GroupAffinity,
-        create_completion: Option<NdkFnCreateCompletion>,
-        request_context: *mut c_void,
-        out: *mut *mut NdkCq,
-    ) -> NtStatus;
-    ndk_create_pd = "NdkCreatePd" => create_pd(
-        create_completion: Option<NdkFnCreateCompletion>,
-        request_context: *mut c_void,
-        out: *mut *mut NdkPd,
-    ) -> NtStatus;
+        info_out: *mut NdkAdapterInfo, buffer_size: *mut u32) -> NtStatus;
+    ndk_create_cq = "NdkCreateCq" => create_cq(depth: u32,
+        notification: Option<NdkFnCqNotificationCallback>, notification_context: *mut c_void,
+        affinity: *const GroupAffinity, create_completion: Option<NdkFnCreateCompletion>,
+        request_context: *mut c_void, out: *mut *mut NdkCq) -> NtStatus;
+    ndk_create_pd = "NdkCreatePd" => create_pd(create_completion: Option<NdkFnCreateCompletion>,
+        request_context: *mut c_void, out: *mut *mut NdkPd) -> NtStatus;
     ndk_create_shared_endpoint = "NdkCreateSharedEndpoint" => create_shared_endpoint(
-        address: *const SockAddr,
-        address_length: u32,
-        completion: Option<NdkFnCreateCompletion>,
-        context: *mut c_void,
-        out: *mut *mut NdkSharedEndpoint,
-    ) -> NtStatus;
+        address: *const SockAddr, address_length: u32, completion: Option<NdkFnCreateCompletion>,
+        context: *mut c_void, out: *mut *mut NdkSharedEndpoint) -> NtStatus;
     ndk_create_connector = "NdkCreateConnector" => create_connector(
-        completion: Option<NdkFnCreateCompletion>,
-        context: *mut c_void,
-        out: *mut *mut NdkConnector,
+        completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkConnector
     ) -> NtStatus;
     ndk_create_listener = "NdkCreateListener" => create_listener(
-        event: Option<NdkFnConnectEventCallback>,
-        event_context: *mut c_void,
-        completion: Option<NdkFnCreateCompletion>,
-        context: *mut c_void,
-        out: *mut *mut NdkListener,
+        event: Option<NdkFnConnectEventCallback>, event_context: *mut c_void,
+        completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkListener
     ) -> NtStatus;
-    ndk_build_lam = "NdkBuildLAM" => build_lam(
-        mdl: *mut Mdl,
-        length: usize,
-        request_completion: Option<NdkFnRequestCompletion>,
-        request_context: *mut c_void,
-        lam: *mut NdkLogicalAddressMapping,
-        lam_size: *mut u32,
-        fbo: *mut u32,
-    ) -> NtStatus;
+    ndk_build_lam = "NdkBuildLAM" => build_lam(mdl: *mut Mdl, length: usize,
+        request_completion: Option<NdkFnRequestCompletion>, request_context: *mut c_void,
+        lam: *mut NdkLogicalAddressMapping, lam_size: *mut u32, fbo: *mut u32) -> NtStatus;
     ndk_release_lam = "NdkReleaseLAM" => release_lam(lam: *mut NdkLogicalAddressMapping);
 }
 

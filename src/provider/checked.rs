@@ -56,14 +56,9 @@ impl Breach {
         }
     }
 
-    const fn from_index(index: u8) -> Option<Self> {
-        match index {
-            0 => Some(Self::L17),
-            1 => Some(Self::C1),
-            2 => Some(Self::X5),
-            3 => Some(Self::D5),
-            _ => None,
-        }
+    /// The kind whose discriminant is `index` (`ALL` is in that order).
+    fn from_index(index: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(index)).copied()
     }
 }
 

@@ -367,67 +367,31 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector at NdkConnector,
         close ndk_close_connector = "NdkCloseConnector";
-    ndk_connect = "NdkConnect" => connect(
-        qp: *mut NdkQp,
-        src: *const SockAddr,
-        src_length: u32,
-        dst: *const SockAddr,
-        dst_length: u32,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+    ndk_connect = "NdkConnect" => connect(qp: *mut NdkQp, src: *const SockAddr, src_length: u32,
+        dst: *const SockAddr, dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32,
+        data: *const c_void, data_length: u32, completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus, then watched();
     ndk_connect_with_shared_endpoint = "NdkConnectWithSharedEndpoint" => connect_with_shared_endpoint(
-        qp: *mut NdkQp,
-        endpoint: *mut NdkSharedEndpoint,
-        dst: *const SockAddr,
-        dst_length: u32,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+        qp: *mut NdkQp, endpoint: *mut NdkSharedEndpoint, dst: *const SockAddr, dst_length: u32,
+        inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void, data_length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
     ndk_complete_connect = "NdkCompleteConnect" => complete_connect(
-        disconnect_event: Option<NdkFnDisconnectEventCallback>,
-        disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_accept = "NdkAccept" => accept(
-        qp: *mut NdkQp,
-        inbound_read_limit: u32,
-        outbound_read_limit: u32,
-        data: *const c_void,
-        data_length: u32,
-        disconnect_event: Option<NdkFnDisconnectEventCallback>,
-        disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+        disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_accept = "NdkAccept" => accept(qp: *mut NdkQp, inbound_read_limit: u32,
+        outbound_read_limit: u32, data: *const c_void, data_length: u32,
+        disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
     ndk_reject = "NdkReject" => reject(data: *const c_void, data_length: u32) -> NtStatus;
     ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(
-        inbound_read_limit: *mut u32,
-        outbound_read_limit: *mut u32,
-        data: *mut c_void,
-        data_length: *mut u32,
-    ) -> NtStatus;
-    ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(
-        address: *mut SockAddr,
-        length: *mut u32,
-    ) -> NtStatus;
-    ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(
-        address: *mut SockAddr,
-        length: *mut u32,
-    ) -> NtStatus;
-    ndk_disconnect = "NdkDisconnect" => disconnect(
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+        inbound_read_limit: *mut u32, outbound_read_limit: *mut u32, data: *mut c_void,
+        data_length: *mut u32) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_disconnect = "NdkDisconnect" => disconnect(completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
 }
 
 /// Wraps `rnic` in a connector object on `adapter`, a successor of
@@ -516,46 +480,15 @@ fn start_connect(
     }
 }
 
-/// `NdkConnect` as the table calls it: [`connect_unwatched`], and in checked
-/// mode a connector whose connection has ended, connected again, is
-/// reported (X5).
-unsafe fn connect(
-    connector: &Object<Connector>,
-    qp: *mut NdkQp,
-    src: *const SockAddr,
-    src_length: u32,
-    dst: *const SockAddr,
-    dst_length: u32,
-    inbound_read_limit: u32,
-    outbound_read_limit: u32,
-    data: *const c_void,
-    data_length: u32,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe {
-        connect_unwatched(
-            connector,
-            qp,
-            src,
-            src_length,
-            dst,
-            dst_length,
-            inbound_read_limit,
-            outbound_read_limit,
-            data,
-            data_length,
-            completion,
-            context,
-        )
-    };
+/// `NdkConnect`'s status as the table passes it on: in checked mode a
+/// connector whose connection has ended, connected again, is reported (X5).
+fn watched(connector: &Object<Connector>, slot: &'static Slot, status: NtStatus) -> NtStatus {
     if status == STATUS_CONNECTION_INVALID && super::checked::checked() {
         super::checked::report(
             super::checked::Breach::X5,
             NdkObjectType::CONNECTOR,
             connector.as_ptr() as usize,
-            &Slot("NdkConnect"),
+            slot,
             super::checked::slot_ptr(&Slot("a connector already used")),
         );
     }
@@ -565,7 +498,7 @@ unsafe fn connect(
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe fn connect_unwatched(
+unsafe fn connect(
     connector: &Object<Connector>,
     qp: *mut NdkQp,
     src: *const SockAddr,
@@ -981,18 +914,11 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static LISTENER_DISPATCH: NdkListenerDispatch for Listener at NdkListener,
         close ndk_close_listener = "NdkCloseListener";
-    ndk_listen = "NdkListen" => listen(
-        address: *const SockAddr,
-        length: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(
-        address: *mut SockAddr,
-        length: *mut u32,
-    ) -> NtStatus;
-    ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(
-        pause: Boolean,
+    ndk_listen = "NdkListen" => listen(address: *const SockAddr, length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+    ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(pause: Boolean
     );
 }
 
@@ -1017,16 +943,13 @@ pub(super) unsafe fn create_listener(
         callback,
         context: event_context as usize,
     });
-    let rnic = match rcm::Listener::new(
-        adapter.inner.addresses(),
-        Arc::clone(&bridge) as Arc<dyn ListenerEvents>,
-    ) {
-        Ok(rnic) => rnic,
-        Err(error) => return status(error),
-    };
-    let parents: Parents = [Some(adapter.arc() as Arc<dyn Holder>), None, None, None];
-    let Some(object) = Object::create(adapter.header().version, Listener { rnic }, parents) else {
-        return STATUS_INSUFFICIENT_RESOURCES;
+    let events = Arc::clone(&bridge) as Arc<dyn ListenerEvents>;
+    let created = rcm::Listener::new(adapter.inner.addresses(), events)
+        .map_err(status)
+        .and_then(|rnic| Object::create_under(adapter, Listener { rnic }));
+    let object = match created {
+        Ok(object) => object,
+        Err(status) => return status,
     };
     *bridge.object.lock() = Arc::downgrade(&object);
     // SAFETY: `out` is the consumer's out-pointer (checked non-null).
@@ -1094,10 +1017,8 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch for SharedEndpoint at NdkSharedEndpoint,
         close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
-    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(
-        address: *mut SockAddr,
-        length: *mut u32,
-    ) -> NtStatus;
+    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
 }
 
 /// `NdkCreateSharedEndpoint` (N9, L7: inline): fails like Listen (N3).
@@ -1113,21 +1034,15 @@ pub(super) unsafe fn create_shared_endpoint(
         return STATUS_INVALID_PARAMETER;
     }
     // SAFETY: the consumer's address covers its length (N2).
-    let local = match unsafe { read_address(address, address_length) } {
-        Ok(local) => local,
-        Err(status) => return status,
-    };
-    let rnic = match rcm::SharedEndpoint::new(adapter.inner.addresses(), local) {
-        Ok(rnic) => rnic,
-        Err(error) => return status(error),
-    };
-    let parents: Parents = [Some(adapter.arc() as Arc<dyn Holder>), None, None, None];
-    let Some(object) = Object::create(adapter.header().version, SharedEndpoint { rnic }, parents)
-    else {
-        return STATUS_INSUFFICIENT_RESOURCES;
-    };
-    // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-    unsafe { write_out(out.cast(), object.as_ptr()) }
+    let created = unsafe { read_address(address, address_length) }.and_then(|local| {
+        let rnic = rcm::SharedEndpoint::new(adapter.inner.addresses(), local).map_err(status)?;
+        Object::create_under(adapter, SharedEndpoint { rnic })
+    });
+    match created {
+        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
+        Ok(object) => unsafe { write_out(out.cast(), object.as_ptr()) },
+        Err(status) => status,
+    }
 }
 
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).

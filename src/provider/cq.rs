@@ -23,7 +23,8 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as CoreOrdering};
 
 /// The provider state of an `NDK_CQ`.
 pub struct Cq {
-    rnic: Arc<rcq::Cq>,
+    /// The RNIC completion queue.
+    pub(super) rnic: Arc<rcq::Cq>,
     notifier: Arc<Notifier>,
     /// The CQ's reservation on its NIC, which also names that NIC.
     slot: Slot,
@@ -33,11 +34,6 @@ pub struct Cq {
 }
 
 impl Cq {
-    /// The RNIC completion queue.
-    pub const fn rnic(&self) -> &Arc<rcq::Cq> {
-        &self.rnic
-    }
-
     /// The emulated NIC the CQ lives on.
     pub const fn device(&self) -> &Arc<crate::rnic::device::Device> {
         self.slot.device()
@@ -108,20 +104,13 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static DISPATCH: NdkCqDispatch for Cq at NdkCq,
         close ndk_close_cq = "NdkCloseCq";
-    ndk_resize_cq = "NdkResizeCq" => resize(
-        depth: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
+    ndk_resize_cq = "NdkResizeCq" => resize(depth: u32, completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
     ndk_arm_cq = "NdkArmCq" => arm(notify_type: NdkCqNotifyType);
     ndk_get_cq_results = "NdkGetCqResults" => get_results(results: *mut NdkResult, n: u32) -> u32;
     ndk_control_cq_interrupt_moderation = "NdkControlCqInterruptModeration" => control_moderation(
-        interval: u32,
-        count: u32,
-    ) -> NtStatus;
-    ndk_get_cq_results_ex = "NdkGetCqResultsEx" => get_results_ex(
-        results: *mut NdkResultEx,
-        n: u32,
+        interval: u32, count: u32) -> NtStatus;
+    ndk_get_cq_results_ex = "NdkGetCqResultsEx" => get_results_ex(results: *mut NdkResultEx, n: u32
     ) -> u32;
 }
 
@@ -152,13 +141,7 @@ pub(super) fn create(
         slot,
         reaper: AtomicPtr::new(core::ptr::null_mut()),
     };
-    let parent: Arc<dyn Holder> = adapter.arc();
-    let object = Object::create(
-        adapter.inner.version(),
-        inner,
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(adapter, inner)?;
     *object.inner.notifier.object.lock() = Arc::downgrade(&object);
     Ok(object.as_ptr().cast())
 }

@@ -84,7 +84,10 @@ impl Refusal for () {
 /// enters the object ([`Object::from_ptr`](super::object::Object::from_ptr),
 /// which checks type and tag) and calls `method(&object, params)`, or returns
 /// [`Refusal::refused`] for anything else. `close` (absent for the adapter,
-/// which closes through NDIS) becomes the table's `NdkCloseObject`.
+/// which closes through NDIS) becomes the table's `NdkCloseObject`. A slot
+/// ending `, then after(extra…)` passes what the method returned through
+/// `after(&object, SLOT, extra…, result)` before the call leaves the object
+/// (the QP's checked-mode watch of its posts, D5, X5).
 ///
 /// Why the SAFETY comments of the pattern hold for every instance: a thunk
 /// is reachable only through its table, and the table only through the
@@ -100,7 +103,8 @@ macro_rules! ndk_table {
         $(#[$meta:meta])*
         static $table:ident: $Table:ident for $Kind:ident at $Ndk:ident
             $(, close $close:ident = $close_name:literal)?;
-        $($field:ident = $name:literal => $method:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*
+        $($field:ident = $name:literal => $method:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
+            $(, then $after:ident($($extra:expr),*))?;)*
     ) => {
         $(#[$meta])*
         static $table: $Table = {
@@ -148,7 +152,9 @@ macro_rules! ndk_table {
                         // as the slot's C contract says (ndk-abi.md §4); no
                         // method asks more of them than that contract, and the
                         // guard keeps the object alive for the call.
-                        unsafe { method(&entered, $($arg),*) }
+                        let result = unsafe { method(&entered, $($arg),*) };
+                        $(let result = $after(&entered, SLOT, $($extra,)* result);)?
+                        result
                     }
                     None => $crate::provider::dispatch::Refusal::refused(),
                 }

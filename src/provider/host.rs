@@ -390,9 +390,6 @@ pub unsafe extern "system" fn SoftNdkGetBreachReports(
     reports: *mut BreachReport,
     count: *mut u32,
 ) -> NtStatus {
-    if count.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
     let mut kept = [None; checked::KEPT];
     let mut n = 0_usize;
     checked::each_report(|report| {
@@ -401,16 +398,9 @@ pub unsafe extern "system" fn SoftNdkGetBreachReports(
             n += 1;
         }
     });
-    // SAFETY: the caller's in-out count (checked non-null).
-    let room = unsafe { count.read_unaligned() } as usize;
-    let needed = u32::try_from(n).unwrap_or(u32::MAX);
-    // SAFETY: as above.
-    unsafe { count.write_unaligned(needed) };
-    if room < n {
-        return STATUS_BUFFER_TOO_SMALL;
-    }
-    if n > 0 && reports.is_null() {
-        return STATUS_INVALID_PARAMETER;
+    // SAFETY: the caller's contract.
+    if let Err(status) = unsafe { answer_count(count, n, reports.is_null()) } {
+        return status;
     }
     for (i, report) in kept.iter().flatten().enumerate() {
         let mut entry = BreachReport::EMPTY;
@@ -426,6 +416,31 @@ pub unsafe extern "system" fn SoftNdkGetBreachReports(
     STATUS_SUCCESS
 }
 
+/// The in-out count of `SoftNdkGetBreachReports` and `SoftNdkGetBreachCounts`:
+/// `*count` is the room on entry and becomes `n`; `Err` with
+/// `STATUS_BUFFER_TOO_SMALL` when the room is less than `n` (nothing to
+/// write then), `STATUS_INVALID_PARAMETER` for a null `count`, or for a null
+/// array (`array_null`) when there is something to write.
+///
+/// # Safety
+/// `count` is null or readable and writable.
+unsafe fn answer_count(count: *mut u32, n: usize, array_null: bool) -> Result<(), NtStatus> {
+    if count.is_null() {
+        return Err(STATUS_INVALID_PARAMETER);
+    }
+    // SAFETY: the caller's in-out count (checked non-null).
+    let room = unsafe { count.read_unaligned() } as usize;
+    // SAFETY: as above.
+    unsafe { count.write_unaligned(u32::try_from(n).unwrap_or(u32::MAX)) };
+    if room < n {
+        return Err(STATUS_BUFFER_TOO_SMALL);
+    }
+    if n > 0 && array_null {
+        return Err(STATUS_INVALID_PARAMETER);
+    }
+    Ok(())
+}
+
 /// `SoftNdkGetBreachCounts`: one counter per watched rule, in a fixed
 /// order. `*count` is the room on entry, the number of rules on return;
 /// `STATUS_BUFFER_TOO_SMALL` (nothing written) when the room is too small.
@@ -438,19 +453,9 @@ pub unsafe extern "system" fn SoftNdkGetBreachCounts(
     counts: *mut BreachCount,
     count: *mut u32,
 ) -> NtStatus {
-    if count.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    // SAFETY: the caller's in-out count (checked non-null).
-    let room = unsafe { count.read_unaligned() } as usize;
-    let n = Breach::ALL.len();
-    // SAFETY: as above.
-    unsafe { count.write_unaligned(u32::try_from(n).unwrap_or(u32::MAX)) };
-    if room < n {
-        return STATUS_BUFFER_TOO_SMALL;
-    }
-    if counts.is_null() {
-        return STATUS_INVALID_PARAMETER;
+    // SAFETY: the caller's contract.
+    if let Err(status) = unsafe { answer_count(count, Breach::ALL.len(), counts.is_null()) } {
+        return status;
     }
     for (i, breach) in Breach::ALL.iter().enumerate() {
         let mut entry = BreachCount {

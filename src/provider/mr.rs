@@ -16,8 +16,7 @@ use super::pd::Pd;
 use super::status;
 use crate::abi::{
     Boolean, Mdl, MrFlags, NdkFnRequestCompletion, NdkMr, NdkMrDispatch, NdkMw, NdkMwDispatch,
-    NdkObjectType, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
-    STATUS_PENDING, STATUS_SUCCESS,
+    NdkObjectType, NtStatus, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::Access;
@@ -34,18 +33,12 @@ struct Owed {
 
 /// The provider state of an `NDK_MR`.
 pub struct Mr {
-    rnic: Arc<rmr::Mr>,
+    /// The RNIC region.
+    pub(super) rnic: Arc<rmr::Mr>,
     /// A DeregisterMr that returned (or is about to return) `STATUS_PENDING`;
     /// taken exactly once, by whoever completes it. While set, the MR holds
     /// itself open (L21).
     dereg: SpinLock<Option<Owed>>,
-}
-
-impl Mr {
-    /// The RNIC region.
-    pub const fn rnic(&self) -> &Arc<rmr::Mr> {
-        &self.rnic
-    }
 }
 
 impl Kind for Mr {
@@ -97,22 +90,12 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static MR_DISPATCH: NdkMrDispatch for Mr at NdkMr,
         close ndk_close_mr = "NdkCloseMr";
-    ndk_register_mr = "NdkRegisterMr" => register(
-        mdl: *mut Mdl,
-        length: usize,
-        flags: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_deregister_mr = "NdkDeregisterMr" => deregister(
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(
-        pages: u32,
-        remote_access: Boolean,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
+    ndk_register_mr = "NdkRegisterMr" => register(mdl: *mut Mdl, length: usize, flags: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_deregister_mr = "NdkDeregisterMr" => deregister(completion: Option<NdkFnRequestCompletion>,
+        context: *mut c_void) -> NtStatus;
+    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(pages: u32,
+        remote_access: Boolean, completion: Option<NdkFnRequestCompletion>, context: *mut c_void
     ) -> NtStatus;
     ndk_get_remote_token_from_mr = "NdkGetRemoteTokenFromMr" => mr_remote_token() -> u32;
     ndk_get_local_token_from_mr = "NdkGetLocalTokenFromMr" => mr_local_token() -> u32;
@@ -121,14 +104,12 @@ ndk_table! {
 /// Creates a region on `pd`, for RegisterMr (`fast == false`) or for fast
 /// registration (`fast == true`), fixed for its life (M1). Inline (L7).
 pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtStatus> {
-    let rnic = rmr::Mr::new(pd.inner.rnic(), fast).map_err(status::resource)?;
+    let rnic = rmr::Mr::new(&pd.inner.rnic, fast).map_err(status::resource)?;
     let inner = Mr {
         rnic,
         dereg: SpinLock::new(None),
     };
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(pd.header().version, inner, [Some(parent), None, None, None])
-        .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(pd, inner)?;
     Ok(object.as_ptr().cast())
 }
 
@@ -270,14 +251,8 @@ unsafe fn mr_local_token(mr: &Object<Mr>) -> u32 {
 
 /// The provider state of an `NDK_MW`.
 pub struct Mw {
-    rnic: Arc<rmr::Mw>,
-}
-
-impl Mw {
     /// The RNIC window.
-    pub const fn rnic(&self) -> &Arc<rmr::Mw> {
-        &self.rnic
-    }
+    pub(super) rnic: Arc<rmr::Mw>,
 }
 
 impl Kind for Mw {
@@ -297,14 +272,8 @@ ndk_table! {
 
 /// Creates an unbound window on `pd` (M21). Inline (L7).
 pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
-    let rnic = rmr::Mw::new(pd.inner.rnic()).map_err(status::resource)?;
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(
-        pd.header().version,
-        Mw { rnic },
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let rnic = rmr::Mw::new(&pd.inner.rnic).map_err(status::resource)?;
+    let object = Object::create_under(pd, Mw { rnic })?;
     Ok(object.as_ptr().cast())
 }
 
@@ -360,7 +329,7 @@ mod tests {
             key: local_token(mr),
         };
         env.device
-            .resolve_local(pd.inner.rnic(), &sge, Access::empty())
+            .resolve_local(&pd.inner.rnic, &sge, Access::empty())
             .unwrap()
     }
 

@@ -10,12 +10,11 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
-use super::object::{Holder, Kind, Object, Slot};
+use super::object::{Kind, Object, Slot};
 use super::{mr, qp, status, write_out};
 use crate::abi::{
     Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
-    NdkMw, NdkObjectType, NdkPd, NdkPdDispatch, NdkQp, NdkSrq, NtStatus,
-    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    NdkMw, NdkObjectType, NdkPd, NdkPdDispatch, NdkQp, NdkSrq, NtStatus, STATUS_INVALID_PARAMETER,
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::mr as rmr;
@@ -23,14 +22,8 @@ use crate::rnic::qp::QpConfig;
 
 /// The provider state of an `NDK_PD`.
 pub struct Pd {
-    rnic: Arc<rmr::Pd>,
-}
-
-impl Pd {
     /// The RNIC protection domain.
-    pub const fn rnic(&self) -> &Arc<rmr::Pd> {
-        &self.rnic
-    }
+    pub(super) rnic: Arc<rmr::Pd>,
 }
 
 impl Kind for Pd {
@@ -52,13 +45,7 @@ ndk_table! {
 /// Creates a PD on `adapter`.
 pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> {
     let rnic = rmr::Pd::new(adapter.inner.device()).map_err(status::resource)?;
-    let parent: Arc<dyn Holder> = adapter.arc();
-    let object = Object::create(
-        adapter.inner.version(),
-        Pd { rnic },
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+    let object = Object::create_under(adapter, Pd { rnic })?;
     Ok(object.as_ptr().cast())
 }
 

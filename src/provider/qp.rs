@@ -40,18 +40,12 @@ use crate::rnic::{Access, Sge, WrFlags};
 
 /// The provider state of an `NDK_QP`.
 pub struct Qp {
-    rnic: Arc<rqp::Qp>,
+    /// The RNIC queue pair.
+    pub(super) rnic: Arc<rqp::Qp>,
     /// Checked mode (D5): the slot of the last accepted initiator request
     /// when it carried DEFER (a chain still open), else null. Written only
     /// in checked mode.
     chain: core::sync::atomic::AtomicPtr<Slot>,
-}
-
-impl Qp {
-    /// The RNIC queue pair.
-    pub const fn rnic(&self) -> &Arc<rqp::Qp> {
-        &self.rnic
-    }
 }
 
 /// The RNIC queue pair of a QP object (for the connection layer).
@@ -83,63 +77,25 @@ ndk_table! {
     static QP_DISPATCH: NdkQpDispatch for Qp at NdkQp,
         close ndk_close_qp = "NdkCloseQp";
     ndk_flush = "NdkFlush" => flush();
-    ndk_send = "NdkSend" => send(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_receive = "NdkReceive" => receive(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-    ) -> NtStatus;
-    ndk_bind = "NdkBind" => bind(
-        context: *mut c_void,
-        mr: *mut NdkMr,
-        mw: *mut NdkMw,
-        virtual_address: *mut c_void,
-        length: usize,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_fast_register = "NdkFastRegister" => fast_register(
-        context: *mut c_void,
-        mr: *mut NdkMr,
-        page_count: u32,
-        pages: *const NdkLogicalAddress,
-        fbo: u32,
-        length: usize,
-        base_virtual_address: *mut c_void,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_invalidate = "NdkInvalidate" => invalidate(
-        context: *mut c_void,
-        target: *mut NdkObjectHeader,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_read = "NdkRead" => read(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-        remote_address: u64,
-        remote_token: u32,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_write = "NdkWrite" => write(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-        remote_address: u64,
-        remote_token: u32,
-        flags: u32,
-    ) -> NtStatus;
-    ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-        flags: u32,
-        remote_token: u32,
-    ) -> NtStatus;
+    ndk_send = "NdkSend" => send(context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32
+    ) -> NtStatus, then watched(Some(flags));
+    ndk_receive = "NdkReceive" => receive(context: *mut c_void, sgl: *const NdkSge, n: u32
+    ) -> NtStatus, then watched(None);
+    ndk_bind = "NdkBind" => bind(context: *mut c_void, mr: *mut NdkMr, mw: *mut NdkMw,
+        virtual_address: *mut c_void, length: usize, flags: u32
+    ) -> NtStatus, then watched(Some(flags));
+    ndk_fast_register = "NdkFastRegister" => fast_register(context: *mut c_void, mr: *mut NdkMr,
+        page_count: u32, pages: *const NdkLogicalAddress, fbo: u32, length: usize,
+        base_virtual_address: *mut c_void, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_invalidate = "NdkInvalidate" => invalidate(context: *mut c_void,
+        target: *mut NdkObjectHeader, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_read = "NdkRead" => read(context: *mut c_void, sgl: *const NdkSge, n: u32,
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_write = "NdkWrite" => write(context: *mut c_void, sgl: *const NdkSge, n: u32,
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+    ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(context: *mut c_void,
+        sgl: *const NdkSge, n: u32, flags: u32, remote_token: u32
+    ) -> NtStatus, then watched(Some(flags));
 }
 
 /// Creates a QP on `pd` (L13, L14, Q2): its receives come from `srq` when it
@@ -182,16 +138,16 @@ pub(super) unsafe fn create_qp(
     // L14: a QP completes into CQs of its own NIC only (adapters opened on
     // one NIC share it, N32). The RNIC's CQs know no device, so the check is
     // here; the SRQ's is in `rqp::Qp::new`.
-    let device = pd.inner.rnic().device();
+    let device = pd.inner.rnic.device();
     if !Arc::ptr_eq(receive.inner.device(), device)
         || !Arc::ptr_eq(initiator.inner.device(), device)
     {
         return Err(STATUS_INVALID_PARAMETER);
     }
     let rnic = rqp::Qp::new(
-        pd.inner.rnic(),
-        receive.inner.rnic(),
-        initiator.inner.rnic(),
+        &pd.inner.rnic,
+        &receive.inner.rnic,
+        &initiator.inner.rnic,
         srq.as_ref().map(|s| &s.inner.rnic),
         config,
     )
@@ -466,7 +422,8 @@ unsafe fn post_gathered(
 }
 
 /// Checked mode's watch of a post (`flags`: an initiator request's; `None`
-/// for a receive): one load and a branch when off.
+/// for a receive): one load and a branch when off. The table's posting
+/// slots pass their status through it (`then watched(…)` in [`QP_DISPATCH`]).
 #[inline]
 fn watched(qp: &Object<Qp>, slot: &'static Slot, flags: Option<u32>, status: NtStatus) -> NtStatus {
     if checked::checked() {
@@ -524,136 +481,6 @@ pub fn watch_chain(qp: &Object<Qp>, slot: &'static Slot) {
     }
 }
 
-/// `NdkSend` as the table calls it: [`send_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn send(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe { send_unwatched(qp, context, sgl, n, flags) };
-    watched(qp, &Slot("NdkSend"), Some(flags), status)
-}
-
-/// `NdkReceive` as the table calls it: [`receive_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe { receive_unwatched(qp, context, sgl, n) };
-    watched(qp, &Slot("NdkReceive"), None, status)
-}
-
-/// `NdkBind` as the table calls it: [`bind_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn bind(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    mr: *mut NdkMr,
-    mw: *mut NdkMw,
-    virtual_address: *mut c_void,
-    length: usize,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe { bind_unwatched(qp, context, mr, mw, virtual_address, length, flags) };
-    watched(qp, &Slot("NdkBind"), Some(flags), status)
-}
-
-/// `NdkFastRegister` as the table calls it: [`fast_register_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn fast_register(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    mr: *mut NdkMr,
-    page_count: u32,
-    pages: *const NdkLogicalAddress,
-    fbo: u32,
-    length: usize,
-    base_virtual_address: *mut c_void,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe {
-        fast_register_unwatched(
-            qp,
-            context,
-            mr,
-            page_count,
-            pages,
-            fbo,
-            length,
-            base_virtual_address,
-            flags,
-        )
-    };
-    watched(qp, &Slot("NdkFastRegister"), Some(flags), status)
-}
-
-/// `NdkInvalidate` as the table calls it: [`invalidate_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn invalidate(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    target: *mut NdkObjectHeader,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe { invalidate_unwatched(qp, context, target, flags) };
-    watched(qp, &Slot("NdkInvalidate"), Some(flags), status)
-}
-
-/// `NdkRead` as the table calls it: [`read_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn read(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    remote_address: u64,
-    remote_token: u32,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status =
-        unsafe { read_unwatched(qp, context, sgl, n, remote_address, remote_token, flags) };
-    watched(qp, &Slot("NdkRead"), Some(flags), status)
-}
-
-/// `NdkWrite` as the table calls it: [`write_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn write(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    remote_address: u64,
-    remote_token: u32,
-    flags: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status =
-        unsafe { write_unwatched(qp, context, sgl, n, remote_address, remote_token, flags) };
-    watched(qp, &Slot("NdkWrite"), Some(flags), status)
-}
-
-/// `NdkSendAndInvalidate` as the table calls it: [`send_and_invalidate_unwatched`], then watched in
-/// checked mode (D5, X5).
-unsafe fn send_and_invalidate(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    flags: u32,
-    remote_token: u32,
-) -> NtStatus {
-    // SAFETY: the slot's contract, passed on unchanged.
-    let status = unsafe { send_and_invalidate_unwatched(qp, context, sgl, n, flags, remote_token) };
-    watched(qp, &Slot("NdkSendAndInvalidate"), Some(flags), status)
-}
-
 // ----- the QP slots ----------------------------------------------------------
 
 /// `NdkFlush` (E1): every pending receive and initiator request completes
@@ -669,7 +496,7 @@ fn flush(qp: &Object<Qp>) {
 /// size, P12), `STATUS_NO_MORE_ENTRIES` (queue full, P24),
 /// `STATUS_INVALID_PARAMETER` (undocumented flag, bad SGL or buffer),
 /// `STATUS_INTERNAL_ERROR` (a CQ of the QP failed, E10).
-unsafe fn send_unwatched(
+unsafe fn send(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -687,7 +514,7 @@ unsafe fn send_unwatched(
 
 /// `NdkSendAndInvalidate` (M24, C2): a Send that invalidates `remote_token`
 /// at the peer; statuses as [`send`].
-unsafe fn send_and_invalidate_unwatched(
+unsafe fn send_and_invalidate(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -704,7 +531,7 @@ unsafe fn send_and_invalidate_unwatched(
 }
 
 /// `NdkWrite` (P13, P19); statuses as [`send`].
-unsafe fn write_unwatched(
+unsafe fn write(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -723,7 +550,7 @@ unsafe fn write_unwatched(
 
 /// `NdkRead` (P19, P20, M26): the SGEs are the local sink (up to
 /// `MaxReadRequestSge`); INLINE is not a Read flag. Statuses as [`send`].
-unsafe fn read_unwatched(
+unsafe fn read(
     qp: &Object<Qp>,
     context: *mut c_void,
     sgl: *const NdkSge,
@@ -751,12 +578,7 @@ unsafe fn read_unwatched(
 /// `MaxTransferLength`, `STATUS_NO_MORE_ENTRIES` when full,
 /// `STATUS_CONNECTION_INVALID` after disconnect or close,
 /// `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2) or a bad SGL.
-unsafe fn receive_unwatched(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-) -> NtStatus {
+unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
@@ -770,7 +592,7 @@ unsafe fn receive_unwatched(
 /// local write (M19); `STATUS_INVALID_PARAMETER` for a bad MR or MW pointer,
 /// a range outside the region, a window already bound, an MR or MW of
 /// another PD, an undocumented flag; otherwise as [`send`].
-unsafe fn bind_unwatched(
+unsafe fn bind(
     qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
@@ -798,8 +620,8 @@ unsafe fn bind_unwatched(
     let base = virtual_address as usize as u64;
     posted(rnic.post_bind(
         context as usize,
-        mr.inner.rnic(),
-        mw.inner.rnic(),
+        &mr.inner.rnic,
+        &mw.inner.rnic,
         base,
         length,
         access,
@@ -814,7 +636,7 @@ unsafe fn bind_unwatched(
 /// page array, a page list the MR cannot hold, a base not `FBO` plus whole
 /// pages (M16), a RegisterMr MR (M1), an undocumented flag; otherwise as
 /// [`send`].
-unsafe fn fast_register_unwatched(
+unsafe fn fast_register(
     qp: &Object<Qp>,
     context: *mut c_void,
     mr: *mut NdkMr,
@@ -855,7 +677,7 @@ unsafe fn fast_register_unwatched(
     let base = base_virtual_address as usize as u64;
     posted(rnic.post_fast_register(
         context as usize,
-        mr.inner.rnic(),
+        &mr.inner.rnic,
         pages,
         u64::from(fbo),
         length,
@@ -874,11 +696,11 @@ unsafe fn invalidate_target(header: *const NdkObjectHeader) -> Option<Invalidate
     const SLOT: &Slot = &Slot("NdkInvalidate");
     // SAFETY: the caller's contract.
     if let Some(mr) = unsafe { Object::<Mr>::from_ptr(header.cast(), SLOT) } {
-        return Some(InvalidateTarget::Mr(Arc::clone(mr.inner.rnic())));
+        return Some(InvalidateTarget::Mr(Arc::clone(&mr.inner.rnic)));
     }
     // SAFETY: the caller's contract.
     let mw = unsafe { Object::<Mw>::from_ptr(header.cast(), SLOT) }?;
-    Some(InvalidateTarget::Mw(Arc::clone(mw.inner.rnic())))
+    Some(InvalidateTarget::Mw(Arc::clone(&mw.inner.rnic)))
 }
 
 /// `NdkInvalidate` (M22): a fast-registered MR or a bound MW.
@@ -886,7 +708,7 @@ unsafe fn invalidate_target(header: *const NdkObjectHeader) -> Option<Invalidate
 /// an object of another PD, an undocumented flag; otherwise as [`send`]. An
 /// MR or MW with nothing to invalidate completes with
 /// `STATUS_INVALID_DEVICE_REQUEST`.
-unsafe fn invalidate_unwatched(
+unsafe fn invalidate(
     qp: &Object<Qp>,
     context: *mut c_void,
     target: *mut NdkObjectHeader,
@@ -907,14 +729,8 @@ unsafe fn invalidate_unwatched(
 
 /// The provider state of an `NDK_SRQ`.
 pub struct Srq {
-    rnic: Arc<rsrq::Srq>,
-}
-
-impl Srq {
     /// The RNIC shared receive queue.
-    pub const fn rnic(&self) -> &Arc<rsrq::Srq> {
-        &self.rnic
-    }
+    pub(super) rnic: Arc<rsrq::Srq>,
 }
 
 impl Kind for Srq {
@@ -993,17 +809,10 @@ ndk_table! {
     /// The dispatch table of every object of this type.
     static SRQ_DISPATCH: NdkSrqDispatch for Srq at NdkSrq,
         close ndk_close_srq = "NdkCloseSrq";
-    ndk_modify_srq = "NdkModifySrq" => modify_srq(
-        depth: u32,
-        threshold: u32,
-        completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void,
-    ) -> NtStatus;
-    ndk_srq_receive = "NdkSrqReceive" => srq_receive(
-        context: *mut c_void,
-        sgl: *const NdkSge,
-        n: u32,
-    ) -> NtStatus;
+    ndk_modify_srq = "NdkModifySrq" => modify_srq(depth: u32, threshold: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_srq_receive = "NdkSrqReceive" => srq_receive(context: *mut c_void, sgl: *const NdkSge,
+        n: u32) -> NtStatus;
 }
 
 /// Creates an SRQ on `pd` (L12, Q1, Q4, Q8). Inline (L7).
@@ -1031,14 +840,8 @@ pub(super) fn create_srq(
     });
     let notify = notifier.clone().map(|n| n as Arc<dyn SrqNotify>);
     let rnic =
-        rsrq::Srq::new(pd.inner.rnic(), depth, max_sge, threshold, notify).map_err(status::srq)?;
-    let parent: Arc<dyn Holder> = pd.arc();
-    let object = Object::create(
-        pd.header().version,
-        Srq { rnic },
-        [Some(parent), None, None, None],
-    )
-    .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+        rsrq::Srq::new(&pd.inner.rnic, depth, max_sge, threshold, notify).map_err(status::srq)?;
+    let object = Object::create_under(pd, Srq { rnic })?;
     if let Some(notifier) = notifier {
         notifier.attach(&object);
     }

@@ -175,35 +175,22 @@ pub(crate) fn execute(
     wqe: &SendWqe,
     data: &Data<'_>,
 ) -> Option<WcStatus> {
-    let inline = wqe.flags.contains(WrFlags::INLINE);
+    // What a Send or a Write carries: its inline bytes, or its SGEs
+    // resolved against the QP's PD (P11); a Read's SGEs are its sink.
+    let carries = matches!(wqe.op, SendOp::Send { .. } | SendOp::Write { .. });
+    let local = (carries && !wqe.flags.contains(WrFlags::INLINE))
+        .then(|| resolve_local(qp, data.sges, Access::empty()));
+    let source = match &local {
+        None => Source::Bytes(data.inline),
+        Some(Ok(list)) => Source::Segments(list),
+        Some(Err(status)) => return Some(*status),
+    };
     match &wqe.op {
-        SendOp::Send { invalidate } => {
-            let local = if inline {
-                None
-            } else {
-                Some(resolve_local(qp, data.sges, Access::empty()))
-            };
-            let source = match &local {
-                None => Source::Bytes(data.inline),
-                Some(Ok(list)) => Source::Segments(list),
-                Some(Err(status)) => return Some(*status),
-            };
-            send(qp, peer, wqe, &source, *invalidate)
-        }
+        SendOp::Send { invalidate } => send(qp, peer, wqe, &source, *invalidate),
         SendOp::Write {
             remote_addr,
             remote_key,
         } => {
-            let local = if inline {
-                None
-            } else {
-                Some(resolve_local(qp, data.sges, Access::empty()))
-            };
-            let source = match &local {
-                None => Source::Bytes(data.inline),
-                Some(Ok(list)) => Source::Segments(list),
-                Some(Err(status)) => return Some(*status),
-            };
             let len = source.total();
             let target = match peer.device().resolve_remote(
                 peer.pd(),

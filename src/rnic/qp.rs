@@ -227,6 +227,28 @@ pub(crate) struct RecvWqe {
 }
 
 impl RecvWqe {
+    /// The receive in ring `slot`: its SGEs copied out of `sges`, where each
+    /// slot holds `cap` of them and `counts` says how many are used.
+    pub(crate) fn copied(
+        context: usize,
+        slot: usize,
+        cap: usize,
+        counts: &[usize],
+        sges: &[Sge],
+    ) -> Self {
+        let nsge = counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
+        let mut wqe = Self {
+            context,
+            sges: [Sge::default(); MAX_SGE],
+            nsge,
+        };
+        let base = slot.saturating_mul(cap);
+        if let (Some(src), Some(dst)) = (sges.get(base..base + nsge), wqe.sges.get_mut(..nsge)) {
+            dst.copy_from_slice(src);
+        }
+        wqe
+    }
+
     pub(crate) fn sges(&self) -> &[Sge] {
         self.sges.get(..self.nsge).unwrap_or_default()
     }
@@ -810,17 +832,7 @@ impl Qp {
             return Err(NoReceive::Empty);
         };
         let cap = self.config.max_receive_sge as usize;
-        let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
-        let mut wqe = RecvWqe {
-            context,
-            sges: [Sge::default(); MAX_SGE],
-            nsge,
-        };
-        let base = slot.saturating_mul(cap);
-        if let (Some(src), Some(dst)) = (q.sges.get(base..base + nsge), wqe.sges.get_mut(..nsge)) {
-            dst.copy_from_slice(src);
-        }
-        Ok(wqe)
+        Ok(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges))
     }
 
     /// Whether a CQ of the QP failed (E10, E11) or its SRQ did (Q9): the QP
@@ -1242,28 +1254,9 @@ impl Qp {
             let mut inline = [0_u8; MAX_INLINE];
             let (wqe, state, peer) = {
                 let sq = self.sq.lock();
-                if sq.rung == 0 {
-                    return;
-                }
-                let Some(wqe) = sq.ring.get(0).cloned() else {
+                let Some(wqe) = self.copy_rung(&sq, 0, &mut sges, &mut inline) else {
                     return;
                 };
-                let slot = sq.ring.slot_of(0);
-                let sge_base = slot.saturating_mul(self.sge_cap);
-                let nsge = wqe.nsge.min(MAX_SGE);
-                if let (Some(src), Some(dst)) =
-                    (sq.sges.get(sge_base..sge_base + nsge), sges.get_mut(..nsge))
-                {
-                    dst.copy_from_slice(src);
-                }
-                let inline_base = slot.saturating_mul(self.inline_cap);
-                let n = wqe.inline_len.min(MAX_INLINE);
-                if let (Some(src), Some(dst)) = (
-                    sq.inline.get(inline_base..inline_base + n),
-                    inline.get_mut(..n),
-                ) {
-                    dst.copy_from_slice(src);
-                }
                 (wqe, sq.state, sq.peer.clone())
             };
             let status = match (state, peer) {
@@ -1295,7 +1288,18 @@ impl Qp {
         sges: &mut [Sge; MAX_SGE],
         inline: &mut [u8; MAX_INLINE],
     ) -> Option<SendWqe> {
-        let sq = self.sq.lock();
+        self.copy_rung(&self.sq.lock(), index, sges, inline)
+    }
+
+    /// Copies the `index`th request of `sq` (from the head) with its SGEs
+    /// and inline bytes, when the doorbell has released it (D4).
+    fn copy_rung(
+        &self,
+        sq: &SendQueue,
+        index: usize,
+        sges: &mut [Sge; MAX_SGE],
+        inline: &mut [u8; MAX_INLINE],
+    ) -> Option<SendWqe> {
         if index >= sq.rung {
             return None;
         }

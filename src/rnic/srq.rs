@@ -230,19 +230,7 @@ impl Srq {
                 q.waiting = true;
                 return Err(NoReceive::Empty);
             };
-            let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
-            let mut wqe = RecvWqe {
-                context,
-                sges: [Sge::default(); MAX_SGE],
-                nsge,
-            };
-            let base = slot.saturating_mul(cap);
-            if let (Some(src), Some(dst)) =
-                (q.sges.get(base..base + nsge), wqe.sges.get_mut(..nsge))
-            {
-                dst.copy_from_slice(src);
-            }
-            wqe
+            RecvWqe::copied(context, slot, cap, &q.counts, &q.sges)
         };
         self.check_threshold();
         Ok(wqe)

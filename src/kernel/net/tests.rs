@@ -93,14 +93,21 @@ fn send_all(stream: &TcpByteStream, bytes: &[u8]) {
     }
 }
 
-#[test]
-fn test_bytes_in_order_through_a_small_buffer_then_fin() {
-    let (client, server) = sockets();
+/// A started stream over `client` with a 4 KiB send buffer, and the
+/// recorder of its events.
+fn started(client: TcpStream) -> (Arc<TcpByteStream>, Arc<Recorder>) {
     let stream = TcpByteStream::new(client, 4096).unwrap();
     let events = Arc::new(Recorder::default());
     stream
         .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
         .unwrap();
+    (stream, events)
+}
+
+#[test]
+fn test_bytes_in_order_through_a_small_buffer_then_fin() {
+    let (client, server) = sockets();
+    let (stream, events) = started(client);
     let data = pattern(3 << 20);
     let reader = std::thread::spawn(move || read_all(&server));
     send_all(&stream, &data);
@@ -115,11 +122,7 @@ fn test_bytes_in_order_through_a_small_buffer_then_fin() {
 #[test]
 fn test_abortive_close_is_a_reset() {
     let (client, server) = sockets();
-    let stream = TcpByteStream::new(client, 4096).unwrap();
-    let events = Arc::new(Recorder::default());
-    stream
-        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
-        .unwrap();
+    let (stream, _events) = started(client);
     assert_eq!(stream.send(b"hello"), 5);
     let mut got = [0_u8; 5];
     (&server).read_exact(&mut got).unwrap();

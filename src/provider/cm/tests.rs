@@ -165,6 +165,68 @@ fn listening(b: &Adapter, requests: &Requests, t: u8) -> Listen {
     listener
 }
 
+/// The arrange step of the handshake tests: test `t`'s two adapters with
+/// a QP side each, `b` listening on 127.1.`t`.2 port `port`, and the logs of
+/// one handshake.
+struct Rig {
+    t: u8,
+    port: u16,
+    a: Adapter,
+    b: Adapter,
+    requests: Box<Requests>,
+    listener: Listen,
+    sa: Side,
+    sb: Side,
+    /// Request completions of the active and the passive side.
+    la: Box<Log>,
+    lb: Box<Log>,
+    /// Disconnect indications of the active and the passive side.
+    ia: Box<Log>,
+    ib: Box<Log>,
+}
+
+impl Rig {
+    fn new(t: u8, port: u16) -> Self {
+        let (a, b) = two(t);
+        let requests = Box::new(Requests::default());
+        let listener = b.listener(&requests);
+        assert_eq!(listener.listen(v4(ip(t, 2), port)), STATUS_SUCCESS);
+        let (sa, sb) = (Side::new(&a), Side::new(&b));
+        let log = || Box::new(Log::default());
+        let (la, lb, ia, ib) = (log(), log(), log(), log());
+        Self {
+            t,
+            port,
+            a,
+            b,
+            requests,
+            listener,
+            sa,
+            sb,
+            la,
+            lb,
+            ia,
+            ib,
+        }
+    }
+
+    /// `c` connects side `a` to the listener with these read limits.
+    fn connect(&self, c: Conn, inbound: u32, outbound: u32, data: &[u8]) -> NtStatus {
+        let (src, dst) = (v4(ip(self.t, 1), 0), v4(ip(self.t, 2), self.port));
+        c.connect(&self.sa, src, dst, inbound, outbound, data, &self.la)
+    }
+
+    /// Closes the listener, the sides and the adapters (the test closed
+    /// its connectors).
+    fn close(self) {
+        close(self.listener.0.cast());
+        self.sa.close();
+        self.sb.close();
+        self.a.close();
+        self.b.close();
+    }
+}
+
 struct Adapter(*mut NdkAdapter);
 
 impl Adapter {
@@ -587,30 +649,11 @@ impl Established {
 
 #[test]
 fn test_connect_accept_complete_with_private_data_rule_n13_n15_n18() {
-    let (a, b) = two(1);
-    let requests = Requests::default();
-    let listener = b.listener(&requests);
-    assert_eq!(listener.listen(v4(ip(1, 2), 445)), STATUS_SUCCESS);
-    let (sa, sb) = (Side::new(&a), Side::new(&b));
-    let (la, lb, ia, ib) = (
-        Log::default(),
-        Log::default(),
-        Log::default(),
-        Log::default(),
-    );
-    let active = a.connector();
-    assert_eq!(
-        active.connect(
-            &sa,
-            v4(ip(1, 1), 0),
-            v4(ip(1, 2), 445),
-            4,
-            4,
-            b"caller",
-            &la
-        ),
-        STATUS_PENDING
-    );
+    let r = Rig::new(1, 445);
+    let (requests, sa, sb, la, lb, ia, ib) =
+        (&r.requests, &r.sa, &r.sb, &r.la, &r.lb, &r.ia, &r.ib);
+    let active = r.a.connector();
+    assert_eq!(r.connect(active, 4, 4, b"caller"), STATUS_PENDING);
     let passive = requests.next().expect("N4: one connect event");
     assert!(requests.next().is_none());
     // N18: the size query, then a short buffer, then a large one.
@@ -621,10 +664,7 @@ fn test_connect_accept_complete_with_private_data_rule_n13_n15_n18() {
     );
     assert_eq!(passive.data(Some(64)).3, b"caller");
     assert_eq!(passive.data(Some(64)).0, STATUS_SUCCESS);
-    assert_eq!(
-        passive.accept(&sb, 4, 4, b"callee!", &ib, &lb),
-        STATUS_PENDING
-    );
+    assert_eq!(passive.accept(sb, 4, 4, b"callee!", ib, lb), STATUS_PENDING);
     // N13: the active Connect completes once accepted.
     assert_eq!(la.take(), vec![STATUS_SUCCESS]);
     assert!(
@@ -635,7 +675,7 @@ fn test_connect_accept_complete_with_private_data_rule_n13_n15_n18() {
         active.data(Some(7)),
         (STATUS_SUCCESS, 7, (4, 4), b"callee!".to_vec())
     );
-    assert_eq!(active.complete(&ia), STATUS_SUCCESS);
+    assert_eq!(active.complete(ia), STATUS_SUCCESS);
     assert_eq!(lb.take(), vec![STATUS_SUCCESS]);
     // The connection carries traffic.
     assert_eq!(sb.receive(1), STATUS_SUCCESS);
@@ -643,14 +683,10 @@ fn test_connect_accept_complete_with_private_data_rule_n13_n15_n18() {
     assert_eq!(sa.results(), vec![(2, STATUS_SUCCESS)]);
     assert_eq!(sb.results(), vec![(1, STATUS_SUCCESS)]);
     // N14: CompleteConnect again: not connecting.
-    assert_eq!(active.complete(&ia), STATUS_CONNECTION_INVALID);
+    assert_eq!(active.complete(ia), STATUS_CONNECTION_INVALID);
     active.close();
     passive.close();
-    close(listener.0.cast());
-    sa.close();
-    sb.close();
-    a.close();
-    b.close();
+    r.close();
 }
 
 /// What the accepting connect-event callback needs.
@@ -805,37 +841,25 @@ fn test_bad_sockaddrs_rule_n2() {
 
 #[test]
 fn test_reject_both_directions_rule_n16() {
-    let (a, b) = two(4);
-    let requests = Requests::default();
-    let listener = listening(&b, &requests, 4);
-    let (sa, sb) = (Side::new(&a), Side::new(&b));
-    let (la, lb, ib) = (Log::default(), Log::default(), Log::default());
+    let r = Rig::new(4, 1);
+    let (requests, la, lb) = (&r.requests, &r.la, &r.lb);
     // Passive side rejects: Connect fails refused.
-    let c1 = a.connector();
-    assert_eq!(
-        c1.connect(&sa, v4(ip(4, 1), 0), v4(ip(4, 2), 1), 1, 1, b"", &la),
-        STATUS_PENDING
-    );
+    let c1 = r.a.connector();
+    assert_eq!(r.connect(c1, 1, 1, b""), STATUS_PENDING);
     let p1 = requests.next().unwrap();
     assert_eq!(p1.reject(b"busy"), STATUS_SUCCESS);
     assert_eq!(la.take(), vec![STATUS_CONNECTION_REFUSED]);
     // Active side rejects after Connect completed: Accept fails aborted.
-    let c2 = a.connector();
-    assert_eq!(
-        c2.connect(&sa, v4(ip(4, 1), 0), v4(ip(4, 2), 1), 1, 1, b"", &la),
-        STATUS_PENDING
-    );
+    let c2 = r.a.connector();
+    assert_eq!(r.connect(c2, 1, 1, b""), STATUS_PENDING);
     let p2 = requests.next().unwrap();
-    assert_eq!(p2.accept(&sb, 1, 1, b"", &ib, &lb), STATUS_PENDING);
+    assert_eq!(p2.accept(&r.sb, 1, 1, b"", &r.ib, lb), STATUS_PENDING);
     assert_eq!(la.take(), vec![STATUS_SUCCESS]);
     assert_eq!(c2.reject(b""), STATUS_SUCCESS);
     assert_eq!(lb.take(), vec![STATUS_CONNECTION_ABORTED]);
     // N28: both QPs untouched, reusable: connect them now.
-    let c3 = a.connector();
-    assert_eq!(
-        c3.connect(&sa, v4(ip(4, 1), 0), v4(ip(4, 2), 1), 1, 1, b"", &la),
-        STATUS_PENDING
-    );
+    let c3 = r.a.connector();
+    assert_eq!(r.connect(c3, 1, 1, b""), STATUS_PENDING);
     let p3 = requests.next().unwrap();
     // The active side abandons (closes): Reject answers aborted (N16).
     c3.close();
@@ -844,11 +868,7 @@ fn test_reject_both_directions_rule_n16() {
     for c in [c1, c2, p1, p2, p3] {
         c.close();
     }
-    close(listener.0.cast());
-    sa.close();
-    sb.close();
-    a.close();
-    b.close();
+    r.close();
 }
 
 #[test]
@@ -1004,29 +1024,18 @@ fn test_shared_endpoint_four_tuple_rule_n10_n11() {
 
 #[test]
 fn test_read_limits_rule_n20() {
-    let (a, b) = two(8);
-    let requests = Requests::default();
-    let listener = listening(&b, &requests, 8);
-    let (sa, sb) = (Side::new(&a), Side::new(&b));
-    let (la, lb, ib) = (Log::default(), Log::default(), Log::default());
-    let c = a.connector();
+    let r = Rig::new(8, 1);
+    let c = r.a.connector();
     // 1000 is above the adapter's MaxOutboundReadLimit (128).
-    assert_eq!(
-        c.connect(&sa, v4(ip(8, 1), 0), v4(ip(8, 2), 1), 3, 1000, b"", &la),
-        STATUS_PENDING
-    );
-    let p = requests.next().unwrap();
+    assert_eq!(r.connect(c, 3, 1000, b""), STATUS_PENDING);
+    let p = r.requests.next().unwrap();
     assert_eq!(p.data(None).2, (128, 3));
-    assert_eq!(p.accept(&sb, 100, 2, b"", &ib, &lb), STATUS_PENDING);
+    assert_eq!(p.accept(&r.sb, 100, 2, b"", &r.ib, &r.lb), STATUS_PENDING);
     // Effective: inbound min(3, 2), outbound min(128, 100).
     assert_eq!(c.data(None).2, (2, 100));
     c.close();
     p.close();
-    close(listener.0.cast());
-    sa.close();
-    sb.close();
-    a.close();
-    b.close();
+    r.close();
 }
 
 // ----- disconnect --------------------------------------------------------

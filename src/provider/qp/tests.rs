@@ -258,6 +258,13 @@ impl Env {
         out
     }
 
+    /// A (non-fast) MR of the PD, registered over `buf` with `flags`.
+    pub(crate) fn registered_mr(&self, buf: &mut Buf, flags: u32) -> *mut NdkMr {
+        let mr = self.create_mr(false);
+        assert_eq!(register(mr, buf, flags), STATUS_SUCCESS);
+        mr
+    }
+
     pub(crate) fn create_mw(&self) -> *mut NdkMw {
         let mut out = null_mut();
         let create = self.pd_table().ndk_create_mw;
@@ -440,6 +447,15 @@ impl Env {
     pub(crate) fn teardown_with(self, objects: &[*mut c_void]) {
         for &object in objects {
             assert_eq!(close(object), STATUS_SUCCESS);
+        }
+        self.teardown();
+    }
+
+    /// Closes `pair`, then `mrs`, then tears down.
+    pub(crate) fn finish(self, pair: Pair, mrs: &[*mut NdkMr]) {
+        pair.close();
+        for &mr in mrs {
+            assert_eq!(close(mr), STATUS_SUCCESS);
         }
         self.teardown();
     }
@@ -736,8 +752,7 @@ const REMOTE_WRITE: u32 = 0x5;
 fn every_slot_answers() {
     let env = Env::new();
     let mut buf = Buf::new(256, 0, 1);
-    let mr = env.create_mr(false);
-    assert_eq!(register(mr, &mut buf, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr = env.registered_mr(&mut buf, LOCAL_WRITE);
     let fast = env.create_mr(true);
     assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
     let mw = env.create_mw();
@@ -791,8 +806,7 @@ fn every_slot_answers() {
 fn flags_table() {
     let env = Env::new();
     let mut buf = Buf::new(256, 0, 1);
-    let mr = env.create_mr(false);
-    assert_eq!(register(mr, &mut buf, REMOTE_WRITE), STATUS_SUCCESS);
+    let mr = env.registered_mr(&mut buf, REMOTE_WRITE);
     let fast = env.create_mr(true);
     assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
     let mw = env.create_mw();
@@ -852,9 +866,8 @@ fn provider_refusals_ring_deferred_requests() {
     let p = env.pair();
     let mut src = Buf::new(64, 0, 3);
     let mut dst = Buf::new(64 * 4, 0, 0);
-    let (mr_a, mr_b) = (env.create_mr(false), env.create_mr(false));
-    assert_eq!(register(mr_a, &mut src, 0), STATUS_SUCCESS);
-    assert_eq!(register(mr_b, &mut dst, REMOTE_WRITE), STATUS_SUCCESS);
+    let mr_a = env.registered_mr(&mut src, 0);
+    let mr_b = env.registered_mr(&mut dst, REMOTE_WRITE);
     let s = [sge(&src, mr_a, 0, 64)];
     let defer = OpFlags::DEFER.bits();
     let many = [sge(&src, mr_a, 0, 1); MAX_SGE + 1];
@@ -884,11 +897,7 @@ fn provider_refusals_ring_deferred_requests() {
         let range = 64 * round..64 * (round + 1);
         assert_eq!(&dst.bytes()[range], src.bytes());
     }
-    p.close();
-    for mr in [mr_a, mr_b] {
-        assert_eq!(close(mr), STATUS_SUCCESS);
-    }
-    env.teardown();
+    env.finish(p, &[mr_a, mr_b]);
 }
 
 /// rules P12, I5: inline data is copied before the post returns (the
@@ -900,8 +909,7 @@ fn inline_data_is_copied_at_post_time() {
     let env = Env::new();
     let p = env.pair();
     let mut dst = Buf::new(256, 0, 0);
-    let mr_b = env.create_mr(false);
-    assert_eq!(register(mr_b, &mut dst, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr_b = env.registered_mr(&mut dst, LOCAL_WRITE);
     let inline = OpFlags::INLINE.bits();
     let mut first = *b"hello, ";
     let mut second = *b"inline world";
@@ -984,9 +992,7 @@ fn inline_data_is_copied_at_post_time() {
     assert_eq!(send(p.a, 7, &empties, inline), STATUS_DATA_OVERRUN);
     assert!(poll(p.cq_a).is_empty());
 
-    p.close();
-    assert_eq!(close(mr_b), STATUS_SUCCESS);
-    env.teardown();
+    env.finish(p, &[mr_b]);
 }
 
 /// rule P13: INLINE on Write.
@@ -1012,9 +1018,7 @@ fn inline_write() {
         [(STATUS_SUCCESS, NdkOperationType::WRITE, 8)]
     );
     assert!(poll(p.cq_b).is_empty());
-    p.close();
-    assert_eq!(close(mr_w), STATUS_SUCCESS);
-    env.teardown();
+    env.finish(p, &[mr_w]);
 }
 
 /// rules P14, P6, E5: a silent request that succeeds leaves no entry;
@@ -1025,9 +1029,8 @@ fn silent_success() {
     let p = env.pair();
     let mut src = Buf::new(32, 0, 9);
     let mut dst = Buf::new(32, 0, 0);
-    let (mr_a, mr_b) = (env.create_mr(false), env.create_mr(false));
-    assert_eq!(register(mr_a, &mut src, 0), STATUS_SUCCESS);
-    assert_eq!(register(mr_b, &mut dst, REMOTE_WRITE), STATUS_SUCCESS);
+    let mr_a = env.registered_mr(&mut src, 0);
+    let mr_b = env.registered_mr(&mut dst, REMOTE_WRITE);
     let s = [sge(&src, mr_a, 0, 32)];
     let remote = (dst.addr(), remote_token(mr_b));
     let silent = OpFlags::SILENT_SUCCESS.bits();
@@ -1048,11 +1051,7 @@ fn silent_success() {
         summary(&poll(p.cq_a)),
         [(STATUS_ACCESS_VIOLATION, NdkOperationType::WRITE, 3)]
     );
-    p.close();
-    for mr in [mr_a, mr_b] {
-        assert_eq!(close(mr), STATUS_SUCCESS);
-    }
-    env.teardown();
+    env.finish(p, &[mr_a, mr_b]);
 }
 
 /// rules M13–M17, M22, M35: FastRegister over LAM pages, a remote Read
@@ -1084,8 +1083,7 @@ fn fast_register_and_remote_read() {
     assert!(poll(p.cq_b).is_empty());
     assert_eq!(send(p.b, 0, &[], 0x8000), STATUS_INVALID_PARAMETER);
     let mut sink = Buf::new(PAGE, 0, 0);
-    let mr_a = env.create_mr(false);
-    assert_eq!(register(mr_a, &mut sink, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr_a = env.registered_mr(&mut sink, LOCAL_WRITE);
     let s = [sge(&sink, mr_a, 0, 300)];
     // Remote Read across the first page boundary of the mapping.
     let offset = PAGE as u64 - 100;
@@ -1138,8 +1136,7 @@ fn bind_and_write_through_window() {
     let env = Env::new();
     let p = env.pair();
     let mut target = Buf::new(1024, 0, 0);
-    let mr_b = env.create_mr(false);
-    assert_eq!(register(mr_b, &mut target, REMOTE_WRITE), STATUS_SUCCESS);
+    let mr_b = env.registered_mr(&mut target, REMOTE_WRITE);
     let mw = env.create_mw();
     let rw = OpFlags::ALLOW_REMOTE_WRITE.bits();
     let window = target.addr() + 64;
@@ -1152,8 +1149,7 @@ fn bind_and_write_through_window() {
         [(STATUS_SUCCESS, NdkOperationType::BIND, 1)]
     );
     let mut src = Buf::new(100, 0, 11);
-    let mr_a = env.create_mr(false);
-    assert_eq!(register(mr_a, &mut src, 0), STATUS_SUCCESS);
+    let mr_a = env.registered_mr(&mut src, 0);
     let s = [sge(&src, mr_a, 0, 100)];
     assert_eq!(write(p.a, 2, &s, (window + 10, token), 0), STATUS_SUCCESS);
     assert_eq!(
@@ -1206,8 +1202,7 @@ fn send_and_invalidate_reports_the_token() {
     let lam = env.build_lam(&mut memory);
     let rr = OpFlags::ALLOW_REMOTE_READ.bits();
     let mut sink = Buf::new(128, 0, 0);
-    let mr_b = env.create_mr(false);
-    assert_eq!(register(mr_b, &mut sink, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr_b = env.registered_mr(&mut sink, LOCAL_WRITE);
     let mut message = *b"invalidate it";
     let m = [NdkSge {
         address: message.as_mut_ptr() as u64,
@@ -1273,8 +1268,7 @@ fn flush_cancels_everything_pending() {
     let env = Env::new();
     let p = env.pair();
     let mut buf = Buf::new(64, 0, 0);
-    let mr = env.create_mr(false);
-    assert_eq!(register(mr, &mut buf, REMOTE_WRITE), STATUS_SUCCESS);
+    let mr = env.registered_mr(&mut buf, REMOTE_WRITE);
     let s = [sge(&buf, mr, 0, 8)];
     assert_eq!(receive(p.a, 1, &s), STATUS_SUCCESS);
     let defer = OpFlags::DEFER.bits();
@@ -1291,9 +1285,7 @@ fn flush_cancels_everything_pending() {
             (STATUS_CANCELLED, NdkOperationType::WRITE, 3),
         ]
     );
-    p.close();
-    assert_eq!(close(mr), STATUS_SUCCESS);
-    env.teardown();
+    env.finish(p, &[mr]);
 }
 
 /// rules P9, P10: SGE counts and lengths.
@@ -1302,8 +1294,7 @@ fn sge_limits() {
     let env = Env::new();
     let p = env.pair();
     let mut buf = Buf::new(64, 0, 0);
-    let mr = env.create_mr(false);
-    assert_eq!(register(mr, &mut buf, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr = env.registered_mr(&mut buf, LOCAL_WRITE);
     let five = [sge(&buf, mr, 0, 8); 5];
     // Above the QP's 4, and above any request's MAX_SGE.
     assert_eq!(send(p.a, 1, &five, 0), STATUS_DATA_OVERRUN);
@@ -1322,9 +1313,7 @@ fn sge_limits() {
     let status = unsafe { receive_fn(p.a, null_mut(), null(), 1) };
     assert_eq!(status, STATUS_INVALID_PARAMETER);
     assert!(poll(p.cq_a).is_empty());
-    p.close();
-    assert_eq!(close(mr), STATUS_SUCCESS);
-    env.teardown();
+    env.finish(p, &[mr]);
 }
 
 /// rules L13, L14, Q1, Q2: creation limits and antecedents.
@@ -1399,8 +1388,7 @@ fn srq_receives_and_notifications() {
     let a = env.create_qp(env.cq, 0xA);
     connect(a, b);
     let mut sink = Buf::new(256, 0, 0);
-    let mr = env.create_mr(false);
-    assert_eq!(register(mr, &mut sink, LOCAL_WRITE), STATUS_SUCCESS);
+    let mr = env.registered_mr(&mut sink, LOCAL_WRITE);
     for i in 0..3 {
         let s = [sge(&sink, mr, 64 * i, 64)];
         assert_eq!(srq_receive(srq, 100 + i as usize, &s), STATUS_SUCCESS);
