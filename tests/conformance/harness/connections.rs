@@ -57,6 +57,32 @@ impl Transport {
         }
     }
 
+    /// The flags that keep a Send outstanding at its initiator while the
+    /// peer posts no receive. On the fabric a Send waits for the peer's
+    /// receive (none: 0). Over iWARP a Send goes at once and, with no
+    /// receive posted, the peer terminates the connection (RFC 5040 §7), so
+    /// the Send is held by DEFER instead: posted and never rung (D2), it is
+    /// as outstanding as a Send waiting for a receive.
+    pub fn held(self) -> u32 {
+        match self {
+            Self::Local => 0,
+            Self::Iwarp => DEFER,
+        }
+    }
+
+    /// The status, at its initiator, of a Send or Write that the *peer*
+    /// refuses (a bad token, a receive too small), given the fabric's: on
+    /// the fabric the request waits for the target and completes with the
+    /// target's verdict; over iWARP it completes successfully once sent,
+    /// and the verdict returns as the peer's Terminate, which aborts the
+    /// connection (RFC 5040 §7; [`await_abort`] waits for it).
+    pub fn peer_refused(self, fabric: NtStatus) -> NtStatus {
+        match self {
+            Self::Local => fabric,
+            Self::Iwarp => STATUS_SUCCESS,
+        }
+    }
+
     /// Opens an adapter on `addr`.
     pub fn open(self, addr: Addr) -> Adapter {
         match self {
@@ -282,6 +308,15 @@ fn close_srqs(a: Option<Srq>, b: Option<Srq>) {
     for srq in [a, b].into_iter().flatten() {
         assert_close(srq.close());
     }
+}
+
+/// Waits (bounded, [`WAIT`]) until the abort of a connection that an
+/// error completion terminated (E5) is indicated on this side (X2): on any
+/// transport, what follows is then flushed. Over iWARP the indication is
+/// the peer's Terminate (or RST) arriving, which is what a test must wait
+/// for before it expects this side's next request to be cancelled.
+pub fn await_abort(disconnects: &Signal) {
+    assert_success!(disconnects.wait(), "the abort is indicated (X2)");
 }
 
 /// A listener on `adapter` listening on `addr`: it, its connect events and
