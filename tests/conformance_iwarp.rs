@@ -26,12 +26,14 @@ const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 // reason), and one whose expectation differs by the RFCs asserts what
 // iWARP does (`Transport::held`, `Transport::peer_refused`, `await_abort`).
 // Not in yet (docs/iwarp.md, "Conformance over iWARP", says where each
-// stands): E, M and N (remote errors and connection set-up still asserted
+// stands): M and N (remote errors and connection set-up still asserted
 // the fabric's way), P (P18 alone fails: a provider bug, being fixed).
 #[path = "conformance/c.rs"]
 mod c;
 #[path = "conformance/d.rs"]
 mod d;
+#[path = "conformance/e.rs"]
+mod e;
 #[path = "conformance/i.rs"]
 mod i;
 #[path = "conformance/k.rs"]

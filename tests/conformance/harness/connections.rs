@@ -310,6 +310,28 @@ fn close_srqs(a: Option<Srq>, b: Option<Srq>) {
     }
 }
 
+/// Posts a Write of `len` bytes of `src` to `remote` / `bad_token` (a
+/// token the peer never issued) that fails *at its initiator* with
+/// `STATUS_ACCESS_VIOLATION`, terminating the connection (E5). On the
+/// fabric the target refuses the token. Over iWARP that refusal would
+/// return as the peer's Terminate after the Write completed successfully
+/// (RFC 5040 §7), so the Write gathers from a token `src`'s MR never issued
+/// instead: a local error, the initiator's own. Returns the post's status.
+pub fn failing_write(
+    qp: &Qp,
+    context: usize,
+    src: &Region,
+    len: usize,
+    remote: u64,
+    bad_token: u32,
+) -> NtStatus {
+    let sge = match Transport::default() {
+        Transport::Local => src.sge(0, len),
+        Transport::Iwarp => src.bad_sge(0, len),
+    };
+    qp.write(context, &[sge], remote, bad_token, 0)
+}
+
 /// Waits (bounded, [`WAIT`]) until the abort of a connection that an
 /// error completion terminated (E5) is indicated on this side (X2): on any
 /// transport, what follows is then flushed. Over iWARP the indication is
