@@ -26,8 +26,8 @@ const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 // reason), and one whose expectation differs by the RFCs asserts what
 // iWARP does (`Transport::held`, `Transport::peer_refused`, `await_abort`).
 // Not in yet (docs/iwarp.md, "Conformance over iWARP", says where each
-// stands): M and N (remote errors and connection set-up still asserted
-// the fabric's way), P (P18 alone fails: a provider bug, being fixed).
+// stands): N (connection set-up still asserted the fabric's way; IPv6 over
+// iWARP fails), P (P18 alone fails: a provider bug, being fixed).
 #[path = "conformance/c.rs"]
 mod c;
 #[path = "conformance/d.rs"]
@@ -40,6 +40,8 @@ mod i;
 mod k;
 #[path = "conformance/l.rs"]
 mod l;
+#[path = "conformance/m.rs"]
+mod m;
 #[path = "conformance/q.rs"]
 mod q;
 #[path = "conformance/x.rs"]

@@ -332,6 +332,16 @@ pub fn failing_write(
     qp.write(context, &[sge], remote, bad_token, 0)
 }
 
+/// Over iWARP, waits for the bytes in flight on this process's streams to
+/// land (`provider::host::wire_settle`, bounded): an RDMA Write completes
+/// at its initiator once sent and reaches the target a moment later. On
+/// the fabric it has landed when it completes.
+pub fn wait_landed() {
+    if Transport::default() == Transport::Iwarp {
+        softndk::provider::host::wire_settle();
+    }
+}
+
 /// Waits (bounded, [`WAIT`]) until the abort of a connection that an
 /// error completion terminated (E5) is indicated on this side (X2): on any
 /// transport, what follows is then flushed. Over iWARP the indication is
