@@ -231,11 +231,16 @@ fn d3_defer_changes_nothing_about_completions() {
     let pair = Pair::new();
     let a_src = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    let bad_token = b_mem.token() ^ 0x5A5A;
-    assert_success!(
-        pair.a_qp
-            .write(11, &[a_src.sge(0, 64)], b_mem.remote(0), bad_token, DEFER)
-    );
+    // Gathering from a token A's MR never issued: a local error, A's own
+    // on any transport (a remote one returns over iWARP as the peer's
+    // Terminate after the Write completed, RFC 5040 §7).
+    assert_success!(pair.a_qp.write(
+        11,
+        &[a_src.bad_sge(0, 64)],
+        b_mem.remote(0),
+        b_mem.token(),
+        DEFER
+    ));
     assert_success!(pair.a_qp.write(
         12,
         &[a_src.sge(0, 64)],

@@ -28,9 +28,11 @@ fn e1_flush_cancels_pending_receives_and_initiator_requests() {
     for i in 0..3 {
         assert_success!(qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
     }
-    // B posts no receive: the Sends wait, the Write waits behind them.
+    // B posts no receive: the Sends wait, the Write waits behind them
+    // (`Transport::held`).
+    let held = Transport::default().held();
     for i in 0..3 {
-        assert_success!(qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0));
+        assert_success!(qp.send(20 + i, &[a_mem.sge(i * 64, 64)], held));
     }
     assert_success!(qp.write(
         30,
@@ -74,6 +76,13 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
     let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
+    // Over iWARP a Send does not wait for a receive: it goes at once and,
+    // finding none, the peer terminates the connection (RFC 5040 §7). B
+    // posts one there, and the requests behind the Send need not wait.
+    let sends_wait = Transport::default() == Transport::Local;
+    if !sends_wait {
+        assert_success!(pair.b_qp.receive(0xB, &[b_mem.sge(4096, 64)]));
+    }
     let mut posted = Vec::new();
     for i in 0..40_usize {
         let status = match i % 5 {
@@ -134,7 +143,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
         if silent.contains(&i) {
             assert_eq!(r.status, STATUS_CANCELLED, "a silent success left an entry");
         }
-        if i >= 34 || i % 5 == 2 {
+        if (sends_wait && i >= 34) || i % 5 == 2 {
             // Behind the waiting Send, or a receive nobody sent to.
             assert_eq!(r.status, STATUS_CANCELLED, "{i}");
         }
@@ -152,7 +161,11 @@ fn e3_disconnect_cancels_outstanding_requests() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     for i in 0..2 {
         assert_success!(pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
-        assert_success!(pair.a_qp.send(20 + i, &[a_mem.sge(i * 64, 64)], 0));
+        assert_success!(pair.a_qp.send(
+            20 + i,
+            &[a_mem.sge(i * 64, 64)],
+            Transport::default().held()
+        ));
     }
     assert_success!(pair.a_qp.write(
         30,
@@ -257,7 +270,10 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
         assert_success!(pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]));
     }
     let qp = &pair.a_qp;
-    assert_success!(qp.write(1, &[a_mem.sge(0, 64)], remote, token ^ 0x33, DEFER));
+    // Gathering from a token A's MR never issued: a local error, A's own on
+    // any transport (a remote one returns over iWARP as the peer's
+    // Terminate after the Write completed, RFC 5040 §7).
+    assert_success!(qp.write(1, &[a_mem.bad_sge(0, 64)], remote, token, DEFER));
     assert_success!(qp.write(2, &[a_mem.sge(0, 64)], remote, token, DEFER));
     assert_success!(qp.send(3, &[a_mem.sge(0, 64)], 0));
     assert_eq!(
@@ -359,8 +375,14 @@ fn e7_receive_too_small_overflows_and_terminates() {
     let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
     assert_success!(pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]));
     assert_success!(pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]));
+    // On the fabric the second Send waits behind the first; over iWARP the
+    // first completes once sent and B's Terminate returns the verdict, so
+    // the second is posted once that has arrived.
+    let iwarp = Transport::default() == Transport::Iwarp;
     assert_success!(pair.a_qp.send(1, &[a_mem.sge(0, 64)], 0));
-    assert_success!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0));
+    if !iwarp {
+        assert_success!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0));
+    }
     assert_eq!(
         summary_ex(&wait_results_ex(&pair.b_cq, 2)),
         [
@@ -368,10 +390,18 @@ fn e7_receive_too_small_overflows_and_terminates() {
             (11, STATUS_CANCELLED, T::RECEIVE)
         ]
     );
+    if iwarp {
+        await_abort(&pair.a_disconnects);
+        assert_success!(pair.a_qp.send(2, &[a_mem.sge(0, 8)], 0));
+    }
     assert_eq!(
         summary_ex(&wait_results_ex(&pair.a_cq, 2)),
         [
-            (1, STATUS_REMOTE_RESOURCES, T::SEND),
+            (
+                1,
+                Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
+                T::SEND
+            ),
             (2, STATUS_CANCELLED, T::SEND)
         ]
     );
@@ -449,7 +479,10 @@ fn e8_completion_statuses_fit_their_operation() {
     let mw = pair.a_pd.mw();
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let qp = &pair.a_qp;
-    assert_success!(qp.write(1, &[a.sge(0, 8)], b.remote(0), b.token() ^ 1, 0));
+    // Over iWARP a Write or Send the peer refuses completes successfully
+    // (`Transport::peer_refused`, below); `failing_write` fails at A there.
+    let peer_refused = Transport::default().peer_refused(STATUS_REMOTE_RESOURCES);
+    assert_success!(failing_write(qp, 1, &a, 8, b.remote(0), b.token() ^ 1));
     assert_success!(qp.bind(2, &a.mr, &mw, a.remote(0), 64, OP_REMOTE_READ));
     assert_success!(frmr.post(qp, 3, 0));
     assert_success!(qp.invalidate(4, frmr.mr.header(), 0));
@@ -506,7 +539,7 @@ fn e8_completion_statuses_fit_their_operation() {
                     .write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0)
             );
         },
-        &[(1, STATUS_REMOTE_RESOURCES, T::WRITE)],
+        &[(1, peer_refused, T::WRITE)],
         &[],
     );
     scenario(
@@ -515,7 +548,7 @@ fn e8_completion_statuses_fit_their_operation() {
             assert_success!(p.b_qp.receive(10, &[r.sge(0, 16)]));
             assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
-        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(1, peer_refused, T::SEND)],
         &[(10, STATUS_BUFFER_OVERFLOW, T::RECEIVE)],
     );
     scenario(
@@ -537,7 +570,7 @@ fn e8_completion_statuses_fit_their_operation() {
             assert_success!(p.b_qp.receive(10, &[sge]));
             assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
-        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(1, peer_refused, T::SEND)],
         &[(10, STATUS_ACCESS_VIOLATION, T::RECEIVE)],
     );
     scenario(
@@ -549,7 +582,7 @@ fn e8_completion_statuses_fit_their_operation() {
                     .send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD)
             );
         },
-        &[(1, STATUS_REMOTE_RESOURCES, T::SEND)],
+        &[(1, peer_refused, T::SEND)],
         &[(10, STATUS_INVALID_DEVICE_REQUEST, T::RECEIVE)],
     );
     scenario(
@@ -588,7 +621,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
                 "a success satisfied SOLICITED"
             );
         }
-        assert_success!(pair.a_qp.write(2, &[a_mem.sge(0, 8)], remote, token ^ 4, 0));
+        assert_success!(failing_write(&pair.a_qp, 2, &a_mem, 8, remote, token ^ 4));
         assert_success!(pair.a_cq.1.wait(), "{arm:?}");
         assert_eq!(
             summary(&pair.a_cq.wait_results(1)),
@@ -614,7 +647,10 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
-        [(21, STATUS_REMOTE_RESOURCES)]
+        [(
+            21,
+            Transport::default().peer_refused(STATUS_REMOTE_RESOURCES)
+        )]
     );
     assert_success!(pair.a_qp.receive(22, &[a_mem.sge(1024, 64)]));
     pair.a_qp.flush();
@@ -629,7 +665,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     let a_mem = Region::pattern(&pair.a_pd, 4096, 13, MR_LOCAL_WRITE);
     pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_success!(pair.a_qp.write(3, &[a_mem.sge(0, 8)], 0x1000, 0x1234, 0));
+    assert_success!(failing_write(&pair.a_qp, 3, &a_mem, 8, 0x1000, 0x1234));
     assert_success!(pair.a_cq.1.wait());
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
@@ -878,7 +914,7 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     // E5: a terminated QP accepts and cancels.
     let pair = Pair::new();
     let a_mem = Region::pattern(&pair.a_pd, 4096, 16, MR_LOCAL_WRITE);
-    assert_success!(pair.a_qp.write(1, &[a_mem.sge(0, 8)], 0x1000, 0x4321, 0));
+    assert_success!(failing_write(&pair.a_qp, 1, &a_mem, 8, 0x1000, 0x4321));
     assert_eq!(
         summary(&pair.a_cq.wait_results(1)),
         [(1, STATUS_ACCESS_VIOLATION)]

@@ -113,12 +113,22 @@ fn expect(cq: &Cq, context: usize, status: NtStatus) -> NdkResultEx {
 /// a Receive posted on B now complete with `STATUS_CANCELLED`, and nothing
 /// else is waiting on either CQ.
 fn assert_ended(pair: &Pair) {
+    await_abort(&pair.a_disconnects);
     send0(&pair.a_qp, 0xEEE1, 0);
     expect(&pair.a_cq, 0xEEE1, STATUS_CANCELLED);
     recv0(&pair.b_qp, 0xEEE2);
     expect(&pair.b_cq, 0xEEE2, STATUS_CANCELLED);
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
+}
+
+/// Checks the status of A's Write (or Send) that B refuses — `fabric`, its
+/// status on the fabric; success over iWARP, where it completes once sent
+/// (`Transport::peer_refused`) — and waits until the refusal has ended the
+/// connection at A (X2; over iWARP: B's Terminate has arrived).
+fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
+    assert_eq!(status, Transport::default().peer_refused(fabric));
+    await_abort(&pair.a_disconnects);
 }
 
 /// A's Write of `len` bytes of `src` (from `offset`) to `remote` / `token`
@@ -594,9 +604,10 @@ fn m4_mdl_virtual_address_is_only_an_index() {
 
     // The real address is no index of the region.
     let now = real.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x10, real.va(), mr.remote_token()),
-        STATUS_REMOTE_RESOURCES
+        STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(real.bytes(), &now[..]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
@@ -642,9 +653,10 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     assert_placed(target.bytes(), &before, 0x30, &src.bytes()[..0x20]);
     // ... the zero-based address does not.
     let now = target.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x20, 0x30, target.token()),
-        STATUS_REMOTE_RESOURCES
+        STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(target.bytes(), &now[..]);
     assert_ended(&pair);
@@ -789,7 +801,10 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
             } else {
                 assert_eq!(
                     (sent, received),
-                    (STATUS_REMOTE_RESOURCES, STATUS_ACCESS_VIOLATION)
+                    (
+                        Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
+                        STATUS_ACCESS_VIOLATION
+                    )
                 );
                 assert_eq!(target.bytes(), &before[..]);
             }
@@ -823,13 +838,24 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
         }
         Use::RemoteWrite => {
             let written = a_writes(&pair, &a_src, 0, LEN, at, target.remote_token());
-            if written == STATUS_SUCCESS {
+            // Over iWARP the Write completes once sent, whatever B decides
+            // (`Transport::peer_refused`): B's verdict is the bytes placed
+            // (the harness waits for them) or its Terminate.
+            let placed = match Transport::default() {
+                Transport::Local => written == STATUS_SUCCESS,
+                Transport::Iwarp => target.bytes() != &before[..],
+            };
+            if placed {
+                assert_success!(written);
                 assert_placed(target.bytes(), &before, AT, &a_src.bytes()[..LEN]);
             } else {
-                assert_eq!(written, STATUS_ACCESS_VIOLATION);
+                assert_eq!(
+                    written,
+                    Transport::default().peer_refused(STATUS_ACCESS_VIOLATION)
+                );
                 assert_eq!(target.bytes(), &before[..]);
             }
-            written == STATUS_SUCCESS
+            placed
         }
     };
     if !granted {
@@ -1151,9 +1177,10 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     assert_success!(a_writes(&pair, &src, 0, 0x100, target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     let now = target.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0x100, 0x100, target.remote(0x10), old),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(target.bytes(), &now[..]);
     assert_ended(&pair);
@@ -1165,9 +1192,10 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let src = Region::pattern(&pair.a_pd, PAGE, 16, 0);
     let old = target.token();
     assert_success!(target.mr.deregister());
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(target.bytes(), &before[..]);
     assert_ended(&pair);
@@ -1208,25 +1236,36 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
     let (remote, token) = (target.remote(0), target.token());
     let deregistered = AtomicBool::new(false);
     let (a_qp, sge) = (&pair.a_qp, src.sge(0, len));
+    // The first Write completes, and has landed (over iWARP it completes
+    // once sent), before the stream of the others and the deregistration.
+    assert_success!(a_qp.write(0, &[sge], remote, token, 0));
+    let first = pair.a_cq.wait_results(1);
+    assert_success!(first[0].status);
+    wait_landed();
     let posted = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
-            let mut posted = 0_usize;
+            let mut posted = 1_usize;
             loop {
                 // Stay well below the CQ's depth (1024): nobody reaps meanwhile.
                 while posted >= 256 && !deregistered.load(Ordering::SeqCst) {
                     std::thread::yield_now();
                 }
                 let last = deregistered.load(Ordering::SeqCst);
-                assert_success!(a_qp.write(posted, &[sge], remote, token, 0));
+                let status = a_qp.write(posted, &[sge], remote, token, 0);
+                if status == STATUS_NO_MORE_ENTRIES {
+                    // The initiator queue is full (over iWARP the stream
+                    // drains it): wait a turn.
+                    std::thread::yield_now();
+                    continue;
+                }
+                assert_success!(status);
                 posted += 1;
                 if last {
                     return posted;
                 }
             }
         });
-        // Deregister once the first Write has completed.
-        let first = pair.a_cq.wait_results(1);
-        assert_success!(first[0].status);
+        // Deregister while the others stream.
         let completions = Signal::new();
         // SAFETY: a live MR; the signal outlives its completion (waited for
         // below).
@@ -1246,16 +1285,23 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
         .iter()
         .take_while(|&&s| s == STATUS_SUCCESS)
         .count();
+    // Over iWARP a Write completes once sent: the refused one succeeds too,
+    // and B's refusal returns as its Terminate (`assert_ended` waits for
+    // it), cancelling whatever was still queued behind.
+    let refused = Transport::default().peer_refused(STATUS_ACCESS_VIOLATION);
+    let cancelled_from = if refused == STATUS_SUCCESS {
+        // The Write being sent when the Terminate arrived fails with it.
+        successes + usize::from(statuses.get(successes) == Some(&STATUS_ACCESS_VIOLATION))
+    } else {
+        assert!(
+            successes < posted,
+            "the Write after the deregistration failed"
+        );
+        assert_eq!(statuses[successes], refused, "{statuses:x?}");
+        successes + 1
+    };
     assert!(
-        successes < posted,
-        "the Write after the deregistration failed"
-    );
-    assert_eq!(
-        statuses[successes], STATUS_ACCESS_VIOLATION,
-        "{statuses:x?}"
-    );
-    assert!(
-        statuses[successes + 1..]
+        statuses[cancelled_from..]
             .iter()
             .all(|&s| s == STATUS_CANCELLED),
         "{statuses:x?}"
@@ -1819,9 +1865,10 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     ));
     assert_eq!(&sink.bytes()[..0x80], &now[at + len - 0x80..at + len]);
     // One byte beyond the window.
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x80, r.remote(at + len - 0x7F), token),
-        STATUS_REMOTE_RESOURCES
+        STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(r.bytes(), &now[..]);
     assert_ended(&pair);
@@ -1964,6 +2011,7 @@ impl Conn {
 
     /// The connection is over: a Send on A completes cancelled.
     fn assert_ended(&self) {
+        await_abort(&self.link.a_disconnects);
         send0(&self.a_qp, 0x22, 0);
         expect(&self.a_cq, 0x22, STATUS_CANCELLED);
     }
@@ -2048,13 +2096,17 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
     let src = Region::pattern(&pair.a_pd, PAGE, 38, 0);
     let token = frmr.mr.remote_token();
     assert_success!(a_writes(&pair, &src, 0, 0x100, frmr.base() + 0x10, token));
+    // B invalidates once A's Write has landed (over iWARP it completes at A
+    // once sent).
+    wait_landed();
     assert_success!(pair.b_qp.invalidate(2, frmr.mr.header(), 0));
     let done = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::INVALIDATE);
     let now = frmr.buffer.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0x100, 0x100, frmr.base() + 0x10, token),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(frmr.buffer.bytes(), &now[..]);
     assert_ended(&pair);
@@ -2177,9 +2229,10 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     assert_eq!(got.bytes_transferred, 0x80);
     assert_eq!(&inbox.bytes()[0x100..0x180], &src.bytes()[0x40..0xC0]);
     let now = frmr.buffer.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x100, frmr.base(), token),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(frmr.buffer.bytes(), &now[..]);
     assert_ended(&pair);
@@ -2225,7 +2278,11 @@ fn m24_send_and_invalidate_of_an_unknown_token_aborts_the_connection() {
     let pair = Pair::new();
     recv0(&pair.b_qp, 1);
     assert_success!(pair.a_qp.send_and_invalidate(2, &[], 0, 0xFFFF_FFF0));
-    expect(&pair.a_cq, 2, STATUS_REMOTE_RESOURCES);
+    expect(
+        &pair.a_cq,
+        2,
+        Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
+    );
     expect(&pair.b_cq, 1, STATUS_INVALID_DEVICE_REQUEST);
     assert_ended(&pair);
     teardown_lenient(pair);
@@ -2244,7 +2301,11 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
     let src = Region::pattern(&a.pd, PAGE, 45, 0);
     recv0(&one.b_qp, 1);
     assert_success!(one.a_qp.send_and_invalidate(2, &[], 0, r.token()));
-    expect(&one.a_cq, 2, STATUS_REMOTE_RESOURCES);
+    expect(
+        &one.a_cq,
+        2,
+        Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
+    );
     expect(&one.b_cq, 1, STATUS_INVALID_DEVICE_REQUEST);
     one.assert_ended();
     assert_eq!(r.bytes(), &before[..]);
@@ -2390,7 +2451,12 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
         token,
         0
     ));
-    expect(&pair.b_cq, 6, STATUS_ACCESS_VIOLATION);
+    expect(
+        &pair.b_cq,
+        6,
+        Transport::default().peer_refused(STATUS_ACCESS_VIOLATION),
+    );
+    await_abort(&pair.b_disconnects);
     assert_eq!(incoming.bytes(), &before[..]);
     send0(&pair.b_qp, 7, 0);
     expect(&pair.b_cq, 7, STATUS_CANCELLED);
@@ -2681,9 +2747,10 @@ fn m32_misused_release_lam_never_reaches_memory() {
     // Released under the mapping.
     pair.b.release_lam(&mut lam);
     let now = buffer.bytes().to_vec();
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0x100, 0x100, base + 0xFC0, fast.remote_token()),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(buffer.bytes(), &now[..]);
     assert_ended(&pair);
@@ -2715,7 +2782,11 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
     };
     assert_success!(pair.b_qp.receive(1, &[sge]));
     assert_success!(pair.a_qp.send(2, &[src.sge(0, 0x100)], 0));
-    expect(&pair.a_cq, 2, STATUS_REMOTE_RESOURCES);
+    expect(
+        &pair.a_cq,
+        2,
+        Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
+    );
     expect(&pair.b_cq, 1, STATUS_ACCESS_VIOLATION);
     assert_eq!(victim.bytes(), &victim_content[..]);
     assert_ended(&pair);
@@ -2837,6 +2908,12 @@ fn m34_peer_access_needs_a_valid_token_range_and_right() {
             }
             ReadWithoutTheRight => a_reads(&pair, &sink, 0, 0x10, target.remote(0), target.token()),
         };
+        // A Write the peer refuses completes once sent over iWARP.
+        let expected = if matches!(case, ReadPastTheEnd | ReadWithoutTheRight) {
+            expected
+        } else {
+            Transport::default().peer_refused(expected)
+        };
         assert_eq!(status, expected, "{case:?}");
         assert_eq!(target.bytes(), &before[..], "{case:?}");
         assert_eq!(other.bytes(), &before[..], "{case:?}");
@@ -2922,9 +2999,10 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
         assert_eq!(buffer.bytes(), &now[..]);
     }
     // Between an Invalidate and the next FastRegister the token names nothing.
-    assert_eq!(
+    assert_refused(
+        &pair,
         a_writes(&pair, &src, 0, 0x10, 0x80_0200_0000, remote),
-        STATUS_ACCESS_VIOLATION
+        STATUS_ACCESS_VIOLATION,
     );
     for (buffer, _, now) in &buffers {
         assert_eq!(buffer.bytes(), &now[..]);

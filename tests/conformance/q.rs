@@ -313,12 +313,16 @@ fn q3_srq_receives_complete_like_receives() {
     assert_success!(f.post(7, 0x300, 0x40));
     let c = &f.conns[1];
     assert_success!(c.a_qp.send(8, &[f.src.sge(0, 0x41)], 0));
-    assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_REMOTE_RESOURCES);
+    assert_eq!(
+        c.a_cq.wait_results(1)[0].status,
+        Transport::default().peer_refused(STATUS_REMOTE_RESOURCES)
+    );
     let got = c.b_rcq.wait_results(1);
     assert_eq!(
         (got[0].request_context as usize, got[0].status),
         (6, STATUS_BUFFER_OVERFLOW)
     );
+    await_abort(&c.link.a_disconnects);
     send0(&c.a_qp, 9, 0);
     assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
     // Connection 0 takes the next receive.
@@ -550,7 +554,11 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
             .write(1, &[f.src.sge(0, 0x10)], f.inbox.remote(0), 0xFFFF_FFF0, 0)
     );
     let failed = c.a_cq.wait_results(1);
-    assert_eq!(failed[0].status, STATUS_ACCESS_VIOLATION);
+    assert_eq!(
+        failed[0].status,
+        Transport::default().peer_refused(STATUS_ACCESS_VIOLATION)
+    );
+    await_abort(&c.link.a_disconnects);
     send0(&c.a_qp, 2, 0);
     let cancelled = c.a_cq.wait_results(1);
     assert_eq!(cancelled[0].status, STATUS_CANCELLED);

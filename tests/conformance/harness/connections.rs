@@ -57,6 +57,32 @@ impl Transport {
         }
     }
 
+    /// The flags that keep a Send outstanding at its initiator while the
+    /// peer posts no receive. On the fabric a Send waits for the peer's
+    /// receive (none: 0). Over iWARP a Send goes at once and, with no
+    /// receive posted, the peer terminates the connection (RFC 5040 §7), so
+    /// the Send is held by DEFER instead: posted and never rung (D2), it is
+    /// as outstanding as a Send waiting for a receive.
+    pub fn held(self) -> u32 {
+        match self {
+            Self::Local => 0,
+            Self::Iwarp => DEFER,
+        }
+    }
+
+    /// The status, at its initiator, of a Send or Write that the *peer*
+    /// refuses (a bad token, a receive too small), given the fabric's: on
+    /// the fabric the request waits for the target and completes with the
+    /// target's verdict; over iWARP it completes successfully once sent,
+    /// and the verdict returns as the peer's Terminate, which aborts the
+    /// connection (RFC 5040 §7; [`await_abort`] waits for it).
+    pub fn peer_refused(self, fabric: NtStatus) -> NtStatus {
+        match self {
+            Self::Local => fabric,
+            Self::Iwarp => STATUS_SUCCESS,
+        }
+    }
+
     /// Opens an adapter on `addr`.
     pub fn open(self, addr: Addr) -> Adapter {
         match self {
@@ -282,6 +308,47 @@ fn close_srqs(a: Option<Srq>, b: Option<Srq>) {
     for srq in [a, b].into_iter().flatten() {
         assert_close(srq.close());
     }
+}
+
+/// Posts a Write of `len` bytes of `src` to `remote` / `bad_token` (a
+/// token the peer never issued) that fails *at its initiator* with
+/// `STATUS_ACCESS_VIOLATION`, terminating the connection (E5). On the
+/// fabric the target refuses the token. Over iWARP that refusal would
+/// return as the peer's Terminate after the Write completed successfully
+/// (RFC 5040 §7), so the Write gathers from a token `src`'s MR never issued
+/// instead: a local error, the initiator's own. Returns the post's status.
+pub fn failing_write(
+    qp: &Qp,
+    context: usize,
+    src: &Region,
+    len: usize,
+    remote: u64,
+    bad_token: u32,
+) -> NtStatus {
+    let sge = match Transport::default() {
+        Transport::Local => src.sge(0, len),
+        Transport::Iwarp => src.bad_sge(0, len),
+    };
+    qp.write(context, &[sge], remote, bad_token, 0)
+}
+
+/// Over iWARP, waits for the bytes in flight on this process's streams to
+/// land (`provider::host::wire_settle`, bounded): an RDMA Write completes
+/// at its initiator once sent and reaches the target a moment later. On
+/// the fabric it has landed when it completes.
+pub fn wait_landed() {
+    if Transport::default() == Transport::Iwarp {
+        softndk::provider::host::wire_settle();
+    }
+}
+
+/// Waits (bounded, [`WAIT`]) until the abort of a connection that an
+/// error completion terminated (E5) is indicated on this side (X2): on any
+/// transport, what follows is then flushed. Over iWARP the indication is
+/// the peer's Terminate (or RST) arriving, which is what a test must wait
+/// for before it expects this side's next request to be cancelled.
+pub fn await_abort(disconnects: &Signal) {
+    assert_success!(disconnects.wait(), "the abort is indicated (X2)");
 }
 
 /// A listener on `adapter` listening on `addr`: it, its connect events and

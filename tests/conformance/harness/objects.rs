@@ -1170,6 +1170,15 @@ impl Region {
             .sge(offset, u32::try_from(len).unwrap(), self.mr.local_token())
     }
 
+    /// A local SGE over `len` bytes at `offset` naming a token this MR
+    /// never issued: a request that gathers from it fails at its own
+    /// initiator (a local protection error), on any transport.
+    pub fn bad_sge(&self, offset: usize, len: usize) -> NdkSge {
+        let mut sge = self.sge(offset, len);
+        sge.memory_region_token ^= 0x00FF_FF00;
+        sge
+    }
+
     /// The remote address of the byte at `offset`.
     pub fn remote(&self, offset: usize) -> u64 {
         self.buffer.va() + offset as u64
