@@ -560,10 +560,11 @@ fn cpu_secs() -> Option<f64> {
     let mut fields = rest.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / 100.0)
+    Some(f64::from(u32::try_from(utime + stime).ok()?) / 100.0)
 }
 
 /// CPU nanoseconds per byte moved.
+#[expect(clippy::cast_precision_loss, reason = "a cost to print")]
 fn per_byte(cpu: Option<f64>, bytes: u64) -> Option<f64> {
     cpu.filter(|_| bytes > 0).map(|c| c * 1e9 / bytes as f64)
 }

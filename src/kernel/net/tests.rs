@@ -298,7 +298,7 @@ fn test_send_with_and_send_mixed_under_back_pressure() {
         assert!(Instant::now() < deadline, "stalled");
         let piece = &data[at..(at + 1000).min(data.len())];
         turn += 1;
-        if turn % 2 == 0 {
+        if turn.is_multiple_of(2) {
             match lend(&stream, piece) {
                 Some(true) => at += piece.len(),
                 Some(false) => unreachable!("fill never refuses here"),
