@@ -18,7 +18,10 @@
 //! a copy less), and the writer thread swaps it for its own, empty one and
 //! writes the whole of it in as few system calls as the socket allows, with
 //! no lock held. The reader reads up to [`READ_CHUNK`] bytes per system
-//! call, so that most FPDUs of a 64 KiB MULPDU arrive whole in one chunk.
+//! call into a buffer small enough to stay in cache until the link has
+//! placed the bytes: 64 KiB cost about 30 % less CPU per byte than 256 KiB
+//! in the wire benchmark, although more FPDUs are cut in two by a read
+//! (docs/performance.md, "Wire").
 //!
 //! # Close
 //! An orderly close ([`TcpByteStream::close`]`(false)`) is a FIN once the
@@ -82,7 +85,7 @@ pub struct TcpByteStream {
 }
 
 /// Bytes read per system call.
-pub const READ_CHUNK: usize = 256 * 1024;
+pub const READ_CHUNK: usize = 64 * 1024;
 
 /// How long a write blocked on a full socket waits before it looks whether
 /// an abortive close wants it to give up (then it tries again).
