@@ -19,6 +19,20 @@ pub trait Stream: Send + Sync {
     /// short count the platform calls [`StreamEvents::writable`] once it has
     /// room again. 0 once closed.
     fn send(&self, bytes: &[u8]) -> usize;
+    /// Sends `len` bytes written in place: when `len` bytes fit in the
+    /// send buffer now, lends them to `fill`, which writes all of them;
+    /// `Some(true)` when it did and the bytes were taken (as if by
+    /// [`Stream::send`]), `Some(false)` when `fill` refused and nothing was
+    /// taken. `None` when the space is not there (or the stream is closed),
+    /// without calling `fill`: offer the bytes through `send` instead, which
+    /// takes what fits and arranges [`StreamEvents::writable`]. `fill` runs
+    /// with the stream's send lock held: it must only write the bytes (no
+    /// call into the stream or the platform). The default lends nothing, so
+    /// every caller keeps working through `send` (one copy more).
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        let _ = (len, fill);
+        None
+    }
     /// Closes: `abortive` resets the connection (RST) and drops what is not
     /// sent; otherwise an orderly close (FIN) once every byte taken is out.
     /// Receiving goes on after an orderly close until the peer closes too.

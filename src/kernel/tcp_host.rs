@@ -75,6 +75,14 @@ impl Stream for TcpByteStream {
         n
     }
 
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        let taken = Self::send_with(self, len, fill);
+        if taken == Some(true) {
+            TAKEN.fetch_add(len as u64, Ordering::AcqRel);
+        }
+        taken
+    }
+
     fn close(&self, abortive: bool) {
         Self::close(self, abortive);
     }

@@ -20,7 +20,13 @@
 //!
 //! Each case is warmed up, then run for a fixed time; the table reports the
 //! bytes delivered per second (GB/s, 10^9 bytes) and the ratio to plain TCP
-//! of the same size. At the end of each case the destination bytes are
+//! of the same size, then the CPU time the whole process (both ends, every
+//! thread) spent per byte moved and its ratio to plain TCP's (writer and
+//! reader): on a loaded machine, where rates swing with the load, the CPU
+//! cost per byte is the steadier measure of the work (copies, CRC) the wire
+//! does. `WIRE_NO_LEND=1` makes the link's streams lend no room, so that
+//! FPDUs are built in the link's buffer and copied by `send`, as before
+//! `send_with`. At the end of each case the destination bytes are
 //! compared with the source (and every completion's status, opcode and
 //! length is checked).
 //!
@@ -121,12 +127,20 @@ impl CqNotify for Quiet {
     fn close_complete(&self) {}
 }
 
-/// The socket as the link's stream.
-struct Tcp(Arc<TcpByteStream>);
+/// The socket as the link's stream; `false`: it lends no room
+/// (`WIRE_NO_LEND`), so FPDUs are built in the link's buffer and copied by
+/// `send`, as before `send_with`.
+struct Tcp(Arc<TcpByteStream>, bool);
 
 impl ByteStream for Tcp {
     fn send(&self, bytes: &[u8]) -> usize {
         self.0.send(bytes)
+    }
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        if !self.1 {
+            return None;
+        }
+        self.0.send_with(len, fill)
     }
     fn close(&self, abortive: bool) {
         self.0.close(abortive);
@@ -237,7 +251,10 @@ impl Side {
         stream: &Arc<TcpByteStream>,
         make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>,
     ) {
-        let conn = make(Arc::new(Tcp(Arc::clone(stream))));
+        let conn = make(Arc::new(Tcp(
+            Arc::clone(stream),
+            std::env::var_os("WIRE_NO_LEND").is_none(),
+        )));
         let glue = Arc::new(Glue::default());
         let _ = glue.0.set(Arc::clone(&conn));
         stream.start(glue).expect("start");
@@ -425,8 +442,8 @@ fn post(op: Op, qp: &Arc<Qp>, a_mem: &Region, b_mem: &Region, size: usize) {
 }
 
 /// Runs `op` with messages of `size` per `plan`; returns bytes per second
-/// of the timed part.
-fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
+/// of the timed part and the process's CPU ns per byte during it.
+fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> (f64, Option<f64>) {
     let (a, b) = (&pair.a, &pair.b);
     // A's memory is the source of Writes and Sends and the sink of Reads;
     // B's the other way round.
@@ -446,8 +463,9 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
     let fence_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
     let depth = depth(size);
     let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 32];
-    let mut run = |how_long: Duration, min: u64| -> (u64, f64) {
+    let mut run = |how_long: Duration, min: u64| -> (u64, f64, Option<f64>) {
         let start = Instant::now();
+        let cpu_start = cpu_secs();
         let (mut posted, mut done, mut receives) = (0_u64, 0_u64, 0_u64);
         let opcode = match op {
             Op::Write => Opcode::Write,
@@ -517,21 +535,44 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> f64 {
             check(wait_one(&a.scq), Opcode::Send, 9, 64);
         }
         let secs = start.elapsed().as_secs_f64();
-        (done, secs)
+        let cpu = cpu_secs().zip(cpu_start).map(|(end, start)| end - start);
+        (done, secs, cpu)
     };
     let _ = run(plan.warm_up, 1);
-    let (messages, secs) = run(plan.run, plan.min_messages);
+    let (messages, secs, cpu) = run(plan.run, plan.min_messages);
     // Nothing is in flight: the destination holds the source's bytes.
     assert!(
         a_mem.bytes == b_mem.bytes,
         "data differs after {size}-byte messages"
     );
-    rate(messages * size as u64, secs)
+    let bytes = messages * size as u64;
+    (rate(bytes, secs), per_byte(cpu, bytes))
+}
+
+/// CPU seconds this process has used so far, all threads (live and
+/// ended): `utime + stime` of `/proc/self/stat`, in clock ticks of 1/100 s
+/// (Linux's `USER_HZ`). `None` where there is no such file.
+fn cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the
+    // 3rd field of the line, utime the 14th, stime the 15th.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(f64::from(u32::try_from(utime + stime).ok()?) / 100.0)
+}
+
+/// CPU nanoseconds per byte moved.
+#[expect(clippy::cast_precision_loss, reason = "a cost to print")]
+fn per_byte(cpu: Option<f64>, bytes: u64) -> Option<f64> {
+    cpu.filter(|_| bytes > 0).map(|c| c * 1e9 / bytes as f64)
 }
 
 /// Plain TCP between two std sockets: messages of `size` for the plan's
-/// time; bytes per second at the reader.
-fn plain_tcp(size: usize, plan: Plan) -> f64 {
+/// time; bytes per second at the reader, and CPU ns per byte (writer and
+/// reader).
+fn plain_tcp(size: usize, plan: Plan) -> (f64, Option<f64>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
     let (mut server, _) = listener.accept().expect("accept");
@@ -558,6 +599,7 @@ fn plain_tcp(size: usize, plan: Plan) -> f64 {
     let mut sent = 0_u64;
     let mut messages = 0_u64;
     let start = Instant::now();
+    let cpu_start = cpu_secs();
     while messages < plan.min_messages || start.elapsed() < plan.run {
         client.write_all(&message).expect("write");
         sent += size as u64;
@@ -568,8 +610,9 @@ fn plain_tcp(size: usize, plan: Plan) -> f64 {
         .expect("shutdown");
     let total = reader.join().expect("reader");
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs().zip(cpu_start).map(|(end, start)| end - start);
     assert!(total >= sent, "the reader got {total} of {sent} bytes");
-    rate(sent, secs)
+    (rate(sent, secs), per_byte(cpu, sent))
 }
 
 fn size_name(size: usize) -> String {
@@ -598,8 +641,8 @@ fn main() {
         SEND_BUFFER >> 10
     );
     println!(
-        "{:<8} {:<16} {:>6} {:>9} {:>8}",
-        "size", "case", "depth", "GB/s", "vs tcp"
+        "{:<8} {:<16} {:>6} {:>9} {:>8} {:>8} {:>8}",
+        "size", "case", "depth", "GB/s", "vs tcp", "cpu ns/B", "vs tcp"
     );
     // `WIRE_CASES=send,read` runs only the cases whose name contains one
     // of the words (for profiling); tcp always runs.
@@ -624,16 +667,30 @@ fn main() {
                 rows.push((name, rdma(pair, op, size, plan), depth(size)));
             }
         }
-        let tcp = tcp_before.max(plain_tcp(size, plan));
+        let tcp_after = plain_tcp(size, plan);
+        // The better rate, and the lower CPU cost, of the two runs.
+        let tcp = (
+            tcp_before.0.max(tcp_after.0),
+            match (tcp_before.1, tcp_after.1) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        );
         rows.insert(0, ("tcp (2 sockets)", tcp, 1));
-        for (case, rate, depth) in rows {
+        for (case, (rate, cpu), depth) in rows {
+            let cpu_text = cpu.map_or_else(|| "-".to_owned(), |c| format!("{c:.3}"));
+            let cpu_ratio = cpu
+                .zip(tcp.1)
+                .map_or_else(|| "-".to_owned(), |(c, t)| format!("{:.2}x", c / t));
             println!(
-                "{:<8} {:<16} {:>6} {:>9.3} {:>7.2}x",
+                "{:<8} {:<16} {:>6} {:>9.3} {:>7.2}x {:>8} {:>8}",
                 size_name(size),
                 case,
                 depth,
                 rate / 1e9,
-                rate / tcp
+                rate / tcp.0,
+                cpu_text,
+                cpu_ratio
             );
         }
     }

@@ -3,7 +3,9 @@
 //! FIN after the bytes, an abortive close is an RST (the peer's read fails
 //! with `ConnectionReset`, a peer stream reports `closed(true)`), also with
 //! the writer blocked on a peer that does not read or another descriptor of
-//! the socket open, and the MSS and addresses are reported.
+//! the socket open, and the MSS and addresses are reported. `send_with`
+//! lends the buffer's room whole or not at all, mixes with `send` in order,
+//! and a refused lend is followed by `writable`.
 
 use alloc::vec::Vec;
 use std::io::Read;
@@ -237,4 +239,88 @@ fn test_mss_and_addresses_are_reported() {
         assert!(mss > FALLBACK_MSS, "{mss}");
     }
     drop(server);
+}
+
+/// Writes `bytes` through `send_with`, all or nothing.
+fn lend(stream: &TcpByteStream, bytes: &[u8]) -> Option<bool> {
+    stream.send_with(bytes.len(), &mut |room| {
+        room.copy_from_slice(bytes);
+        true
+    })
+}
+
+#[test]
+fn test_send_with_lends_the_room_and_takes_it_whole_or_not_at_all() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 100).unwrap();
+    let data = pattern(100);
+    // Not started: nothing drains, so the room is what `send` left.
+    assert_eq!(lend(&stream, &data[..60]), Some(true));
+    let mut called = false;
+    let refused = stream.send_with(50, &mut |_| {
+        called = true;
+        true
+    });
+    assert_eq!(refused, None, "50 bytes do not fit in 40");
+    assert!(!called, "fill is not called without room");
+    // `fill` refusing takes nothing.
+    assert_eq!(stream.send_with(10, &mut |_| false), Some(false));
+    // `send` after a lend, then a lend of the last byte fills the buffer.
+    assert_eq!(stream.send(&data[60..99]), 39);
+    assert_eq!(lend(&stream, &data[99..]), Some(true));
+    assert_eq!(lend(&stream, &data[..1]), None, "full");
+    assert_eq!(lend(&stream, &[]), Some(true), "nothing fits anywhere");
+    let events = Arc::new(Recorder::default());
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
+    stream.close(false);
+    assert_eq!(lend(&stream, b"late"), None, "nothing is lent after close");
+    let (got, error) = read_all(&server);
+    assert_eq!(error, None);
+    assert!(got == data, "bytes differ");
+}
+
+#[test]
+fn test_send_with_and_send_mixed_under_back_pressure() {
+    let (client, server) = sockets();
+    let stream = TcpByteStream::new(client, 3000).unwrap();
+    let events = Arc::new(Recorder::default());
+    stream
+        .start(Arc::clone(&events) as Arc<dyn StreamEvents>)
+        .unwrap();
+    let data = pattern(2 << 20);
+    let reader = std::thread::spawn(move || read_all(&server));
+    // Pieces of 1 000 bytes, alternately lent and sent (a short `send` is
+    // finished by `send`); a refused lend is retried after a pause.
+    let mut at = 0;
+    let mut turn = 0_usize;
+    let mut refused = 0_usize;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while at < data.len() {
+        assert!(Instant::now() < deadline, "stalled");
+        let piece = &data[at..(at + 1000).min(data.len())];
+        turn += 1;
+        if turn.is_multiple_of(2) {
+            match lend(&stream, piece) {
+                Some(true) => at += piece.len(),
+                Some(false) => unreachable!("fill never refuses here"),
+                None => {
+                    refused += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        } else {
+            send_all(&stream, piece);
+            at += piece.len();
+        }
+    }
+    stream.close(false);
+    let (got, error) = reader.join().unwrap();
+    assert_eq!(error, None);
+    assert!(got == data, "bytes differ");
+    if refused > 0 {
+        // A refused lend asks for `writable` as a short `send` does.
+        wait(|| *events.writable.lock().unwrap() > 0);
+    }
 }

@@ -112,6 +112,10 @@ impl ByteStream for Pipe {
         self.0.send(bytes)
     }
 
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        self.0.send_with(len, fill)
+    }
+
     fn close(&self, abortive: bool) {
         self.0.close(abortive);
     }

@@ -75,6 +75,18 @@ pub trait ByteStream: Send + Sync {
     /// Offers `bytes`; returns how many the stream took (0 to all). When it
     /// took fewer, the platform calls [`Link::writable`] once it has room.
     fn send(&self, bytes: &[u8]) -> usize;
+    /// Sends `len` bytes written in place (one FPDU built straight into the
+    /// stream's send buffer, a copy less than building it here and offering
+    /// it through `send`): when `len` bytes fit now, the stream lends them to
+    /// `fill`, which writes all of them, and returns `Some(true)` when `fill`
+    /// did (the bytes are taken, as by `send`) or `Some(false)` when it
+    /// refused (nothing is taken). `None` without calling `fill` when the
+    /// space is not there: the link then offers the FPDU through `send`.
+    /// `fill` must not call into the stream. The default lends nothing.
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        let _ = (len, fill);
+        None
+    }
     /// Closes the stream: `abortive` resets it, otherwise an orderly close
     /// after the bytes taken. Called once.
     fn close(&self, abortive: bool);
@@ -443,6 +455,22 @@ fn copy_in(list: &SegList, offset: u64, src: &[u8]) -> Result<(), ()> {
 
 // ----- transmit ----------------------------------------------------------
 
+/// Writes `header`, `chunk` payload bytes (from `fill`), the pad and the CRC
+/// as one FPDU at the start of `buf`; returns its length.
+fn write_fpdu_into(
+    buf: &mut [u8],
+    header: &DdpHeader,
+    chunk: usize,
+    crc: bool,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), ()>,
+) -> Option<usize> {
+    let hlen = header.len();
+    let ulpdu = buf.get_mut(mpa::FPDU_LENGTH_LEN..)?;
+    header.write(ulpdu).ok()?;
+    fill(ulpdu.get_mut(hlen..hlen + chunk)?).ok()?;
+    mpa::seal_fpdu(buf, hlen + chunk, crc).ok()
+}
+
 /// Where the transmit position goes after working on a request.
 enum Next {
     /// On to the next request; this one completed with the status, or
@@ -721,8 +749,10 @@ impl Link {
         Step::Progress
     }
 
-    /// Writes `header` and `chunk` payload bytes (from `fill`) as one FPDU
-    /// into the buffer.
+    /// Writes `header` and `chunk` payload bytes (from `fill`) as one FPDU:
+    /// straight into the stream's send buffer when it lends the room
+    /// ([`ByteStream::send_with`]; the FPDU is then taken whole and `flush`
+    /// only completes it), else into the link's buffer for `flush` to offer.
     fn build(
         &self,
         tx: &mut Tx,
@@ -731,10 +761,26 @@ impl Link {
         fill: impl FnOnce(&mut [u8]) -> Result<(), ()>,
     ) -> Option<()> {
         let hlen = header.len();
-        let ulpdu = tx.buf.get_mut(mpa::FPDU_LENGTH_LEN..)?;
-        header.write(ulpdu).ok()?;
-        fill(ulpdu.get_mut(hlen..hlen + chunk)?).ok()?;
-        tx.len = mpa::seal_fpdu(&mut tx.buf, hlen + chunk, self.config.crc).ok()?;
+        let total = mpa::fpdu_len(hlen + chunk);
+        let crc = self.config.crc;
+        let mut fill = Some(fill);
+        let lent = self.stream.send_with(total, &mut |out| {
+            fill.take()
+                .and_then(|fill| write_fpdu_into(out, header, chunk, crc, fill))
+                == Some(total)
+        });
+        match lent {
+            Some(true) => {
+                // Taken whole: nothing left to offer.
+                tx.len = total;
+                tx.sent = total;
+                return Some(());
+            }
+            Some(false) => return None,
+            None => {}
+        }
+        let fill = fill.take()?;
+        tx.len = write_fpdu_into(&mut tx.buf, header, chunk, crc, fill)?;
         tx.sent = 0;
         Some(())
     }
@@ -1541,3 +1587,7 @@ mod tests;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tcp_tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod lend_tests;
