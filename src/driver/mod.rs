@@ -42,6 +42,8 @@ pub mod transport;
 mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod wsk_tests;
 
 #[cfg(target_os = "windows")]
 pub mod miniport;

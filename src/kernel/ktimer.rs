@@ -19,16 +19,33 @@ use super::timers::{Alarm, Timers};
 #[repr(C, align(8))]
 struct KTimer([u8; 0x40]);
 
+/// `KDPC` and `PKDEFERRED_ROUTINE`: the raw backend's, so that the two
+/// declarations of `KeInitializeDpc` agree.
+#[cfg(not(feature = "wdk"))]
+use super::raw::{KDeferredRoutine as DeferredRoutine, Kdpc as KDpc};
+
 /// `KDPC` (x64: 0x40 bytes), opaque.
+#[cfg(feature = "wdk")]
 #[repr(C, align(8))]
 struct KDpc([u8; 0x40]);
 
+#[cfg(feature = "wdk")]
 type DeferredRoutine = unsafe extern "system" fn(
     dpc: *mut KDpc,
     context: *mut c_void,
     argument1: *mut c_void,
     argument2: *mut c_void,
 );
+
+#[cfg(feature = "wdk")]
+const fn new_dpc() -> KDpc {
+    KDpc([0; 0x40])
+}
+
+#[cfg(not(feature = "wdk"))]
+const fn new_dpc() -> KDpc {
+    super::raw::Kdpc::zeroed()
+}
 
 #[link(name = "ntoskrnl.exe", kind = "raw-dylib", modifiers = "+verbatim")]
 unsafe extern "system" {
@@ -85,15 +102,14 @@ unsafe extern "system" fn alarm_dpc(
 pub fn kernel_alarm() -> Option<Box<dyn Alarm>> {
     let slot = try_box(Slot {
         timer: UnsafeCell::new(KTimer([0; 0x40])),
-        dpc: UnsafeCell::new(KDpc([0; 0x40])),
+        dpc: UnsafeCell::new(new_dpc()),
         target: SpinLock::new(Weak::new()),
     })?;
     let context = core::ptr::from_ref::<Slot>(&slot).cast_mut().cast::<c_void>();
-    // SAFETY: both objects are in the box, at stable addresses, not yet used.
-    unsafe {
-        KeInitializeTimer(slot.timer.get());
-        KeInitializeDpc(slot.dpc.get(), alarm_dpc, context);
-    }
+    // SAFETY: the timer is in the box, at a stable address, not yet used.
+    unsafe { KeInitializeTimer(slot.timer.get()) };
+    // SAFETY: as the timer: the DPC is in the box, not yet used.
+    unsafe { KeInitializeDpc(slot.dpc.get(), alarm_dpc, context) };
     let alarm = try_box(KernelAlarm { slot })?;
     Some(alarm as Box<dyn Alarm>)
 }
@@ -113,11 +129,11 @@ impl Alarm for KernelAlarm {
     }
 
     fn stop(&self) {
-        // SAFETY: initialised; PASSIVE_LEVEL (the trait's contract).
-        unsafe {
-            KeCancelTimer(self.slot.timer.get());
-            KeFlushQueuedDpcs();
-        }
+        // SAFETY: initialised in `kernel_alarm`.
+        let _ = unsafe { KeCancelTimer(self.slot.timer.get()) };
+        // SAFETY: PASSIVE_LEVEL (the trait's contract): waits for a DPC
+        // already queued by the timer to have run.
+        unsafe { KeFlushQueuedDpcs() };
     }
 
     fn attach(&self, timers: Weak<Timers>) {

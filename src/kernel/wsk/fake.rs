@@ -130,6 +130,15 @@ pub(crate) struct Provider {
     piece: usize,
 }
 
+/// A [`super::WskSource`] that gives this provider at once ("WSK is up").
+pub(crate) struct Source(pub(crate) &'static Provider);
+
+impl super::WskSource for Source {
+    fn capture(&self) -> Result<Arc<WskClient>, NtStatus> {
+        Ok(self.0.client())
+    }
+}
+
 /// The provider's serving thread; stops it when dropped.
 pub(crate) struct Serving {
     provider: &'static Provider,
