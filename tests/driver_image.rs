@@ -508,10 +508,10 @@ fn test_wsk_declarations_are_exported_and_have_a_floor() {
     assert_eq!(declared.len(), 10, "{declared:?}");
     let exports = kernel_exports();
     for name in declared {
-        let (module, _) = OPTIONAL_IMPORTS
+        let (module, _) = REQUIRED_IMPORTS
             .iter()
             .find(|(_, n)| *n == name)
-            .unwrap_or_else(|| panic!("{name} is in OPTIONAL_IMPORTS"));
+            .unwrap_or_else(|| panic!("{name} is in REQUIRED_IMPORTS"));
         assert!(
             exports[*module].contains(name),
             "{module} exports {name} (mingw import library)"

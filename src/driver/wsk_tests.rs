@@ -134,6 +134,65 @@ fn cq_results(cq: *mut crate::abi::NdkCq) -> Vec<(usize, NtStatus)> {
         .collect()
 }
 
+/// `NdkCompleteConnect` on the active side (its completion tagged 0xA2).
+fn complete_connect(c: *mut NdkConnector) {
+    // SAFETY: valid arguments.
+    let status = unsafe {
+        (conn_table(c).ndk_complete_connect)(
+            c,
+            Some(on_indication),
+            null_mut(),
+            Some(on_request),
+            0xA2 as *mut c_void,
+        )
+    };
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+}
+
+/// Sends both ways over an established iWARP connection (DDP untagged
+/// messages in MPA FPDUs on the WSK streams), each matched by a receive.
+fn exchange_sends(
+    qp_a: *mut crate::abi::NdkQp,
+    qp_b: *mut crate::abi::NdkQp,
+    cq_a: *mut crate::abi::NdkCq,
+    cq_b: *mut crate::abi::NdkCq,
+) {
+    for n in 0..4_usize {
+        for (qp, tag) in [(qp_a, 0x100 + n), (qp_b, 0x200 + n)] {
+            // SAFETY: no SGEs; the context is a tag.
+            let status =
+                unsafe { (qp_table(qp).ndk_receive)(qp, tag as *mut c_void, null::<NdkSge>(), 0) };
+            assert_eq!(status, STATUS_SUCCESS);
+        }
+    }
+    for n in 0..4_usize {
+        for (qp, tag) in [(qp_a, 0x300 + n), (qp_b, 0x400 + n)] {
+            // SAFETY: no SGEs; the context is a tag.
+            let status =
+                unsafe { (qp_table(qp).ndk_send)(qp, tag as *mut c_void, null::<NdkSge>(), 0, 0) };
+            assert_eq!(status, STATUS_SUCCESS);
+        }
+    }
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    wait_for("every send and receive completed", || {
+        got_a.extend(cq_results(cq_a));
+        got_b.extend(cq_results(cq_b));
+        got_a.len() == 8 && got_b.len() == 8
+    });
+    for (got, mine, theirs) in [(&got_a, 0x300, 0x100), (&got_b, 0x400, 0x200)] {
+        for n in 0..4 {
+            assert!(
+                got.contains(&(mine + n, STATUS_SUCCESS)),
+                "send {n}: {got:x?}"
+            );
+            assert!(
+                got.contains(&(theirs + n, STATUS_SUCCESS)),
+                "receive {n}: {got:x?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     let provider = Provider::new(700);
@@ -203,61 +262,31 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     wait_for("A's connect", || completed(0xA1).is_some());
     assert_eq!(completed(0xA1), Some(STATUS_SUCCESS));
     assert_eq!(peer_data(c), b"hello from B", "B's MPA reply");
-    // SAFETY: valid arguments.
-    let status = unsafe {
-        (conn_table(c).ndk_complete_connect)(
-            c,
-            Some(on_indication),
-            null_mut(),
-            Some(on_request),
-            0xA2 as *mut c_void,
-        )
-    };
-    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+    complete_connect(c);
     wait_for("B's accept", || completed(0xB1).is_some());
     assert_eq!(completed(0xB1), Some(STATUS_SUCCESS));
     assert_eq!(nets[0].sockets_open(), 1, "A's connection socket");
-    assert_eq!(nets[1].sockets_open(), 2, "B's listener and accepted socket");
+    assert_eq!(
+        nets[1].sockets_open(),
+        2,
+        "B's listener and accepted socket"
+    );
 
-    // Sends both ways over the established iWARP connection (DDP untagged
-    // messages in MPA FPDUs on the WSK streams).
-    for n in 0..4_usize {
-        for (qp, tag) in [(qp_a, 0x100 + n), (qp_b, 0x200 + n)] {
-            // SAFETY: no SGEs; the context is a tag.
-            let status = unsafe {
-                (qp_table(qp).ndk_receive)(qp, tag as *mut c_void, null::<NdkSge>(), 0)
-            };
-            assert_eq!(status, STATUS_SUCCESS);
-        }
-    }
-    for n in 0..4_usize {
-        for (qp, tag) in [(qp_a, 0x300 + n), (qp_b, 0x400 + n)] {
-            // SAFETY: no SGEs; the context is a tag.
-            let status = unsafe {
-                (qp_table(qp).ndk_send)(qp, tag as *mut c_void, null::<NdkSge>(), 0, 0)
-            };
-            assert_eq!(status, STATUS_SUCCESS);
-        }
-    }
-    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
-    wait_for("every send and receive completed", || {
-        got_a.extend(cq_results(cq_a));
-        got_b.extend(cq_results(cq_b));
-        got_a.len() == 8 && got_b.len() == 8
-    });
-    for (got, mine, theirs) in [(&got_a, 0x300, 0x100), (&got_b, 0x400, 0x200)] {
-        for n in 0..4 {
-            assert!(got.contains(&(mine + n, STATUS_SUCCESS)), "send {n}: {got:x?}");
-            assert!(got.contains(&(theirs + n, STATUS_SUCCESS)), "receive {n}: {got:x?}");
-        }
-    }
+    exchange_sends(qp_a, qp_b, cq_a, cq_b);
 
     // Halt with the connection still up: the adapters close (connections
     // end), then each net resets what is left and waits for its sockets.
     close(passive.cast());
     close(c.cast());
     close(l.cast());
-    for object in [qp_a.cast(), qp_b.cast(), pd_a.cast(), pd_b.cast(), cq_a.cast(), cq_b.cast()] {
+    for object in [
+        qp_a.cast(),
+        qp_b.cast(),
+        pd_a.cast(),
+        pd_b.cast(),
+        cq_a.cast(),
+        cq_b.cast(),
+    ] {
         close(object);
     }
     a.close_ndk_adapter(core::ptr::NonNull::new(open_a.0).unwrap());

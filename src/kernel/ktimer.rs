@@ -105,7 +105,9 @@ pub fn kernel_alarm() -> Option<Box<dyn Alarm>> {
         dpc: UnsafeCell::new(new_dpc()),
         target: SpinLock::new(Weak::new()),
     })?;
-    let context = core::ptr::from_ref::<Slot>(&slot).cast_mut().cast::<c_void>();
+    let context = core::ptr::from_ref::<Slot>(&slot)
+        .cast_mut()
+        .cast::<c_void>();
     // SAFETY: the timer is in the box, at a stable address, not yet used.
     unsafe { KeInitializeTimer(slot.timer.get()) };
     // SAFETY: as the timer: the DPC is in the box, not yet used.

@@ -49,6 +49,8 @@ use wdk as backend;
 pub mod deferred;
 #[cfg(target_os = "linux")]
 pub mod host_tap;
+#[cfg(all(target_os = "windows", not(loom)))]
+mod ktimer;
 pub mod log;
 pub mod mdl;
 pub mod mem;
@@ -62,7 +64,5 @@ pub mod tcp_host;
 pub mod time;
 #[cfg(not(loom))]
 pub mod timers;
-#[cfg(all(target_os = "windows", not(loom)))]
-mod ktimer;
 #[cfg(not(loom))]
 pub mod wsk;

@@ -78,11 +78,7 @@ impl Timers {
         let set = {
             let mut due = self.due.lock();
             if due.stopped || due.timers.try_reserve(1).is_err() {
-                crate::klog!(
-                    super::log::Level::Warning,
-                    "timer at {} ms dropped",
-                    at_ms
-                );
+                crate::klog!(super::log::Level::Warning, "timer at {} ms dropped", at_ms);
                 return;
             }
             due.timers.push((at_ms, timer));
@@ -193,8 +189,7 @@ impl PlayedClock {
 
     /// Moves the clock `ms` on and lets every alarm of it go off (the DPC).
     pub fn advance(&self, ms: u64) {
-        self.now
-            .fetch_add(ms, core::sync::atomic::Ordering::AcqRel);
+        self.now.fetch_add(ms, core::sync::atomic::Ordering::AcqRel);
         let targets: Vec<Arc<Timers>> = self
             .targets
             .lock()

@@ -13,17 +13,17 @@
 //! with an `Offset`, over two `WSK_DATA_INDICATION` elements.
 
 use super::*;
-use crate::abi::{SockAddr, WskClientConnectionDispatch, WskClientListenDispatch};
 use crate::abi::{
     MDL_SOURCE_IS_NONPAGED_POOL, Mdl, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_CANCELLED,
     STATUS_CONNECTION_RESET, STATUS_NOT_SUPPORTED, STATUS_PENDING, WskClientHandle,
     WskControlSocketType, WskProviderDispatch,
 };
+use crate::abi::{SockAddr, WskClientConnectionDispatch, WskClientListenDispatch};
 use crate::kernel::mdl::copy_from_chain;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use std::sync::{Condvar, Mutex};
 use std::sync::atomic::AtomicBool;
+use std::sync::{Condvar, Mutex};
 
 // --- The provider --------------------------------------------------------------
 
@@ -230,19 +230,18 @@ impl Provider {
             .spawn(move || {
                 let start = std::time::Instant::now();
                 while !self.stop.load(Ordering::Acquire)
-                    && start.elapsed() < std::time::Duration::from_secs(120)
+                    && start.elapsed() < std::time::Duration::from_mins(2)
                 {
                     let op = {
                         let mut inner = self.lock();
-                        match inner.ops.pop_front() {
-                            Some(op) => Some(op),
-                            None => {
-                                let (mut inner, _) = self
-                                    .wake
-                                    .wait_timeout(inner, std::time::Duration::from_millis(20))
-                                    .unwrap();
-                                inner.ops.pop_front()
-                            }
+                        if let Some(op) = inner.ops.pop_front() {
+                            Some(op)
+                        } else {
+                            let (mut inner, _) = self
+                                .wake
+                                .wait_timeout(inner, std::time::Duration::from_millis(20))
+                                .unwrap();
+                            inner.ops.pop_front()
                         }
                     };
                     if let Some(op) = op {
@@ -881,4 +880,3 @@ static CONNECTION_TABLE: WskProviderConnectionDispatch = WskProviderConnectionDi
     wsk_release: p_release,
     wsk_connect_ex: p_connect_ex,
 };
-

@@ -53,14 +53,14 @@
 //!
 //! `unsafe` here is the FFI with the provider; each block says why it holds.
 
-mod irp;
-#[cfg(target_os = "windows")]
-mod sys;
 #[cfg(test)]
 pub(crate) mod fake;
+mod irp;
 mod net;
 #[cfg(test)]
 mod net_tests;
+#[cfg(target_os = "windows")]
+mod sys;
 #[cfg(test)]
 mod tests;
 

@@ -133,7 +133,10 @@ impl WskNet {
 
     /// Sockets whose close has not completed (streams and listeners).
     pub fn sockets_open(&self) -> usize {
-        self.client.lock().as_ref().map_or(0, |client| client.sockets())
+        self.client
+            .lock()
+            .as_ref()
+            .map_or(0, |client| client.sockets())
     }
 
     /// Halt, first half: refuses new work, resets every stream, closes

@@ -76,9 +76,12 @@ impl AcceptEvents for Acceptor {
     }
 }
 
+/// A connect's outcome: the stream and its local address, or the error.
+type Outcome = Result<(Arc<dyn Stream>, SocketAddr), NetError>;
+
 #[derive(Default)]
 struct Connector {
-    results: Mutex<Vec<Result<(Arc<dyn Stream>, SocketAddr), NetError>>>,
+    results: Mutex<Vec<Outcome>>,
     events: Arc<Events>,
 }
 
@@ -149,7 +152,10 @@ struct Pair {
 fn pair(capacity: usize) -> Pair {
     let s = setup(capacity, true);
     let acceptor = Arc::new(Acceptor::default());
-    let listening = s.net.listen(SERVER.parse().unwrap(), acceptor.clone()).unwrap();
+    let listening = s
+        .net
+        .listen(SERVER.parse().unwrap(), acceptor.clone())
+        .unwrap();
     assert_eq!(listening.local(), SERVER.parse().unwrap());
     s.provider.run();
     let connector = Arc::new(Connector::default());
@@ -257,7 +263,10 @@ fn test_net_orderly_peer_close_and_abort_are_reported() {
     assert_eq!(p.server_events.closes(), [false], "an orderly close");
     p.server.close(true);
     p.s.provider.run();
-    assert!(p.client_events.closes().is_empty(), "the closer is not told");
+    assert!(
+        p.client_events.closes().is_empty(),
+        "the closer is not told"
+    );
     let q = pair(64);
     q.server.close(true);
     q.s.provider.run();
@@ -277,7 +286,10 @@ fn test_net_connect_refused_and_timed_out() {
         )
         .unwrap();
     s.provider.run();
-    assert_eq!(refused.results.lock().unwrap()[0].as_ref().err(), Some(&NetError::Refused));
+    assert_eq!(
+        refused.results.lock().unwrap()[0].as_ref().err(),
+        Some(&NetError::Refused)
+    );
     s.clock.advance(5000);
     assert_eq!(refused.results.lock().unwrap().len(), 1, "reported once");
 
@@ -300,7 +312,10 @@ fn test_net_connect_refused_and_timed_out() {
     s.clock.advance(299);
     assert!(slow.results.lock().unwrap().is_empty());
     s.clock.advance(1);
-    assert_eq!(slow.results.lock().unwrap()[0].as_ref().err(), Some(&NetError::TimedOut));
+    assert_eq!(
+        slow.results.lock().unwrap()[0].as_ref().err(),
+        Some(&NetError::TimedOut)
+    );
     // The connection completes late: it is reset, and not reported.
     s.provider.run();
     assert_eq!(slow.results.lock().unwrap().len(), 1);
@@ -337,7 +352,8 @@ fn test_net_teardown_with_connections_open_leaves_nothing_pending() {
     assert_eq!(p.client.send(&[7; 40]), 40);
     assert_eq!(p.server.send(&[9; 20]), 20);
     let fired = Arc::new(Mutex::new(Vec::new()));
-    p.s.net.timer(p.s.net.now_ms() + 10, Arc::new(Tick(fired.clone())));
+    p.s.net
+        .timer(p.s.net.now_ms() + 10, Arc::new(Tick(fired.clone())));
     p.s.net.abort_all();
     assert!(!p.s.net.drain(1, 1), "closes still in flight");
     p.s.provider.hold_sends(false);

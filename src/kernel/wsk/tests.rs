@@ -333,14 +333,7 @@ fn test_refused_accept_resets_the_caller_and_listener_close_stops_accepting() {
     let wsk = p.provider.client();
     let connector = Arc::new(Connector::default());
     let events = connector.events.clone();
-    connect(
-        &wsk,
-        None,
-        SERVER.parse().unwrap(),
-        64,
-        connector.clone(),
-    )
-    .unwrap();
+    connect(&wsk, None, SERVER.parse().unwrap(), 64, connector.clone()).unwrap();
     p.provider.run();
     let stream = connector.result.lock().unwrap().take().unwrap().unwrap();
     assert_eq!(events.closes(), [true], "refused by the listener: reset");
@@ -348,14 +341,7 @@ fn test_refused_accept_resets_the_caller_and_listener_close_stops_accepting() {
     p.listener.close();
     p.provider.run();
     let late = Arc::new(Connector::default());
-    connect(
-        &wsk,
-        None,
-        SERVER.parse().unwrap(),
-        64,
-        late.clone(),
-    )
-    .unwrap();
+    connect(&wsk, None, SERVER.parse().unwrap(), 64, late.clone()).unwrap();
     p.provider.run();
     let result = late.result.lock().unwrap().take().unwrap();
     assert_eq!(result.err(), Some(ConnectError::Refused));
