@@ -168,12 +168,14 @@ fn test_image_binds_to_no_framework() {
 }
 
 /// The files that declare imports by hand: the raw kernel backend, the
-/// driver's `ndis.sys` and `netio.sys` blocks, and the WSK glue's block.
-const DECLARING_FILES: [&str; 4] = [
+/// driver's `ndis.sys` and `netio.sys` blocks, the WSK glue's block, and
+/// the kernel timer's.
+const DECLARING_FILES: [&str; 5] = [
     "src/kernel/raw.rs",
     "src/driver/ndis_sys.rs",
     "src/driver/netio_sys.rs",
     "src/kernel/wsk/sys.rs",
+    "src/kernel/ktimer.rs",
 ];
 
 /// The routines declared in `DECLARING_FILES`: the only ones the image may
@@ -247,9 +249,12 @@ fn test_image_has_no_tls_or_crt_initialisers() {
 /// deferred work and their flush on unload, the
 /// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
 /// path, the debug log, bug check on panic), the `netio.sys` routines that
-/// learn the interface's IP addresses (`driver::addresses`), plus the C
-/// runtime routine `core` always needs.
-const REQUIRED_IMPORTS: [(&str, &str); 32] = [
+/// learn the interface's IP addresses (`driver::addresses`), the WSK
+/// client's registration, IRPs and send-ring MDLs (`kernel::wsk`, the
+/// adapter's iWARP transport, `driver::transport`) with its kernel timer
+/// and clock (`kernel::ktimer`), plus the C runtime routine `core` always
+/// needs.
+const REQUIRED_IMPORTS: [(&str, &str); 46] = [
     ("ndis.sys", "NdisMRegisterMiniportDriver"),
     ("ndis.sys", "NdisMDeregisterMiniportDriver"),
     ("ndis.sys", "NdisSetOptionalHandlers"),
@@ -282,14 +287,6 @@ const REQUIRED_IMPORTS: [(&str, &str); 32] = [
     ("ntoskrnl.exe", "MmMapLockedPagesSpecifyCache"),
     ("ntoskrnl.exe", "vDbgPrintEx"),
     ("ntoskrnl.exe", "memcpy"),
-];
-
-/// Imports that may appear but need not: the clock, the C runtime
-/// routines the compiler emits calls to depending on optimisation, and the
-/// WSK glue's routines (`kernel::wsk`, declared in `src/kernel/wsk/sys.rs`;
-/// the driver does not use the glue yet — once it does they move to
-/// `REQUIRED_IMPORTS`).
-const OPTIONAL_IMPORTS: [(&str, &str); 16] = [
     ("netio.sys", "WskRegister"),
     ("netio.sys", "WskCaptureProviderNPI"),
     ("netio.sys", "WskReleaseProviderNPI"),
@@ -300,7 +297,15 @@ const OPTIONAL_IMPORTS: [(&str, &str); 16] = [
     ("ntoskrnl.exe", "IoAllocateMdl"),
     ("ntoskrnl.exe", "MmBuildMdlForNonPagedPool"),
     ("ntoskrnl.exe", "IoFreeMdl"),
+    ("ntoskrnl.exe", "KeInitializeTimer"),
+    ("ntoskrnl.exe", "KeSetTimer"),
+    ("ntoskrnl.exe", "KeCancelTimer"),
     ("ntoskrnl.exe", "KeQueryInterruptTimePrecise"),
+];
+
+/// Imports that may appear but need not: the C runtime routines the
+/// compiler emits calls to depending on optimisation.
+const OPTIONAL_IMPORTS: [(&str, &str); 5] = [
     ("ntoskrnl.exe", "memmove"),
     ("ntoskrnl.exe", "memset"),
     ("ntoskrnl.exe", "memcmp"),
@@ -503,10 +508,10 @@ fn test_wsk_declarations_are_exported_and_have_a_floor() {
     assert_eq!(declared.len(), 10, "{declared:?}");
     let exports = kernel_exports();
     for name in declared {
-        let (module, _) = OPTIONAL_IMPORTS
+        let (module, _) = REQUIRED_IMPORTS
             .iter()
             .find(|(_, n)| *n == name)
-            .unwrap_or_else(|| panic!("{name} is in OPTIONAL_IMPORTS"));
+            .unwrap_or_else(|| panic!("{name} is in REQUIRED_IMPORTS"));
         assert!(
             exports[*module].contains(name),
             "{module} exports {name} (mingw import library)"
@@ -586,7 +591,7 @@ const NETIO: &str = "netio.sys";
 /// declares the WSK registration routines without a guard as well (WSK,
 /// in `netio.sys`, also first shipped with Vista). `IoReuseIrp` is
 /// `NTDDI_WINXP`; the other IRP and MDL routines `NTDDI_WIN2K`.
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 49] = [
+const MINIMUM_BUILDS: [(&str, &str, u32, &str); 52] = [
     (NT, "IoAllocateIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoFreeIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoReuseIrp", WINXP, "NTDDI_WINXP"),
@@ -614,6 +619,9 @@ const MINIMUM_BUILDS: [(&str, &str, u32, &str); 49] = [
     (NT, "KeReleaseSpinLock", WIN2K, "NTDDI_WIN2K"),
     (NT, "KeInitializeDpc", WIN2K, "NTDDI_WIN2K"),
     (NT, "KeInsertQueueDpc", WIN2K, "NTDDI_WIN2K"),
+    (NT, "KeInitializeTimer", WIN2K, "NTDDI_WIN2K"),
+    (NT, "KeSetTimer", WIN2K, "NTDDI_WIN2K"),
+    (NT, "KeCancelTimer", WIN2K, "NTDDI_WIN2K"),
     (NT, "KeFlushQueuedDpcs", WINXP, "NTDDI_WINXPSP2"),
     (NT, "KeDelayExecutionThread", WIN2K, "NTDDI_WIN2K"),
     (NT, "KeBugCheckEx", WIN2K, "NTDDI_WIN2K"),

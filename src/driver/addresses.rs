@@ -263,4 +263,4 @@ impl AddressTracker {
 
 #[cfg(test)]
 #[path = "addresses_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -37,7 +37,7 @@ fn v6(t: u8, n: u8) -> IpAddr {
     IpAddr::V6([0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, t, 0, n])
 }
 
-fn sockaddr(ip: IpAddr, port: u16) -> SockAddrInet {
+pub(crate) fn sockaddr(ip: IpAddr, port: u16) -> SockAddrInet {
     match ip {
         IpAddr::V4(bytes) => SockAddrInet {
             ipv4: SockAddrIn {
@@ -59,7 +59,7 @@ fn sockaddr(ip: IpAddr, port: u16) -> SockAddrInet {
     }
 }
 
-fn row(ip: IpAddr, luid: NetLuid, dad_state: u32) -> MibUnicastIpAddressRow {
+pub(crate) fn row(ip: IpAddr, luid: NetLuid, dad_state: u32) -> MibUnicastIpAddressRow {
     MibUnicastIpAddressRow {
         address: sockaddr(ip, 0),
         interface_luid: luid,
@@ -282,7 +282,7 @@ fn ndis_adapter() -> (Adapter, AddressTracker) {
 }
 
 #[expect(clippy::cast_ptr_alignment, reason = "read with read_unaligned")]
-fn table<T>(object: *const c_void) -> &'static T {
+pub(crate) fn table<T>(object: *const c_void) -> &'static T {
     let slot = object.cast::<u8>().wrapping_add(0x28).cast::<*const T>();
     // SAFETY: a live NDK object of the test; its Dispatch field is at 0x28.
     let table = unsafe { slot.read_unaligned() };
@@ -308,7 +308,7 @@ unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnec
 
 /// Closes any object through slot 0 of its table, waiting for a pending
 /// close (bounded).
-fn close(object: *mut c_void) {
+pub(crate) fn close(object: *mut c_void) {
     let before = *CLOSED.lock().unwrap();
     let close = *table::<NdkFnCloseObject>(object);
     // SAFETY: a live object of the test, closed once.
@@ -326,19 +326,19 @@ fn close(object: *mut c_void) {
     assert_eq!(status, STATUS_SUCCESS);
 }
 
-fn raw(address: &SockAddrInet, ip: IpAddr) -> (*const SockAddr, u32) {
+pub(crate) fn raw(address: &SockAddrInet, ip: IpAddr) -> (*const SockAddr, u32) {
     let len = if matches!(ip, IpAddr::V4(_)) { 16 } else { 28 };
     (core::ptr::from_ref(address).cast(), len)
 }
 
-struct Open(*mut NdkAdapter);
+pub(crate) struct Open(pub(crate) *mut NdkAdapter);
 
 impl Open {
     fn d(&self) -> &NdkAdapterDispatch {
         table(self.0.cast())
     }
 
-    fn listener(&self, queue: &Mutex<Vec<usize>>) -> *mut NdkListener {
+    pub(crate) fn listener(&self, queue: &Mutex<Vec<usize>>) -> *mut NdkListener {
         let mut l = null_mut();
         let ctx = core::ptr::from_ref(queue).cast_mut().cast();
         // SAFETY: valid arguments; `queue` outlives the listener.
@@ -356,7 +356,7 @@ impl Open {
         l
     }
 
-    fn listen(l: *mut NdkListener, ip: IpAddr, port: u16) -> NtStatus {
+    pub(crate) fn listen(l: *mut NdkListener, ip: IpAddr, port: u16) -> NtStatus {
         let address = sockaddr(ip, port);
         let (a, n) = raw(&address, ip);
         let d: &NdkListenerDispatch = table(l.cast());
@@ -364,7 +364,7 @@ impl Open {
         unsafe { (d.ndk_listen)(l, a, n, None, null_mut()) }
     }
 
-    fn qp(&self) -> (*mut NdkCq, *mut NdkPd, *mut NdkQp) {
+    pub(crate) fn qp(&self) -> (*mut NdkCq, *mut NdkPd, *mut NdkQp) {
         let (mut cq, mut pd, mut qp) = (null_mut(), null_mut(), null_mut());
         // SAFETY: valid arguments.
         let status = unsafe {
@@ -405,7 +405,7 @@ impl Open {
         (cq, pd, qp)
     }
 
-    fn connector(&self) -> *mut NdkConnector {
+    pub(crate) fn connector(&self) -> *mut NdkConnector {
         let mut c = null_mut();
         // SAFETY: valid arguments.
         let status =

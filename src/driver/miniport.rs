@@ -52,15 +52,10 @@ use super::addresses::AddressTracker;
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
 use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
 use super::ndis_sys as ndis;
-use super::ndk::ProviderFactory;
 use super::netio_sys as netio;
 use super::oid::{self, SUPPORTED_OIDS};
 use super::state::NdkEvent;
 use crate::kernel::mem::try_box;
-
-/// Where each adapter's NDK provider comes from. **The one line to change
-/// when `src/provider/` is ready**: name its factory here.
-pub const PROVIDER_FACTORY: ProviderFactory = crate::provider::ndis::factory;
 
 /// How the emulated NIC runs its engine (see `docs/rnic.md`); deferred work
 /// runs in DPCs either way.
@@ -106,6 +101,9 @@ struct Context {
     addresses: AddressTracker,
     /// The `NotifyUnicastIpAddressChange` handle (null: not registered).
     notification: AtomicPtr<c_void>,
+    /// The NIC's iWARP transport (`None`: WSK registration failed; the NIC
+    /// then reaches only the driver's other NICs).
+    net: Option<alloc::sync::Arc<crate::kernel::wsk::WskNet>>,
 }
 
 /// Borrows the context behind an adapter context handle.
@@ -400,7 +398,12 @@ unsafe extern "system" fn initialize(
     let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {
         return NDIS_STATUS_RESOURCES;
     };
-    let provider = match PROVIDER_FACTORY(&device) {
+    // WSK registration never waits for WSK (docs/kernel.md).
+    let net = super::transport::kernel_net();
+    let wire = net
+        .clone()
+        .map(|net| net as alloc::sync::Arc<dyn crate::kernel::tcp::Net>);
+    let provider = match crate::provider::ndis::factory_on(&device, wire) {
         Ok(provider) => provider,
         Err(status) => return status,
     };
@@ -422,6 +425,7 @@ unsafe extern "system" fn initialize(
         blocks: NdisBlocks::empty(),
         addresses,
         notification: AtomicPtr::new(null_mut()),
+        net,
     }) else {
         // SAFETY: allocated above, never queued.
         unsafe { ndis::NdisFreeIoWorkItem(work_item) };
@@ -654,6 +658,11 @@ unsafe extern "system" fn halt(adapter_context: NdisHandle, _action: NdisHaltAct
         }
     }
     ctx.adapter.finish_halt();
+    if let Some(net) = &ctx.net
+        && !super::transport::halt(net)
+    {
+        klog!(Level::Error, "WSK sockets still open after halt's wait");
+    }
     klog!(Level::Info, "adapter halted");
     // SAFETY: the context from `initialize`; the work item is idle (waited
     // for above) and NDIS will not call this adapter again.

@@ -14,6 +14,7 @@
 //! | [`adapter`] | one miniport adapter: open / close handler bodies (A4–A6), pause, send accounting | everywhere |
 //! | [`oid`] | OID requests: parsing, answers, NDK structure serialisation (A9, A13, A16–A21) | everywhere |
 //! | [`attributes`] | characteristics and attributes handed to NDIS (A9–A12) | everywhere |
+//! | [`transport`] | the NIC's iWARP transport: a WSK client and `WskNet` per adapter, torn down at halt | everywhere |
 //! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24) | everywhere |
 //! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
@@ -33,11 +34,16 @@ pub mod config;
 pub mod ndk;
 pub mod oid;
 pub mod state;
+// The NIC's iWARP transport over WSK, which the loom build leaves out.
+#[cfg(not(loom))]
+pub mod transport;
 
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod wsk_tests;
 
 #[cfg(target_os = "windows")]
 pub mod miniport;

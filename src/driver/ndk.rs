@@ -16,7 +16,8 @@
 //!
 //! The driver makes one provider per miniport adapter, over that adapter's
 //! emulated NIC ([`Device`]), with a [`ProviderFactory`]; the Windows glue
-//! names the factory in one line (`miniport::PROVIDER_FACTORY`).
+//! opens each adapter's provider with `provider::ndis::factory_on`, on the
+//! adapter's iWARP transport (`driver::transport`).
 
 use alloc::boxed::Box;
 use core::ptr::NonNull;

@@ -20,6 +20,8 @@
 //! * [`log`] — the debug log ([`klog!`](crate::klog)).
 //! * [`pool`] — the pool tag and, in the kernel, the global allocator.
 //! * [`time`] — a monotonic clock.
+//! * [`timers`] — one-shot timers served by one platform alarm (a `KTIMER`
+//!   and its DPC in the kernel, `ktimer`; played by the tests on the host).
 //! * `host_tap` (Linux host only, never in the driver) — a TAP device and
 //!   entry into a network namespace, for the VXLAN harness of
 //!   `tests/vxlan_linux.rs`.
@@ -47,6 +49,8 @@ use wdk as backend;
 pub mod deferred;
 #[cfg(target_os = "linux")]
 pub mod host_tap;
+#[cfg(all(target_os = "windows", not(loom)))]
+mod ktimer;
 pub mod log;
 pub mod mdl;
 pub mod mem;
@@ -58,5 +62,7 @@ pub mod tcp;
 #[cfg(not(target_os = "windows"))]
 pub mod tcp_host;
 pub mod time;
+#[cfg(not(loom))]
+pub mod timers;
 #[cfg(not(loom))]
 pub mod wsk;

@@ -30,8 +30,15 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 #[repr(C, align(8))]
 pub(super) struct Kdpc([u8; 0x40]);
 
+impl Kdpc {
+    /// An uninitialised DPC (`KeInitializeDpc` fills it).
+    pub(super) const fn zeroed() -> Self {
+        Self([0; 0x40])
+    }
+}
+
 /// `PKDEFERRED_ROUTINE`.
-type KDeferredRoutine = unsafe extern "system" fn(
+pub(super) type KDeferredRoutine = unsafe extern "system" fn(
     dpc: *mut Kdpc,
     deferred_context: *mut c_void,
     system_argument1: *mut c_void,

@@ -26,7 +26,10 @@ use super::object::Slot;
 use crate::abi::STATUS_INSUFFICIENT_RESOURCES;
 use crate::abi::{NdisNdkPerformanceCounters, NdkAdapter, NdkAdapterInfo, NdkVersion, NtStatus};
 use crate::kernel::sync::{Arc, SpinLock};
-use crate::rnic::cm::{AddressSet, ConnectionInfo, Endpoint, Fabric, IpAddr, LocalEndpointInfo};
+use crate::kernel::tcp::Net;
+use crate::rnic::cm::{
+    AddressSet, ConnTimeouts, ConnectionInfo, Endpoint, Fabric, IpAddr, LocalEndpointInfo, Wire,
+};
 use crate::rnic::device::Device;
 
 /// The fabric of this driver instance (created at the first provider).
@@ -109,17 +112,58 @@ pub struct Provider {
     fabric: Arc<Fabric>,
     /// Adapters opened and not yet closed (for `close_all`, A15).
     open: SpinLock<Vec<usize>>,
+    /// Keeps the device's node (and so its wire) on the fabric.
+    _node: AddressSet,
 }
 
-/// The [`ProviderFactory`](super::iface::ProviderFactory) of SoftNDK.
+/// The driver's iWARP transport: the kernel's TCP (WSK, `kernel::wsk::WskNet`)
+/// that the miniport sets once it has registered with WSK. Providers made
+/// while it is set open their NIC on the wire (iWARP over TCP); without it
+/// the NIC reaches only the other NICs of this driver instance.
+static WIRE_NET: SpinLock<Option<Arc<dyn Net>>> = SpinLock::new(None);
+
+/// Sets (or clears) the transport later providers open their NIC on.
+pub fn set_wire_net(net: Option<Arc<dyn Net>>) {
+    *WIRE_NET.lock() = net;
+}
+
+/// The [`ProviderFactory`](super::iface::ProviderFactory) of SoftNDK: the
+/// NIC is on the wire set with [`set_wire_net`], if any.
 ///
 /// # Errors
 /// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out.
 pub fn factory(device: &Arc<Device>) -> Result<Box<dyn NdkProvider>, NtStatus> {
+    let net = WIRE_NET.lock().clone();
+    factory_on(device, net)
+}
+
+/// The provider of `device`, its NIC on the iWARP transport over `net`
+/// (with the default time-outs), or on the driver's fabric only (`None`).
+///
+/// # Errors
+/// `STATUS_INSUFFICIENT_RESOURCES` when memory runs out.
+pub fn factory_on(
+    device: &Arc<Device>,
+    net: Option<Arc<dyn Net>>,
+) -> Result<Box<dyn NdkProvider>, NtStatus> {
+    let fabric = fabric();
+    let node = AddressSet::register(&fabric, device, &[]).map_err(super::cm::status)?;
+    if let Some(net) = net {
+        fabric
+            .attach_wire(
+                device,
+                Wire {
+                    net,
+                    timeouts: ConnTimeouts::default(),
+                },
+            )
+            .map_err(super::cm::status)?;
+    }
     let provider = Provider {
         device: Arc::clone(device),
-        fabric: fabric(),
+        fabric,
         open: SpinLock::new(Vec::new()),
+        _node: node,
     };
     let boxed = crate::kernel::mem::try_box(provider).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     Ok(boxed as Box<dyn NdkProvider>)

@@ -53,7 +53,12 @@
 //!
 //! `unsafe` here is the FFI with the provider; each block says why it holds.
 
+#[cfg(test)]
+pub(crate) mod fake;
 mod irp;
+mod net;
+#[cfg(test)]
+mod net_tests;
 #[cfg(target_os = "windows")]
 mod sys;
 #[cfg(test)]
@@ -65,7 +70,7 @@ use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::abi::{
     AF_INET, AF_INET6, Guid, IPPROTO_TCP, In6Addr, InAddr, Irp, NPI_WSK_INTERFACE_ID, NtStatus,
@@ -82,6 +87,9 @@ use crate::abi::{
 use crate::kernel::mdl::{MAX_CHAIN, system_span};
 use crate::kernel::sync::SpinLock;
 use irp::{BufferMdl, OwnedIrp, outcome};
+#[cfg(target_os = "windows")]
+pub use net::RegistrationSource;
+pub use net::{WskNet, WskSource};
 
 /// What a stream reports to its user: the platform-neutral events of
 /// [`super::tcp`], as the host's streams report them.
@@ -105,9 +113,14 @@ pub trait ListenEvents: Send + Sync {
 
 /// The outcome of [`connect`].
 pub trait ConnectEvents: Send + Sync {
-    /// Connected (the stream reports to the events given to `connect`), or
-    /// not. Called once.
-    fn connected(&self, result: Result<Arc<WskStream>, ConnectError>);
+    /// Connected, or not. Called once. On success the returned events are
+    /// what the stream reports to from then on (its receive and disconnect
+    /// events are enabled after this returns, so nothing is missed); `None`
+    /// resets it.
+    fn connected(
+        &self,
+        result: Result<Arc<WskStream>, ConnectError>,
+    ) -> Option<Arc<dyn StreamEvents>>;
 }
 
 /// Why a connection could not be made.
@@ -213,6 +226,8 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 /// A captured WSK provider: what every socket is created through.
 pub struct WskClient {
     npi: WskProviderNpi,
+    /// Sockets made through this client whose close has not completed.
+    sockets: AtomicUsize,
     #[cfg(target_os = "windows")]
     registration: Arc<Registration>,
 }
@@ -233,7 +248,25 @@ impl WskClient {
     /// created through it.
     #[cfg(not(target_os = "windows"))]
     pub unsafe fn from_npi(npi: WskProviderNpi) -> Arc<Self> {
-        Arc::new(Self { npi })
+        Arc::new(Self {
+            npi,
+            sockets: AtomicUsize::new(0),
+        })
+    }
+
+    /// Sockets made through this client (or being made) whose close has
+    /// not completed: 0 once every socket is gone, as `WskDeregister`
+    /// requires.
+    pub fn sockets(&self) -> usize {
+        self.sockets.load(Ordering::Acquire)
+    }
+
+    fn socket_opened(&self) {
+        self.sockets.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn socket_gone(&self) {
+        self.sockets.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn dispatch(&self) -> &WskProviderDispatch {
@@ -342,6 +375,7 @@ mod registration {
             }
             Ok(Arc::new(WskClient {
                 npi,
+                sockets: core::sync::atomic::AtomicUsize::new(0),
                 registration: Arc::clone(self),
             }))
         }
@@ -511,7 +545,7 @@ impl SendState {
 /// A connected WSK TCP socket, with `ByteStream`'s `send` and `close`.
 pub struct WskStream {
     /// Keeps the provider captured while the socket lives.
-    _client: Arc<WskClient>,
+    client: Arc<WskClient>,
     socket: AtomicPtr<WskSocket>,
     events: SpinLock<Option<Arc<dyn StreamEvents>>>,
     state: SpinLock<SendState>,
@@ -569,7 +603,7 @@ impl WskStream {
             return Err(STATUS_INSUFFICIENT_RESOURCES);
         };
         let stream = Self {
-            _client: Arc::clone(client),
+            client: Arc::clone(client),
             socket: AtomicPtr::new(core::ptr::null_mut()),
             events: SpinLock::new(None),
             state: SpinLock::new(SendState::default()),
@@ -851,6 +885,7 @@ unsafe extern "system" fn close_done(
     this.socket.store(core::ptr::null_mut(), Ordering::Release);
     this.state.lock().control_busy = false;
     drop(this.events.lock().take());
+    this.client.socket_gone();
     // SAFETY: the socket's reference, given up now that the socket is gone.
     drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
     // `this` (the callback's own reference) may free the stream when dropped
@@ -950,7 +985,8 @@ static CONNECTION_DISPATCH: WskClientConnectionDispatch = WskClientConnectionDis
 
 /// Connects from `local` (port 0 / wildcard: any; `None`: the wildcard of
 /// `remote`'s family) to `remote`; the outcome goes to `done`, and the stream
-/// then reports to `events`. The send ring holds `send_capacity` bytes.
+/// then reports to the events `done` returns. The send ring holds
+/// `send_capacity` bytes.
 ///
 /// # Errors
 /// No memory or a bad capacity (nothing was started, `done` is not called).
@@ -959,11 +995,9 @@ pub fn connect(
     local: Option<SocketAddr>,
     remote: SocketAddr,
     send_capacity: usize,
-    events: Arc<dyn StreamEvents>,
     done: Arc<dyn ConnectEvents>,
 ) -> Result<(), NtStatus> {
     let stream = WskStream::new(client, send_capacity)?;
-    *stream.events.lock() = Some(events);
     *stream.connect_events.lock() = Some(done);
     let addrs = stream.connect_addrs.get();
     let local = local.unwrap_or_else(|| unspecified_like(remote));
@@ -972,6 +1006,7 @@ pub fn connect(
     stream.state.lock().control_busy = true;
     // The socket's reference: given to WSK as the socket context and to the
     // completion routine.
+    client.socket_opened();
     let context = Arc::into_raw(Arc::clone(&stream))
         .cast_mut()
         .cast::<c_void>();
@@ -1015,11 +1050,11 @@ unsafe extern "system" fn connect_done(
     let done = this.connect_events.lock().take();
     let socket = information as *mut WskSocket;
     if status < 0 || socket.is_null() {
-        drop(this.events.lock().take());
+        this.client.socket_gone();
         // SAFETY: no socket was made: the reference given for it goes.
         drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
         if let Some(done) = done {
-            done.connected(Err(ConnectError::from_status(if status < 0 {
+            let _ = done.connected(Err(ConnectError::from_status(if status < 0 {
                 status
             } else {
                 STATUS_INSUFFICIENT_RESOURCES
@@ -1028,17 +1063,17 @@ unsafe extern "system" fn connect_done(
         return STATUS_MORE_PROCESSING_REQUIRED;
     }
     this.socket.store(socket, Ordering::Release);
+    let events = done.and_then(|done| done.connected(Ok(Arc::clone(&this))));
+    let Some(events) = events else {
+        this.close(true);
+        return STATUS_MORE_PROCESSING_REQUIRED;
+    };
+    *this.events.lock() = Some(events);
     // SAFETY: the socket the provider just made.
     let enabled = unsafe { enable_events(socket, WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT) };
     if enabled < 0 {
-        if let Some(done) = done {
-            done.connected(Err(ConnectError::Other(enabled)));
-        }
+        this.report_closed(true);
         this.close(true);
-        return STATUS_MORE_PROCESSING_REQUIRED;
-    }
-    if let Some(done) = done {
-        done.connected(Ok(Arc::clone(&this)));
     }
     STATUS_MORE_PROCESSING_REQUIRED
 }
@@ -1102,6 +1137,7 @@ pub fn listen(
         local: UnsafeCell::new(to_sockaddr(local)),
         send_capacity,
     });
+    client.socket_opened();
     let context = Arc::into_raw(Arc::clone(&listener))
         .cast_mut()
         .cast::<c_void>();
@@ -1179,6 +1215,7 @@ impl WskListener {
     fn fail(&self, status: NtStatus, context: *mut c_void) {
         self.state.lock().phase = ListenPhase::Failed;
         self.events.ready(Err(status));
+        self.client.socket_gone();
         // SAFETY: the socket's reference, given up.
         drop(unsafe { Arc::from_raw(context.cast::<WskListener>().cast_const()) });
     }
@@ -1268,6 +1305,7 @@ unsafe extern "system" fn listen_closed(
     let this = unsafe { borrow_arc::<WskListener>(context) };
     this.socket.store(core::ptr::null_mut(), Ordering::Release);
     this.state.lock().phase = ListenPhase::Failed;
+    this.client.socket_gone();
     // SAFETY: the socket's reference, given up now that it is closed.
     drop(unsafe { Arc::from_raw(context.cast::<WskListener>().cast_const()) });
     drop(this);
@@ -1302,6 +1340,7 @@ unsafe extern "system" fn accept_event(
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
     *stream.events.lock() = Some(events);
+    this.client.socket_opened();
     let context = Arc::into_raw(stream).cast_mut().cast::<c_void>();
     // SAFETY: out-parameters the provider gives for this purpose.
     unsafe { accept_socket_context.write(context) };

@@ -1,0 +1,303 @@
+//! The NDIS path on the iWARP transport over WSK: two miniport adapters,
+//! each with its provider opened as `MiniportInitializeEx` opens it
+//! (`provider::ndis::factory_on`) on a `WskNet` of its own, both over the
+//! tests' WSK provider (`kernel::wsk::fake`, serving on its own thread).
+//! The full stack runs: NDK calls, the connection manager, MPA and DDP over
+//! the WSK glue's streams. Addresses 127.9.x.y are this file's.
+
+use core::ffi::c_void;
+use core::ptr::{null, null_mut};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::addresses::AddressTracker;
+use crate::abi::{
+    IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NdkConnector, NdkConnectorDispatch, NdkCqDispatch,
+    NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus, STATUS_PENDING, STATUS_SUCCESS,
+};
+use crate::driver::adapter::Adapter;
+use crate::driver::config::{AdapterConfig, RawConfig, generated_mac};
+use crate::kernel::sync::Arc;
+use crate::kernel::tcp::Net;
+use crate::kernel::timers::PlayedClock;
+use crate::kernel::wsk::WskNet;
+use crate::kernel::wsk::fake::{Provider, Source};
+use crate::rnic::Limits;
+use crate::rnic::cm::IpAddr;
+use crate::rnic::device::{Device, EngineMode};
+
+use super::addresses::tests::{Open, close, raw, row, sockaddr, table};
+
+const LUID_A: NetLuid = NetLuid {
+    value: 0x0006_0000_0900_0000,
+};
+const LUID_B: NetLuid = NetLuid {
+    value: 0x0006_0000_0a00_0000,
+};
+
+fn v4(n: u8) -> IpAddr {
+    IpAddr::V4([127, 9, 0, n])
+}
+
+/// A miniport adapter on the wire over `net`, owning `ip`.
+fn wsk_adapter(luid: NetLuid, ip: IpAddr, net: &Arc<WskNet>) -> (Adapter, AddressTracker) {
+    let raw = RawConfig {
+        network_direct: Some(1),
+        ..RawConfig::default()
+    };
+    let config = AdapterConfig::from_raw(&raw, 1);
+    let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let wire: Arc<dyn Net> = net.clone();
+    let provider = crate::provider::ndis::factory_on(&device, Some(wire)).unwrap();
+    let tracker = AddressTracker::new(luid, &device).unwrap();
+    tracker.load(
+        tracker.begin().unwrap(),
+        &[row(ip, luid, IP_DAD_STATE_PREFERRED)],
+    );
+    let adapter = Adapter::new(config, generated_mac(1), device, provider);
+    (adapter, tracker)
+}
+
+static EVENTS: Mutex<Vec<(usize, NtStatus)>> = Mutex::new(Vec::new());
+
+/// Records a request completion under its context (a tag).
+unsafe extern "system" fn on_request(ctx: *mut c_void, status: NtStatus) {
+    EVENTS.lock().unwrap().push((ctx as usize, status));
+}
+
+unsafe extern "system" fn on_indication(_ctx: *mut c_void) {}
+
+/// Waits (bounded) until `done` holds.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    for _ in 0..200_000 {
+        if done() {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}: never");
+        crate::kernel::deferred::flush();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    panic!("{what}: never");
+}
+
+fn completed(tag: usize) -> Option<NtStatus> {
+    EVENTS
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(t, _)| *t == tag)
+        .map(|(_, s)| *s)
+}
+
+fn conn_table(c: *mut NdkConnector) -> &'static NdkConnectorDispatch {
+    table(c.cast())
+}
+
+/// The peer's private data of a connector.
+fn peer_data(c: *mut NdkConnector) -> Vec<u8> {
+    let mut buffer = [0_u8; 64];
+    let mut length = 64_u32;
+    let (mut ird, mut ord) = (0, 0);
+    // SAFETY: a live connector; the buffer holds 64 bytes.
+    let status = unsafe {
+        (conn_table(c).ndk_get_connection_data)(
+            c,
+            &raw mut ird,
+            &raw mut ord,
+            buffer.as_mut_ptr().cast(),
+            &raw mut length,
+        )
+    };
+    assert_eq!(status, STATUS_SUCCESS);
+    buffer[..length as usize].to_vec()
+}
+
+fn qp_table(qp: *mut crate::abi::NdkQp) -> &'static NdkQpDispatch {
+    table(qp.cast())
+}
+
+/// Completions in `cq`, by request context.
+fn cq_results(cq: *mut crate::abi::NdkCq) -> Vec<(usize, NtStatus)> {
+    let mut out = [NdkResult {
+        status: 0,
+        bytes_transferred: 0,
+        qp_context: null_mut(),
+        request_context: null_mut(),
+    }; 16];
+    let d: &NdkCqDispatch = table(cq.cast());
+    // SAFETY: room for 16 results.
+    let n = unsafe { (d.ndk_get_cq_results)(cq, out.as_mut_ptr(), 16) };
+    out[..n as usize]
+        .iter()
+        .map(|r| (r.request_context as usize, r.status))
+        .collect()
+}
+
+/// `NdkCompleteConnect` on the active side (its completion tagged 0xA2).
+fn complete_connect(c: *mut NdkConnector) {
+    // SAFETY: valid arguments.
+    let status = unsafe {
+        (conn_table(c).ndk_complete_connect)(
+            c,
+            Some(on_indication),
+            null_mut(),
+            Some(on_request),
+            0xA2 as *mut c_void,
+        )
+    };
+    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+}
+
+/// Sends both ways over an established iWARP connection (DDP untagged
+/// messages in MPA FPDUs on the WSK streams), each matched by a receive.
+fn exchange_sends(
+    qp_a: *mut crate::abi::NdkQp,
+    qp_b: *mut crate::abi::NdkQp,
+    cq_a: *mut crate::abi::NdkCq,
+    cq_b: *mut crate::abi::NdkCq,
+) {
+    for n in 0..4_usize {
+        for (qp, tag) in [(qp_a, 0x100 + n), (qp_b, 0x200 + n)] {
+            // SAFETY: no SGEs; the context is a tag.
+            let status =
+                unsafe { (qp_table(qp).ndk_receive)(qp, tag as *mut c_void, null::<NdkSge>(), 0) };
+            assert_eq!(status, STATUS_SUCCESS);
+        }
+    }
+    for n in 0..4_usize {
+        for (qp, tag) in [(qp_a, 0x300 + n), (qp_b, 0x400 + n)] {
+            // SAFETY: no SGEs; the context is a tag.
+            let status =
+                unsafe { (qp_table(qp).ndk_send)(qp, tag as *mut c_void, null::<NdkSge>(), 0, 0) };
+            assert_eq!(status, STATUS_SUCCESS);
+        }
+    }
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    wait_for("every send and receive completed", || {
+        got_a.extend(cq_results(cq_a));
+        got_b.extend(cq_results(cq_b));
+        got_a.len() == 8 && got_b.len() == 8
+    });
+    for (got, mine, theirs) in [(&got_a, 0x300, 0x100), (&got_b, 0x400, 0x200)] {
+        for n in 0..4 {
+            assert!(
+                got.contains(&(mine + n, STATUS_SUCCESS)),
+                "send {n}: {got:x?}"
+            );
+            assert!(
+                got.contains(&(theirs + n, STATUS_SUCCESS)),
+                "receive {n}: {got:x?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
+    let provider = Provider::new(700);
+    let serving = provider.serve();
+    let clock = PlayedClock::new(1_000);
+    let nets = [0, 1].map(|_| {
+        WskNet::new(
+            Box::new(Source(provider)),
+            clock.timers(),
+            super::transport::SEND_RING,
+        )
+    });
+    let (a, ta) = wsk_adapter(LUID_A, v4(1), &nets[0]);
+    let (b, tb) = wsk_adapter(LUID_B, v4(2), &nets[1]);
+    let open_a = Open(a.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    let open_b = Open(b.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+
+    // B listens over a WSK listening socket.
+    let queue = Mutex::new(Vec::new());
+    let l = open_b.listener(&queue);
+    assert_eq!(Open::listen(l, v4(2), 4100), STATUS_SUCCESS);
+    assert_eq!(nets[1].sockets_open(), 1, "B's listening socket");
+
+    // A connects over WSK with private data; B accepts with its own.
+    let (cq_a, pd_a, qp_a) = open_a.qp();
+    let (cq_b, pd_b, qp_b) = open_b.qp();
+    let c = open_a.connector();
+    let (src, dst) = (sockaddr(v4(1), 0), sockaddr(v4(2), 4100));
+    let (src, dst) = (raw(&src, v4(1)), raw(&dst, v4(2)));
+    // SAFETY: valid arguments; the completion's context is a tag.
+    let status = unsafe {
+        (conn_table(c).ndk_connect)(
+            c,
+            qp_a,
+            src.0,
+            src.1,
+            dst.0,
+            dst.1,
+            8,
+            8,
+            b"hello from A".as_ptr().cast(),
+            12,
+            Some(on_request),
+            0xA1 as *mut c_void,
+        )
+    };
+    assert_eq!(status, STATUS_PENDING);
+    wait_for("B's connect event", || !queue.lock().unwrap().is_empty());
+    let passive = queue.lock().unwrap().pop().unwrap() as *mut NdkConnector;
+    assert_eq!(peer_data(passive), b"hello from A", "A's MPA request");
+    // SAFETY: valid arguments; the completion's context is a tag.
+    let status = unsafe {
+        (conn_table(passive).ndk_accept)(
+            passive,
+            qp_b,
+            8,
+            8,
+            b"hello from B".as_ptr().cast(),
+            12,
+            Some(on_indication),
+            null_mut(),
+            Some(on_request),
+            0xB1 as *mut c_void,
+        )
+    };
+    assert_eq!(status, STATUS_PENDING);
+    wait_for("A's connect", || completed(0xA1).is_some());
+    assert_eq!(completed(0xA1), Some(STATUS_SUCCESS));
+    assert_eq!(peer_data(c), b"hello from B", "B's MPA reply");
+    complete_connect(c);
+    wait_for("B's accept", || completed(0xB1).is_some());
+    assert_eq!(completed(0xB1), Some(STATUS_SUCCESS));
+    assert_eq!(nets[0].sockets_open(), 1, "A's connection socket");
+    assert_eq!(
+        nets[1].sockets_open(),
+        2,
+        "B's listener and accepted socket"
+    );
+
+    exchange_sends(qp_a, qp_b, cq_a, cq_b);
+
+    // Halt with the connection still up: the adapters close (connections
+    // end), then each net resets what is left and waits for its sockets.
+    close(passive.cast());
+    close(c.cast());
+    close(l.cast());
+    for object in [
+        qp_a.cast(),
+        qp_b.cast(),
+        pd_a.cast(),
+        pd_b.cast(),
+        cq_a.cast(),
+        cq_b.cast(),
+    ] {
+        close(object);
+    }
+    a.close_ndk_adapter(core::ptr::NonNull::new(open_a.0).unwrap());
+    b.close_ndk_adapter(core::ptr::NonNull::new(open_b.0).unwrap());
+    for net in &nets {
+        assert!(super::transport::halt(net), "every socket closed at halt");
+        assert_eq!(net.sockets_open(), 0);
+    }
+    drop(serving);
+    assert!(provider.idle(), "no request left with the provider");
+    assert!(provider.lock().sockets.iter().all(|s| s.closed));
+    ta.close();
+    tb.close();
+}

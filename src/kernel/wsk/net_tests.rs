@@ -1,0 +1,378 @@
+//! [`WskNet`] (the `Net` of the iWARP transport in the driver) against the
+//! tests' WSK provider, with a played clock.
+
+use super::fake::Provider;
+use super::*;
+use crate::abi::STATUS_DEVICE_NOT_READY;
+use crate::kernel::tcp::{
+    AcceptEvents, ConnectEvents as NetConnectEvents, Connected, Net, NetError, Stream, Timer,
+};
+use crate::kernel::timers::PlayedClock;
+use alloc::vec::Vec;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+/// The provider, once "WSK is up".
+struct Source {
+    provider: &'static Provider,
+    up: AtomicBool,
+    captures: AtomicUsize,
+}
+
+impl WskSource for Source {
+    fn capture(&self) -> Result<Arc<WskClient>, NtStatus> {
+        self.captures.fetch_add(1, Ordering::Relaxed);
+        if self.up.load(Ordering::Acquire) {
+            Ok(self.provider.client())
+        } else {
+            Err(STATUS_DEVICE_NOT_READY)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Events {
+    received: Mutex<Vec<u8>>,
+    writable: AtomicUsize,
+    closed: Mutex<Vec<bool>>,
+}
+
+impl StreamEvents for Events {
+    fn received(&self, bytes: &[u8]) {
+        self.received.lock().unwrap().extend_from_slice(bytes);
+    }
+    fn writable(&self) {
+        self.writable.fetch_add(1, Ordering::Relaxed);
+    }
+    fn closed(&self, abortive: bool) {
+        self.closed.lock().unwrap().push(abortive);
+    }
+}
+
+impl Events {
+    fn bytes(&self) -> Vec<u8> {
+        self.received.lock().unwrap().clone()
+    }
+    fn closes(&self) -> Vec<bool> {
+        self.closed.lock().unwrap().clone()
+    }
+}
+
+type Accepted = (Arc<dyn Stream>, SocketAddr, Arc<Events>);
+
+#[derive(Default)]
+struct Acceptor {
+    accepted: Mutex<Vec<Accepted>>,
+}
+
+impl AcceptEvents for Acceptor {
+    fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>> {
+        let events = Arc::new(Events::default());
+        self.accepted
+            .lock()
+            .unwrap()
+            .push((connection.stream, connection.peer, events.clone()));
+        Some(events)
+    }
+}
+
+/// A connect's outcome: the stream and its local address, or the error.
+type Outcome = Result<(Arc<dyn Stream>, SocketAddr), NetError>;
+
+#[derive(Default)]
+struct Connector {
+    results: Mutex<Vec<Outcome>>,
+    events: Arc<Events>,
+}
+
+impl NetConnectEvents for Connector {
+    fn connected(&self, result: Result<Connected, NetError>) -> Option<Arc<dyn StreamEvents>> {
+        let ok = result.is_ok();
+        self.results
+            .lock()
+            .unwrap()
+            .push(result.map(|c| (c.stream, c.local)));
+        ok.then(|| self.events.clone() as Arc<dyn StreamEvents>)
+    }
+}
+
+impl Connector {
+    fn stream(&self) -> Arc<dyn Stream> {
+        let results = self.results.lock().unwrap();
+        assert_eq!(results.len(), 1, "one outcome");
+        Arc::clone(&results[0].as_ref().unwrap().0)
+    }
+}
+
+struct Setup {
+    provider: &'static Provider,
+    source: Arc<Source>,
+    clock: Arc<PlayedClock>,
+    net: Arc<WskNet>,
+}
+
+/// Forwards to a shared source (the net owns a box of it).
+struct Shared(Arc<Source>);
+
+impl WskSource for Shared {
+    fn capture(&self) -> Result<Arc<WskClient>, NtStatus> {
+        self.0.capture()
+    }
+}
+
+fn setup(capacity: usize, up: bool) -> Setup {
+    let provider = Provider::new(5);
+    let source = Arc::new(Source {
+        provider,
+        up: AtomicBool::new(up),
+        captures: AtomicUsize::new(0),
+    });
+    let clock = PlayedClock::new(10_000);
+    let net = WskNet::new(Box::new(Shared(source.clone())), clock.timers(), capacity);
+    Setup {
+        provider,
+        source,
+        clock,
+        net,
+    }
+}
+
+const SERVER: &str = "127.0.0.1:4791";
+const CLIENT: &str = "127.0.0.1:50001";
+
+struct Pair {
+    s: Setup,
+    listening: Box<dyn crate::kernel::tcp::Listening>,
+    client: Arc<dyn Stream>,
+    client_events: Arc<Events>,
+    server: Arc<dyn Stream>,
+    server_events: Arc<Events>,
+}
+
+fn pair(capacity: usize) -> Pair {
+    let s = setup(capacity, true);
+    let acceptor = Arc::new(Acceptor::default());
+    let listening = s
+        .net
+        .listen(SERVER.parse().unwrap(), acceptor.clone())
+        .unwrap();
+    assert_eq!(listening.local(), SERVER.parse().unwrap());
+    s.provider.run();
+    let connector = Arc::new(Connector::default());
+    s.net
+        .connect(
+            CLIENT.parse().unwrap(),
+            SERVER.parse().unwrap(),
+            1000,
+            connector.clone(),
+        )
+        .unwrap();
+    s.provider.run();
+    let client = connector.stream();
+    assert_eq!(
+        connector.results.lock().unwrap()[0].as_ref().unwrap().1,
+        CLIENT.parse().unwrap()
+    );
+    let (server, peer, server_events) = acceptor.accepted.lock().unwrap().pop().unwrap();
+    assert_eq!(peer, CLIENT.parse().unwrap(), "the peer's address");
+    Pair {
+        s,
+        listening,
+        client,
+        client_events: connector.events.clone(),
+        server,
+        server_events,
+    }
+}
+
+#[test]
+fn test_net_waits_for_wsk_without_blocking_and_retries() {
+    let s = setup(64, false);
+    let connector = Arc::new(Connector::default());
+    let result = s.net.connect(
+        CLIENT.parse().unwrap(),
+        SERVER.parse().unwrap(),
+        1000,
+        connector.clone(),
+    );
+    assert_eq!(result, Err(NetError::Unreachable), "WSK not up yet");
+    let listen = s
+        .net
+        .listen(SERVER.parse().unwrap(), Arc::new(Acceptor::default()));
+    assert_eq!(listen.err(), Some(NetError::Failed));
+    assert!(!s.net.ready());
+    s.source.up.store(true, Ordering::Release);
+    assert!(s.net.ready(), "captured at the next try");
+    let captures = s.source.captures.load(Ordering::Relaxed);
+    let _listening = s
+        .net
+        .listen(SERVER.parse().unwrap(), Arc::new(Acceptor::default()))
+        .unwrap();
+    assert_eq!(
+        s.source.captures.load(Ordering::Relaxed),
+        captures,
+        "captured once, then kept"
+    );
+}
+
+#[test]
+fn test_net_connects_accepts_and_exchanges_both_ways() {
+    let p = pair(4096);
+    assert_eq!(p.client.send(b"to the server"), 13);
+    assert_eq!(p.server.send(b"to the client"), 13);
+    p.s.provider.run();
+    assert_eq!(p.server_events.bytes(), b"to the server");
+    assert_eq!(p.client_events.bytes(), b"to the client");
+    assert_eq!(p.s.net.sockets_open(), 3, "two streams and a listener");
+    drop(p.listening);
+    p.s.provider.run();
+    assert_eq!(p.s.net.sockets_open(), 2, "the listener closed on drop");
+}
+
+#[test]
+fn test_net_send_under_back_pressure_takes_what_fits_then_reports_writable() {
+    let p = pair(32);
+    p.s.provider.hold_sends(true);
+    let data: Vec<u8> = (0..200_u8).collect();
+    let mut offered = p.client.send(&data);
+    assert_eq!(offered, 32, "the ring's room");
+    assert_eq!(p.client.send(&data[offered..]), 0, "full");
+    for _ in 0..100 {
+        if offered == data.len() {
+            break;
+        }
+        let before = p.client_events.writable.load(Ordering::Relaxed);
+        p.s.provider.hold_sends(false);
+        p.s.provider.run();
+        p.s.provider.hold_sends(true);
+        assert!(p.client_events.writable.load(Ordering::Relaxed) > before);
+        offered += p.client.send(&data[offered..]);
+    }
+    p.s.provider.hold_sends(false);
+    p.s.provider.run();
+    assert_eq!(p.server_events.bytes(), data);
+}
+
+#[test]
+fn test_net_orderly_peer_close_and_abort_are_reported() {
+    let p = pair(64);
+    assert_eq!(p.client.send(b"last words"), 10);
+    p.client.close(false);
+    p.s.provider.run();
+    assert_eq!(p.server_events.bytes(), b"last words");
+    assert_eq!(p.server_events.closes(), [false], "an orderly close");
+    p.server.close(true);
+    p.s.provider.run();
+    assert!(
+        p.client_events.closes().is_empty(),
+        "the closer is not told"
+    );
+    let q = pair(64);
+    q.server.close(true);
+    q.s.provider.run();
+    assert_eq!(q.client_events.closes(), [true], "a reset");
+}
+
+#[test]
+fn test_net_connect_refused_and_timed_out() {
+    let s = setup(64, true);
+    let refused = Arc::new(Connector::default());
+    s.net
+        .connect(
+            CLIENT.parse().unwrap(),
+            "127.0.0.1:9".parse().unwrap(),
+            1000,
+            refused.clone(),
+        )
+        .unwrap();
+    s.provider.run();
+    assert_eq!(
+        refused.results.lock().unwrap()[0].as_ref().err(),
+        Some(&NetError::Refused)
+    );
+    s.clock.advance(5000);
+    assert_eq!(refused.results.lock().unwrap().len(), 1, "reported once");
+
+    // No answer within the time allowed: the provider does not carry the
+    // connect out in time.
+    let _listening = s
+        .net
+        .listen(SERVER.parse().unwrap(), Arc::new(Acceptor::default()))
+        .unwrap();
+    s.provider.run();
+    let slow = Arc::new(Connector::default());
+    s.net
+        .connect(
+            CLIENT.parse().unwrap(),
+            SERVER.parse().unwrap(),
+            300,
+            slow.clone(),
+        )
+        .unwrap();
+    s.clock.advance(299);
+    assert!(slow.results.lock().unwrap().is_empty());
+    s.clock.advance(1);
+    assert_eq!(
+        slow.results.lock().unwrap()[0].as_ref().err(),
+        Some(&NetError::TimedOut)
+    );
+    // The connection completes late: it is reset, and not reported.
+    s.provider.run();
+    assert_eq!(slow.results.lock().unwrap().len(), 1);
+    assert_eq!(s.provider.lock().disconnects, [true], "the late one reset");
+}
+
+struct Tick(Arc<Mutex<Vec<u64>>>);
+
+impl Timer for Tick {
+    fn fire(&self, now: u64) {
+        self.0.lock().unwrap().push(now);
+    }
+}
+
+#[test]
+fn test_net_timers_fire_when_the_kernel_timer_does() {
+    let s = setup(64, true);
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let now = s.net.now_ms();
+    assert_eq!(now, 10_000, "the played clock");
+    s.net.timer(now + 250, Arc::new(Tick(fired.clone())));
+    s.net.timer(now + 100, Arc::new(Tick(fired.clone())));
+    assert_eq!(s.clock.last_set(), Some(now + 100));
+    s.clock.advance(100);
+    assert_eq!(*fired.lock().unwrap(), [now + 100]);
+    s.clock.advance(200);
+    assert_eq!(*fired.lock().unwrap(), [now + 100, now + 300]);
+}
+
+#[test]
+fn test_net_teardown_with_connections_open_leaves_nothing_pending() {
+    let p = pair(64);
+    p.s.provider.hold_sends(true);
+    assert_eq!(p.client.send(&[7; 40]), 40);
+    assert_eq!(p.server.send(&[9; 20]), 20);
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    p.s.net
+        .timer(p.s.net.now_ms() + 10, Arc::new(Tick(fired.clone())));
+    p.s.net.abort_all();
+    assert!(!p.s.net.drain(1, 1), "closes still in flight");
+    p.s.provider.hold_sends(false);
+    p.s.provider.run();
+    assert!(p.s.net.drain(1, 1), "every socket closed");
+    {
+        let inner = p.s.provider.lock();
+        assert!(inner.ops.is_empty() && inner.held.is_empty());
+        assert!(inner.sockets.iter().all(|s| s.closed));
+    }
+    assert_eq!(p.s.net.sockets_open(), 0);
+    p.s.clock.advance(100);
+    assert!(fired.lock().unwrap().is_empty(), "timers stopped");
+    let refused = p.s.net.connect(
+        CLIENT.parse().unwrap(),
+        SERVER.parse().unwrap(),
+        10,
+        Arc::new(Connector::default()),
+    );
+    assert!(refused.is_err(), "nothing new after halt");
+    drop(p.listening);
+}
