@@ -215,6 +215,12 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     let l = open_b.listener(&queue);
     assert_eq!(Open::listen(l, v4(2), 4100), STATUS_SUCCESS);
     assert_eq!(nets[1].sockets_open(), 1, "B's listening socket");
+    // NdkListen returns once the socket is asked for; WSK creates and binds
+    // it asynchronously (the provider's thread here). A Connect issued
+    // before the bind completed would be refused, so the test waits for
+    // the provider to finish B's socket first (docs/driver.md: a Listen
+    // that returns before its socket is bound).
+    wait_for("B's listening socket bound", || provider.idle());
 
     // A connects over WSK with private data; B accepts with its own.
     let (cq_a, pd_a, qp_a) = open_a.qp();

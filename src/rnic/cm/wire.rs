@@ -1182,9 +1182,10 @@ pub(super) fn listen_sockets(
 /// socket at once. A port another program holds on the new address leaves
 /// that listener without it (nothing to report it to). Not a device on a
 /// wire: nothing to do (the fabric's wildcard listeners look addresses up at
-/// each request). The platform's `listen` runs here, so on a wire device
-/// the caller is at PASSIVE_LEVEL with no spin lock held (only host-mode
-/// devices have a wire today). An address removed later keeps its socket
+/// each request). The platform's `listen` runs here, at the caller's IRQL:
+/// the kernel's `Net` (`kernel::wsk::WskNet`) allows up to DISPATCH_LEVEL,
+/// which the driver's address tracker needs (it adds addresses under its
+/// spin lock). An address removed later keeps its socket
 /// until the listener closes (as `AddressSet::remove` keeps bindings).
 pub(super) fn follow_address(fabric: &Arc<Fabric>, node: usize, ip: IpAddr) {
     let (wire, plans) = {
