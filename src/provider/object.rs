@@ -55,7 +55,7 @@ use crate::abi::{
     NdkVersion, NtStatus, STATUS_INSUFFICIENT_RESOURCES, STATUS_PENDING, STATUS_SUCCESS,
 };
 use crate::kernel::sync::atomic::{AtomicBool, Ordering};
-use crate::kernel::sync::{Arc, SpinLock};
+use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::ring::Ring;
 
 /// What the provider knows of every object type.
@@ -186,6 +186,12 @@ pub struct Object<T: Kind> {
     finished: AtomicBool,
     serial: SpinLock<Serial>,
     parents: Parents,
+    /// The object's own allocation, as a pointer with the whole `Arc`'s
+    /// provenance: new strong references and the consumer's pointer are made
+    /// from it, never from a `&self` (whose provenance covers only the
+    /// object, not the `Arc`'s counts in front of it — Miri's Stacked Borrows
+    /// check, `scripts/miri.sh`).
+    me: Weak<Self>,
     /// The provider's state of the object.
     pub inner: T,
 }
@@ -240,7 +246,8 @@ impl<T: Kind> Object<T> {
             return None;
         };
         LIVE.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let object = Arc::new(Self {
+        let object = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             header: NdkObjectHeader {
                 version,
                 object_type: T::TYPE,
@@ -326,7 +333,7 @@ impl<T: Kind> Object<T> {
 
     /// A new strong reference to this object.
     pub fn arc(&self) -> Arc<Self> {
-        let ptr: *const Self = self;
+        let ptr = self.origin();
         // SAFETY: every `Object` lives in an `Arc` (type invariant) and `self`
         // borrows it, so the allocation is live and has a strong count >= 1.
         unsafe { Arc::increment_strong_count(ptr) };
@@ -341,8 +348,13 @@ impl<T: Kind> Object<T> {
 
     /// The object's pointer as the consumer knows it.
     pub fn as_ptr(&self) -> *mut c_void {
-        let ptr: *const Self = self;
-        ptr.cast_mut().cast()
+        self.origin().cast_mut().cast()
+    }
+
+    /// This object's address with the provenance of its whole allocation
+    /// (see `me`).
+    fn origin(&self) -> *const Self {
+        self.me.as_ptr()
     }
 
     /// Whether the close has completed.
@@ -429,7 +441,7 @@ impl<T: Kind> Object<T> {
         if self.entries.release_owner() {
             // SAFETY: no call is inside and the close is done, so this is the
             // last user of the consumer's reference (see `give_back`).
-            unsafe { self.give_back() };
+            unsafe { Self::give_back(self.origin()) };
         }
     }
 
@@ -440,8 +452,11 @@ impl<T: Kind> Object<T> {
     /// and the last entered call ([`Entered`]'s drop) ends the object's
     /// [`Entries`] — `release_owner` and `exit` return `true` to exactly one
     /// of them. `create` took that reference for every object.
-    unsafe fn give_back(&self) {
-        let ptr: *const Self = self;
+    ///
+    /// A raw pointer (from [`origin`](Self::origin)), not `&self`: when this
+    /// is the last strong reference the object is freed here, and no
+    /// reference to it may be live as this function's argument then.
+    unsafe fn give_back(ptr: *const Self) {
         // SAFETY: the caller's contract: the consumer's reference, given back
         // once.
         drop(unsafe { Arc::from_raw(ptr) });
@@ -552,7 +567,7 @@ impl<T: Kind> Drop for Entered<'_, T> {
             // SAFETY: the close completed while this call was inside, and
             // this was the last call: it gives the reference back (the
             // contract of `give_back`).
-            unsafe { self.object.give_back() };
+            unsafe { Object::give_back(self.object.origin()) };
         }
     }
 }
