@@ -26,8 +26,9 @@ const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 // reason), and one whose expectation differs by the RFCs asserts what
 // iWARP does (`Transport::held`, `Transport::peer_refused`, `await_abort`).
 // Not in yet (docs/iwarp.md, "Conformance over iWARP", says where each
-// stands): N (connection set-up still asserted the fabric's way; IPv6 over
-// iWARP fails), P (P18 alone fails: a provider bug, being fixed).
+// stands): N (a peer's give-up, backlog refusal and port sharing still
+// asserted the fabric's way; the IPv6 tests use addresses the machine
+// lacks), P (P3 and P6 fail now and then over iWARP, not yet explained).
 #[path = "conformance/c.rs"]
 mod c;
 #[path = "conformance/d.rs"]

@@ -1032,6 +1032,9 @@ fn p18_every_documented_flag_is_accepted() {
     }
     for flags in send_flags {
         // A fresh window at B for each SendAndInvalidate to invalidate.
+        if sends > 6 {
+            wait_for(&pair.b_cq, 1000 + sends - 1, &mut b_seen);
+        }
         b_context += 1;
         assert_success!(pair.b_qp.bind(
             b_context,
