@@ -28,7 +28,7 @@ const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 // Not in yet (docs/iwarp.md, "Conformance over iWARP", says where each
 // stands): N (a peer's give-up, backlog refusal and port sharing still
 // asserted the fabric's way; the IPv6 tests use addresses the machine
-// lacks), P (P3 and P6 fail now and then over iWARP, not yet explained).
+// lacks).
 #[path = "conformance/c.rs"]
 mod c;
 #[path = "conformance/d.rs"]
@@ -43,6 +43,8 @@ mod k;
 mod l;
 #[path = "conformance/m.rs"]
 mod m;
+#[path = "conformance/p.rs"]
+mod p;
 #[path = "conformance/q.rs"]
 mod q;
 #[path = "conformance/x.rs"]

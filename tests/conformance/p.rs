@@ -221,11 +221,20 @@ fn p3_breached_serialization_stays_memory_safe() {
         .map(|slot| b_recv.sge(slot * LEN, LEN))
         .collect();
     let start = &Barrier::new(4);
+    // Over iWARP a Send that finds no receive posted ends the connection
+    // (RFC 5040 §7), so B's two threads finish posting before A's start;
+    // each queue is still posted to by two threads at once (the rule's
+    // point). On the fabric a Send waits for its receive: all four race.
+    let receives_first = Transport::default() == Transport::Iwarp;
+    let posted = &Barrier::new(4);
     std::thread::scope(|s| {
         for t in 0..2 {
             let (a_qp, b_qp, src) = (&pair.a_qp, &pair.b_qp, &src);
             s.spawn(move || {
                 start.wait();
+                if receives_first {
+                    posted.wait();
+                }
                 for k in 0..PER_THREAD {
                     let id = t * PER_THREAD + k;
                     let status = if k % 2 == 0 {
@@ -244,6 +253,9 @@ fn p3_breached_serialization_stays_memory_safe() {
                 for k in 0..PER_THREAD {
                     let slot = t * PER_THREAD + k;
                     assert_success!(b_qp.receive(100 + slot, &[slots[slot]]));
+                }
+                if receives_first {
+                    posted.wait();
                 }
             });
         }
@@ -402,6 +414,14 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
     let qp = &pair.a_qp;
     let five: Vec<NdkSge> = (0..5).map(|i| a_mem.sge(i * 8, 8)).collect();
     let (remote, token) = (b_mem.remote(0), b_mem.token());
+    // B's receive for Send 15: over iWARP before the Send (one that finds
+    // no receive ends the connection, RFC 5040 §7); on the fabric after
+    // (the Send waits for it).
+    let b_receive = || assert_success!(pair.b_qp.receive(20, &[b_mem.sge(4096, 64)]));
+    let iwarp = Transport::default() == Transport::Iwarp;
+    if iwarp {
+        b_receive();
+    }
     let posts: Vec<(usize, NtStatus, NtStatus)> = vec![
         (1, a_mem_receive(qp, &a_mem, 1, 1), STATUS_SUCCESS),
         (2, qp.receive(2, &five), STATUS_DATA_OVERRUN),
@@ -458,8 +478,10 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
     for (context, got, want) in &posts {
         assert_eq!(got, want, "post {context}");
     }
-    // B's receive for Send 15, B's Send for A's receive 1.
-    assert_success!(pair.b_qp.receive(20, &[b_mem.sge(4096, 64)]));
+    // B's receive for Send 15 (on the fabric), B's Send for A's receive 1.
+    if !iwarp {
+        b_receive();
+    }
     assert_success!(pair.b_qp.send(21, &[b_mem.sge(4096, 8)], 0));
     // Entries for every success that was not silent: 1, 3, 6, 7, 9, 11, 15.
     let done = pair.a_cq.wait_results(7);
