@@ -1,9 +1,11 @@
 //! Family N of the rules catalogue, through the C ABI: connections —
 //! listeners, connectors, shared endpoints.
 //!
-//! Every test opens adapters on addresses of its own ([`fresh_addresses`],
-//! [`own_v4`], [`fresh_v6`]), so tests running in parallel never share an
-//! emulated NIC or a port, and closes everything it created.
+//! Every test opens adapters on addresses of its own ([`Fixture`],
+//! [`own_v4`]), so tests running in parallel never share an emulated NIC,
+//! and names ports explicitly only through [`Transport::explicit_port`]
+//! (over iWARP ND ports are the host's TCP ports, and every IPv6 test is
+//! on `::1`); each closes everything it created.
 
 use std::sync::Arc;
 
@@ -13,9 +15,6 @@ use super::harness::*;
 
 /// The ephemeral port range (N3, N9; `ndk-abi.md` §5.14).
 const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
-
-/// A port no test picks by chance: below the ephemeral range.
-const FIXED_PORT: u16 = 4_000;
 
 /// The outcome of a call that may pend (L8).
 fn outcome((status, signal): (NtStatus, Arc<Signal>)) -> NtStatus {
@@ -107,9 +106,7 @@ fn n1_connections_work_over_ipv4() {
 /// the address getters report `SOCKADDR_IN6`s.
 #[test]
 fn n1_connections_work_over_ipv6() {
-    let (addr_a, addr_b) = fresh_v6();
-    let a = End::open(addr_a);
-    let b = End::open(addr_b);
+    let (a, b) = Fixture::new().v6().ends();
     connect_and_exchange(&a, &b);
     a.close();
     b.close();
@@ -123,18 +120,19 @@ fn n1_connections_work_over_ipv6() {
 #[test]
 fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     let (a, b) = End::two();
-    let (v6_a, _) = fresh_v6();
-    let v6 = End::open(v6_a);
+    let v6 = End::open(Transport::default().addresses(Family::V6).0);
+    let fixed_port = Transport::default().explicit_port(b.addr);
+    let v6_port = Transport::default().explicit_port(v6.addr);
     let incoming = Incoming::new();
 
     // Listen.
     let short = b.adapter.listener(&incoming);
     assert_eq!(
-        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 15),
+        listen_with_length(&short, b.addr.with_port(fixed_port), 15),
         STATUS_INVALID_PARAMETER,
         "SOCKADDR_IN cut short"
     );
-    let mut unknown = b.addr.with_port(FIXED_PORT);
+    let mut unknown = b.addr.with_port(fixed_port);
     // SAFETY: the family is the first two bytes of the 28-byte buffer.
     unsafe { unknown.as_mut_ptr().cast::<u16>().write_unaligned(0x7777) };
     assert_eq!(
@@ -144,49 +142,49 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     );
     // The refused calls left the listener unused: it still listens.
     assert_success!(
-        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 16),
+        listen_with_length(&short, b.addr.with_port(fixed_port), 16),
         "SOCKADDR_IN, 16 bytes"
     );
     let v6_listener = v6.adapter.listener(&incoming);
     assert_eq!(
-        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 16),
+        listen_with_length(&v6_listener, v6.addr.with_port(v6_port), 16),
         STATUS_INVALID_PARAMETER,
         "SOCKADDR_IN6 given 16 bytes"
     );
     assert_success!(
-        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 28),
+        listen_with_length(&v6_listener, v6.addr.with_port(v6_port), 28),
         "SOCKADDR_IN6, 28 bytes"
     );
     let long = b.adapter.listener(&incoming);
     assert_success!(
-        listen_with_length(&long, b.addr.with_port(FIXED_PORT + 1), 28),
+        listen_with_length(&long, b.addr.with_port(fixed_port + 1), 28),
         "SOCKADDR_IN with more bytes supplied"
     );
     assert_eq!(
         address_of(Getter::Listener(&long)),
-        b.addr.with_port(FIXED_PORT + 1)
+        b.addr.with_port(fixed_port + 1)
     );
 
     // CreateSharedEndpoint.
     assert_eq!(
-        shared_endpoint_with_length(&a.adapter, a.addr.with_port(FIXED_PORT), 8).err(),
+        shared_endpoint_with_length(&a.adapter, a.addr.with_port(fixed_port), 8).err(),
         Some(STATUS_INVALID_PARAMETER)
     );
     assert_eq!(
-        shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 16).err(),
+        shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(v6_port + 5), 16).err(),
         Some(STATUS_INVALID_PARAMETER)
     );
-    let endpoint = shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 28)
+    let endpoint = shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(v6_port + 5), 28)
         .expect("CreateSharedEndpoint, SOCKADDR_IN6");
     assert_eq!(
         address_of(Getter::Endpoint(&endpoint)),
-        v6.addr.with_port(FIXED_PORT + 5)
+        v6.addr.with_port(v6_port + 5)
     );
 
     // Connect: both addresses are checked.
     let qp = a.qp(1);
     let connector = a.adapter.connector();
-    let dst = b.addr.with_port(FIXED_PORT);
+    let dst = b.addr.with_port(fixed_port);
     assert_fails(
         connect_with_lengths(&connector, &qp, a.addr, 15, dst, 16, b""),
         STATUS_INVALID_PARAMETER,
@@ -228,13 +226,14 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
 fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
     for end in End::one_per_family() {
         let addr = end.addr;
+        let fixed_port = Transport::default().explicit_port(addr);
         let incoming = Incoming::new();
         let first = end.adapter.listener(&incoming);
         let second = end.adapter.listener(&incoming);
         let fixed = end.adapter.listener(&incoming);
         assert_success!(first.listen(addr.with_port(0)));
         assert_success!(second.listen(addr.with_port(0)));
-        assert_success!(fixed.listen(addr.with_port(FIXED_PORT)));
+        assert_success!(fixed.listen(addr.with_port(fixed_port)));
         let p1 = address_of(Getter::Listener(&first));
         let p2 = address_of(Getter::Listener(&second));
         for got in [p1, p2] {
@@ -249,7 +248,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         assert_ne!(p1.port(), p2.port(), "two listeners, two ports");
         assert_eq!(
             address_of(Getter::Listener(&fixed)),
-            addr.with_port(FIXED_PORT)
+            addr.with_port(fixed_port)
         );
         // The port reported is the one that takes connections.
         let qp = end.qp(1);
@@ -274,6 +273,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
 #[test]
 fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
     let (a, _) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let incoming = Incoming::new();
     let (first, _, addr) = a.listen(0);
     let second = a.adapter.listener(&incoming);
@@ -283,13 +283,13 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
         "ephemeral port in use"
     );
     let fixed = a.adapter.listener(&incoming);
-    assert_success!(fixed.listen(a.addr.with_port(FIXED_PORT)));
+    assert_success!(fixed.listen(a.addr.with_port(fixed_port)));
     assert_eq!(
-        second.listen(a.addr.with_port(FIXED_PORT)),
+        second.listen(a.addr.with_port(fixed_port)),
         STATUS_SHARING_VIOLATION,
         "explicit port in use"
     );
-    assert_success!(second.listen(a.addr.with_port(FIXED_PORT + 1)));
+    assert_success!(second.listen(a.addr.with_port(fixed_port + 1)));
     for listener in [first, second, fixed] {
         assert_success!(listener.close());
     }
@@ -302,20 +302,21 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
 #[test]
 fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (v6, _) = fresh_v6();
     let incoming = Incoming::new();
     let listener = a.adapter.listener(&incoming);
     for (foreign, what) in [
-        (b.addr.with_port(FIXED_PORT), "another adapter's address"),
-        (own_v4().with_port(FIXED_PORT), "an address nobody has"),
+        (b.addr.with_port(fixed_port), "another adapter's address"),
+        (own_v4().with_port(fixed_port), "an address nobody has"),
         (
-            v6.with_port(FIXED_PORT),
+            v6.with_port(fixed_port),
             "an IPv6 address of an IPv4 adapter",
         ),
     ] {
         assert_eq!(listener.listen(foreign), STATUS_INVALID_ADDRESS, "{what}");
     }
-    assert_success!(listener.listen(a.addr.with_port(FIXED_PORT)));
+    assert_success!(listener.listen(a.addr.with_port(fixed_port)));
     close_stage(listener, [], (a, b));
 }
 
@@ -568,8 +569,9 @@ fn n8_accepted_connector_uses_the_listener_endpoint() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(FIXED_PORT);
-    assert_eq!(listen_addr, b.addr.with_port(FIXED_PORT));
+    let fixed_port = Transport::default().explicit_port(b.addr);
+    let (listener, incoming, listen_addr) = b.listen(fixed_port);
+    assert_eq!(listen_addr, b.addr.with_port(fixed_port));
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     assert_eq!(
         address_of(Getter::ConnectorLocal(&conn.passive)),
@@ -598,7 +600,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     // An explicit port.
     let a_qp2 = a.qp(0xA2);
     let b_qp2 = b.qp(0xB2);
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let conn = Conn::establish(&a.adapter, src, &a_qp2, listen_addr, &incoming, 2, &b_qp2);
     assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
     let probe = a.adapter.listener(&Incoming::new());
@@ -639,6 +641,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
 fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
     for end in End::one_per_family() {
         let addr = end.addr;
+        let fixed_port = Transport::default().explicit_port(addr);
         let ephemeral = end
             .adapter
             .try_shared_endpoint(addr.with_port(0))
@@ -649,16 +652,16 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
         assert!(EPHEMERAL.contains(&got.port()));
         let fixed = end
             .adapter
-            .try_shared_endpoint(addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(addr.with_port(fixed_port))
             .expect("CreateSharedEndpoint, explicit port");
         assert_eq!(
             address_of(Getter::Endpoint(&fixed)),
-            addr.with_port(FIXED_PORT)
+            addr.with_port(fixed_port)
         );
         let listener = end.adapter.listener(&Incoming::new());
         assert_eq!(listener.listen(got), STATUS_SHARING_VIOLATION);
         assert_eq!(
-            listener.listen(addr.with_port(FIXED_PORT)),
+            listener.listen(addr.with_port(fixed_port)),
             STATUS_SHARING_VIOLATION
         );
         assert_success!(listener.close());
@@ -674,6 +677,7 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
 #[test]
 fn n9_shared_endpoint_fails_like_listen() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (listener, _incoming, listen_addr) = a.listen(0);
     assert_eq!(
         a.adapter.try_shared_endpoint(listen_addr).err(),
@@ -682,25 +686,25 @@ fn n9_shared_endpoint_fails_like_listen() {
     );
     let endpoint = a
         .adapter
-        .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+        .try_shared_endpoint(a.addr.with_port(fixed_port))
         .expect("CreateSharedEndpoint");
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(a.addr.with_port(fixed_port))
             .err(),
         Some(STATUS_SHARING_VIOLATION),
         "another shared endpoint's address"
     );
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(b.addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(b.addr.with_port(fixed_port))
             .err(),
         Some(STATUS_INVALID_ADDRESS),
         "the peer adapter's address"
     );
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(own_v4().with_port(FIXED_PORT))
+            .try_shared_endpoint(own_v4().with_port(fixed_port))
             .err(),
         Some(STATUS_INVALID_ADDRESS),
         "an address nobody has"
@@ -716,7 +720,7 @@ fn n9_shared_endpoint_fails_like_listen() {
 #[test]
 fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let endpoint = a
         .adapter
         .try_shared_endpoint(src)
@@ -838,11 +842,12 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
 #[test]
 fn n12_connect_without_a_listener_is_refused() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(b.addr);
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let connector = a.adapter.connector();
     assert_fails(
-        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        connector.connect(&a_qp, a.addr, b.addr.with_port(fixed_port), 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "no listener",
     );
@@ -868,6 +873,7 @@ fn n12_connect_without_a_listener_is_refused() {
 #[test]
 fn n12_connect_failures_name_their_cause() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (listener, incoming, listen_addr) = b.listen(0);
     let (v6, _) = fresh_v6();
     let (busy, _, busy_addr) = a.listen(0);
@@ -876,7 +882,7 @@ fn n12_connect_failures_name_their_cause() {
     for (src, dst, expected, what) in [
         (
             a.addr,
-            own_v4().with_port(FIXED_PORT),
+            own_v4().with_port(fixed_port),
             // Over iWARP every 127.0.0.0/8 address is the host's own
             // loopback, reachable: nobody listens there, so TCP refuses.
             match Transport::default() {
@@ -887,7 +893,7 @@ fn n12_connect_failures_name_their_cause() {
         ),
         (
             a.addr,
-            v6.with_port(FIXED_PORT),
+            v6.with_port(fixed_port),
             STATUS_NETWORK_UNREACHABLE,
             "IPv4 source, IPv6 destination",
         ),
@@ -927,6 +933,10 @@ fn n12_connect_failures_name_their_cause() {
 
 /// N12: when the listener's backlog of unanswered requests is full, Connect
 /// fails with STATUS_CONNECTION_REFUSED; answering one request makes room.
+/// On the fabric the refusal is inline. Over iWARP a Connect pends for its
+/// TCP connect and MPA request, and the listener's side turns the request
+/// away with an MPA reject: the refusal is the Connect's completion (N12
+/// allows either), and the request is never delivered.
 #[test]
 fn n12_connect_is_refused_when_the_backlog_is_full() {
     let (a, b) = End::two();
@@ -937,12 +947,27 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
         let qp = a.qp(attempts.len());
         let connector = a.adapter.connector();
         let (status, signal) = connector.connect(&qp, a.addr, listen_addr, 16, 16, b"");
+        let delivered = attempts.len() + 1;
         if status == STATUS_PENDING {
-            attempts.push((qp, connector, signal));
-            continue;
+            // The listener's answer: the request delivered, or refused.
+            await_event("the request is delivered or refused", || {
+                incoming.count() >= delivered || signal.count() > 0
+            });
+            if signal.count() == 0 {
+                attempts.push((qp, connector, signal));
+                continue;
+            }
+            assert_eq!(
+                Transport::default(),
+                Transport::Iwarp,
+                "inline on the fabric"
+            );
+            assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED, "backlog full");
+            assert_eq!(settled_count(&signal), 1, "one completion");
+        } else {
+            assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
+            assert_eq!(settled_count(&signal), 0);
         }
-        assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
-        assert_eq!(settled_count(&signal), 0);
         assert_success!(connector.close());
         qp.close();
         break attempts.len();
@@ -968,14 +993,14 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
     incoming.wait_nth(refused_at + 1);
     attempts.push((qp, connector, signal));
 
-    // Teardown: closing an unanswered request refuses it; closing a pending
-    // Connect cancels it (L20).
+    // Teardown: closing an unanswered request refuses it (N16); each
+    // Connect completes so before its connector closes.
     for n in 1..=incoming.count() {
         assert_success!(incoming.wait_nth(n).close());
     }
     for (qp, connector, signal) in attempts {
-        assert_success!(connector.close());
         assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
+        assert_success!(connector.close());
         qp.close();
     }
     close_stage(listener, [], (a, b));
@@ -1103,6 +1128,7 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
     // The passive consumer gives up: its close cancels its Accept (L20).
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&active);
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_ABORTED,
@@ -1166,6 +1192,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
         STATUS_CANCELLED,
         "the close cancels the Connect (L20)"
     );
+    await_peer_gone(&passive);
     assert_fails(
         passive.accept(&b_qp, 16, 16, b"", &Signal::new()),
         STATUS_CONNECTION_ABORTED,
@@ -1242,6 +1269,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     let passive = incoming.wait_nth(1);
     assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&passive);
     assert_eq!(passive.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(passive.close());
 
@@ -1253,6 +1281,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&active);
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(active.close());
 
@@ -1768,19 +1797,17 @@ fn check_getter(getter: Getter<'_>, expected: Addr) {
 /// that is too small gives STATUS_BUFFER_TOO_SMALL with the size needed.
 #[test]
 fn n22_address_getters_report_the_bytes_written_or_needed() {
-    let (v4_a, v4_b) = fresh_addresses();
-    let (v6_a, v6_b) = fresh_v6();
-    for (addr_a, addr_b) in [(v4_a, v4_b), (v6_a, v6_b)] {
-        let a = End::open(addr_a);
-        let b = End::open(addr_b);
+    for family in [Family::V4, Family::V6] {
+        let (a, b) = Fixture::new().family(family).ends();
+        let fixed_port = Transport::default().explicit_port(a.addr);
         let a_qp = a.qp(0xA);
         let b_qp = b.qp(0xB);
         let (listener, incoming, listen_addr) = b.listen(0);
-        let src = a.addr.with_port(FIXED_PORT);
+        let src = a.addr.with_port(fixed_port);
         let conn = Conn::establish(&a.adapter, src, &a_qp, listen_addr, &incoming, 1, &b_qp);
         let endpoint = a
             .adapter
-            .try_shared_endpoint(a.addr.with_port(FIXED_PORT + 1))
+            .try_shared_endpoint(a.addr.with_port(fixed_port + 1))
             .expect("CreateSharedEndpoint");
         check_getter(Getter::Listener(&listener), listen_addr);
         check_getter(Getter::ConnectorLocal(&conn.active), src);
@@ -1789,7 +1816,7 @@ fn n22_address_getters_report_the_bytes_written_or_needed() {
         check_getter(Getter::ConnectorPeer(&conn.passive), src);
         check_getter(
             Getter::Endpoint(&endpoint),
-            a.addr.with_port(FIXED_PORT + 1),
+            a.addr.with_port(fixed_port + 1),
         );
         assert_success!(endpoint.close());
         conn.close();
@@ -1823,7 +1850,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
         );
         assert!(bytes.iter().all(|&x| x == 0xEE));
     }
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let connecting = start_connect(&active, &a_qp, src, listen_addr, b"");
     assert_eq!(
         address_of(Getter::ConnectorLocal(&active)),
@@ -2202,6 +2229,7 @@ fn n27_loopback_connection_on_one_adapter() {
 #[test]
 fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(b.addr);
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let a_mem = Mem::all(&a.pd, 4096, 0);
@@ -2210,7 +2238,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let connector = a.adapter.connector();
     // No listener.
     assert_fails(
-        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        connector.connect(&a_qp, a.addr, b.addr.with_port(fixed_port), 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "no listener",
     );
@@ -2227,6 +2255,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&connector);
     assert_eq!(
         outcome(complete_connect_with(
             &connector,
@@ -2301,9 +2330,34 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
         .expect("a host TCP socket on the adapter's address");
     let port = tcp.local_addr().unwrap().port();
     let listener = a.adapter.listener(&Incoming::new());
-    assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+    match Transport::default() {
+        Transport::Local => {
+            assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+            drop(tcp);
+        }
+        // Over iWARP the hardware shares the host's TCP port space (N30's
+        // exception: ND ports are mapped to TCP ports, one to one): the
+        // port the socket holds is in use for Listen, free once the socket
+        // lets go, and then a TCP port no socket can bind.
+        Transport::Iwarp => {
+            assert_eq!(
+                listener.listen(a.addr.with_port(port)),
+                STATUS_SHARING_VIOLATION,
+                "TCP port {port}, held by a host socket"
+            );
+            drop(tcp);
+            assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+            assert!(
+                std::net::TcpListener::bind((
+                    std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]),
+                    port
+                ))
+                .is_err(),
+                "the ND listener holds TCP port {port}"
+            );
+        }
+    }
     assert_success!(listener.close());
-    drop(tcp);
 
     // Connections made with Connect: distinct ephemeral ports; an explicit
     // port one of them holds is refused.
