@@ -49,6 +49,22 @@ fn start_connect(
     started
 }
 
+/// A Connect of `a`'s QP to the listener at `dst` (with `data`), pending,
+/// and the request it delivered, the `nth` connect event of `incoming`:
+/// the active connector, its Connect and the passive connector.
+fn request(
+    (a, qp): (&End, &Qp),
+    dst: Addr,
+    incoming: &Incoming,
+    nth: usize,
+    data: &[u8],
+) -> (Connector, (NtStatus, Arc<Signal>), Connector) {
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, qp, a.addr, dst, data);
+    let passive = incoming.wait_nth(nth);
+    (active, connecting, passive)
+}
+
 /// Both sides' QPs, connected through `listener` of `b`, then a message
 /// each way.
 fn connect_and_exchange(a: &End, b: &End) {
@@ -794,12 +810,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
         assert_success!(active.complete_connect(&a_disconnects));
         assert_success!(outcome(accepted));
         assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
-        Conn {
-            active,
-            passive,
-            a_disconnects,
-            b_disconnects,
-        }
+        Conn::of(active, passive, a_disconnects, b_disconnects)
     };
     let first = shared(0, dst1, &in1, 1);
     let second = shared(1, dst2, &in2, 1);
@@ -1013,9 +1024,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"hello");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"hello");
     assert_eq!(
         settled_count(&connecting.1),
         0,
@@ -1077,9 +1086,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         STATUS_CONNECTION_INVALID,
         "never connected",
     );
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -1102,13 +1109,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         STATUS_CONNECTION_INVALID,
         "already established",
     );
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(idle.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1119,9 +1120,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
@@ -1150,9 +1149,7 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let b_disconnects = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
@@ -1166,13 +1163,7 @@ fn n15_accept_completes_only_after_complete_connect() {
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(accepted.wait());
     assert_eq!(settled_count(&accepted), 1, "exactly once");
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1183,9 +1174,7 @@ fn n15_accept_completes_only_after_complete_connect() {
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
@@ -1211,9 +1200,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
@@ -1236,9 +1223,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
@@ -1264,9 +1249,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
 
     // Passive side.
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
     await_peer_gone(&passive);
@@ -1274,9 +1257,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_success!(passive.close());
 
     // Active side.
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(2);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 2, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
@@ -1343,9 +1324,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let long = vec![0xA5_u8; max + 1];
     assert_fails(
         passive.accept(&b_qp, 16, 16, &long, &Signal::new()),
@@ -1368,13 +1347,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1443,9 +1416,8 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"twelve bytes");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) =
+        request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1485,13 +1457,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1502,9 +1468,7 @@ fn n18_empty_private_data_has_rds_0() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
@@ -1567,13 +1531,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1584,9 +1542,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"from a");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"from a");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"from b", &b_disconnects);
     // After Accept, before the connection is complete.
@@ -1617,13 +1573,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         (&b_qp, &b.cq, &b_mem),
         b"still fine",
     );
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
@@ -1682,13 +1632,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
         let a_disconnects = Signal::new();
         assert_success!(active.complete_connect(&a_disconnects));
         assert_success!(outcome(accepted));
-        Conn {
-            active,
-            passive,
-            a_disconnects,
-            b_disconnects,
-        }
-        .close();
+        Conn::of(active, passive, a_disconnects, b_disconnects).close();
         a_qp.close();
         b_qp.close();
     }
@@ -1737,13 +1681,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     let expected: Vec<(usize, NtStatus)> = (0..16).map(|i| (0x100 + i, STATUS_SUCCESS)).collect();
     assert_eq!(done, expected);
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
@@ -1868,13 +1806,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
     assert_success!(outcome(accepted));
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
     assert_eq!(address_of(Getter::ConnectorPeer(&active)), listen_addr);
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -2295,9 +2227,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     std::thread::sleep(SETTLE * 6);
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();
@@ -2309,13 +2239,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 

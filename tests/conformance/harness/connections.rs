@@ -803,6 +803,22 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The connection of a test that connected step by step: its two
+    /// connectors and each side's disconnect indications.
+    pub fn of(
+        active: Connector,
+        passive: Connector,
+        a_disconnects: Arc<Signal>,
+        b_disconnects: Arc<Signal>,
+    ) -> Self {
+        Self {
+            active,
+            passive,
+            a_disconnects,
+            b_disconnects,
+        }
+    }
+
     /// Connects `qp` (of `adapter`, from `src`) to `dst`, whose listener
     /// reports to `incoming`; accepts the `nth` connect event with
     /// `peer_qp`; read limits 16 / 16.
