@@ -65,6 +65,15 @@ fn request(
     (active, connecting, passive)
 }
 
+/// The passive side rejects a request ([`request`]): the Connect fails
+/// with STATUS_CONNECTION_REFUSED (N16); both connectors close.
+fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
+    assert_success!(passive.reject(b""));
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_success!(passive.close());
+    assert_success!(active.close());
+}
+
 /// Both sides' QPs, connected through `listener` of `b`, then a message
 /// each way.
 fn connect_and_exchange(a: &End, b: &End) {
@@ -936,10 +945,7 @@ fn n12_connect_failures_name_their_cause() {
     assert_eq!(settled_count_incoming(&incoming), 0);
     assert_success!(connector.close());
     assert_success!(busy.close());
-    assert_success!(listener.close());
-    qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [qp], (a, b));
 }
 
 /// N12: when the listener's backlog of unanswered requests is full, Connect
@@ -1211,10 +1217,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     );
     assert_success!(passive.close());
     assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N16: on the active side, after Connect completed, Reject (synchronous,
@@ -1427,14 +1430,8 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
             limits: None
         }
     );
-    assert_success!(passive.reject(b""));
-    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    refuse(active, connecting, passive);
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N18: with a buffer, GetConnectionData copies min(length, RDS) bytes and
@@ -1475,14 +1472,8 @@ fn n18_empty_private_data_has_rds_0() {
     let got = connection_data_into(&passive, Some(&mut buffer), 8, false);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
     assert_eq!(buffer, [0xEE; 8]);
-    assert_success!(passive.reject(b""));
-    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    refuse(active, connecting, passive);
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N19: GetConnectionData works on a connector delivered by a connect event
@@ -2104,10 +2095,7 @@ fn n26_disconnect_of_an_unconnected_connector_fails_inline() {
     for connector in [idle, active, passive] {
         assert_success!(connector.close());
     }
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp], (a, b));
 }
 
 // ---------------------------------------------------------------------------
