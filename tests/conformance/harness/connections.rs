@@ -110,7 +110,8 @@ impl Transport {
         let start = std::process::id() % BLOCKS;
         for _ in 0..64 {
             let block = (start + u32::from(NEXT.fetch_add(1, Ordering::Relaxed))) % BLOCKS;
-            let port = (FIRST + block * u32::from(EXPLICIT_SPAN)) as u16;
+            let port =
+                u16::try_from(FIRST + block * u32::from(EXPLICIT_SPAN)).expect("below 30 000");
             let free =
                 (port..port + EXPLICIT_SPAN).all(|p| std::net::TcpListener::bind((ip, p)).is_ok());
             if free {
