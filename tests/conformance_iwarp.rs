@@ -21,14 +21,12 @@ mod harness;
 /// The transport every fixture of this binary uses.
 const TRANSPORT: harness::Transport = harness::Transport::Iwarp;
 
-// The families that pass over iWARP today; a test that checks a behaviour
-// only the fabric has ends early there (`only_on_fabric!`, with the
-// reason), and one whose expectation differs by the RFCs asserts what
-// iWARP does (`Transport::held`, `Transport::peer_refused`, `await_abort`).
-// Not in yet (docs/iwarp.md, "Conformance over iWARP", says where each
-// stands): N (a peer's give-up, backlog refusal and port sharing still
-// asserted the fabric's way; the IPv6 tests use addresses the machine
-// lacks).
+// Every family of the suite. A test that checks a behaviour only the
+// fabric has ends early here (`only_on_fabric!`, with the reason), and one
+// whose expectation differs by the RFCs asserts what iWARP does
+// (`Transport::held`, `Transport::peer_refused`, `await_abort`, N12's
+// backlog, N30's ports); docs/iwarp.md, "Conformance over iWARP", lists
+// them.
 #[path = "conformance/c.rs"]
 mod c;
 #[path = "conformance/d.rs"]
@@ -43,6 +41,8 @@ mod k;
 mod l;
 #[path = "conformance/m.rs"]
 mod m;
+#[path = "conformance/n.rs"]
+mod n;
 #[path = "conformance/p.rs"]
 mod p;
 #[path = "conformance/q.rs"]

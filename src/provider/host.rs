@@ -44,9 +44,9 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use super::adapter;
 use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
-use super::object::Slot;
+use super::object::{Object, Slot};
 use crate::abi::{
-    NdkAdapter, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
+    NdkAdapter, NdkConnector, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
 };
 use crate::kernel::sync::Arc;
@@ -138,6 +138,23 @@ pub fn wire_settle() {
         std::time::Duration::from_secs(5),
         std::time::Duration::from_millis(50),
     );
+}
+
+/// Whether the peer of `connector`, an attempt not yet established, has
+/// given it up (closed or rejected: N14, N15, N16) and this side knows it.
+/// A test aid: over iWARP the give-up arrives as the stream's RST a moment
+/// after the peer acted, and a test that acts at once would race it.
+///
+/// # Safety
+/// `connector` is null or a connector of this provider whose close has not
+/// completed (L19).
+#[doc(hidden)]
+pub unsafe fn connector_peer_gone(connector: *mut NdkConnector) -> bool {
+    // SAFETY: the caller's contract.
+    let entered = unsafe {
+        Object::<cm::Connector>::from_ptr(connector.cast(), &Slot("connector_peer_gone"))
+    };
+    entered.is_some_and(|connector| connector.inner.rnic().peer_gone())
 }
 
 /// The transport `SOFTNDK_TRANSPORT` asks for: `iwarp` (or `tcp`) the wire

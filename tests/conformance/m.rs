@@ -123,11 +123,17 @@ fn assert_ended(pair: &Pair) {
 }
 
 /// Checks the status of A's Write (or Send) that B refuses — `fabric`, its
-/// status on the fabric; success over iWARP, where it completes once sent
-/// (`Transport::peer_refused`) — and waits until the refusal has ended the
+/// status on the fabric; over iWARP, where it completes once sent, success
+/// (`Transport::peer_refused`), or B's verdict when B's Terminate arrived
+/// before the completion was recorded (RFC 5040 §7 allows both; a loaded
+/// machine widens that window) — and waits until the refusal has ended the
 /// connection at A (X2; over iWARP: B's Terminate has arrived).
 fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
-    assert_eq!(status, Transport::default().peer_refused(fabric));
+    let sent = Transport::default().peer_refused(fabric);
+    assert!(
+        status == sent || (Transport::default() == Transport::Iwarp && status == fabric),
+        "status {status:#x}: expected {sent:#x}"
+    );
     await_abort(&pair.a_disconnects);
 }
 

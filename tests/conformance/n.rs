@@ -1,9 +1,11 @@
 //! Family N of the rules catalogue, through the C ABI: connections —
 //! listeners, connectors, shared endpoints.
 //!
-//! Every test opens adapters on addresses of its own ([`fresh_addresses`],
-//! [`own_v4`], [`fresh_v6`]), so tests running in parallel never share an
-//! emulated NIC or a port, and closes everything it created.
+//! Every test opens adapters on addresses of its own ([`Fixture`],
+//! [`own_v4`]), so tests running in parallel never share an emulated NIC,
+//! and names ports explicitly only through [`Transport::explicit_port`]
+//! (over iWARP ND ports are the host's TCP ports, and every IPv6 test is
+//! on `::1`); each closes everything it created.
 
 use std::sync::Arc;
 
@@ -13,9 +15,6 @@ use super::harness::*;
 
 /// The ephemeral port range (N3, N9; `ndk-abi.md` §5.14).
 const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
-
-/// A port no test picks by chance: below the ephemeral range.
-const FIXED_PORT: u16 = 4_000;
 
 /// The outcome of a call that may pend (L8).
 fn outcome((status, signal): (NtStatus, Arc<Signal>)) -> NtStatus {
@@ -48,6 +47,31 @@ fn start_connect(
     let started = connector.connect(qp, src, dst, 16, 16, data);
     assert_eq!(started.0, STATUS_PENDING, "Connect starts and pends");
     started
+}
+
+/// A Connect of `a`'s QP to the listener at `dst` (with `data`), pending,
+/// and the request it delivered, the `nth` connect event of `incoming`:
+/// the active connector, its Connect and the passive connector.
+fn request(
+    (a, qp): (&End, &Qp),
+    dst: Addr,
+    incoming: &Incoming,
+    nth: usize,
+    data: &[u8],
+) -> (Connector, (NtStatus, Arc<Signal>), Connector) {
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, qp, a.addr, dst, data);
+    let passive = incoming.wait_nth(nth);
+    (active, connecting, passive)
+}
+
+/// The passive side rejects a request ([`request`]): the Connect fails
+/// with STATUS_CONNECTION_REFUSED (N16); both connectors close.
+fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
+    assert_success!(passive.reject(b""));
+    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
+    assert_success!(passive.close());
+    assert_success!(active.close());
 }
 
 /// Both sides' QPs, connected through `listener` of `b`, then a message
@@ -107,9 +131,7 @@ fn n1_connections_work_over_ipv4() {
 /// the address getters report `SOCKADDR_IN6`s.
 #[test]
 fn n1_connections_work_over_ipv6() {
-    let (addr_a, addr_b) = fresh_v6();
-    let a = End::open(addr_a);
-    let b = End::open(addr_b);
+    let (a, b) = Fixture::new().v6().ends();
     connect_and_exchange(&a, &b);
     a.close();
     b.close();
@@ -123,18 +145,19 @@ fn n1_connections_work_over_ipv6() {
 #[test]
 fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     let (a, b) = End::two();
-    let (v6_a, _) = fresh_v6();
-    let v6 = End::open(v6_a);
+    let v6 = End::open(Transport::default().addresses(Family::V6).0);
+    let fixed_port = Transport::default().explicit_port(b.addr);
+    let v6_port = Transport::default().explicit_port(v6.addr);
     let incoming = Incoming::new();
 
     // Listen.
     let short = b.adapter.listener(&incoming);
     assert_eq!(
-        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 15),
+        listen_with_length(&short, b.addr.with_port(fixed_port), 15),
         STATUS_INVALID_PARAMETER,
         "SOCKADDR_IN cut short"
     );
-    let mut unknown = b.addr.with_port(FIXED_PORT);
+    let mut unknown = b.addr.with_port(fixed_port);
     // SAFETY: the family is the first two bytes of the 28-byte buffer.
     unsafe { unknown.as_mut_ptr().cast::<u16>().write_unaligned(0x7777) };
     assert_eq!(
@@ -144,49 +167,49 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     );
     // The refused calls left the listener unused: it still listens.
     assert_success!(
-        listen_with_length(&short, b.addr.with_port(FIXED_PORT), 16),
+        listen_with_length(&short, b.addr.with_port(fixed_port), 16),
         "SOCKADDR_IN, 16 bytes"
     );
     let v6_listener = v6.adapter.listener(&incoming);
     assert_eq!(
-        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 16),
+        listen_with_length(&v6_listener, v6.addr.with_port(v6_port), 16),
         STATUS_INVALID_PARAMETER,
         "SOCKADDR_IN6 given 16 bytes"
     );
     assert_success!(
-        listen_with_length(&v6_listener, v6.addr.with_port(FIXED_PORT), 28),
+        listen_with_length(&v6_listener, v6.addr.with_port(v6_port), 28),
         "SOCKADDR_IN6, 28 bytes"
     );
     let long = b.adapter.listener(&incoming);
     assert_success!(
-        listen_with_length(&long, b.addr.with_port(FIXED_PORT + 1), 28),
+        listen_with_length(&long, b.addr.with_port(fixed_port + 1), 28),
         "SOCKADDR_IN with more bytes supplied"
     );
     assert_eq!(
         address_of(Getter::Listener(&long)),
-        b.addr.with_port(FIXED_PORT + 1)
+        b.addr.with_port(fixed_port + 1)
     );
 
     // CreateSharedEndpoint.
     assert_eq!(
-        shared_endpoint_with_length(&a.adapter, a.addr.with_port(FIXED_PORT), 8).err(),
+        shared_endpoint_with_length(&a.adapter, a.addr.with_port(fixed_port), 8).err(),
         Some(STATUS_INVALID_PARAMETER)
     );
     assert_eq!(
-        shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 16).err(),
+        shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(v6_port + 5), 16).err(),
         Some(STATUS_INVALID_PARAMETER)
     );
-    let endpoint = shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(FIXED_PORT + 5), 28)
+    let endpoint = shared_endpoint_with_length(&v6.adapter, v6.addr.with_port(v6_port + 5), 28)
         .expect("CreateSharedEndpoint, SOCKADDR_IN6");
     assert_eq!(
         address_of(Getter::Endpoint(&endpoint)),
-        v6.addr.with_port(FIXED_PORT + 5)
+        v6.addr.with_port(v6_port + 5)
     );
 
     // Connect: both addresses are checked.
     let qp = a.qp(1);
     let connector = a.adapter.connector();
-    let dst = b.addr.with_port(FIXED_PORT);
+    let dst = b.addr.with_port(fixed_port);
     assert_fails(
         connect_with_lengths(&connector, &qp, a.addr, 15, dst, 16, b""),
         STATUS_INVALID_PARAMETER,
@@ -228,13 +251,14 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
 fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
     for end in End::one_per_family() {
         let addr = end.addr;
+        let fixed_port = Transport::default().explicit_port(addr);
         let incoming = Incoming::new();
         let first = end.adapter.listener(&incoming);
         let second = end.adapter.listener(&incoming);
         let fixed = end.adapter.listener(&incoming);
         assert_success!(first.listen(addr.with_port(0)));
         assert_success!(second.listen(addr.with_port(0)));
-        assert_success!(fixed.listen(addr.with_port(FIXED_PORT)));
+        assert_success!(fixed.listen(addr.with_port(fixed_port)));
         let p1 = address_of(Getter::Listener(&first));
         let p2 = address_of(Getter::Listener(&second));
         for got in [p1, p2] {
@@ -249,7 +273,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         assert_ne!(p1.port(), p2.port(), "two listeners, two ports");
         assert_eq!(
             address_of(Getter::Listener(&fixed)),
-            addr.with_port(FIXED_PORT)
+            addr.with_port(fixed_port)
         );
         // The port reported is the one that takes connections.
         let qp = end.qp(1);
@@ -274,6 +298,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
 #[test]
 fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
     let (a, _) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let incoming = Incoming::new();
     let (first, _, addr) = a.listen(0);
     let second = a.adapter.listener(&incoming);
@@ -283,13 +308,13 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
         "ephemeral port in use"
     );
     let fixed = a.adapter.listener(&incoming);
-    assert_success!(fixed.listen(a.addr.with_port(FIXED_PORT)));
+    assert_success!(fixed.listen(a.addr.with_port(fixed_port)));
     assert_eq!(
-        second.listen(a.addr.with_port(FIXED_PORT)),
+        second.listen(a.addr.with_port(fixed_port)),
         STATUS_SHARING_VIOLATION,
         "explicit port in use"
     );
-    assert_success!(second.listen(a.addr.with_port(FIXED_PORT + 1)));
+    assert_success!(second.listen(a.addr.with_port(fixed_port + 1)));
     for listener in [first, second, fixed] {
         assert_success!(listener.close());
     }
@@ -302,20 +327,21 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
 #[test]
 fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (v6, _) = fresh_v6();
     let incoming = Incoming::new();
     let listener = a.adapter.listener(&incoming);
     for (foreign, what) in [
-        (b.addr.with_port(FIXED_PORT), "another adapter's address"),
-        (own_v4().with_port(FIXED_PORT), "an address nobody has"),
+        (b.addr.with_port(fixed_port), "another adapter's address"),
+        (own_v4().with_port(fixed_port), "an address nobody has"),
         (
-            v6.with_port(FIXED_PORT),
+            v6.with_port(fixed_port),
             "an IPv6 address of an IPv4 adapter",
         ),
     ] {
         assert_eq!(listener.listen(foreign), STATUS_INVALID_ADDRESS, "{what}");
     }
-    assert_success!(listener.listen(a.addr.with_port(FIXED_PORT)));
+    assert_success!(listener.listen(a.addr.with_port(fixed_port)));
     close_stage(listener, [], (a, b));
 }
 
@@ -568,8 +594,9 @@ fn n8_accepted_connector_uses_the_listener_endpoint() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(FIXED_PORT);
-    assert_eq!(listen_addr, b.addr.with_port(FIXED_PORT));
+    let fixed_port = Transport::default().explicit_port(b.addr);
+    let (listener, incoming, listen_addr) = b.listen(fixed_port);
+    assert_eq!(listen_addr, b.addr.with_port(fixed_port));
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
     assert_eq!(
         address_of(Getter::ConnectorLocal(&conn.passive)),
@@ -598,7 +625,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     // An explicit port.
     let a_qp2 = a.qp(0xA2);
     let b_qp2 = b.qp(0xB2);
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let conn = Conn::establish(&a.adapter, src, &a_qp2, listen_addr, &incoming, 2, &b_qp2);
     assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
     let probe = a.adapter.listener(&Incoming::new());
@@ -639,6 +666,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
 fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
     for end in End::one_per_family() {
         let addr = end.addr;
+        let fixed_port = Transport::default().explicit_port(addr);
         let ephemeral = end
             .adapter
             .try_shared_endpoint(addr.with_port(0))
@@ -649,16 +677,16 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
         assert!(EPHEMERAL.contains(&got.port()));
         let fixed = end
             .adapter
-            .try_shared_endpoint(addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(addr.with_port(fixed_port))
             .expect("CreateSharedEndpoint, explicit port");
         assert_eq!(
             address_of(Getter::Endpoint(&fixed)),
-            addr.with_port(FIXED_PORT)
+            addr.with_port(fixed_port)
         );
         let listener = end.adapter.listener(&Incoming::new());
         assert_eq!(listener.listen(got), STATUS_SHARING_VIOLATION);
         assert_eq!(
-            listener.listen(addr.with_port(FIXED_PORT)),
+            listener.listen(addr.with_port(fixed_port)),
             STATUS_SHARING_VIOLATION
         );
         assert_success!(listener.close());
@@ -674,6 +702,7 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
 #[test]
 fn n9_shared_endpoint_fails_like_listen() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (listener, _incoming, listen_addr) = a.listen(0);
     assert_eq!(
         a.adapter.try_shared_endpoint(listen_addr).err(),
@@ -682,25 +711,25 @@ fn n9_shared_endpoint_fails_like_listen() {
     );
     let endpoint = a
         .adapter
-        .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+        .try_shared_endpoint(a.addr.with_port(fixed_port))
         .expect("CreateSharedEndpoint");
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(a.addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(a.addr.with_port(fixed_port))
             .err(),
         Some(STATUS_SHARING_VIOLATION),
         "another shared endpoint's address"
     );
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(b.addr.with_port(FIXED_PORT))
+            .try_shared_endpoint(b.addr.with_port(fixed_port))
             .err(),
         Some(STATUS_INVALID_ADDRESS),
         "the peer adapter's address"
     );
     assert_eq!(
         a.adapter
-            .try_shared_endpoint(own_v4().with_port(FIXED_PORT))
+            .try_shared_endpoint(own_v4().with_port(fixed_port))
             .err(),
         Some(STATUS_INVALID_ADDRESS),
         "an address nobody has"
@@ -716,7 +745,7 @@ fn n9_shared_endpoint_fails_like_listen() {
 #[test]
 fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let endpoint = a
         .adapter
         .try_shared_endpoint(src)
@@ -790,12 +819,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
         assert_success!(active.complete_connect(&a_disconnects));
         assert_success!(outcome(accepted));
         assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
-        Conn {
-            active,
-            passive,
-            a_disconnects,
-            b_disconnects,
-        }
+        Conn::of(active, passive, a_disconnects, b_disconnects)
     };
     let first = shared(0, dst1, &in1, 1);
     let second = shared(1, dst2, &in2, 1);
@@ -838,11 +862,12 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
 #[test]
 fn n12_connect_without_a_listener_is_refused() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(b.addr);
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let connector = a.adapter.connector();
     assert_fails(
-        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        connector.connect(&a_qp, a.addr, b.addr.with_port(fixed_port), 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "no listener",
     );
@@ -868,6 +893,7 @@ fn n12_connect_without_a_listener_is_refused() {
 #[test]
 fn n12_connect_failures_name_their_cause() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(a.addr);
     let (listener, incoming, listen_addr) = b.listen(0);
     let (v6, _) = fresh_v6();
     let (busy, _, busy_addr) = a.listen(0);
@@ -876,7 +902,7 @@ fn n12_connect_failures_name_their_cause() {
     for (src, dst, expected, what) in [
         (
             a.addr,
-            own_v4().with_port(FIXED_PORT),
+            own_v4().with_port(fixed_port),
             // Over iWARP every 127.0.0.0/8 address is the host's own
             // loopback, reachable: nobody listens there, so TCP refuses.
             match Transport::default() {
@@ -887,7 +913,7 @@ fn n12_connect_failures_name_their_cause() {
         ),
         (
             a.addr,
-            v6.with_port(FIXED_PORT),
+            v6.with_port(fixed_port),
             STATUS_NETWORK_UNREACHABLE,
             "IPv4 source, IPv6 destination",
         ),
@@ -919,14 +945,15 @@ fn n12_connect_failures_name_their_cause() {
     assert_eq!(settled_count_incoming(&incoming), 0);
     assert_success!(connector.close());
     assert_success!(busy.close());
-    assert_success!(listener.close());
-    qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [qp], (a, b));
 }
 
 /// N12: when the listener's backlog of unanswered requests is full, Connect
 /// fails with STATUS_CONNECTION_REFUSED; answering one request makes room.
+/// On the fabric the refusal is inline. Over iWARP a Connect pends for its
+/// TCP connect and MPA request, and the listener's side turns the request
+/// away with an MPA reject: the refusal is the Connect's completion (N12
+/// allows either), and the request is never delivered.
 #[test]
 fn n12_connect_is_refused_when_the_backlog_is_full() {
     let (a, b) = End::two();
@@ -937,12 +964,27 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
         let qp = a.qp(attempts.len());
         let connector = a.adapter.connector();
         let (status, signal) = connector.connect(&qp, a.addr, listen_addr, 16, 16, b"");
+        let delivered = attempts.len() + 1;
         if status == STATUS_PENDING {
-            attempts.push((qp, connector, signal));
-            continue;
+            // The listener's answer: the request delivered, or refused.
+            await_event("the request is delivered or refused", || {
+                incoming.count() >= delivered || signal.count() > 0
+            });
+            if signal.count() == 0 {
+                attempts.push((qp, connector, signal));
+                continue;
+            }
+            assert_eq!(
+                Transport::default(),
+                Transport::Iwarp,
+                "inline on the fabric"
+            );
+            assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED, "backlog full");
+            assert_eq!(settled_count(&signal), 1, "one completion");
+        } else {
+            assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
+            assert_eq!(settled_count(&signal), 0);
         }
-        assert_eq!(status, STATUS_CONNECTION_REFUSED, "backlog full");
-        assert_eq!(settled_count(&signal), 0);
         assert_success!(connector.close());
         qp.close();
         break attempts.len();
@@ -968,14 +1010,14 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
     incoming.wait_nth(refused_at + 1);
     attempts.push((qp, connector, signal));
 
-    // Teardown: closing an unanswered request refuses it; closing a pending
-    // Connect cancels it (L20).
+    // Teardown: closing an unanswered request refuses it (N16); each
+    // Connect completes so before its connector closes.
     for n in 1..=incoming.count() {
         assert_success!(incoming.wait_nth(n).close());
     }
     for (qp, connector, signal) in attempts {
-        assert_success!(connector.close());
         assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
+        assert_success!(connector.close());
         qp.close();
     }
     close_stage(listener, [], (a, b));
@@ -988,9 +1030,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"hello");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"hello");
     assert_eq!(
         settled_count(&connecting.1),
         0,
@@ -1052,9 +1092,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         STATUS_CONNECTION_INVALID,
         "never connected",
     );
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -1077,13 +1115,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         STATUS_CONNECTION_INVALID,
         "already established",
     );
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(idle.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1094,15 +1126,14 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
     // The passive consumer gives up: its close cancels its Accept (L20).
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&active);
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_ABORTED,
@@ -1124,9 +1155,7 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let b_disconnects = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
@@ -1140,13 +1169,7 @@ fn n15_accept_completes_only_after_complete_connect() {
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(accepted.wait());
     assert_eq!(settled_count(&accepted), 1, "exactly once");
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1157,15 +1180,14 @@ fn n15_accept_completes_only_after_complete_connect() {
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
         STATUS_CANCELLED,
         "the close cancels the Connect (L20)"
     );
+    await_peer_gone(&passive);
     assert_fails(
         passive.accept(&b_qp, 16, 16, b"", &Signal::new()),
         STATUS_CONNECTION_ABORTED,
@@ -1184,9 +1206,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
@@ -1197,10 +1217,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     );
     assert_success!(passive.close());
     assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N16: on the active side, after Connect completed, Reject (synchronous,
@@ -1209,9 +1226,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
@@ -1237,22 +1252,20 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
 
     // Passive side.
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&passive);
     assert_eq!(passive.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(passive.close());
 
     // Active side.
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(2);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 2, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&active);
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(active.close());
 
@@ -1314,9 +1327,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let long = vec![0xA5_u8; max + 1];
     assert_fails(
         passive.accept(&b_qp, 16, 16, &long, &Signal::new()),
@@ -1339,13 +1350,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1414,9 +1419,8 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"twelve bytes");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) =
+        request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1426,14 +1430,8 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
             limits: None
         }
     );
-    assert_success!(passive.reject(b""));
-    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    refuse(active, connecting, passive);
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N18: with a buffer, GetConnectionData copies min(length, RDS) bytes and
@@ -1456,13 +1454,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1473,23 +1465,15 @@ fn n18_empty_private_data_has_rds_0() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
     let got = connection_data_into(&passive, Some(&mut buffer), 8, false);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
     assert_eq!(buffer, [0xEE; 8]);
-    assert_success!(passive.reject(b""));
-    assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    refuse(active, connecting, passive);
+    close_stage(listener, [a_qp], (a, b));
 }
 
 /// N19: GetConnectionData works on a connector delivered by a connect event
@@ -1538,13 +1522,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1555,9 +1533,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"from a");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"from a");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"from b", &b_disconnects);
     // After Accept, before the connection is complete.
@@ -1588,13 +1564,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         (&b_qp, &b.cq, &b_mem),
         b"still fine",
     );
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
@@ -1653,13 +1623,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
         let a_disconnects = Signal::new();
         assert_success!(active.complete_connect(&a_disconnects));
         assert_success!(outcome(accepted));
-        Conn {
-            active,
-            passive,
-            a_disconnects,
-            b_disconnects,
-        }
-        .close();
+        Conn::of(active, passive, a_disconnects, b_disconnects).close();
         a_qp.close();
         b_qp.close();
     }
@@ -1708,13 +1672,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     let expected: Vec<(usize, NtStatus)> = (0..16).map(|i| (0x100 + i, STATUS_SUCCESS)).collect();
     assert_eq!(done, expected);
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     assert_success!(listener.close());
     a_mem.close();
     b_mem.close();
@@ -1768,19 +1726,17 @@ fn check_getter(getter: Getter<'_>, expected: Addr) {
 /// that is too small gives STATUS_BUFFER_TOO_SMALL with the size needed.
 #[test]
 fn n22_address_getters_report_the_bytes_written_or_needed() {
-    let (v4_a, v4_b) = fresh_addresses();
-    let (v6_a, v6_b) = fresh_v6();
-    for (addr_a, addr_b) in [(v4_a, v4_b), (v6_a, v6_b)] {
-        let a = End::open(addr_a);
-        let b = End::open(addr_b);
+    for family in [Family::V4, Family::V6] {
+        let (a, b) = Fixture::new().family(family).ends();
+        let fixed_port = Transport::default().explicit_port(a.addr);
         let a_qp = a.qp(0xA);
         let b_qp = b.qp(0xB);
         let (listener, incoming, listen_addr) = b.listen(0);
-        let src = a.addr.with_port(FIXED_PORT);
+        let src = a.addr.with_port(fixed_port);
         let conn = Conn::establish(&a.adapter, src, &a_qp, listen_addr, &incoming, 1, &b_qp);
         let endpoint = a
             .adapter
-            .try_shared_endpoint(a.addr.with_port(FIXED_PORT + 1))
+            .try_shared_endpoint(a.addr.with_port(fixed_port + 1))
             .expect("CreateSharedEndpoint");
         check_getter(Getter::Listener(&listener), listen_addr);
         check_getter(Getter::ConnectorLocal(&conn.active), src);
@@ -1789,7 +1745,7 @@ fn n22_address_getters_report_the_bytes_written_or_needed() {
         check_getter(Getter::ConnectorPeer(&conn.passive), src);
         check_getter(
             Getter::Endpoint(&endpoint),
-            a.addr.with_port(FIXED_PORT + 1),
+            a.addr.with_port(fixed_port + 1),
         );
         assert_success!(endpoint.close());
         conn.close();
@@ -1823,7 +1779,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
         );
         assert!(bytes.iter().all(|&x| x == 0xEE));
     }
-    let src = a.addr.with_port(FIXED_PORT);
+    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
     let connecting = start_connect(&active, &a_qp, src, listen_addr, b"");
     assert_eq!(
         address_of(Getter::ConnectorLocal(&active)),
@@ -1841,13 +1797,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
     assert_success!(outcome(accepted));
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
     assert_eq!(address_of(Getter::ConnectorPeer(&active)), listen_addr);
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -2145,10 +2095,7 @@ fn n26_disconnect_of_an_unconnected_connector_fails_inline() {
     for connector in [idle, active, passive] {
         assert_success!(connector.close());
     }
-    assert_success!(listener.close());
-    a_qp.close();
-    a.close();
-    b.close();
+    close_stage(listener, [a_qp], (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -2202,6 +2149,7 @@ fn n27_loopback_connection_on_one_adapter() {
 #[test]
 fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let (a, b) = End::two();
+    let fixed_port = Transport::default().explicit_port(b.addr);
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let a_mem = Mem::all(&a.pd, 4096, 0);
@@ -2210,7 +2158,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let connector = a.adapter.connector();
     // No listener.
     assert_fails(
-        connector.connect(&a_qp, a.addr, b.addr.with_port(FIXED_PORT), 16, 16, b""),
+        connector.connect(&a_qp, a.addr, b.addr.with_port(fixed_port), 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "no listener",
     );
@@ -2227,6 +2175,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    await_peer_gone(&connector);
     assert_eq!(
         outcome(complete_connect_with(
             &connector,
@@ -2266,9 +2215,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     std::thread::sleep(SETTLE * 6);
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();
@@ -2280,13 +2227,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     let a_disconnects = Signal::new();
     assert_success!(active.complete_connect(&a_disconnects));
     assert_success!(outcome(accepted));
-    Conn {
-        active,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
+    Conn::of(active, passive, a_disconnects, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -2301,9 +2242,34 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
         .expect("a host TCP socket on the adapter's address");
     let port = tcp.local_addr().unwrap().port();
     let listener = a.adapter.listener(&Incoming::new());
-    assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+    match Transport::default() {
+        Transport::Local => {
+            assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+            drop(tcp);
+        }
+        // Over iWARP the hardware shares the host's TCP port space (N30's
+        // exception: ND ports are mapped to TCP ports, one to one): the
+        // port the socket holds is in use for Listen, free once the socket
+        // lets go, and then a TCP port no socket can bind.
+        Transport::Iwarp => {
+            assert_eq!(
+                listener.listen(a.addr.with_port(port)),
+                STATUS_SHARING_VIOLATION,
+                "TCP port {port}, held by a host socket"
+            );
+            drop(tcp);
+            assert_success!(listener.listen(a.addr.with_port(port)), "TCP port {port}");
+            assert!(
+                std::net::TcpListener::bind((
+                    std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]),
+                    port
+                ))
+                .is_err(),
+                "the ND listener holds TCP port {port}"
+            );
+        }
+    }
     assert_success!(listener.close());
-    drop(tcp);
 
     // Connections made with Connect: distinct ephemeral ports; an explicit
     // port one of them holds is refused.

@@ -43,6 +43,26 @@ impl State {
         (rec.state == state && rec.peer == Some(key)).then_some(peer)
     }
 
+    /// Whether the peer has given up the attempt of `key` before
+    /// establishment (N14, N15, N16): it closed or rejected, so this side's
+    /// CompleteConnect, Accept or Reject will find the connection aborted.
+    /// On the fabric that is the peer's record no longer waiting for this
+    /// side; over the wire it is the stream's failure having arrived (the
+    /// peer's RST or MPA give-up), which takes the time TCP takes.
+    pub(super) fn peer_gone(&self, key: Key) -> bool {
+        let Some(rec) = self.connectors.get(key) else {
+            return false;
+        };
+        if rec.wire.is_some() {
+            return rec.wire_dead;
+        }
+        match rec.state {
+            ConnState::Replied => self.peer_in(key, ConnState::Accepting).is_none(),
+            ConnState::Requested => self.peer_in(key, ConnState::Connecting).is_none(),
+            _ => false,
+        }
+    }
+
     /// The passive request leaves the listener's backlog.
     pub(super) fn leave_backlog(&mut self, key: Key) {
         let Some(rec) = self.connectors.get_mut(key) else {

@@ -204,6 +204,14 @@ impl Connector {
             .run(|state, fabric, actions| state.complete_connect(fabric, key, actions))
     }
 
+    /// Whether the peer gave up this attempt before establishment (its
+    /// close, Reject or give-up has arrived: N14, N15, N16). Only an
+    /// observable for tests, which must not act before the give-up has
+    /// reached this side over a transport where it travels.
+    pub fn peer_gone(&self) -> bool {
+        self.fabric.state.lock().peer_gone(self.key)
+    }
+
     /// Copies the peer's private data into `out` (as much as fits) and
     /// reports its size and the read limits (N18–N20).
     ///

@@ -726,7 +726,10 @@ mod requested {
         let s = listening(&net.b, ep(B, 5000));
         let a = side(&net.a, 1);
         let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        assert!(!passive.conn.peer_gone(), "the active side still waits");
         drop(active);
+        // The observable tests wait on (`Connector::peer_gone`).
+        assert!(passive.conn.peer_gone());
         assert_eq!(passive.conn.reject(b""), Err(CmError::ConnectionAborted));
     }
 
@@ -848,7 +851,9 @@ mod replied {
     fn test_reject_after_passive_closed_aborted_rule_n16() {
         let net = net();
         let (_s, _a, _b, active, passive) = replied(&net);
+        assert!(!active.conn.peer_gone(), "the passive side still accepts");
         drop(passive);
+        assert!(active.conn.peer_gone());
         assert_eq!(active.conn.reject(b""), Err(CmError::ConnectionAborted));
     }
 

@@ -83,6 +83,44 @@ impl Transport {
         }
     }
 
+    /// A port a test may name explicitly on `addr` (Listen, a shared
+    /// endpoint, a Connect's source), with the [`EXPLICIT_SPAN`]` - 1` ports
+    /// after it. On the fabric always `4000`: each test has addresses of
+    /// its own. Over iWARP ND ports are the host's TCP ports, on addresses
+    /// shared with the tests running beside it (every IPv6 one is on
+    /// `::1`) and with other processes: a block this process has not handed
+    /// out yet, below the host's and the provider's ephemeral ranges, that
+    /// no socket holds on `addr` when asked (bounded tries).
+    pub fn explicit_port(self, addr: Addr) -> u16 {
+        const FIXED: u16 = 4_000;
+        const FIRST: u32 = 10_000;
+        const BLOCKS: u32 = 2_500;
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        if self == Self::Local {
+            return FIXED;
+        }
+        let ip: std::net::IpAddr = match <[u8; 4]>::try_from(addr.ip_bytes()) {
+            Ok(v4) => v4.into(),
+            Err(_) => <[u8; 16]>::try_from(addr.ip_bytes())
+                .expect("an IPv4 or IPv6 address")
+                .into(),
+        };
+        // Processes start at different blocks, so that two copies of this
+        // binary seldom even try the same one.
+        let start = std::process::id() % BLOCKS;
+        for _ in 0..64 {
+            let block = (start + u32::from(NEXT.fetch_add(1, Ordering::Relaxed))) % BLOCKS;
+            let port =
+                u16::try_from(FIRST + block * u32::from(EXPLICIT_SPAN)).expect("below 30 000");
+            let free =
+                (port..port + EXPLICIT_SPAN).all(|p| std::net::TcpListener::bind((ip, p)).is_ok());
+            if free {
+                return port;
+            }
+        }
+        panic!("no free block of ports on {ip}");
+    }
+
     /// Opens an adapter on `addr`.
     pub fn open(self, addr: Addr) -> Adapter {
         match self {
@@ -91,6 +129,9 @@ impl Transport {
         }
     }
 }
+
+/// How many consecutive ports [`Transport::explicit_port`] hands out.
+pub const EXPLICIT_SPAN: u16 = 8;
 
 const V6_LOOPBACK: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
@@ -144,8 +185,14 @@ impl<'a> Fixture<'a> {
 
     /// IPv6 addresses instead of IPv4.
     #[must_use]
-    pub fn v6(mut self) -> Self {
-        self.family = Family::V6;
+    pub fn v6(self) -> Self {
+        self.family(Family::V6)
+    }
+
+    /// Addresses of `family` ([`Transport::addresses`]).
+    #[must_use]
+    pub fn family(mut self, family: Family) -> Self {
+        self.family = family;
         self
     }
 
@@ -349,6 +396,38 @@ pub fn wait_landed() {
 /// for before it expects this side's next request to be cancelled.
 pub fn await_abort(disconnects: &Signal) {
     assert_success!(disconnects.wait(), "the abort is indicated (X2)");
+}
+
+/// Waits until `happened` holds, polling (bounded in count and in time,
+/// [`WAIT`]): for an event that has no callback to wait on — one that
+/// arrives on a transport thread after the call that caused it returned.
+/// Panics, naming `what`, if it never does.
+pub fn await_event(what: &str, mut happened: impl FnMut() -> bool) {
+    const POLL: Duration = Duration::from_millis(1);
+    let start = std::time::Instant::now();
+    for _ in 0..=WAIT.as_millis() {
+        if happened() {
+            return;
+        }
+        if start.elapsed() > WAIT {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    assert!(happened(), "{what}: not within {WAIT:?}");
+}
+
+/// Waits (bounded, [`await_event`]) until the peer's give-up of
+/// `connector`'s attempt — its close or Reject before establishment — has
+/// reached `connector` (N14, N15, N16), so that the call the test makes
+/// next meets it. On the fabric it has at once; over iWARP it travels as
+/// the stream's RST or MPA reject (`softndk::provider::host::
+/// connector_peer_gone` observes it).
+pub fn await_peer_gone(connector: &Connector) {
+    await_event("the peer's give-up reaches this connector", || {
+        // SAFETY: the connector is open (the test holds it).
+        unsafe { softndk::provider::host::connector_peer_gone(connector.0) }
+    });
 }
 
 /// A listener on `adapter` listening on `addr`: it, its connect events and
@@ -725,6 +804,22 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The connection of a test that connected step by step: its two
+    /// connectors and each side's disconnect indications.
+    pub fn of(
+        active: Connector,
+        passive: Connector,
+        a_disconnects: Arc<Signal>,
+        b_disconnects: Arc<Signal>,
+    ) -> Self {
+        Self {
+            active,
+            passive,
+            a_disconnects,
+            b_disconnects,
+        }
+    }
+
     /// Connects `qp` (of `adapter`, from `src`) to `dst`, whose listener
     /// reports to `incoming`; accepts the `nth` connect event with
     /// `peer_qp`; read limits 16 / 16.
