@@ -307,8 +307,9 @@ fn parse_rate(text: &str) -> Result<u32, ParseError> {
         .checked_mul(unit)
         .and_then(|w| w.checked_add(fraction_value))
         .ok_or(ParseError::BadNumber)?;
-    // Per `unit`, scaled to per million.
-    let ppm = value.saturating_mul(u64::from(MILLION)) / unit;
+    // A fraction in millionths, or a percentage in ten-thousandths of a
+    // percent: either way, parts per million.
+    let ppm = value;
     if ppm > u64::from(MILLION) {
         return Err(ParseError::BadNumber);
     }
