@@ -48,7 +48,10 @@ fn serial() -> Serial {
 fn plan(text: &str) {
     let text = CString::new(text).unwrap();
     // SAFETY: a NUL-terminated string.
-    assert_success!(unsafe { SoftNdkSetFaultPlan(text.as_ptr()) }, "plan {text:?}");
+    assert_success!(
+        unsafe { SoftNdkSetFaultPlan(text.as_ptr()) },
+        "plan {text:?}"
+    );
 }
 
 /// The injected faults, oldest first, through the size handshake.
@@ -212,7 +215,11 @@ struct Created {
     cv: Condvar,
 }
 
-unsafe extern "system" fn on_created(ctx: *mut c_void, status: NtStatus, object: *mut NdkObjectHeader) {
+unsafe extern "system" fn on_created(
+    ctx: *mut c_void,
+    status: NtStatus,
+    object: *mut NdkObjectHeader,
+) {
     // SAFETY: the test passes a `Created` it keeps alive.
     let created = unsafe { &*ctx.cast::<Created>() };
     created
@@ -226,7 +233,10 @@ unsafe extern "system" fn on_created(ctx: *mut c_void, status: NtStatus, object:
 impl Created {
     fn wait(&self) -> (NtStatus, usize, ThreadId) {
         let seen = self.seen.lock().unwrap();
-        let (seen, _) = self.cv.wait_timeout_while(seen, WAIT, |s| s.is_empty()).unwrap();
+        let (seen, _) = self
+            .cv
+            .wait_timeout_while(seen, WAIT, |s| s.is_empty())
+            .unwrap();
         *seen.first().expect("the create completion (L5)")
     }
 }
@@ -255,7 +265,11 @@ fn fault_pending_create_completes_through_its_callback_rule_l5_l6() {
     assert_eq!(status, STATUS_PENDING);
     let (status, object, thread) = created.wait();
     assert_success!(status);
-    assert_ne!(thread, std::thread::current().id(), "completed later, elsewhere");
+    assert_ne!(
+        thread,
+        std::thread::current().id(),
+        "completed later, elsewhere"
+    );
     assert_eq!(out, sentinel, "L6: the out-pointer is not written");
     std::thread::sleep(harness::SETTLE_BRIEF);
     assert_eq!(created.seen.lock().unwrap().len(), 1, "L5: exactly once");
@@ -335,7 +349,10 @@ fn fault_delayed_callback_arrives_later_from_another_thread_rule_i3() {
         assert_success!(status);
     }
     assert!(
-        trace().iter().all(|&(kind, _)| kind == SOFTNDK_FAULT_KIND_DELAY) && !trace().is_empty(),
+        trace()
+            .iter()
+            .all(|&(kind, _)| kind == SOFTNDK_FAULT_KIND_DELAY)
+            && !trace().is_empty(),
         "{:?}",
         trace()
     );
@@ -353,15 +370,24 @@ fn fault_structure_is_validated_and_installs_a_schedule() {
     let mut faults = SoftNdkFaults::NEVER;
     faults.size = 8;
     // SAFETY: a readable structure.
-    assert_eq!(unsafe { SoftNdkSetFaults(&raw const faults) }, STATUS_INVALID_PARAMETER);
+    assert_eq!(
+        unsafe { SoftNdkSetFaults(&raw const faults) },
+        STATUS_INVALID_PARAMETER
+    );
     faults = SoftNdkFaults::NEVER;
     faults.rates[0] = 1_000_001;
     // SAFETY: as above.
-    assert_eq!(unsafe { SoftNdkSetFaults(&raw const faults) }, STATUS_INVALID_PARAMETER);
+    assert_eq!(
+        unsafe { SoftNdkSetFaults(&raw const faults) },
+        STATUS_INVALID_PARAMETER
+    );
     faults = SoftNdkFaults::NEVER;
     faults.rates[15] = 1;
     // SAFETY: as above.
-    assert_eq!(unsafe { SoftNdkSetFaults(&raw const faults) }, STATUS_INVALID_PARAMETER);
+    assert_eq!(
+        unsafe { SoftNdkSetFaults(&raw const faults) },
+        STATUS_INVALID_PARAMETER
+    );
     faults = SoftNdkFaults::NEVER;
     faults.schedule_count = 1;
     faults.schedule[0] = SoftNdkFaultCall {
@@ -370,10 +396,16 @@ fn fault_structure_is_validated_and_installs_a_schedule() {
         index: 1,
     };
     // SAFETY: as above.
-    assert_eq!(unsafe { SoftNdkSetFaults(&raw const faults) }, STATUS_INVALID_PARAMETER);
+    assert_eq!(
+        unsafe { SoftNdkSetFaults(&raw const faults) },
+        STATUS_INVALID_PARAMETER
+    );
     let bad = CString::new("post@0").unwrap();
     // SAFETY: a NUL-terminated string.
-    assert_eq!(unsafe { SoftNdkSetFaultPlan(bad.as_ptr()) }, STATUS_INVALID_PARAMETER);
+    assert_eq!(
+        unsafe { SoftNdkSetFaultPlan(bad.as_ptr()) },
+        STATUS_INVALID_PARAMETER
+    );
 
     let (addr, _) = harness::fresh_addresses();
     let adapter = harness::open_adapter(addr);
@@ -430,7 +462,11 @@ fn fault_same_seed_replays_the_same_trace() {
     assert!(!first.is_empty() && first.len() < 40, "{first:?}");
     for (i, status) in statuses.iter().enumerate() {
         let injected = first.contains(&(SOFTNDK_FAULT_KIND_POST, i as u64 + 1));
-        let expected = if injected { STATUS_NO_MORE_ENTRIES } else { STATUS_SUCCESS };
+        let expected = if injected {
+            STATUS_NO_MORE_ENTRIES
+        } else {
+            STATUS_SUCCESS
+        };
         assert_eq!(*status, expected, "post {}", i + 1);
     }
     let (_, other) = seeded_run(4321);

@@ -15,8 +15,8 @@ use core::ffi::c_void;
 
 use super::cm::{self, create_connector, create_listener, create_shared_endpoint};
 use super::dispatch::ndk_table;
-use super::object::{Kind, Object, Slot};
 use super::fault::hand_out;
+use super::object::{Kind, Object, Slot};
 use super::{cq, pd};
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,

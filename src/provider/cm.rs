@@ -40,9 +40,9 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
+use super::fault::hand_out;
 use super::object::{Entered, Event, Holder, Kind, Object, Parents, Slot};
 use super::qp::{self, Qp};
-use super::fault::hand_out;
 use crate::abi::{
     AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkConnector, NdkConnectorDispatch,
     NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,

@@ -31,8 +31,8 @@ use crate::abi::{
 };
 use crate::kernel::deferred::{Deferred, DeferredRoutine};
 use crate::kernel::sync::Arc;
-pub use crate::rnic::fault::{Kind, Plan};
 use crate::rnic::fault::{self, KINDS, MAX_SCHEDULED, MILLION};
+pub use crate::rnic::fault::{Kind, Plan};
 
 /// Runs `routine` once, soon, on another thread (a DPC in the kernel).
 pub(super) fn later<R: DeferredRoutine>(routine: R) {

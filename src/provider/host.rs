@@ -51,18 +51,18 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use super::adapter;
 use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
-use super::object::Slot;
 use super::fault::Plan;
-use crate::abi::{SoftNdkFaultCall, SoftNdkFaults};
-use crate::rnic::fault;
+use super::object::Slot;
 use crate::abi::{
     NdkAdapter, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
 };
+use crate::abi::{SoftNdkFaultCall, SoftNdkFaults};
 use crate::kernel::sync::Arc;
 use crate::kernel::tcp_host::HostNet;
 use crate::rnic::cm::{ConnTimeouts, Fabric, IpAddr, Wire};
 use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::fault;
 use crate::rnic::types::Limits;
 
 /// The fabric of this process: every adapter opened here reaches every other.

@@ -10,8 +10,8 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
-use super::object::{Kind, Object, Slot};
 use super::fault::hand_out;
+use super::object::{Kind, Object, Slot};
 use super::{mr, qp, status};
 use crate::abi::{
     Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
@@ -81,7 +81,13 @@ unsafe fn create_mr(
     out: *mut *mut NdkMr,
 ) -> NtStatus {
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mr(pd, fast_register != 0), (completion, context)) }
+    unsafe {
+        finish(
+            out,
+            mr::create_mr(pd, fast_register != 0),
+            (completion, context),
+        )
+    }
 }
 
 unsafe fn create_mw(

@@ -452,7 +452,8 @@ impl Cq {
             return Err(CqError::InError);
         }
         // Fault injection (`fault::Kind::CqOverflow`): an overflow now.
-        if super::fault::hit(super::fault::Kind::CqOverflow) || state.ring.push(completion).is_err() {
+        if super::fault::hit(super::fault::Kind::CqOverflow) || state.ring.push(completion).is_err()
+        {
             // Rule E10: more completions than the depth overflow the CQ.
             self.raise(state, Fault::Overflow);
             return Err(CqError::Overflowed);

@@ -234,10 +234,21 @@ impl Plan {
             return Ok(None);
         }
         let mut plan = Self::NEVER;
-        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            plan.parse_item(item)?;
-        }
+        plan.apply(text)?;
         Ok(Some(plan))
+    }
+
+    /// Parses the items of `text` (as [`parse`](Self::parse), without
+    /// `off`) onto this plan: what they name replaces what it had.
+    ///
+    /// # Errors
+    /// [`ParseError`] for the first item that does not parse (the items
+    /// before it are applied).
+    pub fn apply(&mut self, text: &str) -> Result<(), ParseError> {
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            self.parse_item(item)?;
+        }
+        Ok(())
     }
 
     fn parse_item(&mut self, item: &str) -> Result<(), ParseError> {
@@ -483,7 +494,10 @@ mod tests {
         assert_eq!(Plan::parse("").unwrap(), Some(Plan::NEVER));
         assert_eq!(Plan::parse("off").unwrap(), None);
         assert_eq!(Plan::parse("seed=0x10").unwrap().unwrap().seed, 16);
-        assert_eq!(Plan::parse("rate=1").unwrap().unwrap().rates, [MILLION; KINDS]);
+        assert_eq!(
+            Plan::parse("rate=1").unwrap().unwrap().rates,
+            [MILLION; KINDS]
+        );
         assert_eq!(
             Plan::parse("cq-overflow=0.000001").unwrap().unwrap().rates[4],
             1

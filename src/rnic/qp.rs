@@ -1090,10 +1090,7 @@ impl Qp {
     /// connection aborts as if the transport had failed (X2, E5). Only a
     /// connected QP's posts are counted.
     fn inject_abort(self: &Arc<Self>) {
-        if fault::armed()
-            && self.state() == QpState::Connected
-            && fault::hit(fault::Kind::Abort)
-        {
+        if fault::armed() && self.state() == QpState::Connected && fault::hit(fault::Kind::Abort) {
             self.terminate();
         }
     }
