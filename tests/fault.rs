@@ -48,10 +48,8 @@ fn serial() -> Serial {
 fn plan(text: &str) {
     let text = CString::new(text).unwrap();
     // SAFETY: a NUL-terminated string.
-    assert_success!(
-        unsafe { SoftNdkSetFaultPlan(text.as_ptr()) },
-        "plan {text:?}"
-    );
+    let status = unsafe { SoftNdkSetFaultPlan(text.as_ptr()) };
+    assert_success!(status, "plan {text:?}");
 }
 
 /// The injected faults, oldest first, through the size handshake.
@@ -370,24 +368,18 @@ fn fault_structure_is_validated_and_installs_a_schedule() {
     let mut faults = SoftNdkFaults::NEVER;
     faults.size = 8;
     // SAFETY: a readable structure.
-    assert_eq!(
-        unsafe { SoftNdkSetFaults(&raw const faults) },
-        STATUS_INVALID_PARAMETER
-    );
+    let status = unsafe { SoftNdkSetFaults(&raw const faults) };
+    assert_eq!(status, STATUS_INVALID_PARAMETER);
     faults = SoftNdkFaults::NEVER;
     faults.rates[0] = 1_000_001;
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { SoftNdkSetFaults(&raw const faults) },
-        STATUS_INVALID_PARAMETER
-    );
+    let status = unsafe { SoftNdkSetFaults(&raw const faults) };
+    assert_eq!(status, STATUS_INVALID_PARAMETER);
     faults = SoftNdkFaults::NEVER;
     faults.rates[15] = 1;
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { SoftNdkSetFaults(&raw const faults) },
-        STATUS_INVALID_PARAMETER
-    );
+    let status = unsafe { SoftNdkSetFaults(&raw const faults) };
+    assert_eq!(status, STATUS_INVALID_PARAMETER);
     faults = SoftNdkFaults::NEVER;
     faults.schedule_count = 1;
     faults.schedule[0] = SoftNdkFaultCall {
@@ -396,16 +388,12 @@ fn fault_structure_is_validated_and_installs_a_schedule() {
         index: 1,
     };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { SoftNdkSetFaults(&raw const faults) },
-        STATUS_INVALID_PARAMETER
-    );
+    let status = unsafe { SoftNdkSetFaults(&raw const faults) };
+    assert_eq!(status, STATUS_INVALID_PARAMETER);
     let bad = CString::new("post@0").unwrap();
     // SAFETY: a NUL-terminated string.
-    assert_eq!(
-        unsafe { SoftNdkSetFaultPlan(bad.as_ptr()) },
-        STATUS_INVALID_PARAMETER
-    );
+    let status = unsafe { SoftNdkSetFaultPlan(bad.as_ptr()) };
+    assert_eq!(status, STATUS_INVALID_PARAMETER);
 
     let (addr, _) = harness::fresh_addresses();
     let adapter = harness::open_adapter(addr);

@@ -77,6 +77,10 @@ pub struct SoftNdkFaults {
 
 impl SoftNdkFaults {
     /// A plan that never fires, `size` set.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "0x150 bytes (asserted below) fit a ULONG"
+    )]
     pub const NEVER: Self = Self {
         size: core::mem::size_of::<Self>() as u32,
         schedule_count: 0,

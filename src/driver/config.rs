@@ -62,6 +62,10 @@ pub use crate::rnic::fault::Plan as FaultPlan;
 
 /// What the fault keywords ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "decided once at initialisation, on the stack"
+)]
 pub enum Faults {
     /// No fault injection (the default: no rate and no schedule).
     Off,

@@ -341,11 +341,11 @@ unsafe fn read_config(
 
 /// Installs the fault plan the keywords ask for (or none), and says in
 /// the debug log when their values were refused.
-fn install_faults(faults: crate::driver::config::Faults) {
+fn install_faults(faults: &crate::driver::config::Faults) {
     use crate::driver::config::Faults;
     match faults {
         Faults::Off => crate::rnic::fault::install(None),
-        Faults::On(plan) => crate::rnic::fault::install(Some(&plan)),
+        Faults::On(plan) => crate::rnic::fault::install(Some(plan)),
         Faults::Invalid => {
             crate::rnic::fault::install(None);
             klog!(
@@ -424,7 +424,7 @@ unsafe extern "system" fn initialize(
     // decides it (docs/debugging.md).
     crate::provider::checked::set_mode(config.checked);
     // So is fault injection (docs/debugging.md, "Fault injection").
-    install_faults(crate::driver::config::fault_plan(
+    install_faults(&crate::driver::config::fault_plan(
         fault_seed, fault_rate, None,
     ));
     let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {

@@ -279,15 +279,15 @@ fn faults_from_env() {
         let Some(value) = std::env::var_os("SOFTNDK_FAULTS") else {
             return;
         };
-        match value.to_str().map(Plan::parse) {
-            Some(Ok(plan)) => fault::install(plan.as_ref()),
-            _ => {
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "softndk: SOFTNDK_FAULTS={value:?} is not a fault plan; fault injection stays off"
-                );
-            }
+        if let Some(Ok(plan)) = value.to_str().map(Plan::parse) {
+            fault::install(plan.as_ref());
+        } else {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "softndk: SOFTNDK_FAULTS={} is not a fault plan; fault injection stays off",
+                value.display()
+            );
         }
     });
 }
