@@ -432,6 +432,43 @@ fn test_inf_checked_mode_keywords_off_by_default() {
     );
 }
 
+/// Fault injection's keywords (docs/debugging.md): seed and rate DWORDs
+/// defaulting to 0 (the rate bounded by a million, as
+/// `config::fault_plan` validates), the schedule an optional edit field;
+/// the defaults mean off.
+#[test]
+fn test_inf_fault_keywords_off_by_default() {
+    let inf = inx();
+    let registry = inf.registry(&install_section(&inf));
+    let get = |keyword: &str, name: &str| {
+        let key = format!("ndi\\params\\{}", keyword.to_lowercase());
+        registry
+            .get(&(key, name.to_owned()))
+            .cloned()
+            .unwrap_or_else(|| panic!("{keyword}: {name} missing"))
+    };
+    for (name, max) in [
+        (keyword::FAULT_SEED, "4294967295"),
+        (keyword::FAULT_RATE, "1000000"),
+    ] {
+        let (kind, default, _) = keyword_ui(&registry, name);
+        assert_eq!((kind.as_str(), default.as_str()), ("dword", "0"), "{name}");
+        assert_eq!(get(name, "max"), max, "{name}");
+    }
+    let (kind, default, _) = keyword_ui(&registry, keyword::FAULT_SCHEDULE);
+    assert_eq!((kind.as_str(), default.as_str()), ("edit", ""));
+    assert_eq!(get(keyword::FAULT_SCHEDULE, "optional"), "1");
+    assert_eq!(
+        config::fault_plan(Some(0), Some(0), Some("")),
+        config::Faults::Off,
+        "the INF defaults are off"
+    );
+    assert_eq!(
+        config::fault_plan(None, Some(1_000_000), None),
+        config::fault_plan(Some(0), Some(1_000_000), Some("")),
+    );
+}
+
 /// `driver-type` of Cargo.toml's `[package.metadata.wdk.driver-model]`, and
 /// the other keys of that table (KMDF or UMDF versions).
 fn driver_model() -> (String, Vec<String>) {

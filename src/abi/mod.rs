@@ -100,6 +100,7 @@ macro_rules! assert_layout {
 }
 
 mod consts;
+mod fault;
 mod ndis;
 mod ndis_miniport;
 mod ndk;
@@ -110,6 +111,7 @@ mod types;
 mod wsk;
 
 pub use consts::*;
+pub use fault::*;
 pub use ndis::*;
 pub use ndis_miniport::*;
 pub use ndk::*;

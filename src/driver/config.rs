@@ -47,6 +47,59 @@ pub mod keyword {
     /// first breach (not implemented in the kernel yet: reported only);
     /// 0 (default) reports and goes on.
     pub const CHECKED_STOP: &str = "SoftNdkCheckedStop";
+    /// `SoftNdkFaultSeed`: the seed of fault injection (DWORD, default 0;
+    /// `docs/debugging.md`, "Fault injection").
+    pub const FAULT_SEED: &str = "SoftNdkFaultSeed";
+    /// `SoftNdkFaultRate`: the share of calls of every fault kind that fail,
+    /// parts per million (0 default: off, at most 1 000 000).
+    pub const FAULT_RATE: &str = "SoftNdkFaultRate";
+    /// `SoftNdkFaultSchedule`: a plan in its text form (`post@3,abort@10`),
+    /// applied over the seed and rate (empty default).
+    pub const FAULT_SCHEDULE: &str = "SoftNdkFaultSchedule";
+}
+
+pub use crate::rnic::fault::Plan as FaultPlan;
+
+/// What the fault keywords ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "decided once at initialisation, on the stack"
+)]
+pub enum Faults {
+    /// No fault injection (the default: no rate and no schedule).
+    Off,
+    /// This plan.
+    On(FaultPlan),
+    /// A value out of range (a rate above a million) or a schedule that is
+    /// not a plan: fault injection stays off, and the driver says so.
+    Invalid,
+}
+
+/// The plan `SoftNdkFaultSeed`, `SoftNdkFaultRate` and
+/// `SoftNdkFaultSchedule` ask for: off unless the rate is above 0 or the
+/// schedule names something; the schedule's items (the text form of
+/// `rnic::fault::Plan::parse`) apply over the seed and rate; `off` in the
+/// schedule turns injection off whatever the rate.
+#[must_use]
+pub fn fault_plan(seed: Option<u32>, rate: Option<u32>, schedule: Option<&str>) -> Faults {
+    let rate = rate.unwrap_or(0);
+    if rate > crate::rnic::fault::MILLION {
+        return Faults::Invalid;
+    }
+    let schedule = schedule.map_or("", str::trim);
+    if schedule == "off" || (rate == 0 && schedule.is_empty()) {
+        return Faults::Off;
+    }
+    let mut plan = FaultPlan {
+        seed: u64::from(seed.unwrap_or(0)),
+        rates: [rate; crate::rnic::fault::KINDS],
+        ..FaultPlan::NEVER
+    };
+    match plan.apply(schedule) {
+        Ok(()) => Faults::On(plan),
+        Err(_) => Faults::Invalid,
+    }
 }
 
 /// The checked mode `SoftNdkChecked` and `SoftNdkCheckedStop` ask for: on
@@ -221,6 +274,28 @@ impl AdapterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_fault_keywords_are_off_by_default_and_validated() {
+        use crate::rnic::fault::{KINDS, Kind};
+        assert_eq!(fault_plan(None, None, None), Faults::Off);
+        assert_eq!(fault_plan(Some(7), Some(0), Some("")), Faults::Off);
+        assert_eq!(fault_plan(Some(7), Some(1_000_001), None), Faults::Invalid);
+        assert_eq!(fault_plan(None, None, Some("post@0")), Faults::Invalid);
+        assert_eq!(fault_plan(None, None, Some("nothing@1")), Faults::Invalid);
+        assert_eq!(fault_plan(Some(1), Some(5), Some("off")), Faults::Off);
+        let Faults::On(plan) = fault_plan(Some(7), Some(500), None) else {
+            panic!("a plan");
+        };
+        assert_eq!((plan.seed, plan.rates), (7, [500; KINDS]));
+        let Faults::On(plan) = fault_plan(Some(7), None, Some("abort@3, post=0.5")) else {
+            panic!("a plan");
+        };
+        assert_eq!(plan.seed, 7);
+        assert_eq!(plan.schedule[0], Some((Kind::Abort, 3)));
+        assert_eq!(plan.rates[Kind::Post as usize], 500_000);
+        assert_eq!(plan.rates[Kind::Create as usize], 0);
+    }
 
     #[test]
     fn test_network_direct_defaults_to_enabled_rule_a22() {

@@ -289,7 +289,7 @@ unsafe fn read_config(
             "NdisOpenConfigurationEx failed: {:#x}",
             status
         );
-        return (None, None, None, 0, [None, None]);
+        return (None, None, None, 0, [None; 4]);
     }
     // SAFETY: `configuration` is open until closed below.
     let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
@@ -301,6 +301,10 @@ unsafe fn read_config(
     let checked = unsafe { read_integer(configuration, wide!(keyword::CHECKED)) };
     // SAFETY: as above.
     let checked_stop = unsafe { read_integer(configuration, wide!(keyword::CHECKED_STOP)) };
+    // SAFETY: as above.
+    let fault_seed = unsafe { read_integer(configuration, wide!(keyword::FAULT_SEED)) };
+    // SAFETY: as above.
+    let fault_rate = unsafe { read_integer(configuration, wide!(keyword::FAULT_RATE)) };
     let mut address: *mut c_void = null_mut();
     let mut length: u32 = 0;
     let mut address_status: NdisStatus = NDIS_STATUS_FAILURE;
@@ -331,12 +335,31 @@ unsafe fn read_config(
         jumbo,
         roce,
         mac_len,
-        [checked, checked_stop],
+        [checked, checked_stop, fault_seed, fault_rate],
     )
 }
 
-/// `SoftNdkChecked` and `SoftNdkCheckedStop` as read.
-type Checked = [Option<u32>; 2];
+/// Installs the fault plan the keywords ask for (or none), and says in
+/// the debug log when their values were refused.
+fn install_faults(faults: &crate::driver::config::Faults) {
+    use crate::driver::config::Faults;
+    match faults {
+        Faults::Off => crate::rnic::fault::install(None),
+        Faults::On(plan) => crate::rnic::fault::install(Some(plan)),
+        Faults::Invalid => {
+            crate::rnic::fault::install(None);
+            klog!(
+                Level::Warning,
+                "SoftNdkFaultRate or SoftNdkFaultSchedule out of range: fault injection off"
+            );
+        }
+    }
+}
+
+/// `SoftNdkChecked`, `SoftNdkCheckedStop`, `SoftNdkFaultSeed` and
+/// `SoftNdkFaultRate` as read (`SoftNdkFaultSchedule`, a string, is not
+/// read yet).
+type Checked = [Option<u32>; 4];
 
 /// Frees a context that `initialize` allocated, with its work item.
 ///
@@ -381,8 +404,13 @@ unsafe extern "system" fn initialize(
     let luid_index = luid.net_luid_index();
     let mut mac = [0_u8; 16];
     // SAFETY: the miniport handle of this call.
-    let (network_direct, jumbo_packet, roce_frame_size, mac_len, [checked, checked_stop]) =
-        unsafe { read_config(miniport_handle, &mut mac) };
+    let (
+        network_direct,
+        jumbo_packet,
+        roce_frame_size,
+        mac_len,
+        [checked, checked_stop, fault_seed, fault_rate],
+    ) = unsafe { read_config(miniport_handle, &mut mac) };
     let raw = RawConfig {
         network_direct,
         jumbo_packet,
@@ -395,6 +423,10 @@ unsafe extern "system" fn initialize(
     // Checked mode is per driver instance: the adapter initialised last
     // decides it (docs/debugging.md).
     crate::provider::checked::set_mode(config.checked);
+    // So is fault injection (docs/debugging.md, "Fault injection").
+    install_faults(&crate::driver::config::fault_plan(
+        fault_seed, fault_rate, None,
+    ));
     let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {
         return NDIS_STATUS_RESOURCES;
     };

@@ -15,8 +15,9 @@ use core::ffi::c_void;
 
 use super::cm::{self, create_connector, create_listener, create_shared_endpoint};
 use super::dispatch::ndk_table;
+use super::fault::hand_out;
 use super::object::{Kind, Object, Slot};
-use super::{cq, pd, write_out};
+use super::{cq, pd};
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
     NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
@@ -182,8 +183,8 @@ unsafe fn create_cq(
     notification: Option<NdkFnCqNotificationCallback>,
     notification_context: *mut c_void,
     _affinity: *const GroupAffinity,
-    _create_completion: Option<NdkFnCreateCompletion>,
-    _request_context: *mut c_void,
+    create_completion: Option<NdkFnCreateCompletion>,
+    request_context: *mut c_void,
     out: *mut *mut NdkCq,
 ) -> NtStatus {
     let Some(notification) = notification else {
@@ -193,9 +194,10 @@ unsafe fn create_cq(
         return STATUS_INVALID_PARAMETER;
     }
     match cq::create(adapter, depth, notification, notification_context as usize) {
-        // L7: created inline; the completion is never called.
+        // L7: created inline; the completion is never called (unless fault
+        // injection makes the create pend, L5).
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
+        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), create_completion, request_context) },
         Err(status) => status,
     }
 }
@@ -203,8 +205,8 @@ unsafe fn create_cq(
 /// `NdkCreatePd` (L5–L7).
 unsafe fn create_pd(
     adapter: &Object<Adapter>,
-    _create_completion: Option<NdkFnCreateCompletion>,
-    _request_context: *mut c_void,
+    create_completion: Option<NdkFnCreateCompletion>,
+    request_context: *mut c_void,
     out: *mut *mut NdkPd,
 ) -> NtStatus {
     if out.is_null() {
@@ -212,7 +214,7 @@ unsafe fn create_pd(
     }
     match pd::create(adapter) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
+        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), create_completion, request_context) },
         Err(status) => status,
     }
 }

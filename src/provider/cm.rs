@@ -40,9 +40,9 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
+use super::fault::hand_out;
 use super::object::{Entered, Event, Holder, Kind, Object, Parents, Slot};
 use super::qp::{self, Qp};
-use super::write_out;
 use crate::abi::{
     AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkConnector, NdkConnectorDispatch,
     NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,
@@ -424,8 +424,8 @@ fn new_connector(
 /// `NdkCreateConnector` (L7: inline).
 pub(super) unsafe fn create_connector(
     adapter: &Object<Adapter>,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkConnector,
 ) -> NtStatus {
     if out.is_null() {
@@ -437,7 +437,7 @@ pub(super) unsafe fn create_connector(
     };
     match new_connector(adapter, None, rnic) {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { write_out(out.cast(), ptr.cast()) },
+        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), completion, context) },
         Err(status) => status,
     }
 }
@@ -927,8 +927,8 @@ pub(super) unsafe fn create_listener(
     adapter: &Object<Adapter>,
     event: Option<NdkFnConnectEventCallback>,
     event_context: *mut c_void,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkListener,
 ) -> NtStatus {
     let Some(callback) = event else {
@@ -953,7 +953,7 @@ pub(super) unsafe fn create_listener(
     };
     *bridge.object.lock() = Arc::downgrade(&object);
     // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-    unsafe { write_out(out.cast(), object.as_ptr()) }
+    unsafe { hand_out(out.cast(), object.as_ptr(), completion, context) }
 }
 
 /// `NdkListen` (N3, N31): inline. `STATUS_SHARING_VIOLATION`,
@@ -1026,8 +1026,8 @@ pub(super) unsafe fn create_shared_endpoint(
     adapter: &Object<Adapter>,
     address: *const SockAddr,
     address_length: u32,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkSharedEndpoint,
 ) -> NtStatus {
     if out.is_null() {
@@ -1040,7 +1040,7 @@ pub(super) unsafe fn create_shared_endpoint(
     });
     match created {
         // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(object) => unsafe { write_out(out.cast(), object.as_ptr()) },
+        Ok(object) => unsafe { hand_out(out.cast(), object.as_ptr(), completion, context) },
         Err(status) => status,
     }
 }

@@ -38,21 +38,31 @@
 //! NTSTATUS SoftNdkGetBreachReports(SOFTNDK_BREACH_REPORT *Reports, ULONG *Count);
 //! NTSTATUS SoftNdkGetBreachCounts(SOFTNDK_BREACH_COUNT *Counts, ULONG *Count);
 //! ```
+//!
+//! Fault injection (`rnic::fault`, `docs/debugging.md`) is per process too:
+//! `SOFTNDK_FAULTS` (a plan's text form, e.g. `seed=7,rate=0.01` or
+//! `post@3`), read once, at the first `SoftNdkOpenAdapter`, installs a plan;
+//! `SoftNdkSetFaults` (the `SOFTNDK_FAULTS` structure of `abi::fault`) or
+//! `SoftNdkSetFaultPlan` (the text form) install one at any time, and
+//! `SoftNdkGetFaultTrace` reads back the faults injected.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::adapter;
 use super::checked::{self, Breach, Mode, Report};
 use super::cm::{self, AddressSet};
+use super::fault::Plan;
 use super::object::{Object, Slot};
 use crate::abi::{
     NdkAdapter, NdkConnector, NtStatus, STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_SUCCESS, SockAddr,
 };
+use crate::abi::{SoftNdkFaultCall, SoftNdkFaults};
 use crate::kernel::sync::Arc;
 use crate::kernel::tcp_host::HostNet;
 use crate::rnic::cm::{ConnTimeouts, Fabric, IpAddr, Wire};
 use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::fault;
 use crate::rnic::types::Limits;
 
 /// The fabric of this process: every adapter opened here reaches every other.
@@ -236,6 +246,7 @@ unsafe fn open_address(
         Err(status) => return status,
     };
     checked_mode_from_env();
+    faults_from_env();
     match open_with(
         endpoint.ip,
         Limits::DEFAULT,
@@ -272,6 +283,114 @@ fn checked_mode_from_env() {
         _ => return,
     };
     checked::set_mode(mode);
+}
+
+/// Installs the fault plan `SOFTNDK_FAULTS` describes (the text form of
+/// `rnic::fault::Plan::parse`), once per process: at the first
+/// `SoftNdkOpenAdapter` that finds it set, so that later opens do not start
+/// the call counters again. A plan that does not parse is ignored (and said
+/// on standard error).
+fn faults_from_env() {
+    static READ: std::sync::Once = std::sync::Once::new();
+    READ.call_once(|| {
+        let Some(value) = std::env::var_os("SOFTNDK_FAULTS") else {
+            return;
+        };
+        if let Some(Ok(plan)) = value.to_str().map(Plan::parse) {
+            fault::install(plan.as_ref());
+        } else {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "softndk: SOFTNDK_FAULTS={} is not a fault plan; fault injection stays off",
+                value.display()
+            );
+        }
+    });
+}
+
+/// `SoftNdkSetFaults`: installs a fault plan for this process (NULL: fault
+/// injection off). The call counters and the trace start again from zero.
+/// Returns `STATUS_SUCCESS`, or `STATUS_INVALID_PARAMETER` for a structure
+/// [`super::fault::plan_from_c`] refuses (the plan in force stays then).
+///
+/// # Safety
+/// `faults` is null or points to a readable `SOFTNDK_FAULTS`.
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkSetFaults(faults: *const SoftNdkFaults) -> NtStatus {
+    if faults.is_null() {
+        fault::install(None);
+        return STATUS_SUCCESS;
+    }
+    // SAFETY: the caller's structure (checked non-null).
+    let faults = unsafe { faults.read_unaligned() };
+    match super::fault::plan_from_c(&faults) {
+        Ok(plan) => {
+            fault::install(Some(&plan));
+            STATUS_SUCCESS
+        }
+        Err(status) => status,
+    }
+}
+
+/// `SoftNdkSetFaultPlan`: installs the plan of a NUL-terminated text in the
+/// form `SOFTNDK_FAULTS` takes (`"seed=7,post@3"`; NULL or `"off"`: off).
+/// Returns `STATUS_SUCCESS`, or `STATUS_INVALID_PARAMETER` for a text that
+/// is not a plan (the plan in force stays then).
+///
+/// # Safety
+/// `plan` is null or a readable NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkSetFaultPlan(plan: *const core::ffi::c_char) -> NtStatus {
+    if plan.is_null() {
+        fault::install(None);
+        return STATUS_SUCCESS;
+    }
+    // SAFETY: the caller's NUL-terminated string (checked non-null).
+    let text = unsafe { core::ffi::CStr::from_ptr(plan) };
+    match text.to_str().map(Plan::parse) {
+        Ok(Ok(plan)) => {
+            fault::install(plan.as_ref());
+            STATUS_SUCCESS
+        }
+        _ => STATUS_INVALID_PARAMETER,
+    }
+}
+
+/// `SoftNdkGetFaultTrace`: the injected faults kept (the newest
+/// [`fault::TRACE_LEN`]), oldest first, as (kind, index) calls. `*count` is
+/// the room on entry and the number of records on return, with the size
+/// handshake of `SoftNdkGetBreachReports`.
+///
+/// # Safety
+/// `count` is writable; `calls` has room for `*count` entries (or is null
+/// when `*count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn SoftNdkGetFaultTrace(
+    calls: *mut SoftNdkFaultCall,
+    count: *mut u32,
+) -> NtStatus {
+    let mut kept = [SoftNdkFaultCall::default(); fault::TRACE_LEN];
+    let mut n = 0_usize;
+    fault::each_record(|record| {
+        if let Some(slot) = kept.get_mut(n) {
+            *slot = SoftNdkFaultCall {
+                kind: record.kind as u32,
+                reserved: 0,
+                index: record.index,
+            };
+            n += 1;
+        }
+    });
+    // SAFETY: the caller's contract.
+    if let Err(status) = unsafe { answer_count(count, n, calls.is_null()) } {
+        return status;
+    }
+    for (i, call) in kept.iter().take(n).enumerate() {
+        // SAFETY: `i < n <= room`, the caller's array.
+        unsafe { calls.wrapping_add(i).write_unaligned(*call) };
+    }
+    STATUS_SUCCESS
 }
 
 /// Stops the process at a breach (checked mode `stop`): the report on

@@ -33,6 +33,7 @@ pub mod checked;
 pub mod cm;
 pub mod cq;
 mod dispatch;
+pub mod fault;
 pub mod iface;
 pub mod mr;
 #[cfg(not(loom))]

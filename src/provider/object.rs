@@ -235,6 +235,9 @@ impl<T: Kind> Object<T> {
     /// # Errors
     /// `None` when memory runs out.
     pub fn create(version: NdkVersion, inner: T, parents: Parents) -> Option<Arc<Self>> {
+        if crate::rnic::fault::hit(crate::rnic::fault::Kind::Create) {
+            return None; // fault injection: as out of memory (L9)
+        }
         for parent in parents.iter().flatten() {
             parent.hold();
         }
@@ -415,7 +418,7 @@ impl<T: Kind> Object<T> {
             let inside = self.inside.load(core::sync::atomic::Ordering::Relaxed);
             super::checked::report(Breach::L17, T::TYPE, self.as_ptr() as usize, close, inside);
         }
-        self.close(callback, context)
+        super::fault::close(self, callback, context)
     }
 
     /// Closes without a consumer close call: the adapter's teardown and
@@ -480,12 +483,24 @@ impl<T: Kind> Object<T> {
                 return;
             }
             serial.running = true;
+            if super::fault::hit_delay() && serial.queue.push(event).is_ok() {
+                drop(serial);
+                this.hold();
+                super::fault::later(DrainLater(this)); // fault injection: I3
+                return;
+            }
         }
         this.hold();
         event.call();
+        this.drain();
+    }
+
+    /// Calls the callbacks queued behind a running one, then stops running
+    /// and gives back the deliverer's hold.
+    fn drain(&self) {
         loop {
             let next = {
-                let mut serial = this.serial.lock();
+                let mut serial = self.serial.lock();
                 let next = serial.queue.pop();
                 if next.is_none() {
                     serial.running = false;
@@ -497,7 +512,16 @@ impl<T: Kind> Object<T> {
                 None => break,
             }
         }
-        this.release();
+        self.release();
+    }
+}
+
+/// Callbacks of an object delivered later (fault injection, `Delay`).
+struct DrainLater<T: Kind>(Arc<Object<T>>);
+
+impl<T: Kind> crate::kernel::deferred::DeferredRoutine for DrainLater<T> {
+    fn run(&self) {
+        self.0.drain();
     }
 }
 

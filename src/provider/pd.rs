@@ -10,8 +10,9 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
+use super::fault::hand_out;
 use super::object::{Kind, Object, Slot};
-use super::{mr, qp, status, write_out};
+use super::{mr, qp, status};
 use crate::abi::{
     Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
     NdkMw, NdkObjectType, NdkPd, NdkPdDispatch, NdkQp, NdkSrq, NtStatus, STATUS_INVALID_PARAMETER,
@@ -49,17 +50,25 @@ pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> 
     Ok(object.as_ptr().cast())
 }
 
-/// Writes `result` to `out` or returns its error.
+/// The consumer's create completion and its context (L5).
+type Completion = (Option<NdkFnCreateCompletion>, *mut c_void);
+
+/// Writes `result` to `out` (or, when fault injection makes the create
+/// pend, hands it to `completion` later, L5) or returns its error.
 ///
 /// # Safety
 /// `out` is null or valid for a pointer-sized write.
-unsafe fn finish<T>(out: *mut *mut T, result: Result<*mut T, NtStatus>) -> NtStatus {
+unsafe fn finish<T>(
+    out: *mut *mut T,
+    result: Result<*mut T, NtStatus>,
+    (completion, context): Completion,
+) -> NtStatus {
     if out.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
     match result {
         // SAFETY: the caller's contract; checked non-null.
-        Ok(object) => unsafe { write_out(out.cast(), object.cast()) },
+        Ok(object) => unsafe { hand_out(out.cast(), object.cast(), completion, context) },
         Err(status) => status,
     }
 }
@@ -67,22 +76,28 @@ unsafe fn finish<T>(out: *mut *mut T, result: Result<*mut T, NtStatus>) -> NtSta
 unsafe fn create_mr(
     pd: &Object<Pd>,
     fast_register: Boolean,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkMr,
 ) -> NtStatus {
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mr(pd, fast_register != 0)) }
+    unsafe {
+        finish(
+            out,
+            mr::create_mr(pd, fast_register != 0),
+            (completion, context),
+        )
+    }
 }
 
 unsafe fn create_mw(
     pd: &Object<Pd>,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkMw,
 ) -> NtStatus {
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mw(pd)) }
+    unsafe { finish(out, mr::create_mw(pd), (completion, context)) }
 }
 
 unsafe fn create_srq(
@@ -93,8 +108,8 @@ unsafe fn create_srq(
     notification: Option<NdkFnSrqNotificationCallback>,
     notification_context: *mut c_void,
     _affinity: *const GroupAffinity,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkSrq,
 ) -> NtStatus {
     let result = qp::create_srq(
@@ -106,7 +121,7 @@ unsafe fn create_srq(
         notification_context as usize,
     );
     // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, result) }
+    unsafe { finish(out, result, (completion, context)) }
 }
 
 unsafe fn create_qp(
@@ -119,8 +134,8 @@ unsafe fn create_qp(
     max_receive_sge: u32,
     max_initiator_sge: u32,
     inline_size: u32,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkQp,
 ) -> NtStatus {
     let config = QpConfig {
@@ -139,7 +154,7 @@ unsafe fn create_qp(
             cqs,
             core::ptr::null_mut(),
             config,
-            out,
+            (out, (completion, context)),
             &Slot("NdkCreateQp"),
         )
     }
@@ -154,13 +169,13 @@ unsafe fn new_qp(
     (receive_cq, initiator_cq): (*mut NdkCq, *mut NdkCq),
     srq: *mut NdkSrq,
     config: QpConfig,
-    out: *mut *mut NdkQp,
+    (out, completion): (*mut *mut NdkQp, Completion),
     slot: &'static Slot,
 ) -> NtStatus {
     // SAFETY: the caller's contract.
     let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config, slot) };
     // SAFETY: the caller's contract.
-    unsafe { finish(out, result) }
+    unsafe { finish(out, result, completion) }
 }
 
 unsafe fn create_qp_with_srq(
@@ -172,8 +187,8 @@ unsafe fn create_qp_with_srq(
     initiator_depth: u32,
     max_initiator_sge: u32,
     inline_size: u32,
-    _completion: Option<NdkFnCreateCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnCreateCompletion>,
+    context: *mut c_void,
     out: *mut *mut NdkQp,
 ) -> NtStatus {
     if srq.is_null() {
@@ -189,7 +204,16 @@ unsafe fn create_qp_with_srq(
     };
     let cqs = (receive_cq, initiator_cq);
     // SAFETY: the consumer's CQs, SRQ and out-pointer.
-    unsafe { new_qp(pd, cqs, srq, config, out, &Slot("NdkCreateQpWithSrq")) }
+    unsafe {
+        new_qp(
+            pd,
+            cqs,
+            srq,
+            config,
+            (out, (completion, context)),
+            &Slot("NdkCreateQpWithSrq"),
+        )
+    }
 }
 
 /// `NdkGetPrivilegedMemoryRegionToken` (M27).

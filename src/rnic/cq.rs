@@ -451,7 +451,9 @@ impl Cq {
             // Rule E10: no further completions are queued or reported.
             return Err(CqError::InError);
         }
-        if state.ring.push(completion).is_err() {
+        // Fault injection (`fault::Kind::CqOverflow`): an overflow now.
+        if super::fault::hit(super::fault::Kind::CqOverflow) || state.ring.push(completion).is_err()
+        {
             // Rule E10: more completions than the depth overflow the CQ.
             self.raise(state, Fault::Overflow);
             return Err(CqError::Overflowed);

@@ -261,6 +261,9 @@ fn send(
     source: &Source<'_>,
     invalidate: Option<u32>,
 ) -> Option<WcStatus> {
+    if super::fault::hit(super::fault::Kind::ReceiveEmpty) {
+        return Some(WcStatus::RemoteOperationError); // fault injection: E5, E8
+    }
     let recv = match peer.take_receive() {
         Ok(recv) => recv,
         // The Send waits: the peer's next receive kicks this runner again.

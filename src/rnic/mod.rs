@@ -14,6 +14,7 @@ pub mod cq;
 pub mod device;
 pub mod engine;
 pub mod ether;
+pub mod fault;
 pub mod iwarp;
 pub mod keys;
 pub mod memory;

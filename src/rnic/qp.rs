@@ -37,6 +37,7 @@ use core::fmt;
 use super::cq::Cq;
 use super::device::{Device, EngineMode, ObjectKind, ResourceError, Slot};
 use super::engine;
+use super::fault;
 use super::iwarp::link::Link;
 use super::memory::{self, Span};
 use super::mr::{Finish, Mr, MrError, Mw, Pd, Progress};
@@ -769,6 +770,9 @@ impl Qp {
         if self.is_unusable() {
             return Err(PostError::Unusable);
         }
+        if fault::hit(fault::Kind::Post) {
+            return Err(PostError::QueueFull); // fault injection: P24, P6
+        }
         let cap = self.config.max_receive_sge as usize;
         let (kick_peer, cancel) = {
             let mut q = rq.lock();
@@ -954,6 +958,12 @@ impl Qp {
         if self.is_unusable() {
             return self.refuse(PostError::Unusable);
         }
+        // Fault injection (`fault`): a refusal as if the queue were full
+        // (P24, P6, D4), or the connection aborted first (X2, E5).
+        if fault::hit(fault::Kind::Post) {
+            return self.refuse(PostError::QueueFull);
+        }
+        self.inject_abort();
         let mut sq = self.sq.lock();
         let connected = match sq.state {
             QpState::Connected => true,
@@ -1074,6 +1084,15 @@ impl Qp {
                 .fetch_add(1, Ordering::Relaxed);
         }
         self.report_lost();
+    }
+
+    /// Fault injection ([`fault::Kind::Abort`]): a connected QP's
+    /// connection aborts as if the transport had failed (X2, E5). Only a
+    /// connected QP's posts are counted.
+    fn inject_abort(self: &Arc<Self>) {
+        if fault::armed() && self.state() == QpState::Connected && fault::hit(fault::Kind::Abort) {
+            self.terminate();
+        }
     }
 
     /// The peer disconnected or closed: flush, and tell the connection layer.
@@ -1260,6 +1279,10 @@ impl Qp {
                 (wqe, sq.state, sq.peer.clone())
             };
             let status = match (state, peer) {
+                // Fault injection: an error completion instead (E8, E5).
+                (QpState::Connected, Some(_)) if fault::hit(fault::Kind::Completion) => {
+                    WcStatus::InternalError
+                }
                 (QpState::Connected, Some(peer)) => {
                     let data = engine::Data {
                         sges: sges.get(..wqe.nsge.min(MAX_SGE)).unwrap_or_default(),
