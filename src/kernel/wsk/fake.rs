@@ -939,8 +939,11 @@ struct Held {
 struct World {
     /// Provider address → its machine's virtual addresses.
     machines: Vec<(usize, Vec<core::net::IpAddr>)>,
-    /// Virtual address → real loopback address of a bound socket.
-    net: Vec<(SocketAddr, SocketAddr)>,
+    /// Virtual address → real loopback address of a socket, and whether
+    /// it is still bound (a closed socket's entry stays, so that datagrams
+    /// it sent before closing still name it as their source, until its
+    /// loopback port is reused).
+    net: Vec<(SocketAddr, SocketAddr, bool)>,
     /// Providers whose sends are held.
     holding: Vec<usize>,
     held: Vec<Held>,
@@ -1014,15 +1017,16 @@ impl Provider {
         world()
             .net
             .iter()
-            .find(|(v, _)| *v == virt)
-            .map(|(_, r)| *r)
+            .rev()
+            .find(|(v, _, live)| *v == virt && *live)
+            .map(|(_, r, _)| *r)
     }
 
     /// Binds a plain std socket as virtual address `virt` (a test's own
     /// sender or receiver on the fake network).
     pub(crate) fn dgram_plain(virt: SocketAddr) -> std::net::UdpSocket {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        world().net.push((virt, udp.local_addr().unwrap()));
+        register(virt, udp.local_addr().unwrap());
         udp
     }
 
@@ -1031,9 +1035,19 @@ impl Provider {
         world()
             .net
             .iter()
-            .find(|(_, r)| *r == real)
-            .map(|(v, _)| *v)
+            .rev()
+            .find(|(_, r, _)| *r == real)
+            .map(|(v, _, _)| *v)
     }
+}
+
+/// Maps `virt` to `real`. A loopback port is reused once its socket is
+/// gone (a test's plain socket is not unregistered): an older mapping of
+/// the same real address is dropped, so it cannot name a later socket.
+fn register(virt: SocketAddr, real: SocketAddr) {
+    let mut world = world();
+    world.net.retain(|(_, r, _)| *r != real);
+    world.net.push((virt, real, true));
 }
 
 /// Sends `bytes` from `shared`'s socket to virtual address `to` (dropped, as
@@ -1147,7 +1161,7 @@ fn dgram_bind(shared: &Arc<DgramShared>, asked: SocketAddr) -> NtStatus {
             asked.port()
         };
         let virt = SocketAddr::new(ip, port);
-        if world.net.iter().any(|(v, _)| *v == virt) {
+        if world.net.iter().any(|(v, _, live)| *v == virt && *live) {
             return STATUS_ADDRESS_ALREADY_EXISTS;
         }
         virt
@@ -1155,7 +1169,7 @@ fn dgram_bind(shared: &Arc<DgramShared>, asked: SocketAddr) -> NtStatus {
     let udp = Arc::new(std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
     udp.set_read_timeout(Some(std::time::Duration::from_millis(20)))
         .unwrap();
-    world().net.push((virt, udp.local_addr().unwrap()));
+    register(virt, udp.local_addr().unwrap());
     {
         let mut state = shared.state.lock().unwrap();
         state.udp = Some(Arc::clone(&udp));
@@ -1269,7 +1283,11 @@ fn dgram_finish_close(shared: &Arc<DgramShared>, irp: usize) {
             .partition(|h| Arc::ptr_eq(&h.shared, shared));
         world.held = rest;
         let virt = shared.state.lock().unwrap().virt;
-        world.net.retain(|(v, _)| Some(*v) != virt);
+        for entry in &mut world.net {
+            if Some(entry.0) == virt {
+                entry.2 = false;
+            }
+        }
         mine
     };
     for held in cancelled {
