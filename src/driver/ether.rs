@@ -369,7 +369,7 @@ impl EtherPort {
                             let kind = frame
                                 .first_chunk::<6>()
                                 .map_or(FrameKind::Unicast, FrameKind::of);
-                            (n - frame.len(), frame.len(), kind)
+                            (n.saturating_sub(frame.len()), frame.len(), kind)
                         })
                 }
             }
@@ -377,13 +377,14 @@ impl EtherPort {
         match delivered {
             Some((offset, len, kind)) => {
                 self.rx_indicated.fetch_add(1, Ordering::Relaxed);
-                let counter = match kind {
-                    FrameKind::Unicast => &self.rx_kinds[0],
-                    FrameKind::Multicast => &self.rx_kinds[1],
-                    FrameKind::Broadcast => &self.rx_kinds[2],
+                let [unicast, multicast, broadcast] = &self.rx_kinds;
+                let [frames, octets] = match kind {
+                    FrameKind::Unicast => unicast,
+                    FrameKind::Multicast => multicast,
+                    FrameKind::Broadcast => broadcast,
                 };
-                counter[0].fetch_add(1, Ordering::Relaxed);
-                counter[1].fetch_add(len as u64, Ordering::Relaxed);
+                frames.fetch_add(1, Ordering::Relaxed);
+                octets.fetch_add(len as u64, Ordering::Relaxed);
                 self.sink.indicate(index, offset, len);
             }
             None => self.return_buffer(index),
