@@ -413,6 +413,39 @@ fn test_inf_network_address_keyword() {
     assert_eq!(default, "", "empty: the generated address");
 }
 
+/// The virtual Ethernet's keywords (docs/ether.md): `SoftNdkPeers` a free
+/// text list, empty by default; `SoftNdkVni` a dword in 1..=16777215 whose
+/// default is `config::DEFAULT_VNI`, as `config::vni` reads it.
+#[test]
+fn test_inf_vxlan_peers_and_vni_keywords() {
+    let inf = inx();
+    let registry = inf.registry(&install_section(&inf));
+    let (kind, default, _) = keyword_ui(&registry, keyword::PEERS);
+    assert_eq!(kind, "edit");
+    assert_eq!(default, "", "no peer by default");
+    assert!(config::parse_peers(&[]).addrs().is_empty());
+    let (kind, default, _) = keyword_ui(&registry, keyword::VNI);
+    assert_eq!(kind, "dword");
+    assert_eq!(default, config::DEFAULT_VNI.to_string());
+    let key = format!("ndi\\params\\{}", keyword::VNI.to_lowercase());
+    let get = |name: &str| {
+        registry
+            .get(&(key.clone(), name.to_owned()))
+            .unwrap_or_else(|| panic!("SoftNdkVni: {name} missing"))
+            .clone()
+    };
+    let (min, max): (u32, u32) = (get("min").parse().unwrap(), get("max").parse().unwrap());
+    assert_eq!((min, max), (1, config::MAX_VNI));
+    assert_eq!(config::vni(Some(min)), min);
+    assert_eq!(config::vni(Some(max)), max);
+    assert_eq!(config::vni(Some(max + 1)), config::DEFAULT_VNI);
+    assert_eq!(
+        registry.get(&(String::new(), keyword::VNI.to_lowercase())),
+        Some(&config::DEFAULT_VNI.to_string()),
+        "the installed value is the default"
+    );
+}
+
 /// Checked mode's keywords (docs/debugging.md): 0/1 enums, default 0, as
 /// `config::checked_mode` reads them.
 #[test]

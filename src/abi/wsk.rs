@@ -51,6 +51,10 @@ pub const STATUS_NOINTERFACE: NtStatus = 0xC000_02B9_u32.cast_signed();
 pub const SOCK_STREAM: u16 = 1;
 /// `IPPROTO_TCP`.
 pub const IPPROTO_TCP: u32 = 6;
+/// `SOCK_DGRAM`.
+pub const SOCK_DGRAM: u16 = 2;
+/// `IPPROTO_UDP`.
+pub const IPPROTO_UDP: u32 = 17;
 /// `SOL_SOCKET`: the level of socket options.
 pub const SOL_SOCKET: u32 = 0xFFFF;
 /// `WSK_SO_BASE` (ws2def.h): the base of the WSK socket options.
@@ -600,6 +604,90 @@ pub struct WskProviderConnectionDispatch {
     pub wsk_connect_ex: PfnWskConnectEx,
 }
 
+// --- Datagram sockets (WSK_FLAG_DATAGRAM_SOCKET) --------------------------------
+
+/// `WSK_DATAGRAM_INDICATION`: one received datagram of a receive-from
+/// event's list. 0x38 bytes.
+#[repr(C)]
+pub struct WskDatagramIndication {
+    /// `Next`.
+    pub next: *mut WskDatagramIndication,
+    /// `Buffer`: the datagram's bytes.
+    pub buffer: WskBuf,
+    /// `ControlInfo` (`PCMSGHDR`), unused here.
+    pub control_info: *mut c_void,
+    /// `ControlInfoLength`.
+    pub control_info_length: u32,
+    /// Alignment padding before `RemoteAddress`.
+    pub padding_2c: u32,
+    /// `RemoteAddress`: the sender.
+    pub remote_address: *mut SockAddr,
+}
+
+/// `PFN_WSK_RECEIVE_FROM_EVENT`: `indication` null when the socket is no
+/// longer usable.
+pub type PfnWskReceiveFromEvent = unsafe extern "system" fn(
+    socket_context: *mut c_void,
+    flags: u32,
+    indication: *mut WskDatagramIndication,
+) -> NtStatus;
+
+/// `WSK_CLIENT_DATAGRAM_DISPATCH`.
+#[repr(C)]
+pub struct WskClientDatagramDispatch {
+    /// `WskReceiveFromEvent`.
+    pub wsk_receive_from_event: Option<PfnWskReceiveFromEvent>,
+}
+
+/// `PFN_WSK_SEND_TO`.
+pub type PfnWskSendTo = unsafe extern "system" fn(
+    socket: *mut WskSocket,
+    buffer: *mut WskBuf,
+    flags: u32,
+    remote_address: *mut SockAddr,
+    control_info_length: u32,
+    control_info: *mut c_void,
+    irp: *mut Irp,
+) -> NtStatus;
+
+/// `PFN_WSK_RECEIVE_FROM` (not used: data arrives by the event).
+pub type PfnWskReceiveFrom = unsafe extern "system" fn(
+    socket: *mut WskSocket,
+    buffer: *mut WskBuf,
+    flags: u32,
+    remote_address: *mut SockAddr,
+    control_length: *mut u32,
+    control_info: *mut c_void,
+    control_flags: *mut u32,
+    irp: *mut Irp,
+) -> NtStatus;
+
+/// `PFN_WSK_RELEASE_DATAGRAM_INDICATION_LIST`.
+pub type PfnWskReleaseDatagram = unsafe extern "system" fn(
+    socket: *mut WskSocket,
+    indication: *mut WskDatagramIndication,
+) -> NtStatus;
+
+/// `WSK_PROVIDER_DATAGRAM_DISPATCH` (with the `NTDDI_WIN8`
+/// `WskSendMessages` slot, below the driver's floor).
+#[repr(C)]
+pub struct WskProviderDatagramDispatch {
+    /// `Basic`.
+    pub basic: WskProviderBasicDispatch,
+    /// `WskBind`.
+    pub wsk_bind: PfnWskBind,
+    /// `WskSendTo`.
+    pub wsk_send_to: PfnWskSendTo,
+    /// `WskReceiveFrom`.
+    pub wsk_receive_from: PfnWskReceiveFrom,
+    /// `WskRelease`.
+    pub wsk_release: PfnWskReleaseDatagram,
+    /// `WskGetLocalAddress`.
+    pub wsk_get_local_address: PfnWskGetAddress,
+    /// `WskSendMessages` (not used).
+    pub wsk_send_messages: PfnWskUnused,
+}
+
 // --- Layouts (x86-64) ----------------------------------------------------------
 
 assert_layout!(layout_io_status_block: IoStatusBlock, size = 0x10, align = 8, {
@@ -724,4 +812,26 @@ assert_layout!(layout_wsk_provider_connection_dispatch: WskProviderConnectionDis
     wsk_disconnect: 0x40,
     wsk_release: 0x48,
     wsk_connect_ex: 0x50,
+});
+
+assert_layout!(layout_wsk_datagram_indication: WskDatagramIndication, size = 0x38, align = 8, {
+    next: 0x00,
+    buffer: 0x08,
+    control_info: 0x20,
+    control_info_length: 0x28,
+    remote_address: 0x30,
+});
+
+assert_layout!(layout_wsk_client_datagram_dispatch: WskClientDatagramDispatch, size = 0x8, align = 8, {
+    wsk_receive_from_event: 0x00,
+});
+
+assert_layout!(layout_wsk_provider_datagram_dispatch: WskProviderDatagramDispatch, size = 0x40, align = 8, {
+    basic: 0x00,
+    wsk_bind: 0x10,
+    wsk_send_to: 0x18,
+    wsk_receive_from: 0x20,
+    wsk_release: 0x28,
+    wsk_get_local_address: 0x30,
+    wsk_send_messages: 0x38,
 });

@@ -9,7 +9,9 @@
 use alloc::boxed::Box;
 use core::ptr::NonNull;
 
-use crate::abi::{NDIS_STATUS_FAILURE, NDIS_STATUS_PAUSED, NDIS_STATUS_SUCCESS};
+use crate::abi::{
+    NDIS_STATUS_FAILURE, NDIS_STATUS_PAUSED, NDIS_STATUS_RESOURCES, NDIS_STATUS_SUCCESS,
+};
 use crate::abi::{NdisStatus, NdkAdapter, NdkVersion};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
@@ -139,6 +141,12 @@ pub struct Adapter {
     unicast: FrameCounter,
     multicast_tx: FrameCounter,
     broadcast: FrameCounter,
+    /// Frames the wire refused or had no room for.
+    xmit_errors: AtomicU64,
+    /// The virtual Ethernet's port on the wire (`None`: no far end; every
+    /// frame is consumed as before, `docs/ether.md`).
+    #[cfg(not(loom))]
+    ether: SpinLock<Option<Arc<super::ether::EtherPort>>>,
 }
 
 impl core::fmt::Debug for Adapter {
@@ -173,6 +181,9 @@ impl Adapter {
             unicast: FrameCounter::default(),
             multicast_tx: FrameCounter::default(),
             broadcast: FrameCounter::default(),
+            xmit_errors: AtomicU64::new(0),
+            #[cfg(not(loom))]
+            ether: SpinLock::new(None),
         }
     }
 
@@ -290,6 +301,99 @@ impl Adapter {
             FrameKind::Multicast => self.multicast_tx.add(octets),
             FrameKind::Broadcast => self.broadcast.add(octets),
         }
+    }
+
+    /// Attaches the virtual Ethernet's port (initialise): from now on sends
+    /// go out through it and the statistics and link state are its.
+    #[cfg(not(loom))]
+    pub fn attach_ether(&self, port: Arc<super::ether::EtherPort>) {
+        *self.ether.lock() = Some(port);
+    }
+
+    /// The virtual Ethernet's port, if attached.
+    #[cfg(not(loom))]
+    #[must_use]
+    pub fn ether(&self) -> Option<Arc<super::ether::EtherPort>> {
+        self.ether.lock().clone()
+    }
+
+    /// Sends one frame of `octets` bytes to `destination` (≤
+    /// DISPATCH_LEVEL): `copy` writes the frame into the buffer it is given
+    /// (see `EtherPort::transmit`). The status to complete its NBL with:
+    /// `NDIS_STATUS_PAUSED` while paused; with no port, success (consumed);
+    /// otherwise success when sent, `NDIS_STATUS_RESOURCES` when no send
+    /// slot was free, `NDIS_STATUS_FAILURE` when the switch refused it or it
+    /// could not be read (those two counted as transmit errors).
+    #[cfg(not(loom))]
+    pub fn transmit_frame(
+        &self,
+        destination: Option<[u8; MAC_LEN]>,
+        octets: u64,
+        copy: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> NdisStatus {
+        use super::ether::TxOutcome;
+        let status = self.send_status();
+        if status < 0 {
+            return status;
+        }
+        let kind = destination.map_or(FrameKind::Unicast, |d| FrameKind::of(&d));
+        let Some(port) = self.ether() else {
+            self.account_sent(kind, octets);
+            return NDIS_STATUS_SUCCESS;
+        };
+        match port.transmit(copy) {
+            TxOutcome::Sent => {
+                self.account_sent(kind, octets);
+                NDIS_STATUS_SUCCESS
+            }
+            TxOutcome::NoResources => {
+                self.xmit_errors.fetch_add(1, Ordering::Relaxed);
+                NDIS_STATUS_RESOURCES
+            }
+            TxOutcome::Refused | TxOutcome::Unreadable => {
+                self.xmit_errors.fetch_add(1, Ordering::Relaxed);
+                NDIS_STATUS_FAILURE
+            }
+        }
+    }
+
+    /// Frames not sent for an error (`OID_GEN_XMIT_ERROR`).
+    #[must_use]
+    pub fn xmit_errors(&self) -> u64 {
+        self.xmit_errors.load(Ordering::Relaxed)
+    }
+
+    /// What has been received and indicated, by kind (zero with no port).
+    #[must_use]
+    pub fn rx_counters(&self) -> TxSnapshot {
+        #[cfg(not(loom))]
+        if let Some(port) = self.ether() {
+            return port.stats().rx;
+        }
+        TxSnapshot::default()
+    }
+
+    /// Received datagrams dropped as malformed or from a stranger
+    /// (`OID_GEN_RCV_ERROR`), and for want of a receive buffer
+    /// (`OID_GEN_RCV_NO_BUFFER`).
+    #[must_use]
+    pub fn rx_errors(&self) -> (u64, u64) {
+        #[cfg(not(loom))]
+        if let Some(port) = self.ether() {
+            return (port.switch_stats().rx_dropped(), port.stats().rx_no_buffer);
+        }
+        (0, 0)
+    }
+
+    /// Whether the medium is connected: with a port, once its socket is
+    /// bound; without, always (the wire has no far end to lose).
+    #[must_use]
+    pub fn media_connected(&self) -> bool {
+        #[cfg(not(loom))]
+        if let Some(port) = self.ether() {
+            return port.link_up();
+        }
+        true
     }
 
     /// What has been sent.

@@ -56,6 +56,13 @@ pub mod keyword {
     /// `SoftNdkFaultSchedule`: a plan in its text form (`post@3,abort@10`),
     /// applied over the seed and rate (empty default).
     pub const FAULT_SCHEDULE: &str = "SoftNdkFaultSchedule";
+    /// `SoftNdkPeers`: the underlay IPv4 / IPv6 addresses of the other
+    /// machines of the virtual Ethernet (VXLAN), a `REG_SZ` list separated
+    /// by commas, semicolons or spaces (default: empty, no peer).
+    pub const PEERS: &str = "SoftNdkPeers";
+    /// `SoftNdkVni`: the VXLAN Network Identifier, 1..=16777215 (default
+    /// [`DEFAULT_VNI`](super::DEFAULT_VNI)).
+    pub const VNI: &str = "SoftNdkVni";
 }
 
 pub use crate::rnic::fault::Plan as FaultPlan;
@@ -269,6 +276,119 @@ impl AdapterConfig {
     pub const fn mtu(&self) -> u32 {
         self.jumbo_packet - ETHERNET_HEADER
     }
+}
+
+// --- The virtual Ethernet's underlay (VXLAN): SoftNdkPeers, SoftNdkVni ---------
+
+/// `SoftNdkVni` when missing or out of range: 1, the first VNI (a Linux
+/// peer: `ip link add … type vxlan id 1 …`).
+pub const DEFAULT_VNI: u32 = 1;
+
+/// The largest VNI (24 bits).
+pub const MAX_VNI: u32 = crate::rnic::ether::vxlan::VNI_MAX;
+
+/// The most peers `SoftNdkPeers` may name (more are refused, counted).
+pub const MAX_PEERS: usize = 32;
+
+/// The longest peer address text accepted (a full IPv6 address with an
+/// embedded IPv4 one is 45 characters).
+const MAX_ADDRESS_TEXT: usize = 45;
+
+/// `SoftNdkVni`, validated: 1..=16777215, else [`DEFAULT_VNI`] (0 is
+/// refused: RFC 7348 reserves no VNI, but Linux refuses `id 0` on no
+/// kernel and many tools take 0 as "unset").
+#[must_use]
+pub fn vni(value: Option<u32>) -> u32 {
+    value
+        .filter(|v| (1..=MAX_VNI).contains(v))
+        .unwrap_or(DEFAULT_VNI)
+}
+
+/// `SoftNdkPeers`, parsed: the valid, distinct peer addresses in order,
+/// and how many entries were refused (unparsable, unspecified, multicast,
+/// broadcast, a repeat, or beyond [`MAX_PEERS`]). A refused entry does not
+/// spoil the others: the adapter logs the count and uses what is valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peers {
+    addrs: [core::net::IpAddr; MAX_PEERS],
+    len: usize,
+    /// Entries refused.
+    pub refused: usize,
+}
+
+impl Peers {
+    /// No peer.
+    pub const EMPTY: Self = Self {
+        addrs: [core::net::IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED); MAX_PEERS],
+        len: 0,
+        refused: 0,
+    };
+
+    /// The peers.
+    #[must_use]
+    pub fn addrs(&self) -> &[core::net::IpAddr] {
+        self.addrs.get(..self.len).unwrap_or_default()
+    }
+
+    /// One token ended: refused when it was too long or not ASCII, else
+    /// parsed (an empty token, two separators in a row, is nothing).
+    fn finish_token(&mut self, text: &[u8], bad: bool) {
+        if bad {
+            self.refused += 1;
+        } else if !text.is_empty() {
+            self.push_text(text);
+        }
+    }
+
+    fn push_text(&mut self, text: &[u8]) {
+        let parsed = core::str::from_utf8(text)
+            .ok()
+            .and_then(|t| t.parse::<core::net::IpAddr>().ok())
+            .map(|ip| ip.to_canonical());
+        let usable = parsed.filter(|ip| {
+            !ip.is_unspecified()
+                && !ip.is_multicast()
+                && !matches!(ip, core::net::IpAddr::V4(v4) if v4.is_broadcast())
+                && !self.addrs().contains(ip)
+        });
+        match (usable, self.addrs.get_mut(self.len)) {
+            (Some(ip), Some(slot)) => {
+                *slot = ip;
+                self.len += 1;
+            }
+            _ => self.refused += 1,
+        }
+    }
+}
+
+/// Parses `SoftNdkPeers` from the registry's UTF-16 (an `NDIS_STRING`):
+/// addresses separated by commas, semicolons or white space; IPv4 dotted
+/// quads or IPv6 text (no zone, no brackets, no port: the port is VXLAN's,
+/// 4789). IPv4-mapped IPv6 addresses count as IPv4.
+#[must_use]
+pub fn parse_peers(units: &[u16]) -> Peers {
+    let mut peers = Peers::EMPTY;
+    let mut token = [0_u8; MAX_ADDRESS_TEXT];
+    let mut len = 0_usize;
+    let mut too_long = false;
+    for &unit in units {
+        let separator = matches!(unit, 0 | 0x09 | 0x0A | 0x0D | 0x20 | 0x2C | 0x3B);
+        if separator {
+            peers.finish_token(token.get(..len).unwrap_or_default(), too_long);
+            len = 0;
+            too_long = false;
+            continue;
+        }
+        match (u8::try_from(unit), token.get_mut(len)) {
+            (Ok(byte), Some(slot)) if byte.is_ascii() => {
+                *slot = byte;
+                len += 1;
+            }
+            _ => too_long = true,
+        }
+    }
+    peers.finish_token(token.get(..len).unwrap_or_default(), too_long);
+    peers
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ use crate::klog;
 use crate::rnic::Limits;
 use crate::rnic::device::{Device, EngineMode};
 
-use super::adapter::{Adapter, FrameKind};
+use super::adapter::Adapter;
 use super::addresses::AddressTracker;
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
 use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
@@ -900,11 +900,35 @@ unsafe fn destination(nb: *const crate::abi::NetBuffer) -> Option<[u8; MAC_LEN]>
     (copied == MAC_LEN).then_some(address)
 }
 
-/// `MINIPORT_SEND_NET_BUFFER_LISTS` (IRQL <= DISPATCH_LEVEL): every frame is
-/// consumed by the virtual wire (counted as sent, nothing is looped back:
-/// NDIS loops frames to local protocols itself, `NDIS_MAC_OPTION_NO_LOOPBACK`)
-/// and every NBL is completed before returning — with `NDIS_STATUS_PAUSED`
-/// while paused.
+/// Copies the `length`-byte frame of `nb` into `buf` (the virtual
+/// Ethernet's scratch buffer); `None` when it does not fit or cannot be read.
+///
+/// # Safety
+/// `nb` is a `NET_BUFFER` of a send in progress (its MDLs are locked).
+unsafe fn copy_frame(
+    nb: *const crate::abi::NetBuffer,
+    length: u64,
+    buf: &mut [u8],
+) -> Option<usize> {
+    let length = usize::try_from(length).ok()?;
+    let out = buf.get_mut(..length)?;
+    // SAFETY: caller contract; plain field reads.
+    let mdl = NonNull::new(unsafe { (*nb).current_mdl })?;
+    // SAFETY: as above.
+    let offset = unsafe { (*nb).current_mdl_offset } as usize;
+    // SAFETY: the NET_BUFFER's MDL chain describes locked memory NDIS does not
+    // change while the send is ours.
+    let copied = unsafe { crate::kernel::mdl::copy_from_chain(mdl, offset, out) }.ok()?;
+    (copied == length).then_some(length)
+}
+
+/// `MINIPORT_SEND_NET_BUFFER_LISTS` (IRQL <= DISPATCH_LEVEL): each frame goes
+/// to `Adapter::transmit_frame` — out on the virtual Ethernet's port when
+/// one is attached (copied, so the NBL can be completed at once), else
+/// consumed by the wire (counted as sent). Nothing is looped back: NDIS
+/// loops frames to local protocols itself (`NDIS_MAC_OPTION_NO_LOOPBACK`).
+/// Every NBL is completed before returning, with `NDIS_STATUS_PAUSED` while
+/// paused and otherwise the status of its worst frame.
 unsafe extern "system" fn send(
     adapter_context: NdisHandle,
     net_buffer_lists: *mut NetBufferList,
@@ -915,27 +939,34 @@ unsafe extern "system" fn send(
     let Some(ctx) = (unsafe { context(adapter_context) }) else {
         return;
     };
-    let status = ctx.adapter.send_status();
     let mut nbl = net_buffer_lists;
     while !nbl.is_null() {
-        // SAFETY: NDIS hands us the chain until we complete it; each NBL is
-        // valid and ours.
-        unsafe { (*nbl).status = status };
+        let mut status = ctx.adapter.send_status();
         if status >= 0 {
-            // SAFETY: as above.
+            // SAFETY: NDIS hands us the chain until we complete it; each NBL
+            // is valid and ours.
             let mut nb = unsafe { (*nbl).first_net_buffer };
             while !nb.is_null() {
                 // SAFETY: the NB belongs to an NBL we own. `DataLength` is the
                 // low 32 bits of the field (a ULONG in a union with a SIZE_T).
                 let length = unsafe { (*nb).data_length } & u64::from(u32::MAX);
                 // SAFETY: as above; its MDLs are locked for the send.
-                let kind =
-                    unsafe { destination(nb) }.map_or(FrameKind::Unicast, |d| FrameKind::of(&d));
-                ctx.adapter.account_sent(kind, length);
+                let destination = unsafe { destination(nb) };
+                let copy = |buf: &mut [u8]| {
+                    // SAFETY: as above: the frame is copied out of its locked
+                    // MDL chain before `transmit_frame` returns.
+                    unsafe { copy_frame(nb, length, buf) }
+                };
+                let outcome = ctx.adapter.transmit_frame(destination, length, copy);
+                if outcome < 0 {
+                    status = outcome;
+                }
                 // SAFETY: as above.
                 nb = unsafe { (*nb).next };
             }
         }
+        // SAFETY: as above.
+        unsafe { (*nbl).status = status };
         // SAFETY: as above.
         nbl = unsafe { (*nbl).next };
     }

@@ -15,7 +15,8 @@
 //! | [`oid`] | OID requests: parsing, answers, NDK structure serialisation (A9, A13, A16–A21) | everywhere |
 //! | [`attributes`] | characteristics and attributes handed to NDIS (A9–A12) | everywhere |
 //! | [`transport`] | the NIC's iWARP transport: a WSK client and `WskNet` per adapter, torn down at halt | everywhere |
-//! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24) | everywhere |
+//! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24), VXLAN peers and VNI | everywhere |
+//! | [`ether`] | the virtual Ethernet on the wire: VXLAN over WSK datagram sockets, send slots, receive buffers | everywhere |
 //! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
 //! | `netio_sys` | hand-declared `netio.sys` imports (`raw-dylib`) | Windows |
@@ -31,6 +32,10 @@ pub mod adapter;
 pub mod addresses;
 pub mod attributes;
 pub mod config;
+// The virtual Ethernet over WSK datagram sockets, which the loom build
+// leaves out.
+#[cfg(not(loom))]
+pub mod ether;
 pub mod ndk;
 pub mod oid;
 pub mod state;
@@ -38,6 +43,8 @@ pub mod state;
 #[cfg(not(loom))]
 pub mod transport;
 
+#[cfg(all(test, not(loom)))]
+mod ether_tests;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]

@@ -248,6 +248,10 @@ const SEND_SLOTS: u32 = 64;
 /// attributes' `NET_IF_MEDIA_CONNECT_STATE`).
 const NDIS_MEDIA_STATE_CONNECTED: u32 = 0;
 
+/// `NDIS_MEDIA_STATE::NdisMediaStateDisconnected` (1): the virtual
+/// Ethernet's socket is not bound (yet, or any more).
+const NDIS_MEDIA_STATE_DISCONNECTED: u32 = 1;
+
 /// `major << 16 | minor` of this crate's version, for
 /// `OID_GEN_VENDOR_DRIVER_VERSION`.
 pub const VENDOR_DRIVER_VERSION: u32 = (parse_u16(env!("CARGO_PKG_VERSION_MAJOR")) as u32) << 16
@@ -438,15 +442,22 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
         OID_GEN_CURRENT_PACKET_FILTER => answer_u32(buffer, adapter.packet_filter()),
         OID_GEN_CURRENT_LOOKAHEAD => answer_u32(buffer, adapter.lookahead()),
         OID_GEN_MAC_OPTIONS => answer_u32(buffer, super::attributes::MAC_OPTIONS),
-        OID_GEN_MEDIA_CONNECT_STATUS => answer_u32(buffer, NDIS_MEDIA_STATE_CONNECTED),
+        OID_GEN_MEDIA_CONNECT_STATUS => answer_u32(
+            buffer,
+            if adapter.media_connected() {
+                NDIS_MEDIA_STATE_CONNECTED
+            } else {
+                NDIS_MEDIA_STATE_DISCONNECTED
+            },
+        ),
         OID_GEN_MAXIMUM_SEND_PACKETS => answer_u32(buffer, SEND_SLOTS),
         OID_GEN_INTERRUPT_MODERATION => interrupt_moderation(buffer),
         OID_GEN_XMIT_OK => answer_counter(buffer, tx.frames()),
-        OID_GEN_RCV_OK => answer_counter(buffer, 0),
-        OID_GEN_XMIT_ERROR
-        | OID_GEN_RCV_ERROR
-        | OID_GEN_RCV_NO_BUFFER
-        | OID_GEN_TRANSMIT_QUEUE_LENGTH
+        OID_GEN_RCV_OK => answer_counter(buffer, adapter.rx_counters().frames()),
+        OID_GEN_XMIT_ERROR => answer_counter(buffer, adapter.xmit_errors()),
+        OID_GEN_RCV_ERROR => answer_counter(buffer, adapter.rx_errors().0),
+        OID_GEN_RCV_NO_BUFFER => answer_counter(buffer, adapter.rx_errors().1),
+        OID_GEN_TRANSMIT_QUEUE_LENGTH
         | OID_802_3_RCV_ERROR_ALIGNMENT
         | OID_802_3_XMIT_ONE_COLLISION
         | OID_802_3_XMIT_MORE_COLLISIONS => answer_u32(buffer, 0),
@@ -555,7 +566,39 @@ fn gen_statistics(adapter: &Adapter, buffer: &mut [u8]) -> OidOutcome {
             offset_of!(NdisStatisticsInfo, supported_statistics),
             super::attributes::STATISTICS_FLAGS_VALID,
         );
-        // Every receive counter is 0: the virtual wire delivers nothing.
+        let rx = adapter.rx_counters();
+        let (rx_errors, rx_no_buffer) = adapter.rx_errors();
+        w.u64(offset_of!(NdisStatisticsInfo, if_hc_in_octets), rx.octets());
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_ucast_pkts),
+            rx.unicast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_multicast_pkts),
+            rx.multicast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_broadcast_pkts),
+            rx.broadcast.frames,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_ucast_octets),
+            rx.unicast.octets,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_multicast_octets),
+            rx.multicast.octets,
+        );
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_hc_in_broadcast_octets),
+            rx.broadcast.octets,
+        );
+        w.u64(offset_of!(NdisStatisticsInfo, if_in_errors), rx_errors);
+        w.u64(offset_of!(NdisStatisticsInfo, if_in_discards), rx_no_buffer);
+        w.u64(
+            offset_of!(NdisStatisticsInfo, if_out_errors),
+            adapter.xmit_errors(),
+        );
         w.u64(
             offset_of!(NdisStatisticsInfo, if_hc_out_octets),
             tx.octets(),

@@ -615,6 +615,13 @@ unsafe extern "system" fn p_socket(
     _sd: *mut c_void,
     irp: *mut Irp,
 ) -> NtStatus {
+    if flags == crate::abi::WSK_FLAG_DATAGRAM_SOCKET {
+        assert_eq!(
+            (socket_type, protocol),
+            (crate::abi::SOCK_DGRAM, crate::abi::IPPROTO_UDP)
+        );
+        return dgram_create(provider_of(client), context, dispatch, irp);
+    }
     assert_eq!(
         (socket_type, protocol, flags),
         (SOCK_STREAM, IPPROTO_TCP, WSK_FLAG_LISTEN_SOCKET)
@@ -880,3 +887,516 @@ static CONNECTION_TABLE: WskProviderConnectionDispatch = WskProviderConnectionDi
     wsk_release: p_release,
     wsk_connect_ex: p_connect_ex,
 };
+
+// --- Datagram sockets ------------------------------------------------------------
+//
+// Datagram sockets (`WSK_FLAG_DATAGRAM_SOCKET`) over `std::net::UdpSocket`s
+// bound on 127.0.0.1. Each provider plays one machine with the "virtual"
+// addresses the test gives it ([`Provider::set_dgram_addrs`]); a socket
+// bound to a virtual address (the wildcard: the machine's address of that
+// family) gets a real loopback socket, and the table `WORLD.net` maps one to
+// the other, so several machines can each bind port 4789 and nothing leaves
+// 127.0.0.1. Create, bind and close complete inside the call (the inline
+// path); sends complete inside the call too unless the provider holds them
+// ([`Provider::hold_dgram_sends`]). A thread per bound socket receives and
+// indicates each datagram as a chain of `piece`-byte MDLs whose first
+// starts 2 bytes in; closing waits for it, cancels the held sends and then
+// completes the close, after which no event is called.
+
+/// A datagram socket: `WSK_SOCKET` first, so that the client's pointer is
+/// this.
+#[repr(C)]
+struct DgramSocket {
+    base: WskSocket,
+    shared: Arc<DgramShared>,
+}
+
+struct DgramState {
+    udp: Option<Arc<std::net::UdpSocket>>,
+    virt: Option<SocketAddr>,
+    thread_running: bool,
+    close_irp: Option<usize>,
+    closed: bool,
+}
+
+struct DgramShared {
+    provider: &'static Provider,
+    context: usize,
+    dispatch: usize,
+    events: core::sync::atomic::AtomicU32,
+    closing: AtomicBool,
+    state: Mutex<DgramState>,
+}
+
+struct Held {
+    shared: Arc<DgramShared>,
+    bytes: Vec<u8>,
+    to: Option<SocketAddr>,
+    irp: usize,
+}
+
+#[derive(Default)]
+struct World {
+    /// Provider address → its machine's virtual addresses.
+    machines: Vec<(usize, Vec<core::net::IpAddr>)>,
+    /// Virtual address → real loopback address of a socket, and whether
+    /// it is still bound (a closed socket's entry stays, so that datagrams
+    /// it sent before closing still name it as their source, until its
+    /// loopback port is reused).
+    net: Vec<(SocketAddr, SocketAddr, bool)>,
+    /// Providers whose sends are held.
+    holding: Vec<usize>,
+    held: Vec<Held>,
+    next_port: u16,
+}
+
+static WORLD: Mutex<World> = Mutex::new(World {
+    machines: Vec::new(),
+    net: Vec::new(),
+    holding: Vec::new(),
+    held: Vec::new(),
+    next_port: 0,
+});
+
+fn world() -> std::sync::MutexGuard<'static, World> {
+    WORLD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn provider_key(provider: &Provider) -> usize {
+    core::ptr::from_ref(provider) as usize
+}
+
+impl Provider {
+    /// The virtual addresses of this provider's machine (one per family).
+    pub(crate) fn set_dgram_addrs(&'static self, ips: &[core::net::IpAddr]) {
+        let key = provider_key(self);
+        let mut world = world();
+        world.machines.retain(|(k, _)| *k != key);
+        world.machines.push((key, ips.to_vec()));
+    }
+
+    /// Holds this provider's datagram sends (`true`), or carries out those
+    /// held and stops holding (`false`).
+    pub(crate) fn hold_dgram_sends(&'static self, hold: bool) {
+        let key = provider_key(self);
+        let released: Vec<Held> = {
+            let mut world = world();
+            world.holding.retain(|k| *k != key);
+            if hold {
+                world.holding.push(key);
+                Vec::new()
+            } else {
+                let (mine, rest): (Vec<Held>, Vec<Held>) = world
+                    .held
+                    .drain(..)
+                    .partition(|h| provider_key(h.shared.provider) == key);
+                world.held = rest;
+                mine
+            }
+        };
+        for held in released {
+            dgram_transmit(&held.shared, &held.bytes, held.to);
+            complete(held.irp as *mut Irp, STATUS_SUCCESS, held.bytes.len());
+        }
+    }
+
+    /// Datagram sends held now.
+    pub(crate) fn held_dgram_sends(&'static self) -> usize {
+        let key = provider_key(self);
+        world()
+            .held
+            .iter()
+            .filter(|h| provider_key(h.shared.provider) == key)
+            .count()
+    }
+
+    /// The real loopback address behind a bound virtual address.
+    pub(crate) fn dgram_real(virt: SocketAddr) -> Option<SocketAddr> {
+        world()
+            .net
+            .iter()
+            .rev()
+            .find(|(v, _, live)| *v == virt && *live)
+            .map(|(_, r, _)| *r)
+    }
+
+    /// Binds a plain std socket as virtual address `virt` (a test's own
+    /// sender or receiver on the fake network).
+    pub(crate) fn dgram_plain(virt: SocketAddr) -> std::net::UdpSocket {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        register(virt, udp.local_addr().unwrap());
+        udp
+    }
+
+    /// The virtual address of a real one, if bound.
+    pub(crate) fn dgram_virtual(real: SocketAddr) -> Option<SocketAddr> {
+        world()
+            .net
+            .iter()
+            .rev()
+            .find(|(_, r, _)| *r == real)
+            .map(|(v, _, _)| *v)
+    }
+}
+
+/// Maps `virt` to `real`. A loopback port is reused once its socket is
+/// gone (a test's plain socket is not unregistered): an older mapping of
+/// the same real address is dropped, so it cannot name a later socket.
+fn register(virt: SocketAddr, real: SocketAddr) {
+    let mut world = world();
+    world.net.retain(|(_, r, _)| *r != real);
+    world.net.push((virt, real, true));
+}
+
+/// Sends `bytes` from `shared`'s socket to virtual address `to` (dropped, as
+/// UDP drops, when nothing is bound there).
+fn dgram_transmit(shared: &DgramShared, bytes: &[u8], to: Option<SocketAddr>) {
+    let udp = shared.state.lock().unwrap().udp.clone();
+    let real = to.and_then(Provider::dgram_real);
+    if let (Some(udp), Some(real)) = (udp, real) {
+        let _ = udp.send_to(bytes, real);
+    }
+}
+
+fn dgram_of(socket: *mut WskSocket) -> Arc<DgramShared> {
+    // SAFETY: every datagram socket the client has is a leaked `DgramSocket`.
+    Arc::clone(unsafe { &(*socket.cast::<DgramSocket>()).shared })
+}
+
+fn dgram_create(
+    provider: &'static Provider,
+    context: *mut c_void,
+    dispatch: *const c_void,
+    irp: *mut Irp,
+) -> NtStatus {
+    let shared = Arc::new(DgramShared {
+        provider,
+        context: context as usize,
+        dispatch: dispatch as usize,
+        events: core::sync::atomic::AtomicU32::new(0),
+        closing: AtomicBool::new(false),
+        state: Mutex::new(DgramState {
+            udp: None,
+            virt: None,
+            thread_running: false,
+            close_irp: None,
+            closed: false,
+        }),
+    });
+    let socket = Box::leak(Box::new(DgramSocket {
+        base: WskSocket {
+            dispatch: (&raw const DGRAM_TABLE).cast(),
+        },
+        shared,
+    }));
+    complete(irp, STATUS_SUCCESS, core::ptr::from_mut(socket) as usize);
+    STATUS_SUCCESS
+}
+
+unsafe extern "system" fn d_control(
+    socket: *mut WskSocket,
+    request: WskControlSocketType,
+    code: u32,
+    level: u32,
+    in_size: usize,
+    input: *mut c_void,
+    _out_size: usize,
+    _output: *mut c_void,
+    _returned: *mut usize,
+    irp: *mut Irp,
+) -> NtStatus {
+    assert!(irp.is_null(), "event callbacks are enabled without an IRP");
+    assert_eq!(
+        (request, code, level),
+        (WSK_SET_OPTION, SO_WSK_EVENT_CALLBACK, SOL_SOCKET)
+    );
+    assert_eq!(in_size, core::mem::size_of::<WskEventCallbackControl>());
+    // SAFETY: the client's input of the size checked above.
+    let control = unsafe { input.cast::<WskEventCallbackControl>().read() };
+    // SAFETY: the NPI id the client points to (a static).
+    assert_eq!(unsafe { control.npi_id.read() }, NPI_WSK_INTERFACE_ID);
+    assert_eq!(control.event_mask, crate::abi::WSK_EVENT_RECEIVE_FROM);
+    dgram_of(socket)
+        .events
+        .fetch_or(control.event_mask, Ordering::AcqRel);
+    STATUS_SUCCESS
+}
+
+unsafe extern "system" fn d_bind(
+    socket: *mut WskSocket,
+    local: *mut SockAddr,
+    _flags: u32,
+    irp: *mut Irp,
+) -> NtStatus {
+    let shared = dgram_of(socket);
+    let status = dgram_bind(&shared, addr_of(local).unwrap());
+    complete(irp, status, 0);
+    status
+}
+
+fn dgram_bind(shared: &Arc<DgramShared>, asked: SocketAddr) -> NtStatus {
+    let key = provider_key(shared.provider);
+    let virt = {
+        let mut world = world();
+        let ip = if asked.ip().is_unspecified() {
+            let ips = world
+                .machines
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, ips)| ips.clone())
+                .unwrap_or_default();
+            let Some(ip) = ips.into_iter().find(|ip| ip.is_ipv4() == asked.is_ipv4()) else {
+                return crate::abi::STATUS_INVALID_PARAMETER;
+            };
+            ip
+        } else {
+            asked.ip()
+        };
+        let port = if asked.port() == 0 {
+            world.next_port = world.next_port.wrapping_add(1);
+            50_000 + world.next_port % 10_000
+        } else {
+            asked.port()
+        };
+        let virt = SocketAddr::new(ip, port);
+        if world.net.iter().any(|(v, _, live)| *v == virt && *live) {
+            return STATUS_ADDRESS_ALREADY_EXISTS;
+        }
+        virt
+    };
+    let udp = Arc::new(std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+    udp.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    register(virt, udp.local_addr().unwrap());
+    {
+        let mut state = shared.state.lock().unwrap();
+        state.udp = Some(Arc::clone(&udp));
+        state.virt = Some(virt);
+        state.thread_running = true;
+    }
+    let receiver = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("wsk-test-dgram".into())
+        .spawn(move || dgram_receive_loop(&receiver, &udp))
+        .unwrap();
+    STATUS_SUCCESS
+}
+
+/// Receives and indicates until the socket closes (or two minutes pass: a
+/// bound), then completes a pending close.
+fn dgram_receive_loop(shared: &Arc<DgramShared>, udp: &std::net::UdpSocket) {
+    let start = std::time::Instant::now();
+    let mut buf = alloc::vec![0_u8; 65_536];
+    while !shared.closing.load(Ordering::Acquire)
+        && start.elapsed() < std::time::Duration::from_mins(2)
+    {
+        let Ok((n, real)) = udp.recv_from(&mut buf) else {
+            continue;
+        };
+        let Some(from) = Provider::dgram_virtual(real) else {
+            continue;
+        };
+        if shared.events.load(Ordering::Acquire) & crate::abi::WSK_EVENT_RECEIVE_FROM != 0
+            && !shared.closing.load(Ordering::Acquire)
+        {
+            dgram_indicate(shared, from, &buf[..n]);
+        }
+    }
+    let close_irp = {
+        let mut state = shared.state.lock().unwrap();
+        state.thread_running = false;
+        state.close_irp.take()
+    };
+    if let Some(irp) = close_irp {
+        dgram_finish_close(shared, irp);
+    }
+}
+
+/// Indicates one datagram as one `WSK_DATAGRAM_INDICATION` whose chain is
+/// cut into `piece`-byte MDLs, the first starting 2 bytes in.
+fn dgram_indicate(shared: &DgramShared, from: SocketAddr, data: &[u8]) {
+    let piece = shared.provider.piece.max(1);
+    let mut storage: Vec<Vec<u8>> = Vec::new();
+    let mut first = true;
+    for chunk in data.chunks(piece) {
+        let mut bytes = Vec::new();
+        if first {
+            bytes.extend_from_slice(&[0xDD, 0xDD]);
+        }
+        first = false;
+        bytes.extend_from_slice(chunk);
+        storage.push(bytes);
+    }
+    let mut chain: Vec<Mdl> = storage
+        .iter_mut()
+        .map(|stored| Mdl {
+            next: core::ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
+            padding_0c: 0,
+            process: core::ptr::null_mut(),
+            mapped_system_va: stored.as_mut_ptr().cast(),
+            start_va: stored.as_mut_ptr().cast(),
+            byte_count: u32::try_from(stored.len()).unwrap(),
+            byte_offset: 0,
+        })
+        .collect();
+    let base = chain.as_mut_ptr();
+    for i in 1..chain.len() {
+        chain[i - 1].next = base.wrapping_add(i);
+    }
+    let mut remote = to_sockaddr(from);
+    let mut indication = crate::abi::WskDatagramIndication {
+        next: core::ptr::null_mut(),
+        buffer: WskBuf {
+            mdl: if chain.is_empty() {
+                core::ptr::null_mut()
+            } else {
+                base
+            },
+            offset: 2,
+            padding_0c: 0,
+            length: data.len(),
+        },
+        control_info: core::ptr::null_mut(),
+        control_info_length: 0,
+        padding_2c: 0,
+        remote_address: (&raw mut remote).cast(),
+    };
+    let dispatch = shared.dispatch as *const crate::abi::WskClientDatagramDispatch;
+    // SAFETY: the client's datagram table (static in the glue).
+    let event = unsafe { (*dispatch).wsk_receive_from_event }.unwrap();
+    // SAFETY: the client's event with a valid one-element list, alive for
+    // the call.
+    let status = unsafe { event(shared.context as *mut c_void, 0, &raw mut indication) };
+    assert_eq!(status, STATUS_SUCCESS, "the glue never retains a datagram");
+}
+
+fn dgram_finish_close(shared: &Arc<DgramShared>, irp: usize) {
+    let cancelled: Vec<Held> = {
+        let mut world = world();
+        let (mine, rest): (Vec<Held>, Vec<Held>) = world
+            .held
+            .drain(..)
+            .partition(|h| Arc::ptr_eq(&h.shared, shared));
+        world.held = rest;
+        let virt = shared.state.lock().unwrap().virt;
+        for entry in &mut world.net {
+            if Some(entry.0) == virt {
+                entry.2 = false;
+            }
+        }
+        mine
+    };
+    for held in cancelled {
+        complete(held.irp as *mut Irp, STATUS_CANCELLED, 0);
+    }
+    shared.state.lock().unwrap().closed = true;
+    complete(irp as *mut Irp, STATUS_SUCCESS, 0);
+}
+
+unsafe extern "system" fn d_close(socket: *mut WskSocket, irp: *mut Irp) -> NtStatus {
+    let shared = dgram_of(socket);
+    shared.closing.store(true, Ordering::Release);
+    let now = {
+        let mut state = shared.state.lock().unwrap();
+        assert!(state.close_irp.is_none() && !state.closed, "closed twice");
+        if state.thread_running {
+            state.close_irp = Some(irp as usize);
+            false
+        } else {
+            true
+        }
+    };
+    if now {
+        dgram_finish_close(&shared, irp as usize);
+        return STATUS_SUCCESS;
+    }
+    STATUS_PENDING
+}
+
+unsafe extern "system" fn d_send_to(
+    socket: *mut WskSocket,
+    buffer: *mut WskBuf,
+    _flags: u32,
+    remote: *mut SockAddr,
+    _control_length: u32,
+    _control: *mut c_void,
+    irp: *mut Irp,
+) -> NtStatus {
+    let shared = dgram_of(socket);
+    {
+        let state = shared.state.lock().unwrap();
+        assert!(
+            state.udp.is_some() && state.close_irp.is_none() && !state.closed,
+            "a send on a bound, open socket"
+        );
+    }
+    // SAFETY: the client's WSK_BUF, valid for the call.
+    let buf = unsafe { *buffer };
+    let mut bytes = alloc::vec![0_u8; buf.length];
+    // SAFETY: the client's WSK_BUF describes its slot, valid until this send
+    // completes.
+    let n = unsafe {
+        copy_from_chain(
+            NonNull::new(buf.mdl).unwrap(),
+            buf.offset as usize,
+            &mut bytes,
+        )
+    }
+    .unwrap();
+    assert_eq!(n, buf.length, "the WSK_BUF covers its length");
+    let to = addr_of(remote);
+    let key = provider_key(shared.provider);
+    {
+        let mut world = world();
+        if world.holding.contains(&key) {
+            world.held.push(Held {
+                shared: Arc::clone(&shared),
+                bytes,
+                to,
+                irp: irp as usize,
+            });
+            return STATUS_PENDING;
+        }
+    }
+    dgram_transmit(&shared, &bytes, to);
+    complete(irp, STATUS_SUCCESS, bytes.len());
+    STATUS_SUCCESS
+}
+
+unsafe extern "system" fn d_receive_from(
+    _socket: *mut WskSocket,
+    _buffer: *mut WskBuf,
+    _flags: u32,
+    _remote: *mut SockAddr,
+    _control_length: *mut u32,
+    _control: *mut c_void,
+    _control_flags: *mut u32,
+    _irp: *mut Irp,
+) -> NtStatus {
+    STATUS_NOT_SUPPORTED
+}
+
+unsafe extern "system" fn d_release(
+    _socket: *mut WskSocket,
+    _indication: *mut crate::abi::WskDatagramIndication,
+) -> NtStatus {
+    panic!("the glue never retains a datagram, so never releases one");
+}
+
+static DGRAM_TABLE: crate::abi::WskProviderDatagramDispatch =
+    crate::abi::WskProviderDatagramDispatch {
+        basic: WskProviderBasicDispatch {
+            wsk_control_socket: d_control,
+            wsk_close_socket: d_close,
+        },
+        wsk_bind: d_bind,
+        wsk_send_to: d_send_to,
+        wsk_receive_from: d_receive_from,
+        wsk_release: d_release,
+        wsk_get_local_address: p_get_address,
+        wsk_send_messages: p_unused,
+    };

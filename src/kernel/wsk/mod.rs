@@ -53,6 +53,9 @@
 //!
 //! `unsafe` here is the FFI with the provider; each block says why it holds.
 
+pub mod dgram;
+#[cfg(test)]
+mod dgram_tests;
 #[cfg(test)]
 pub(crate) mod fake;
 mod irp;
@@ -86,6 +89,7 @@ use crate::abi::{
 };
 use crate::kernel::mdl::{MAX_CHAIN, system_span};
 use crate::kernel::sync::SpinLock;
+pub use dgram::{Datagram, DatagramEvents, SendSlot, WskDatagram};
 use irp::{BufferMdl, OwnedIrp, outcome};
 #[cfg(target_os = "windows")]
 pub use net::RegistrationSource;
