@@ -1324,3 +1324,7 @@ mod tests;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests_queued;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tests_spans;
