@@ -157,7 +157,7 @@ fn listed_pages(span: &Span, previous_end: Option<usize>) -> Option<(usize, usiz
         // when the boundary falls inside one (the previous span's last page
         // is that page).
         Some(prev) if prev % PAGE == start % PAGE => {
-            let from = if start % PAGE == 0 {
+            let from = if start.is_multiple_of(PAGE) {
                 start
             } else {
                 floor + PAGE

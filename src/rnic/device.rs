@@ -298,7 +298,11 @@ impl Device {
     /// # Errors
     /// [`ResourceError::NoMemory`] when the table cannot grow.
     pub fn build_lam_all(&self, pages: &[Span]) -> Result<LamId, ResourceError> {
-        debug_assert!(pages.iter().all(|p| p.addr() as u64 % PAGE_SIZE == 0));
+        debug_assert!(
+            pages
+                .iter()
+                .all(|p| (p.addr() as u64).is_multiple_of(PAGE_SIZE))
+        );
         Ok(self.lams.lock().insert_all(pages)?)
     }
 

@@ -196,7 +196,7 @@ impl fmt::Debug for SpanList {
         f.debug_struct("SpanList")
             .field("spans", &self.spans.len())
             .field("len", &self.len)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

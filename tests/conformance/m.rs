@@ -410,24 +410,25 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
 /// indexes only, M4), each mapped (`MDL_MAPPED_TO_SYSTEM_VA`) to its own
 /// buffer, as the kernel maps each MDL of a chain on its own; each buffer
 /// starts at the in-page offset of its MDL's index, as a mapping keeps it.
-fn chain_mapped_apart(va: u64, lens: &[usize], seed: u8) -> (Vec<Buffer>, Vec<Box<Mdl>>) {
+fn chain_mapped_apart(va: u64, lens: &[usize], seed: u8) -> (Vec<Buffer>, Vec<Mdl>) {
     let mut at = va;
     let mut buffers = Vec::new();
-    let mut mdls: Vec<Box<Mdl>> = Vec::new();
+    let mut mdls: Vec<Mdl> = Vec::new();
     for (i, &len) in lens.iter().enumerate() {
         let offset = usize::try_from(at % PAGE64).unwrap();
         let seed = seed.wrapping_add(u8::try_from(i).unwrap());
         let mut buffer = Buffer::pattern(len, offset, seed);
-        let mut mdl = mdl_nowhere(at, len as u64);
+        let mut mdl = *mdl_nowhere(at, len as u64);
         mdl.mdl_flags = MDL_MAPPED_TO_SYSTEM_VA;
         mdl.mapped_system_va = buffer.bytes_mut().as_mut_ptr().cast();
         buffers.push(buffer);
         mdls.push(mdl);
         at += len as u64;
     }
-    for i in (1..mdls.len()).rev() {
-        let next: *mut Mdl = &raw mut *mdls[i];
-        mdls[i - 1].next = next;
+    // Linked by address: the vector is not resized afterwards.
+    let first = mdls.as_mut_ptr();
+    for i in 1..mdls.len() {
+        mdls[i - 1].next = first.wrapping_add(i);
     }
     (buffers, mdls)
 }
@@ -450,7 +451,7 @@ fn m2_register_mr_over_a_chain_mapped_apart() {
     let (buffers, mut mdls) = chain_mapped_apart(va, &lens, 11);
     let before = chain_bytes(&buffers);
     let mr = pair.b_pd.mr(false);
-    assert_success!(register_mdl(&mr, &raw mut *mdls[0], total, MR_REMOTE));
+    assert_success!(register_mdl(&mr, mdls.as_mut_ptr(), total, MR_REMOTE));
     let token = mr.remote_token();
     let src = Region::pattern(&pair.a_pd, PAGE, 9, 0);
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
@@ -2610,7 +2611,7 @@ fn m28_build_lam_over_a_chain_mapped_apart() {
     let (buffers, mut mdls) = chain_mapped_apart(va, &lens, 31);
     let content = chain_bytes(&buffers);
     let needed = 0x10 + 8 * 4;
-    let call = build_lam_raw(&pair.a, &raw mut *mdls[0], len, false, needed);
+    let call = build_lam_raw(&pair.a, mdls.as_mut_ptr(), len, false, needed);
     assert_success!(call.status);
     assert_eq!((call.size, call.fbo), (needed, 0x321));
     let mut lam = call.words;
