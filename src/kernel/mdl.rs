@@ -76,6 +76,25 @@ pub unsafe fn system_span(mdl: NonNull<Mdl>) -> Result<SystemSpan, NtStatus> {
     })
 }
 
+/// One MDL's virtual address (`MmGetMdlVirtualAddress`: `StartVa` plus
+/// `ByteOffset`, an index that is never dereferenced, rule M4) and its
+/// `ByteCount`. The address wraps rather than fails: it is only compared.
+///
+/// # Safety
+/// `mdl` points to a valid, initialised MDL header that nothing modifies
+/// during the call.
+pub unsafe fn virtual_extent(mdl: NonNull<Mdl>) -> (u64, usize) {
+    let header = mdl.as_ptr();
+    // SAFETY: a valid header (caller contract); plain field reads through the
+    // raw pointer, no reference created.
+    let start = unsafe { (*header).start_va } as usize as u64;
+    // SAFETY: as above.
+    let offset = unsafe { (*header).byte_offset };
+    // SAFETY: as above.
+    let count = unsafe { (*header).byte_count };
+    (start.wrapping_add(u64::from(offset)), count as usize)
+}
+
 /// Host: an unmapped MDL's buffer is addressable as it is.
 ///
 /// # Safety

@@ -31,12 +31,7 @@ use crate::abi::{
 };
 use crate::kernel::sync::Arc;
 use crate::rnic::device::Device;
-use crate::rnic::memory::LamId;
-use crate::rnic::types::PAGE_SIZE;
-
-/// `PAGE_SIZE` as a `usize` (x64: 4 KiB).
-const PAGE: usize = 0x1000;
-const _: () = assert!(PAGE as u64 == PAGE_SIZE);
+use crate::rnic::memory::{LamId, Span};
 
 /// The provider state of an `NDK_ADAPTER`.
 pub struct Adapter {
@@ -235,18 +230,20 @@ unsafe fn build_lam(
     }
     // SAFETY: the consumer's MDL chain is locked and describes at least
     // `length` bytes, and stays so until ReleaseLam (M3, M30).
-    let span = match unsafe { super::map_mdl(mdl, length) } {
-        Ok(span) => span,
+    let spans = match unsafe { super::map_mdl(mdl, length) } {
+        Ok(spans) => spans,
         Err(status) => return status,
     };
-    let first_page = span.addr() & !(PAGE - 1);
-    let offset = span.addr() - first_page;
-    let Some(total) = offset.checked_add(length) else {
+    // M28: the chain's MDLs may be mapped apart: the page array lists each
+    // one's pages (`mdl::lam_plan`).
+    let Some(plan) = super::mdl::lam_plan(&spans) else {
         return STATUS_INVALID_PARAMETER;
     };
-    let pages = total.div_ceil(PAGE);
     let header = core::mem::offset_of!(NdkLogicalAddressMapping, adapter_page_array);
-    let needed = pages.checked_mul(8).and_then(|b| b.checked_add(header));
+    let needed = plan
+        .pages
+        .checked_mul(8)
+        .and_then(|b| b.checked_add(header));
     let Some(needed) = needed.and_then(|n| u32::try_from(n).ok()) else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -258,33 +255,32 @@ unsafe fn build_lam(
         unsafe { lam_size.write_unaligned(needed) };
         return STATUS_BUFFER_TOO_SMALL;
     }
-    // The LAM covers whole pages: its memory is the pages of the mapping.
-    // SAFETY: the pages around a locked buffer are resident and mapped with
-    // it (a page is the unit of locking and mapping), for as long as the LAM
-    // exists (the consumer keeps the MDL locked until ReleaseLam, M32).
-    let Some(page_span) = (unsafe { crate::rnic::memory::Span::new(first_page, pages * PAGE) })
-    else {
-        return STATUS_INVALID_PARAMETER;
+    // The LAM covers whole pages: its memory is the pages of the mappings.
+    let memory = match super::mdl::lam_memory(&spans) {
+        Ok(memory) => memory,
+        Err(status) => return status,
     };
-    let Ok((id, first_logical)) = adapter.inner.device.build_lam(page_span) else {
+    let Ok(id) = adapter.inner.device.build_lam_all(&memory) else {
         return STATUS_INSUFFICIENT_RESOURCES;
     };
-    // SAFETY: `lam` has room for `needed` bytes: the header and `pages`
-    // entries (checked above); every write below stays within them.
-    unsafe { write_lam(lam, id, first_logical, pages) };
+    // SAFETY: `lam` has room for `needed` bytes: the header and
+    // `plan.pages` entries (checked above); every write below stays within
+    // them.
+    unsafe { write_lam(lam, id, &spans, plan.pages) };
     // SAFETY: as above.
     unsafe { lam_size.write_unaligned(needed) };
     // SAFETY: `fbo` is a valid out ULONG (checked non-null); offset < 4096.
-    unsafe { fbo.write_unaligned(u32::try_from(offset).unwrap_or(0)) };
+    unsafe { fbo.write_unaligned(u32::try_from(plan.fbo).unwrap_or(0)) };
     STATUS_SUCCESS
 }
 
-/// Fills a LAM: the provider's id in `AdapterContext`, then the pages.
+/// Fills a LAM: the provider's id in `AdapterContext`, then the pages of
+/// `spans` (`mdl::for_each_lam_page`, `pages` of them).
 ///
 /// # Safety
 /// `lam` points to at least `0x10 + 8 * pages` writable bytes.
 #[expect(clippy::cast_ptr_alignment, reason = "every write is write_unaligned")]
-unsafe fn write_lam(lam: *mut NdkLogicalAddressMapping, id: LamId, first: u64, pages: usize) {
+unsafe fn write_lam(lam: *mut NdkLogicalAddressMapping, id: LamId, spans: &[Span], pages: usize) {
     let base = lam.cast::<u8>();
     let at = |offset: usize| base.wrapping_add(offset);
     let context = at(core::mem::offset_of!(
@@ -309,11 +305,14 @@ unsafe fn write_lam(lam: *mut NdkLogicalAddressMapping, id: LamId, first: u64, p
         adapter_page_array
     ))
     .cast::<u64>();
-    for n in 0..pages {
-        let logical = first.wrapping_add(n as u64 * PAGE_SIZE);
-        // SAFETY: entry `n < pages` lies inside the caller's buffer.
-        unsafe { array.wrapping_add(n).write_unaligned(logical) };
-    }
+    let mut n = 0_usize;
+    super::mdl::for_each_lam_page(spans, |logical| {
+        if n < pages {
+            // SAFETY: entry `n < pages` lies inside the caller's buffer.
+            unsafe { array.wrapping_add(n).write_unaligned(logical) };
+            n += 1;
+        }
+    });
 }
 
 /// `NdkReleaseLam` (M32): forgets the mapping; the MDL is untouched.

@@ -72,18 +72,24 @@ unsafe fn write_out(out: *mut *mut c_void, object: *mut c_void) -> NtStatus {
 }
 
 /// The memory an MDL chain describes, `length` bytes from its first byte,
-/// as one span (M2, M28).
+/// as spans: one per MDL, merged where the mappings continue one another
+/// (M2, M28; `mdl::map_chain`).
 ///
 /// # Errors
 /// `STATUS_INVALID_PARAMETER` when the chain is not virtually contiguous over
-/// `length` bytes or cannot be mapped.
+/// `length` bytes (or shorter, or corrupt); `STATUS_INSUFFICIENT_RESOURCES`
+/// when an MDL cannot be mapped or the chain has more than `mdl::MAX_SPANS`
+/// spans.
 ///
 /// # Safety
-/// `mdl` is a locked MDL chain describing at least `length` bytes that stays
-/// locked for as long as the span is used (M3).
-unsafe fn map_mdl(mdl: *mut Mdl, length: usize) -> Result<crate::rnic::memory::Span, NtStatus> {
+/// `mdl` is null or a locked MDL chain describing at least `length` bytes
+/// that stays locked for as long as the spans are used (M3).
+unsafe fn map_mdl(
+    mdl: *mut Mdl,
+    length: usize,
+) -> Result<alloc::vec::Vec<crate::rnic::memory::Span>, NtStatus> {
     // SAFETY: the caller's contract.
-    unsafe { mdl::map_chain(mdl, length) }.ok_or(crate::abi::STATUS_INVALID_PARAMETER)
+    unsafe { mdl::map_chain(mdl, length) }
 }
 
 mod mdl;

@@ -20,6 +20,7 @@ use crate::abi::{
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::Access;
+use crate::rnic::memory::SpanList;
 use crate::rnic::mr::{self as rmr, Finish, MrError, Progress};
 
 // ----- NDK_MR ------------------------------------------------------------
@@ -140,9 +141,12 @@ fn mr_access(flags: u32) -> Option<Access> {
 /// completion is never called (L8).
 ///
 /// `STATUS_INVALID_PARAMETER` for undefined flags, a null MDL, a chain that
-/// is not virtually contiguous over `length` (M2), a zero or too-long length
-/// (M10); `STATUS_INVALID_DEVICE_REQUEST` on a fast-register MR (M1) or one
-/// already registered; `STATUS_INSUFFICIENT_RESOURCES` when no token is left.
+/// is not virtually contiguous over `length` (M2: as indexes, wherever each
+/// MDL is mapped), a zero or too-long length (M10);
+/// `STATUS_INVALID_DEVICE_REQUEST` on a fast-register MR (M1) or one already
+/// registered; `STATUS_INSUFFICIENT_RESOURCES` when no token is left, an MDL
+/// cannot be mapped, or the chain is more than `MAX_SPANS` mapped-apart
+/// spans.
 unsafe fn register(
     mr: &Object<Mr>,
     mdl: *mut Mdl,
@@ -169,11 +173,16 @@ unsafe fn register(
     // bytes, and stays locked until the region is deregistered or closed
     // (M3); the RNIC stops using the span then (pending while DMA is in
     // flight, M11).
-    let span = match unsafe { super::map_mdl(mdl, length) } {
-        Ok(span) => span,
+    let spans = match unsafe { super::map_mdl(mdl, length) } {
+        Ok(spans) => spans,
         Err(status) => return status,
     };
-    match mr.inner.rnic.register(span, base, access) {
+    // M2: one span per MDL mapped apart; the region copies across them.
+    let list = match SpanList::new(&spans) {
+        Ok(list) => list,
+        Err(e) => return status::mr(e.into()),
+    };
+    match mr.inner.rnic.register_spans(list, base, access) {
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::mr(e),
     }
@@ -289,15 +298,30 @@ mod tests {
     use core::ffi::c_void;
     use core::ptr::null_mut;
 
+    use std::vec::Vec;
+
+    use super::super::mdl::tests::{Chain, Piece, pieces_for};
     use super::super::pd;
     use super::super::qp::tests::{
-        Buf, Counter, Env, check_header, close, close_with, init_fast, local_token, on_request,
-        register, remote_token, table,
+        Buf, Counter, Env, check_header, close, close_with, fast_register, init_fast, invalidate,
+        local_token, on_request, poll, read, receive, register, remote_token, send, sge, summary,
+        table, write,
     };
     use crate::abi::{
-        Mdl, NdkMr, NdkMrDispatch, NdkObjectType, NtStatus, STATUS_IMPLEMENTATION_LIMIT,
-        STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+        Mdl, NdkMr, NdkMrDispatch, NdkObjectType, NdkOperationType, NdkSge, NtStatus, OpFlags,
+        STATUS_IMPLEMENTATION_LIMIT, STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER,
+        STATUS_PENDING, STATUS_REMOTE_RESOURCES, STATUS_SUCCESS,
     };
+
+    const LOCAL_WRITE: u32 = 0x1;
+    const REMOTE_READ: u32 = 0x2;
+    const REMOTE_WRITE: u32 = 0x5;
+    const WRITE: NdkOperationType = NdkOperationType::WRITE;
+    const READ: NdkOperationType = NdkOperationType::READ;
+    const SEND: NdkOperationType = NdkOperationType::SEND;
+    const RECEIVE: NdkOperationType = NdkOperationType::RECEIVE;
+    const FAST_REGISTER: NdkOperationType = NdkOperationType::FAST_REGISTER;
+    const INVALIDATE: NdkOperationType = NdkOperationType::INVALIDATE;
     use crate::provider::object::{Object, Slot};
     use crate::rnic::mr::Segment;
     use crate::rnic::{Access, Sge};
@@ -463,6 +487,168 @@ mod tests {
         let _ = unsafe {
             crate::provider::adapter::close(env.adapter, &crate::provider::object::Slot("close"))
         };
+    }
+
+    /// The bytes of every piece, in chain order.
+    fn flat(pieces: &[Piece]) -> Vec<u8> {
+        pieces
+            .iter()
+            .flat_map(|p| p.bytes().iter().copied())
+            .collect()
+    }
+
+    /// An SGE of `len` bytes at index `va` with `token`.
+    fn at(va: u64, len: usize, token: u32) -> NdkSge {
+        NdkSge {
+            address: va,
+            length: u32::try_from(len).unwrap(),
+            memory_region_token: token,
+        }
+    }
+
+    /// rule M2 (kernel backend): RegisterMr over an MDL chain whose MDLs
+    /// are mapped apart (the kernel's usual case). A Write, a Read, a
+    /// receive and a gathered Send whose ranges start and end inside
+    /// different MDLs move exactly their bytes; the region's edges hold
+    /// (M34, P11); the region deregisters and closes.
+    #[test]
+    fn m2_chain_mapped_apart_register_operations_deregister() {
+        let env = Env::new();
+        let p = env.pair();
+        let va = 0x0000_6000_0000_0321_u64;
+        let lens = [0x1234, 0x1AB, 0x2000];
+        let total: usize = lens.iter().sum();
+        let mut pieces = pieces_for(va, &lens, 9);
+        let mut chain = Chain::new(va, &mut pieces);
+        let mr = env.create_mr(false);
+        let flags = REMOTE_WRITE | REMOTE_READ;
+        assert_eq!(register_mdl(mr, chain.head(), total, flags), STATUS_SUCCESS);
+        let (local, remote) = (local_token(mr), remote_token(mr));
+        let mut reference = flat(&pieces);
+        let mut src = Buf::new(0x3000, 0x17, 77);
+        let mr_src = env.registered_mr(&mut src, LOCAL_WRITE);
+        let mut sink = Buf::new(0x3000, 0x5, 0);
+        let mr_sink = env.registered_mr(&mut sink, LOCAL_WRITE);
+
+        // A Write from 0x1100: across both MDL boundaries (0x1234, 0x13DF).
+        let (offset, len) = (0x1100, 0x300);
+        let s = [sge(&src, mr_src, 0x10, len)];
+        assert_eq!(write(p.a, 1, &s, (va + offset, remote), 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, WRITE, 1)]);
+        let offset = usize::try_from(offset).unwrap();
+        let len = len as usize;
+        reference[offset..offset + len].copy_from_slice(&src.bytes()[0x10..0x10 + len]);
+        assert_eq!(flat(&pieces), reference);
+
+        // A Read from 0x1000 to 0x2500: inside MDL 0 to inside MDL 2.
+        let s = [sge(&sink, mr_sink, 0x20, 0x1500)];
+        assert_eq!(read(p.a, 2, &s, (va + 0x1000, remote), 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, READ, 2)]);
+        assert_eq!(&sink.bytes()[0x20..0x1520], &reference[0x1000..0x2500]);
+
+        // A receive at B whose one SGE spans the three MDLs.
+        assert_eq!(
+            receive(p.b, 3, &[at(va + 0x1230, 0x400, local)]),
+            STATUS_SUCCESS
+        );
+        let s = [sge(&src, mr_src, 0x100, 0x400)];
+        assert_eq!(send(p.a, 4, &s, 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, SEND, 4)]);
+        assert_eq!(summary(&poll(p.cq_b)), [(STATUS_SUCCESS, RECEIVE, 3)]);
+        reference[0x1230..0x1630].copy_from_slice(&src.bytes()[0x100..0x500]);
+        assert_eq!(flat(&pieces), reference);
+
+        // A Send from B gathering two SGEs of the chain, each across a
+        // boundary, into A's sink.
+        assert_eq!(
+            receive(p.a, 5, &[sge(&sink, mr_sink, 0, 0x800)]),
+            STATUS_SUCCESS
+        );
+        let g = [at(va + 0x13D0, 0x20, local), at(va + 0x1200, 0x40, local)];
+        assert_eq!(send(p.b, 6, &g, 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_b)), [(STATUS_SUCCESS, SEND, 6)]);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, RECEIVE, 5)]);
+        assert_eq!(&sink.bytes()[..0x20], &reference[0x13D0..0x13F0]);
+        assert_eq!(&sink.bytes()[0x20..0x60], &reference[0x1200..0x1240]);
+
+        // The last byte is inside; one more is not (M34: remote, P11: local).
+        let last = va + total as u64 - 1;
+        let s = [sge(&sink, mr_sink, 0, 1)];
+        assert_eq!(read(p.a, 7, &s, (last, remote), 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, READ, 7)]);
+        assert_eq!(sink.bytes()[0], reference[total - 1]);
+        let s = [sge(&sink, mr_sink, 0, 2)];
+        assert_eq!(read(p.a, 8, &s, (last, remote), 0), STATUS_SUCCESS);
+        let refused = poll(p.cq_a);
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].status, STATUS_REMOTE_RESOURCES);
+        let q = env.pair();
+        assert_eq!(receive(q.b, 9, &[at(va - 1, 2, local)]), STATUS_SUCCESS);
+        assert_eq!(send(q.a, 10, &[], 0), STATUS_SUCCESS);
+        let refused = poll(q.cq_b);
+        assert_eq!(refused.len(), 1);
+        assert_ne!(refused[0].status, STATUS_SUCCESS);
+        assert_eq!(flat(&pieces), reference, "nothing moved outside");
+
+        // Deregistered: the tokens grant nothing.
+        assert_eq!(deregister(mr, None), STATUS_SUCCESS);
+        assert_eq!((local_token(mr), remote_token(mr)), (0, 0));
+        q.close();
+        env.finish(p, &[mr, mr_src, mr_sink]);
+    }
+
+    /// rule M28 (kernel backend): BuildLam over an MDL chain whose MDLs are
+    /// mapped apart lists each MDL's pages; a FastRegister of that page
+    /// list is the chain's bytes for a remote Read and a remote Write
+    /// across the MDL boundaries (M16).
+    #[test]
+    fn m28_build_lam_over_a_chain_feeds_fast_register() {
+        let env = Env::new();
+        let p = env.pair();
+        let va = 0x0000_6100_0000_0321_u64;
+        // Boundaries on pages (as SMB Direct's page-sized MDLs); the first
+        // MDL starts at 0x321 into its page, the last ends inside one.
+        let lens = [0x2000 - 0x321, 0x1000, 0x1234];
+        let total: usize = lens.iter().sum();
+        let mut pieces = pieces_for(va, &lens, 21);
+        let mut chain = Chain::new(va, &mut pieces);
+        let lam = env.build_lam_mdl(chain.head(), total);
+        assert_eq!((lam.pages.len(), lam.fbo), (5, 0x321));
+        let fast = env.create_mr(true);
+        assert_eq!(init_fast(fast, 8, true), STATUS_SUCCESS);
+        let base = 0x7100_0000 + u64::from(lam.fbo);
+        let rw = (OpFlags::ALLOW_REMOTE_READ | OpFlags::ALLOW_REMOTE_WRITE).bits();
+        assert_eq!(
+            fast_register(p.b, 1, fast, &lam, (total, base), rw),
+            STATUS_SUCCESS
+        );
+        assert_eq!(summary(&poll(p.cq_b)), [(STATUS_SUCCESS, FAST_REGISTER, 1)]);
+        let remote = remote_token(fast);
+        let mut reference = flat(&pieces);
+        let mut sink = Buf::new(0x4000, 0x9, 0);
+        let mr_sink = env.registered_mr(&mut sink, LOCAL_WRITE);
+        let s = [sge(&sink, mr_sink, 0, u32::try_from(total).unwrap())];
+        assert_eq!(read(p.a, 2, &s, (base, remote), 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, READ, 2)]);
+        assert_eq!(&sink.bytes()[..total], &reference[..]);
+        // A Write from inside MDL 0 to inside MDL 2.
+        let mut src = Buf::new(0x2000, 0x3, 5);
+        let mr_src = env.registered_mr(&mut src, LOCAL_WRITE);
+        let s = [sge(&src, mr_src, 0, 0x1800)];
+        let offset = 0x1800_usize;
+        let to = base + offset as u64;
+        assert_eq!(write(p.a, 3, &s, (to, remote), 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_a)), [(STATUS_SUCCESS, WRITE, 3)]);
+        reference[offset..offset + 0x1800].copy_from_slice(&src.bytes()[..0x1800]);
+        assert_eq!(flat(&pieces), reference);
+        assert_eq!(invalidate(p.b, 4, fast, 0), STATUS_SUCCESS);
+        assert_eq!(summary(&poll(p.cq_b)), [(STATUS_SUCCESS, INVALIDATE, 4)]);
+        p.close();
+        for mr in [fast, mr_sink, mr_src] {
+            assert_eq!(close(mr), STATUS_SUCCESS);
+        }
+        env.release_lam(lam);
+        env.teardown();
     }
 
     /// rules L1, L2, L29, M20: the MW table.

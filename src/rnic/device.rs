@@ -290,6 +290,22 @@ impl Device {
         Ok((id, pages.addr() as u64))
     }
 
+    /// Records a LAM over several page-aligned spans (rule M28, `BuildLam`
+    /// over an MDL chain whose MDLs are mapped apart): the logical address
+    /// of a page is its address, as with [`build_lam`](Self::build_lam), and
+    /// the LAM's page array lists the spans' pages in order.
+    ///
+    /// # Errors
+    /// [`ResourceError::NoMemory`] when the table cannot grow.
+    pub fn build_lam_all(&self, pages: &[Span]) -> Result<LamId, ResourceError> {
+        debug_assert!(
+            pages
+                .iter()
+                .all(|p| (p.addr() as u64).is_multiple_of(PAGE_SIZE))
+        );
+        Ok(self.lams.lock().insert_all(pages)?)
+    }
+
     /// Forgets a LAM (rule M32); unknown ids are ignored.
     pub fn release_lam(&self, id: LamId) -> bool {
         self.lams.lock().remove(id).is_some()

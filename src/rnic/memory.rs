@@ -165,6 +165,229 @@ pub fn copy_from_slice(dst: Span, src: &[u8]) -> Result<(), CopyError> {
     Ok(())
 }
 
+/// The most spans one region may have: a registration over an MDL chain
+/// gets one span per MDL whose mapping does not continue the previous one's
+/// (rule M2). A longer chain is refused ([`SpanListError::TooMany`], which the
+/// provider reports as `STATUS_INSUFFICIENT_RESOURCES`).
+pub const MAX_SPANS: usize = 1024;
+
+/// The memory of a region made of several spans, in order: the bytes of an
+/// MDL chain whose MDLs are mapped on their own, wherever each mapping lies
+/// (rule M2). Byte `n` of the list is byte `n - start` of the span whose
+/// `start` is the greatest one not above `n`.
+///
+/// Built once, at registration (the only allocation); read without
+/// allocating: [`run`](Self::run) finds the span of an offset by binary
+/// search.
+///
+/// # Invariants
+/// No span is empty; `starts[i]` is the sum of the lengths of the spans
+/// before `i`, so `starts` is strictly increasing from 0; `len` is the sum of
+/// every length. Spans that continue one another are merged, so a list never
+/// holds two spans that could be one.
+pub struct SpanList {
+    starts: alloc::boxed::Box<[u64]>,
+    spans: alloc::boxed::Box<[Span]>,
+    len: u64,
+}
+
+impl fmt::Debug for SpanList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpanList")
+            .field("spans", &self.spans.len())
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a span list was not built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanListError {
+    /// More than [`MAX_SPANS`] spans after merging.
+    TooMany,
+    /// The total length does not fit in a `u64`.
+    TooLong,
+    /// Pool memory for the list ran out.
+    NoMemory,
+}
+
+impl SpanList {
+    /// The spans `parts`, in order, as one list; empty parts are skipped and
+    /// a part that starts where the previous one ends is merged into it.
+    ///
+    /// Control path only: allocates the list once.
+    ///
+    /// # Errors
+    /// [`SpanListError`] for more than [`MAX_SPANS`] spans after merging, a
+    /// total length past `u64::MAX`, or no memory.
+    pub fn new(parts: &[Span]) -> Result<Self, SpanListError> {
+        let count = Self::merged(parts, |_| ());
+        if count > MAX_SPANS {
+            return Err(SpanListError::TooMany);
+        }
+        let mut spans = alloc::vec::Vec::new();
+        spans
+            .try_reserve_exact(count)
+            .map_err(|_| SpanListError::NoMemory)?;
+        let mut starts = alloc::vec::Vec::new();
+        starts
+            .try_reserve_exact(count)
+            .map_err(|_| SpanListError::NoMemory)?;
+        Self::merged(parts, |span| spans.push(span));
+        let mut len = 0_u64;
+        for span in &spans {
+            starts.push(len);
+            len = len
+                .checked_add(span.len as u64)
+                .ok_or(SpanListError::TooLong)?;
+        }
+        // INVARIANT: non-empty, merged spans; `starts` their running offsets.
+        Ok(Self {
+            starts: starts.into_boxed_slice(),
+            spans: spans.into_boxed_slice(),
+            len,
+        })
+    }
+
+    /// Feeds the merged, non-empty spans of `parts` to `each`; returns how
+    /// many there were.
+    fn merged(parts: &[Span], mut each: impl FnMut(Span)) -> usize {
+        let mut count = 0;
+        let mut open: Option<Span> = None;
+        for &part in parts.iter().filter(|p| !p.is_empty()) {
+            match open {
+                // Both valid, and the second starts where the first ends: the
+                // union is one valid range that does not wrap (the end of a
+                // span does not wrap).
+                Some(run) if run.addr + run.len == part.addr => {
+                    open = Some(Span {
+                        addr: run.addr,
+                        len: run.len + part.len,
+                    });
+                }
+                _ => {
+                    if let Some(run) = open.replace(part) {
+                        each(run);
+                        count += 1;
+                    }
+                }
+            }
+        }
+        if let Some(run) = open {
+            each(run);
+            count += 1;
+        }
+        count
+    }
+
+    /// Bytes.
+    #[must_use]
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the list has no bytes.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many spans (after merging).
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The only span, when there is exactly one.
+    #[must_use]
+    pub fn single(&self) -> Option<Span> {
+        match &*self.spans {
+            [only] => Some(*only),
+            _ => None,
+        }
+    }
+
+    /// The spans, in order.
+    #[must_use]
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// The memory at byte `offset` of the list, up to `max` bytes and never
+    /// past the end of the span holding `offset`; `None` at or past the end.
+    /// A caller walking a range calls again at `offset + run.len()`.
+    #[must_use]
+    pub fn run(&self, offset: u64, max: u64) -> Option<Span> {
+        if offset >= self.len {
+            return None;
+        }
+        // The last span starting at or below `offset` (the first starts at 0).
+        let index = self
+            .starts
+            .partition_point(|&s| s <= offset)
+            .checked_sub(1)?;
+        let span = self.spans.get(index)?;
+        let within = offset - self.starts.get(index)?;
+        let room = (span.len as u64).checked_sub(within)?;
+        span.sub(
+            usize::try_from(within).ok()?,
+            usize::try_from(max.min(room)).ok()?,
+        )
+    }
+
+    /// Copies `src` into the list from byte `offset`, span by span.
+    ///
+    /// # Errors
+    /// [`CopyError::DestinationOutOfBounds`] when the range leaves the list;
+    /// nothing is copied then.
+    pub fn write(&self, offset: u64, src: &[u8]) -> Result<(), CopyError> {
+        self.check(offset, src.len(), CopyError::DestinationOutOfBounds)?;
+        let mut done = 0;
+        while let Some(rest) = src.get(done..).filter(|r| !r.is_empty()) {
+            let span = self
+                .run(offset + done as u64, rest.len() as u64)
+                .ok_or(CopyError::DestinationOutOfBounds)?;
+            let piece = rest
+                .get(..span.len)
+                .ok_or(CopyError::DestinationOutOfBounds)?;
+            copy_from_slice(span, piece)?;
+            done += span.len;
+        }
+        Ok(())
+    }
+
+    /// Copies bytes of the list from byte `offset` into `dst`, span by span.
+    ///
+    /// # Errors
+    /// [`CopyError::SourceOutOfBounds`] when the range leaves the list;
+    /// nothing is copied then.
+    pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), CopyError> {
+        self.check(offset, dst.len(), CopyError::SourceOutOfBounds)?;
+        let mut done = 0;
+        while done < dst.len() {
+            let want = (dst.len() - done) as u64;
+            let span = self
+                .run(offset + done as u64, want)
+                .ok_or(CopyError::SourceOutOfBounds)?;
+            let piece = dst
+                .get_mut(done..done + span.len)
+                .ok_or(CopyError::SourceOutOfBounds)?;
+            copy_to_slice(piece, span)?;
+            done += span.len;
+        }
+        Ok(())
+    }
+
+    /// Whether `len` bytes at `offset` lie inside the list.
+    fn check(&self, offset: u64, len: usize, error: CopyError) -> Result<(), CopyError> {
+        let end = offset.checked_add(len as u64).ok_or(error)?;
+        if end > self.len {
+            return Err(error);
+        }
+        Ok(())
+    }
+}
+
 /// Identifies one LAM built by `BuildLam`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LamId(pub u64);
@@ -216,22 +439,38 @@ impl LamTable {
     /// # Errors
     /// [`LamError::NoMemory`] when the table cannot grow.
     pub fn insert(&mut self, pages: Span) -> Result<LamId, LamError> {
+        self.insert_all(&[pages])
+    }
+
+    /// Records several page-aligned spans as one LAM (`BuildLam` over an MDL
+    /// chain whose MDLs are mapped apart, rule M28): each span is an entry
+    /// of its own, all under the returned id, all released together.
+    ///
+    /// Control path only: it may allocate and moves entries to keep them sorted.
+    ///
+    /// # Errors
+    /// [`LamError::NoMemory`] when the table cannot grow; nothing is
+    /// recorded then.
+    pub fn insert_all(&mut self, pages: &[Span]) -> Result<LamId, LamError> {
         self.entries
-            .try_reserve(1)
+            .try_reserve(pages.len())
             .map_err(|_| LamError::NoMemory)?;
         let id = LamId(self.next_id);
         self.next_id = self.next_id.wrapping_add(1);
-        let start = pages.addr() as u64;
-        let at = self.entries.partition_point(|&(s, _, _)| s <= start);
-        self.entries.insert(at, (start, id, pages));
+        for &span in pages {
+            let start = span.addr() as u64;
+            let at = self.entries.partition_point(|&(s, _, _)| s <= start);
+            self.entries.insert(at, (start, id, span));
+        }
         Ok(id)
     }
 
-    /// Forgets a LAM; returns its span. Unknown ids give `None` (a consumer
-    /// releasing twice).
+    /// Forgets a LAM (every entry it recorded); returns its lowest span.
+    /// Unknown ids give `None` (a consumer releasing twice).
     pub fn remove(&mut self, id: LamId) -> Option<Span> {
-        let at = self.entries.iter().position(|&(_, i, _)| i == id)?;
-        Some(self.entries.remove(at).2)
+        let first = self.entries.iter().find(|&&(_, i, _)| i == id)?.2;
+        self.entries.retain(|&(_, i, _)| i != id);
+        Some(first)
     }
 
     /// Live LAMs.
@@ -392,5 +631,185 @@ mod tests {
         assert!(table.resolve(start + PAGE_SIZE + 10, 100).is_some());
         table.remove(small);
         assert_eq!(table.len(), 0);
+    }
+
+    /// Several host buffers, made non-adjacent on purpose: each part lives
+    /// in its own allocation with a guard byte on both sides, so no part can
+    /// merge with the next and an access past a part's end would be caught
+    /// by the guards (and by Miri).
+    struct Scattered {
+        bufs: Vec<Vec<u8>>,
+    }
+
+    impl Scattered {
+        /// Parts of `lens` bytes, each starting `offsets[i]` bytes into its
+        /// allocation (odd offsets: a part may end mid-page), filled 0xEE.
+        fn new(lens: &[usize], offsets: &[usize]) -> Self {
+            let bufs = lens
+                .iter()
+                .zip(offsets.iter().cycle())
+                .map(|(&len, &offset)| vec![0xEE_u8; offset + len + 1])
+                .collect();
+            Self { bufs }
+        }
+
+        fn spans(&mut self, lens: &[usize], offsets: &[usize]) -> Vec<Span> {
+            self.bufs
+                .iter_mut()
+                .zip(lens.iter().zip(offsets.iter().cycle()))
+                .map(|(buf, (&len, &offset))| span_of(&mut buf[offset..offset + len]))
+                .collect()
+        }
+
+        /// The parts' bytes, concatenated.
+        fn flat(&self, lens: &[usize], offsets: &[usize]) -> Vec<u8> {
+            self.bufs
+                .iter()
+                .zip(lens.iter().zip(offsets.iter().cycle()))
+                .flat_map(|(buf, (&len, &offset))| buf[offset..offset + len].iter().copied())
+                .collect()
+        }
+
+        /// Whether every guard byte (before and after each part) is intact.
+        fn guards_intact(&self, lens: &[usize], offsets: &[usize]) -> bool {
+            self.bufs
+                .iter()
+                .zip(lens.iter().zip(offsets.iter().cycle()))
+                .all(|(buf, (&len, &offset))| {
+                    buf[..offset].iter().all(|&b| b == 0xEE) && buf[offset + len] == 0xEE
+                })
+        }
+    }
+
+    /// rule M2: a region over spans mapped apart reads and writes across
+    /// every span boundary, and a run never crosses one.
+    #[test]
+    fn test_span_list_copies_across_every_boundary() {
+        let lens = [0x123, 1, 0x1000, 0x7FF, 3];
+        let offsets = [0x11, 0x5, 0x3];
+        let mut parts = Scattered::new(&lens, &offsets);
+        let spans = parts.spans(&lens, &offsets);
+        let list = SpanList::new(&spans).unwrap();
+        let total: usize = lens.iter().sum();
+        assert_eq!((list.len(), list.count()), (total as u64, lens.len()));
+        assert!(list.single().is_none());
+        // Runs stop at each span's end.
+        let mut at = 0_u64;
+        for &len in &lens {
+            let run = list.run(at, u64::MAX).unwrap();
+            assert_eq!(run.len(), len);
+            at += len as u64;
+        }
+        assert!(list.run(at, 1).is_none(), "past the end");
+        // A write straddling every boundary, then a read of it back.
+        let data: Vec<u8> = (0..total - 2).map(|i| (i * 7 + 1) as u8).collect();
+        list.write(1, &data).unwrap();
+        let flat = parts.flat(&lens, &offsets);
+        assert_eq!(&flat[1..total - 1], &data[..]);
+        assert_eq!((flat[0], flat[total - 1]), (0xEE, 0xEE));
+        assert!(parts.guards_intact(&lens, &offsets));
+        let mut back = vec![0_u8; total - 2];
+        list.read(1, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Every boundary on its own: two bytes either side of it.
+        let mut start = 0_usize;
+        for &len in &lens[..lens.len() - 1] {
+            start += len;
+            let mut two = [0_u8; 2];
+            list.read((start - 1) as u64, &mut two).unwrap();
+            assert_eq!(two, [data[start - 2], data[start - 1]]);
+        }
+    }
+
+    /// rule M2: a range that leaves the list is refused before a byte moves.
+    #[test]
+    fn test_span_list_checks_bounds_at_the_edges() {
+        let lens = [10, 20];
+        let offsets = [1, 2];
+        let mut parts = Scattered::new(&lens, &offsets);
+        let spans = parts.spans(&lens, &offsets);
+        let list = SpanList::new(&spans).unwrap();
+        let before = parts.flat(&lens, &offsets);
+        assert_eq!(
+            list.write(25, &[1; 6]),
+            Err(CopyError::DestinationOutOfBounds)
+        );
+        assert_eq!(
+            list.write(u64::MAX, &[1]),
+            Err(CopyError::DestinationOutOfBounds)
+        );
+        assert_eq!(parts.flat(&lens, &offsets), before, "nothing moved");
+        assert_eq!(
+            list.read(30, &mut [0; 1]),
+            Err(CopyError::SourceOutOfBounds)
+        );
+        list.write(30, &[]).unwrap();
+        list.write(24, &[9; 6]).unwrap();
+        assert!(parts.guards_intact(&lens, &offsets));
+        assert!(list.run(30, 1).is_none());
+        assert_eq!(list.run(29, 100).unwrap().len(), 1);
+        assert_eq!(list.run(9, 100).unwrap().len(), 1);
+        assert_eq!(list.run(10, 0).unwrap().len(), 0);
+    }
+
+    /// Adjacent spans merge (one span: the fast path), empty ones vanish,
+    /// and the bound on spans holds.
+    #[test]
+    fn test_span_list_merges_and_is_bounded() {
+        let mut buf = vec![0_u8; 64];
+        let all = span_of(&mut buf);
+        let pieces = [
+            all.sub(0, 10).unwrap(),
+            Span::empty(),
+            all.sub(10, 0).unwrap(),
+            all.sub(10, 54).unwrap(),
+        ];
+        let list = SpanList::new(&pieces).unwrap();
+        assert_eq!(list.single(), Some(all));
+        assert_eq!(SpanList::new(&[]).unwrap().len(), 0);
+        // Every other byte: nothing merges.
+        let mut big = vec![0_u8; 2 * (MAX_SPANS + 1)];
+        let big_span = span_of(&mut big);
+        let apart: Vec<Span> = (0..=MAX_SPANS)
+            .map(|i| big_span.sub(2 * i, 1).unwrap())
+            .collect();
+        assert_eq!(SpanList::new(&apart).unwrap_err(), SpanListError::TooMany);
+        assert_eq!(
+            SpanList::new(&apart[..MAX_SPANS]).unwrap().count(),
+            MAX_SPANS
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 128 }))]
+        /// rule M2: any write then read at any offset of a list of spans
+        /// mapped apart does exactly what it does on one flat buffer.
+        #[test]
+        fn test_span_list_matches_a_flat_buffer(
+            lens in proptest::collection::vec(1_usize..300, 1..6),
+            offsets in proptest::collection::vec(0_usize..9, 1..4),
+            ops in proptest::collection::vec((0_usize..1600, 0_usize..400, proptest::prelude::any::<u8>()), 1..8),
+        ) {
+            let mut parts = Scattered::new(&lens, &offsets);
+            let spans = parts.spans(&lens, &offsets);
+            let list = SpanList::new(&spans).unwrap();
+            let mut reference = parts.flat(&lens, &offsets);
+            let total = reference.len();
+            for (at, len, seed) in ops {
+                let data: Vec<u8> = (0..len).map(|i| seed.wrapping_add(i as u8)).collect();
+                let fits = at + len <= total;
+                proptest::prop_assert_eq!(list.write(at as u64, &data).is_ok(), fits);
+                if fits {
+                    reference[at..at + len].copy_from_slice(&data);
+                }
+                proptest::prop_assert_eq!(&parts.flat(&lens, &offsets), &reference);
+                let mut out = vec![0_u8; len];
+                proptest::prop_assert_eq!(list.read(at as u64, &mut out).is_ok(), fits);
+                if fits {
+                    proptest::prop_assert_eq!(&out[..], &reference[at..at + len]);
+                }
+            }
+            proptest::prop_assert!(parts.guards_intact(&lens, &offsets));
+        }
     }
 }

@@ -26,7 +26,7 @@ use alloc::vec::Vec;
 
 use super::device::{Device, KeyTarget, ObjectKind, ResourceError, Slot};
 use super::keys::{self, REMOTE_BIT};
-use super::memory::Span;
+use super::memory::{Span, SpanList, SpanListError};
 use super::types::{Access, PAGE_SIZE, Sge, WcStatus};
 use crate::kernel::sync::atomic::{AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
@@ -98,6 +98,18 @@ pub enum MrError {
 impl From<ResourceError> for MrError {
     fn from(_: ResourceError) -> Self {
         Self::Resources
+    }
+}
+
+impl From<SpanListError> for MrError {
+    /// A chain of more than `MAX_SPANS` mapped-apart MDLs is a limit of this
+    /// device's resources (`STATUS_INSUFFICIENT_RESOURCES`), not a malformed
+    /// request; a length past `u64::MAX` is malformed (M10).
+    fn from(e: SpanListError) -> Self {
+        match e {
+            SpanListError::TooMany | SpanListError::NoMemory => Self::Resources,
+            SpanListError::TooLong => Self::InvalidParameter,
+        }
     }
 }
 
@@ -190,13 +202,33 @@ struct Fast {
     generation: u64,
 }
 
+/// The memory of a registered region (rule M2).
+enum Memory {
+    /// One span: a single MDL, or a chain whose mappings continue one
+    /// another. Segments over it are plain spans (the fast path).
+    One(Span),
+    /// Several spans: an MDL chain whose MDLs are mapped apart. Segments
+    /// share the list, so it outlives a deregistration while DMA is in
+    /// flight (M11).
+    Many(Arc<SpanList>),
+}
+
+impl Memory {
+    fn len(&self) -> u64 {
+        match self {
+            Self::One(span) => span.len() as u64,
+            Self::Many(list) => list.len(),
+        }
+    }
+}
+
 enum MrState {
     /// A normal region with nothing registered.
     Unregistered,
-    /// A normal region registered over `span`, indexed from `base`.
+    /// A normal region registered over `memory`, indexed from `base`.
     Registered {
         key: u32,
-        span: Span,
+        memory: Memory,
         base: u64,
         access: Access,
     },
@@ -276,7 +308,36 @@ impl Mr {
         base: u64,
         access: Access,
     ) -> Result<(), MrError> {
-        let len = span.len() as u64;
+        self.register_memory(Memory::One(span), base, access)
+    }
+
+    /// Registers the spans of `list`, in order, as one region of
+    /// `list.len()` bytes indexed from `base` (rule M2: an MDL chain whose
+    /// MDLs are mapped apart). A list of one span registers as
+    /// [`register`](Self::register) does.
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub fn register_spans(
+        self: &Arc<Self>,
+        list: SpanList,
+        base: u64,
+        access: Access,
+    ) -> Result<(), MrError> {
+        let memory = match list.single() {
+            Some(span) => Memory::One(span),
+            None => Memory::Many(Arc::new(list)),
+        };
+        self.register_memory(memory, base, access)
+    }
+
+    fn register_memory(
+        self: &Arc<Self>,
+        memory: Memory,
+        base: u64,
+        access: Access,
+    ) -> Result<(), MrError> {
+        let len = memory.len();
         if len == 0
             || len > self.pd.device().limits().max_registration_size
             || base.checked_add(len).is_none()
@@ -295,7 +356,7 @@ impl Mr {
             .insert(KeyTarget::Mr(Arc::clone(self)))?;
         *state = MrState::Registered {
             key,
-            span,
+            memory,
             base,
             access: access.normalized(),
         };
@@ -701,8 +762,11 @@ impl Mr {
         }
         let (base, region_len, access, source) = match &*state {
             MrState::Registered {
-                span, base, access, ..
-            } => (*base, span.len() as u64, *access, None),
+                memory,
+                base,
+                access,
+                ..
+            } => (*base, memory.len(), *access, None),
             MrState::Fast(fast) if fast.mapped => (
                 fast.active.base,
                 fast.active.len,
@@ -721,7 +785,13 @@ impl Mr {
             return Err(Denied::Range);
         }
         let kind = match (source, &*state) {
-            (None, MrState::Registered { span, .. }) => {
+            (
+                None,
+                MrState::Registered {
+                    memory: Memory::One(span),
+                    ..
+                },
+            ) => {
                 let sub = span
                     .sub(
                         usize::try_from(offset).map_err(|_| Denied::Range)?,
@@ -730,6 +800,16 @@ impl Mr {
                     .ok_or(Denied::Range)?;
                 SegmentKind::Contiguous(sub)
             }
+            (
+                None,
+                MrState::Registered {
+                    memory: Memory::Many(list),
+                    ..
+                },
+            ) => SegmentKind::Spans {
+                list: Arc::clone(list),
+                offset,
+            },
             (Some(generation), _) => SegmentKind::Fast {
                 mr: Arc::clone(self),
                 offset,
@@ -888,7 +968,7 @@ impl Mw {
             let state = mr.state.lock();
             let MrState::Registered {
                 base: mr_base,
-                span,
+                memory,
                 access: mr_access,
                 ..
             } = &*state
@@ -901,7 +981,7 @@ impl Mw {
             let inside = base
                 .checked_sub(*mr_base)
                 .and_then(|o| o.checked_add(len))
-                .is_some_and(|end| end <= span.len() as u64);
+                .is_some_and(|end| end <= memory.len());
             if !inside {
                 return Err(MrError::InvalidParameter);
             }
@@ -1095,6 +1175,9 @@ impl Denied {
 enum SegmentKind {
     /// A contiguous range (registered region, LAM, inline source).
     Contiguous(Span),
+    /// A range of a registered region of several spans, from byte `offset`
+    /// of the list (rule M2); a run never crosses a span's end.
+    Spans { list: Arc<SpanList>, offset: u64 },
     /// A range of a fast-registered mapping, read page by page.
     Fast {
         mr: Arc<Mr>,
@@ -1158,6 +1241,7 @@ impl Segment {
             SegmentKind::Contiguous(span) => {
                 span.sub(usize::try_from(offset).ok()?, usize::try_from(max).ok()?)
             }
+            SegmentKind::Spans { list, offset: base } => list.run(base.checked_add(offset)?, max),
             SegmentKind::Fast {
                 mr,
                 offset: base,
@@ -1240,3 +1324,7 @@ mod tests;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests_queued;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tests_spans;

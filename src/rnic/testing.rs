@@ -209,6 +209,124 @@ impl Drop for LamPages {
     }
 }
 
+/// A region over several spans mapped apart (rule M2: an MDL chain whose
+/// MDLs the kernel mapped on their own). Each part is its own allocation,
+/// starting at an odd offset with guard bytes (0xEE) before and after, so no
+/// two parts are adjacent and a byte written outside a part shows.
+pub struct Spread {
+    parts: Vec<Vec<u8>>,
+    offsets: Vec<usize>,
+    lens: Vec<usize>,
+    /// The region.
+    pub mr: Arc<Mr>,
+    /// The index of its first byte (a made-up virtual address, rule M4).
+    pub base: u64,
+}
+
+impl Spread {
+    /// Registers parts of `lens` bytes (a pattern per part and `seed`) as
+    /// one region on `pd`, indexed from `base`.
+    pub fn new(pd: &Arc<Pd>, lens: &[usize], seed: u8, base: u64, access: Access) -> Self {
+        let offsets: Vec<usize> = (0..lens.len()).map(|i| (i * 5 + 3) % 16).collect();
+        let mut parts: Vec<Vec<u8>> = lens
+            .iter()
+            .zip(&offsets)
+            .enumerate()
+            .map(|(i, (&len, &offset))| {
+                let mut part = alloc::vec![0xEE_u8; offset + len + 1];
+                for (n, b) in part[offset..offset + len].iter_mut().enumerate() {
+                    *b = (n as u8)
+                        .wrapping_mul(29)
+                        .wrapping_add(seed)
+                        .wrapping_add(i as u8);
+                }
+                part
+            })
+            .collect();
+        let spans: Vec<Span> = parts
+            .iter_mut()
+            .zip(lens.iter().zip(&offsets))
+            .map(|(part, (&len, &offset))| {
+                // SAFETY: each part is owned by the fixture, never resized,
+                // and outlives the region (closed in `Drop` first).
+                unsafe { Span::new(part.as_mut_ptr() as usize + offset, len) }.unwrap()
+            })
+            .collect();
+        let list = super::memory::SpanList::new(&spans).unwrap();
+        assert_eq!(list.count(), lens.len(), "parts are never adjacent");
+        let mr = Mr::new(pd, false).unwrap();
+        mr.register_spans(list, base, access).unwrap();
+        Self {
+            parts,
+            offsets,
+            lens: lens.to_vec(),
+            mr,
+            base,
+        }
+    }
+
+    /// The region's bytes, parts concatenated.
+    pub fn flat(&self) -> Vec<u8> {
+        self.parts
+            .iter()
+            .zip(self.lens.iter().zip(&self.offsets))
+            .flat_map(|(part, (&len, &offset))| part[offset..offset + len].iter().copied())
+            .collect()
+    }
+
+    /// Whether no byte around a part was written.
+    pub fn guards_intact(&self) -> bool {
+        self.parts
+            .iter()
+            .zip(self.lens.iter().zip(&self.offsets))
+            .all(|(part, (&len, &offset))| {
+                part[..offset].iter().all(|&b| b == 0xEE) && part[offset + len] == 0xEE
+            })
+    }
+
+    /// Bytes.
+    pub fn total(&self) -> usize {
+        self.lens.iter().sum()
+    }
+
+    /// Where each part after the first starts, as offsets into the region.
+    pub fn boundaries(&self) -> Vec<usize> {
+        self.lens
+            .iter()
+            .scan(0, |at, &len| {
+                *at += len;
+                Some(*at)
+            })
+            .take(self.lens.len().saturating_sub(1))
+            .collect()
+    }
+
+    /// A local SGE over `len` bytes at `offset`.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.base + offset,
+            len,
+            key: self.mr.local_key().unwrap(),
+        }
+    }
+
+    /// The remote token.
+    pub fn rkey(&self) -> u32 {
+        self.mr.remote_key().unwrap()
+    }
+
+    /// The remote address of `offset`.
+    pub fn raddr(&self, offset: u64) -> u64 {
+        self.base + offset
+    }
+}
+
+impl Drop for Spread {
+    fn drop(&mut self) {
+        let _ = self.mr.close(alloc::boxed::Box::new(|| {}));
+    }
+}
+
 /// One side of a connection: device, PD, CQs and QP.
 pub struct Side {
     /// The device.

@@ -412,6 +412,71 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     pair.teardown();
 }
 
+/// A chain of MDLs virtually contiguous from the made-up index `va` (as
+/// indexes only, M4), each mapped (`MDL_MAPPED_TO_SYSTEM_VA`) to its own
+/// buffer, as the kernel maps each MDL of a chain on its own; each buffer
+/// starts at the in-page offset of its MDL's index, as a mapping keeps it.
+fn chain_mapped_apart(va: u64, lens: &[usize], seed: u8) -> (Vec<Buffer>, Vec<Mdl>) {
+    let mut at = va;
+    let mut buffers = Vec::new();
+    let mut mdls: Vec<Mdl> = Vec::new();
+    for (i, &len) in lens.iter().enumerate() {
+        let offset = usize::try_from(at % PAGE64).unwrap();
+        let seed = seed.wrapping_add(u8::try_from(i).unwrap());
+        let mut buffer = Buffer::pattern(len, offset, seed);
+        let mut mdl = *mdl_nowhere(at, len as u64);
+        mdl.mdl_flags = MDL_MAPPED_TO_SYSTEM_VA;
+        mdl.mapped_system_va = buffer.bytes_mut().as_mut_ptr().cast();
+        buffers.push(buffer);
+        mdls.push(mdl);
+        at += len as u64;
+    }
+    // Linked by address: the vector is not resized afterwards.
+    let first = mdls.as_mut_ptr();
+    for i in 1..mdls.len() {
+        mdls[i - 1].next = first.wrapping_add(i);
+    }
+    (buffers, mdls)
+}
+
+/// Every byte of the buffers, in chain order.
+fn chain_bytes(buffers: &[Buffer]) -> Vec<u8> {
+    buffers.iter().flat_map(|b| b.bytes().to_vec()).collect()
+}
+
+/// M2: a chain whose MDLs are mapped apart (the kernel's usual case: each
+/// MDL gets its own system mapping) registers as one region over its
+/// indexes; a peer's Write and Read that start and end inside different
+/// MDLs move exactly their bytes, in every buffer.
+#[test]
+fn m2_register_mr_over_a_chain_mapped_apart() {
+    let pair = Pair::new();
+    let va = 0x0000_4100_0000_0000 + 0x321;
+    let lens = [0x1234, 0x1AB, 0x2000];
+    let total: usize = lens.iter().sum();
+    let (buffers, mut mdls) = chain_mapped_apart(va, &lens, 11);
+    let before = chain_bytes(&buffers);
+    let mr = pair.b_pd.mr(false);
+    assert_success!(register_mdl(&mr, mdls.as_mut_ptr(), total, MR_REMOTE));
+    let token = mr.remote_token();
+    let src = Region::pattern(&pair.a_pd, PAGE, 9, 0);
+    let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
+    // A Write from inside the first MDL to inside the third.
+    let (at, len) = (0x1100, 0x400);
+    assert_success!(a_writes(&pair, &src, 0x11, len, va + at as u64, token));
+    let now = chain_bytes(&buffers);
+    assert_placed(&now, &before, at, &src.bytes()[0x11..0x11 + len]);
+    // A Read of 0x1200..0x1F00, across both boundaries.
+    let (at, len) = (0x1200, 0xD00);
+    assert_success!(a_reads(&pair, &sink, 0x30, len, va + at as u64, token));
+    assert_eq!(&sink.bytes()[0x30..0x30 + len], &now[at..at + len]);
+    assert_close(mr.close());
+    src.close();
+    sink.close();
+    pair.teardown();
+    drop(mdls);
+}
+
 /// M2: a chain that is not virtually contiguous over `Length` — a gap, an
 /// overlap, or the next MDL in another buffer — is refused with
 /// `STATUS_INVALID_PARAMETER`; the MR stays unregistered and usable.
@@ -2538,6 +2603,38 @@ fn m28_build_lam_maps_the_pages_of_a_contiguous_chain_and_reports_the_fbo() {
     pair.a.release_lam(&mut lam);
     inbox.close();
     pair.teardown();
+}
+
+/// M28: BuildLam over a chain whose MDLs are mapped apart lists each MDL's
+/// pages (boundaries on pages, as with page-sized MDLs); SGEs of the
+/// privileged token over those pages carry the chain's bytes.
+#[test]
+fn m28_build_lam_over_a_chain_mapped_apart() {
+    let pair = Pair::new();
+    let va = 0x0000_4200_0000_0000 + 0x321;
+    let lens = [2 * PAGE - 0x321, PAGE, 0x234];
+    let len: usize = lens.iter().sum();
+    let (buffers, mut mdls) = chain_mapped_apart(va, &lens, 31);
+    let content = chain_bytes(&buffers);
+    let needed = 0x10 + 8 * 4;
+    let call = build_lam_raw(&pair.a, mdls.as_mut_ptr(), len, false, needed);
+    assert_success!(call.status);
+    assert_eq!((call.size, call.fbo), (needed, 0x321));
+    let mut lam = call.words;
+    assert_eq!(lam_count(&lam), 4);
+    let pages = lam_pages(&lam);
+    assert!(pages.iter().all(|p| p % PAGE64 == 0));
+    let inbox = Region::new(&pair.b_pd, 4 * PAGE, 0, MR_LOCAL_WRITE);
+    let sges = lam_sges(&pages, call.fbo, 0, len, pair.a_pd.privileged_token());
+    assert_success!(pair.b_qp.receive(1, &[inbox.sge(0, len)]));
+    assert_success!(pair.a_qp.send(2, &sges, 0));
+    expect(&pair.a_cq, 2, STATUS_SUCCESS);
+    expect(&pair.b_cq, 1, STATUS_SUCCESS);
+    assert_eq!(&inbox.bytes()[..len], &content[..]);
+    pair.a.release_lam(&mut lam);
+    inbox.close();
+    pair.teardown();
+    drop(mdls);
 }
 
 /// M28: the MDL's virtual address is an index only: BuildLam over an MDL

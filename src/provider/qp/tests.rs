@@ -403,17 +403,23 @@ impl Env {
 
     pub(crate) fn build_lam(&self, buf: &mut Buf) -> Lam {
         let mut mdl = buf.mdl();
-        let mut storage = std::vec![0_u64; 4 + buf.len() / PAGE];
+        self.build_lam_mdl(&raw mut mdl, buf.len())
+    }
+
+    /// BuildLam over `len` bytes of the chain at `mdl`.
+    pub(crate) fn build_lam_mdl(&self, mdl: *mut Mdl, len: usize) -> Lam {
+        let mut storage = std::vec![0_u64; 4 + len / PAGE];
         let mut size = u32::try_from(storage.len() * 8).unwrap();
         let mut fbo = 0_u32;
         let build = self.adapter_table().ndk_build_lam;
-        // SAFETY: the adapter is open; the MDL, LAM buffer (of `size`
-        // bytes) and out-pointers are valid.
+        // SAFETY: the adapter is open; the MDL chain (valid, over the
+        // test's memory), LAM buffer (of `size` bytes) and out-pointers are
+        // valid.
         let status = unsafe {
             build(
                 self.adapter,
-                &raw mut mdl,
-                buf.len(),
+                mdl,
+                len,
                 None,
                 null_mut(),
                 storage.as_mut_ptr().cast(),

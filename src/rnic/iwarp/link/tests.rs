@@ -276,6 +276,76 @@ fn test_send_multi_segment_sge_lists() {
     }
 }
 
+/// rule M2 over the wire: tagged Writes and Read responses, and untagged
+/// Sends, placed into a region of several spans mapped apart, in FPDUs
+/// that start and end anywhere, land exactly across every span boundary;
+/// a Read of such a region gathers across them.
+#[test]
+fn test_spans_placement_across_boundaries_rule_m2() {
+    use crate::rnic::testing::Spread;
+    for crc in [false, true] {
+        let w = Wire::new(100, 37, 13, crc);
+        let lens = [0x123, 1, 0x2FF, 0x200];
+        let remote = Spread::new(&w.b.pd, &lens, 4, 0x0000_7000_0000_0321, RW);
+        let total = remote.total();
+        let src = w.a.pattern(0x700, 6, Access::empty());
+        let mut model = remote.flat();
+        // A Write from inside the first span to inside the last.
+        w.a.qp
+            .post_write(
+                1,
+                Payload::Sges(&[src.sge(0, 0x500)]),
+                remote.raddr(0x100),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+        // A Send into a receive whose SGE spans the middle boundaries.
+        w.b.qp
+            .post_receive(2, &[remote.sge(0x120, 0x10), remote.sge(0x400, 0x30)])
+            .unwrap();
+        w.a.qp
+            .post_send(
+                3,
+                Payload::Sges(&[src.sge(0x600, 0x40)]),
+                WrFlags::empty(),
+                None,
+            )
+            .unwrap();
+        w.pump();
+        model[0x100..0x600].copy_from_slice(&src.buffer.bytes()[..0x500]);
+        model[0x120..0x130].copy_from_slice(&src.buffer.bytes()[0x600..0x610]);
+        model[0x400..0x430].copy_from_slice(&src.buffer.bytes()[0x610..0x640]);
+        assert_eq!(remote.flat(), model, "crc {crc}");
+        assert!(remote.guards_intact());
+        // A Read of the whole region: the responses gather across spans.
+        let sink = w.a.buffer(total, 0, Access::LOCAL_WRITE);
+        w.a.qp
+            .post_read(
+                4,
+                &[
+                    sink.sge(0, 0x200),
+                    sink.sge(0x200, u32::try_from(total - 0x200).unwrap()),
+                ],
+                remote.raddr(0),
+                remote.rkey(),
+                WrFlags::empty(),
+            )
+            .unwrap();
+        w.pump();
+        assert_eq!(sink.buffer.bytes(), &model[..], "crc {crc}");
+        assert_eq!(
+            statuses(&w.a.scq.drain()),
+            [
+                (1, Opcode::Write, WcStatus::Success),
+                (3, Opcode::Send, WcStatus::Success),
+                (4, Opcode::Read, WcStatus::Success)
+            ]
+        );
+        assert_eq!(w.b.rcq.drain().len(), 1);
+    }
+}
+
 #[test]
 fn test_inline_send_and_write() {
     let w = Wire::new(64, 5, 11, false);
