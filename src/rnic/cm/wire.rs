@@ -112,13 +112,13 @@ impl ByteStream for Pipe {
         self.0.send(bytes)
     }
 
-    // No `send_with` here: connections do not lend the stream's room yet.
-    // Lending lets the writer thread put a request's last FPDU on the wire
-    // before the link records the request's completion, and a peer's
-    // Terminate for it then often lands first and completes it with the
-    // peer's error instead of success (both are allowed, RFC 5040 §7, but
-    // the window was far wider than with `send`; the conformance suite over
-    // iWARP failed on it). docs/performance.md, "Wire", has the figures.
+    /// The link builds its FPDUs in the stream's own send buffer (a copy
+    /// less, docs/performance.md "Wire"). The link records a request's
+    /// completion before it lends the room for its last FPDU, so a peer's
+    /// Terminate that follows those bytes never overtakes it (RFC 5040 §7).
+    fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
+        self.0.send_with(len, fill)
+    }
 
     fn close(&self, abortive: bool) {
         self.0.close(abortive);

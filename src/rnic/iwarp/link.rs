@@ -538,10 +538,22 @@ impl Link {
     fn flush(&self, qp: &Qp) -> bool {
         let mut tx = self.tx.lock();
         while tx.sent < tx.len {
+            // The FPDU that completes a request: its completion is recorded
+            // before its last bytes can reach the stream (`mark_sent`).
+            let marked = tx.completes.filter(|&slot| self.mark_sent(slot));
+            let rest = tx.len - tx.sent;
             let n = match tx.buf.get(tx.sent..tx.len) {
                 Some(rest) => self.stream.send(rest),
                 None => 0,
             };
+            if let Some(slot) = marked {
+                if n < rest {
+                    // Not all of it went: not sent yet after all.
+                    self.unmark_sent(slot);
+                } else {
+                    tx.completes = None;
+                }
+            }
             if n == 0 {
                 return false;
             }
@@ -729,7 +741,7 @@ impl Link {
         );
         let built = source.ok().and_then(|seg| {
             let source_list = one(seg);
-            self.build(&mut tx, &header, chunk, |out| {
+            self.build(&mut tx, &header, chunk, None, |out| {
                 copy_out(&source_list, 0, out)
             })
         });
@@ -753,27 +765,41 @@ impl Link {
     /// straight into the stream's send buffer when it lends the room
     /// ([`ByteStream::send_with`]; the FPDU is then taken whole and `flush`
     /// only completes it), else into the link's buffer for `flush` to offer.
+    ///
+    /// `completes`: the ring slot of the request this FPDU completes (its
+    /// last). Its completion is recorded before the stream can take the
+    /// FPDU, so that a peer's Terminate arriving after the bytes left can
+    /// never be applied to it first (`mark_sent`); `tx.completes` carries
+    /// it when the FPDU stays in the link's buffer.
     fn build(
         &self,
         tx: &mut Tx,
         header: &DdpHeader,
         chunk: usize,
+        completes: Option<usize>,
         fill: impl FnOnce(&mut [u8]) -> Result<(), ()>,
     ) -> Option<()> {
         let hlen = header.len();
         let total = mpa::fpdu_len(hlen + chunk);
         let crc = self.config.crc;
         let mut fill = Some(fill);
+        let marked = completes.filter(|&slot| self.mark_sent(slot));
         let lent = self.stream.send_with(total, &mut |out| {
             fill.take()
                 .and_then(|fill| write_fpdu_into(out, header, chunk, crc, fill))
                 == Some(total)
         });
+        if lent != Some(true)
+            && let Some(slot) = marked
+        {
+            self.unmark_sent(slot);
+        }
         match lent {
             Some(true) => {
                 // Taken whole: nothing left to offer.
                 tx.len = total;
                 tx.sent = total;
+                tx.completes = completes.filter(|_| marked.is_none());
                 return Some(());
             }
             Some(false) => return None,
@@ -782,7 +808,38 @@ impl Link {
         let fill = fill.take()?;
         tx.len = write_fpdu_into(&mut tx.buf, header, chunk, crc, fill)?;
         tx.sent = 0;
+        tx.completes = completes;
         Some(())
+    }
+
+    /// Records the request in ring slot `slot` as sent (success), before
+    /// its last bytes are offered to the stream: a peer's Terminate about
+    /// it can only arrive after those bytes left, and then finds it
+    /// completed (RFC 5040 §7 allows the success; E5 cancels the rest). Not
+    /// when a Terminate from the peer is already recorded (it came first:
+    /// it may concern this request) or a status is there. Returns whether
+    /// it marked; the runner alone calls this and [`Self::unmark_sent`], and
+    /// alone reads the mark (`retire_done`, `mark_concerned`), so taking the
+    /// mark back when the stream took less is never seen.
+    fn mark_sent(&self, slot: usize) -> bool {
+        let mut shared = self.shared.lock();
+        if shared.peer_terminate.is_some() {
+            return false;
+        }
+        match shared.done.get_mut(slot) {
+            Some(place @ None) => {
+                *place = Some(WcStatus::Success);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes back [`Self::mark_sent`]: the stream did not take the bytes.
+    fn unmark_sent(&self, slot: usize) {
+        if let Some(place) = self.shared.lock().done.get_mut(slot) {
+            *place = None;
+        }
     }
 
     /// Works on the initiator request at the cursor.
@@ -889,7 +946,7 @@ impl Link {
             _ => return Next::Done(Some(WcStatus::InternalError)),
         }
         .ddp_header();
-        let built = self.build(&mut tx, &header, chunk, |out| {
+        let built = self.build(&mut tx, &header, chunk, last.then_some(slot), |out| {
             if let Some(resolved) = &gathered {
                 return copy_out(resolved, offset, out);
             }
@@ -906,7 +963,6 @@ impl Link {
         if last {
             tx.started = false;
             tx.offset = 0;
-            tx.completes = Some(slot);
             drop(tx);
             // Moves the cursor on; the completion waits for the stream.
             return Next::Done(None);

@@ -5,6 +5,7 @@
 //! `send`, which splits that FPDU across the back-pressure; a stream that
 //! lends nothing still carries everything (the default method).
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use std::sync::Mutex;
@@ -29,6 +30,9 @@ struct LendPipe {
     /// of those took fewer than offered.
     lent: Mutex<usize>,
     sends: Mutex<(usize, usize)>,
+    /// Runs once, right after the stream took bytes (outside its lock): a
+    /// peer that answers before the link returns from `send`/`send_with`.
+    on_taken: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl LendPipe {
@@ -39,7 +43,15 @@ impl LendPipe {
             lends,
             lent: Mutex::new(0),
             sends: Mutex::new((0, 0)),
+            on_taken: Mutex::new(None),
         })
+    }
+
+    fn taken(&self) {
+        let hook = self.on_taken.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
     }
 }
 
@@ -52,6 +64,10 @@ impl ByteStream for LendPipe {
             let mut sends = self.sends.lock().unwrap();
             sends.0 += 1;
             sends.1 += usize::from(n < bytes.len());
+        }
+        drop(q);
+        if n > 0 {
+            self.taken();
         }
         n
     }
@@ -70,7 +86,9 @@ impl ByteStream for LendPipe {
             return Some(false);
         }
         q.extend(&room);
+        drop(q);
         *self.lent.lock().unwrap() += 1;
+        self.taken();
         Some(true)
     }
 
@@ -275,4 +293,48 @@ fn test_a_stream_that_lends_nothing_gets_copies() {
     send_write_read(&w, true);
     assert_eq!(*w.ab.lent.lock().unwrap(), 0);
     assert!(w.ab.sends.lock().unwrap().0 >= 13);
+}
+
+/// RFC 5040 §7, docs/iwarp.md "A peer's Terminate can overtake a sent
+/// request's completion": a Write whose last FPDU the stream took completes
+/// with success even when the peer's Terminate for it arrives before the
+/// link returns from handing the bytes over (here: inside `send_with` or
+/// `send`, the peer refusing the Write's token at once). Before the
+/// completion was recorded ahead of the release, the lent path let the
+/// Terminate be applied to the Write first (`RemoteAccessError`).
+#[test]
+fn test_terminate_arriving_as_the_last_bytes_leave_finds_the_write_sent() {
+    for lends in [true, false] {
+        let w = Arc::new(Wire::new(4096, 4096, false, lends));
+        let src = w.a.pattern(40, 1, Access::empty());
+        let sink = w.b.buffer(64, 0, RW);
+        let answer = Arc::clone(&w);
+        *w.ab.on_taken.lock().unwrap() = Some(Box::new(move || {
+            // B receives the Write (bad token: it terminates), and A the
+            // Terminate, before A's `send_with`/`send` returns.
+            Wire::move_one(&answer.ab, &answer.lb, &answer.la, 4096, None);
+            Wire::move_one(&answer.ba, &answer.la, &answer.lb, 4096, None);
+        }));
+        w.a.qp
+            .post_write(
+                7,
+                Payload::Sges(&[src.sge(0, 40)]),
+                sink.raddr(0),
+                sink.rkey() ^ 0x0100,
+                WrFlags::empty(),
+            )
+            .unwrap();
+        w.pump();
+        assert!(w.ab.on_taken.lock().unwrap().is_none(), "the peer answered");
+        assert_eq!(
+            statuses(&w.a.scq.drain()),
+            [(7, Opcode::Write, WcStatus::Success)],
+            "lends: {lends}"
+        );
+        // The Terminate ended the connection at both ends (E5).
+        assert_ne!(w.a.qp.state(), crate::rnic::qp::QpState::Connected);
+        assert_ne!(w.b.qp.state(), crate::rnic::qp::QpState::Connected);
+        // The Arc cycle through the hook is gone (it ran once).
+        drop(w);
+    }
 }
