@@ -6,6 +6,7 @@
 //! the WSK glue's streams. Addresses 127.9.x.y are this file's.
 
 use core::ffi::c_void;
+use core::net::SocketAddr;
 use core::ptr::{null, null_mut};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use crate::kernel::timers::PlayedClock;
 use crate::kernel::wsk::WskNet;
 use crate::kernel::wsk::fake::{Provider, Source};
 use crate::rnic::Limits;
-use crate::rnic::cm::IpAddr;
+use crate::rnic::cm::{IpAddr, MAX_WIRE_PRIVATE_DATA};
 use crate::rnic::device::{Device, EngineMode};
 
 use super::addresses::tests::{Open, close, raw, row, sockaddr, table};
@@ -96,10 +97,10 @@ fn conn_table(c: *mut NdkConnector) -> &'static NdkConnectorDispatch {
 
 /// The peer's private data of a connector.
 fn peer_data(c: *mut NdkConnector) -> Vec<u8> {
-    let mut buffer = [0_u8; 64];
-    let mut length = 64_u32;
+    let mut buffer = [0_u8; 512];
+    let mut length = 512_u32;
     let (mut ird, mut ord) = (0, 0);
-    // SAFETY: a live connector; the buffer holds 64 bytes.
+    // SAFETY: a live connector; the buffer holds 512 bytes.
     let status = unsafe {
         (conn_table(c).ndk_get_connection_data)(
             c,
@@ -222,7 +223,28 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     // that returns before its socket is bound).
     wait_for("B's listening socket bound", || provider.idle());
 
-    // A connects over WSK with private data; B accepts with its own.
+    // Both adapters are iWARP and report the wire's limits (A8, A23).
+    for adapter in [&a, &b] {
+        let info = adapter.provider().adapter_info();
+        assert_eq!(info.rdma_technology, crate::abi::NdkRdmaTechnology::IWARP);
+        assert_eq!(info.max_caller_data as usize, MAX_WIRE_PRIVATE_DATA);
+        assert_eq!(info.max_callee_data as usize, MAX_WIRE_PRIVATE_DATA);
+    }
+    // B's listener in OID_NDK_LOCAL_ENDPOINTS: the ND entry, then the TCP
+    // one (A20, A21).
+    let mut endpoints = Vec::new();
+    b.provider().local_endpoints(&mut |e| endpoints.push(*e));
+    let listening = SocketAddr::from(([127, 9, 0, 2], 4100));
+    assert_eq!(endpoints.len(), 2, "{endpoints:?}");
+    assert!(endpoints[0].listener && endpoints[0].local == listening);
+    assert!(!endpoints[1].listener && endpoints[1].local == listening);
+
+    // A connects over WSK with private data as long as MPA carries (more
+    // than the InfiniBand CM's 56 bytes a RoCE adapter offers); B accepts
+    // with its own.
+    let hello: Vec<u8> = (0..MAX_WIRE_PRIVATE_DATA)
+        .map(|i| u8::try_from(i % 251).unwrap())
+        .collect();
     let (cq_a, pd_a, qp_a) = open_a.qp();
     let (cq_b, pd_b, qp_b) = open_b.qp();
     let c = open_a.connector();
@@ -239,8 +261,8 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
             dst.1,
             8,
             8,
-            b"hello from A".as_ptr().cast(),
-            12,
+            hello.as_ptr().cast(),
+            u32::try_from(hello.len()).unwrap(),
             Some(on_request),
             0xA1 as *mut c_void,
         )
@@ -248,7 +270,7 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert_eq!(status, STATUS_PENDING);
     wait_for("B's connect event", || !queue.lock().unwrap().is_empty());
     let passive = queue.lock().unwrap().pop().unwrap() as *mut NdkConnector;
-    assert_eq!(peer_data(passive), b"hello from A", "A's MPA request");
+    assert_eq!(peer_data(passive), hello, "A's MPA request");
     // SAFETY: valid arguments; the completion's context is a tag.
     let status = unsafe {
         (conn_table(passive).ndk_accept)(
@@ -277,6 +299,24 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
         2,
         "B's listener and accepted socket"
     );
+
+    // OID_NDK_CONNECTIONS: each connection as its ND entry, then its TCP
+    // connection, same addressing (N30) (A19, A21).
+    for (adapter, local, remote) in [(&a, v4(1), v4(2)), (&b, v4(2), v4(1))] {
+        let mut connections = Vec::new();
+        adapter
+            .provider()
+            .connections(&mut |c| connections.push(*c));
+        assert_eq!(connections.len(), 2, "{connections:?}");
+        assert_eq!(connections[0], connections[1]);
+        let ip = |ip: IpAddr| match ip {
+            IpAddr::V4(o) => core::net::IpAddr::from(o),
+            IpAddr::V6(o) => core::net::IpAddr::from(o),
+        };
+        assert_eq!(connections[0].local.ip(), ip(local));
+        assert_eq!(connections[0].remote.ip(), ip(remote));
+        assert!(!connections[0].user_mode_owner);
+    }
 
     exchange_sends(qp_a, qp_b, cq_a, cq_b);
 

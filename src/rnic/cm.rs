@@ -108,7 +108,7 @@ mod wire;
 pub use address::{Endpoint, Family, IpAddr};
 pub use address_set::AddressSet;
 pub use connector::Connector;
-pub use fabric::Fabric;
+pub use fabric::{Fabric, wire_limits};
 pub use listener::Listener;
 pub use shared::SharedEndpoint;
 pub use types::{
