@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use super::addresses::AddressTracker;
 use crate::abi::{
     IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NdkConnector, NdkConnectorDispatch, NdkCqDispatch,
-    NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus, STATUS_PENDING, STATUS_SUCCESS,
+    NdkListener, NdkListenerDispatch, NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus,
+    STATUS_CANCELLED, STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
 };
 use crate::driver::adapter::Adapter;
 use crate::driver::config::{AdapterConfig, RawConfig, generated_mac};
@@ -67,6 +68,29 @@ unsafe extern "system" fn on_request(ctx: *mut c_void, status: NtStatus) {
 }
 
 unsafe extern "system" fn on_indication(_ctx: *mut c_void) {}
+
+/// `NdkListen` on `ip`:`port` with a completion tagged `tag`.
+fn listen_on(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus {
+    let address = sockaddr(ip, port);
+    let (a, n) = raw(&address, ip);
+    let d: &NdkListenerDispatch = table(l.cast());
+    // SAFETY: valid arguments; the completion's context is a tag.
+    unsafe { (d.ndk_listen)(l, a, n, Some(on_request), tag as *mut c_void) }
+}
+
+/// `NdkListen`'s final status: inline, or its completion's (L8).
+fn listened(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus {
+    match listen_on(l, ip, port, tag) {
+        STATUS_PENDING => {
+            wait_for("the Listen's completion", || completed(tag).is_some());
+            completed(tag).unwrap()
+        }
+        status => {
+            assert_eq!(completed(tag), None, "no completion after an inline answer");
+            status
+        }
+    }
+}
 
 /// Waits (bounded) until `done` holds.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -214,14 +238,10 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     // B listens over a WSK listening socket.
     let queue = Mutex::new(Vec::new());
     let l = open_b.listener(&queue);
-    assert_eq!(Open::listen(l, v4(2), 4100), STATUS_SUCCESS);
+    // NdkListen completes once WSK has bound the socket (asynchronously,
+    // on the provider's thread here): A may connect at once.
+    assert_eq!(listened(l, v4(2), 4100, 0xB0), STATUS_SUCCESS);
     assert_eq!(nets[1].sockets_open(), 1, "B's listening socket");
-    // NdkListen returns once the socket is asked for; WSK creates and binds
-    // it asynchronously (the provider's thread here). A Connect issued
-    // before the bind completed would be refused, so the test waits for
-    // the provider to finish B's socket first (docs/driver.md: a Listen
-    // that returns before its socket is bound).
-    wait_for("B's listening socket bound", || provider.idle());
 
     // Both adapters are iWARP and report the wire's limits (A8, A23).
     for adapter in [&a, &b] {
@@ -345,5 +365,90 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert!(provider.idle(), "no request left with the provider");
     assert!(provider.lock().sockets.iter().all(|s| s.closed));
     ta.close();
+    tb.close();
+}
+
+/// A net over `provider` with its own played clock.
+fn net_over(provider: &'static Provider) -> Arc<WskNet> {
+    WskNet::new(
+        Box::new(Source(provider)),
+        PlayedClock::new(1_000).timers(),
+        super::transport::SEND_RING,
+    )
+}
+
+/// Accepts nothing: a socket of another program.
+struct Foreign;
+
+impl crate::kernel::tcp::AcceptEvents for Foreign {
+    fn accepted(
+        &self,
+        _connection: crate::kernel::tcp::Connected,
+    ) -> Option<Arc<dyn crate::kernel::tcp::StreamEvents>> {
+        None
+    }
+}
+
+/// N3: a TCP port another program holds is found only when WSK completes
+/// the bind, after NdkListen returned: the Listen completes
+/// STATUS_SHARING_VIOLATION, and the listener may listen elsewhere.
+#[test]
+fn test_listen_on_a_port_held_by_another_socket_fails_asynchronously_rule_n3() {
+    let provider = Provider::new(700);
+    let serving = provider.serve();
+    let net = net_over(provider);
+    let (b, tb) = wsk_adapter(LUID_B, v4(12), &net);
+    let open_b = Open(b.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    // Another program's socket on 127.9.0.12:4300 (the connection
+    // manager's own port table does not know it).
+    let foreign = net
+        .listen(SocketAddr::from(([127, 9, 0, 12], 4300)), Arc::new(Foreign))
+        .unwrap();
+    wait_for("the foreign socket bound", || provider.idle());
+    let queue = Mutex::new(Vec::new());
+    let l = open_b.listener(&queue);
+    assert_eq!(
+        listened(l, v4(12), 4300, 0xC0),
+        STATUS_SHARING_VIOLATION,
+        "the address is in use"
+    );
+    assert_eq!(
+        listened(l, v4(12), 4301, 0xC1),
+        STATUS_SUCCESS,
+        "listens again"
+    );
+    close(l.cast());
+    drop(foreign);
+    b.close_ndk_adapter(core::ptr::NonNull::new(open_b.0).unwrap());
+    assert!(super::transport::halt(&net), "every socket closed at halt");
+    drop(serving);
+    tb.close();
+}
+
+/// L20, L21: closing a listener whose socket WSK has not bound yet
+/// completes its Listen STATUS_CANCELLED, then the close; the socket is
+/// closed once WSK is done with it.
+#[test]
+fn test_close_of_a_listener_still_binding_cancels_its_listen_rule_l20_l21() {
+    // Not serving: WSK completes nothing until the test runs it.
+    let provider = Provider::new(700);
+    let net = net_over(provider);
+    let (b, tb) = wsk_adapter(LUID_B, v4(13), &net);
+    let open_b = Open(b.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    let queue = Mutex::new(Vec::new());
+    let l = open_b.listener(&queue);
+    assert_eq!(listen_on(l, v4(13), 4400, 0xD0), STATUS_PENDING);
+    assert_eq!(completed(0xD0), None, "WSK has not bound the socket");
+    close(l.cast());
+    assert_eq!(
+        completed(0xD0),
+        Some(STATUS_CANCELLED),
+        "the Listen completed before the close did"
+    );
+    // WSK finishes the socket (created, bound, then closed).
+    provider.run();
+    assert_eq!(net.sockets_open(), 0, "the socket closed");
+    b.close_ndk_adapter(core::ptr::NonNull::new(open_b.0).unwrap());
+    assert!(super::transport::halt(&net));
     tb.close();
 }

@@ -308,6 +308,20 @@ impl Fabric {
                         state.settle_listener(listener, more);
                     });
                 }
+                Action::ListenCompleted {
+                    events,
+                    listener,
+                    result,
+                } => {
+                    events.listen_completed(result);
+                    drop(events);
+                    self.run(|state, _, more| {
+                        if let Some(rec) = state.listeners.get_mut(listener) {
+                            rec.callouts = rec.callouts.saturating_sub(1);
+                        }
+                        state.settle_listener(listener, more);
+                    });
+                }
                 Action::ListenerClosed { events, notify } => {
                     if notify {
                         events.closed();
