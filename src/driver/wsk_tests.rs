@@ -253,7 +253,8 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     // B's listener in OID_NDK_LOCAL_ENDPOINTS: the ND entry, then the TCP
     // one (A20, A21).
     let mut endpoints = Vec::new();
-    b.provider().local_endpoints(&mut |e| endpoints.push(*e));
+    b.provider()
+        .local_endpoints(&mut |endpoint| endpoints.push(*endpoint));
     let listening = SocketAddr::from(([127, 9, 0, 2], 4100));
     assert_eq!(endpoints.len(), 2, "{endpoints:?}");
     assert!(endpoints[0].listener && endpoints[0].local == listening);
@@ -326,12 +327,12 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
         let mut connections = Vec::new();
         adapter
             .provider()
-            .connections(&mut |c| connections.push(*c));
+            .connections(&mut |connection| connections.push(*connection));
         assert_eq!(connections.len(), 2, "{connections:?}");
         assert_eq!(connections[0], connections[1]);
         let ip = |ip: IpAddr| match ip {
-            IpAddr::V4(o) => core::net::IpAddr::from(o),
-            IpAddr::V6(o) => core::net::IpAddr::from(o),
+            IpAddr::V4(octets) => core::net::IpAddr::from(octets),
+            IpAddr::V6(octets) => core::net::IpAddr::from(octets),
         };
         assert_eq!(connections[0].local.ip(), ip(local));
         assert_eq!(connections[0].remote.ip(), ip(remote));
