@@ -174,6 +174,42 @@ fn complete_connect(c: *mut NdkConnector) {
     assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
 }
 
+/// Both adapters are iWARP with the wire's limits (A8, A23), and `b`'s
+/// listener on `listening` is reported as an ND/TCP pair (A20, A21).
+fn check_iwarp_reports(a: &Adapter, b: &Adapter, listening: SocketAddr) {
+    for adapter in [a, b] {
+        let info = adapter.provider().adapter_info();
+        assert_eq!(info.rdma_technology, crate::abi::NdkRdmaTechnology::IWARP);
+        assert_eq!(info.max_caller_data as usize, MAX_WIRE_PRIVATE_DATA);
+        assert_eq!(info.max_callee_data as usize, MAX_WIRE_PRIVATE_DATA);
+    }
+    let mut endpoints = Vec::new();
+    b.provider()
+        .local_endpoints(&mut |endpoint| endpoints.push(*endpoint));
+    assert_eq!(endpoints.len(), 2, "{endpoints:?}");
+    assert!(endpoints[0].listener && endpoints[0].local == listening);
+    assert!(!endpoints[1].listener && endpoints[1].local == listening);
+}
+
+/// OID_NDK_CONNECTIONS of an established connection from `local` to
+/// `remote`: its ND entry, then its TCP connection, same addressing (N30)
+/// (A19, A21).
+fn check_connection_pair(adapter: &Adapter, local: IpAddr, remote: IpAddr) {
+    let mut connections = Vec::new();
+    adapter
+        .provider()
+        .connections(&mut |connection| connections.push(*connection));
+    assert_eq!(connections.len(), 2, "{connections:?}");
+    assert_eq!(connections[0], connections[1]);
+    let ip = |ip: IpAddr| match ip {
+        IpAddr::V4(octets) => core::net::IpAddr::from(octets),
+        IpAddr::V6(octets) => core::net::IpAddr::from(octets),
+    };
+    assert_eq!(connections[0].local.ip(), ip(local));
+    assert_eq!(connections[0].remote.ip(), ip(remote));
+    assert!(!connections[0].user_mode_owner);
+}
+
 /// Sends both ways over an established iWARP connection (DDP untagged
 /// messages in MPA FPDUs on the WSK streams), each matched by a receive.
 fn exchange_sends(
@@ -243,29 +279,12 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert_eq!(listened(l, v4(2), 4100, 0xB0), STATUS_SUCCESS);
     assert_eq!(nets[1].sockets_open(), 1, "B's listening socket");
 
-    // Both adapters are iWARP and report the wire's limits (A8, A23).
-    for adapter in [&a, &b] {
-        let info = adapter.provider().adapter_info();
-        assert_eq!(info.rdma_technology, crate::abi::NdkRdmaTechnology::IWARP);
-        assert_eq!(info.max_caller_data as usize, MAX_WIRE_PRIVATE_DATA);
-        assert_eq!(info.max_callee_data as usize, MAX_WIRE_PRIVATE_DATA);
-    }
-    // B's listener in OID_NDK_LOCAL_ENDPOINTS: the ND entry, then the TCP
-    // one (A20, A21).
-    let mut endpoints = Vec::new();
-    b.provider()
-        .local_endpoints(&mut |endpoint| endpoints.push(*endpoint));
-    let listening = SocketAddr::from(([127, 9, 0, 2], 4100));
-    assert_eq!(endpoints.len(), 2, "{endpoints:?}");
-    assert!(endpoints[0].listener && endpoints[0].local == listening);
-    assert!(!endpoints[1].listener && endpoints[1].local == listening);
+    check_iwarp_reports(&a, &b, SocketAddr::from(([127, 9, 0, 2], 4100)));
 
     // A connects over WSK with private data as long as MPA carries (more
     // than the InfiniBand CM's 56 bytes a RoCE adapter offers); B accepts
     // with its own.
-    let hello: Vec<u8> = (0..MAX_WIRE_PRIVATE_DATA)
-        .map(|i| u8::try_from(i % 251).unwrap())
-        .collect();
+    let hello: Vec<u8> = (0..=250_u8).cycle().take(MAX_WIRE_PRIVATE_DATA).collect();
     let (cq_a, pd_a, qp_a) = open_a.qp();
     let (cq_b, pd_b, qp_b) = open_b.qp();
     let c = open_a.connector();
@@ -321,23 +340,8 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
         "B's listener and accepted socket"
     );
 
-    // OID_NDK_CONNECTIONS: each connection as its ND entry, then its TCP
-    // connection, same addressing (N30) (A19, A21).
-    for (adapter, local, remote) in [(&a, v4(1), v4(2)), (&b, v4(2), v4(1))] {
-        let mut connections = Vec::new();
-        adapter
-            .provider()
-            .connections(&mut |connection| connections.push(*connection));
-        assert_eq!(connections.len(), 2, "{connections:?}");
-        assert_eq!(connections[0], connections[1]);
-        let ip = |ip: IpAddr| match ip {
-            IpAddr::V4(octets) => core::net::IpAddr::from(octets),
-            IpAddr::V6(octets) => core::net::IpAddr::from(octets),
-        };
-        assert_eq!(connections[0].local.ip(), ip(local));
-        assert_eq!(connections[0].remote.ip(), ip(remote));
-        assert!(!connections[0].user_mode_owner);
-    }
+    check_connection_pair(&a, v4(1), v4(2));
+    check_connection_pair(&b, v4(2), v4(1));
 
     exchange_sends(qp_a, qp_b, cq_a, cq_b);
 

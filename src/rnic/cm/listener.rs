@@ -165,18 +165,18 @@ impl Listener {
         } else if rec.sockets.try_reserve(sockets.len()).is_ok() {
             rec.sockets.append(&mut sockets);
         }
-        let outcome = match wait {
-            Some(mut wait) => match wait.outcome() {
-                Some(outcome) => outcome,
-                None => {
-                    // L8: the rest is reported by `bound`.
+        let outcome = match wait.as_ref().map(BindWait::outcome) {
+            Some(Some(outcome)) => outcome,
+            Some(None) => {
+                // L8: the rest is reported by `bound`.
+                rec.bind_wait = wait.map(|mut wait| {
                     wait.answered = true;
-                    rec.bind_wait = Some(wait);
-                    drop(state);
-                    drop(sockets);
-                    return Ok(Listen::Binding(endpoint));
-                }
-            },
+                    wait
+                });
+                drop(state);
+                drop(sockets);
+                return Ok(Listen::Binding(endpoint));
+            }
             None => Ok(()),
         };
         let failed = match outcome {
