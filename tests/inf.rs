@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use softndk::abi::NdkRdmaTechnology;
 use softndk::abi::{IF_TYPE_ETHERNET_CSMACD, NCF_VIRTUAL, NdisMedium, NdisPhysicalMedium};
 use softndk::driver::config::{
-    self, DEFAULT_JUMBO_PACKET, DEFAULT_ROCE_FRAME_SIZE, JUMBO_PACKET_SIZES, RDMA_TECHNOLOGY,
-    ROCE_FRAME_SIZES, keyword,
+    self, DEFAULT_JUMBO_PACKET, JUMBO_PACKET_SIZES, RDMA_TECHNOLOGY, keyword,
 };
 
 fn manifest_dir() -> PathBuf {
@@ -360,18 +360,33 @@ fn test_inf_upper_range_ndis5_and_network_direct_enum_rule_a22() {
 }
 
 #[test]
-fn test_inf_network_direct_technology_only_roce_v2_rule_a23() {
+fn test_inf_network_direct_technology_only_iwarp_rule_a23() {
     let inf = inx();
     let registry = inf.registry(&install_section(&inf));
     let (kind, default, values) = keyword_ui(&registry, keyword::NETWORK_DIRECT_TECHNOLOGY);
     assert_eq!(kind, "enum");
+    assert_eq!(RDMA_TECHNOLOGY, NdkRdmaTechnology::IWARP, "iWARP over WSK");
     let technology = RDMA_TECHNOLOGY.0.to_string();
+    assert_eq!(technology, "1");
     assert_eq!(
         values,
         std::slice::from_ref(&technology),
         "exactly the one transport the device runs"
     );
     assert_eq!(default, technology);
+    let enum_key = "ndi\\params\\*networkdirecttechnology\\enum".to_owned();
+    assert_eq!(registry[&(enum_key, technology.clone())], "%iWARP%");
+    assert!(inf.value("Strings", "iWARP").is_some(), "the enum's label");
+    assert_eq!(
+        registry
+            .get(&(
+                String::new(),
+                keyword::NETWORK_DIRECT_TECHNOLOGY.to_lowercase()
+            ))
+            .map(String::as_str),
+        Some(technology.as_str()),
+        "initial value"
+    );
     for value in &values {
         let v: u32 = value.parse().unwrap();
         assert!(
@@ -381,25 +396,29 @@ fn test_inf_network_direct_technology_only_roce_v2_rule_a23() {
     }
 }
 
+/// A24 binds RoCE and RoCE v2 adapters only: the iWARP adapter offers no
+/// `*NetworkDirectRoCEFrameSize` (and ignores one set by hand,
+/// `config::roce_frame_size_applies`).
 #[test]
-fn test_inf_roce_frame_size_keyword_rule_a24() {
+fn test_inf_no_roce_frame_size_keyword_on_iwarp_rule_a24() {
     let inf = inx();
     let registry = inf.registry(&install_section(&inf));
-    let (kind, default, values) = keyword_ui(&registry, keyword::ROCE_FRAME_SIZE);
-    assert_eq!(kind, "enum");
-    assert_eq!(default, DEFAULT_ROCE_FRAME_SIZE.to_string());
-    assert_eq!(default, "1024", "1024 is the default and mandatory");
-    let mut sizes: Vec<u32> = values.iter().map(|v| v.parse().unwrap()).collect();
-    sizes.sort_unstable();
-    assert_eq!(sizes, ROCE_FRAME_SIZES);
-    // *JumboPacket, which caps the RoCE frame size, offers what the driver
-    // accepts.
+    assert!(!config::roce_frame_size_applies(RDMA_TECHNOLOGY));
+    let roce = keyword::ROCE_FRAME_SIZE.to_lowercase();
+    assert!(
+        registry
+            .keys()
+            .all(|(key, name)| !key.contains(&roce) && *name != roce),
+        "no RoCE frame size on an iWARP adapter"
+    );
+    // *JumboPacket offers what the driver accepts.
     let (_, default, values) = keyword_ui(&registry, keyword::JUMBO_PACKET);
     assert_eq!(default, DEFAULT_JUMBO_PACKET.to_string());
     let mut sizes: Vec<u32> = values.iter().map(|v| v.parse().unwrap()).collect();
     sizes.sort_unstable();
     assert_eq!(sizes, JUMBO_PACKET_SIZES);
-    // The event the driver logs is a netevent.dll message.
+    // The service's event log source stays registered (netevent.dll
+    // messages).
     let log = inf.lines("SoftNdk.EventLog.Reg").join("\n").to_lowercase();
     assert!(log.contains("netevent.dll"));
 }

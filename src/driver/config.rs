@@ -20,6 +20,16 @@ pub const JUMBO_PACKET_SIZES: [u32; 3] = [1514, 4088, 9014];
 /// [`JUMBO_PACKET_SIZES`].
 pub const DEFAULT_JUMBO_PACKET: u32 = 1514;
 
+/// Whether `*NetworkDirectRoCEFrameSize` applies to an adapter of
+/// `technology`: RoCE and RoCE v2 only (rule A24). SoftNDK's NIC runs iWARP
+/// ([`RDMA_TECHNOLOGY`]), so the INF does not offer the keyword and a value
+/// set by hand is ignored (no frame-size event is ever logged).
+#[must_use]
+pub fn roce_frame_size_applies(technology: crate::abi::NdkRdmaTechnology) -> bool {
+    use crate::abi::NdkRdmaTechnology as T;
+    technology == T::ROCE || technology == T::ROCE_V2
+}
+
 /// `*NetworkDirectRoCEFrameSize` values (rule A24), smallest first.
 pub const ROCE_FRAME_SIZES: [u32; 5] = [256, 512, 1024, 2048, 4096];
 
@@ -264,7 +274,11 @@ impl AdapterConfig {
         Self {
             network_direct: network_direct_permitted(raw.network_direct),
             jumbo_packet,
-            roce_frame_size: roce_frame_size(raw.roce_frame_size, jumbo_packet),
+            roce_frame_size: roce_frame_size(
+                raw.roce_frame_size
+                    .filter(|_| roce_frame_size_applies(RDMA_TECHNOLOGY)),
+                jumbo_packet,
+            ),
             mac: registry_mac.unwrap_or(generated_mac(net_luid_index)),
             mac_from_registry: registry_mac.is_some(),
             checked: checked_mode(raw.checked, raw.checked_stop),
@@ -450,6 +464,24 @@ mod tests {
     }
 
     #[test]
+    fn test_roce_frame_size_ignored_by_the_iwarp_adapter_rule_a24() {
+        use crate::abi::NdkRdmaTechnology as T;
+        assert!(roce_frame_size_applies(T::ROCE_V2));
+        assert!(roce_frame_size_applies(T::ROCE));
+        assert!(!roce_frame_size_applies(T::IWARP));
+        assert_eq!(RDMA_TECHNOLOGY, T::IWARP);
+        // A value set by hand on the iWARP adapter changes nothing and is
+        // never reported as a RoCE MTU mismatch.
+        let raw = RawConfig {
+            roce_frame_size: Some(4096),
+            ..RawConfig::default()
+        };
+        let config = AdapterConfig::from_raw(&raw, 1);
+        assert_eq!(config.roce_frame_size.configured, DEFAULT_ROCE_FRAME_SIZE);
+        assert!(!config.roce_frame_size.must_log());
+    }
+
+    #[test]
     fn test_jumbo_packet_validated() {
         assert_eq!(jumbo_packet(None), 1514);
         assert_eq!(jumbo_packet(Some(9014)), 9014);
@@ -490,7 +522,6 @@ mod tests {
         assert_eq!(config.mac, mac);
         assert!(config.mac_from_registry);
         assert_eq!(config.mtu(), 9000);
-        assert_eq!(config.roce_frame_size.operational, 4096);
         let generated = AdapterConfig::from_raw(&RawConfig::default(), 7);
         assert_eq!(generated.mac, generated_mac(7));
         assert!(!generated.mac_from_registry);

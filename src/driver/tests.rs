@@ -347,6 +347,16 @@ mod attributes_filled {
         );
         assert_eq!(info.max_transfer_length, limits.max_transfer_length);
         assert_eq!(info.rdma_technology, super::super::config::RDMA_TECHNOLOGY);
+        assert_eq!(info.rdma_technology, NdkRdmaTechnology::IWARP);
+        // The wire's private data (MPA, N17), not the device's RoCE sizes.
+        assert_eq!(
+            info.max_caller_data as usize,
+            crate::rnic::cm::MAX_WIRE_PRIVATE_DATA
+        );
+        assert_eq!(
+            info.max_callee_data as usize,
+            crate::rnic::cm::MAX_WIRE_PRIVATE_DATA
+        );
         assert_eq!(
             info.adapter_flags, 0,
             "the placeholder claims no optional feature"
@@ -1054,7 +1064,10 @@ mod ndk_oids {
         assert_eq!((buffer[0], buffer[1], u16_at(&buffer, 2)), (0x80, 1, 0x90));
         assert_eq!(u32_at(&buffer, 4), 0, "Flags");
         assert_eq!(u32_at(&buffer, 8), 2, "Count");
-        assert_eq!(buffer[0x0C], FALSE, "RoCE v2 does not map onto TCP");
+        assert_eq!(
+            buffer[0x0C], TRUE,
+            "iWARP (SoftNDK's technology) maps onto TCP"
+        );
         assert_eq!(&buffer[0x0D..0x10], &[0; 3]);
         let e0 = 0x10;
         assert_eq!(u16_at(&buffer, e0), AF_INET);
@@ -1194,9 +1207,13 @@ mod ndk_oids {
             buffer[0x0C], TRUE,
             "NDLocalEndpointsMappedtoTCPLocalEndpoints"
         );
-        // RoCE v2 (SoftNDK's technology): FALSE.
-        let (roce, _) = adapter_with(true);
+        // A fabric adapter (RoCE v2, provider::iface::FABRIC_TECHNOLOGY):
+        // FALSE.
+        let (roce, roce_fake) = adapter_with(true);
+        roce_fake.state.lock().technology = Some(NdkRdmaTechnology::ROCE_V2);
         query(&roce, OID_NDK_LOCAL_ENDPOINTS, &mut buffer);
+        assert_eq!(buffer[0x0C], FALSE);
+        query(&roce, OID_NDK_CONNECTIONS, &mut buffer);
         assert_eq!(buffer[0x0C], FALSE);
     }
 }

@@ -6,6 +6,7 @@
 //! the WSK glue's streams. Addresses 127.9.x.y are this file's.
 
 use core::ffi::c_void;
+use core::net::SocketAddr;
 use core::ptr::{null, null_mut};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 use super::addresses::AddressTracker;
 use crate::abi::{
     IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NdkConnector, NdkConnectorDispatch, NdkCqDispatch,
-    NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus, STATUS_PENDING, STATUS_SUCCESS,
+    NdkListener, NdkListenerDispatch, NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus,
+    STATUS_CANCELLED, STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
 };
 use crate::driver::adapter::Adapter;
 use crate::driver::config::{AdapterConfig, RawConfig, generated_mac};
@@ -23,7 +25,7 @@ use crate::kernel::timers::PlayedClock;
 use crate::kernel::wsk::WskNet;
 use crate::kernel::wsk::fake::{Provider, Source};
 use crate::rnic::Limits;
-use crate::rnic::cm::IpAddr;
+use crate::rnic::cm::{IpAddr, MAX_WIRE_PRIVATE_DATA};
 use crate::rnic::device::{Device, EngineMode};
 
 use super::addresses::tests::{Open, close, raw, row, sockaddr, table};
@@ -67,6 +69,29 @@ unsafe extern "system" fn on_request(ctx: *mut c_void, status: NtStatus) {
 
 unsafe extern "system" fn on_indication(_ctx: *mut c_void) {}
 
+/// `NdkListen` on `ip`:`port` with a completion tagged `tag`.
+fn listen_on(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus {
+    let address = sockaddr(ip, port);
+    let (a, n) = raw(&address, ip);
+    let d: &NdkListenerDispatch = table(l.cast());
+    // SAFETY: valid arguments; the completion's context is a tag.
+    unsafe { (d.ndk_listen)(l, a, n, Some(on_request), tag as *mut c_void) }
+}
+
+/// `NdkListen`'s final status: inline, or its completion's (L8).
+fn listened(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus {
+    match listen_on(l, ip, port, tag) {
+        STATUS_PENDING => {
+            wait_for("the Listen's completion", || completed(tag).is_some());
+            completed(tag).unwrap()
+        }
+        status => {
+            assert_eq!(completed(tag), None, "no completion after an inline answer");
+            status
+        }
+    }
+}
+
 /// Waits (bounded) until `done` holds.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -96,10 +121,10 @@ fn conn_table(c: *mut NdkConnector) -> &'static NdkConnectorDispatch {
 
 /// The peer's private data of a connector.
 fn peer_data(c: *mut NdkConnector) -> Vec<u8> {
-    let mut buffer = [0_u8; 64];
-    let mut length = 64_u32;
+    let mut buffer = [0_u8; 512];
+    let mut length = 512_u32;
     let (mut ird, mut ord) = (0, 0);
-    // SAFETY: a live connector; the buffer holds 64 bytes.
+    // SAFETY: a live connector; the buffer holds 512 bytes.
     let status = unsafe {
         (conn_table(c).ndk_get_connection_data)(
             c,
@@ -147,6 +172,42 @@ fn complete_connect(c: *mut NdkConnector) {
         )
     };
     assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
+}
+
+/// Both adapters are iWARP with the wire's limits (A8, A23), and `b`'s
+/// listener on `listening` is reported as an ND/TCP pair (A20, A21).
+fn check_iwarp_reports(a: &Adapter, b: &Adapter, listening: SocketAddr) {
+    for adapter in [a, b] {
+        let info = adapter.provider().adapter_info();
+        assert_eq!(info.rdma_technology, crate::abi::NdkRdmaTechnology::IWARP);
+        assert_eq!(info.max_caller_data as usize, MAX_WIRE_PRIVATE_DATA);
+        assert_eq!(info.max_callee_data as usize, MAX_WIRE_PRIVATE_DATA);
+    }
+    let mut endpoints = Vec::new();
+    b.provider()
+        .local_endpoints(&mut |endpoint| endpoints.push(*endpoint));
+    assert_eq!(endpoints.len(), 2, "{endpoints:?}");
+    assert!(endpoints[0].listener && endpoints[0].local == listening);
+    assert!(!endpoints[1].listener && endpoints[1].local == listening);
+}
+
+/// OID_NDK_CONNECTIONS of an established connection from `local` to
+/// `remote`: its ND entry, then its TCP connection, same addressing (N30)
+/// (A19, A21).
+fn check_connection_pair(adapter: &Adapter, local: IpAddr, remote: IpAddr) {
+    let mut connections = Vec::new();
+    adapter
+        .provider()
+        .connections(&mut |connection| connections.push(*connection));
+    assert_eq!(connections.len(), 2, "{connections:?}");
+    assert_eq!(connections[0], connections[1]);
+    let ip = |ip: IpAddr| match ip {
+        IpAddr::V4(octets) => core::net::IpAddr::from(octets),
+        IpAddr::V6(octets) => core::net::IpAddr::from(octets),
+    };
+    assert_eq!(connections[0].local.ip(), ip(local));
+    assert_eq!(connections[0].remote.ip(), ip(remote));
+    assert!(!connections[0].user_mode_owner);
 }
 
 /// Sends both ways over an established iWARP connection (DDP untagged
@@ -213,16 +274,17 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     // B listens over a WSK listening socket.
     let queue = Mutex::new(Vec::new());
     let l = open_b.listener(&queue);
-    assert_eq!(Open::listen(l, v4(2), 4100), STATUS_SUCCESS);
+    // NdkListen completes once WSK has bound the socket (asynchronously,
+    // on the provider's thread here): A may connect at once.
+    assert_eq!(listened(l, v4(2), 4100, 0xB0), STATUS_SUCCESS);
     assert_eq!(nets[1].sockets_open(), 1, "B's listening socket");
-    // NdkListen returns once the socket is asked for; WSK creates and binds
-    // it asynchronously (the provider's thread here). A Connect issued
-    // before the bind completed would be refused, so the test waits for
-    // the provider to finish B's socket first (docs/driver.md: a Listen
-    // that returns before its socket is bound).
-    wait_for("B's listening socket bound", || provider.idle());
 
-    // A connects over WSK with private data; B accepts with its own.
+    check_iwarp_reports(&a, &b, SocketAddr::from(([127, 9, 0, 2], 4100)));
+
+    // A connects over WSK with private data as long as MPA carries (more
+    // than the InfiniBand CM's 56 bytes a RoCE adapter offers); B accepts
+    // with its own.
+    let hello: Vec<u8> = (0..=250_u8).cycle().take(MAX_WIRE_PRIVATE_DATA).collect();
     let (cq_a, pd_a, qp_a) = open_a.qp();
     let (cq_b, pd_b, qp_b) = open_b.qp();
     let c = open_a.connector();
@@ -239,8 +301,8 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
             dst.1,
             8,
             8,
-            b"hello from A".as_ptr().cast(),
-            12,
+            hello.as_ptr().cast(),
+            u32::try_from(hello.len()).unwrap(),
             Some(on_request),
             0xA1 as *mut c_void,
         )
@@ -248,7 +310,7 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert_eq!(status, STATUS_PENDING);
     wait_for("B's connect event", || !queue.lock().unwrap().is_empty());
     let passive = queue.lock().unwrap().pop().unwrap() as *mut NdkConnector;
-    assert_eq!(peer_data(passive), b"hello from A", "A's MPA request");
+    assert_eq!(peer_data(passive), hello, "A's MPA request");
     // SAFETY: valid arguments; the completion's context is a tag.
     let status = unsafe {
         (conn_table(passive).ndk_accept)(
@@ -278,6 +340,9 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
         "B's listener and accepted socket"
     );
 
+    check_connection_pair(&a, v4(1), v4(2));
+    check_connection_pair(&b, v4(2), v4(1));
+
     exchange_sends(qp_a, qp_b, cq_a, cq_b);
 
     // Halt with the connection still up: the adapters close (connections
@@ -305,5 +370,90 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert!(provider.idle(), "no request left with the provider");
     assert!(provider.lock().sockets.iter().all(|s| s.closed));
     ta.close();
+    tb.close();
+}
+
+/// A net over `provider` with its own played clock.
+fn net_over(provider: &'static Provider) -> Arc<WskNet> {
+    WskNet::new(
+        Box::new(Source(provider)),
+        PlayedClock::new(1_000).timers(),
+        super::transport::SEND_RING,
+    )
+}
+
+/// Accepts nothing: a socket of another program.
+struct Foreign;
+
+impl crate::kernel::tcp::AcceptEvents for Foreign {
+    fn accepted(
+        &self,
+        _connection: crate::kernel::tcp::Connected,
+    ) -> Option<Arc<dyn crate::kernel::tcp::StreamEvents>> {
+        None
+    }
+}
+
+/// N3: a TCP port another program holds is found only when WSK completes
+/// the bind, after NdkListen returned: the Listen completes
+/// STATUS_SHARING_VIOLATION, and the listener may listen elsewhere.
+#[test]
+fn test_listen_on_a_port_held_by_another_socket_fails_asynchronously_rule_n3() {
+    let provider = Provider::new(700);
+    let serving = provider.serve();
+    let net = net_over(provider);
+    let (b, tb) = wsk_adapter(LUID_B, v4(12), &net);
+    let open_b = Open(b.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    // Another program's socket on 127.9.0.12:4300 (the connection
+    // manager's own port table does not know it).
+    let foreign = net
+        .listen(SocketAddr::from(([127, 9, 0, 12], 4300)), Arc::new(Foreign))
+        .unwrap();
+    wait_for("the foreign socket bound", || provider.idle());
+    let queue = Mutex::new(Vec::new());
+    let l = open_b.listener(&queue);
+    assert_eq!(
+        listened(l, v4(12), 4300, 0xC0),
+        STATUS_SHARING_VIOLATION,
+        "the address is in use"
+    );
+    assert_eq!(
+        listened(l, v4(12), 4301, 0xC1),
+        STATUS_SUCCESS,
+        "listens again"
+    );
+    close(l.cast());
+    drop(foreign);
+    b.close_ndk_adapter(core::ptr::NonNull::new(open_b.0).unwrap());
+    assert!(super::transport::halt(&net), "every socket closed at halt");
+    drop(serving);
+    tb.close();
+}
+
+/// L20, L21: closing a listener whose socket WSK has not bound yet
+/// completes its Listen STATUS_CANCELLED, then the close; the socket is
+/// closed once WSK is done with it.
+#[test]
+fn test_close_of_a_listener_still_binding_cancels_its_listen_rule_l20_l21() {
+    // Not serving: WSK completes nothing until the test runs it.
+    let provider = Provider::new(700);
+    let net = net_over(provider);
+    let (b, tb) = wsk_adapter(LUID_B, v4(13), &net);
+    let open_b = Open(b.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    let queue = Mutex::new(Vec::new());
+    let l = open_b.listener(&queue);
+    assert_eq!(listen_on(l, v4(13), 4400, 0xD0), STATUS_PENDING);
+    assert_eq!(completed(0xD0), None, "WSK has not bound the socket");
+    close(l.cast());
+    assert_eq!(
+        completed(0xD0),
+        Some(STATUS_CANCELLED),
+        "the Listen completed before the close did"
+    );
+    // WSK finishes the socket (created, bound, then closed).
+    provider.run();
+    assert_eq!(net.sockets_open(), 0, "the socket closed");
+    b.close_ndk_adapter(core::ptr::NonNull::new(open_b.0).unwrap());
+    assert!(super::transport::halt(&net));
     tb.close();
 }

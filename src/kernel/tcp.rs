@@ -95,6 +95,15 @@ pub trait AcceptEvents: Send + Sync {
     /// A connection arrived. The returned sink receives its events (`None`
     /// resets it).
     fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>>;
+    /// The bind of the listening socket on `local` that was still under way
+    /// when [`Net::listen`] returned ([`Listening::bound`] `false`) is over:
+    /// `Ok` listening, or why not ([`NetError::AddressInUse`] for a port
+    /// another program holds). Called exactly once for such a socket, with
+    /// no lock of the platform held, possibly before the caller has looked
+    /// at what `listen` returned; never for a socket bound within `listen`.
+    fn bound(&self, local: SocketAddr, result: Result<(), NetError>) {
+        let _ = (local, result);
+    }
 }
 
 /// A listening socket; dropping it stops listening (connections already
@@ -103,6 +112,12 @@ pub trait Listening: Send + Sync {
     /// The address and port it listens on (the port the platform picked
     /// when asked for port 0).
     fn local(&self) -> SocketAddr;
+    /// Whether the socket was bound when [`Net::listen`] returned. A
+    /// platform whose bind is asynchronous (WSK) may return before it is:
+    /// then `false`, and [`AcceptEvents::bound`] reports the outcome.
+    fn bound(&self) -> bool {
+        true
+    }
 }
 
 /// A one-shot timer's callback.
@@ -115,7 +130,8 @@ pub trait Timer: Send + Sync {
 pub trait Net: Send + Sync {
     /// A monotonic clock, in ms.
     fn now_ms(&self) -> u64;
-    /// Listens on `local` (port 0: any free port).
+    /// Listens on `local` (port 0: any free port). The socket may still be
+    /// binding when this returns ([`Listening::bound`]).
     ///
     /// # Errors
     /// [`NetError::AddressInUse`], [`NetError::AddressNotAvailable`],

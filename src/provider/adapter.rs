@@ -134,15 +134,17 @@ pub unsafe fn close(adapter: *mut NdkAdapter, slot: &'static Slot) -> bool {
 }
 
 /// The adapter's information: the true limits of the emulated NIC (A8) and
-/// the features this provider implements.
-pub fn info(device: &Device, version: NdkVersion) -> NdkAdapterInfo {
+/// the features this provider implements; iWARP with the wire's limits when
+/// the NIC is on the wire (`on_wire`), else RoCE v2
+/// (`iface::FABRIC_TECHNOLOGY`).
+pub fn info(device: &Device, version: NdkVersion, on_wire: bool) -> NdkAdapterInfo {
     let flags = AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED
         | AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED
         | AdapterFlags::CQ_RESIZE_SUPPORTED
         | AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED;
     NdkAdapterInfo {
         version,
-        ..super::iface::adapter_info_from_limits(device.limits(), flags)
+        ..super::iface::adapter_info_for(device.limits(), flags, on_wire)
     }
 }
 
@@ -163,7 +165,11 @@ unsafe fn query_adapter_info(
         unsafe { buffer_size.write_unaligned(needed) };
         return STATUS_BUFFER_TOO_SMALL;
     }
-    let value = info(&adapter.inner.device, adapter.inner.version);
+    let value = info(
+        &adapter.inner.device,
+        adapter.inner.version,
+        adapter.inner.addresses.on_wire(),
+    );
     // SAFETY: `info_out` has room for `needed` bytes (the consumer said so).
     unsafe { info_out.write_unaligned(value) };
     // SAFETY: as above.

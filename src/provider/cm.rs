@@ -13,8 +13,11 @@
 //!   return `STATUS_PENDING` once started and complete through their request
 //!   completion (possibly before they return, L15); a failure found before
 //!   anything started is returned inline and no completion follows.
-//! * `Listen` and `CompleteConnect` finish inline (`STATUS_SUCCESS` or an
-//!   error), and never call their completion.
+//! * `Listen` finishes inline unless the platform binds its TCP sockets
+//!   asynchronously (WSK): then it returns `STATUS_PENDING` and completes
+//!   once they are bound, or failed, or the listener was closed (L20).
+//! * `CompleteConnect` finishes inline (`STATUS_SUCCESS` or an error), and
+//!   never calls its completion.
 //!
 //! Object ties (L14, L24): a connector is a successor of its adapter; one
 //! created for an incoming request (N4) also of its listener, so that the
@@ -855,13 +858,16 @@ unsafe fn disconnect(
 // NDK_LISTENER
 // ---------------------------------------------------------------------------
 
-/// Bridges the RNIC listener's events to the consumer's connect event.
+/// Bridges the RNIC listener's events to the consumer's connect event and
+/// to a pending Listen's completion.
 struct ListenerBridge {
     object: SpinLock<Weak<Object<Listener>>>,
     /// The adapter the listener was created on: its connectors' too (N4).
     adapter: Arc<Object<Adapter>>,
     callback: NdkFnConnectEventCallback,
     context: usize,
+    /// The completion of a Listen whose sockets may still be binding (L8).
+    listen: SpinLock<Option<Completion>>,
 }
 
 impl ListenerEvents for ListenerBridge {
@@ -882,6 +888,21 @@ impl ListenerEvents for ListenerBridge {
         }
     }
 
+    fn listen_completed(&self, result: Result<(), CmError>) {
+        // N3, L8: the Listen that returned STATUS_PENDING; through the
+        // serializer, no lock held (I4). A close before the bind finished
+        // completes it STATUS_CANCELLED first (L20, L21).
+        let completion = self.listen.lock().take();
+        let listener = self.object.lock().upgrade();
+        if let (Some((callback, context)), Some(listener)) = (completion, listener) {
+            listener.deliver(Event::Request {
+                callback,
+                context,
+                status: outcome(result),
+            });
+        }
+    }
+
     fn closed(&self) {
         // Upgrade under the lock, release outside it: the release may
         // complete the close and call the consumer (I4).
@@ -895,6 +916,7 @@ impl ListenerEvents for ListenerBridge {
 /// The provider state of an `NDK_LISTENER`.
 pub struct Listener {
     rnic: rcm::Listener,
+    bridge: Arc<ListenerBridge>,
 }
 
 impl Kind for Listener {
@@ -942,11 +964,20 @@ pub(super) unsafe fn create_listener(
         adapter: adapter.arc(),
         callback,
         context: event_context as usize,
+        listen: SpinLock::new(None),
     });
     let events = Arc::clone(&bridge) as Arc<dyn ListenerEvents>;
     let created = rcm::Listener::new(adapter.inner.addresses(), events)
         .map_err(status)
-        .and_then(|rnic| Object::create_under(adapter, Listener { rnic }));
+        .and_then(|rnic| {
+            Object::create_under(
+                adapter,
+                Listener {
+                    rnic,
+                    bridge: Arc::clone(&bridge),
+                },
+            )
+        });
     let object = match created {
         Ok(object) => object,
         Err(status) => return status,
@@ -956,25 +987,52 @@ pub(super) unsafe fn create_listener(
     unsafe { hand_out(out.cast(), object.as_ptr(), completion, context) }
 }
 
-/// `NdkListen` (N3, N31): inline. `STATUS_SHARING_VIOLATION`,
-/// `STATUS_INVALID_ADDRESS`, `STATUS_TOO_MANY_ADDRESSES`,
-/// `STATUS_INSUFFICIENT_RESOURCES`; `STATUS_INVALID_DEVICE_REQUEST` when
-/// already listening.
+/// `NdkListen` (N3, N31, L8). Inline (`STATUS_SUCCESS` or the failure)
+/// when the listener is listening before the call returns: always on the
+/// fabric, and over the wire when the platform bound its TCP sockets within
+/// the call (host mode's std sockets). Over WSK the bind is asynchronous:
+/// then `STATUS_PENDING`, and the completion follows once WSK has bound the
+/// sockets (`STATUS_SUCCESS`), or with the failure (`STATUS_SHARING_VIOLATION`
+/// for a TCP port another program holds, N3), or `STATUS_CANCELLED` when the
+/// listener is closed first (L20). Without a completion routine a Listen
+/// still binding returns `STATUS_SUCCESS` and its outcome is not reported.
+/// Failures: `STATUS_SHARING_VIOLATION`, `STATUS_INVALID_ADDRESS`,
+/// `STATUS_TOO_MANY_ADDRESSES`, `STATUS_INSUFFICIENT_RESOURCES`;
+/// `STATUS_INVALID_DEVICE_REQUEST` when already listening.
 unsafe fn listen(
     listener: &Object<Listener>,
     address: *const SockAddr,
     length: u32,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
+    completion: Option<NdkFnRequestCompletion>,
+    context: *mut c_void,
 ) -> NtStatus {
     // SAFETY: the consumer's address covers its length (N2).
     let local = match unsafe { read_address(address, length) } {
         Ok(local) => local,
         Err(status) => return status,
     };
-    match listener.inner.rnic.listen(local) {
-        Ok(_) => STATUS_SUCCESS,
-        Err(error) => status(error),
+    let bridge = &listener.inner.bridge;
+    if let Some(callback) = completion {
+        let mut pending = bridge.listen.lock();
+        if pending.is_some() {
+            // A Listen is still binding: already listening.
+            return STATUS_INVALID_DEVICE_REQUEST;
+        }
+        // Before the start: the completion may run before it returns (L15).
+        *pending = Some((callback, context as usize));
+    }
+    match listener.inner.rnic.start_listen(local) {
+        Ok(rcm::Listen::Binding(_)) if completion.is_some() => STATUS_PENDING,
+        Ok(rcm::Listen::Binding(_)) => STATUS_SUCCESS,
+        Ok(rcm::Listen::Bound(_)) => {
+            // L8: finished inline, so no completion follows.
+            bridge.listen.lock().take();
+            STATUS_SUCCESS
+        }
+        Err(error) => {
+            bridge.listen.lock().take();
+            status(error)
+        }
     }
 }
 

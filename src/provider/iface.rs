@@ -23,11 +23,31 @@ use crate::rnic::device::{Counters, Device};
 /// (ndk-abi.md §2.2). Every successful open uses it (rule A2).
 pub const PROVIDER_VERSION: NdkVersion = NDK_VERSION_1_2;
 
-/// The RDMA transport SoftNDK's emulated NIC models (RoCE v2 framing, see
-/// `rnic::device::FRAME_OVERHEAD`): the only `*NetworkDirectTechnology` value
-/// the INF offers (rule A23), and the `RdmaTechnology` a provider must report
-/// (rule A8).
-pub const RDMA_TECHNOLOGY: NdkRdmaTechnology = NdkRdmaTechnology::ROCE_V2;
+/// The RDMA transport of the driver's NIC: iWARP (MPA / DDP / RDMAP over
+/// kernel TCP sockets, docs/driver.md "The iWARP transport over WSK"). It is
+/// the only `*NetworkDirectTechnology` value the INF offers (rule A23) and
+/// the `RdmaTechnology` of an adapter on the wire (rule A8), whose
+/// connections and endpoints the NDK OIDs report mapped onto TCP (A21).
+pub const RDMA_TECHNOLOGY: NdkRdmaTechnology = NdkRdmaTechnology::IWARP;
+
+/// The `RdmaTechnology` of an adapter whose NIC is on the in-process fabric
+/// only (host mode's default transport; a driver NIC whose WSK registration
+/// failed): RoCE v2. Its connections are not TCP connections (no ND/TCP
+/// pairs, A21), its private-data limits are those of the InfiniBand
+/// connection manager RoCE uses (`Limits::DEFAULT`: 56 / 148 bytes), and the
+/// RNIC counts its octets in RoCE v2 frames (`rnic::device::FRAME_OVERHEAD`).
+pub const FABRIC_TECHNOLOGY: NdkRdmaTechnology = NdkRdmaTechnology::ROCE_V2;
+
+/// The technology of an adapter whose NIC is (`on_wire`) or is not on the
+/// wire.
+#[must_use]
+pub const fn technology(on_wire: bool) -> NdkRdmaTechnology {
+    if on_wire {
+        RDMA_TECHNOLOGY
+    } else {
+        FABRIC_TECHNOLOGY
+    }
+}
 
 /// One active connection, as `OID_NDK_CONNECTIONS` reports it (rule A19).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,11 +124,13 @@ pub unsafe trait NdkProvider: Send + Sync {
     fn statistics(&self) -> NdisNdkPerformanceCounters;
 
     /// Calls `out` once per active connection (rule A19). For a technology
-    /// that maps connections onto TCP (iWARP) the entries come in the pairs of
-    /// rule A21; RoCE v2 does not.
+    /// that maps connections onto TCP (iWARP, [`RDMA_TECHNOLOGY`]) the entries
+    /// come in the pairs of rule A21 (ND entry, then its TCP entry); RoCE v2
+    /// does not.
     fn connections(&self, out: &mut dyn FnMut(&Connection));
 
-    /// Calls `out` once per active listener and shared endpoint (rule A20).
+    /// Calls `out` once per active listener and shared endpoint (rule A20),
+    /// in ND/TCP pairs for iWARP as [`connections`](Self::connections).
     fn local_endpoints(&self, out: &mut dyn FnMut(&LocalEndpoint));
 
     /// NDK was disabled or the adapter is halting: closes every adapter and
@@ -157,10 +179,27 @@ pub const DEVICE_ID: u32 = 0x534E;
 /// where the per-request overhead stops mattering.
 pub const LARGE_REQUEST_THRESHOLD: u32 = 4096;
 
-/// `NDK_ADAPTER_INFO` from the RNIC's enforced limits (rules A7, A8), for a
-/// provider that supports the features in `flags`.
+/// `NDK_ADAPTER_INFO` of an adapter on the wire (the driver's: iWARP) from
+/// its device's limits (rules A7, A8), for a provider that supports the
+/// features in `flags`: [`adapter_info_for`] with `on_wire`.
 #[must_use]
 pub fn adapter_info_from_limits(limits: &Limits, flags: AdapterFlags) -> NdkAdapterInfo {
+    adapter_info_for(limits, flags, true)
+}
+
+/// `NDK_ADAPTER_INFO` from a device's limits (rules A7, A8) for an adapter
+/// whose NIC is (`on_wire`: iWARP, the limits the connection manager
+/// enforces there, `rnic::cm::wire_limits`) or is not on the wire (the
+/// fabric: RoCE v2 and the device's limits), supporting `flags`.
+#[must_use]
+pub fn adapter_info_for(limits: &Limits, flags: AdapterFlags, on_wire: bool) -> NdkAdapterInfo {
+    let wire;
+    let limits = if on_wire {
+        wire = crate::rnic::cm::wire_limits(limits);
+        &wire
+    } else {
+        limits
+    };
     let size = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
     NdkAdapterInfo {
         version: PROVIDER_VERSION,
@@ -184,7 +223,7 @@ pub fn adapter_info_from_limits(limits: &Limits, flags: AdapterFlags) -> NdkAdap
         max_caller_data: limits.max_caller_data,
         max_callee_data: limits.max_callee_data,
         adapter_flags: flags.bits(),
-        rdma_technology: RDMA_TECHNOLOGY,
+        rdma_technology: technology(on_wire),
         ..NdkAdapterInfo::default()
     }
 }
@@ -206,8 +245,38 @@ mod tests {
         assert_eq!(info.max_srq_depth, limits.max_srq_depth);
         assert_eq!(info.frmr_page_count, limits.max_fr_pages);
         assert!(info.frmr_page_count >= crate::abi::NDK_MIN_FRMR_PAGE_COUNT);
-        assert_eq!(info.rdma_technology, NdkRdmaTechnology::ROCE_V2);
+        assert_eq!(info.rdma_technology, NdkRdmaTechnology::IWARP);
         assert_eq!(info.adapter_flags, AdapterFlags::CQ_RESIZE_SUPPORTED.bits());
+    }
+
+    #[test]
+    fn test_wire_adapter_reports_iwarp_and_the_wire_limits_rule_a8() {
+        let limits = Limits::DEFAULT;
+        let wire = adapter_info_for(&limits, AdapterFlags::empty(), true);
+        assert_eq!(wire.rdma_technology, NdkRdmaTechnology::IWARP);
+        // MPA carries 512 bytes of private data, 4 of them the RFC 6581
+        // block, each way (N17).
+        assert_eq!(wire.max_caller_data, 508);
+        assert_eq!(wire.max_callee_data, 508);
+        // The read limits fit MPA's 14-bit IRD / ORD (N20).
+        assert!(wire.max_inbound_read_limit <= 0x3FFF);
+        assert!(wire.max_outbound_read_limit <= 0x3FFF);
+        assert_eq!(wire.max_inbound_read_limit, limits.max_inbound_read_limit);
+        assert_eq!(wire.max_transfer_length, limits.max_transfer_length);
+        // The fabric's adapter: RoCE v2 with the InfiniBand CM's sizes.
+        let fabric = adapter_info_for(&limits, AdapterFlags::empty(), false);
+        assert_eq!(fabric.rdma_technology, NdkRdmaTechnology::ROCE_V2);
+        assert_eq!(fabric.max_caller_data, limits.max_caller_data);
+        assert_eq!(fabric.max_callee_data, limits.max_callee_data);
+        // Read limits above MPA's are lowered to what it negotiates.
+        let big = Limits {
+            max_inbound_read_limit: 1 << 20,
+            ..limits
+        };
+        assert_eq!(
+            adapter_info_for(&big, AdapterFlags::empty(), true).max_inbound_read_limit,
+            0x3FFF
+        );
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub struct Provider {
     /// Adapters opened and not yet closed (for `close_all`, A15).
     open: SpinLock<Vec<usize>>,
     /// Keeps the device's node (and so its wire) on the fabric.
-    _node: AddressSet,
+    node: AddressSet,
 }
 
 /// The driver's iWARP transport: the kernel's TCP (WSK, `kernel::wsk::WskNet`)
@@ -163,7 +163,7 @@ pub fn factory_on(
         device: Arc::clone(device),
         fabric,
         open: SpinLock::new(Vec::new()),
-        _node: node,
+        node,
     };
     let boxed = crate::kernel::mem::try_box(provider).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     Ok(boxed as Box<dyn NdkProvider>)
@@ -208,7 +208,7 @@ unsafe impl NdkProvider for Provider {
     }
 
     fn adapter_info(&self) -> NdkAdapterInfo {
-        adapter::info(&self.device, adapter::HIGHEST_VERSION)
+        adapter::info(&self.device, adapter::HIGHEST_VERSION, self.node.on_wire())
     }
 
     fn statistics(&self) -> NdisNdkPerformanceCounters {
@@ -222,13 +222,27 @@ unsafe impl NdkProvider for Provider {
         };
         let mut batch = [blank; BATCH];
         let n = self.fabric.connections(&self.device, &mut batch).min(BATCH);
+        let pairs = self.node.on_wire();
         for info in batch.iter().take(n) {
-            out(&Connection {
+            let nd = Connection {
                 local: socket(info.local),
                 remote: socket(info.remote),
                 user_mode_owner: false,
                 owner_pid: 0,
-            });
+            };
+            out(&nd);
+            if pairs {
+                // A21: the TCP connection under it. Over the wire the ND
+                // port is the TCP port (N30) and the addresses are the
+                // same, so its addressing is the ND entry's; the other
+                // members stay untouched (zero).
+                out(&Connection {
+                    local: nd.local,
+                    remote: nd.remote,
+                    user_mode_owner: false,
+                    owner_pid: 0,
+                });
+            }
         }
     }
 
@@ -242,6 +256,7 @@ unsafe impl NdkProvider for Provider {
             .fabric
             .local_endpoints(&self.device, &mut batch)
             .min(BATCH);
+        let pairs = self.node.on_wire();
         for info in batch.iter().take(n) {
             out(&LocalEndpoint {
                 local: socket(info.local),
@@ -249,6 +264,16 @@ unsafe impl NdkProvider for Provider {
                 listener: info.listener,
                 owner_pid: 0,
             });
+            if pairs {
+                // A21: the TCP endpoint (same address and port, N30); the
+                // other members stay untouched (zero).
+                out(&LocalEndpoint {
+                    local: socket(info.local),
+                    user_mode_owner: false,
+                    listener: false,
+                    owner_pid: 0,
+                });
+            }
         }
     }
 
@@ -287,6 +312,10 @@ mod tests {
             provider.adapter_info().max_cq_depth,
             device.limits().max_cq_depth
         );
+        // Not on the wire: the fabric's technology and limits.
+        let info = provider.adapter_info();
+        assert_eq!(info.rdma_technology, super::super::iface::FABRIC_TECHNOLOGY);
+        assert_eq!(info.max_caller_data, device.limits().max_caller_data);
         let mut connections = 0;
         provider.connections(&mut |_| connections += 1);
         assert_eq!(connections, 0);

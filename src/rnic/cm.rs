@@ -108,11 +108,11 @@ mod wire;
 pub use address::{Endpoint, Family, IpAddr};
 pub use address_set::AddressSet;
 pub use connector::Connector;
-pub use fabric::Fabric;
+pub use fabric::{Fabric, wire_limits};
 pub use listener::Listener;
 pub use shared::SharedEndpoint;
 pub use types::{
-    CloseState, CmError, ConnState, ConnectionData, ConnectionInfo, ConnectorEvents,
+    CloseState, CmError, ConnState, ConnectionData, ConnectionInfo, ConnectorEvents, Listen,
     ListenerEvents, LocalEndpointInfo, ReadLimits,
 };
 pub use wire::{ConnTimeouts, MAX_WIRE_PRIVATE_DATA, Wire};

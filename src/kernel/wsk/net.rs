@@ -7,11 +7,12 @@
 //!   next one tries again, so neither `DriverEntry` nor miniport
 //!   initialisation ever blocks on WSK.
 //! * [`Net::listen`] is [`super::listen`]; its result is known only when the
-//!   provider completes the bind. A bind that fails within the call (the
-//!   provider completed inline) is returned; one that fails later is logged
-//!   and the socket accepts nothing (the connection manager's own binding
-//!   table already keeps its listeners and connectors apart: only a foreign
-//!   user of the port is found this late).
+//!   provider completes the bind. A bind the provider completed within the
+//!   call is answered there (a failure as the call's error); otherwise the
+//!   [`Listening`] says it is not bound yet and [`AcceptEvents::bound`]
+//!   reports the outcome once the provider completes the bind (a failure:
+//!   logged too, and the socket is closed). The connection manager pends
+//!   the NDK Listen until then.
 //! * [`Net::connect`] is [`super::connect`] with the time-out served by the
 //!   [`Timers`]: past it the attempt reports `TimedOut`, and a connection
 //!   that completes later is reset.
@@ -203,19 +204,41 @@ impl Net for WskNet {
             net: self.me.clone(),
             events,
             local,
-            failed: SpinLock::new(None),
+            bind: SpinLock::new(BindPhase::InCall),
         });
         let listener = super::listen(&client, local, self.send_capacity, sink.clone())
             .map_err(|_| NetError::Resources)?;
-        if let Some(status) = *sink.failed.lock() {
+        let Some(mut listening) = crate::kernel::mem::try_box(WskListening {
+            listener: Arc::clone(&listener),
+            local,
+            bound: false,
+        }) else {
+            // Nothing is reported for a socket the caller never gets.
+            *sink.bind.lock() = BindPhase::Reported;
             listener.close();
-            return Err(net_error(status));
-        }
-        track(&self.listeners, &listener);
-        let listening = crate::kernel::mem::try_box(WskListening { listener, local });
-        let Some(listening) = listening else {
             return Err(NetError::Resources);
         };
+        let phase = {
+            let mut bind = sink.bind.lock();
+            let phase = *bind;
+            *bind = match phase {
+                BindPhase::InCall => BindPhase::Returned,
+                _ => BindPhase::Reported,
+            };
+            phase
+        };
+        match phase {
+            BindPhase::Done(Err(status)) => {
+                // Dropping `listening` closes the socket (the glue closes a
+                // failed one itself; closing again changes nothing).
+                drop(listening);
+                return Err(net_error(status));
+            }
+            BindPhase::Done(Ok(())) => listening.bound = true,
+            // Still binding: `AcceptEvents::bound` follows.
+            _ => {}
+        }
+        track(&self.listeners, &listener);
         Ok(listening as Box<dyn Listening>)
     }
 
@@ -264,11 +287,17 @@ impl Net for WskNet {
 struct WskListening {
     listener: Arc<WskListener>,
     local: SocketAddr,
+    /// Bound within `listen`.
+    bound: bool,
 }
 
 impl Listening for WskListening {
     fn local(&self) -> SocketAddr {
         self.local
+    }
+
+    fn bound(&self) -> bool {
+        self.bound
     }
 }
 
@@ -278,13 +307,27 @@ impl Drop for WskListening {
     }
 }
 
+/// Where a listening socket's bind stands relative to [`Net::listen`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BindPhase {
+    /// `listen` has not returned and the provider has not completed.
+    InCall,
+    /// The provider completed within `listen`: `listen` answers it.
+    Done(Result<(), NtStatus>),
+    /// `listen` returned first: the completion goes to
+    /// [`AcceptEvents::bound`].
+    Returned,
+    /// Answered (or nobody to tell).
+    Reported,
+}
+
 /// A listener's events, handed on to the connection layer.
 struct ListenSink {
     net: Weak<WskNet>,
     events: Arc<dyn AcceptEvents>,
     local: SocketAddr,
-    /// The setup's failure, if any.
-    failed: SpinLock<Option<NtStatus>>,
+    /// Who reports the bind's outcome.
+    bind: SpinLock<BindPhase>,
 }
 
 fn unspecified_like(addr: SocketAddr) -> SocketAddr {
@@ -317,13 +360,30 @@ impl ListenEvents for ListenSink {
 
     fn ready(&self, result: Result<(), NtStatus>) {
         if let Err(status) = result {
-            *self.failed.lock() = Some(status);
             crate::klog!(
                 Level::Warning,
                 "WSK: listening on {} failed, status {:#x}",
                 self.local,
                 status
             );
+        }
+        let report = {
+            let mut bind = self.bind.lock();
+            match *bind {
+                BindPhase::InCall => {
+                    *bind = BindPhase::Done(result);
+                    false
+                }
+                BindPhase::Returned => {
+                    *bind = BindPhase::Reported;
+                    true
+                }
+                BindPhase::Done(_) | BindPhase::Reported => false,
+            }
+        };
+        if report {
+            // No lock held (the glue calls `ready` with none of its own).
+            self.events.bound(self.local, result.map_err(net_error));
         }
     }
 }

@@ -63,9 +63,14 @@ type Accepted = (Arc<dyn Stream>, SocketAddr, Arc<Events>);
 #[derive(Default)]
 struct Acceptor {
     accepted: Mutex<Vec<Accepted>>,
+    bound: Mutex<Vec<(SocketAddr, Result<(), NetError>)>>,
 }
 
 impl AcceptEvents for Acceptor {
+    fn bound(&self, local: SocketAddr, result: Result<(), NetError>) {
+        self.bound.lock().unwrap().push((local, result));
+    }
+
     fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>> {
         let events = Arc::new(Events::default());
         self.accepted
@@ -375,4 +380,42 @@ fn test_net_teardown_with_connections_open_leaves_nothing_pending() {
     );
     assert!(refused.is_err(), "nothing new after halt");
     drop(p.listening);
+}
+
+/// WSK binds after `listen` returned: the socket says it is not bound yet,
+/// and the provider's completion is reported once through
+/// `AcceptEvents::bound` — success, or `AddressInUse` for an address another
+/// socket holds (then the socket is closed).
+#[test]
+fn test_net_reports_a_bind_completed_after_listen_returned() {
+    let s = setup(64, true);
+    let first = Arc::new(Acceptor::default());
+    let listening = s
+        .net
+        .listen(SERVER.parse().unwrap(), first.clone())
+        .unwrap();
+    assert!(!listening.bound(), "WSK has not run yet");
+    assert!(first.bound.lock().unwrap().is_empty());
+    s.provider.run();
+    assert_eq!(
+        *first.bound.lock().unwrap(),
+        [(SERVER.parse().unwrap(), Ok(()))]
+    );
+    let second = Arc::new(Acceptor::default());
+    let taken = s
+        .net
+        .listen(SERVER.parse().unwrap(), second.clone())
+        .unwrap();
+    assert!(!taken.bound());
+    s.provider.run();
+    assert_eq!(
+        *second.bound.lock().unwrap(),
+        [(SERVER.parse().unwrap(), Err(NetError::AddressInUse))]
+    );
+    assert_eq!(s.net.sockets_open(), 1, "the failed socket closed");
+    drop(taken);
+    drop(listening);
+    s.provider.run();
+    assert_eq!(s.net.sockets_open(), 0);
+    assert_eq!(first.bound.lock().unwrap().len(), 1, "reported once");
 }

@@ -191,8 +191,21 @@ impl AddressSet {
         Ok((
             &reg.fabric,
             node_of_device(&reg.device),
-            *reg.device.limits(),
+            reg.fabric.limits(&reg.device),
         ))
+    }
+
+    /// The limits connections through this set honour
+    /// ([`Fabric::limits`]: on the wire, MPA's); `None` when detached.
+    pub fn limits(&self) -> Option<Limits> {
+        self.parts().ok().map(|(_, _, limits)| limits)
+    }
+
+    /// Whether the set's device reaches its peers over the wire (iWARP).
+    pub fn on_wire(&self) -> bool {
+        self.registration
+            .as_ref()
+            .is_some_and(|reg| reg.fabric.on_wire(&reg.device))
     }
 }
 

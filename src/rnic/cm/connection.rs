@@ -832,6 +832,18 @@ impl State {
             return CloseState::Pending;
         }
         rec.closing = true;
+        // L20, L21: a Listen still binding completes cancelled, and the
+        // close waits for that completion to return.
+        if let Some(wait) = rec.bind_wait.take()
+            && wait.answered()
+        {
+            rec.callouts = rec.callouts.saturating_add(1);
+            actions.push(Action::ListenCompleted {
+                events: Arc::clone(&rec.events),
+                listener: key,
+                result: Err(CmError::Cancelled),
+            });
+        }
         let sockets = core::mem::take(&mut rec.sockets);
         if !sockets.is_empty() {
             // The TCP listening sockets close after the lock.

@@ -15,7 +15,29 @@ use super::wire::{Wire, WireConn};
 use crate::kernel::deferred::{Deferred, DeferredRoutine};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::device::Device;
+use crate::rnic::iwarp::mpa::MAX_IRD_ORD;
 use crate::rnic::qp::{Qp, QpEvents};
+use crate::rnic::types::Limits;
+
+/// The limits of a device whose connections run over the wire (iWARP, A8):
+/// private data is what an MPA request or reply carries besides its RFC 6581
+/// block ([`super::MAX_WIRE_PRIVATE_DATA`], 508 bytes, each way: N17), and
+/// the read limits are at most what MPA's IRD / ORD fields negotiate
+/// ([`MAX_IRD_ORD`], N20). Everything else is the device's own: the transfer
+/// and registration limits are within DDP's (32-bit message offsets and
+/// lengths), and the queues are the RNIC's.
+#[must_use]
+pub fn wire_limits(device: &Limits) -> Limits {
+    let private = u32::try_from(super::MAX_WIRE_PRIVATE_DATA).unwrap_or(u32::MAX);
+    let ird_ord = u32::from(MAX_IRD_ORD);
+    Limits {
+        max_caller_data: private,
+        max_callee_data: private,
+        max_inbound_read_limit: device.max_inbound_read_limit.min(ird_ord),
+        max_outbound_read_limit: device.max_outbound_read_limit.min(ird_ord),
+        ..*device
+    }
+}
 
 /// The connection fabric of one driver instance (host mode: one process):
 /// every device, address, endpoint, listener and connector.
@@ -209,6 +231,16 @@ impl Fabric {
         self.state.lock().wire_of(node).is_some()
     }
 
+    /// The limits connections of `device` honour: the device's, or on the
+    /// wire [`wire_limits`] of them (A8: what is reported is enforced).
+    pub fn limits(&self, device: &Arc<Device>) -> Limits {
+        if self.on_wire(device) {
+            wire_limits(device.limits())
+        } else {
+            *device.limits()
+        }
+    }
+
     /// Connectors that exist (open, or closing with work in flight).
     pub fn connector_count(&self) -> usize {
         self.state.lock().connectors.count(|_| true)
@@ -268,6 +300,20 @@ impl Fabric {
                     request,
                 } => {
                     events.incoming(request);
+                    drop(events);
+                    self.run(|state, _, more| {
+                        if let Some(rec) = state.listeners.get_mut(listener) {
+                            rec.callouts = rec.callouts.saturating_sub(1);
+                        }
+                        state.settle_listener(listener, more);
+                    });
+                }
+                Action::ListenCompleted {
+                    events,
+                    listener,
+                    result,
+                } => {
+                    events.listen_completed(result);
                     drop(events);
                     self.run(|state, _, more| {
                         if let Some(rec) = state.listeners.get_mut(listener) {

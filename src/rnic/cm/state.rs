@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 
 use super::address::{Endpoint, IpAddr};
 use super::connector::Connector;
+use super::listener::BindWait;
 use super::slab::{Key, Slab};
 use super::types::{CmError, ConnState, ConnectorEvents, ListenerEvents, ReadLimits};
 use super::wire::{Accepted, Wire, WireConn, WireOp};
@@ -87,6 +88,8 @@ pub(super) struct ListenerRec {
     pub(super) sockets: Vec<Box<dyn Listening>>,
     /// A wire listener's sink of accepted TCP connections.
     pub(super) accepted: Option<Arc<Accepted>>,
+    /// A wire listener's sockets still binding (N3, L8).
+    pub(super) bind_wait: Option<BindWait>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,6 +304,12 @@ pub(super) enum Action {
         events: Arc<dyn ListenerEvents>,
         listener: Key,
         request: Connector,
+    },
+    /// A pending listen's outcome, counted in the listener's `callouts`.
+    ListenCompleted {
+        events: Arc<dyn ListenerEvents>,
+        listener: Key,
+        result: Result<(), CmError>,
     },
     /// A listener's record is gone: as `ConnectorClosed`.
     ListenerClosed {

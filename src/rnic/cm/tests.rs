@@ -68,11 +68,17 @@ impl ConnectorEvents for Events {
 struct Requests {
     queue: Mutex<Vec<Connector>>,
     closed: Mutex<usize>,
+    /// Pending listens' outcomes, in order; the close count when each came.
+    listens: Mutex<Vec<(Result<(), CmError>, usize)>>,
 }
 
 impl ListenerEvents for Requests {
     fn incoming(&self, request: Connector) {
         self.queue.lock().unwrap().push(request);
+    }
+    fn listen_completed(&self, result: Result<(), CmError>) {
+        let closed = *self.closed.lock().unwrap();
+        self.listens.lock().unwrap().push((result, closed));
     }
     fn closed(&self) {
         *self.closed.lock().unwrap() += 1;
@@ -464,6 +470,9 @@ mod listener {
                 let listener = self.listener.lock().unwrap().clone().unwrap();
                 self.seen.lock().unwrap().push(listener.close());
                 drop(request);
+            }
+            fn listen_completed(&self, result: Result<(), CmError>) {
+                panic!("no listen pends on the fabric: {result:?}");
             }
             fn closed(&self) {
                 *self.closed.lock().unwrap() += 1;
@@ -1590,4 +1599,5 @@ mod changing {
     }
 }
 
+mod listen_bind;
 mod wire;

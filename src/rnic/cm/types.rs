@@ -206,7 +206,36 @@ pub trait ListenerEvents: Send + Sync {
     /// connector, in [`ConnState::Requested`]. Dropping it (or closing it)
     /// without an answer refuses the request.
     fn incoming(&self, request: Connector);
+    /// The outcome of a `start_listen` that answered [`Listen::Binding`]
+    /// (N3, L8): `Ok` once every listening socket is bound, else
+    /// [`CmError::AddressInUse`] (another program holds the TCP port) or
+    /// another of N3's errors, or [`CmError::Cancelled`] when the listener
+    /// was closed first (L20; its close completes after this returns, L21).
+    /// Exactly once per such `start_listen`, possibly before it returned.
+    fn listen_completed(&self, result: Result<(), CmError>);
     /// A close that returned [`CloseState::Pending`] has finished: no
     /// `incoming` call is running or will follow.
     fn closed(&self);
+}
+
+/// What `Listener::start_listen` started (N3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// Listening on the endpoint now: done.
+    Bound(Endpoint),
+    /// The endpoint is the listener's, but the platform is still binding
+    /// its TCP sockets (WSK binds asynchronously): the outcome comes through
+    /// [`ListenerEvents::listen_completed`]. Requests that arrive meanwhile
+    /// reach the listener once its sockets listen.
+    Binding(Endpoint),
+}
+
+impl Listen {
+    /// The endpoint listened on.
+    #[must_use]
+    pub const fn endpoint(self) -> Endpoint {
+        match self {
+            Self::Bound(endpoint) | Self::Binding(endpoint) => endpoint,
+        }
+    }
 }

@@ -656,6 +656,18 @@ impl Accepted {
 }
 
 impl AcceptEvents for Accepted {
+    fn bound(&self, local: SocketAddr, result: Result<(), NetError>) {
+        // N3, L8: a listening socket bound late (WSK); `listener.rs`.
+        if let Some(fabric) = self.fabric.upgrade() {
+            super::listener::bound(
+                &fabric,
+                self.listener,
+                endpoint_of(local),
+                result.map_err(net_error),
+            );
+        }
+    }
+
     fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>> {
         let fabric = self.fabric.upgrade()?;
         let conn = Arc::new(WireConn::new(
