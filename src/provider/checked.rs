@@ -396,6 +396,25 @@ pub fn each_report(mut each: impl FnMut(&Report)) -> usize {
     count
 }
 
+/// Calls `each` with every kept report and its number, oldest first;
+/// returns how many.
+pub fn each_numbered_report(mut each: impl FnMut(usize, &Report)) -> usize {
+    let newest = REPORTED.load(Relaxed);
+    let mut count = 0;
+    for seq in newest.saturating_sub(KEPT)..newest {
+        if let Some(report) = kept(seq) {
+            each(seq, &report);
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Reports made so far (every kind), kept or not.
+pub fn reported_total() -> usize {
+    REPORTED.load(Relaxed)
+}
+
 /// How many times the consumer broke `breach` so far (every adapter).
 pub fn breaches(breach: Breach) -> usize {
     BREACHES.get(breach as usize).map_or(0, |c| c.load(Relaxed))
@@ -570,5 +589,33 @@ fn watch_callback(
             core::ptr::null_mut(),
             ran / 10,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_stop_parameters_are_rule_object_type_and_sequence() {
+        let report = Report {
+            breach: Breach::M22,
+            object_type: NdkObjectType::QP,
+            object: 0x1234_5670,
+            call: "NdkSend",
+            other: "an SGE",
+            detail: 7,
+        };
+        let rule = u32::from_le_bytes(*b"M22\0") as usize;
+        assert_eq!(
+            stop_parameters(&report, 41),
+            [rule, 0x1234_5670, NdkObjectType::QP.0 as usize, 41]
+        );
+        assert_eq!(
+            BREACH_BUGCHECK_CODE & 0x2000_0000,
+            0x2000_0000,
+            "customer bit"
+        );
+        assert_eq!(BREACH_BUGCHECK_CODE, 0x2053_4E43);
     }
 }
