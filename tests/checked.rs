@@ -384,6 +384,57 @@ fn checked_token_registered_again_gets_no_report_rule_m22() {
     harness::teardown_closing(pair, [receive]);
 }
 
+/// M22 (remote): A's SendAndInvalidate of B's token, then A's Write naming
+/// it: reported. Both ends are on one device (a connection of the adapter
+/// to itself), so the provider also sees B fast-register the region again,
+/// after which a Write naming the token is not reported.
+#[test]
+fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
+    let _serial = serial();
+    let (end, other) = harness::End::two();
+    let (a_qp, b_qp) = (end.qp(0xA), end.qp(0xB));
+    let link = harness::Link::connect(
+        (&end.adapter, end.addr, &a_qp),
+        (&end.adapter, end.addr, &b_qp),
+    );
+    let frmr = Frmr::new(&end.adapter, &end.pd, PAGE, 0x22, 1, true);
+    let local = Region::all(&end.pd, 64, 0x33);
+    let token = frmr.mr.remote_token();
+    let remote_write = OpFlags::ALLOW_REMOTE_WRITE.bits();
+    let ok = |n: usize| {
+        let results = end.cq.wait_results(n);
+        assert!(results.iter().all(|r| r.status == STATUS_SUCCESS));
+    };
+    assert_success!(frmr.post(&b_qp, 1, remote_write));
+    assert_success!(b_qp.receive(2, &[local.sge(0, 32)]));
+    assert_success!(a_qp.send_and_invalidate(3, &[], 0, token));
+    ok(3);
+    assert_success!(frmr.post(&b_qp, 4, remote_write));
+    ok(1);
+    let before = count("M22");
+    assert_success!(a_qp.write(5, &[local.sge(0, 16)], frmr.base(), token, 0));
+    ok(1);
+    assert_eq!(count("M22"), before, "registered again: valid");
+    assert_success!(b_qp.receive(6, &[local.sge(32, 32)]));
+    assert_success!(a_qp.send_and_invalidate(7, &[], 0, token));
+    ok(2);
+    assert_success!(a_qp.write(8, &[local.sge(0, 16)], frmr.base(), token, 0));
+    assert_eq!(count("M22"), before + 1);
+    let text = report_on("M22", a_qp.0 as usize).expect("an M22 report on A's QP");
+    assert!(
+        text.contains("NdkWrite") && text.contains("its remote token"),
+        "{text}"
+    );
+    let _ = end.cq.wait_results(1);
+    link.close();
+    harness::assert_close(a_qp.close());
+    harness::assert_close(b_qp.close());
+    frmr.close(&end.adapter);
+    local.close();
+    end.close();
+    other.close();
+}
+
 /// M33: a Send whose privileged-token SGE names a logical address outside
 /// every LAM of the adapter: reported with the address; one inside the LAM
 /// is not. The provider's answer is unchanged (the bad Send fails at its

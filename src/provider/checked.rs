@@ -483,16 +483,15 @@ static INVALIDATED_NEXT: AtomicUsize = AtomicUsize::new(0);
 /// How many invalidated tokens are remembered.
 pub const INVALIDATED_KEPT: usize = 64;
 
-/// The entry of `token` on the device tagged `device`.
-const fn invalidated_entry(device: usize, token: u32) -> u64 {
-    // The tag: the device's address without its alignment bits, folded to
-    // 32 bits (two live devices whose tags collide only blur the watch).
-    let tag = (device as u64 >> 4) & 0xFFFF_FFFF;
-    (tag << 32) | (token & !crate::rnic::keys::REMOTE_BIT) as u64
+/// The entry of `token` on the device numbered `device`
+/// (`rnic::device::Device::serial`: never reused, unlike its address, while
+/// token values repeat from one device to the next).
+const fn invalidated_entry(device: u32, token: u32) -> u64 {
+    ((device as u64) << 32) | (token & !crate::rnic::keys::REMOTE_BIT) as u64
 }
 
-/// M22: the consumer invalidated `token` of the device at `device`.
-pub fn note_invalidated(device: usize, token: u32) {
+/// M22: the consumer invalidated `token` of the device numbered `device`.
+pub fn note_invalidated(device: u32, token: u32) {
     let entry = invalidated_entry(device, token);
     if is_invalidated(device, token) {
         return;
@@ -504,17 +503,17 @@ pub fn note_invalidated(device: usize, token: u32) {
 }
 
 /// M22: the consumer registered the region of `token` again.
-pub fn note_registered(device: usize, token: u32) {
+pub fn note_registered(device: u32, token: u32) {
     let entry = invalidated_entry(device, token);
     for slot in &INVALIDATED {
         let _ = slot.compare_exchange(entry, 0, Relaxed, Relaxed);
     }
 }
 
-/// Whether the consumer invalidated `token` of the device at `device` (and
+/// Whether the consumer invalidated `token` of the device numbered `device` (and
 /// did not register it again), as far as the last [`INVALIDATED_KEPT`]
 /// invalidations tell.
-pub fn is_invalidated(device: usize, token: u32) -> bool {
+pub fn is_invalidated(device: u32, token: u32) -> bool {
     let entry = invalidated_entry(device, token);
     INVALIDATED.iter().any(|slot| slot.load(Relaxed) == entry)
 }

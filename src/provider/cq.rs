@@ -269,6 +269,12 @@ fn watch_reap(cq: &Object<Cq>) {
     }
 }
 
+/// Whether a notification callback of `cq` is running (counted in checked
+/// mode only).
+pub(super) fn delivering(cq: &Object<Cq>) -> bool {
+    cq.inner.notifier.delivering.load(CoreOrdering::Relaxed) != 0
+}
+
 /// `NdkArmCq` (C3–C6). An unknown arm type is ignored.
 unsafe fn arm(cq: &Object<Cq>, notify_type: NdkCqNotifyType) {
     let _serialized = serialized(cq, &NdkSlot("NdkArmCq"));

@@ -49,6 +49,10 @@ pub struct Qp {
     /// Checked mode (P2): the slot of the call running on the initiator
     /// queue, and on the receive queue, else null.
     posting: [core::sync::atomic::AtomicPtr<Slot>; 2],
+    /// The QP's receive and initiator CQs (also its parents, L24): P2 does
+    /// not watch posts made while a notification callback of one of them
+    /// runs (they may be nested in a post on the same thread).
+    cqs: [Arc<Object<Cq>>; 2],
 }
 
 /// P2: which of a QP's queues a posting call claims ([`Qp::posting`]).
@@ -63,6 +67,26 @@ fn claim_queue<'a>(
     queue: usize,
     slot: &'static Slot,
 ) -> Option<checked::Claimed<'a>> {
+    if checked::checked() {
+        claim_queue_checked(qp, queue, slot)
+    } else {
+        None
+    }
+}
+
+#[inline(never)]
+fn claim_queue_checked<'a>(
+    qp: &'a Object<Qp>,
+    queue: usize,
+    slot: &'static Slot,
+) -> Option<checked::Claimed<'a>> {
+    // A post made from a notification callback may be nested in another
+    // post on the same thread (the callback runs inside the engine's
+    // completion of that post): not watched, as C1 does not watch calls
+    // from the callback.
+    if qp.inner.cqs.iter().any(|cq| super::cq::delivering(cq)) {
+        return None;
+    }
     let cell = qp.inner.posting.get(queue)?;
     checked::serialize(
         cell,
@@ -194,6 +218,7 @@ pub(super) unsafe fn create_qp(
             rnic,
             chain: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
             posting: [const { core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()) }; 2],
+            cqs: [receive.arc(), initiator.arc()],
         },
         parents,
     ) else {
@@ -526,7 +551,7 @@ fn watched_send_and_invalidate(
     if status == STATUS_SUCCESS && checked::checked() {
         let device = qp.inner.rnic.device();
         if device.key_target(remote_token).is_some() {
-            checked::note_invalidated(Arc::as_ptr(device) as usize, remote_token);
+            checked::note_invalidated(device.serial(), remote_token);
         }
     }
     status
@@ -561,7 +586,7 @@ fn note_invalidate(qp: &Object<Qp>, target: *mut NdkObjectHeader) {
         None => None,
     };
     if let Some(key) = key {
-        checked::note_invalidated(Arc::as_ptr(qp.inner.rnic.device()) as usize, key);
+        checked::note_invalidated(qp.inner.rnic.device().serial(), key);
     }
 }
 
@@ -602,7 +627,7 @@ fn watch_fast_register(
     if let Some(mr) = unsafe { Object::<Mr>::from_ptr(mr.cast(), slot) }
         && let Some(key) = mr.inner.rnic.local_key()
     {
-        checked::note_registered(Arc::as_ptr(device) as usize, key);
+        checked::note_registered(device.serial(), key);
     }
     if pages.is_null() || !pages.is_aligned() {
         return;
@@ -636,7 +661,7 @@ fn watch_tokens(
 ) {
     let rnic = &qp.inner.rnic;
     let device = rnic.device();
-    let tag = Arc::as_ptr(device) as usize;
+    let tag = device.serial();
     let privileged = rnic.pd().privileged_key();
     let at = qp.as_ptr() as usize;
     let (mut outside, mut stale) = (None, None);
