@@ -13,15 +13,16 @@ mod harness;
 /// The transport every fixture of this binary uses (`harness::Transport`).
 const TRANSPORT: harness::Transport = harness::Transport::Local;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use harness::{Pair, WAIT, assert_success};
+use harness::{Buffer, Fixture, Frmr, PAGE, Pair, Region, WAIT, Watch, assert_success};
 use softndk::abi::*;
 use softndk::provider::host::{
     BreachCount, BreachReport, SoftNdkGetBreachCounts, SoftNdkGetBreachReports, SoftNdkSetChecked,
-    set_checked_pause,
+    SoftNdkSetCheckedCallbackBound, set_checked_clock, set_checked_pause,
 };
 
 const DEFER: u32 = OpFlags::DEFER.bits();
@@ -109,7 +110,14 @@ fn checked_set_mode_refuses_unknown_values() {
     // SAFETY: a zero-room query.
     let status = unsafe { SoftNdkGetBreachCounts(std::ptr::null_mut(), &raw mut n) };
     assert_eq!(status, STATUS_BUFFER_TOO_SMALL);
-    assert_eq!(n, 4, "L17, C1, X5, D5");
+    assert_eq!(n, 10, "L17, C1, X5, D5, X7, M22, M33, C4, I3, P2");
+    let rules: Vec<String> = counts().into_iter().map(|(rule, _)| rule).collect();
+    assert_eq!(
+        rules,
+        [
+            "L17", "C1", "X5", "D5", "X7", "M22", "M33", "C4", "I3", "P2"
+        ]
+    );
 }
 
 /// D5: a chain whose last request carried DEFER, then a Flush: reported,
@@ -293,6 +301,388 @@ fn checked_correct_use_gets_no_report_rules_c1_d5_x5() {
     assert!(pair.a_cq.poll(4).is_empty());
     pair.teardown();
     assert_eq!(counts(), before);
+}
+
+/// Waits (bounded) until the counter of `rule` reaches `at_least`: some
+/// reports are made after a callback returned, on the provider's thread.
+fn wait_count(rule: &str, at_least: u64) -> u64 {
+    let start = Instant::now();
+    loop {
+        let now = count(rule);
+        if now >= at_least || start.elapsed() > WAIT {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// X7: Disconnect while a Send is still outstanding (B posted no receive,
+/// so it waits): reported on the connector, naming the Disconnect; the
+/// provider still flushes the Send (cancelled) and completes the
+/// Disconnect.
+#[test]
+fn checked_disconnect_with_requests_outstanding_is_reported_rule_x7() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let before = count("X7");
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    let (a, a_done) = pair.a_conn.disconnect();
+    let (b, b_done) = pair.b_conn.disconnect();
+    let _ = a_done.outcome(a);
+    let _ = b_done.outcome(b);
+    assert_eq!(count("X7"), before + 1);
+    let text = report_on("X7", pair.a_conn.0 as usize).expect("an X7 report on the connector");
+    assert!(text.contains("NdkDisconnect"), "{text}");
+    let results = pair.a_cq.wait_results(1);
+    assert_eq!(results[0].status, STATUS_CANCELLED);
+    harness::teardown_lenient(pair);
+}
+
+/// M22 (local): an SGE naming the token of a fast-registered MR the
+/// consumer invalidated: reported with the token; the provider's answer is
+/// unchanged (the Send fails at its initiator).
+#[test]
+fn checked_token_used_after_local_invalidate_is_reported_rule_m22() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0x11, 1, false);
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 64)]));
+    assert_success!(frmr.post(&pair.a_qp, 1, 0));
+    assert_success!(pair.a_qp.invalidate(2, frmr.mr.header(), 0));
+    assert_eq!(pair.a_cq.wait_results(2).len(), 2);
+    let before = count("M22");
+    assert_success!(pair.a_qp.send(3, &[frmr.sge(0, 16)], 0));
+    assert_eq!(count("M22"), before + 1);
+    let text = report_on("M22", pair.a_qp.0 as usize).expect("an M22 report on the QP");
+    let token = format!("{:#x}", frmr.mr.local_token());
+    assert!(text.contains("NdkSend") && text.contains(&token), "{text}");
+    let results = pair.a_cq.wait_results(1);
+    assert_ne!(results[0].status, STATUS_SUCCESS, "the Send still fails");
+    frmr.close(&pair.a);
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// M22 kept: the region fast-registered again after its Invalidate: its
+/// token is valid again, no report.
+#[test]
+fn checked_token_registered_again_gets_no_report_rule_m22() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0x11, 1, false);
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 64)]));
+    assert_success!(frmr.post(&pair.a_qp, 1, 0));
+    assert_success!(pair.a_qp.invalidate(2, frmr.mr.header(), 0));
+    assert_success!(frmr.post(&pair.a_qp, 3, 0));
+    let before = count("M22");
+    assert_success!(pair.a_qp.send(4, &[frmr.sge(0, 16)], 0));
+    let results = pair.a_cq.wait_results(4);
+    assert!(results.iter().all(|r| r.status == STATUS_SUCCESS));
+    assert_eq!(count("M22"), before);
+    frmr.close(&pair.a);
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// M22 (remote): A's SendAndInvalidate of B's token, then A's Write naming
+/// it: reported. Both ends are on one device (a connection of the adapter
+/// to itself), so the provider also sees B fast-register the region again,
+/// after which a Write naming the token is not reported.
+#[test]
+fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
+    let _serial = serial();
+    let (end, other) = harness::End::two();
+    let (a_qp, b_qp) = (end.qp(0xA), end.qp(0xB));
+    let link = harness::Link::connect(
+        (&end.adapter, end.addr, &a_qp),
+        (&end.adapter, end.addr, &b_qp),
+    );
+    let frmr = Frmr::new(&end.adapter, &end.pd, PAGE, 0x22, 1, true);
+    let local = Region::all(&end.pd, 64, 0x33);
+    let token = frmr.mr.remote_token();
+    let remote_write = OpFlags::ALLOW_REMOTE_WRITE.bits();
+    let ok = |n: usize| {
+        let results = end.cq.wait_results(n);
+        assert!(results.iter().all(|r| r.status == STATUS_SUCCESS));
+    };
+    assert_success!(frmr.post(&b_qp, 1, remote_write));
+    assert_success!(b_qp.receive(2, &[local.sge(0, 32)]));
+    assert_success!(a_qp.send_and_invalidate(3, &[], 0, token));
+    ok(3);
+    assert_success!(frmr.post(&b_qp, 4, remote_write));
+    ok(1);
+    let before = count("M22");
+    assert_success!(a_qp.write(5, &[local.sge(0, 16)], frmr.base(), token, 0));
+    ok(1);
+    assert_eq!(count("M22"), before, "registered again: valid");
+    assert_success!(b_qp.receive(6, &[local.sge(32, 32)]));
+    assert_success!(a_qp.send_and_invalidate(7, &[], 0, token));
+    ok(2);
+    assert_success!(a_qp.write(8, &[local.sge(0, 16)], frmr.base(), token, 0));
+    assert_eq!(count("M22"), before + 1);
+    let text = report_on("M22", a_qp.0 as usize).expect("an M22 report on A's QP");
+    assert!(
+        text.contains("NdkWrite") && text.contains("its remote token"),
+        "{text}"
+    );
+    let _ = end.cq.wait_results(1);
+    link.close();
+    harness::assert_close(a_qp.close());
+    harness::assert_close(b_qp.close());
+    frmr.close(&end.adapter);
+    local.close();
+    end.close();
+    other.close();
+}
+
+/// M33: a Send whose privileged-token SGE names a logical address outside
+/// every LAM of the adapter: reported with the address; one inside the LAM
+/// is not. The provider's answer is unchanged (the bad Send fails at its
+/// initiator).
+#[test]
+fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let mut buffer = Buffer::new(PAGE, 0, 0x5A);
+    let (status, mut lam, fbo) = pair.a.build_lam(&mut buffer);
+    assert_success!(status, "BuildLam");
+    let page = harness::lam_pages(&lam)[0];
+    let privileged = pair.a_pd.privileged_token();
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
+    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
+    let before = count("M33");
+    let inside = NdkSge {
+        address: page + u64::from(fbo),
+        length: 16,
+        memory_region_token: privileged,
+    };
+    assert_success!(pair.a_qp.send(1, &[inside], 0));
+    assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    assert_eq!(count("M33"), before, "an SGE inside the LAM");
+    let outside = NdkSge {
+        address: page + 0x100_0000_0000,
+        ..inside
+    };
+    assert_success!(pair.a_qp.send(2, &[outside], 0));
+    assert_eq!(count("M33"), before + 1);
+    let text = report_on("M33", pair.a_qp.0 as usize).expect("an M33 report on the QP");
+    let address = format!("{:#x}", outside.address);
+    assert!(
+        text.contains("NdkSend") && text.contains(&address),
+        "{text}"
+    );
+    assert_ne!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    pair.a.release_lam(&mut lam);
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// M33: a FastRegister whose page array names a page outside every LAM.
+#[test]
+fn checked_fast_register_page_outside_every_lam_is_reported_rule_m33() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0x11, 1, false);
+    let before = count("M33");
+    let pages = [frmr.pages[0] + 0x100_0000_0000];
+    let status = pair.a_qp.fast_register(
+        1,
+        &frmr.mr,
+        &pages,
+        frmr.fbo,
+        frmr.buffer.len,
+        frmr.base(),
+        0,
+    );
+    assert_success!(status);
+    assert_eq!(count("M33"), before + 1);
+    let text = report_on("M33", pair.a_qp.0 as usize).expect("an M33 report on the QP");
+    assert!(
+        text.contains("NdkFastRegister") && text.contains("page"),
+        "{text}"
+    );
+    assert_ne!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+    frmr.close(&pair.a);
+    harness::teardown_lenient(pair);
+}
+
+/// A connected pair whose A CQ notifies `watch` (whose hook the C4 and I3
+/// tests set).
+fn watched_pair(watch: &Arc<Watch>) -> Pair {
+    Fixture::new()
+        .a_cq(|adapter| harness::watched_cq(adapter, 64, watch))
+        .pair()
+}
+
+/// C4: A's notification callback re-arms without reaping, twice in a row
+/// while the CQ holds results: reported on the second (a provider may
+/// satisfy such an arm at once, and the callback would loop).
+#[test]
+fn checked_callback_rearming_without_reaping_is_reported_rule_c4() {
+    let _serial = serial();
+    let watch = Watch::new();
+    let pair = watched_pair(&watch);
+    let cq = pair.a_cq.0 as usize;
+    let arm = pair.a_cq.d().ndk_arm_cq;
+    watch.set_hook(move |_| {
+        // SAFETY: the test's live CQ, armed from its own callback.
+        unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+    });
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
+    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
+    let before = count("C4");
+    pair.a_cq.arm(NdkCqNotifyType::ANY);
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    watch.wait_returned(1);
+    assert_eq!(count("C4"), before, "one arm without draining is legal");
+    assert_success!(pair.a_qp.send(2, &[], 0));
+    watch.wait_returned(2);
+    assert_eq!(count("C4"), before + 1);
+    let text = report_on("C4", cq).expect("a C4 report on the CQ");
+    assert!(text.contains("NdkArmCq"), "{text}");
+    watch.set_hook(|_| {});
+    assert_eq!(pair.a_cq.poll(4).len(), 2);
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// C4 kept: a callback that reaps, then re-arms, gets no report.
+#[test]
+fn checked_callback_reaping_then_rearming_gets_no_report_rule_c4() {
+    let _serial = serial();
+    let watch = Watch::new();
+    let pair = watched_pair(&watch);
+    let cq = pair.a_cq.0 as usize;
+    let (arm, reap) = (pair.a_cq.d().ndk_arm_cq, pair.a_cq.d().ndk_get_cq_results);
+    let reaped = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&reaped);
+    watch.set_hook(move |_| {
+        let mut results = [NdkResult {
+            status: 0,
+            bytes_transferred: 0,
+            qp_context: std::ptr::null_mut(),
+            request_context: std::ptr::null_mut(),
+        }; 4];
+        // SAFETY: the test's live CQ and an array of 4 results.
+        let n = unsafe { reap(cq as *mut NdkCq, results.as_mut_ptr(), 4) };
+        seen.fetch_add(n as usize, Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+    });
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
+    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
+    let before = count("C4");
+    pair.a_cq.arm(NdkCqNotifyType::ANY);
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    watch.wait_returned(1);
+    assert_success!(pair.a_qp.send(2, &[], 0));
+    watch.wait_returned(2);
+    assert_eq!(count("C4"), before);
+    assert_eq!(reaped.load(Ordering::SeqCst), 2);
+    watch.set_hook(|_| {});
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// The clock the I3 test installs: 100 ns units the test moves itself.
+static FAKE_CLOCK: AtomicU64 = AtomicU64::new(0);
+
+fn fake_clock() -> u64 {
+    FAKE_CLOCK.load(Ordering::SeqCst)
+}
+
+/// I3: a notification callback that runs longer than the bound (1 ms here)
+/// by the provider's clock — an injected clock the callback itself moves 2
+/// ms on, so the test does not wait: reported after it returned, with the
+/// time it ran.
+#[test]
+fn checked_callback_that_blocks_is_reported_rule_i3() {
+    let _serial = serial();
+    let watch = Watch::new();
+    let pair = watched_pair(&watch);
+    let cq = pair.a_cq.0 as usize;
+    watch.set_hook(|_| {
+        FAKE_CLOCK.fetch_add(20_000, Ordering::SeqCst);
+    });
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
+    let before = count("I3");
+    FAKE_CLOCK.store(1_000_000, Ordering::SeqCst);
+    set_checked_clock(Some(fake_clock));
+    assert_success!(SoftNdkSetCheckedCallbackBound(1000));
+    pair.a_cq.arm(NdkCqNotifyType::ANY);
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    watch.wait_returned(1);
+    let after = wait_count("I3", before + 1);
+    set_checked_clock(None);
+    assert_success!(SoftNdkSetCheckedCallbackBound(100_000));
+    assert_eq!(after, before + 1);
+    let text = report_on("I3", cq).expect("an I3 report on the CQ");
+    assert!(
+        text.contains("the CQ notification callback") && text.contains("2000 us"),
+        "{text}"
+    );
+    watch.set_hook(|_| {});
+    assert_eq!(pair.a_cq.poll(4).len(), 1);
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// The QP the P2 test holds a Send inside, and the hand-shake.
+static P2_QP: AtomicUsize = AtomicUsize::new(0);
+static P2_INSIDE: AtomicBool = AtomicBool::new(false);
+static P2_RACED: AtomicBool = AtomicBool::new(false);
+
+/// The hook: the first call that claims a queue of the test's QP waits
+/// (bounded) until the racing calls have been made.
+fn p2_pause(object: usize) {
+    if object != P2_QP.load(Ordering::SeqCst) || P2_INSIDE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let start = Instant::now();
+    while !P2_RACED.load(Ordering::SeqCst) && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// P2: a Send entering the initiator queue while another Send runs on it
+/// (another thread, held inside by the pause hook): reported, naming both;
+/// a Receive at the same time (another queue, legal) is not. Both Sends are
+/// still accepted.
+#[test]
+fn checked_concurrent_posts_on_one_queue_are_reported_rule_p2() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let qp = pair.a_qp.0 as usize;
+    P2_INSIDE.store(false, Ordering::SeqCst);
+    P2_RACED.store(false, Ordering::SeqCst);
+    P2_QP.store(qp, Ordering::SeqCst);
+    set_checked_pause(Some(p2_pause));
+    let before = count("P2");
+    let a_qp = &pair.a_qp;
+    let (first, second, receive) = std::thread::scope(|s| {
+        let poster = s.spawn(move || a_qp.send(1, &[], 0));
+        let start = Instant::now();
+        while !P2_INSIDE.load(Ordering::SeqCst) && start.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(P2_INSIDE.load(Ordering::SeqCst), "the first Send entered");
+        let receive = pair.a_qp.receive(7, &[]);
+        let second = pair.a_qp.send(2, &[], 0);
+        P2_RACED.store(true, Ordering::SeqCst);
+        (poster.join().expect("the poster"), second, receive)
+    });
+    set_checked_pause(None);
+    P2_QP.store(0, Ordering::SeqCst);
+    assert_success!(first);
+    assert_success!(second);
+    assert_success!(receive);
+    assert_eq!(count("P2"), before + 1);
+    let text = report_on("P2", qp).expect("a P2 report on the QP");
+    assert!(
+        text.matches("NdkSend").count() == 2 && !text.contains("NdkReceive"),
+        "{text}"
+    );
+    harness::teardown_lenient(pair);
 }
 
 /// "Stop at the source": with `SOFTNDK_CHECKED=stop` the first breach

@@ -446,6 +446,52 @@ pub const OID_NDK_CONNECTIONS: NdisOid = 0xFC04_0203;
 pub const OID_NDK_LOCAL_ENDPOINTS: NdisOid = 0xFC04_0204;
 
 // ---------------------------------------------------------------------------
+// SoftNDK's own OID: checked mode's counters and reports (docs/debugging.md)
+// ---------------------------------------------------------------------------
+
+/// `OID_SOFTNDK_CHECKED` (0xFF534E01): query, SoftNDK's vendor-private OID
+/// (an NDIS custom OID has 0xFF as its most significant byte; "SN", 01
+/// below it). Returns checked mode's counters and kept reports in the
+/// layout below, little-endian, every unused byte zero:
+///
+/// ```text
+/// header (SOFTNDK_CHECKED_HEADER_SIZE = 32 bytes)
+///   0x00 u32 Revision      SOFTNDK_CHECKED_REVISION_1
+///   0x04 u32 Size          bytes of the whole answer
+///   0x08 u32 Mode          0 off, 1 report, 2 report and stop
+///   0x0C u32 RuleCount     counter entries that follow the header
+///   0x10 u32 ReportCount   report entries that follow the counters
+///   0x14 u32 Reserved      0
+///   0x18 u64 Reported      reports made since the driver loaded
+/// RuleCount counter entries (SOFTNDK_CHECKED_COUNT_SIZE = 16 bytes)
+///   0x00 char[8] Rule      "C1", NUL-terminated
+///   0x08 u64 Count         breaches of that rule since load
+/// ReportCount report entries (SOFTNDK_CHECKED_REPORT_SIZE = 256 bytes),
+/// oldest first
+///   0x00 char[8] Rule
+///   0x08 u32 ObjectType    NDK_OBJECT_TYPE
+///   0x0C u32 Reserved      0
+///   0x10 u64 Object        the object, as the consumer knows it
+///   0x18 u64 Sequence      the report's number (bug-check parameter 4)
+///   0x20 u64 Detail        token (M22), address (M33), microseconds (I3)
+///   0x28 char[216] Text    the report as the debug log shows it, NUL-terminated
+/// ```
+///
+/// A buffer shorter than the answer gets `NDIS_STATUS_BUFFER_TOO_SHORT`
+/// with the size in `BytesNeeded`.
+pub const OID_SOFTNDK_CHECKED: NdisOid = 0xFF53_4E01;
+/// `Revision` of [`OID_SOFTNDK_CHECKED`]'s answer.
+pub const SOFTNDK_CHECKED_REVISION_1: u32 = 1;
+/// Bytes of [`OID_SOFTNDK_CHECKED`]'s header.
+pub const SOFTNDK_CHECKED_HEADER_SIZE: usize = 32;
+/// Bytes of one counter entry of [`OID_SOFTNDK_CHECKED`].
+pub const SOFTNDK_CHECKED_COUNT_SIZE: usize = 16;
+/// Bytes of one report entry of [`OID_SOFTNDK_CHECKED`].
+pub const SOFTNDK_CHECKED_REPORT_SIZE: usize = 256;
+/// Offset of the text in a report entry of [`OID_SOFTNDK_CHECKED`].
+pub const SOFTNDK_CHECKED_REPORT_TEXT: usize = 0x28;
+
+// ---------------------------------------------------------------------------
 // §5.10 PnP event codes
 // ---------------------------------------------------------------------------
 

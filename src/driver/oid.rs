@@ -55,6 +55,10 @@ use crate::abi::{
 };
 
 use crate::abi::{NDIS_STATUS_INVALID_DATA, NdisOidRequest, NdisRequestType};
+use crate::abi::{
+    OID_SOFTNDK_CHECKED, SOFTNDK_CHECKED_COUNT_SIZE, SOFTNDK_CHECKED_HEADER_SIZE,
+    SOFTNDK_CHECKED_REPORT_SIZE, SOFTNDK_CHECKED_REPORT_TEXT, SOFTNDK_CHECKED_REVISION_1,
+};
 
 use super::adapter::Adapter;
 use super::config::MAC_LEN;
@@ -166,9 +170,9 @@ const fn clamp_u32(n: usize) -> u32 {
 
 /// Every OID SoftNDK answers: the general and 802.3 OIDs an NDIS 6 Ethernet
 /// miniport must support, the power OIDs its power-management capabilities
-/// imply, and the four NDK OIDs (rule A9). Reported to NDIS in the general
+/// imply, the four NDK OIDs (rule A9) and SoftNDK's checked-mode query. Reported to NDIS in the general
 /// attributes' `SupportedOidList`.
-pub static SUPPORTED_OIDS: [NdisOid; 44] = [
+pub static SUPPORTED_OIDS: [NdisOid; 45] = [
     OID_GEN_SUPPORTED_LIST,
     OID_GEN_HARDWARE_STATUS,
     OID_GEN_MEDIA_SUPPORTED,
@@ -213,6 +217,7 @@ pub static SUPPORTED_OIDS: [NdisOid; 44] = [
     OID_NDK_STATISTICS,
     OID_NDK_CONNECTIONS,
     OID_NDK_LOCAL_ENDPOINTS,
+    OID_SOFTNDK_CHECKED,
 ];
 
 /// The OIDs that are sets only; every other supported OID is a query (some
@@ -473,6 +478,7 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
         OID_NDK_STATISTICS => ndk_statistics(adapter.provider(), buffer),
         OID_NDK_CONNECTIONS => ndk_connections(adapter.provider(), buffer),
         OID_NDK_LOCAL_ENDPOINTS => ndk_local_endpoints(adapter.provider(), buffer),
+        OID_SOFTNDK_CHECKED => checked_reports(buffer),
         _ => OidOutcome::not_supported(),
     }
 }
@@ -650,6 +656,62 @@ pub fn ndk_statistics(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutco
         let base = offset_of!(NdisNdkStatisticsInfo, counter_set);
         for (offset, value) in counter_fields(&counters) {
             w.u64(base + offset, value);
+        }
+    })
+}
+
+/// `OID_SOFTNDK_CHECKED`: checked mode's counters and kept reports, in the
+/// layout `abi::OID_SOFTNDK_CHECKED` documents. A report made while this
+/// runs may or may not be in the answer; the counts and the entries always
+/// agree with each other.
+pub fn checked_reports(buffer: &mut [u8]) -> OidOutcome {
+    use crate::provider::checked::{self, Breach, KEPT, Mode, Report};
+    let mut kept: [Option<(usize, Report)>; KEPT] = [None; KEPT];
+    let mut n = 0_usize;
+    checked::each_numbered_report(|seq, report| {
+        if let Some(slot) = kept.get_mut(n) {
+            *slot = Some((seq, *report));
+            n += 1;
+        }
+    });
+    let rules = Breach::ALL.len();
+    let counts_at = SOFTNDK_CHECKED_HEADER_SIZE;
+    let reports_at = counts_at + rules * SOFTNDK_CHECKED_COUNT_SIZE;
+    let needed = reports_at + n * SOFTNDK_CHECKED_REPORT_SIZE;
+    let mode = match checked::mode() {
+        Mode::Off => 0,
+        Mode::Report => 1,
+        Mode::Stop => 2,
+    };
+    answer_with(buffer, needed, |w| {
+        w.u32(0x00, SOFTNDK_CHECKED_REVISION_1);
+        w.u32(0x04, clamp_u32(needed));
+        w.u32(0x08, mode);
+        w.u32(0x0C, clamp_u32(rules));
+        w.u32(0x10, clamp_u32(n));
+        w.u64(0x18, checked::reported_total() as u64);
+        for (i, breach) in Breach::ALL.iter().enumerate() {
+            let at = counts_at + i * SOFTNDK_CHECKED_COUNT_SIZE;
+            w.bytes(at, breach.rule().as_bytes());
+            w.u64(at + 8, checked::breaches(*breach) as u64);
+        }
+        for (i, (seq, report)) in kept.iter().flatten().enumerate() {
+            let at = reports_at + i * SOFTNDK_CHECKED_REPORT_SIZE;
+            w.bytes(at, report.breach.rule().as_bytes());
+            w.u32(at + 0x08, report.object_type.0);
+            w.u64(at + 0x10, report.object as u64);
+            w.u64(at + 0x18, *seq as u64);
+            w.u64(at + 0x20, report.detail);
+            let mut text = crate::kernel::log::Message::new();
+            let _ = core::fmt::Write::write_fmt(&mut text, format_args!("{report}"));
+            let room = SOFTNDK_CHECKED_REPORT_SIZE - SOFTNDK_CHECKED_REPORT_TEXT - 1;
+            let text = text.as_str();
+            let mut take = text.len().min(room);
+            while !text.is_char_boundary(take) {
+                take -= 1;
+            }
+            let text = text.as_bytes().get(..take).unwrap_or_default();
+            w.bytes(at + SOFTNDK_CHECKED_REPORT_TEXT, text);
         }
     })
 }

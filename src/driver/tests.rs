@@ -431,7 +431,9 @@ mod oids {
             let outcome = if SET_ONLY_OIDS.contains(&oid) {
                 set(&adapter, oid, &set_buffer(oid))
             } else {
-                let mut buffer = [0_u8; 4096];
+                // Room for OID_SOFTNDK_CHECKED's answer with every report
+                // kept (other tests of this process make some).
+                let mut buffer = alloc::vec![0_u8; 16 * 1024];
                 query(&adapter, oid, &mut buffer)
             };
             assert_eq!(outcome.status, NDIS_STATUS_SUCCESS, "OID {oid:#010x}");
@@ -1215,5 +1217,82 @@ mod ndk_oids {
         assert_eq!(buffer[0x0C], FALSE);
         query(&roce, OID_NDK_CONNECTIONS, &mut buffer);
         assert_eq!(buffer[0x0C], FALSE);
+    }
+}
+
+/// `OID_SOFTNDK_CHECKED`: checked mode's counters and kept reports, read
+/// the way a tool on Windows reads them (a query OID on the ordinary path).
+mod checked_query {
+    use super::*;
+    use crate::provider::checked::{self, Breach};
+    use crate::provider::object::Slot;
+
+    /// The NUL-terminated string at `at`, at most `len` bytes.
+    fn c_str(buf: &[u8], at: usize, len: usize) -> &str {
+        let field = &buf[at..at + len];
+        let end = field.iter().position(|&b| b == 0).unwrap_or(len);
+        core::str::from_utf8(&field[..end]).unwrap()
+    }
+
+    #[test]
+    fn test_checked_query_returns_counters_and_reports_in_the_documented_layout() {
+        let (adapter, _fake) = adapter_with(true);
+        // A report of the test's own, on an object address no provider
+        // object has (other tests of this process may report too).
+        let object = 0x5EED_0000_0000_0040_usize;
+        checked::report_detail(
+            Breach::M33,
+            NdkObjectType::QP,
+            object,
+            &Slot("NdkSend"),
+            checked::slot_ptr(&Slot("a privileged-token SGE")),
+            0xABC0_0000,
+        );
+        let short = query(&adapter, OID_SOFTNDK_CHECKED, &mut [0_u8; 8]);
+        assert_eq!(short.status, NDIS_STATUS_BUFFER_TOO_SHORT);
+        let needed = short.bytes_needed as usize;
+        assert!(needed >= SOFTNDK_CHECKED_HEADER_SIZE + 10 * SOFTNDK_CHECKED_COUNT_SIZE);
+        let mut buf = alloc::vec![0_u8; 16 * 1024];
+        let outcome = query(&adapter, OID_SOFTNDK_CHECKED, &mut buf);
+        assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
+        let size = u32_at(&buf, 0x04) as usize;
+        assert_eq!(outcome.bytes_done as usize, size);
+        assert_eq!(u32_at(&buf, 0x00), SOFTNDK_CHECKED_REVISION_1);
+        let rules = u32_at(&buf, 0x0C) as usize;
+        let reports = u32_at(&buf, 0x10) as usize;
+        assert_eq!(rules, Breach::ALL.len());
+        assert!((1..=checked::KEPT).contains(&reports));
+        assert_eq!(
+            size,
+            SOFTNDK_CHECKED_HEADER_SIZE
+                + rules * SOFTNDK_CHECKED_COUNT_SIZE
+                + reports * SOFTNDK_CHECKED_REPORT_SIZE
+        );
+        assert!(u64_at(&buf, 0x18) >= 1, "reports made since load");
+        let names: alloc::vec::Vec<&str> = (0..rules)
+            .map(|i| c_str(&buf, SOFTNDK_CHECKED_HEADER_SIZE + i * 16, 8))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "L17", "C1", "X5", "D5", "X7", "M22", "M33", "C4", "I3", "P2"
+            ]
+        );
+        let m33 = SOFTNDK_CHECKED_HEADER_SIZE + 6 * SOFTNDK_CHECKED_COUNT_SIZE;
+        assert!(u64_at(&buf, m33 + 8) >= 1, "the M33 counter");
+        let first = SOFTNDK_CHECKED_HEADER_SIZE + rules * SOFTNDK_CHECKED_COUNT_SIZE;
+        let ours = (0..reports)
+            .map(|i| first + i * SOFTNDK_CHECKED_REPORT_SIZE)
+            .find(|&at| u64_at(&buf, at + 0x10) == object as u64)
+            .expect("the test's report is kept");
+        assert_eq!(c_str(&buf, ours, 8), "M33");
+        assert_eq!(u32_at(&buf, ours + 0x08), NdkObjectType::QP.0);
+        assert_eq!(u64_at(&buf, ours + 0x20), 0xABC0_0000);
+        let text = c_str(&buf, ours + SOFTNDK_CHECKED_REPORT_TEXT, 216);
+        assert!(
+            text.starts_with("M33: NdkSend on QP 0x5eed000000000040")
+                && text.contains("0xabc00000"),
+            "{text}"
+        );
     }
 }

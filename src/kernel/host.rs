@@ -128,6 +128,12 @@ pub(super) fn debug_print(_level: super::log::Level, message: &super::log::Messa
     }
 }
 
+/// The host's bug check: the process aborts (the code and parameters were
+/// reported by the caller).
+pub(super) fn bug_check_ex(_code: u32, _parameters: [usize; 4]) -> ! {
+    std::process::abort()
+}
+
 pub(super) fn monotonic_100ns() -> u64 {
     static START: OnceLock<std::time::Instant> = OnceLock::new();
     let elapsed = START.get_or_init(std::time::Instant::now).elapsed();

@@ -20,6 +20,8 @@
 //! * [`log`] — the debug log ([`klog!`](crate::klog)).
 //! * [`pool`] — the pool tag and, in the kernel, the global allocator.
 //! * [`time`] — a monotonic clock.
+//! * [`stop`] — stopping the machine on purpose (a bug check in the kernel,
+//!   an abort on the host): checked mode's stop at a consumer breach.
 //! * [`timers`] — one-shot timers served by one platform alarm (a `KTIMER`
 //!   and its DPC in the kernel, `ktimer`; played by the tests on the host).
 //! * `host_tap` (Linux host only, never in the driver) — a TAP device and
@@ -57,6 +59,7 @@ pub mod mem;
 #[cfg(not(target_os = "windows"))]
 pub mod net;
 pub mod pool;
+pub mod stop;
 pub mod sync;
 pub mod tcp;
 #[cfg(not(target_os = "windows"))]

@@ -118,6 +118,15 @@ pub extern "system" fn __CxxFrameHandler3() -> ! {
     bug_check(0)
 }
 
+/// Stops the machine with `code` and its four parameters (checked mode's
+/// stop at a consumer breach, `kernel::stop`).
+pub(super) fn bug_check_ex(code: u32, parameters: [usize; 4]) -> ! {
+    let [p1, p2, p3, p4] = parameters;
+    // SAFETY: KeBugCheckEx may be called at any IRQL and does not return; the
+    // arguments are plain integers shown in the crash dump.
+    unsafe { KeBugCheckEx(code, p1, p2, p3, p4) }
+}
+
 fn bug_check(line: u32) -> ! {
     // SAFETY: KeBugCheckEx may be called at any IRQL and does not return; the
     // arguments are plain integers shown in the crash dump.

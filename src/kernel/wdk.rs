@@ -13,8 +13,8 @@ use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use wdk_sys::ntddk::{
-    KeAcquireSpinLockRaiseToDpc, KeDelayExecutionThread, KeFlushQueuedDpcs, KeInitializeDpc,
-    KeInsertQueueDpc, KeQueryInterruptTimePrecise, KeReleaseSpinLock,
+    KeAcquireSpinLockRaiseToDpc, KeBugCheckEx, KeDelayExecutionThread, KeFlushQueuedDpcs,
+    KeInitializeDpc, KeInsertQueueDpc, KeQueryInterruptTimePrecise, KeReleaseSpinLock,
 };
 use wdk_sys::{KDPC, PKDPC, PVOID};
 
@@ -23,6 +23,13 @@ extern crate wdk_panic;
 
 #[global_allocator]
 static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;
+
+/// Stops the machine with `code` and its four parameters (`kernel::stop`).
+pub(super) fn bug_check_ex(code: u32, parameters: [usize; 4]) -> ! {
+    let [p1, p2, p3, p4] = parameters;
+    // SAFETY: KeBugCheckEx may be called at any IRQL and does not return.
+    unsafe { KeBugCheckEx(code, p1 as _, p2 as _, p3 as _, p4 as _) }
+}
 
 pub(super) fn spin_lock_acquire(word: *mut usize) -> u8 {
     // SAFETY: `word` points to a KSPIN_LOCK inside a live `SpinLock` borrowed for

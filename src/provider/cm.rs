@@ -836,6 +836,8 @@ unsafe fn disconnect(
         let qp = bridge.qp.lock().upgrade();
         if let Some(qp) = qp {
             qp::watch_chain(&qp, &Slot("NdkDisconnect"));
+            // X7: requests still outstanding.
+            qp::watch_outstanding(&qp, connector.as_ptr() as usize, &Slot("NdkDisconnect"));
         }
     }
     {

@@ -31,6 +31,10 @@ pub struct Cq {
     /// Checked mode (C1): the slot of the reaping or arming call running
     /// on the CQ, else null.
     reaper: AtomicPtr<NdkSlot>,
+    /// Checked mode (C4): arms made from the notification callback on a CQ
+    /// holding results, in a row, with no reap since; written only in
+    /// checked mode.
+    unreaped_arms: AtomicUsize,
 }
 
 impl Cq {
@@ -50,6 +54,17 @@ struct Notifier {
     /// in checked mode; calls made inside one are not watched (they may be
     /// nested in the ArmCq that delivered it, on the same thread).
     delivering: AtomicUsize,
+}
+
+impl Notifier {
+    /// I3 for the notification callback, started at `started`.
+    #[inline(never)]
+    fn watch_callback(&self, started: u64) {
+        let object = self.object.lock().upgrade();
+        let at = object.as_ref().map_or(0, |o| o.as_ptr() as usize);
+        let callback = &NdkSlot("the CQ notification callback");
+        checked::callback_returned(started, callback, NdkObjectType::CQ, at);
+    }
 }
 
 impl CqNotify for Notifier {
@@ -74,9 +89,12 @@ impl CqNotify for Notifier {
         // SAFETY: the consumer's notification callback and context from
         // NdkCreateCq; the RNIC CQ calls this with no lock held and never
         // twice at once (C5).
+        let started = checked::callback_starts();
+        // SAFETY: as above.
         unsafe { (self.callback)(self.context as *mut c_void, status) };
         if watch {
             self.delivering.fetch_sub(1, CoreOrdering::Relaxed);
+            self.watch_callback(started);
         }
     }
 
@@ -140,6 +158,7 @@ pub(super) fn create(
         notifier: Arc::clone(&notifier),
         slot,
         reaper: AtomicPtr::new(core::ptr::null_mut()),
+        unreaped_arms: AtomicUsize::new(0),
     };
     let object = Object::create_under(adapter, inner)?;
     *object.inner.notifier.object.lock() = Arc::downgrade(&object);
@@ -217,9 +236,49 @@ impl Drop for Serialized<'_> {
     }
 }
 
+/// C4 in checked mode: an arm made from the CQ's notification callback
+/// while the CQ holds results counts one "unreaped arm"; a reap resets the
+/// count. The second in a row is reported: the callback re-arms without
+/// draining, again, and a provider that satisfies such an arm at once (C4
+/// allows it) would call it back for ever. An arm without draining once,
+/// or from outside the callback, is legal and not counted.
+#[inline]
+fn watch_arm(cq: &Object<Cq>) {
+    if checked::checked()
+        && cq.inner.notifier.delivering.load(CoreOrdering::Relaxed) != 0
+        && !cq.inner.rnic.is_empty()
+        && cq.inner.unreaped_arms.fetch_add(1, CoreOrdering::Relaxed) == 1
+    {
+        let callback = checked::slot_ptr(&NdkSlot("its notification callback"));
+        let at = cq.as_ptr() as usize;
+        checked::report(
+            Breach::C4,
+            NdkObjectType::CQ,
+            at,
+            &NdkSlot("NdkArmCq"),
+            callback,
+        );
+    }
+}
+
+/// C4: a reap (whatever it finds) ends a run of unreaped arms.
+#[inline]
+fn watch_reap(cq: &Object<Cq>) {
+    if checked::checked() {
+        cq.inner.unreaped_arms.store(0, CoreOrdering::Relaxed);
+    }
+}
+
+/// Whether a notification callback of `cq` is running (counted in checked
+/// mode only).
+pub(super) fn delivering(cq: &Object<Cq>) -> bool {
+    cq.inner.notifier.delivering.load(CoreOrdering::Relaxed) != 0
+}
+
 /// `NdkArmCq` (C3–C6). An unknown arm type is ignored.
 unsafe fn arm(cq: &Object<Cq>, notify_type: NdkCqNotifyType) {
     let _serialized = serialized(cq, &NdkSlot("NdkArmCq"));
+    watch_arm(cq);
     let arm = match notify_type {
         NdkCqNotifyType::ERRORS => ArmType::Errors,
         NdkCqNotifyType::ANY => ArmType::Any,
@@ -283,6 +342,7 @@ fn result(c: &Completion) -> NdkResult {
 /// too, as receives).
 unsafe fn get_results(cq: &Object<Cq>, results: *mut NdkResult, n: u32) -> u32 {
     let _serialized = serialized(cq, &NdkSlot("NdkGetCqResults"));
+    watch_reap(cq);
     // SAFETY: the consumer's array of `n` entries.
     unsafe { reap(cq, results, n, result) }
 }
@@ -290,6 +350,7 @@ unsafe fn get_results(cq: &Object<Cq>, results: *mut NdkResult, n: u32) -> u32 {
 /// `NdkGetCqResultsEx` (K1, C2, P22, E14).
 unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> u32 {
     let _serialized = serialized(cq, &NdkSlot("NdkGetCqResultsEx"));
+    watch_reap(cq);
     let result_ex = |c: &Completion| {
         let NdkResult {
             status,

@@ -283,6 +283,10 @@ fn checked_mode_from_env() {
         _ => return,
     };
     checked::set_mode(mode);
+    let bound = std::env::var("SOFTNDK_CHECKED_CALLBACK_US").ok();
+    if let Some(micros) = bound.and_then(|b| b.parse::<u64>().ok()) {
+        checked::set_callback_bound(micros);
+    }
 }
 
 /// Installs the fault plan `SOFTNDK_FAULTS` describes (the text form of
@@ -427,6 +431,35 @@ pub(super) fn checked_pause(object: usize) {
     if let Some(hook) = hook {
         hook(object);
     }
+}
+
+/// A test hook: the clock checked mode measures callbacks with (I3), in
+/// 100 ns units, instead of the monotonic clock, so that a test makes a
+/// callback "long" without waiting.
+static CHECKED_CLOCK: std::sync::RwLock<Option<fn() -> u64>> = std::sync::RwLock::new(None);
+
+/// Sets (or clears) the checked-mode clock (see [`CHECKED_CLOCK`]).
+#[doc(hidden)]
+pub fn set_checked_clock(clock: Option<fn() -> u64>) {
+    *CHECKED_CLOCK
+        .write()
+        .unwrap_or_else(PoisonError::into_inner) = clock;
+}
+
+/// The test's clock, if one is installed.
+pub(super) fn checked_clock() -> Option<u64> {
+    let clock = *CHECKED_CLOCK.read().unwrap_or_else(PoisonError::into_inner);
+    clock.map(|clock| clock())
+}
+
+/// `SoftNdkSetCheckedCallbackBound`: how long, in microseconds, a consumer
+/// callback may run before checked mode reports it (I3); 100 000 (100 ms)
+/// unless changed here or by `SOFTNDK_CHECKED_CALLBACK_US`. Returns
+/// `STATUS_SUCCESS`.
+#[unsafe(no_mangle)]
+pub extern "system" fn SoftNdkSetCheckedCallbackBound(micros: u32) -> NtStatus {
+    checked::set_callback_bound(u64::from(micros));
+    STATUS_SUCCESS
 }
 
 /// `SoftNdkSetChecked`: checked mode for this process: 0 off (only L17 is

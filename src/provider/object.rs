@@ -105,8 +105,9 @@ impl Event {
     /// exactly this call; the NDK contract makes them callable at up to
     /// DISPATCH_LEVEL from any thread (I3), and the caller holds no provider
     /// lock (I4).
-    fn call(self) {
-        match self {
+    fn call(self, object_type: crate::abi::NdkObjectType, object: usize) {
+        let started = super::checked::callback_starts();
+        let callback = match self {
             Self::Request {
                 callback,
                 context,
@@ -114,10 +115,12 @@ impl Event {
             } => {
                 // SAFETY: see above.
                 unsafe { callback(context as *mut c_void, status) };
+                &Slot("the request completion (or SRQ notification)")
             }
             Self::Disconnect { callback, context } => {
                 // SAFETY: see above.
                 unsafe { callback(context as *mut c_void) };
+                &Slot("the disconnect event callback")
             }
             Self::Connect {
                 callback,
@@ -128,8 +131,11 @@ impl Event {
                 // SAFETY: see above; `connector` is a live object handed out
                 // with this event.
                 unsafe { callback(context as *mut c_void, connector) };
+                &Slot("the connect event callback")
             }
-        }
+        };
+        // I3, in checked mode: reported after the callback returned.
+        super::checked::callback_returned(started, callback, object_type, object);
     }
 }
 
@@ -435,7 +441,11 @@ impl<T: Kind> Object<T> {
             // SAFETY: the consumer's close completion and its context, given
             // for this one call; no provider lock is held (I4); the object's
             // last callback (L22).
+            let started = super::checked::callback_starts();
+            // SAFETY: as above.
             unsafe { callback(context as *mut c_void) };
+            let at = self.as_ptr() as usize;
+            super::checked::callback_returned(started, &Slot("the close completion"), T::TYPE, at);
         }
         for parent in self.parents.iter().flatten() {
             parent.release();
@@ -468,6 +478,7 @@ impl<T: Kind> Object<T> {
     /// Delivers a callback, serialized with the object's other callbacks.
     pub fn deliver(&self, event: Event) {
         let this = self.arc();
+        let at = (T::TYPE, self.as_ptr() as usize);
         {
             let mut serial = this.serial.lock();
             if serial.running {
@@ -479,7 +490,7 @@ impl<T: Kind> Object<T> {
                 // completion; deliver it here. The queue is sized above what
                 // an object can have outstanding, so this does not happen.
                 drop(serial);
-                event.call();
+                event.call(at.0, at.1);
                 return;
             }
             serial.running = true;
@@ -491,13 +502,14 @@ impl<T: Kind> Object<T> {
             }
         }
         this.hold();
-        event.call();
+        event.call(at.0, at.1);
         this.drain();
     }
 
     /// Calls the callbacks queued behind a running one, then stops running
     /// and gives back the deliverer's hold.
     fn drain(&self) {
+        let at = (T::TYPE, self.as_ptr() as usize);
         loop {
             let next = {
                 let mut serial = self.serial.lock();
@@ -508,7 +520,7 @@ impl<T: Kind> Object<T> {
                 next
             };
             match next {
-                Some(event) => event.call(),
+                Some(event) => event.call(at.0, at.1),
                 None => break,
             }
         }

@@ -46,6 +46,55 @@ pub struct Qp {
     /// when it carried DEFER (a chain still open), else null. Written only
     /// in checked mode.
     chain: core::sync::atomic::AtomicPtr<Slot>,
+    /// Checked mode (P2): the slot of the call running on the initiator
+    /// queue, and on the receive queue, else null.
+    posting: [core::sync::atomic::AtomicPtr<Slot>; 2],
+    /// The QP's receive and initiator CQs (also its parents, L24): P2 does
+    /// not watch posts made while a notification callback of one of them
+    /// runs (they may be nested in a post on the same thread).
+    cqs: [Arc<Object<Cq>>; 2],
+}
+
+/// P2: which of a QP's queues a posting call claims ([`Qp::posting`]).
+const INITIATOR: usize = 0;
+const RECEIVE: usize = 1;
+
+/// P2 in checked mode: the posting call of `slot` claims `queue` of `qp`
+/// (one relaxed load and a branch when off).
+#[inline]
+fn claim_queue<'a>(
+    qp: &'a Object<Qp>,
+    queue: usize,
+    slot: &'static Slot,
+) -> Option<checked::Claimed<'a>> {
+    if checked::checked() {
+        claim_queue_checked(qp, queue, slot)
+    } else {
+        None
+    }
+}
+
+#[inline(never)]
+fn claim_queue_checked<'a>(
+    qp: &'a Object<Qp>,
+    queue: usize,
+    slot: &'static Slot,
+) -> Option<checked::Claimed<'a>> {
+    // A post made from a notification callback may be nested in another
+    // post on the same thread (the callback runs inside the engine's
+    // completion of that post): not watched, as C1 does not watch calls
+    // from the callback.
+    if qp.inner.cqs.iter().any(|cq| super::cq::delivering(cq)) {
+        return None;
+    }
+    let cell = qp.inner.posting.get(queue)?;
+    checked::serialize(
+        cell,
+        slot,
+        Breach::P2,
+        NdkObjectType::QP,
+        qp.as_ptr() as usize,
+    )
 }
 
 /// The RNIC queue pair of a QP object (for the connection layer).
@@ -78,24 +127,27 @@ ndk_table! {
         close ndk_close_qp = "NdkCloseQp";
     ndk_flush = "NdkFlush" => flush();
     ndk_send = "NdkSend" => send(context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32
-    ) -> NtStatus, then watched(Some(flags));
+    ) -> NtStatus, then watched_data(flags, sgl, n, None);
     ndk_receive = "NdkReceive" => receive(context: *mut c_void, sgl: *const NdkSge, n: u32
-    ) -> NtStatus, then watched(None);
+    ) -> NtStatus, then watched_receive(sgl, n);
     ndk_bind = "NdkBind" => bind(context: *mut c_void, mr: *mut NdkMr, mw: *mut NdkMw,
         virtual_address: *mut c_void, length: usize, flags: u32
     ) -> NtStatus, then watched(Some(flags));
     ndk_fast_register = "NdkFastRegister" => fast_register(context: *mut c_void, mr: *mut NdkMr,
         page_count: u32, pages: *const NdkLogicalAddress, fbo: u32, length: usize,
-        base_virtual_address: *mut c_void, flags: u32) -> NtStatus, then watched(Some(flags));
+        base_virtual_address: *mut c_void, flags: u32) -> NtStatus,
+        then watched_fast_register(flags, mr, pages, page_count);
     ndk_invalidate = "NdkInvalidate" => invalidate(context: *mut c_void,
-        target: *mut NdkObjectHeader, flags: u32) -> NtStatus, then watched(Some(flags));
+        target: *mut NdkObjectHeader, flags: u32) -> NtStatus, then watched_invalidate(flags, target);
     ndk_read = "NdkRead" => read(context: *mut c_void, sgl: *const NdkSge, n: u32,
-        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus,
+        then watched_data(flags, sgl, n, Some(remote_token));
     ndk_write = "NdkWrite" => write(context: *mut c_void, sgl: *const NdkSge, n: u32,
-        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus, then watched(Some(flags));
+        remote_address: u64, remote_token: u32, flags: u32) -> NtStatus,
+        then watched_data(flags, sgl, n, Some(remote_token));
     ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(context: *mut c_void,
         sgl: *const NdkSge, n: u32, flags: u32, remote_token: u32
-    ) -> NtStatus, then watched(Some(flags));
+    ) -> NtStatus, then watched_send_and_invalidate(flags, sgl, n, remote_token);
 }
 
 /// Creates a QP on `pd` (L13, L14, Q2): its receives come from `srq` when it
@@ -165,6 +217,8 @@ pub(super) unsafe fn create_qp(
         Qp {
             rnic,
             chain: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+            posting: [const { core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()) }; 2],
+            cqs: [receive.arc(), initiator.arc()],
         },
         parents,
     ) else {
@@ -432,6 +486,234 @@ fn watched(qp: &Object<Qp>, slot: &'static Slot, flags: Option<u32>, status: NtS
     status
 }
 
+/// [`watched`] for a post naming SGEs (Send, Write with `remote` None or its
+/// remote token, Read): and, for an accepted post in checked mode, M22 and
+/// M33 on its SGEs ([`watch_tokens`]).
+///
+/// Called only by the slot's thunk, with the consumer's arguments unchanged
+/// while the call is still inside (`sgl` is then readable, as the slot's
+/// contract says).
+#[inline]
+fn watched_data(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    flags: u32,
+    sgl: *const NdkSge,
+    n: u32,
+    remote: Option<u32>,
+    status: NtStatus,
+) -> NtStatus {
+    if checked::checked() {
+        watch_post(qp, slot, Some(flags), status);
+        let inline = OpFlags::from_bits_retain(flags).contains(OpFlags::INLINE);
+        if status == STATUS_SUCCESS {
+            // Inline SGEs carry no token (P12): only the remote one counts.
+            watch_tokens(qp, slot, if inline { 0 } else { n }, sgl, remote);
+        }
+    }
+    status
+}
+
+/// [`watched`] for a Receive, with M22 and M33 on its SGEs as
+/// [`watched_data`] (same contract).
+#[inline]
+fn watched_receive(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    sgl: *const NdkSge,
+    n: u32,
+    status: NtStatus,
+) -> NtStatus {
+    if checked::checked() {
+        watch_post(qp, slot, None, status);
+        if status == STATUS_SUCCESS {
+            watch_tokens(qp, slot, n, sgl, None);
+        }
+    }
+    status
+}
+
+/// [`watched_data`] for a SendAndInvalidate; an accepted one also notes
+/// `remote_token` as invalidated by the consumer (M22) when it names a
+/// region of this provider instance (a peer on the same device: a peer
+/// elsewhere may register the region again unseen).
+#[inline]
+fn watched_send_and_invalidate(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    flags: u32,
+    sgl: *const NdkSge,
+    n: u32,
+    remote_token: u32,
+    status: NtStatus,
+) -> NtStatus {
+    let status = watched_data(qp, slot, flags, sgl, n, None, status);
+    if status == STATUS_SUCCESS && checked::checked() {
+        let device = qp.inner.rnic.device();
+        if device.key_target(remote_token).is_some() {
+            checked::note_invalidated(device.serial(), remote_token);
+        }
+    }
+    status
+}
+
+/// [`watched`] for an Invalidate; an accepted one notes the tokens of its
+/// target as invalidated by the consumer (M22).
+#[inline]
+fn watched_invalidate(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    flags: u32,
+    target: *mut NdkObjectHeader,
+    status: NtStatus,
+) -> NtStatus {
+    if checked::checked() {
+        watch_post(qp, slot, Some(flags), status);
+        if status == STATUS_SUCCESS {
+            note_invalidate(qp, target);
+        }
+    }
+    status
+}
+
+#[inline(never)]
+fn note_invalidate(qp: &Object<Qp>, target: *mut NdkObjectHeader) {
+    // SAFETY: the consumer's MR or MW header, passed unchanged by the thunk
+    // while the Invalidate that accepted it is still inside the QP.
+    let key = match unsafe { invalidate_target(target) } {
+        Some(InvalidateTarget::Mr(mr)) => mr.local_key(),
+        Some(InvalidateTarget::Mw(mw)) => Some(mw.remote_key()),
+        None => None,
+    };
+    if let Some(key) = key {
+        checked::note_invalidated(qp.inner.rnic.device().serial(), key);
+    }
+}
+
+/// [`watched`] for a FastRegister; for an accepted one in checked mode, the
+/// region's tokens are valid again (M22) and every page must lie in a LAM
+/// (M33). Same contract as [`watched_data`] (`pages` holds `page_count`
+/// addresses, checked readable by the accepted post).
+#[inline]
+fn watched_fast_register(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    flags: u32,
+    mr: *mut NdkMr,
+    pages: *const NdkLogicalAddress,
+    page_count: u32,
+    status: NtStatus,
+) -> NtStatus {
+    if checked::checked() {
+        watch_post(qp, slot, Some(flags), status);
+        if status == STATUS_SUCCESS {
+            watch_fast_register(qp, slot, mr, pages, page_count);
+        }
+    }
+    status
+}
+
+#[inline(never)]
+fn watch_fast_register(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    mr: *mut NdkMr,
+    pages: *const NdkLogicalAddress,
+    page_count: u32,
+) {
+    let device = qp.inner.rnic.device();
+    // SAFETY: the consumer's MR, accepted by this FastRegister, which is
+    // still inside the QP.
+    if let Some(mr) = unsafe { Object::<Mr>::from_ptr(mr.cast(), slot) }
+        && let Some(key) = mr.inner.rnic.local_key()
+    {
+        checked::note_registered(device.serial(), key);
+    }
+    if pages.is_null() || !pages.is_aligned() {
+        return;
+    }
+    for i in 0..page_count as usize {
+        // SAFETY: the accepted post's page array of `page_count` entries
+        // (non-null and aligned, checked above), readable during the call.
+        let page = unsafe { pages.cast::<u64>().wrapping_add(i).read() };
+        if device
+            .resolve_logical(page, crate::rnic::PAGE_SIZE)
+            .is_none()
+        {
+            let other = checked::slot_ptr(&Slot("a FastRegister page"));
+            let at = qp.as_ptr() as usize;
+            checked::report_detail(Breach::M33, NdkObjectType::QP, at, slot, other, page);
+            return;
+        }
+    }
+}
+
+/// M22 and M33 on the `n` SGEs at `sgl` of an accepted post (and its remote
+/// token): a privileged-token SGE naming memory outside every LAM (M33), a
+/// token the consumer invalidated (M22). Each kind reported once per post.
+#[inline(never)]
+fn watch_tokens(
+    qp: &Object<Qp>,
+    slot: &'static Slot,
+    n: u32,
+    sgl: *const NdkSge,
+    remote: Option<u32>,
+) {
+    let rnic = &qp.inner.rnic;
+    let device = rnic.device();
+    let tag = device.serial();
+    let privileged = rnic.pd().privileged_key();
+    let at = qp.as_ptr() as usize;
+    let (mut outside, mut stale) = (None, None);
+    let count = if sgl.is_null() {
+        0
+    } else {
+        (n as usize).min(MAX_SGE)
+    };
+    for i in 0..count {
+        // SAFETY: entry `i < n` of the consumer's SGL, which the accepted
+        // post read too, still readable while the call is inside.
+        let sge = unsafe { sgl.wrapping_add(i).read_unaligned() };
+        let token = sge.memory_region_token;
+        if token == privileged {
+            let len = u64::from(sge.length);
+            if len != 0 && device.resolve_logical(sge.address, len).is_none() {
+                outside = outside.or(Some(sge.address));
+            }
+        } else if checked::is_invalidated(tag, token) {
+            stale = stale.or(Some((token, &Slot("an SGE"))));
+        }
+    }
+    if let Some(token) = remote.filter(|&t| checked::is_invalidated(tag, t)) {
+        stale = stale.or(Some((token, &Slot("its remote token"))));
+    }
+    if let Some(address) = outside {
+        let other = checked::slot_ptr(&Slot("a privileged-token SGE"));
+        checked::report_detail(Breach::M33, NdkObjectType::QP, at, slot, other, address);
+    }
+    if let Some((token, which)) = stale {
+        let other = checked::slot_ptr(which);
+        checked::report_detail(
+            Breach::M22,
+            NdkObjectType::QP,
+            at,
+            slot,
+            other,
+            u64::from(token),
+        );
+    }
+}
+
+/// X7: the connector at `connector` is disconnected (`slot`) while
+/// initiator requests posted on its QP have not completed, in checked
+/// mode. The provider still flushes them and completes the Disconnect.
+pub fn watch_outstanding(qp: &Object<Qp>, connector: usize, slot: &'static Slot) {
+    if checked::checked() && qp.inner.rnic.queued(0).is_some() {
+        let other = checked::slot_ptr(&Slot("initiator requests"));
+        checked::report(Breach::X7, NdkObjectType::CONNECTOR, connector, slot, other);
+    }
+}
+
 /// D5: an accepted initiator request with DEFER opens (or extends) a chain,
 /// one without closes it, and an inline failure rings it (D4). X5: a post
 /// refused because the QP's connection has ended.
@@ -503,6 +785,7 @@ unsafe fn send(
     n: u32,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkSend"));
     // SAFETY: the consumer's SGL of `n` entries (inline buffers readable
     // during the call, P12).
     unsafe {
@@ -522,6 +805,7 @@ unsafe fn send_and_invalidate(
     flags: u32,
     remote_token: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkSendAndInvalidate"));
     // SAFETY: as in `send`.
     unsafe {
         post_data(qp, flags, SEND_FLAGS, sgl, n, |rnic, payload, wr| {
@@ -540,6 +824,7 @@ unsafe fn write(
     remote_token: u32,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkWrite"));
     // SAFETY: as in `send`.
     unsafe {
         post_data(qp, flags, WRITE_FLAGS, sgl, n, |rnic, payload, wr| {
@@ -559,6 +844,7 @@ unsafe fn read(
     remote_token: u32,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkRead"));
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, READ_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -579,6 +865,7 @@ unsafe fn read(
 /// `STATUS_CONNECTION_INVALID` after disconnect or close,
 /// `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2) or a bad SGL.
 unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
+    let _p2 = claim_queue(qp, RECEIVE, &Slot("NdkReceive"));
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
@@ -601,6 +888,7 @@ unsafe fn bind(
     length: usize,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkBind"));
     let rnic = &qp.inner.rnic;
     let Some((wr, access)) = decode(flags, BIND_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -647,6 +935,7 @@ unsafe fn fast_register(
     base_virtual_address: *mut c_void,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkFastRegister"));
     let rnic = &qp.inner.rnic;
     let Some((wr, access)) = decode(flags, FAST_REGISTER_FLAGS, true) else {
         return refuse(rnic, status::undocumented_flags());
@@ -714,6 +1003,7 @@ unsafe fn invalidate(
     target: *mut NdkObjectHeader,
     flags: u32,
 ) -> NtStatus {
+    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkInvalidate"));
     let rnic = &qp.inner.rnic;
     let Some((wr, _)) = decode(flags, INVALIDATE_FLAGS, false) else {
         return refuse(rnic, status::undocumented_flags());
@@ -731,6 +1021,9 @@ unsafe fn invalidate(
 pub struct Srq {
     /// The RNIC shared receive queue.
     pub(super) rnic: Arc<rsrq::Srq>,
+    /// Checked mode (P2): the slot of the call running on the SRQ, else
+    /// null.
+    posting: core::sync::atomic::AtomicPtr<Slot>,
 }
 
 impl Kind for Srq {
@@ -841,7 +1134,8 @@ pub(super) fn create_srq(
     let notify = notifier.clone().map(|n| n as Arc<dyn SrqNotify>);
     let rnic =
         rsrq::Srq::new(&pd.inner.rnic, depth, max_sge, threshold, notify).map_err(status::srq)?;
-    let object = Object::create_under(pd, Srq { rnic })?;
+    let posting = core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+    let object = Object::create_under(pd, Srq { rnic, posting })?;
     if let Some(notifier) = notifier {
         notifier.attach(&object);
     }
@@ -874,6 +1168,13 @@ unsafe fn srq_receive(
     sgl: *const NdkSge,
     n: u32,
 ) -> NtStatus {
+    let _p2 = checked::serialize(
+        &srq.inner.posting,
+        &Slot("NdkSrqReceive"),
+        Breach::P2,
+        NdkObjectType::SRQ,
+        srq.as_ptr() as usize,
+    );
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {

@@ -149,9 +149,16 @@ pub struct Device {
     pub(crate) lams: SpinLock<LamTable>,
     live: [AtomicU32; KINDS],
     next_id: AtomicU32,
+    /// This device's number among every device of the process (or driver)
+    /// since it started, never reused: names the device in diagnostics
+    /// that outlive it (checked mode's invalidated tokens).
+    serial: u32,
     /// Performance counters.
     pub counters: Counters,
 }
+
+/// The next [`Device::serial`].
+static NEXT_SERIAL: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
 
 impl core::fmt::Debug for Device {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -218,8 +225,16 @@ impl Device {
             lams: SpinLock::new(LamTable::new()),
             live: core::array::from_fn(|_| AtomicU32::new(0)),
             next_id: AtomicU32::new(1),
+            serial: NEXT_SERIAL.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             counters: Counters::default(),
         }))
+    }
+
+    /// This device's number, never reused while the process (or driver)
+    /// lives (it wraps after 2³² devices).
+    #[must_use]
+    pub const fn serial(&self) -> u32 {
+        self.serial
     }
 
     /// The limits the device enforces (reported as `NDK_ADAPTER_INFO`).
