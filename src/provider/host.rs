@@ -38,6 +38,13 @@
 //! NTSTATUS SoftNdkGetBreachReports(SOFTNDK_BREACH_REPORT *Reports, ULONG *Count);
 //! NTSTATUS SoftNdkGetBreachCounts(SOFTNDK_BREACH_COUNT *Counts, ULONG *Count);
 //! ```
+//!
+//! `SoftNdkGetLiveObjects` counts the provider objects of the process whose
+//! memory is still allocated (a leak check):
+//!
+//! ```c
+//! ULONG64 SoftNdkGetLiveObjects(void);
+//! ```
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -467,6 +474,16 @@ pub unsafe extern "system" fn SoftNdkGetBreachCounts(
         unsafe { counts.wrapping_add(i).write_unaligned(entry) };
     }
     STATUS_SUCCESS
+}
+
+/// `SoftNdkGetLiveObjects`: how many provider objects (adapters, CQs, PDs,
+/// QPs, SRQs, MRs, MWs, connectors, listeners, shared endpoints) of this
+/// process still hold their memory: a leak check for consumers' tests and
+/// the fuzzer (`src/bin/softndk-fuzz/`). An object counts from its create
+/// until its close has completed and the last call inside it has left.
+#[unsafe(no_mangle)]
+pub extern "system" fn SoftNdkGetLiveObjects() -> u64 {
+    super::object::live_objects() as u64
 }
 
 /// `SoftNdkCloseAdapter`: closes an adapter from `SoftNdkOpenAdapter`. Like
