@@ -34,10 +34,16 @@ fn check(config: &fuzz::Config) -> fuzz::Outcome {
         if config.iwarp { " --iwarp" } else { "" },
         outcome.findings.join("\n")
     );
-    assert!(outcome.calls >= config.calls, "the run stopped early: {outcome:?}");
+    assert!(
+        outcome.calls >= config.calls,
+        "the run stopped early: {outcome:?}"
+    );
     // The run exercised what it is for: posts that completed, were
     // flushed, failed and were refused; links set up and closed.
-    assert!(outcome.posted > 0 && outcome.succeeded > 0 && outcome.flushed > 0, "{outcome:?}");
+    assert!(
+        outcome.posted > 0 && outcome.succeeded > 0 && outcome.flushed > 0,
+        "{outcome:?}"
+    );
     assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
     assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
     outcome
@@ -75,8 +81,24 @@ fn fuzz_single_thread_replays_exactly() {
     let first = check(&config);
     let second = check(&config);
     assert_eq!(
-        (first.calls, first.posted, first.refused, first.succeeded, first.flushed, first.failed, first.links),
-        (second.calls, second.posted, second.refused, second.succeeded, second.flushed, second.failed, second.links),
+        (
+            first.calls,
+            first.posted,
+            first.refused,
+            first.succeeded,
+            first.flushed,
+            first.failed,
+            first.links
+        ),
+        (
+            second.calls,
+            second.posted,
+            second.refused,
+            second.succeeded,
+            second.flushed,
+            second.failed,
+            second.links
+        ),
     );
 }
 

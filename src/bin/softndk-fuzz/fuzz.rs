@@ -40,6 +40,14 @@
 //! function of the seed and the thread's number (no choice depends on an
 //! answer), but the answers and their interleaving depend on timing.
 #![allow(dead_code)]
+// A consumer of C calls: counts go to the ABI's ULONGs (always small here:
+// SGE lists of at most 5, polls of at most 16), and a fuzzer's set-up and
+// tear-down read best as one sequence each.
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::too_many_lines,
+    clippy::unused_self
+)]
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -50,9 +58,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use softndk::abi::{
-    AF_INET, InAddr, Mdl, MrFlags, NdkAdapter, NdkConnector, NdkCq, NdkCqNotifyType,
-    NdkListener, NdkMr, NdkMw, NdkObjectHeader, NdkPd, NdkQp, NdkResult, NdkSge, NtStatus,
-    OpFlags, PAGE_SIZE, STATUS_CANCELLED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    AF_INET, InAddr, Mdl, MrFlags, NdkAdapter, NdkConnector, NdkCq, NdkCqNotifyType, NdkListener,
+    NdkMr, NdkMw, NdkObjectHeader, NdkPd, NdkQp, NdkResult, NdkSge, NtStatus, OpFlags, PAGE_SIZE,
+    STATUS_CANCELLED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 use softndk::provider::host::{
     BreachCount, SoftNdkCloseAdapter, SoftNdkGetBreachCounts, SoftNdkGetLiveObjects,
@@ -277,7 +285,11 @@ unsafe extern "system" fn on_event(ctx: *mut c_void) {
 }
 
 /// `NDK_FN_CREATE_COMPLETION`.
-unsafe extern "system" fn on_create(ctx: *mut c_void, status: NtStatus, object: *mut NdkObjectHeader) {
+unsafe extern "system" fn on_create(
+    ctx: *mut c_void,
+    status: NtStatus,
+    object: *mut NdkObjectHeader,
+) {
     // SAFETY: as in `on_status`.
     let signal = unsafe { &*ctx.cast::<Signal>() };
     signal.push(status, object.addr());
@@ -597,7 +609,9 @@ impl<'a> Fuzzer<'a> {
     fn check_grave(&mut self, signal: &Signal) {
         let late = signal.late.swap(0, Ordering::SeqCst);
         if late != 0 {
-            self.finding(&format!("{late} callback(s) came after their object's close completed (L22)"));
+            self.finding(&format!(
+                "{late} callback(s) came after their object's close completed (L22)"
+            ));
         }
     }
 
@@ -635,13 +649,20 @@ impl<'a> Fuzzer<'a> {
     }
 
     /// The outcome of a call that may pend, waiting for its callback.
-    fn finish(&mut self, what: &str, returned: NtStatus, signal: &Arc<Signal>) -> Option<(NtStatus, usize)> {
+    fn finish(
+        &mut self,
+        what: &str,
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Option<(NtStatus, usize)> {
         if returned != STATUS_PENDING {
             return Some((returned, 0));
         }
         let got = signal.wait();
         if got.is_none() {
-            self.finding(&format!("{what} returned STATUS_PENDING and never completed within {WAIT:?}"));
+            self.finding(&format!(
+                "{what} returned STATUS_PENDING and never completed within {WAIT:?}"
+            ));
         }
         got
     }
@@ -692,18 +713,33 @@ impl<'a> Fuzzer<'a> {
             )
         };
         self.call("NdkCreateCq", status);
-        let (status, object) = self.finish("NdkCreateCq", status, &created).unwrap_or((STATUS_PENDING, 0));
-        side.cq = if object == 0 { cq } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreateCq", status).inspect_err(|_| side.cq = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreateCq", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        side.cq = if object == 0 {
+            cq
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreateCq", status)
+            .inspect_err(|_| side.cq = ptr::null_mut())?;
 
         let created = Signal::new();
         let mut pd = ptr::null_mut();
         // SAFETY: a live adapter and an out-pointer.
-        let status = unsafe { (d.ndk_create_pd)(adapter, Some(on_create), created.ctx(), &raw mut pd) };
+        let status =
+            unsafe { (d.ndk_create_pd)(adapter, Some(on_create), created.ctx(), &raw mut pd) };
         self.call("NdkCreatePd", status);
-        let (status, object) = self.finish("NdkCreatePd", status, &created).unwrap_or((STATUS_PENDING, 0));
-        side.pd = if object == 0 { pd } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreatePd", status).inspect_err(|_| side.pd = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreatePd", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        side.pd = if object == 0 {
+            pd
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreatePd", status)
+            .inspect_err(|_| side.pd = ptr::null_mut())?;
 
         let pdd = table!(side.pd);
         side.qp_ctx = self.context();
@@ -727,31 +763,51 @@ impl<'a> Fuzzer<'a> {
             )
         };
         self.call("NdkCreateQp", status);
-        let (status, object) = self.finish("NdkCreateQp", status, &created).unwrap_or((STATUS_PENDING, 0));
-        side.qp = if object == 0 { qp } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreateQp", status).inspect_err(|_| side.qp = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreateQp", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        side.qp = if object == 0 {
+            qp
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreateQp", status)
+            .inspect_err(|_| side.qp = ptr::null_mut())?;
 
         let created = Signal::new();
         let mut mr = ptr::null_mut();
         // SAFETY: a live PD and an out-pointer.
-        let status = unsafe { (pdd.ndk_create_mr)(side.pd, 0, Some(on_create), created.ctx(), &raw mut mr) };
+        let status =
+            unsafe { (pdd.ndk_create_mr)(side.pd, 0, Some(on_create), created.ctx(), &raw mut mr) };
         self.call("NdkCreateMr", status);
-        let (status, object) = self.finish("NdkCreateMr", status, &created).unwrap_or((STATUS_PENDING, 0));
-        side.mr = if object == 0 { mr } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreateMr", status).inspect_err(|_| side.mr = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreateMr", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        side.mr = if object == 0 {
+            mr
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreateMr", status)
+            .inspect_err(|_| side.mr = ptr::null_mut())?;
 
         let len = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
         let mdl = &raw mut *buffer.mdl;
         side.buffer = Some(buffer);
         let flags =
-            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE).bits();
+            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE)
+                .bits();
         let done = Signal::new();
         // SAFETY: a live MR; the MDL describes `len` bytes of the side's
         // buffer, which is kept until the MR's close has completed.
-        let status = unsafe { (table!(side.mr).ndk_register_mr)(side.mr, mdl, len, flags, Some(on_status), done.ctx()) };
+        let status = unsafe {
+            (table!(side.mr).ndk_register_mr)(side.mr, mdl, len, flags, Some(on_status), done.ctx())
+        };
         self.call("NdkRegisterMr", status);
-        let (status, _) = self.finish("NdkRegisterMr", status, &done).unwrap_or((STATUS_PENDING, 0));
+        let (status, _) = self
+            .finish("NdkRegisterMr", status, &done)
+            .unwrap_or((STATUS_PENDING, 0));
         self.expect("NdkRegisterMr", status)?;
         side.registered = true;
         // SAFETY: a live, registered MR.
@@ -764,11 +820,19 @@ impl<'a> Fuzzer<'a> {
         let created = Signal::new();
         let mut mw = ptr::null_mut();
         // SAFETY: a live PD and an out-pointer.
-        let status = unsafe { (pdd.ndk_create_mw)(side.pd, Some(on_create), created.ctx(), &raw mut mw) };
+        let status =
+            unsafe { (pdd.ndk_create_mw)(side.pd, Some(on_create), created.ctx(), &raw mut mw) };
         self.call("NdkCreateMw", status);
-        let (status, object) = self.finish("NdkCreateMw", status, &created).unwrap_or((STATUS_PENDING, 0));
-        side.mw = if object == 0 { mw } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreateMw", status).inspect_err(|_| side.mw = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreateMw", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        side.mw = if object == 0 {
+            mw
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreateMw", status)
+            .inspect_err(|_| side.mw = ptr::null_mut())?;
         Ok(())
     }
 
@@ -783,12 +847,24 @@ impl<'a> Fuzzer<'a> {
         let mut connector = ptr::null_mut();
         // SAFETY: a live adapter and an out-pointer.
         let status = unsafe {
-            (table!(a_adapter.ptr()).ndk_create_connector)(a_adapter.ptr(), Some(on_create), created.ctx(), &raw mut connector)
+            (table!(a_adapter.ptr()).ndk_create_connector)(
+                a_adapter.ptr(),
+                Some(on_create),
+                created.ctx(),
+                &raw mut connector,
+            )
         };
         self.call("NdkCreateConnector", status);
-        let (status, object) = self.finish("NdkCreateConnector", status, &created).unwrap_or((STATUS_PENDING, 0));
-        a.connector = if object == 0 { connector } else { ptr::with_exposed_provenance_mut(object) };
-        self.expect("NdkCreateConnector", status).inspect_err(|_| a.connector = ptr::null_mut())?;
+        let (status, object) = self
+            .finish("NdkCreateConnector", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
+        a.connector = if object == 0 {
+            connector
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        };
+        self.expect("NdkCreateConnector", status)
+            .inspect_err(|_| a.connector = ptr::null_mut())?;
 
         let incoming = Signal::new();
         let created = Signal::new();
@@ -806,7 +882,9 @@ impl<'a> Fuzzer<'a> {
             )
         };
         self.call("NdkCreateListener", status);
-        let (status, object) = self.finish("NdkCreateListener", status, &created).unwrap_or((STATUS_PENDING, 0));
+        let (status, object) = self
+            .finish("NdkCreateListener", status, &created)
+            .unwrap_or((STATUS_PENDING, 0));
         if object != 0 {
             listener = ptr::with_exposed_provenance_mut(object);
         }
@@ -833,15 +911,25 @@ impl<'a> Fuzzer<'a> {
         let done = Signal::new();
         // SAFETY: a live listener; the address is valid for the call.
         let status = unsafe {
-            (ld.ndk_listen)(listener, (&raw const address).cast::<SockAddr>(), SOCKADDR_IN_LEN, Some(on_status), done.ctx())
+            (ld.ndk_listen)(
+                listener,
+                (&raw const address).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                Some(on_status),
+                done.ctx(),
+            )
         };
         self.call("NdkListen", status);
-        let (status, _) = self.finish("NdkListen", status, &done).unwrap_or((STATUS_PENDING, 0));
+        let (status, _) = self
+            .finish("NdkListen", status, &done)
+            .unwrap_or((STATUS_PENDING, 0));
         self.expect("NdkListen", status)?;
         let mut bound = SockAddrIn::default();
         let mut len = SOCKADDR_IN_LEN;
         // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
-        let status = unsafe { (ld.ndk_get_local_address)(listener, (&raw mut bound).cast::<SockAddr>(), &raw mut len) };
+        let status = unsafe {
+            (ld.ndk_get_local_address)(listener, (&raw mut bound).cast::<SockAddr>(), &raw mut len)
+        };
         self.call("NdkGetListenerLocalAddress", status);
         self.expect("NdkGetListenerLocalAddress", status)?;
         let port = u16::from_be(bound.sin_port);
@@ -877,7 +965,9 @@ impl<'a> Fuzzer<'a> {
             if let Some((status, _)) = self.finish("NdkConnect", status, &connected) {
                 self.expect("NdkConnect", status)?;
             }
-            self.finding(&format!("NdkConnect: no connect event at the listener within {WAIT:?}"));
+            self.finding(&format!(
+                "NdkConnect: no connect event at the listener within {WAIT:?}"
+            ));
             return Err(SetupFailed("no connect event".into()));
         };
         b.connector = ptr::with_exposed_provenance_mut(connector);
@@ -904,8 +994,11 @@ impl<'a> Fuzzer<'a> {
         }
         // From here a failure leaves the accept pending: its completion
         // comes when the connector closes, so its context must outlive that.
-        let (status, _) = self.finish("NdkConnect", status, &connected).unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkConnect", status).inspect_err(|_| keep(&accepted))?;
+        let (status, _) = self
+            .finish("NdkConnect", status, &connected)
+            .unwrap_or((STATUS_PENDING, 0));
+        self.expect("NdkConnect", status)
+            .inspect_err(|_| keep(&accepted))?;
         let completed = Signal::new();
         // SAFETY: live objects; the signals are kept as above.
         let status = unsafe {
@@ -918,9 +1011,14 @@ impl<'a> Fuzzer<'a> {
             )
         };
         self.call("NdkCompleteConnect", status);
-        let (status, _) = self.finish("NdkCompleteConnect", status, &completed).unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkCompleteConnect", status).inspect_err(|_| keep(&accepted))?;
-        let (status, _) = self.finish("NdkAccept", accept, &accepted).unwrap_or((STATUS_PENDING, 0));
+        let (status, _) = self
+            .finish("NdkCompleteConnect", status, &completed)
+            .unwrap_or((STATUS_PENDING, 0));
+        self.expect("NdkCompleteConnect", status)
+            .inspect_err(|_| keep(&accepted))?;
+        let (status, _) = self
+            .finish("NdkAccept", accept, &accepted)
+            .unwrap_or((STATUS_PENDING, 0));
         self.expect("NdkAccept", status)
     }
 
@@ -932,7 +1030,11 @@ impl<'a> Fuzzer<'a> {
         let mut link = Link {
             id: self.out.links + self.out.setup_failed,
             disconnected: false,
-            noise: if self.rng.chance(60) { 0 } else { self.rng.below(10) + 1 },
+            noise: if self.rng.chance(60) {
+                0
+            } else {
+                self.rng.below(10) + 1
+            },
             sides: [Side::new(a), Side::new(b)],
             listener: ptr::null_mut(),
             incoming: Signal::new(),
@@ -976,17 +1078,34 @@ impl<'a> Fuzzer<'a> {
     // -- posts -------------------------------------------------------------
 
     /// Accounts for a post's inline answer.
-    fn posted(&mut self, link: &mut Link, i: usize, what: &'static str, context: usize, silent: bool, status: NtStatus) {
+    fn posted(
+        &mut self,
+        link: &mut Link,
+        i: usize,
+        what: &'static str,
+        context: usize,
+        silent: bool,
+        status: NtStatus,
+    ) {
         self.call(what, status);
         if self.config.trace {
-            eprintln!("fuzz t{}   link {} side {i} context {context:#x}", self.thread, link.id);
+            eprintln!(
+                "fuzz t{}   link {} side {i} context {context:#x}",
+                self.thread, link.id
+            );
         }
         if status == STATUS_SUCCESS {
             self.out.posted += 1;
             let call = self.out.calls;
             let side = &mut link.sides[i];
-            if side.outstanding.insert(context, Post { what, call, silent }).is_some() {
-                self.finding(&format!("{what}: request context {context:#x} reused by the fuzzer"));
+            if side
+                .outstanding
+                .insert(context, Post { what, call, silent })
+                .is_some()
+            {
+                self.finding(&format!(
+                    "{what}: request context {context:#x} reused by the fuzzer"
+                ));
             }
             // A queue in error completes posts at once (E1, E5): a CQ that
             // is not reaped can then get more entries than the queues hold.
@@ -995,7 +1114,9 @@ impl<'a> Fuzzer<'a> {
             }
         } else {
             if status == STATUS_PENDING {
-                self.finding(&format!("{what} returned STATUS_PENDING (a work request completes through the CQ, L11)"));
+                self.finding(&format!(
+                    "{what} returned STATUS_PENDING (a work request completes through the CQ, L11)"
+                ));
             }
             self.out.refused += 1;
         }
@@ -1007,7 +1128,11 @@ impl<'a> Fuzzer<'a> {
         // A receive without SGEs takes only empty messages (E7): noisy
         // links only.
         let least = u32::from((lo, hi) == RECEIVE_SGE && self.noise == 0);
-        let n = if self.invalid() { max + 1 } else { self.rng.range(least, max) };
+        let n = if self.invalid() {
+            max + 1
+        } else {
+            self.rng.range(least, max)
+        };
         let len = side.buffer_len();
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -1076,7 +1201,12 @@ impl<'a> Fuzzer<'a> {
         // SAFETY: a live QP; every SGE names memory of the side's buffer or
         // its guard, which outlives the QP.
         let status = unsafe {
-            (table!(qp).ndk_receive)(qp, ptr::without_provenance_mut(context), sges.as_ptr(), sges.len() as u32)
+            (table!(qp).ndk_receive)(
+                qp,
+                ptr::without_provenance_mut(context),
+                sges.as_ptr(),
+                sges.len() as u32,
+            )
         };
         self.trace_flags(0, &sges);
         self.posted(link, i, "NdkReceive", context, false, status);
@@ -1121,12 +1251,27 @@ impl<'a> Fuzzer<'a> {
             };
             // SAFETY: as in `receive`.
             let status = unsafe {
-                (table!(qp).ndk_send_and_invalidate)(qp, ptr::without_provenance_mut(context), sges.as_ptr(), sges.len() as u32, flags, token)
+                (table!(qp).ndk_send_and_invalidate)(
+                    qp,
+                    ptr::without_provenance_mut(context),
+                    sges.as_ptr(),
+                    sges.len() as u32,
+                    flags,
+                    token,
+                )
             };
             ("NdkSendAndInvalidate", status)
         } else {
             // SAFETY: as in `receive`.
-            let status = unsafe { (table!(qp).ndk_send)(qp, ptr::without_provenance_mut(context), sges.as_ptr(), sges.len() as u32, flags) };
+            let status = unsafe {
+                (table!(qp).ndk_send)(
+                    qp,
+                    ptr::without_provenance_mut(context),
+                    sges.as_ptr(),
+                    sges.len() as u32,
+                    flags,
+                )
+            };
             ("NdkSend", status)
         };
         self.trace_flags(flags, &sges);
@@ -1194,11 +1339,31 @@ impl<'a> Fuzzer<'a> {
         let d = table!(qp);
         let (what, status) = if read {
             // SAFETY: as in `receive`; the remote address is an index.
-            let status = unsafe { (d.ndk_read)(qp, ptr::without_provenance_mut(context), sges.as_ptr(), sges.len() as u32, remote, token, flags) };
+            let status = unsafe {
+                (d.ndk_read)(
+                    qp,
+                    ptr::without_provenance_mut(context),
+                    sges.as_ptr(),
+                    sges.len() as u32,
+                    remote,
+                    token,
+                    flags,
+                )
+            };
             ("NdkRead", status)
         } else {
             // SAFETY: as above.
-            let status = unsafe { (d.ndk_write)(qp, ptr::without_provenance_mut(context), sges.as_ptr(), sges.len() as u32, remote, token, flags) };
+            let status = unsafe {
+                (d.ndk_write)(
+                    qp,
+                    ptr::without_provenance_mut(context),
+                    sges.as_ptr(),
+                    sges.len() as u32,
+                    remote,
+                    token,
+                    flags,
+                )
+            };
             ("NdkWrite", status)
         };
         self.trace_flags(flags, &sges);
@@ -1262,9 +1427,15 @@ impl<'a> Fuzzer<'a> {
         }
         let (qp, mw) = (side.qp, side.mw);
         let context = self.context();
-        let flags = if self.rng.chance(10) { OpFlags::DEFER.bits() } else { 0 };
+        let flags = if self.rng.chance(10) {
+            OpFlags::DEFER.bits()
+        } else {
+            0
+        };
         // SAFETY: live QP and MW.
-        let status = unsafe { (table!(qp).ndk_invalidate)(qp, ptr::without_provenance_mut(context), mw.cast(), flags) };
+        let status = unsafe {
+            (table!(qp).ndk_invalidate)(qp, ptr::without_provenance_mut(context), mw.cast(), flags)
+        };
         self.posted(link, i, "NdkInvalidate", context, false, status);
         // The token is stale now; a noisy link keeps trying it.
         if status == STATUS_SUCCESS && self.noise == 0 {
@@ -1281,10 +1452,13 @@ impl<'a> Fuzzer<'a> {
         let room = room.min(results.len());
         let cq = link.sides[i].cq;
         // SAFETY: a live CQ and room for `room` results.
-        let n = unsafe { (table!(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), room as u32) } as usize;
+        let n = unsafe { (table!(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), room as u32) }
+            as usize;
         self.call("NdkGetCqResults", STATUS_SUCCESS);
         if n > room {
-            self.finding(&format!("NdkGetCqResults returned {n} entries for room {room}"));
+            self.finding(&format!(
+                "NdkGetCqResults returned {n} entries for room {room}"
+            ));
         }
         for result in results.iter().take(n.min(room)) {
             self.reap(link, i, result);
@@ -1298,7 +1472,12 @@ impl<'a> Fuzzer<'a> {
         let side = &mut link.sides[i];
         let qp_ctx = side.qp_ctx;
         if self.config.trace {
-            eprintln!("fuzz t{}   link {} side {i} entry {context:#x} status {:#010x}", self.thread, link.id, result.status.cast_unsigned());
+            eprintln!(
+                "fuzz t{}   link {} side {i} entry {context:#x} status {:#010x}",
+                self.thread,
+                link.id,
+                result.status.cast_unsigned()
+            );
         }
         let side = &mut link.sides[i];
         let Some(post) = side.outstanding.remove(&context) else {
@@ -1309,18 +1488,29 @@ impl<'a> Fuzzer<'a> {
             return;
         };
         if result.qp_context.addr() != qp_ctx {
-            self.finding(&format!("{} posted at call {}: its entry carries QP context {:#x}, not {qp_ctx:#x} (P21)", post.what, post.call, result.qp_context.addr()));
+            self.finding(&format!(
+                "{} posted at call {}: its entry carries QP context {:#x}, not {qp_ctx:#x} (P21)",
+                post.what,
+                post.call,
+                result.qp_context.addr()
+            ));
         }
         match result.status {
             STATUS_SUCCESS => {
                 self.out.succeeded += 1;
                 if post.silent {
-                    self.finding(&format!("{} posted at call {} with SILENT_SUCCESS got a successful CQ entry (P14)", post.what, post.call));
+                    self.finding(&format!(
+                        "{} posted at call {} with SILENT_SUCCESS got a successful CQ entry (P14)",
+                        post.what, post.call
+                    ));
                 }
             }
             STATUS_CANCELLED => self.out.flushed += 1,
             STATUS_PENDING => {
-                self.finding(&format!("{} posted at call {} completed with STATUS_PENDING", post.what, post.call));
+                self.finding(&format!(
+                    "{} posted at call {} completed with STATUS_PENDING",
+                    post.what, post.call
+                ));
             }
             _ => self.out.failed += 1,
         }
@@ -1363,7 +1553,8 @@ impl<'a> Fuzzer<'a> {
         }
         let done = Signal::new();
         // SAFETY: a live connector; `done` is kept until it completes.
-        let status = unsafe { (table!(connector).ndk_disconnect)(connector, Some(on_status), done.ctx()) };
+        let status =
+            unsafe { (table!(connector).ndk_disconnect)(connector, Some(on_status), done.ctx()) };
         self.call("NdkDisconnect", status);
         link.disconnected = true;
         if status == STATUS_PENDING {
@@ -1375,7 +1566,12 @@ impl<'a> Fuzzer<'a> {
 
     /// Starts the close of `object` through `close`; the signal to wait on
     /// (`None`: closed at once).
-    fn start_close(&mut self, what: &'static str, object: *mut NdkObjectHeader, close: softndk::abi::NdkFnCloseObject) -> Option<(&'static str, Arc<Signal>)> {
+    fn start_close(
+        &mut self,
+        what: &'static str,
+        object: *mut NdkObjectHeader,
+        close: softndk::abi::NdkFnCloseObject,
+    ) -> Option<(&'static str, Arc<Signal>)> {
         let closed = Signal::new();
         // SAFETY: a live object and its own close slot, called once.
         let status = unsafe { close(object, Some(on_event), closed.ctx()) };
@@ -1387,7 +1583,10 @@ impl<'a> Fuzzer<'a> {
             }
             STATUS_PENDING => Some((what, closed)),
             other => {
-                self.finding(&format!("{what} returned {:#010x} (L18: a close never fails)", other.cast_unsigned()));
+                self.finding(&format!(
+                    "{what} returned {:#010x} (L18: a close never fails)",
+                    other.cast_unsigned()
+                ));
                 None
             }
         }
@@ -1400,7 +1599,9 @@ impl<'a> Fuzzer<'a> {
                 self.out.closed += 1;
             } else {
                 all = false;
-                self.finding(&format!("{what} pended and its close never completed within {WAIT:?} (L18, L21)"));
+                self.finding(&format!(
+                    "{what} pended and its close never completed within {WAIT:?} (L18, L21)"
+                ));
             }
         }
         all
@@ -1411,7 +1612,10 @@ impl<'a> Fuzzer<'a> {
     /// MWs, MRs (deregistered or not), CQs and PDs.
     fn close_link(&mut self, mut link: Link) {
         if self.config.trace {
-            eprintln!("fuzz t{}   closing link {} noise {}", self.thread, link.id, link.noise);
+            eprintln!(
+                "fuzz t{}   closing link {} noise {}",
+                self.thread, link.id, link.noise
+            );
         }
         if self.rng.chance(50) {
             for i in 0..2 {
@@ -1429,12 +1633,20 @@ impl<'a> Fuzzer<'a> {
             if what % 2 == 0 {
                 let qp = std::mem::replace(&mut side.qp, ptr::null_mut());
                 if !qp.is_null() {
-                    pending.extend(self.start_close("NdkCloseQp", qp.cast(), table!(qp).ndk_close_qp));
+                    pending.extend(self.start_close(
+                        "NdkCloseQp",
+                        qp.cast(),
+                        table!(qp).ndk_close_qp,
+                    ));
                 }
             } else {
                 let connector = std::mem::replace(&mut side.connector, ptr::null_mut());
                 if !connector.is_null() {
-                    pending.extend(self.start_close("NdkCloseConnector", connector.cast(), table!(connector).ndk_close_connector));
+                    pending.extend(self.start_close(
+                        "NdkCloseConnector",
+                        connector.cast(),
+                        table!(connector).ndk_close_connector,
+                    ));
                 }
             }
         }
@@ -1450,11 +1662,19 @@ impl<'a> Fuzzer<'a> {
             .collect();
         for extra in extras {
             let extra: *mut NdkConnector = ptr::with_exposed_provenance_mut(extra);
-            pending.extend(self.start_close("NdkCloseConnector", extra.cast(), table!(extra).ndk_close_connector));
+            pending.extend(self.start_close(
+                "NdkCloseConnector",
+                extra.cast(),
+                table!(extra).ndk_close_connector,
+            ));
         }
         let listener = std::mem::replace(&mut link.listener, ptr::null_mut());
         if !listener.is_null() {
-            pending.extend(self.start_close("NdkCloseListener", listener.cast(), table!(listener).ndk_close_listener));
+            pending.extend(self.start_close(
+                "NdkCloseListener",
+                listener.cast(),
+                table!(listener).ndk_close_listener,
+            ));
         }
         let closed = self.wait_closes(pending);
         if closed {
@@ -1480,8 +1700,16 @@ impl<'a> Fuzzer<'a> {
                 continue;
             }
             self.drain(&mut link, i);
-            let left: Vec<Post> = link.sides[i].outstanding.drain().map(|(_, p)| p).filter(|p| !p.silent).collect();
-            if closed && !link.sides[i].overflowable && let Some(first) = left.first() {
+            let left: Vec<Post> = link.sides[i]
+                .outstanding
+                .drain()
+                .map(|(_, p)| p)
+                .filter(|p| !p.silent)
+                .collect();
+            if closed
+                && !link.sides[i].overflowable
+                && let Some(first) = left.first()
+            {
                 self.finding(&format!(
                     "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {}",
                     left.len(),
@@ -1500,7 +1728,11 @@ impl<'a> Fuzzer<'a> {
                 0 => {
                     let mw = std::mem::replace(&mut side.mw, ptr::null_mut());
                     if !mw.is_null() {
-                        pending.extend(self.start_close("NdkCloseMw", mw.cast(), table!(mw).ndk_close_mw));
+                        pending.extend(self.start_close(
+                            "NdkCloseMw",
+                            mw.cast(),
+                            table!(mw).ndk_close_mw,
+                        ));
                     }
                 }
                 1 => {
@@ -1509,23 +1741,37 @@ impl<'a> Fuzzer<'a> {
                         if side.registered && self.rng.chance(50) {
                             let done = Signal::new();
                             // SAFETY: a live, registered MR.
-                            let status = unsafe { (table!(mr).ndk_deregister_mr)(mr, Some(on_status), done.ctx()) };
+                            let status = unsafe {
+                                (table!(mr).ndk_deregister_mr)(mr, Some(on_status), done.ctx())
+                            };
                             self.call("NdkDeregisterMr", status);
                             let _ = self.finish("NdkDeregisterMr", status, &done);
                         }
-                        pending.extend(self.start_close("NdkCloseMr", mr.cast(), table!(mr).ndk_close_mr));
+                        pending.extend(self.start_close(
+                            "NdkCloseMr",
+                            mr.cast(),
+                            table!(mr).ndk_close_mr,
+                        ));
                     }
                 }
                 2 => {
                     let cq = std::mem::replace(&mut side.cq, ptr::null_mut());
                     if !cq.is_null() {
-                        pending.extend(self.start_close("NdkCloseCq", cq.cast(), table!(cq).ndk_close_cq));
+                        pending.extend(self.start_close(
+                            "NdkCloseCq",
+                            cq.cast(),
+                            table!(cq).ndk_close_cq,
+                        ));
                     }
                 }
                 _ => {
                     let pd = std::mem::replace(&mut side.pd, ptr::null_mut());
                     if !pd.is_null() {
-                        pending.extend(self.start_close("NdkClosePd", pd.cast(), table!(pd).ndk_close_pd));
+                        pending.extend(self.start_close(
+                            "NdkClosePd",
+                            pd.cast(),
+                            table!(pd).ndk_close_pd,
+                        ));
                     }
                 }
             }
@@ -1539,7 +1785,9 @@ impl<'a> Fuzzer<'a> {
             }
             if let Some(buffer) = side.buffer.take() {
                 if !buffer.guards_intact() {
-                    self.finding("bytes around a registered buffer were written: a bounds check missed");
+                    self.finding(
+                        "bytes around a registered buffer were written: a bounds check missed",
+                    );
                 }
                 if closed {
                     drop(buffer);
@@ -1600,7 +1848,11 @@ impl<'a> Fuzzer<'a> {
             570..=599 => self.bind(&mut link, i),
             600..=619 => self.invalidate(&mut link, i),
             620..=879 => {
-                let room = if choice == 620 { 16 } else { self.rng.index(17) };
+                let room = if choice == 620 {
+                    16
+                } else {
+                    self.rng.index(17)
+                };
                 self.poll(&mut link, i, room);
             }
             880..=979 => self.arm(&mut link, i),
@@ -1637,7 +1889,10 @@ impl<'a> Fuzzer<'a> {
 /// The L17 counter (a close while a call is inside the object, always
 /// counted).
 fn l17_breaches() -> u64 {
-    let mut counts = [BreachCount { rule: [0; 8], count: 0 }; 8];
+    let mut counts = [BreachCount {
+        rule: [0; 8],
+        count: 0,
+    }; 8];
     let mut n = counts.len() as u32;
     // SAFETY: room for `n` entries and a writable count.
     let status = unsafe { SoftNdkGetBreachCounts(counts.as_mut_ptr(), &raw mut n) };
@@ -1680,7 +1935,10 @@ pub fn run(config: &Config) -> Outcome {
         };
         outcome.calls += 1;
         if status != STATUS_SUCCESS {
-            outcome.findings.push(format!("SoftNdkOpenAdapter({ip:?}) failed with {:#010x}", status.cast_unsigned()));
+            outcome.findings.push(format!(
+                "SoftNdkOpenAdapter({ip:?}) failed with {:#010x}",
+                status.cast_unsigned()
+            ));
             continue;
         }
         adapters.push(Adapter {
@@ -1717,7 +1975,10 @@ pub fn run(config: &Config) -> Outcome {
         let status = unsafe { SoftNdkCloseAdapter(adapter.ptr()) };
         outcome.calls += 1;
         if status != STATUS_SUCCESS {
-            outcome.findings.push(format!("SoftNdkCloseAdapter failed with {:#010x}", status.cast_unsigned()));
+            outcome.findings.push(format!(
+                "SoftNdkCloseAdapter failed with {:#010x}",
+                status.cast_unsigned()
+            ));
         }
     }
     // An object's memory goes once the last reference drops, which another
@@ -1737,7 +1998,11 @@ pub fn run(config: &Config) -> Outcome {
     }
     let l17 = l17_breaches();
     if l17 != l17_before {
-        outcome.findings.push(format!("seed {}: {} L17 breach(es) counted: a close raced a call inside its object", config.seed, l17 - l17_before));
+        outcome.findings.push(format!(
+            "seed {}: {} L17 breach(es) counted: a close raced a call inside its object",
+            config.seed,
+            l17 - l17_before
+        ));
     }
     outcome
 }

@@ -8,6 +8,15 @@
 //! cargo run --release --bin softndk-fuzz -- --seed 7 --calls 5000 --threads 1 --trace  # replay
 //! ```
 
+#![cfg_attr(
+    not(target_os = "windows"),
+    allow(
+        clippy::cast_precision_loss,
+        clippy::too_many_lines,
+        reason = "calls per second, printed; one argument loop"
+    )
+)]
+
 #[cfg(not(target_os = "windows"))]
 mod fuzz;
 
@@ -38,10 +47,7 @@ fn main() -> std::process::ExitCode {
     let mut deferred = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| {
-            args.next()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         let parsed: Result<(), String> = (|| {
             let number = |text: String| {
                 text.replace('_', "")
@@ -52,9 +58,15 @@ fn main() -> std::process::ExitCode {
                 "--seed" => config.seed = number(value("--seed")?)?,
                 "--seeds" => seeds = number(value("--seeds")?)?.max(1),
                 "--calls" => config.calls = number(value("--calls")?)?,
-                "--threads" => config.threads = usize::try_from(number(value("--threads")?)?).unwrap_or(1),
-                "--adapters" => config.adapters = usize::try_from(number(value("--adapters")?)?).unwrap_or(1),
-                "--links" => config.links = usize::try_from(number(value("--links")?)?).unwrap_or(1),
+                "--threads" => {
+                    config.threads = usize::try_from(number(value("--threads")?)?).unwrap_or(1);
+                }
+                "--adapters" => {
+                    config.adapters = usize::try_from(number(value("--adapters")?)?).unwrap_or(1);
+                }
+                "--links" => {
+                    config.links = usize::try_from(number(value("--links")?)?).unwrap_or(1);
+                }
                 "--iwarp" => config.iwarp = true,
                 "--deferred" => deferred = true,
                 "--faults" => config.faults = Some(value("--faults")?),
@@ -69,7 +81,11 @@ fn main() -> std::process::ExitCode {
                 eprintln!("softndk-fuzz: {message}");
             }
             eprintln!("{USAGE}");
-            return if message.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) };
+            return if message.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
         }
     }
     if config.iwarp {
@@ -87,9 +103,16 @@ fn main() -> std::process::ExitCode {
         config.threads,
         config.adapters,
         config.links,
-        if config.iwarp { "iWARP on TCP" } else { "fabric" },
+        if config.iwarp {
+            "iWARP on TCP"
+        } else {
+            "fabric"
+        },
         if deferred { "deferred" } else { "inline" },
-        config.faults.as_ref().map_or(String::new(), |p| format!(", faults {p:?}")),
+        config
+            .faults
+            .as_ref()
+            .map_or(String::new(), |p| format!(", faults {p:?}")),
     );
     let start = std::time::Instant::now();
     let mut total = fuzz::Outcome::default();
@@ -126,7 +149,11 @@ fn main() -> std::process::ExitCode {
         total.calls as f64 / seconds.max(1e-9),
         total.findings.len()
     );
-    if total.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if total.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Host mode, which the fuzzer drives, exists only on non-Windows hosts.
