@@ -45,6 +45,12 @@
 //! `SoftNdkSetFaults` (the `SOFTNDK_FAULTS` structure of `abi::fault`) or
 //! `SoftNdkSetFaultPlan` (the text form) install one at any time, and
 //! `SoftNdkGetFaultTrace` reads back the faults injected.
+//! `SoftNdkGetLiveObjects` counts the provider objects of the process whose
+//! memory is still allocated (a leak check):
+//!
+//! ```c
+//! ULONG64 SoftNdkGetLiveObjects(void);
+//! ```
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -636,6 +642,16 @@ pub unsafe extern "system" fn SoftNdkGetBreachCounts(
         unsafe { counts.wrapping_add(i).write_unaligned(entry) };
     }
     STATUS_SUCCESS
+}
+
+/// `SoftNdkGetLiveObjects`: how many provider objects (adapters, CQs, PDs,
+/// QPs, SRQs, MRs, MWs, connectors, listeners, shared endpoints) of this
+/// process still hold their memory: a leak check for consumers' tests and
+/// the fuzzer (`src/bin/softndk-fuzz/`). An object counts from its create
+/// until its close has completed and the last call inside it has left.
+#[unsafe(no_mangle)]
+pub extern "system" fn SoftNdkGetLiveObjects() -> u64 {
+    super::object::live_objects() as u64
 }
 
 /// `SoftNdkCloseAdapter`: closes an adapter from `SoftNdkOpenAdapter`. Like

@@ -1,0 +1,132 @@
+//! The call-sequence fuzzer's CI run (`src/bin/softndk-fuzz/fuzz.rs`,
+//! `docs/debugging.md`, "Fuzzer"): a few seeds, bounded by call count (no
+//! time limit is asserted), over the fabric with one thread (a seed replays
+//! exactly), several threads, and iWARP on 127.0.0.x. Each run must end
+//! with no finding: every accepted post completed or flushed exactly once
+//! (P6), no entry for a refused post, every close completed (L18, L21), no
+//! callback after a close (L22), no guard byte written, no provider object
+//! left (`SoftNdkGetLiveObjects`) and no L17 breach.
+//!
+//! The runs share the process's provider (its live-object count), so they
+//! take turns.
+
+#![cfg(not(target_os = "windows"))]
+
+#[path = "../src/bin/softndk-fuzz/fuzz.rs"]
+mod fuzz;
+
+use std::sync::{Mutex, PoisonError};
+
+/// One run at a time: the live-object check counts the whole process.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn check(config: &fuzz::Config) -> fuzz::Outcome {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = fuzz::run(config);
+    assert!(
+        outcome.findings.is_empty(),
+        "fuzzer findings (replay: cargo run --release --bin softndk-fuzz -- --seed {} --calls {} --threads {} --adapters {} --links {}{} --trace):\n{}",
+        config.seed,
+        config.calls,
+        config.threads,
+        config.adapters,
+        config.links,
+        if config.iwarp { " --iwarp" } else { "" },
+        outcome.findings.join("\n")
+    );
+    assert!(
+        outcome.calls >= config.calls,
+        "the run stopped early: {outcome:?}"
+    );
+    // The run exercised what it is for: posts that completed, were
+    // flushed, failed and were refused; links set up and closed.
+    assert!(
+        outcome.posted > 0 && outcome.succeeded > 0 && outcome.flushed > 0,
+        "{outcome:?}"
+    );
+    assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
+    assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
+    outcome
+}
+
+/// One thread on the fabric with the inline engine: each seed is a fixed
+/// sequence of calls and answers.
+#[test]
+fn fuzz_fabric_single_thread_seeds() {
+    for seed in 1..=4 {
+        check(&fuzz::Config {
+            seed,
+            calls: 30_000,
+            threads: 1,
+            adapters: 2,
+            links: 2,
+            net: 40,
+            ..fuzz::Config::default()
+        });
+    }
+}
+
+/// The same seed twice, one thread: the same calls with the same answers.
+#[test]
+fn fuzz_single_thread_replays_exactly() {
+    let config = fuzz::Config {
+        seed: 11,
+        calls: 10_000,
+        threads: 1,
+        adapters: 3,
+        links: 3,
+        net: 42,
+        ..fuzz::Config::default()
+    };
+    let first = check(&config);
+    let second = check(&config);
+    assert_eq!(
+        (
+            first.calls,
+            first.posted,
+            first.refused,
+            first.succeeded,
+            first.flushed,
+            first.failed,
+            first.links
+        ),
+        (
+            second.calls,
+            second.posted,
+            second.refused,
+            second.succeeded,
+            second.flushed,
+            second.failed,
+            second.links
+        ),
+    );
+}
+
+/// Four threads over three shared adapters.
+#[test]
+fn fuzz_fabric_threads() {
+    check(&fuzz::Config {
+        seed: 21,
+        calls: 80_000,
+        threads: 4,
+        adapters: 3,
+        links: 2,
+        net: 43,
+        ..fuzz::Config::default()
+    });
+}
+
+/// Two threads, connections over iWARP on TCP (127.0.44.x).
+#[test]
+fn fuzz_iwarp_threads() {
+    check(&fuzz::Config {
+        seed: 31,
+        calls: 20_000,
+        threads: 2,
+        adapters: 2,
+        links: 2,
+        iwarp: true,
+        net: 44,
+        ..fuzz::Config::default()
+    });
+}
