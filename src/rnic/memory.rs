@@ -781,7 +781,17 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 128 }))]
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 128 },
+            // Under Miri's isolation the failure file's path (the working
+            // directory) cannot be read; failures are printed either way.
+            failure_persistence: if cfg!(miri) {
+                None
+            } else {
+                proptest::prelude::ProptestConfig::default().failure_persistence
+            },
+            ..proptest::prelude::ProptestConfig::default()
+        })]
         /// rule M2: any write then read at any offset of a list of spans
         /// mapped apart does exactly what it does on one flat buffer.
         #[test]
