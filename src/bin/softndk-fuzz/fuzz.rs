@@ -682,6 +682,27 @@ impl<'a> Fuzzer<'a> {
         }
     }
 
+    /// A create's outcome (L5: a create may pend and hand its object to the
+    /// completion instead of the out-pointer): the object, or why it failed.
+    fn made<T>(
+        &mut self,
+        what: &str,
+        status: NtStatus,
+        created: &Arc<Signal>,
+        out: *mut T,
+    ) -> Result<*mut T, SetupFailed> {
+        self.call(what, status);
+        let (status, object) = self
+            .finish(what, status, created)
+            .unwrap_or((STATUS_PENDING, 0));
+        self.expect(what, status)?;
+        Ok(if object == 0 {
+            out
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        })
+    }
+
     /// Creates a side's CQ, PD, QP, MR (registered) and MW.
     fn open_side(&mut self, side: &mut Side) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
@@ -712,34 +733,16 @@ impl<'a> Fuzzer<'a> {
                 &raw mut cq,
             )
         };
-        self.call("NdkCreateCq", status);
-        let (status, object) = self
-            .finish("NdkCreateCq", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        side.cq = if object == 0 {
-            cq
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreateCq", status)
-            .inspect_err(|_| side.cq = ptr::null_mut())?;
+        side.cq = ptr::null_mut();
+        side.cq = self.made("NdkCreateCq", status, &created, cq)?;
 
         let created = Signal::new();
         let mut pd = ptr::null_mut();
         // SAFETY: a live adapter and an out-pointer.
         let status =
             unsafe { (d.ndk_create_pd)(adapter, Some(on_create), created.ctx(), &raw mut pd) };
-        self.call("NdkCreatePd", status);
-        let (status, object) = self
-            .finish("NdkCreatePd", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        side.pd = if object == 0 {
-            pd
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreatePd", status)
-            .inspect_err(|_| side.pd = ptr::null_mut())?;
+        side.pd = ptr::null_mut();
+        side.pd = self.made("NdkCreatePd", status, &created, pd)?;
 
         let pdd = table!(side.pd);
         side.qp_ctx = self.context();
@@ -762,34 +765,16 @@ impl<'a> Fuzzer<'a> {
                 &raw mut qp,
             )
         };
-        self.call("NdkCreateQp", status);
-        let (status, object) = self
-            .finish("NdkCreateQp", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        side.qp = if object == 0 {
-            qp
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreateQp", status)
-            .inspect_err(|_| side.qp = ptr::null_mut())?;
+        side.qp = ptr::null_mut();
+        side.qp = self.made("NdkCreateQp", status, &created, qp)?;
 
         let created = Signal::new();
         let mut mr = ptr::null_mut();
         // SAFETY: a live PD and an out-pointer.
         let status =
             unsafe { (pdd.ndk_create_mr)(side.pd, 0, Some(on_create), created.ctx(), &raw mut mr) };
-        self.call("NdkCreateMr", status);
-        let (status, object) = self
-            .finish("NdkCreateMr", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        side.mr = if object == 0 {
-            mr
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreateMr", status)
-            .inspect_err(|_| side.mr = ptr::null_mut())?;
+        side.mr = ptr::null_mut();
+        side.mr = self.made("NdkCreateMr", status, &created, mr)?;
 
         let len = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
@@ -822,17 +807,8 @@ impl<'a> Fuzzer<'a> {
         // SAFETY: a live PD and an out-pointer.
         let status =
             unsafe { (pdd.ndk_create_mw)(side.pd, Some(on_create), created.ctx(), &raw mut mw) };
-        self.call("NdkCreateMw", status);
-        let (status, object) = self
-            .finish("NdkCreateMw", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        side.mw = if object == 0 {
-            mw
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreateMw", status)
-            .inspect_err(|_| side.mw = ptr::null_mut())?;
+        side.mw = ptr::null_mut();
+        side.mw = self.made("NdkCreateMw", status, &created, mw)?;
         Ok(())
     }
 
@@ -854,17 +830,8 @@ impl<'a> Fuzzer<'a> {
                 &raw mut connector,
             )
         };
-        self.call("NdkCreateConnector", status);
-        let (status, object) = self
-            .finish("NdkCreateConnector", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        a.connector = if object == 0 {
-            connector
-        } else {
-            ptr::with_exposed_provenance_mut(object)
-        };
-        self.expect("NdkCreateConnector", status)
-            .inspect_err(|_| a.connector = ptr::null_mut())?;
+        a.connector = ptr::null_mut();
+        a.connector = self.made("NdkCreateConnector", status, &created, connector)?;
 
         let incoming = Signal::new();
         let created = Signal::new();
