@@ -167,17 +167,6 @@ fn x1_disconnect_after_the_peer_disconnected_completes_with_success() {
 /// completion (cancelled), once.
 #[test]
 fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
-    // Not skipped as fabric-only: the rule holds over iWARP, but there now
-    // and then (about one run in 30-40, more under load) both Disconnects
-    // wait until the disconnect time-out: A's queued Writes stop draining
-    // once B has disconnected too, so A's FIN never goes out (B's
-    // IO_TIMEOUT, or A's CONNECTION_ABORTED after B's reset). A wire bug
-    // (`rnic::cm::wire` / the host stream), docs/iwarp.md; runs over iWARP
-    // again once it is fixed.
-    if Transport::default() == Transport::Iwarp {
-        eprintln!("known iWARP bug: the Disconnects now and then time out here");
-        return;
-    }
     let pair = Pair::new();
     let len = (1_usize << 20).min(pair.a.info().max_transfer_length as usize);
     let sources = [

@@ -270,7 +270,10 @@ impl WireConn {
     /// Arms the timer for the setup's next deadline.
     fn arm(self: &Arc<Self>) {
         if let Some(at) = self.conn().and_then(|conn| conn.deadline()) {
-            let timer: Arc<dyn Timer> = Arc::new(Tick(Arc::downgrade(self)));
+            let timer: Arc<dyn Timer> = Arc::new(Tick {
+                conn: Arc::downgrade(self),
+                due: Due::Setup,
+            });
             self.wire.net.timer(at, timer);
         }
     }
@@ -372,7 +375,10 @@ impl WireConn {
                     stream.close(false);
                 }
                 let at = conn.now().saturating_add(conn.wire.timeouts.disconnect_ms);
-                let timer: Arc<dyn Timer> = Arc::new(Tick(Arc::downgrade(&conn)));
+                let timer: Arc<dyn Timer> = Arc::new(Tick {
+                    conn: Arc::downgrade(&conn),
+                    due: Due::Disconnect,
+                });
                 conn.wire.net.timer(at, timer);
             }
             WireOp::Unlisten(listening) => drop(listening),
@@ -380,23 +386,48 @@ impl WireConn {
     }
 }
 
-/// A timer of one connection: the setup's deadlines, the disconnect's.
-struct Tick(Weak<WireConn>);
+/// Which wait a [`Tick`] bounds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// A deadline of the MPA exchange (`Conn::deadline`).
+    Setup,
+    /// The peer's FIN after this side's Disconnect (N26).
+    Disconnect,
+}
+
+/// A timer of one connection: a setup deadline or the disconnect's. The
+/// platform's timers cannot be cancelled, so a setup deadline armed at
+/// connect time still fires after the link is up; only the disconnect's own
+/// timer may end a Disconnect's wait (issue 8: a stale setup timer failed a
+/// Disconnect made about `rtr_ms` / `reply_ms` after the connect with
+/// `IO_TIMEOUT` at once, and the reset aborted the peer's).
+struct Tick {
+    conn: Weak<WireConn>,
+    due: Due,
+}
 
 impl Timer for Tick {
     fn fire(&self, now: u64) {
-        let Some(conn) = self.0.upgrade() else { return };
-        if let Some(setup) = conn.conn() {
-            setup.tick(now);
-            conn.arm();
-        }
-        if conn.linked.load(Ordering::Acquire) {
-            let mut reset = false;
-            conn.transition(|state, key, actions| {
-                reset = state.wire_disconnect_timed_out(key, actions);
-            });
-            if reset {
-                WireConn::execute(WireOp::Abandon(conn, true));
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        match self.due {
+            Due::Setup => {
+                if let Some(setup) = conn.conn() {
+                    setup.tick(now);
+                    conn.arm();
+                }
+            }
+            Due::Disconnect => {
+                if conn.linked.load(Ordering::Acquire) {
+                    let mut reset = false;
+                    conn.transition(|state, key, actions| {
+                        reset = state.wire_disconnect_timed_out(key, actions);
+                    });
+                    if reset {
+                        WireConn::execute(WireOp::Abandon(conn, true));
+                    }
+                }
             }
         }
     }

@@ -443,6 +443,101 @@ fn test_disconnect_times_out_when_the_peer_never_answers_rule_n26() {
     assert_eq!(flushed.status, WcStatus::Cancelled);
 }
 
+/// The host's TCP, but its timers are only recorded: the test fires them
+/// when it chooses (the platform's timers cannot be cancelled, so a
+/// connection's setup deadlines still come due after the link is up).
+struct HeldTimers {
+    inner: Arc<dyn crate::kernel::tcp::Net>,
+    held: Mutex<Vec<(u64, Arc<dyn Timer>)>>,
+}
+
+impl HeldTimers {
+    fn take(&self) -> Vec<(u64, Arc<dyn Timer>)> {
+        core::mem::take(&mut *self.held.lock().unwrap())
+    }
+}
+
+impl crate::kernel::tcp::Net for HeldTimers {
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+
+    fn listen(
+        &self,
+        local: SocketAddr,
+        events: Arc<dyn AcceptEvents>,
+    ) -> Result<alloc::boxed::Box<dyn Listening>, NetError> {
+        self.inner.listen(local, events)
+    }
+
+    fn connect(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        timeout_ms: u64,
+        events: Arc<dyn ConnectEvents>,
+    ) -> Result<(), NetError> {
+        self.inner.connect(local, remote, timeout_ms, events)
+    }
+
+    fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
+        self.held.lock().unwrap().push((at_ms, timer));
+    }
+}
+
+/// N26, X1 (a), issue 8: a Disconnect waits for the peer's FIN until its
+/// own time-out, whatever setup deadline comes due meanwhile. The active
+/// side's reply deadline, armed at Connect, fires while its Disconnect
+/// waits: nothing happens (it used to end the wait at once with IO_TIMEOUT
+/// and reset the stream, so the peer's Disconnect failed too); the peer's
+/// Disconnect then completes both with success, and the disconnect's own
+/// timer, come due afterwards, changes nothing.
+#[test]
+fn test_a_setup_deadline_firing_late_does_not_end_the_disconnect_wait_rule_n26() {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let timers = Arc::new(HeldTimers {
+        inner: HostNet::shared(),
+        held: Mutex::new(Vec::new()),
+    });
+    let a = wire_host(&fabric, ip_a, Arc::clone(&timers) as _);
+    let b = wire_host(&fabric, ip_b, HostNet::shared());
+    let server = server(&b);
+    let bound = server.listener.listen(ep(ip_b, 0)).unwrap();
+    let qa = side(&a, 0xA);
+    let qb = side(&b, 0xB);
+    let active = client(&a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), bound, LIMITS, b"")
+        .unwrap();
+    let passive = wrap(wait_for("the connect event", || server.next()));
+    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
+    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    active.conn.complete_connect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
+    let setup = timers.take();
+    assert!(!setup.is_empty(), "the reply's deadline was armed");
+    active.conn.disconnect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Indicated);
+    // The setup's deadlines come due while the Disconnect waits.
+    for (at, timer) in setup {
+        timer.fire(at);
+    }
+    assert!(active.events.take().is_empty(), "the wait goes on");
+    assert_eq!(active.conn.state(), Some(ConnState::Disconnecting));
+    passive.conn.disconnect().unwrap();
+    assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
+    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
+    let late = timers.take();
+    assert!(!late.is_empty(), "the disconnect's time-out was armed");
+    for (at, timer) in late {
+        timer.fire(at);
+    }
+    assert!(active.events.take().is_empty(), "one completion only");
+    assert!(passive.events.take().is_empty(), "one completion only");
+}
+
 // ----- addresses added after Listen --------------------------------------
 
 /// N31: a wildcard wire listener follows an address its device gains after
