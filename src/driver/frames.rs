@@ -39,6 +39,7 @@
 //!
 //! No [`NblOps`] call is made with a lock held (rule I4).
 
+use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use core::net::IpAddr;
 

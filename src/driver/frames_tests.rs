@@ -42,7 +42,14 @@ struct Table {
 
 impl NblOps for Table {
     fn indicate(&self, index: usize, offset: usize, len: usize, resources: bool) {
-        let port = self.port.lock().unwrap().clone().unwrap().upgrade().unwrap();
+        let port = self
+            .port
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap()
+            .upgrade()
+            .unwrap();
         let bytes = port
             .with_rx_buffer(index, |b| b[offset..offset + len].to_vec())
             .unwrap();
@@ -161,7 +168,7 @@ fn frame(n: u8, len: usize) -> Vec<u8> {
     let mut f = vec![0xFF; 6];
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0xB]);
     f.extend_from_slice(&[0x08, 0x00]);
-    f.extend((0..len).map(|i| n.wrapping_add(i as u8)));
+    f.extend((0..len).map(|i| n.wrapping_add(u8::try_from(i % 256).unwrap())));
     f
 }
 
@@ -208,7 +215,10 @@ fn a_received_datagram_is_an_nbl_with_its_bytes_and_its_return_frees_the_buffer(
     send(&b.port, &sent);
     let seen = a.table.wait(1);
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].bytes, sent, "the NBL carries the frame, length and bytes");
+    assert_eq!(
+        seen[0].bytes, sent,
+        "the NBL carries the frame, length and bytes"
+    );
     assert!(!seen[0].resources);
     assert_eq!(a.path.port().rx_outstanding(), 1, "the buffer is NDIS's");
     assert_eq!(a.path.receiver().outstanding(), 1);
@@ -268,7 +278,11 @@ fn halt_with_nbls_out_reports_them_and_indicates_nothing_more() {
     send(&b.port, &frame(1, 100));
     send(&b.port, &frame(2, 100));
     assert_eq!(a.table.wait(2).len(), 2);
-    assert_eq!(a.path.halt(), 2, "halt reports the NBLs NDIS did not return");
+    assert_eq!(
+        a.path.halt(),
+        2,
+        "halt reports the NBLs NDIS did not return"
+    );
     assert!(wait_for(|| a.path.port().is_closed()));
     // The link went down with the port, but NDIS is not told after halt.
     assert!(!a.path.port().link_up());
@@ -290,18 +304,22 @@ fn a_low_pool_indicates_with_resources_and_takes_the_buffer_back_at_once() {
     let kept = RX_BUFFERS - RX_LOW_WATER;
     let total = kept + 2;
     for n in 0..total {
-        send(&b.port, &frame(n as u8, 64));
+        send(&b.port, &frame(u8::try_from(n).unwrap(), 64));
         // One at a time, so that none is dropped for want of a send slot.
         assert!(wait_for(|| a.table.indications.lock().unwrap().len() > n));
     }
     let seen = a.table.wait(total);
     assert_eq!(seen.len(), total);
     for (n, indication) in seen.iter().enumerate() {
-        assert_eq!(indication.bytes, frame(n as u8, 64));
+        assert_eq!(indication.bytes, frame(u8::try_from(n).unwrap(), 64));
         assert_eq!(indication.resources, n >= kept, "indication {n}");
     }
     assert_eq!(a.path.receiver().stats().resources, 2);
-    assert_eq!(a.path.port().rx_outstanding(), kept, "RESOURCES buffers are back");
+    assert_eq!(
+        a.path.port().rx_outstanding(),
+        kept,
+        "RESOURCES buffers are back"
+    );
     assert_eq!(a.path.receiver().outstanding(), kept);
     for indication in seen.iter().take(kept) {
         a.path.receiver().returned(indication.index);

@@ -22,6 +22,7 @@
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
 //! | `netio_sys` | hand-declared `netio.sys` imports (`raw-dylib`) | Windows |
 //! | `miniport` | `DriverEntry` and every `extern "system"` handler | Windows |
+//! | `rx_ndis` | the receive NBLs, their indication, link and pause completion over `ndis.sys` | Windows |
 //!
 //! `docs/driver.md` describes the IRQL and ownership rules each handler
 //! follows, and which NDIS structure layouts are confirmed from symbols.
@@ -51,6 +52,8 @@ pub mod transport;
 mod ether_tests;
 #[cfg(all(test, not(loom)))]
 mod frames_tests;
+#[cfg(all(test, not(loom)))]
+mod oid_count_tests;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
@@ -64,3 +67,5 @@ pub mod miniport;
 mod ndis_sys;
 #[cfg(target_os = "windows")]
 mod netio_sys;
+#[cfg(target_os = "windows")]
+mod rx_ndis;
