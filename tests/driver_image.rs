@@ -602,7 +602,7 @@ const NETIO: &str = "netio.sys";
 /// declares the WSK registration routines without a guard as well (WSK,
 /// in `netio.sys`, also first shipped with Vista). `IoReuseIrp` is
 /// `NTDDI_WINXP`; the other IRP and MDL routines `NTDDI_WIN2K`.
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 52] = [
+const MINIMUM_BUILDS: [(&str, &str, u32, &str); 61] = [
     (NT, "IoAllocateIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoFreeIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoReuseIrp", WINXP, "NTDDI_WINXP"),
