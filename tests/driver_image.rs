@@ -248,13 +248,15 @@ fn test_image_has_no_tls_or_crt_initialisers() {
 /// `ExAllocatePoolWithTag` as the fallback — spin lock, the DPCs of the RNIC's
 /// deferred work and their flush on unload, the
 /// PASSIVE_LEVEL wait of halt, the MDL mapping of `kernel::mdl` in the send
-/// path, the debug log, bug check on panic), the `netio.sys` routines that
+/// path, the debug log, bug check on panic), the receive path's NBL pool,
+/// MDLs, indications, link status and pause completion (`driver::rx_ndis`),
+/// the `netio.sys` routines that
 /// learn the interface's IP addresses (`driver::addresses`), the WSK
 /// client's registration, IRPs and send-ring MDLs (`kernel::wsk`, the
 /// adapter's iWARP transport, `driver::transport`) with its kernel timer
 /// and clock (`kernel::ktimer`), plus the C runtime routine `core` always
 /// needs.
-const REQUIRED_IMPORTS: [(&str, &str); 46] = [
+const REQUIRED_IMPORTS: [(&str, &str); 55] = [
     ("ndis.sys", "NdisMRegisterMiniportDriver"),
     ("ndis.sys", "NdisMDeregisterMiniportDriver"),
     ("ndis.sys", "NdisSetOptionalHandlers"),
@@ -269,6 +271,15 @@ const REQUIRED_IMPORTS: [(&str, &str); 46] = [
     ("ndis.sys", "NdisReadNetworkAddress"),
     ("ndis.sys", "NdisCloseConfiguration"),
     ("ndis.sys", "NdisWriteEventLogEntry"),
+    ("ndis.sys", "NdisAllocateNetBufferListPool"),
+    ("ndis.sys", "NdisFreeNetBufferListPool"),
+    ("ndis.sys", "NdisAllocateMdl"),
+    ("ndis.sys", "NdisFreeMdl"),
+    ("ndis.sys", "NdisAllocateNetBufferAndNetBufferList"),
+    ("ndis.sys", "NdisFreeNetBufferList"),
+    ("ndis.sys", "NdisMIndicateReceiveNetBufferLists"),
+    ("ndis.sys", "NdisMIndicateStatusEx"),
+    ("ndis.sys", "NdisMPauseComplete"),
     ("netio.sys", "GetUnicastIpAddressTable"),
     ("netio.sys", "FreeMibTable"),
     ("netio.sys", "GetUnicastIpAddressEntry"),
@@ -591,7 +602,7 @@ const NETIO: &str = "netio.sys";
 /// declares the WSK registration routines without a guard as well (WSK,
 /// in `netio.sys`, also first shipped with Vista). `IoReuseIrp` is
 /// `NTDDI_WINXP`; the other IRP and MDL routines `NTDDI_WIN2K`.
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 52] = [
+const MINIMUM_BUILDS: [(&str, &str, u32, &str); 61] = [
     (NT, "IoAllocateIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoFreeIrp", WIN2K, "NTDDI_WIN2K"),
     (NT, "IoReuseIrp", WINXP, "NTDDI_WINXP"),
@@ -670,6 +681,35 @@ const MINIMUM_BUILDS: [(&str, &str, u32, &str); 52] = [
     (NDIS, "NdisReadNetworkAddress", FIRST_X64, "no guard"),
     (NDIS, "NdisCloseConfiguration", FIRST_X64, "no guard"),
     (NDIS, "NdisWriteEventLogEntry", FIRST_X64, "no guard"),
+    (
+        NDIS,
+        "NdisAllocateNetBufferListPool",
+        VISTA,
+        "NDIS_SUPPORT_NDIS6",
+    ),
+    (
+        NDIS,
+        "NdisFreeNetBufferListPool",
+        VISTA,
+        "NDIS_SUPPORT_NDIS6",
+    ),
+    (NDIS, "NdisAllocateMdl", VISTA, "NDIS_SUPPORT_NDIS6"),
+    (NDIS, "NdisFreeMdl", VISTA, "NDIS_SUPPORT_NDIS6"),
+    (
+        NDIS,
+        "NdisAllocateNetBufferAndNetBufferList",
+        VISTA,
+        "NDIS_SUPPORT_NDIS6",
+    ),
+    (NDIS, "NdisFreeNetBufferList", VISTA, "NDIS_SUPPORT_NDIS6"),
+    (
+        NDIS,
+        "NdisMIndicateReceiveNetBufferLists",
+        VISTA,
+        "NDIS_SUPPORT_NDIS6",
+    ),
+    (NDIS, "NdisMIndicateStatusEx", VISTA, "NDIS_SUPPORT_NDIS6"),
+    (NDIS, "NdisMPauseComplete", VISTA, "NDIS_SUPPORT_NDIS6"),
     (
         NETIO,
         "GetUnicastIpAddressTable",

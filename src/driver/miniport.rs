@@ -34,7 +34,7 @@ use crate::abi::{
     NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT, NDIS_OBJECT_TYPE_DEFAULT,
     NDIS_SEND_COMPLETE_FLAGS_DISPATCH_LEVEL, NDIS_SEND_FLAGS_DISPATCH_LEVEL,
     NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1, NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1,
-    NDIS_STATUS_FAILURE, NDIS_STATUS_RESOURCES, NDIS_STATUS_SUCCESS,
+    NDIS_STATUS_FAILURE, NDIS_STATUS_PENDING, NDIS_STATUS_RESOURCES, NDIS_STATUS_SUCCESS,
     NET_PNP_EVENT_NOTIFICATION_REVISION_1, NdisConfigurationObject, NdisConfigurationParameter,
     NdisDevicePnpEvent, NdisHaltAction, NdisHandle, NdisMiniportInitParameters, NdisObjectHeader,
     NdisOidRequest, NdisOpenNdkAdapterParameters, NdisParameterType, NdisShutdownAction,
@@ -50,10 +50,12 @@ use crate::rnic::device::{Device, EngineMode};
 use super::adapter::Adapter;
 use super::addresses::AddressTracker;
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
-use super::config::{self, AdapterConfig, MAC_LEN, RawConfig, ascii_utf16, keyword};
+use super::config::{self, AdapterConfig, MAC_LEN, Peers, RawConfig, ascii_utf16, keyword};
+use super::frames::{FramePath, PathConfig};
 use super::ndis_sys as ndis;
 use super::netio_sys as netio;
 use super::oid::{self, SUPPORTED_OIDS};
+use super::rx_ndis::NdisNbls;
 use super::state::NdkEvent;
 use crate::kernel::mem::try_box;
 
@@ -104,6 +106,13 @@ struct Context {
     /// The NIC's iWARP transport (`None`: WSK registration failed; the NIC
     /// then reaches only the driver's other NICs).
     net: Option<alloc::sync::Arc<crate::kernel::wsk::WskNet>>,
+    /// The virtual Ethernet's frame path (`driver::frames`): the VXLAN
+    /// port, its receiver and tick (`None`: no peer configured, or it could
+    /// not be made; frames are then consumed).
+    frames: Option<FramePath>,
+    /// The receive NBLs over the port's buffers (also the receiver's
+    /// `NblOps`).
+    nbls: Option<alloc::sync::Arc<NdisNbls>>,
 }
 
 /// Borrows the context behind an adapter context handle.
@@ -449,7 +458,13 @@ unsafe extern "system" fn initialize(
     if work_item.is_null() {
         return NDIS_STATUS_RESOURCES;
     }
+    let mtu = config.mtu();
     let adapter = Adapter::new(config, config::generated_mac(luid_index), device, provider);
+    // SAFETY: the miniport handle of this call, PASSIVE_LEVEL.
+    let (frames, nbls) = unsafe { make_frame_path(miniport_handle, mtu, net.as_ref()) };
+    if let Some(frames) = &frames {
+        adapter.attach_ether(alloc::sync::Arc::clone(frames.port()));
+    }
     let Some(context) = try_box(Context {
         adapter,
         miniport_handle,
@@ -458,6 +473,8 @@ unsafe extern "system" fn initialize(
         addresses,
         notification: AtomicPtr::new(null_mut()),
         net,
+        frames,
+        nbls,
     }) else {
         // SAFETY: allocated above, never queued.
         unsafe { ndis::NdisFreeIoWorkItem(work_item) };
@@ -489,6 +506,11 @@ unsafe extern "system" fn initialize(
     // SAFETY: PASSIVE_LEVEL; the context lives until halt, which cancels the
     // registration before it frees the context.
     unsafe { start_tracking(ctx) };
+    // The frame path runs from now on: the port starts now if WSK is up,
+    // else on a later tick; the link is indicated once it is bound.
+    if let Some(frames) = &ctx.frames {
+        frames.go();
+    }
     klog!(
         Level::Info,
         "adapter initialised: NDK {}, MAC {:02x?}{}",
@@ -607,12 +629,17 @@ fn set_all_attributes(ctx: &mut Context, handle_for_ndis: NdisHandle) -> NdisSta
     if status < 0 {
         return status;
     }
-    let general = attributes::general_attributes(
+    let mut general = attributes::general_attributes(
         ctx.adapter.config(),
         &ctx.adapter.permanent_mac(),
         &SUPPORTED_OIDS,
         &raw const ctx.blocks.pm,
     );
+    if ctx.frames.is_some() {
+        // The port's link is down until its socket is bound; the frame
+        // path indicates it then (`Receiver::new(told_up: false)`).
+        general.media_connect_state = crate::abi::NdisMediaConnectState::DISCONNECTED;
+    }
     // SAFETY: a complete general attributes structure whose pointers (the
     // static OID list, the power capabilities in the context) outlive the
     // adapter.
@@ -690,6 +717,9 @@ unsafe extern "system" fn halt(adapter_context: NdisHandle, _action: NdisHaltAct
         }
     }
     ctx.adapter.finish_halt();
+    // SAFETY: PASSIVE_LEVEL in halt, before the transport's (the port's
+    // sockets are on the same WSK client).
+    unsafe { halt_frames(ctx) };
     if let Some(net) = &ctx.net
         && !super::transport::halt(net)
     {
@@ -702,7 +732,9 @@ unsafe extern "system" fn halt(adapter_context: NdisHandle, _action: NdisHaltAct
 }
 
 /// `MINIPORT_PAUSE` (PASSIVE_LEVEL): every send completes inside the send
-/// handler and no receive is ever indicated, so the pause completes at once.
+/// handler; receives stop being indicated. With receive NBLs still up the
+/// stack the pause pends (`NDIS_STATUS_PENDING`) and the last
+/// `MiniportReturnNetBufferLists` completes it (`NdisMPauseComplete`).
 unsafe extern "system" fn pause(
     adapter_context: NdisHandle,
     _parameters: *mut c_void,
@@ -710,6 +742,11 @@ unsafe extern "system" fn pause(
     // SAFETY: the context of this adapter, live until halt.
     if let Some(ctx) = unsafe { context(adapter_context) } {
         ctx.adapter.pause();
+        if let Some(frames) = &ctx.frames
+            && !frames.receiver().pause()
+        {
+            return NDIS_STATUS_PENDING;
+        }
     }
     NDIS_STATUS_SUCCESS
 }
@@ -722,6 +759,9 @@ unsafe extern "system" fn restart(
     // SAFETY: the context of this adapter, live until halt.
     if let Some(ctx) = unsafe { context(adapter_context) } {
         ctx.adapter.restart();
+        if let Some(frames) = &ctx.frames {
+            frames.receiver().restart();
+        }
     }
     NDIS_STATUS_SUCCESS
 }
@@ -986,13 +1026,42 @@ unsafe extern "system" fn send(
     }
 }
 
-/// `MINIPORT_RETURN_NET_BUFFER_LISTS`: no receive is ever indicated, so
-/// nothing comes back.
+/// The longest chain of NBLs a return walks (NDIS returns at most the
+/// adapter's receive NBLs; a longer chain is corrupt).
+const RETURN_LIMIT: usize = 4 * super::ether::RX_BUFFERS;
+
+/// `MINIPORT_RETURN_NET_BUFFER_LISTS` (IRQL <= DISPATCH_LEVEL): each NBL's
+/// receive buffer goes back to the port (`Receiver::returned`); the last
+/// return of a pending pause completes it.
 unsafe extern "system" fn return_net_buffer_lists(
-    _adapter_context: NdisHandle,
-    _net_buffer_lists: *mut NetBufferList,
+    adapter_context: NdisHandle,
+    net_buffer_lists: *mut NetBufferList,
     _return_flags: u32,
 ) {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return;
+    };
+    let (Some(frames), Some(table)) = (&ctx.frames, &ctx.nbls) else {
+        return;
+    };
+    let mut nbl = net_buffer_lists;
+    for _ in 0..RETURN_LIMIT {
+        if nbl.is_null() {
+            break;
+        }
+        // SAFETY: NDIS returns the chain to us: each NBL is ours again.
+        // `Next` is read and cleared before the buffer is given back (from
+        // then on the NBL may be indicated again on another processor).
+        let next = unsafe { (*nbl).next };
+        // SAFETY: as above.
+        unsafe { (*nbl).next = null_mut() };
+        // SAFETY: an NBL of the returned chain.
+        if let Some(index) = unsafe { table.index_of(nbl) } {
+            frames.receiver().returned(index);
+        }
+        nbl = next;
+    }
 }
 
 /// `MINIPORT_CANCEL_SEND`: sends are never queued.
@@ -1031,3 +1100,191 @@ unsafe extern "system" fn device_pnp_event_notify(
 /// `MINIPORT_SHUTDOWN`: may run at HIGH_LEVEL during a bug check, so it
 /// touches nothing; there is no hardware to quiesce.
 unsafe extern "system" fn shutdown(_adapter_context: NdisHandle, _action: NdisShutdownAction) {}
+
+/// Reads `SoftNdkVni` (integer) and `SoftNdkPeers` (string), PASSIVE_LEVEL.
+/// Unreadable: `None` / no peer.
+///
+/// # Safety
+/// `miniport_handle` is the handle of `MiniportInitializeEx`.
+unsafe fn read_underlay(miniport_handle: NdisHandle) -> (Option<u32>, Peers) {
+    let object = NdisConfigurationObject {
+        header: NdisObjectHeader {
+            type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
+            revision: NDIS_CONFIGURATION_OBJECT_REVISION_1,
+            size: NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1,
+        },
+        padding_04: 0,
+        ndis_handle: miniport_handle,
+        flags: 0,
+        padding_14: 0,
+    };
+    let mut configuration: NdisHandle = null_mut();
+    // SAFETY: PASSIVE_LEVEL in MiniportInitializeEx; valid object and
+    // out-parameter.
+    let status =
+        unsafe { ndis::NdisOpenConfigurationEx(&raw const object, &raw mut configuration) };
+    if status < 0 || configuration.is_null() {
+        return (None, Peers::EMPTY);
+    }
+    // SAFETY: `configuration` is open until closed below.
+    let vni = unsafe { read_integer(configuration, wide!(keyword::VNI)) };
+    // SAFETY: as above.
+    let peers = unsafe { read_peers(configuration, wide!(keyword::PEERS)) };
+    // SAFETY: opened above, closed once; nothing read from it afterwards
+    // (`read_peers` parsed the string before returning).
+    unsafe { ndis::NdisCloseConfiguration(configuration) };
+    (vni, peers)
+}
+
+/// Reads and parses the string keyword `SoftNdkPeers` (`config::parse_peers`).
+///
+/// # Safety
+/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
+unsafe fn read_peers(configuration: NdisHandle, keyword: &'static [u16]) -> Peers {
+    let name = ndis_string(keyword);
+    let mut status: NdisStatus = NDIS_STATUS_FAILURE;
+    let mut value: *mut NdisConfigurationParameter = null_mut();
+    // SAFETY: caller contract; `name` and the out-parameters are valid for the
+    // call.
+    unsafe {
+        ndis::NdisReadConfiguration(
+            &raw mut status,
+            &raw mut value,
+            configuration,
+            &raw const name,
+            NdisParameterType::STRING,
+        );
+    }
+    if status < 0 {
+        return Peers::EMPTY;
+    }
+    // SAFETY: on success NDIS returned a parameter owned by the configuration
+    // handle, valid until it is closed; null is handled by `as_ref`.
+    let Some(parameter) = (unsafe { value.as_ref() }) else {
+        return Peers::EMPTY;
+    };
+    if parameter.parameter_type != NdisParameterType::STRING {
+        return Peers::EMPTY;
+    }
+    // SAFETY: the type says `StringData` is the valid member.
+    let text = unsafe { parameter.parameter_data.string_data };
+    if text.buffer.is_null() {
+        return Peers::EMPTY;
+    }
+    // SAFETY: `Length` bytes of UTF-16 at `Buffer`, owned by the open
+    // configuration handle.
+    let units = unsafe { core::slice::from_raw_parts(text.buffer, usize::from(text.length) / 2) };
+    config::parse_peers(units)
+}
+
+/// Makes the adapter's frame path (initialise, PASSIVE_LEVEL): reads
+/// `SoftNdkVni` and `SoftNdkPeers`, makes the port, its tick (a kernel
+/// timer of its own) and the receive NBLs. Every failure is logged and
+/// leaves the adapter up without a port (frames consumed, as with no peer):
+/// a bad keyword never fails initialisation.
+///
+/// # Safety
+/// `miniport_handle` is the handle of `MiniportInitializeEx`.
+unsafe fn make_frame_path(
+    miniport_handle: NdisHandle,
+    mtu: u32,
+    net: Option<&alloc::sync::Arc<crate::kernel::wsk::WskNet>>,
+) -> (Option<FramePath>, Option<alloc::sync::Arc<NdisNbls>>) {
+    use alloc::sync::Arc;
+    // SAFETY: caller contract.
+    let (vni_raw, peers) = unsafe { read_underlay(miniport_handle) };
+    let vni = config::vni(vni_raw);
+    if vni_raw.is_some_and(|raw| raw != vni) {
+        klog!(
+            Level::Warning,
+            "SoftNdkVni {} out of range (1-16777215): using {}",
+            vni_raw.unwrap_or(0),
+            vni
+        );
+    }
+    if peers.refused > 0 {
+        klog!(
+            Level::Warning,
+            "SoftNdkPeers: {} entries refused (unparsable, unspecified, multicast, broadcast, repeated or beyond 32)",
+            peers.refused
+        );
+    }
+    if peers.addrs().is_empty() {
+        klog!(
+            Level::Info,
+            "SoftNdkPeers names no peer: the virtual Ethernet has no far end"
+        );
+        return (None, None);
+    }
+    let Some(net) = net else {
+        klog!(
+            Level::Error,
+            "no WSK client: the virtual Ethernet has no port"
+        );
+        return (None, None);
+    };
+    let Some(alarm) = crate::kernel::timers::kernel_alarm() else {
+        return (None, None);
+    };
+    let timers = crate::kernel::timers::Timers::new(alarm);
+    let config = PathConfig {
+        mtu: u16::try_from(mtu).unwrap_or(u16::MAX),
+        vni,
+        peers: peers.addrs(),
+        udp_port: super::ether::VXLAN_PORT,
+        told_up: false,
+    };
+    let source: Arc<dyn crate::kernel::wsk::WskSource> = Arc::clone(net) as _;
+    let path = match FramePath::new(&config, timers, source) {
+        Ok(path) => path,
+        Err(error) => {
+            klog!(Level::Error, "VXLAN port not made: {:?}", error);
+            return (None, None);
+        }
+    };
+    let Some(nbls) = NdisNbls::new(miniport_handle, path.port()) else {
+        klog!(Level::Error, "receive NBLs not allocated: no VXLAN port");
+        return (None, None);
+    };
+    let nbls = Arc::new(nbls);
+    path.receiver().bind(Arc::clone(&nbls) as _);
+    klog!(
+        Level::Info,
+        "VXLAN port: VNI {}, {} peers",
+        vni,
+        peers.addrs().len()
+    );
+    (Some(path), Some(nbls))
+}
+
+/// Halt of the frame path (PASSIVE_LEVEL): no indication from now on, the
+/// tick stops, the port's sockets close; waits (every 10 ms, at most 5 s)
+/// until they are. NBLs NDIS did not return (it halts a paused adapter, so
+/// none) are logged and never freed.
+///
+/// # Safety
+/// PASSIVE_LEVEL, from `MiniportHaltEx`.
+unsafe fn halt_frames(ctx: &Context) {
+    let Some(frames) = &ctx.frames else {
+        return;
+    };
+    let out = frames.halt();
+    if out > 0 {
+        klog!(
+            Level::Error,
+            "{} receive NBLs not returned at halt: kept",
+            out
+        );
+        if let Some(nbls) = &ctx.nbls {
+            // Never freed: NDIS may still hold them.
+            core::mem::forget(alloc::sync::Arc::clone(nbls));
+        }
+    }
+    for _ in 0..500 {
+        if frames.port().is_closed() {
+            return;
+        }
+        crate::kernel::time::sleep_passive_100ns(100_000);
+    }
+    klog!(Level::Error, "VXLAN sockets still open after halt's wait");
+}

@@ -17,10 +17,12 @@
 //! | [`transport`] | the NIC's iWARP transport: a WSK client and `WskNet` per adapter, torn down at halt | everywhere |
 //! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24), VXLAN peers and VNI | everywhere |
 //! | [`ether`] | the virtual Ethernet on the wire: VXLAN over WSK datagram sockets, send slots, receive buffers | everywhere |
+//! | [`frames`] | the frame path's NDIS bookkeeping: receive NBLs out, pause / halt with NBLs out, low-pool indications, link, tick | everywhere |
 //! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
 //! | `netio_sys` | hand-declared `netio.sys` imports (`raw-dylib`) | Windows |
 //! | `miniport` | `DriverEntry` and every `extern "system"` handler | Windows |
+//! | `rx_ndis` | the receive NBLs, their indication, link and pause completion over `ndis.sys` | Windows |
 //!
 //! `docs/driver.md` describes the IRQL and ownership rules each handler
 //! follows, and which NDIS structure layouts are confirmed from symbols.
@@ -36,6 +38,9 @@ pub mod config;
 // leaves out.
 #[cfg(not(loom))]
 pub mod ether;
+// The frame path's NDIS bookkeeping over the port (same reason).
+#[cfg(not(loom))]
+pub mod frames;
 pub mod ndk;
 pub mod oid;
 pub mod state;
@@ -45,6 +50,10 @@ pub mod transport;
 
 #[cfg(all(test, not(loom)))]
 mod ether_tests;
+#[cfg(all(test, not(loom)))]
+mod frames_tests;
+#[cfg(all(test, not(loom)))]
+mod oid_count_tests;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
@@ -58,3 +67,5 @@ pub mod miniport;
 mod ndis_sys;
 #[cfg(target_os = "windows")]
 mod netio_sys;
+#[cfg(target_os = "windows")]
+mod rx_ndis;

@@ -17,9 +17,10 @@
 use core::ffi::c_void;
 
 use crate::abi::{
-    NdisConfigurationObject, NdisConfigurationParameter, NdisDriverOptionalHandlers, NdisHandle,
-    NdisIoWorkItemFunction, NdisMiniportDriverCharacteristics, NdisParameterType, NdisStatus,
-    NetBufferList, NetPnpEventNotification, UnicodeString,
+    Mdl, NdisConfigurationObject, NdisConfigurationParameter, NdisDriverOptionalHandlers,
+    NdisHandle, NdisIoWorkItemFunction, NdisMiniportDriverCharacteristics, NdisParameterType,
+    NdisStatus, NdisStatusIndication, NetBufferList, NetBufferListPoolParameters,
+    NetPnpEventNotification, UnicodeString,
 };
 
 #[link(name = "ndis.sys", kind = "raw-dylib", modifiers = "+verbatim")]
@@ -98,4 +99,54 @@ unsafe extern "system" {
         data_size: u32,
         data: *mut c_void,
     ) -> NdisStatus;
+    // --- The receive path (`driver::frames`, the NBLs over the VXLAN
+    // port's receive buffers) ---
+    /// IRQL <= DISPATCH_LEVEL: a pool of NBLs, each with one `NET_BUFFER`
+    /// (`fAllocateNetBuffer`); null on failure.
+    pub(super) fn NdisAllocateNetBufferListPool(
+        ndis_handle: NdisHandle,
+        parameters: *const NetBufferListPoolParameters,
+    ) -> NdisHandle;
+    /// IRQL <= DISPATCH_LEVEL; every NBL of the pool freed first.
+    pub(super) fn NdisFreeNetBufferListPool(pool_handle: NdisHandle);
+    /// IRQL <= DISPATCH_LEVEL: an MDL for `length` bytes of non-paged
+    /// memory at `virtual_address` (built for non-paged pool); null on
+    /// failure.
+    pub(super) fn NdisAllocateMdl(
+        ndis_handle: NdisHandle,
+        virtual_address: *mut c_void,
+        length: u32,
+    ) -> *mut Mdl;
+    /// IRQL <= DISPATCH_LEVEL.
+    pub(super) fn NdisFreeMdl(mdl: *mut Mdl);
+    /// IRQL <= DISPATCH_LEVEL: an NBL from a pool made with
+    /// `fAllocateNetBuffer`, its `NET_BUFFER` over `mdl_chain` (`data_length`
+    /// bytes from `data_offset`); null on failure.
+    pub(super) fn NdisAllocateNetBufferAndNetBufferList(
+        pool_handle: NdisHandle,
+        context_size: u16,
+        context_backfill: u16,
+        mdl_chain: *mut Mdl,
+        data_offset: u32,
+        data_length: usize,
+    ) -> *mut NetBufferList;
+    /// IRQL <= DISPATCH_LEVEL; the NBL is the miniport's (not indicated).
+    pub(super) fn NdisFreeNetBufferList(net_buffer_list: *mut NetBufferList);
+    /// IRQL <= DISPATCH_LEVEL (`NDIS_RECEIVE_FLAGS_DISPATCH_LEVEL` says which);
+    /// never while paused or halted.
+    pub(super) fn NdisMIndicateReceiveNetBufferLists(
+        miniport_adapter_handle: NdisHandle,
+        net_buffer_list: *mut NetBufferList,
+        port_number: u32,
+        number_of_net_buffer_lists: u32,
+        receive_flags: u32,
+    );
+    /// IRQL <= DISPATCH_LEVEL: a status indication (the link state).
+    pub(super) fn NdisMIndicateStatusEx(
+        miniport_adapter_handle: NdisHandle,
+        status_indication: *const NdisStatusIndication,
+    );
+    /// IRQL <= DISPATCH_LEVEL: completes a pause that returned
+    /// `NDIS_STATUS_PENDING`.
+    pub(super) fn NdisMPauseComplete(miniport_adapter_handle: NdisHandle);
 }

@@ -20,6 +20,8 @@
 //! * [`log`] — the debug log ([`klog!`](crate::klog)).
 //! * [`pool`] — the pool tag and, in the kernel, the global allocator.
 //! * [`time`] — a monotonic clock.
+//! * [`irql`] — the current IRQL (CR8 on x64, as `KeGetCurrentIrql`;
+//!   PASSIVE on the host), for `NDIS_RECEIVE_FLAGS_DISPATCH_LEVEL`.
 //! * [`stop`] — stopping the machine on purpose (a bug check in the kernel,
 //!   an abort on the host): checked mode's stop at a consumer breach.
 //! * [`timers`] — one-shot timers served by one platform alarm (a `KTIMER`
@@ -51,6 +53,7 @@ use wdk as backend;
 pub mod deferred;
 #[cfg(target_os = "linux")]
 pub mod host_tap;
+pub mod irql;
 #[cfg(all(target_os = "windows", not(loom)))]
 mod ktimer;
 pub mod log;

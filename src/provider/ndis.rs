@@ -103,8 +103,42 @@ pub fn device_of(ip: IpAddr) -> Option<Arc<Device>> {
     fabric().device_of(ip)
 }
 
-/// Entries reported per OID pass, on the stack.
+/// Entries read on the stack per OID; more are read into one allocation
+/// of the size the fabric reported (the OID runs at PASSIVE_LEVEL on the
+/// control path).
 const BATCH: usize = 32;
+
+/// Room for entries added between the count and the second read.
+const SLACK: usize = 8;
+
+/// Every entry `read` reports: first into a stack batch; when the fabric
+/// has more than [`BATCH`], again into one vector of that size (plus
+/// [`SLACK`]), then `each` for each. Without memory for the vector the
+/// first [`BATCH`] entries are reported (logged). Bounded: two reads, and
+/// at most as many entries as the fabric has.
+fn each_entry<T: Copy>(blank: T, read: impl Fn(&mut [T]) -> usize, mut each: impl FnMut(&T)) {
+    let mut batch = [blank; BATCH];
+    let total = read(&mut batch);
+    if total <= BATCH {
+        batch.iter().take(total).for_each(&mut each);
+        return;
+    }
+    let mut all = Vec::new();
+    let len = total.saturating_add(SLACK);
+    if all.try_reserve_exact(len).is_err() {
+        crate::klog!(
+            crate::kernel::log::Level::Warning,
+            "NDK OID: no memory for {} entries, reporting {}",
+            total,
+            BATCH
+        );
+        batch.iter().for_each(&mut each);
+        return;
+    }
+    all.resize(len, blank);
+    let n = read(&mut all).min(len);
+    all.iter().take(n).for_each(&mut each);
+}
 
 /// The NDK provider of one miniport adapter.
 pub struct Provider {
@@ -220,10 +254,9 @@ unsafe impl NdkProvider for Provider {
             local: Endpoint::new(IpAddr::V4([0; 4]), 0),
             remote: Endpoint::new(IpAddr::V4([0; 4]), 0),
         };
-        let mut batch = [blank; BATCH];
-        let n = self.fabric.connections(&self.device, &mut batch).min(BATCH);
         let pairs = self.node.on_wire();
-        for info in batch.iter().take(n) {
+        let read = |batch: &mut [ConnectionInfo]| self.fabric.connections(&self.device, batch);
+        each_entry(blank, read, |info| {
             let nd = Connection {
                 local: socket(info.local),
                 remote: socket(info.remote),
@@ -243,7 +276,7 @@ unsafe impl NdkProvider for Provider {
                     owner_pid: 0,
                 });
             }
-        }
+        });
     }
 
     fn local_endpoints(&self, out: &mut dyn FnMut(&LocalEndpoint)) {
@@ -251,13 +284,10 @@ unsafe impl NdkProvider for Provider {
             local: Endpoint::new(IpAddr::V4([0; 4]), 0),
             listener: false,
         };
-        let mut batch = [blank; BATCH];
-        let n = self
-            .fabric
-            .local_endpoints(&self.device, &mut batch)
-            .min(BATCH);
         let pairs = self.node.on_wire();
-        for info in batch.iter().take(n) {
+        let read =
+            |batch: &mut [LocalEndpointInfo]| self.fabric.local_endpoints(&self.device, batch);
+        each_entry(blank, read, |info| {
             out(&LocalEndpoint {
                 local: socket(info.local),
                 user_mode_owner: false,
@@ -274,7 +304,7 @@ unsafe impl NdkProvider for Provider {
                     owner_pid: 0,
                 });
             }
-        }
+        });
     }
 
     fn close_all(&self) {

@@ -101,3 +101,182 @@ pub const NDIS_SEND_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
 /// `NDIS_SEND_COMPLETE_FLAGS_DISPATCH_LEVEL` (0x1): the caller of
 /// `NdisMSendNetBufferListsComplete` runs at DISPATCH_LEVEL.
 pub const NDIS_SEND_COMPLETE_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
+
+// --- Receive: the NBL pool, indications, returns ---------------------------
+
+/// `NET_BUFFER_LIST_POOL_PARAMETERS` [H ndis.h; layout computed], 0x14
+/// bytes: what `NdisAllocateNetBufferListPool` is given.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NetBufferListPoolParameters {
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
+    /// [`NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`],
+    /// [`NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`]}.
+    pub header: crate::abi::NdisObjectHeader,
+    /// `ProtocolId`: [`NDIS_PROTOCOL_ID_DEFAULT`] for a miniport.
+    pub protocol_id: u8,
+    /// `fAllocateNetBuffer`: TRUE, one `NET_BUFFER` with each NBL.
+    pub allocate_net_buffer: u8,
+    /// Padding in C.
+    pub padding_06: u16,
+    /// `ContextSize`: 0.
+    pub context_size: u16,
+    /// Padding in C.
+    pub padding_0a: u16,
+    /// `PoolTag`.
+    pub pool_tag: u32,
+    /// `DataSize`: 0 (the miniport brings its own MDLs).
+    pub data_size: u32,
+}
+
+assert_layout!(layout_net_buffer_list_pool_parameters: NetBufferListPoolParameters,
+    size = 0x14, align = 4, {
+    header: 0x00,
+    protocol_id: 0x04,
+    allocate_net_buffer: 0x05,
+    context_size: 0x08,
+    pool_tag: 0x0C,
+    data_size: 0x10,
+});
+
+/// `NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`.
+pub const NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1: u8 = 1;
+/// `NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`: through
+/// `DataSize`.
+pub const NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1: u16 = 0x14;
+/// `NDIS_PROTOCOL_ID_DEFAULT` (0).
+pub const NDIS_PROTOCOL_ID_DEFAULT: u8 = 0;
+
+/// `NDIS_LINK_STATE` [H ntddndis.h; layout computed], 0x28 bytes: the
+/// buffer of an `NDIS_STATUS_LINK_STATE` indication.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NdisLinkState {
+    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](crate::abi::NDIS_OBJECT_TYPE_DEFAULT),
+    /// [`NDIS_LINK_STATE_REVISION_1`], [`NDIS_SIZEOF_LINK_STATE_REVISION_1`]}.
+    pub header: crate::abi::NdisObjectHeader,
+    /// `MediaConnectState`.
+    pub media_connect_state: super::NdisMediaConnectState,
+    /// `MediaDuplexState`.
+    pub media_duplex_state: super::NdisMediaDuplexState,
+    /// Padding in C.
+    pub padding_0c: u32,
+    /// `XmitLinkSpeed`, bits per second.
+    pub xmit_link_speed: u64,
+    /// `RcvLinkSpeed`, bits per second.
+    pub rcv_link_speed: u64,
+    /// `PauseFunctions`.
+    pub pause_functions: super::NdisSupportedPauseFunctions,
+    /// `AutoNegotiationFlags`.
+    pub auto_negotiation_flags: u32,
+}
+
+assert_layout!(layout_ndis_link_state: NdisLinkState, size = 0x28, align = 8, {
+    header: 0x00,
+    media_connect_state: 0x04,
+    media_duplex_state: 0x08,
+    xmit_link_speed: 0x10,
+    rcv_link_speed: 0x18,
+    pause_functions: 0x20,
+    auto_negotiation_flags: 0x24,
+});
+
+/// `NDIS_LINK_STATE_REVISION_1`.
+pub const NDIS_LINK_STATE_REVISION_1: u8 = 1;
+/// `NDIS_SIZEOF_LINK_STATE_REVISION_1`: through `AutoNegotiationFlags`.
+pub const NDIS_SIZEOF_LINK_STATE_REVISION_1: u16 = 0x28;
+
+/// `NDIS_STATUS_INDICATION` [H ndis.h; layout computed], 0x70 bytes: what
+/// `NdisMIndicateStatusEx` is given.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NdisStatusIndication {
+    /// `Header`: {[`NDIS_OBJECT_TYPE_STATUS_INDICATION`],
+    /// [`NDIS_STATUS_INDICATION_REVISION_1`],
+    /// [`NDIS_SIZEOF_STATUS_INDICATION_REVISION_1`]}.
+    pub header: crate::abi::NdisObjectHeader,
+    /// Padding in C.
+    pub padding_04: u32,
+    /// `SourceHandle`: the miniport adapter handle.
+    pub source_handle: NdisHandle,
+    /// `PortNumber`: 0, the default port.
+    pub port_number: u32,
+    /// `StatusCode`: e.g. [`NDIS_STATUS_LINK_STATE`].
+    pub status_code: NdisStatus,
+    /// `Flags`.
+    pub flags: u32,
+    /// Padding in C.
+    pub padding_1c: u32,
+    /// `DestinationHandle`: null (not an answer to an OID).
+    pub destination_handle: NdisHandle,
+    /// `RequestId`: null.
+    pub request_id: *mut c_void,
+    /// `StatusBuffer`.
+    pub status_buffer: *mut c_void,
+    /// `StatusBufferSize`.
+    pub status_buffer_size: u32,
+    /// `Guid`: zero.
+    pub guid: crate::abi::Guid,
+    /// Padding in C (`NdisReserved` is pointer-aligned).
+    pub padding_4c: u32,
+    /// `NdisReserved`.
+    pub ndis_reserved: [*mut c_void; 4],
+}
+
+assert_layout!(layout_ndis_status_indication: NdisStatusIndication, size = 0x70, align = 8, {
+    header: 0x00,
+    source_handle: 0x08,
+    port_number: 0x10,
+    status_code: 0x14,
+    flags: 0x18,
+    destination_handle: 0x20,
+    request_id: 0x28,
+    status_buffer: 0x30,
+    status_buffer_size: 0x38,
+    guid: 0x3C,
+    ndis_reserved: 0x50,
+});
+
+/// `NDIS_OBJECT_TYPE_STATUS_INDICATION` (0x98).
+pub const NDIS_OBJECT_TYPE_STATUS_INDICATION: u8 = 0x98;
+/// `NDIS_STATUS_INDICATION_REVISION_1`.
+pub const NDIS_STATUS_INDICATION_REVISION_1: u8 = 1;
+/// `NDIS_SIZEOF_STATUS_INDICATION_REVISION_1`: through `NdisReserved`.
+pub const NDIS_SIZEOF_STATUS_INDICATION_REVISION_1: u16 = 0x70;
+/// `NDIS_STATUS_LINK_STATE` (0x40010017): the buffer is an
+/// [`NdisLinkState`].
+pub const NDIS_STATUS_LINK_STATE: NdisStatus = 0x4001_0017;
+
+/// `NDIS_RECEIVE_FLAGS_DISPATCH_LEVEL` (0x1): the indicating caller runs at
+/// DISPATCH_LEVEL.
+pub const NDIS_RECEIVE_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
+/// `NDIS_RECEIVE_FLAGS_RESOURCES` (0x2): the NBLs are the miniport's again
+/// when the indication returns (NDIS copies what it keeps).
+pub const NDIS_RECEIVE_FLAGS_RESOURCES: u32 = 0x0000_0002;
+/// `NDIS_RETURN_FLAGS_DISPATCH_LEVEL` (0x1): `MiniportReturnNetBufferLists`
+/// runs at DISPATCH_LEVEL.
+pub const NDIS_RETURN_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
+/// `NDIS_DEFAULT_PORT_NUMBER` (0).
+pub const NDIS_DEFAULT_PORT_NUMBER: u32 = 0;
+
+// Each NDIS_SIZEOF_* is "the size through the last member": tie them to the
+// declarations.
+#[cfg(target_arch = "x86_64")]
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    const fn widen(size: u16) -> usize {
+        size as usize
+    }
+    assert!(
+        widen(NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1)
+            == offset_of!(NetBufferListPoolParameters, data_size) + size_of::<u32>()
+    );
+    assert!(
+        widen(NDIS_SIZEOF_LINK_STATE_REVISION_1)
+            == offset_of!(NdisLinkState, auto_negotiation_flags) + size_of::<u32>()
+    );
+    assert!(
+        widen(NDIS_SIZEOF_STATUS_INDICATION_REVISION_1)
+            == offset_of!(NdisStatusIndication, ndis_reserved) + size_of::<[*mut c_void; 4]>()
+    );
+};

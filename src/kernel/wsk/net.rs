@@ -189,6 +189,14 @@ impl WskNet {
     }
 }
 
+/// The net's own provider, captured without waiting (the driver's VXLAN
+/// port opens its datagram sockets on the same client; `driver::frames`).
+impl WskSource for WskNet {
+    fn capture(&self) -> Result<Arc<WskClient>, NtStatus> {
+        self.client()
+    }
+}
+
 impl Net for WskNet {
     fn now_ms(&self) -> u64 {
         self.timers.now_ms()
