@@ -1152,9 +1152,12 @@ fn contexts(cq: &crate::rnic::cq::Cq) -> Vec<(usize, WcStatus)> {
     }
 }
 
+/// The entries a CQ held when a close completed, once it has.
+type AtClose = Arc<Mutex<Option<Vec<(usize, WcStatus)>>>>;
+
 /// Closes `side`'s QP and records the entries of its receive CQ at the
 /// moment the close completes (at once, or in its completion).
-fn close_and_record(side: &Side, at_close: &Arc<Mutex<Option<Vec<(usize, WcStatus)>>>>) {
+fn close_and_record(side: &Side, at_close: &AtClose) {
     let cq = Arc::clone(&side.rcq.cq);
     let record = Arc::clone(at_close);
     let progress = side.qp.close_with(alloc::boxed::Box::new(move || {
@@ -1185,7 +1188,7 @@ fn test_close_waits_for_a_receive_being_placed_rule_l21() {
         .unwrap();
     let bytes: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
     assert!(!bytes.is_empty(), "the Send's FPDU is on the wire");
-    let at_close = Arc::new(Mutex::new(None));
+    let at_close: AtClose = Arc::new(Mutex::new(None));
     let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (qp, cq) = (Arc::clone(&w.b.qp), Arc::clone(&w.b.rcq.cq));
     let (record, fired) = (Arc::clone(&at_close), Arc::clone(&closed));
