@@ -275,7 +275,7 @@ fn send(
     let len = source.total();
     let peer_context = peer.config().context;
     let fail_receive = |status: WcStatus| {
-        peer.complete_receive(Completion::new(
+        peer.complete_taken(Completion::new(
             status,
             Opcode::Receive,
             peer_context,
@@ -320,7 +320,7 @@ fn send(
     qp.device()
         .counters
         .account_transfer(&peer.device().counters, len);
-    peer.complete_receive(completion);
+    peer.complete_taken(completion);
     Some(WcStatus::Success)
 }
 

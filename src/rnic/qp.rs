@@ -45,7 +45,7 @@ use super::ring::Ring;
 use super::srq::Srq;
 use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
 use crate::kernel::deferred::{Deferred, DeferredRoutine};
-use crate::kernel::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use crate::kernel::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 
 /// The most SGEs any request may carry; device limits are clamped to it.
@@ -410,6 +410,10 @@ pub struct Qp {
     worker: Option<Deferred<QpWork>>,
     events: SpinLock<Option<Arc<dyn QpEvents>>>,
     lost_reported: AtomicBool,
+    /// Receives taken for an incoming Send ([`Qp::take_receive`]) whose
+    /// completion is not yet in the CQ ([`Qp::complete_taken`]): a close
+    /// waits for them (L21), since `cancel_receives` no longer sees them.
+    taken: AtomicUsize,
     /// The callback of a `close_with` waiting for the runner to stop.
     quiesced: SpinLock<Option<Finish>>,
 }
@@ -529,6 +533,7 @@ impl Qp {
                 .then(|| Deferred::new(QpWork(Weak::clone(weak)))),
             events: SpinLock::new(None),
             lost_reported: AtomicBool::new(false),
+            taken: AtomicUsize::new(0),
             quiesced: SpinLock::new(None),
         });
         if let Some(srq) = srq {
@@ -588,9 +593,13 @@ impl Qp {
     }
 
     /// Whether the QP has nothing queued or executing: no initiator request
-    /// is outstanding and the runner is idle (part of X1's "all DMA finished").
+    /// is outstanding, the runner is idle and no receive taken by an
+    /// incoming Send is still being placed (part of X1's "all DMA
+    /// finished"; L21 for the close).
     pub fn is_quiescent(&self) -> bool {
-        self.sq.lock().ring.is_empty() && self.run.is_idle()
+        self.sq.lock().ring.is_empty()
+            && self.run.is_idle()
+            && self.taken.load(Ordering::SeqCst) == 0
     }
 
     // ----- posting -------------------------------------------------------
@@ -778,9 +787,12 @@ impl Qp {
             let mut q = rq.lock();
             match q.state {
                 QpState::Disconnected => return Err(PostError::ConnectionInvalid),
-                // E1/E5: a receive posted to a flushed queue completes cancelled.
-                QpState::Error => (false, true),
-                QpState::Idle | QpState::Connected => {
+                // E1/E5: a receive posted to a flushed queue completes
+                // cancelled; behind a receive still being placed
+                // (`take_receive`) it queues, and whoever completes that one
+                // cancels it after it (P23, `complete_taken`).
+                QpState::Error if self.taken.load(Ordering::SeqCst) == 0 => (false, true),
+                QpState::Idle | QpState::Connected | QpState::Error => {
                     let slot = q.ring.push(context).map_err(|_| PostError::QueueFull)?;
                     let base = slot.saturating_mul(cap);
                     if let Some(dst) = q.sges.get_mut(base..base + sges.len()) {
@@ -816,12 +828,27 @@ impl Qp {
 
     /// Takes the oldest receive for an incoming Send, from the SRQ or the
     /// receive queue; `None` (and the queue remembers the waiter) when empty.
+    ///
+    /// A receive taken leaves the queue, so a flush or close no longer
+    /// cancels it: its completion is owed by the taker, through
+    /// [`Qp::complete_taken`], and until then the QP is not quiescent, so
+    /// that its close does not complete before that entry is in the CQ
+    /// (L21, P6). (The iWARP receive side takes receives on the stream's
+    /// thread, concurrently with the consumer's close.)
     pub(crate) fn take_receive(&self) -> Result<RecvWqe, NoReceive> {
         if let Some(srq) = &self.srq {
-            if self.state() != QpState::Connected {
-                return Err(NoReceive::Gone);
+            // Counted before the state is read: a close that changes the
+            // state first sees the count or makes this take back off.
+            self.taken.fetch_add(1, Ordering::SeqCst);
+            let taken = if self.state() == QpState::Connected {
+                srq.take()
+            } else {
+                Err(NoReceive::Gone)
+            };
+            if taken.is_err() {
+                self.taken.fetch_sub(1, Ordering::SeqCst);
             }
-            return srq.take();
+            return taken;
         }
         let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
         let mut q = rq.lock();
@@ -835,6 +862,9 @@ impl Qp {
             q.peer_waiting = true;
             return Err(NoReceive::Empty);
         };
+        // Under the queue's lock, which `cancel_receives` takes to leave
+        // `Connected` before a close looks at the count.
+        self.taken.fetch_add(1, Ordering::SeqCst);
         let cap = self.config.max_receive_sge as usize;
         Ok(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges))
     }
@@ -1146,10 +1176,13 @@ impl Qp {
 
     fn cancel_receives(&self, state: QpState) {
         let Some(rq) = &self.rq else { return };
-        let peer_waited = {
+        let (peer_waited, placing) = {
             let mut q = rq.lock();
             q.state = state;
-            core::mem::take(&mut q.peer_waiting)
+            (
+                core::mem::take(&mut q.peer_waiting),
+                self.taken.load(Ordering::SeqCst) != 0,
+            )
         };
         if peer_waited {
             // A peer's Send waits for a receive that will never come: let it
@@ -1159,7 +1192,18 @@ impl Qp {
                 peer.kick();
             }
         }
-        // One at a time, so no lock is held while completing (I4).
+        if placing {
+            // A receive taken by an incoming Send is still being placed: the
+            // queue is cancelled after its entry, by whoever completes it
+            // (P23, `complete_taken`).
+            return;
+        }
+        self.cancel_queued(rq);
+    }
+
+    /// Cancels every queued receive, oldest first. One at a time, so no lock
+    /// is held while completing (I4).
+    fn cancel_queued(&self, rq: &SpinLock<RecvQueue>) {
         loop {
             let context = {
                 let mut q = rq.lock();
@@ -1229,6 +1273,48 @@ impl Qp {
         // A CQ in error reports nothing more (E10); the QP is unusable and
         // its posts fail inline from now on.
         let _ = self.receive_cq.push(completion);
+    }
+
+    /// Completes a receive taken by [`Qp::take_receive`] (with any status),
+    /// then lets a close waiting for it finish (L21). When the queue left
+    /// `Connected` meanwhile, the last one taken also cancels the receives
+    /// queued behind it, after its own entry (P23, E1), before it stops
+    /// counting (so the QP is not quiescent before those entries are in).
+    /// Called with no lock held: the close completion may run here.
+    pub(crate) fn complete_taken(&self, completion: Completion) {
+        self.complete_receive(completion);
+        let last = match &self.rq {
+            Some(rq) => loop {
+                let cancel = {
+                    let mut q = rq.lock();
+                    let last = self.taken.load(Ordering::SeqCst) == 1;
+                    let cancel = if last && q.state != QpState::Connected {
+                        q.ring.pop()
+                    } else {
+                        None
+                    };
+                    if cancel.is_none() {
+                        // Under the queue's lock: `cancel_receives` and
+                        // `post_receive` decide by the count under it.
+                        self.taken.fetch_sub(1, Ordering::SeqCst);
+                        break last;
+                    }
+                    cancel
+                };
+                if let Some(context) = cancel {
+                    self.complete_receive(Completion::new(
+                        WcStatus::Cancelled,
+                        Opcode::Receive,
+                        self.config.context,
+                        context,
+                    ));
+                }
+            },
+            None => self.taken.fetch_sub(1, Ordering::SeqCst) == 1,
+        };
+        if last {
+            self.notify_quiescent();
+        }
     }
 
     // ----- the runner ----------------------------------------------------

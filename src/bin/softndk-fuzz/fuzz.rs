@@ -60,11 +60,12 @@ use std::time::{Duration, Instant};
 use softndk::abi::{
     AF_INET, InAddr, Mdl, MrFlags, NdkAdapter, NdkConnector, NdkCq, NdkCqNotifyType, NdkListener,
     NdkMr, NdkMw, NdkObjectHeader, NdkPd, NdkQp, NdkResult, NdkSge, NtStatus, OpFlags, PAGE_SIZE,
-    STATUS_CANCELLED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_INTERNAL_ERROR, STATUS_PENDING,
+    STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 use softndk::provider::host::{
     BreachCount, SoftNdkCloseAdapter, SoftNdkGetBreachCounts, SoftNdkGetLiveObjects,
-    SoftNdkOpenAdapter, SoftNdkOpenAdapterEx,
+    SoftNdkOpenAdapter, SoftNdkOpenAdapterEx, SoftNdkSetFaultPlan,
 };
 
 /// The longest the fuzzer waits for any one callback or completion; a wait
@@ -90,12 +91,14 @@ pub struct Config {
     /// The third byte of the adapters' 127.0.x.y addresses (fabric and
     /// iWARP devices cannot share an address).
     pub net: u8,
-    /// Fault injection plan for the provider (the seam for the `fault`
-    /// work): when set, the run puts it in `SOFTNDK_FAULTS` before the
-    /// adapters open, and the oracle then accepts failed set-up steps (an
-    /// injected failure of a create, a register or a connect) by dropping the
-    /// link. `None` leaves the environment alone and makes any failed set-up
-    /// step a finding.
+    /// Fault injection plan for the provider, in `SOFTNDK_FAULTS`' text
+    /// form: when set, the run installs it (`SoftNdkSetFaultPlan`) before
+    /// the adapters open and removes it once they are closed (so runs of one
+    /// process do not leak faults into each other, and each starts its
+    /// counters at zero), and the oracle then accepts failed set-up steps
+    /// (an injected failure of a create, a register or a connect) by
+    /// dropping the link. `None` installs nothing and makes any failed
+    /// set-up step a finding.
     pub faults: Option<String>,
     /// Print every call (thread, call number, call, answer) on standard
     /// error: the way to read a finding's sequence.
@@ -141,6 +144,9 @@ pub struct Outcome {
     pub closed: u64,
     /// CQ notifications delivered.
     pub notifications: u64,
+    /// Sides whose missing entries were excused by their CQ's reported
+    /// overflow or fatal error (E10, E11, E12).
+    pub cq_errors: u64,
     /// Everything the oracle objected to; empty when the run passed.
     pub findings: Vec<String>,
 }
@@ -157,6 +163,7 @@ impl Outcome {
         self.setup_failed += other.setup_failed;
         self.closed += other.closed;
         self.notifications += other.notifications;
+        self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }
 }
@@ -258,6 +265,29 @@ impl Signal {
             return None;
         }
         Some(guard.remove(0))
+    }
+
+    /// Whether a callback with one of `statuses` came, waiting up to `wait`
+    /// for it.
+    fn saw(&self, statuses: &[NtStatus], wait: Duration) -> bool {
+        let seen = |s: &Vec<(NtStatus, usize)>| s.iter().any(|(got, _)| statuses.contains(got));
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = self
+            .cv
+            .wait_timeout_while(guard, wait, |s| !seen(s))
+            .unwrap_or_else(PoisonError::into_inner);
+        seen(&guard)
+    }
+
+    /// The oldest callback's status and object, waiting up to `wait` (the
+    /// caller keeps the context alive when it gives up for good).
+    fn wait_up_to(&self, wait: Duration) -> Option<(NtStatus, usize)> {
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, _) = self
+            .cv
+            .wait_timeout_while(guard, wait, |s| s.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        (!guard.is_empty()).then(|| guard.remove(0))
     }
 
     /// Drops the statuses delivered so far.
@@ -455,12 +485,10 @@ struct Side {
     /// iWARP, and on the fabric, a Send that finds no receive ends the
     /// connection).
     credits: u64,
-    /// The CQ's depth.
+    /// The CQ's depth. A CQ may overflow (posts to a queue in error
+    /// complete at once, E1, E5, or one is injected): whether it did is
+    /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`]).
     cq_depth: u32,
-    /// Whether more posts were outstanding than the CQ holds at some point:
-    /// the CQ may have overflowed, and then no further completions are
-    /// reported (E10), so missing entries are not a finding on this side.
-    overflowable: bool,
 }
 
 impl Side {
@@ -488,7 +516,6 @@ impl Side {
             outstanding: HashMap::new(),
             credits: 0,
             cq_depth: 0,
-            overflowable: false,
         }
     }
 
@@ -927,7 +954,26 @@ impl<'a> Fuzzer<'a> {
         if status != STATUS_PENDING {
             self.expect("NdkConnect", status)?;
         }
-        let Some((_, connector)) = incoming.wait() else {
+        // The connect event, unless the connect fails first (an injected
+        // fault): then its completion explains the missing event at once.
+        let failed = |connected: &Signal| {
+            connected
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .first()
+                .is_some_and(|&(status, _)| status != STATUS_SUCCESS)
+        };
+        let deadline = Instant::now() + WAIT;
+        let mut event = None;
+        while event.is_none() && Instant::now() < deadline {
+            if status == STATUS_PENDING && failed(&connected) {
+                break;
+            }
+            event = incoming.wait_up_to(Duration::from_millis(10));
+        }
+        let Some((_, connector)) = event else {
+            keep(incoming);
             // The connect's own completion explains it, or it is a hang.
             if let Some((status, _)) = self.finish("NdkConnect", status, &connected) {
                 self.expect("NdkConnect", status)?;
@@ -1073,11 +1119,6 @@ impl<'a> Fuzzer<'a> {
                 self.finding(&format!(
                     "{what}: request context {context:#x} reused by the fuzzer"
                 ));
-            }
-            // A queue in error completes posts at once (E1, E5): a CQ that
-            // is not reaped can then get more entries than the queues hold.
-            if side.outstanding.len() > side.cq_depth as usize {
-                side.overflowable = true;
             }
         } else {
             if status == STATUS_PENDING {
@@ -1493,6 +1534,31 @@ impl<'a> Fuzzer<'a> {
         self.finding("a CQ still had entries after 100000 polls");
     }
 
+    /// Whether side `i`'s CQ reported an overflow (E10) or a fatal error
+    /// (E11) through its notification callback: from then on no further
+    /// completions are reported, so entries missing for requests accepted
+    /// before are owed nothing more (E10 overrides P6's one entry; E13
+    /// refuses every later post inline). The report comes through an arm
+    /// (E12), now or at the next one: if none came yet, the CQ is armed for
+    /// errors once and the report waited for (a healthy CQ never answers,
+    /// so this waits out [`WAIT`], on a finding only). An overflow nobody
+    /// reported stays a finding.
+    fn cq_failed(&mut self, side: &Side) -> bool {
+        let reported = |wait| {
+            side.notes
+                .saw(&[STATUS_BUFFER_OVERFLOW, STATUS_INTERNAL_ERROR], wait)
+        };
+        let failed = reported(Duration::ZERO)
+            || (!side.cq.is_null() && {
+                // SAFETY: a live CQ (closed after this check).
+                unsafe { (table!(side.cq).ndk_arm_cq)(side.cq, NdkCqNotifyType::ERRORS) };
+                self.call("NdkArmCq", STATUS_SUCCESS);
+                reported(WAIT)
+            });
+        self.out.cq_errors += u64::from(failed);
+        failed
+    }
+
     fn arm(&mut self, link: &mut Link, i: usize) {
         let kind = match self.rng.below(10) {
             0 => NdkCqNotifyType::ERRORS,
@@ -1674,8 +1740,8 @@ impl<'a> Fuzzer<'a> {
                 .filter(|p| !p.silent)
                 .collect();
             if closed
-                && !link.sides[i].overflowable
                 && let Some(first) = left.first()
+                && !self.cq_failed(&link.sides[i])
             {
                 self.finding(&format!(
                     "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {}",
@@ -1878,15 +1944,20 @@ fn l17_breaches() -> u64 {
 /// The live-object check assumes no other code of the process creates or
 /// closes provider objects during the run.
 pub fn run(config: &Config) -> Outcome {
+    let mut outcome = Outcome::default();
     if let Some(plan) = &config.faults {
-        // SAFETY: set before the run's threads start and its adapters open;
-        // the caller runs no other thread that reads the environment (the
-        // soak binary sets it from `main`, before anything else).
-        unsafe { std::env::set_var("SOFTNDK_FAULTS", plan) };
+        let text = std::ffi::CString::new(plan.as_str()).unwrap_or_default();
+        // SAFETY: a NUL-terminated string.
+        let status = unsafe { SoftNdkSetFaultPlan(text.as_ptr()) };
+        if status != STATUS_SUCCESS {
+            outcome
+                .findings
+                .push(format!("the fault plan {plan:?} was refused"));
+            return outcome;
+        }
     }
     let live_before = SoftNdkGetLiveObjects();
     let l17_before = l17_breaches();
-    let mut outcome = Outcome::default();
     let mut adapters = Vec::new();
     for n in 0..config.adapters.max(1) {
         let ip = [127, 0, config.net, u8::try_from(n + 1).unwrap_or(u8::MAX)];
@@ -1947,6 +2018,10 @@ pub fn run(config: &Config) -> Outcome {
                 status.cast_unsigned()
             ));
         }
+    }
+    if config.faults.is_some() {
+        // SAFETY: null turns fault injection off.
+        unsafe { SoftNdkSetFaultPlan(ptr::null()) };
     }
     // An object's memory goes once the last reference drops, which another
     // thread (a device's worker) may hold a moment after the close.

@@ -31,7 +31,7 @@ const USAGE: &str = "usage: softndk-fuzz [--seed S] [--calls N] [--threads T] [-
   --links L      links each thread keeps open (default 2)
   --iwarp        connections over iWARP on TCP (127.0.41.x) instead of the fabric
   --deferred     the deferred engine (SOFTNDK_ENGINE=deferred) instead of inline
-  --faults PLAN  fault injection plan, put in SOFTNDK_FAULTS before the adapters open
+  --faults PLAN  fault injection plan (SOFTNDK_FAULTS' text form), installed for each seed
   --trace        print every call and its answer on standard error";
 
 #[cfg(not(target_os = "windows"))]
@@ -123,7 +123,7 @@ fn main() -> std::process::ExitCode {
         let outcome = fuzz::run(&config);
         let seconds = seed_start.elapsed().as_secs_f64();
         println!(
-            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed; links {}; closes {}; notifications {}; findings {}",
+            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed; links {}; closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
             outcome.calls,
             outcome.calls as f64 / seconds.max(1e-9),
             outcome.posted,
@@ -134,6 +134,7 @@ fn main() -> std::process::ExitCode {
             outcome.links,
             outcome.closed,
             outcome.notifications,
+            outcome.cq_errors,
             outcome.findings.len()
         );
         for finding in &outcome.findings {

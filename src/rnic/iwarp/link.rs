@@ -651,6 +651,18 @@ impl Link {
         if close {
             self.stream.close(false);
         }
+        // A message whose first segments landed holds its receive between
+        // segments; no more segments are placed now (`receive` checks the
+        // state), so it completes cancelled here, or it would never complete
+        // and the QP's close would wait for it (E5, L21).
+        let held = {
+            let mut rx = self.rx.lock();
+            rx.state.dead = true;
+            rx.state.recv.take()
+        };
+        if let Some(recv) = held {
+            complete_recv(qp, &recv, WcStatus::Cancelled);
+        }
         loop {
             let mut sges = [Sge::default(); MAX_SGE];
             let mut inline = [0_u8; MAX_INLINE];
@@ -1189,7 +1201,7 @@ impl Link {
             complete_recv(qp, &recv, status);
         }
         if let Some(completion) = outcome.completion {
-            qp.complete_receive(completion);
+            qp.complete_taken(completion);
         }
         if outcome.fail {
             qp.terminate();
@@ -1581,8 +1593,10 @@ fn mark_concerned(shared: &mut Shared, qp: &Qp) {
     }
 }
 
+/// Completes a receive the receive side took (`Qp::take_receive`): the QP's
+/// close waits for it (L21).
 fn complete_recv(qp: &Qp, recv: &RecvWqe, status: WcStatus) {
-    qp.complete_receive(Completion::new(
+    qp.complete_taken(Completion::new(
         status,
         Opcode::Receive,
         qp.config().context,

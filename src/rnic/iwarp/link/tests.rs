@@ -1138,3 +1138,141 @@ proptest! {
         prop_assert_eq!(w.b.rcq.drain().len(), 1);
     }
 }
+
+/// The request contexts of every entry a CQ holds now (taken out).
+fn contexts(cq: &crate::rnic::cq::Cq) -> Vec<(usize, WcStatus)> {
+    let mut out = Vec::new();
+    let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
+    loop {
+        let n = cq.poll(&mut batch);
+        if n == 0 {
+            return out;
+        }
+        out.extend(batch[..n].iter().map(|c| (c.request_context, c.status)));
+    }
+}
+
+/// The entries a CQ held when a close completed, once it has.
+type AtClose = Arc<Mutex<Option<Vec<(usize, WcStatus)>>>>;
+
+/// Closes `side`'s QP and records the entries of its receive CQ at the
+/// moment the close completes (at once, or in its completion).
+fn close_and_record(side: &Side, at_close: &AtClose) {
+    let cq = Arc::clone(&side.rcq.cq);
+    let record = Arc::clone(at_close);
+    let progress = side.qp.close_with(alloc::boxed::Box::new(move || {
+        *record.lock().unwrap() = Some(contexts(&cq));
+    }));
+    if progress == crate::rnic::mr::Progress::Done {
+        *at_close.lock().unwrap() = Some(contexts(&side.rcq.cq));
+    }
+}
+
+/// P6, L21 (the fuzzer's finding over iWARP with two threads): the receive
+/// side takes a receive for an incoming Send on the stream's thread and
+/// completes it after leaving the link's locks; a close of the QP on the
+/// consumer's thread in between (here: in the receive path's hook, exactly
+/// there) used to complete at once — the receive was no longer in the
+/// queue for the close to cancel — and the entry came after the close, or
+/// was never seen. The close now completes only once that entry is in the
+/// CQ, and it is there exactly once.
+#[test]
+fn test_close_waits_for_a_receive_being_placed_rule_l21() {
+    let w = Wire::new(1024, 64, 5, false);
+    let src = w.a.pattern(16, 1, Access::empty());
+    let dst = w.b.buffer(64, 0, RW);
+    w.b.qp.post_receive(1, &[dst.sge(0, 64)]).unwrap();
+    w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
+    w.a.qp
+        .post_send(10, Payload::Sges(&[src.sge(0, 16)]), WrFlags::empty(), None)
+        .unwrap();
+    let bytes: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
+    assert!(!bytes.is_empty(), "the Send's FPDU is on the wire");
+    let at_close: AtClose = Arc::new(Mutex::new(None));
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (qp, cq) = (Arc::clone(&w.b.qp), Arc::clone(&w.b.rcq.cq));
+    let (record, fired) = (Arc::clone(&at_close), Arc::clone(&closed));
+    // The consumer's close lands between the Send's handling (its receive
+    // taken) and the receive's completion.
+    super::hook::set(alloc::boxed::Box::new(move || {
+        if fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let (finish_cq, finish_record) = (Arc::clone(&cq), Arc::clone(&record));
+        let progress = qp.close_with(alloc::boxed::Box::new(move || {
+            *finish_record.lock().unwrap() = Some(contexts(&finish_cq));
+        }));
+        if progress == crate::rnic::mr::Progress::Done {
+            // Completed inside the window: what the CQ held then.
+            *record.lock().unwrap() = Some(contexts(&cq));
+        }
+    }));
+    w.lb.receive(&bytes);
+    super::hook::clear();
+    crate::kernel::deferred::flush();
+    assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
+    let seen = at_close.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        Some(alloc::vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::Cancelled)
+        ]),
+        "every receive's entry is in the CQ when the close completes, in post order (P23)"
+    );
+    assert!(contexts(&w.b.rcq.cq).is_empty(), "and none after it");
+    assert!(w.b.qp.is_quiescent());
+    assert_eq!(&dst.buffer.bytes()[..16], src.buffer.bytes());
+}
+
+/// P6, L21, E5: a message whose first segment landed holds its receive
+/// until its last one; when the QP is closed in between, the receive
+/// completes cancelled before the close completes (it used to be lost: the
+/// receive side stops placing once the QP has left `Connected`, and the
+/// close's flush no longer saw it).
+#[test]
+fn test_close_between_segments_cancels_the_held_receive_rule_l21() {
+    for mode in [EngineMode::Inline, EngineMode::Deferred] {
+        let w = Wire::with(4096, 64, 6, config(false, 4), mode);
+        let src = w.a.pattern(200, 1, Access::empty());
+        let dst = w.b.buffer(256, 0, RW);
+        w.b.qp.post_receive(1, &[dst.sge(0, 256)]).unwrap();
+        w.b.qp.post_receive(2, &[dst.sge(0, 256)]).unwrap();
+        w.a.qp
+            .post_send(
+                10,
+                Payload::Sges(&[src.sge(0, 200)]),
+                WrFlags::empty(),
+                None,
+            )
+            .unwrap();
+        crate::kernel::deferred::flush();
+        // The first of the message's FPDUs only (a full one: MULPDU bytes).
+        let first: Vec<u8> =
+            w.ab.bytes
+                .lock()
+                .unwrap()
+                .drain(..mpa::fpdu_len(usize::from(MULPDU)))
+                .collect();
+        w.lb.receive(&first);
+        crate::kernel::deferred::flush();
+        assert!(contexts(&w.b.rcq.cq).is_empty(), "the message is not whole");
+        let at_close = Arc::new(Mutex::new(None));
+        close_and_record(&w.b, &at_close);
+        crate::kernel::deferred::flush();
+        let seen = at_close.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            Some(alloc::vec![
+                (1, WcStatus::Cancelled),
+                (2, WcStatus::Cancelled)
+            ]),
+            "{mode:?}: every receive has its entry when the close completes, in post order"
+        );
+        // The rest of the message finds the QP closed: nothing more.
+        let rest: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
+        w.lb.receive(&rest);
+        crate::kernel::deferred::flush();
+        assert!(contexts(&w.b.rcq.cq).is_empty(), "{mode:?}");
+    }
+}
