@@ -477,6 +477,69 @@ fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
     harness::teardown_closing(pair, [receive]);
 }
 
+/// M22 on an SRQ: `NdkSrqReceive` naming the token of a fast-registered
+/// MR the consumer invalidated is reported on the SRQ, with the token.
+#[test]
+fn checked_srq_receive_with_invalidated_token_is_reported_rule_m22() {
+    let _serial = serial();
+    let pair = Fixture::new().srq(16, 2).pair();
+    let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
+    let frmr = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0x11, 1, false);
+    assert_success!(frmr.post(&pair.b_qp, 1, 0));
+    assert_success!(pair.b_qp.invalidate(2, frmr.mr.header(), 0));
+    assert_eq!(pair.b_cq.wait_results(2).len(), 2);
+    let before = count("M22");
+    let fresh = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(srq.receive(3, &[fresh.sge(0, 64)]));
+    assert_eq!(count("M22"), before, "a valid token");
+    assert_success!(srq.receive(4, &[frmr.sge(0, 16)]));
+    assert_eq!(count("M22"), before + 1);
+    let text = report_on("M22", srq.0 as usize).expect("an M22 report on the SRQ");
+    let token = format!("{:#x}", frmr.mr.local_token());
+    assert!(
+        text.contains("NdkSrqReceive") && text.contains(&token),
+        "{text}"
+    );
+    frmr.close(&pair.b);
+    harness::teardown_closing(pair, [fresh]);
+}
+
+/// M33 on an SRQ: `NdkSrqReceive` whose privileged-token SGE names a
+/// logical address outside every LAM is reported on the SRQ; one inside
+/// the LAM is not.
+#[test]
+fn checked_srq_receive_privileged_sge_outside_every_lam_is_reported_rule_m33() {
+    let _serial = serial();
+    let pair = Fixture::new().srq(16, 2).pair();
+    let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
+    let mut buffer = Buffer::new(PAGE, 0, 0x5A);
+    let (status, mut lam, fbo) = pair.b.build_lam(&mut buffer);
+    assert_success!(status, "BuildLam");
+    let page = harness::lam_pages(&lam)[0];
+    let inside = NdkSge {
+        address: page + u64::from(fbo),
+        length: 16,
+        memory_region_token: pair.b_pd.privileged_token(),
+    };
+    let before = count("M33");
+    assert_success!(srq.receive(1, &[inside]));
+    assert_eq!(count("M33"), before, "an SGE inside the LAM");
+    let outside = NdkSge {
+        address: page + 0x100_0000_0000,
+        ..inside
+    };
+    assert_success!(srq.receive(2, &[outside]));
+    assert_eq!(count("M33"), before + 1);
+    let text = report_on("M33", srq.0 as usize).expect("an M33 report on the SRQ");
+    let address = format!("{:#x}", outside.address);
+    assert!(
+        text.contains("NdkSrqReceive") && text.contains(&address),
+        "{text}"
+    );
+    pair.b.release_lam(&mut lam);
+    harness::teardown_lenient(pair);
+}
+
 /// M33: a FastRegister whose page array names a page outside every LAM.
 #[test]
 fn checked_fast_register_page_outside_every_lam_is_reported_rule_m33() {

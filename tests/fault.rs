@@ -22,6 +22,8 @@ use std::thread::ThreadId;
 use harness::{Pair, WAIT, assert_success};
 use softndk::abi::*;
 use softndk::provider::host::{SoftNdkGetFaultTrace, SoftNdkSetFaultPlan, SoftNdkSetFaults};
+use softndk::rnic::fault;
+use softndk::rnic::types::{Opcode, WcStatus};
 
 const DEFER: u32 = OpFlags::DEFER.bits();
 
@@ -130,20 +132,212 @@ fn fault_post_refused_inline_rings_earlier_deferred_rule_p24_d4() {
 #[test]
 fn fault_error_completion_terminates_the_connection_rule_e5_e8() {
     let _serial = serial();
-    let pair = Pair::new();
+    error_completion_with(WcStatus::InternalError, harness::Transport::Local);
+}
+
+/// The NTSTATUS a completion carries for an RNIC status (the E8 table's
+/// names, spelled out here rather than taken from the provider).
+fn nt(status: WcStatus) -> NtStatus {
+    match status {
+        WcStatus::LengthError => STATUS_DATA_OVERRUN,
+        WcStatus::LocalAccessError | WcStatus::RemoteAccessError => STATUS_ACCESS_VIOLATION,
+        WcStatus::InvalidRequest => STATUS_INVALID_DEVICE_REQUEST,
+        WcStatus::RemoteOperationError => STATUS_REMOTE_RESOURCES,
+        WcStatus::InternalError => STATUS_INTERNAL_ERROR,
+        other => panic!("not an injected status: {other:?}"),
+    }
+}
+
+/// A seed under which the first `completion` fault of a Send carries
+/// `status`.
+fn seed_for(status: WcStatus) -> u64 {
+    (0..10_000)
+        .find(|&seed| fault::error_status_for(seed, Opcode::Send, 1) == status)
+        .expect("some seed draws every status")
+}
+
+/// E8, E5, X2 with the status drawn from the seed: `seed=S,completion@1`
+/// fails A's Send with `status`, terminates the connection (both sides see
+/// the abort, B's receive is cancelled) and later Sends are cancelled.
+fn error_completion_with(status: WcStatus, transport: harness::Transport) {
+    let pair = harness::Fixture::new().over(transport).pair();
     receive_on_b(&pair);
-    plan("completion@1");
+    let seed = seed_for(status);
+    plan(&format!("seed={seed},completion@1"));
     assert_success!(pair.a_qp.send(1, &[], 0));
     let results = pair.a_cq.wait_results(1);
-    assert_eq!(results[0].status, STATUS_INTERNAL_ERROR);
+    assert_eq!(results[0].status, nt(status), "seed {seed}: {status:?}");
+    assert_eq!(results[0].request_context as usize, 1);
     harness::await_abort(&pair.a_disconnects);
     harness::await_abort(&pair.b_disconnects);
     let b = pair.b_cq.wait_results(1);
     assert_eq!(b[0].status, STATUS_CANCELLED);
+    assert_eq!(b[0].request_context as usize, 100);
     assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_COMPLETION, 1)]);
-    // E5: later requests complete cancelled.
     assert_success!(pair.a_qp.send(2, &[], 0));
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
+    plan("off");
+    harness::teardown_lenient(pair);
+}
+
+/// E8: an injected error completion of a Send may carry
+/// `STATUS_DATA_OVERRUN`, chosen by the seed.
+#[test]
+fn fault_error_completion_data_overrun_rule_e8() {
+    let _serial = serial();
+    error_completion_with(WcStatus::LengthError, harness::Transport::Local);
+}
+
+/// E8: ... `STATUS_ACCESS_VIOLATION`.
+#[test]
+fn fault_error_completion_access_violation_rule_e8() {
+    let _serial = serial();
+    error_completion_with(WcStatus::LocalAccessError, harness::Transport::Local);
+}
+
+/// E8: ... `STATUS_INVALID_DEVICE_REQUEST`.
+#[test]
+fn fault_error_completion_invalid_device_request_rule_e8() {
+    let _serial = serial();
+    error_completion_with(WcStatus::InvalidRequest, harness::Transport::Local);
+}
+
+/// E8: ... `STATUS_REMOTE_RESOURCES`.
+#[test]
+fn fault_error_completion_remote_resources_rule_e8() {
+    let _serial = serial();
+    error_completion_with(WcStatus::RemoteOperationError, harness::Transport::Local);
+}
+
+/// E8: a Bind's injected error is one of the two statuses E8 gives Bind
+/// (`STATUS_INTERNAL_ERROR`, `STATUS_INVALID_DEVICE_REQUEST`), never a
+/// data operation's.
+#[test]
+fn fault_error_completion_of_a_bind_keeps_to_binds_statuses_rule_e8() {
+    let _serial = serial();
+    let pair = Pair::new();
+    let mem = harness::Region::new(&pair.a_pd, 4096, 0, harness::MR_REMOTE);
+    let mw = pair.a_pd.mw();
+    // A seed whose first completion fault draws INVALID_DEVICE_REQUEST for a
+    // Bind (a Send under it may draw anything).
+    let seed = (0..10_000)
+        .find(|&s| fault::error_status_for(s, Opcode::Bind, 1) == WcStatus::InvalidRequest)
+        .unwrap();
+    plan(&format!("seed={seed},completion@1"));
+    assert_success!(pair.a_qp.bind(
+        7,
+        &mem.mr,
+        &mw,
+        mem.remote(0),
+        1024,
+        harness::OP_REMOTE_READ
+    ));
+    let results = pair.a_cq.wait_results(1);
+    assert_eq!(results[0].status, STATUS_INVALID_DEVICE_REQUEST);
+    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_COMPLETION, 1)]);
+    plan("off");
+    harness::await_abort(&pair.a_disconnects);
+    mw.close();
+    mem.mr.close();
+    harness::teardown_lenient(pair);
+}
+
+/// The status is part of the replay: the same seed draws the same status
+/// for the same call, run after run.
+#[test]
+fn fault_error_completion_status_replays_by_seed_rule_e8() {
+    let _serial = serial();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let pair = Pair::new();
+        receive_on_b(&pair);
+        plan("seed=77,completion=0.5");
+        let mut statuses = Vec::new();
+        for i in 0..8 {
+            if pair.a_qp.send(i, &[], 0) != STATUS_SUCCESS {
+                break;
+            }
+            let status = pair.a_cq.wait_results(1)[0].status;
+            statuses.push(status);
+            if status != STATUS_SUCCESS {
+                break;
+            }
+            receive_on_b(&pair);
+        }
+        seen.push((statuses, trace()));
+        plan("off");
+        harness::teardown_lenient(pair);
+    }
+    assert_eq!(seen[0], seen[1]);
+    let (statuses, trace) = &seen[0];
+    let &(_, index) = trace.first().expect("a fault at rate 0.5 within 8 calls");
+    assert_eq!(
+        statuses.last().copied(),
+        Some(nt(fault::error_status_for(77, Opcode::Send, index)))
+    );
+}
+
+// ----- over iWARP ---------------------------------------------------------------
+
+/// E8, E5, X2 over iWARP: the injected error completion fails A's Send
+/// before it goes out; A sends a Terminate (a local catastrophic error,
+/// RFC 5040 §7) and closes the stream, so B sees the abort and its receive
+/// is cancelled; A's later Sends are cancelled.
+#[test]
+fn fault_error_completion_over_iwarp_terminates_the_connection_rule_e5_e8() {
+    let _serial = serial();
+    error_completion_with(WcStatus::InternalError, harness::Transport::Iwarp);
+}
+
+/// The same with another status drawn from the seed, and a request
+/// completed before it: requests before the failing one complete as usual.
+#[test]
+fn fault_error_completion_over_iwarp_after_a_good_send_rule_e8() {
+    let _serial = serial();
+    let pair = harness::Fixture::new()
+        .over(harness::Transport::Iwarp)
+        .pair();
+    receive_on_b(&pair);
+    let seed = (0..10_000)
+        .find(|&s| fault::error_status_for(s, Opcode::Send, 2) == WcStatus::LengthError)
+        .unwrap();
+    plan(&format!("seed={seed},completion@2"));
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    assert_success!(pair.a_cq.wait_results(1)[0].status);
+    let b = pair.b_cq.wait_results(1);
+    assert_success!(b[0].status);
+    receive_on_b(&pair);
+    assert_success!(pair.a_qp.send(2, &[], 0));
+    assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_DATA_OVERRUN);
+    harness::await_abort(&pair.b_disconnects);
+    assert_eq!(pair.b_cq.wait_results(1)[0].status, STATUS_CANCELLED);
+    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_COMPLETION, 2)]);
+    plan("off");
+    harness::teardown_lenient(pair);
+}
+
+/// E5 over iWARP: B's side takes A's Send as finding no receive (it has
+/// one): B answers with a Terminate (DDP untagged buffer error, no buffer
+/// available, RFC 5041 §7.2) and B's receive is cancelled. A's Send has
+/// already completed successfully — over iWARP a Send completes once it is
+/// on the stream (RFC 5040 §7 allows it; the link records it before its
+/// bytes leave), as for a queue really empty — and A then sees the abort.
+#[test]
+fn fault_receive_queue_empty_over_iwarp_terminates_rule_e5() {
+    let _serial = serial();
+    let pair = harness::Fixture::new()
+        .over(harness::Transport::Iwarp)
+        .pair();
+    receive_on_b(&pair);
+    plan("receive-empty@1");
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    assert_success!(pair.a_cq.wait_results(1)[0].status, "sent");
+    harness::await_abort(&pair.a_disconnects);
+    harness::await_abort(&pair.b_disconnects);
+    let b = pair.b_cq.wait_results(1);
+    assert_eq!(b[0].status, STATUS_CANCELLED);
+    assert_eq!(b[0].request_context as usize, 100);
+    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_RECEIVE_EMPTY, 1)]);
     plan("off");
     harness::teardown_lenient(pair);
 }

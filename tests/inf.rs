@@ -484,6 +484,31 @@ fn test_inf_checked_mode_keywords_off_by_default() {
     );
 }
 
+/// I3's bound (docs/debugging.md): a DWORD of microseconds, default 1000
+/// (1 ms), 1 to 10 000 000, as `config::checked_callback_bound` reads it.
+#[test]
+fn test_inf_checked_callback_bound_keyword() {
+    let inf = inx();
+    let registry = inf.registry(&install_section(&inf));
+    let name = keyword::CHECKED_CALLBACK_US;
+    let get = |field: &str| {
+        let key = format!("ndi\\params\\{}", name.to_lowercase());
+        registry
+            .get(&(key, field.to_owned()))
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: {field} missing"))
+    };
+    let (kind, default, _) = keyword_ui(&registry, name);
+    assert_eq!((kind.as_str(), default.as_str()), ("dword", "1000"));
+    assert_eq!(get("min"), "1");
+    assert_eq!(get("max"), config::MAX_CALLBACK_BOUND_US.to_string());
+    assert_eq!(
+        config::checked_callback_bound(default.parse().ok()),
+        config::DEFAULT_CALLBACK_BOUND_US,
+        "the INF default is the driver's"
+    );
+}
+
 /// Fault injection's keywords (docs/debugging.md): seed and rate DWORDs
 /// defaulting to 0 (the rate bounded by a million, as
 /// `config::fault_plan` validates), the schedule an optional edit field;

@@ -491,6 +491,43 @@ pub const SOFTNDK_CHECKED_REPORT_SIZE: usize = 256;
 /// Offset of the text in a report entry of [`OID_SOFTNDK_CHECKED`].
 pub const SOFTNDK_CHECKED_REPORT_TEXT: usize = 0x28;
 
+/// `OID_SOFTNDK_FAULTS` (0xFF534E02): query, SoftNDK's vendor-private OID
+/// for fault injection (`docs/debugging.md`, "Fault injection"): the plan
+/// in force, each kind's call counter and the newest injected faults, in
+/// the layout below, little-endian, every unused byte zero:
+///
+/// ```text
+/// header (SOFTNDK_FAULTS_HEADER_SIZE = 40 bytes)
+///   0x00 u32 Revision      SOFTNDK_FAULTS_REVISION_1
+///   0x04 u32 Size          bytes of the whole answer
+///   0x08 u32 Armed         0 no plan, 1 a plan installed
+///   0x0C u32 KindCount     kind entries that follow the header
+///   0x10 u32 ScheduleCount schedule entries that follow the kinds
+///   0x14 u32 RecordCount   fault entries that follow the schedule
+///   0x18 u64 Seed          the plan's seed
+///   0x20 u64 Injected      faults injected since the plan was installed
+/// KindCount kind entries (SOFTNDK_FAULTS_ENTRY_SIZE = 16 bytes), by kind
+/// number (SOFTNDK_FAULT_KIND_*)
+///   0x00 u32 Rate          parts per million
+///   0x04 u32 Reserved      0
+///   0x08 u64 Calls         calls of the kind judged since the install
+/// ScheduleCount schedule entries, then RecordCount fault entries (oldest
+/// first), 16 bytes each
+///   0x00 u32 Kind
+///   0x04 u32 Reserved      0
+///   0x08 u64 Index         the call of that kind (from 1)
+/// ```
+///
+/// A buffer shorter than the answer gets `NDIS_STATUS_BUFFER_TOO_SHORT`
+/// with the size in `BytesNeeded`.
+pub const OID_SOFTNDK_FAULTS: NdisOid = 0xFF53_4E02;
+/// `Revision` of [`OID_SOFTNDK_FAULTS`]'s answer.
+pub const SOFTNDK_FAULTS_REVISION_1: u32 = 1;
+/// Bytes of [`OID_SOFTNDK_FAULTS`]'s header.
+pub const SOFTNDK_FAULTS_HEADER_SIZE: usize = 40;
+/// Bytes of one kind, schedule or fault entry of [`OID_SOFTNDK_FAULTS`].
+pub const SOFTNDK_FAULTS_ENTRY_SIZE: usize = 16;
+
 // ---------------------------------------------------------------------------
 // §5.10 PnP event codes
 // ---------------------------------------------------------------------------

@@ -57,6 +57,10 @@ pub mod keyword {
     /// first breach (not implemented in the kernel yet: reported only);
     /// 0 (default) reports and goes on.
     pub const CHECKED_STOP: &str = "SoftNdkCheckedStop";
+    /// `SoftNdkCheckedCallbackUs`: with checked mode on, I3's bound on a
+    /// consumer callback's run, in microseconds (DWORD, default
+    /// [`DEFAULT_CALLBACK_BOUND_US`](super::DEFAULT_CALLBACK_BOUND_US)).
+    pub const CHECKED_CALLBACK_US: &str = "SoftNdkCheckedCallbackUs";
     /// `SoftNdkFaultSeed`: the seed of fault injection (DWORD, default 0;
     /// `docs/debugging.md`, "Fault injection").
     pub const FAULT_SEED: &str = "SoftNdkFaultSeed";
@@ -132,6 +136,24 @@ pub const fn checked_mode(checked: Option<u32>, stop: Option<u32>) -> CheckedMod
 }
 
 pub use crate::provider::checked::Mode as CheckedMode;
+
+/// I3's bound in the kernel when `SoftNdkCheckedCallbackUs` is missing or
+/// out of range: 1 ms (callbacks run at up to DISPATCH_LEVEL, I3).
+pub const DEFAULT_CALLBACK_BOUND_US: u32 = 1_000;
+
+/// The largest bound `SoftNdkCheckedCallbackUs` takes: 10 s.
+pub const MAX_CALLBACK_BOUND_US: u32 = 10_000_000;
+
+/// I3's bound, in microseconds, that `SoftNdkCheckedCallbackUs` asks for:
+/// 1 to [`MAX_CALLBACK_BOUND_US`]; missing, 0 or above the maximum:
+/// [`DEFAULT_CALLBACK_BOUND_US`].
+#[must_use]
+pub const fn checked_callback_bound(value: Option<u32>) -> u32 {
+    match value {
+        Some(us @ 1..=MAX_CALLBACK_BOUND_US) => us,
+        _ => DEFAULT_CALLBACK_BOUND_US,
+    }
+}
 
 /// UTF-16 of an ASCII keyword, for an `NDIS_STRING` built at compile time.
 ///
@@ -538,6 +560,24 @@ mod tests {
         assert_eq!(checked_mode(Some(1), Some(1)), CheckedMode::Stop);
         let config = AdapterConfig::from_raw(&RawConfig::default(), 1);
         assert_eq!(config.checked, CheckedMode::Off);
+    }
+
+    #[test]
+    fn test_checked_callback_bound_defaults_to_one_millisecond() {
+        assert_eq!(checked_callback_bound(None), 1_000);
+        assert_eq!(checked_callback_bound(Some(0)), 1_000);
+        assert_eq!(checked_callback_bound(Some(1)), 1);
+        assert_eq!(checked_callback_bound(Some(250)), 250);
+        assert_eq!(
+            checked_callback_bound(Some(MAX_CALLBACK_BOUND_US)),
+            MAX_CALLBACK_BOUND_US
+        );
+        assert_eq!(
+            checked_callback_bound(Some(MAX_CALLBACK_BOUND_US + 1)),
+            1_000
+        );
+        // The provider's own kernel default is the same.
+        assert_eq!(u64::from(DEFAULT_CALLBACK_BOUND_US), 1_000);
     }
 
     #[test]

@@ -298,7 +298,7 @@ unsafe fn read_config(
             "NdisOpenConfigurationEx failed: {:#x}",
             status
         );
-        return (None, None, None, 0, [None; 4]);
+        return (None, None, None, 0, [None; 5]);
     }
     // SAFETY: `configuration` is open until closed below.
     let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
@@ -314,6 +314,8 @@ unsafe fn read_config(
     let fault_seed = unsafe { read_integer(configuration, wide!(keyword::FAULT_SEED)) };
     // SAFETY: as above.
     let fault_rate = unsafe { read_integer(configuration, wide!(keyword::FAULT_RATE)) };
+    // SAFETY: as above.
+    let bound = unsafe { read_integer(configuration, wide!(keyword::CHECKED_CALLBACK_US)) };
     let mut address: *mut c_void = null_mut();
     let mut length: u32 = 0;
     let mut address_status: NdisStatus = NDIS_STATUS_FAILURE;
@@ -344,7 +346,7 @@ unsafe fn read_config(
         jumbo,
         roce,
         mac_len,
-        [checked, checked_stop, fault_seed, fault_rate],
+        [checked, checked_stop, fault_seed, fault_rate, bound],
     )
 }
 
@@ -366,9 +368,9 @@ fn install_faults(faults: &crate::driver::config::Faults) {
 }
 
 /// `SoftNdkChecked`, `SoftNdkCheckedStop`, `SoftNdkFaultSeed` and
-/// `SoftNdkFaultRate` as read (`SoftNdkFaultSchedule`, a string, is not
-/// read yet).
-type Checked = [Option<u32>; 4];
+/// `SoftNdkFaultRate` and `SoftNdkCheckedCallbackUs` as read
+/// (`SoftNdkFaultSchedule`, a string, is not read yet).
+type Checked = [Option<u32>; 5];
 
 /// Frees a context that `initialize` allocated, with its work item.
 ///
@@ -418,7 +420,7 @@ unsafe extern "system" fn initialize(
         jumbo_packet,
         roce_frame_size,
         mac_len,
-        [checked, checked_stop, fault_seed, fault_rate],
+        [checked, checked_stop, fault_seed, fault_rate, bound],
     ) = unsafe { read_config(miniport_handle, &mut mac) };
     let raw = RawConfig {
         network_direct,
@@ -432,6 +434,8 @@ unsafe extern "system" fn initialize(
     // Checked mode is per driver instance: the adapter initialised last
     // decides it (docs/debugging.md).
     crate::provider::checked::set_mode(config.checked);
+    let bound = crate::driver::config::checked_callback_bound(bound);
+    crate::provider::checked::set_callback_bound(u64::from(bound));
     // So is fault injection (docs/debugging.md, "Fault injection").
     install_faults(&crate::driver::config::fault_plan(
         fault_seed, fault_rate, None,

@@ -59,6 +59,10 @@ use crate::abi::{
     OID_SOFTNDK_CHECKED, SOFTNDK_CHECKED_COUNT_SIZE, SOFTNDK_CHECKED_HEADER_SIZE,
     SOFTNDK_CHECKED_REPORT_SIZE, SOFTNDK_CHECKED_REPORT_TEXT, SOFTNDK_CHECKED_REVISION_1,
 };
+use crate::abi::{
+    OID_SOFTNDK_FAULTS, SOFTNDK_FAULTS_ENTRY_SIZE, SOFTNDK_FAULTS_HEADER_SIZE,
+    SOFTNDK_FAULTS_REVISION_1,
+};
 
 use super::adapter::Adapter;
 use super::config::MAC_LEN;
@@ -172,7 +176,7 @@ const fn clamp_u32(n: usize) -> u32 {
 /// miniport must support, the power OIDs its power-management capabilities
 /// imply, the four NDK OIDs (rule A9) and SoftNDK's checked-mode query. Reported to NDIS in the general
 /// attributes' `SupportedOidList`.
-pub static SUPPORTED_OIDS: [NdisOid; 45] = [
+pub static SUPPORTED_OIDS: [NdisOid; 46] = [
     OID_GEN_SUPPORTED_LIST,
     OID_GEN_HARDWARE_STATUS,
     OID_GEN_MEDIA_SUPPORTED,
@@ -218,6 +222,7 @@ pub static SUPPORTED_OIDS: [NdisOid; 45] = [
     OID_NDK_CONNECTIONS,
     OID_NDK_LOCAL_ENDPOINTS,
     OID_SOFTNDK_CHECKED,
+    OID_SOFTNDK_FAULTS,
 ];
 
 /// The OIDs that are sets only; every other supported OID is a query (some
@@ -479,6 +484,7 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
         OID_NDK_CONNECTIONS => ndk_connections(adapter.provider(), buffer),
         OID_NDK_LOCAL_ENDPOINTS => ndk_local_endpoints(adapter.provider(), buffer),
         OID_SOFTNDK_CHECKED => checked_reports(buffer),
+        OID_SOFTNDK_FAULTS => fault_trace(buffer),
         _ => OidOutcome::not_supported(),
     }
 }
@@ -712,6 +718,65 @@ pub fn checked_reports(buffer: &mut [u8]) -> OidOutcome {
             }
             let text = text.as_bytes().get(..take).unwrap_or_default();
             w.bytes(at + SOFTNDK_CHECKED_REPORT_TEXT, text);
+        }
+    })
+}
+
+/// `OID_SOFTNDK_FAULTS`: the fault plan in force, each kind's call counter
+/// and the kept injected faults, in the layout `abi::OID_SOFTNDK_FAULTS`
+/// documents. A fault injected while this runs may or may not be in the
+/// answer; the counts and the entries always agree with each other.
+pub fn fault_trace(buffer: &mut [u8]) -> OidOutcome {
+    use crate::rnic::fault::{self, KINDS, Kind, MAX_SCHEDULED, Record, TRACE_LEN};
+    let plan = fault::installed();
+    let mut records: [Option<Record>; TRACE_LEN] = [None; TRACE_LEN];
+    let mut n = 0_usize;
+    fault::each_record(|record| {
+        if let Some(slot) = records.get_mut(n) {
+            *slot = Some(record);
+            n += 1;
+        }
+    });
+    let mut schedule: [Option<(Kind, u64)>; MAX_SCHEDULED] = [None; MAX_SCHEDULED];
+    if let Some(plan) = &plan {
+        schedule = plan.schedule;
+    }
+    let scheduled = schedule.iter().flatten().count();
+    let kinds_at = SOFTNDK_FAULTS_HEADER_SIZE;
+    let schedule_at = kinds_at + KINDS * SOFTNDK_FAULTS_ENTRY_SIZE;
+    let records_at = schedule_at + scheduled * SOFTNDK_FAULTS_ENTRY_SIZE;
+    let needed = records_at + n * SOFTNDK_FAULTS_ENTRY_SIZE;
+    answer_with(buffer, needed, |w| {
+        w.u32(0x00, SOFTNDK_FAULTS_REVISION_1);
+        w.u32(0x04, clamp_u32(needed));
+        w.u32(0x08, u32::from(plan.is_some()));
+        w.u32(0x0C, clamp_u32(KINDS));
+        w.u32(0x10, clamp_u32(scheduled));
+        w.u32(0x14, clamp_u32(n));
+        w.u64(0x18, plan.map_or(0, |p| p.seed));
+        w.u64(0x20, fault::injected() as u64);
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            let at = kinds_at + i * SOFTNDK_FAULTS_ENTRY_SIZE;
+            let rate = plan.map_or(0, |p| p.rates.get(i).copied().unwrap_or(0));
+            w.u32(at, rate);
+            w.u64(at + 8, fault::calls(*kind));
+        }
+        let entries = schedule
+            .iter()
+            .flatten()
+            .map(|&(kind, index)| (schedule_at, kind, index))
+            .enumerate()
+            .chain(
+                records
+                    .iter()
+                    .flatten()
+                    .map(|r| (records_at, r.kind, r.index))
+                    .enumerate(),
+            );
+        for (i, (base, kind, index)) in entries {
+            let at = base + i * SOFTNDK_FAULTS_ENTRY_SIZE;
+            w.u32(at, kind as u32);
+            w.u64(at + 8, index);
         }
     })
 }

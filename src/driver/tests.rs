@@ -1296,3 +1296,60 @@ mod checked_query {
         );
     }
 }
+
+/// `OID_SOFTNDK_FAULTS`: the fault plan in force, the call counters and the
+/// kept faults, read as a tool on Windows reads them. The plan installed
+/// here never fires (rates 0, a schedule entry no counter reaches), so the
+/// other tests of this process, whose calls it counts, are not disturbed;
+/// schedule entries and fault entries are written by the same code.
+mod fault_query {
+    use super::*;
+    use crate::rnic::fault::{self, KINDS, Kind, Plan};
+
+    #[test]
+    fn test_fault_query_returns_the_plan_and_counters_in_the_documented_layout() {
+        let (adapter, _fake) = adapter_with(true);
+        let far = 1_u64 << 40;
+        let mut plan = Plan {
+            seed: 0x5EED,
+            ..Plan::NEVER
+        };
+        plan.schedule(Kind::Delay, far).unwrap();
+        fault::install(Some(&plan));
+        let short = query(&adapter, OID_SOFTNDK_FAULTS, &mut [0_u8; 8]);
+        assert_eq!(short.status, NDIS_STATUS_BUFFER_TOO_SHORT);
+        let mut buf = alloc::vec![0_u8; 4096];
+        let outcome = query(&adapter, OID_SOFTNDK_FAULTS, &mut buf);
+        fault::install(None);
+        assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
+        let size = u32_at(&buf, 0x04) as usize;
+        assert_eq!(outcome.bytes_done as usize, size);
+        assert_eq!(short.bytes_needed as usize, size);
+        assert_eq!(u32_at(&buf, 0x00), SOFTNDK_FAULTS_REVISION_1);
+        assert_eq!(u32_at(&buf, 0x08), 1, "armed");
+        assert_eq!(u32_at(&buf, 0x0C) as usize, KINDS);
+        assert_eq!(u32_at(&buf, 0x10), 1, "one schedule entry");
+        assert_eq!(u32_at(&buf, 0x14), 0, "nothing injected");
+        assert_eq!(u64_at(&buf, 0x18), 0x5EED);
+        assert_eq!(u64_at(&buf, 0x20), 0);
+        assert_eq!(
+            size,
+            SOFTNDK_FAULTS_HEADER_SIZE + (KINDS + 1) * SOFTNDK_FAULTS_ENTRY_SIZE
+        );
+        for i in 0..KINDS {
+            let at = SOFTNDK_FAULTS_HEADER_SIZE + i * SOFTNDK_FAULTS_ENTRY_SIZE;
+            assert_eq!(u32_at(&buf, at), 0, "kind {i}: rate 0");
+        }
+        let entry = SOFTNDK_FAULTS_HEADER_SIZE + KINDS * SOFTNDK_FAULTS_ENTRY_SIZE;
+        assert_eq!(u32_at(&buf, entry), SOFTNDK_FAULT_KIND_DELAY);
+        assert_eq!(u64_at(&buf, entry + 8), far);
+
+        // No plan: armed 0, no schedule, no faults.
+        let outcome = query(&adapter, OID_SOFTNDK_FAULTS, &mut buf);
+        assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
+        assert_eq!(u32_at(&buf, 0x08), 0);
+        assert_eq!(u32_at(&buf, 0x10), 0);
+        assert_eq!(u64_at(&buf, 0x18), 0);
+        assert!(SUPPORTED_OIDS.contains(&OID_SOFTNDK_FAULTS));
+    }
+}

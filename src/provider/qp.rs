@@ -659,11 +659,32 @@ fn watch_tokens(
     sgl: *const NdkSge,
     remote: Option<u32>,
 ) {
-    let rnic = &qp.inner.rnic;
-    let device = rnic.device();
+    let pd = qp.inner.rnic.pd();
+    let at = (NdkObjectType::QP, qp.as_ptr() as usize);
+    watch_sges(pd, at, slot, n, sgl, remote);
+}
+
+/// [`watch_tokens`] for the SGEs of an accepted `NdkSrqReceive`.
+#[inline(never)]
+fn watch_srq_tokens(srq: &Object<Srq>, n: u32, sgl: *const NdkSge) {
+    let pd = srq.inner.rnic.pd();
+    let at = (NdkObjectType::SRQ, srq.as_ptr() as usize);
+    watch_sges(pd, at, &Slot("NdkSrqReceive"), n, sgl, None);
+}
+
+/// M22 and M33 on the SGEs of a post accepted on the object `at` (its type
+/// and address) of `pd`.
+fn watch_sges(
+    pd: &crate::rnic::mr::Pd,
+    (object_type, at): (NdkObjectType, usize),
+    slot: &'static Slot,
+    n: u32,
+    sgl: *const NdkSge,
+    remote: Option<u32>,
+) {
+    let device = pd.device();
     let tag = device.serial();
-    let privileged = rnic.pd().privileged_key();
-    let at = qp.as_ptr() as usize;
+    let privileged = pd.privileged_key();
     let (mut outside, mut stale) = (None, None);
     let count = if sgl.is_null() {
         0
@@ -689,18 +710,11 @@ fn watch_tokens(
     }
     if let Some(address) = outside {
         let other = checked::slot_ptr(&Slot("a privileged-token SGE"));
-        checked::report_detail(Breach::M33, NdkObjectType::QP, at, slot, other, address);
+        checked::report_detail(Breach::M33, object_type, at, slot, other, address);
     }
     if let Some((token, which)) = stale {
         let other = checked::slot_ptr(which);
-        checked::report_detail(
-            Breach::M22,
-            NdkObjectType::QP,
-            at,
-            slot,
-            other,
-            u64::from(token),
-        );
+        checked::report_detail(Breach::M22, object_type, at, slot, other, u64::from(token));
     }
 }
 
@@ -1177,10 +1191,15 @@ unsafe fn srq_receive(
     );
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
-    match unsafe { read_sges(sgl, n, &mut buffer) } {
+    let status = match unsafe { read_sges(sgl, n, &mut buffer) } {
         Ok(sges) => posted(srq.inner.rnic.post_receive(context as usize, sges)),
         Err(status) => status,
+    };
+    if status == STATUS_SUCCESS && checked::checked() {
+        // M22, M33 on its SGEs, as for a QP's Receive.
+        watch_srq_tokens(srq, n, sgl);
     }
+    status
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
+use super::types::{Opcode, WcStatus};
+
 /// A kind of fault: where it is decided and what the consumer sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -51,11 +53,13 @@ pub enum Kind {
     /// if its queue were full, `STATUS_NO_MORE_ENTRIES` (P24); it leaves no
     /// trace (P6) and earlier deferred requests are handed over first (D4).
     Post = 1,
-    /// An initiator request on a connected QP completes with
-    /// `STATUS_INTERNAL_ERROR` instead of running (E8: every operation may
-    /// report it) and the connection terminates (E5): later and outstanding
-    /// requests complete cancelled, both sides get a disconnect indication
-    /// (X2).
+    /// An initiator request on a connected QP completes with an error
+    /// instead of running — a status E8 allows for its operation, chosen
+    /// from the seed and the call's index ([`error_status`]) — and the
+    /// connection terminates (E5): later and outstanding requests complete
+    /// cancelled, both sides get a disconnect indication (X2). Over iWARP
+    /// the peer learns it from a Terminate (RFC 5040 §7: a local
+    /// catastrophic error, this side's fault).
     Completion = 2,
     /// The connection of a connected QP aborts just before an initiator
     /// request is queued: both sides get a disconnect indication (X2, N24);
@@ -68,7 +72,10 @@ pub enum Kind {
     /// A Send finds the peer's receive queue empty and gives up (the iWARP
     /// behaviour, RFC 5040 §7): it completes with `STATUS_REMOTE_RESOURCES`
     /// (E8) and the connection terminates (E5); the peer's receives
-    /// complete cancelled.
+    /// complete cancelled. Over iWARP it is decided where the Send's first
+    /// segment arrives: the receiving side answers with a Terminate (DDP
+    /// untagged buffer error, "no buffer available", RFC 5041 §7.2), as it
+    /// does for a queue really empty.
     ReceiveEmpty = 5,
     /// A create with a completion returns `STATUS_PENDING` and calls its
     /// create completion later, from another thread, with the new object
@@ -411,18 +418,23 @@ pub fn armed() -> bool {
 /// Unarmed: one relaxed load and a branch.
 #[inline]
 pub fn hit(kind: Kind) -> bool {
+    hit_at(kind).is_some()
+}
+
+/// As [`hit`], and gives the failing call's index (from 1) within its kind:
+/// what a site needs to choose the fault's details ([`error_status`]).
+#[inline]
+pub fn hit_at(kind: Kind) -> Option<u64> {
     if !ARMED.load(Relaxed) {
-        return false;
+        return None;
     }
     hit_armed(kind)
 }
 
 #[cold]
 #[inline(never)]
-fn hit_armed(kind: Kind) -> bool {
-    let Some(calls) = CALLS.get(kind as usize) else {
-        return false;
-    };
+fn hit_armed(kind: Kind) -> Option<u64> {
+    let calls = CALLS.get(kind as usize)?;
     let index = calls.fetch_add(1, Relaxed).wrapping_add(1);
     let rate = RATES.get(kind as usize).map_or(0, |r| r.load(Relaxed));
     let scheduled = SCHEDULE
@@ -435,7 +447,56 @@ fn hit_armed(kind: Kind) -> bool {
             record.store(pack(kind, index), Relaxed);
         }
     }
-    fires
+    fires.then_some(index)
+}
+
+// ----- details of a fault ----------------------------------------------------
+
+/// The error statuses an injected error completion ([`Kind::Completion`])
+/// may carry for a request of `op`: those rule E8's table gives its
+/// operation, less `STATUS_CANCELLED` (a flush's, not an error's) and
+/// `STATUS_IO_TIMEOUT` (no [`WcStatus`] maps to it: the emulated device
+/// has no retransmission timer). Send (and SendAndInvalidate), Read and
+/// Write: `STATUS_DATA_OVERRUN`, `STATUS_ACCESS_VIOLATION`,
+/// `STATUS_INVALID_DEVICE_REQUEST`, `STATUS_INTERNAL_ERROR`,
+/// `STATUS_REMOTE_RESOURCES`; Bind, Invalidate (and FastRegister, as Bind):
+/// `STATUS_INVALID_DEVICE_REQUEST`, `STATUS_INTERNAL_ERROR`.
+#[must_use]
+pub const fn error_statuses(op: Opcode) -> &'static [WcStatus] {
+    match op {
+        Opcode::Send | Opcode::Read | Opcode::Write => &[
+            WcStatus::InternalError,
+            WcStatus::LengthError,
+            WcStatus::LocalAccessError,
+            WcStatus::InvalidRequest,
+            WcStatus::RemoteOperationError,
+        ],
+        Opcode::Bind
+        | Opcode::FastRegister
+        | Opcode::Invalidate
+        | Opcode::Receive
+        | Opcode::ReceiveAndInvalidate => &[WcStatus::InternalError, WcStatus::InvalidRequest],
+    }
+}
+
+/// The status of the injected error completion of the `index`th call of
+/// [`Kind::Completion`] under `seed`, for a request of `op`: one of
+/// [`error_statuses`], picked by a second draw independent of the one that
+/// decided the fault (a pure function: a seed replays its statuses too).
+#[must_use]
+pub fn error_status_for(seed: u64, op: Opcode, index: u64) -> WcStatus {
+    let statuses = error_statuses(op);
+    // A draw of another stream than the firing one: the index's high bit.
+    let pick = u64::from(draw(seed, Kind::Completion, index | (1 << 63)));
+    let n = statuses.len() as u64;
+    let at = usize::try_from(pick % n.max(1)).unwrap_or(0);
+    statuses.get(at).copied().unwrap_or(WcStatus::InternalError)
+}
+
+/// [`error_status_for`] under the installed plan's seed.
+#[must_use]
+pub fn error_status(op: Opcode, index: u64) -> WcStatus {
+    error_status_for(SEED.load(Relaxed), op, index)
 }
 
 /// One injected fault: its kind and the call's index within its kind.
@@ -574,6 +635,29 @@ mod tests {
         let fired: Vec<u64> = (1..=10).filter(|&i| plan.fires(Kind::Post, i)).collect();
         assert_eq!(fired, [3]);
         assert!(!(1..=10).any(|i| plan.fires(Kind::Create, i)));
+    }
+
+    #[test]
+    fn error_statuses_are_those_e8_allows_and_every_one_is_drawn() {
+        for op in [Opcode::Send, Opcode::Read, Opcode::Write, Opcode::Bind] {
+            let allowed = error_statuses(op);
+            assert!(!allowed.contains(&WcStatus::Cancelled));
+            assert!(!allowed.contains(&WcStatus::Success));
+            let mut seen = [false; 8];
+            for seed in 0..200 {
+                let status = error_status_for(seed, op, 1);
+                let at = allowed.iter().position(|&s| s == status).unwrap();
+                seen[at] = true;
+                assert_eq!(status, error_status_for(seed, op, 1), "pure");
+            }
+            assert!(seen.iter().take(allowed.len()).all(|&s| s), "{op:?}");
+        }
+        for op in [Opcode::Bind, Opcode::Invalidate, Opcode::FastRegister] {
+            assert_eq!(
+                error_statuses(op),
+                [WcStatus::InternalError, WcStatus::InvalidRequest]
+            );
+        }
     }
 
     #[test]

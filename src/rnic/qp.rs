@@ -1364,12 +1364,14 @@ impl Qp {
                 };
                 (wqe, sq.state, sq.peer.clone())
             };
-            let status = match (state, peer) {
-                // Fault injection: an error completion instead (E8, E5).
-                (QpState::Connected, Some(_)) if fault::hit(fault::Kind::Completion) => {
-                    WcStatus::InternalError
-                }
-                (QpState::Connected, Some(peer)) => {
+            // Fault injection: an error completion instead (E8, E5).
+            let injected = match (state, &peer) {
+                (QpState::Connected, Some(_)) => fault::hit_at(fault::Kind::Completion),
+                _ => None,
+            };
+            let status = match (state, peer, injected) {
+                (_, _, Some(index)) => fault::error_status(wqe.op.opcode(), index),
+                (QpState::Connected, Some(peer), None) => {
                     let data = engine::Data {
                         sges: sges.get(..wqe.nsge.min(MAX_SGE)).unwrap_or_default(),
                         inline: inline

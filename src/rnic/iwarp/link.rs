@@ -62,6 +62,7 @@ use super::terminate::{
 use crate::kernel::sync::atomic::Ordering;
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::engine;
+use crate::rnic::fault;
 use crate::rnic::memory;
 use crate::rnic::mr::Segment;
 use crate::rnic::qp::{
@@ -872,6 +873,9 @@ impl Link {
         if wqe.flags.contains(WrFlags::READ_FENCE) && reads > 0 {
             return Step::Idle;
         }
+        if fault::armed() && self.inject_completion(qp, &wqe, slot, reads) {
+            return Step::Progress;
+        }
         let sges = sges.get(..wqe.nsge.min(MAX_SGE)).unwrap_or_default();
         let inline = inline
             .get(..wqe.inline_len.min(MAX_INLINE))
@@ -899,6 +903,32 @@ impl Link {
                 Step::Progress
             }
         }
+    }
+
+    /// Fault injection ([`fault::Kind::Completion`], E8, E5): the request
+    /// at the cursor, as it starts (once per request: not between the
+    /// FPDUs of a message, nor while a Read waits for the ORD), completes
+    /// with an error instead of going out, and the connection ends as for
+    /// any local error: a Terminate reporting a local catastrophic error
+    /// (RFC 5040 §7; the fault is this side's), then the stream closes.
+    /// Whether it fired.
+    fn inject_completion(&self, qp: &Arc<Qp>, wqe: &SendWqe, slot: usize, reads: usize) -> bool {
+        let waits = matches!(wqe.op, SendOp::Read { .. }) && reads >= self.config.ord as usize;
+        if waits || self.tx.lock().started {
+            return false;
+        }
+        let Some(index) = fault::hit_at(fault::Kind::Completion) else {
+            return false;
+        };
+        {
+            let mut shared = self.shared.lock();
+            if let Some(place) = shared.done.get_mut(slot) {
+                *place = Some(fault::error_status(wqe.op.opcode(), index));
+            }
+            shared.cursor += 1;
+        }
+        self.fail(qp, LocalCause::Catastrophic.term_code(), None);
+        true
     }
 
     /// One FPDU of a Send or Write.
@@ -1418,6 +1448,11 @@ impl Link {
     ) -> Outcome {
         let recv = match state.recv {
             Some(recv) => recv,
+            // Fault injection (`fault::Kind::ReceiveEmpty`, E5): the queue
+            // counts as empty.
+            None if fault::hit(fault::Kind::ReceiveEmpty) => {
+                return self.reject_cause(state, LocalCause::NoReceive, ulpdu);
+            }
             None => match qp.take_receive() {
                 Ok(recv) => recv,
                 // No receive posted: a Terminate, as siw (see module docs).
