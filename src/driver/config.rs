@@ -123,6 +123,37 @@ pub fn fault_plan(seed: Option<u32>, rate: Option<u32>, schedule: Option<&str>) 
     }
 }
 
+/// The longest `SoftNdkFaultSchedule` text the driver takes, in characters
+/// (room for every one of the plan's scheduled items with large indices and
+/// a rate per kind); a longer one is refused.
+pub const MAX_FAULT_SCHEDULE_TEXT: usize = 512;
+
+/// [`fault_plan`] with the schedule as the registry gives it (the UTF-16 of
+/// an `NDIS_STRING`, `None` when the keyword is missing). A schedule that is
+/// not ASCII or is longer than [`MAX_FAULT_SCHEDULE_TEXT`] is
+/// [`Faults::Invalid`]; a terminating NUL ends it.
+#[must_use]
+pub fn fault_plan_utf16(seed: Option<u32>, rate: Option<u32>, schedule: Option<&[u16]>) -> Faults {
+    let Some(units) = schedule else {
+        return fault_plan(seed, rate, None);
+    };
+    let units = units.split(|&unit| unit == 0).next().unwrap_or_default();
+    let mut text = [0_u8; MAX_FAULT_SCHEDULE_TEXT];
+    if units.len() > text.len() {
+        return Faults::Invalid;
+    }
+    for (slot, &unit) in text.iter_mut().zip(units) {
+        match u8::try_from(unit) {
+            Ok(byte) if byte.is_ascii() => *slot = byte,
+            _ => return Faults::Invalid,
+        }
+    }
+    match core::str::from_utf8(text.get(..units.len()).unwrap_or_default()) {
+        Ok(schedule) => fault_plan(seed, rate, Some(schedule)),
+        Err(_) => Faults::Invalid,
+    }
+}
+
 /// The checked mode `SoftNdkChecked` and `SoftNdkCheckedStop` ask for: on
 /// only for `SoftNdkChecked` = 1, stopping only when `SoftNdkCheckedStop` is
 /// also 1; anything missing or out of range is 0 (off, go on).
@@ -451,6 +482,39 @@ mod tests {
         assert_eq!(plan.schedule[0], Some((Kind::Abort, 3)));
         assert_eq!(plan.rates[Kind::Post as usize], 500_000);
         assert_eq!(plan.rates[Kind::Create as usize], 0);
+    }
+
+    #[test]
+    fn test_fault_schedule_keyword_read_as_the_registry_gives_it() {
+        use crate::rnic::fault::Kind;
+        let wide = |text: &str| text.encode_utf16().collect::<alloc::vec::Vec<u16>>();
+        assert_eq!(fault_plan_utf16(Some(7), None, None), Faults::Off);
+        assert_eq!(
+            fault_plan_utf16(Some(7), Some(500), None),
+            fault_plan(Some(7), Some(500), None)
+        );
+        let Faults::On(plan) =
+            fault_plan_utf16(Some(9), None, Some(&wide("post@3,abort@10\0junk")))
+        else {
+            panic!("a plan");
+        };
+        assert_eq!(plan.seed, 9);
+        assert_eq!(plan.schedule[0], Some((Kind::Post, 3)));
+        assert_eq!(plan.schedule[1], Some((Kind::Abort, 10)));
+        assert_eq!(
+            fault_plan_utf16(None, Some(5), Some(&wide("off"))),
+            Faults::Off
+        );
+        assert_eq!(
+            fault_plan_utf16(None, None, Some(&wide("post@é3"))),
+            Faults::Invalid
+        );
+        assert_eq!(
+            fault_plan_utf16(None, None, Some(&wide("nothing@1"))),
+            Faults::Invalid
+        );
+        let long = wide(&"post@1,".repeat(MAX_FAULT_SCHEDULE_TEXT));
+        assert_eq!(fault_plan_utf16(None, None, Some(&long)), Faults::Invalid);
     }
 
     #[test]

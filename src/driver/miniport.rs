@@ -275,7 +275,14 @@ unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Op
 unsafe fn read_config(
     miniport_handle: NdisHandle,
     mac: &mut [u8; 16],
-) -> (Option<u32>, Option<u32>, Option<u32>, usize, Checked) {
+) -> (
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    usize,
+    Checked,
+    config::Faults,
+) {
     let object = NdisConfigurationObject {
         header: NdisObjectHeader {
             type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
@@ -298,7 +305,7 @@ unsafe fn read_config(
             "NdisOpenConfigurationEx failed: {:#x}",
             status
         );
-        return (None, None, None, 0, [None; 5]);
+        return (None, None, None, 0, [None; 3], config::Faults::Off);
     }
     // SAFETY: `configuration` is open until closed below.
     let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
@@ -316,6 +323,13 @@ unsafe fn read_config(
     let fault_rate = unsafe { read_integer(configuration, wide!(keyword::FAULT_RATE)) };
     // SAFETY: as above.
     let bound = unsafe { read_integer(configuration, wide!(keyword::CHECKED_CALLBACK_US)) };
+    // SAFETY: as above; the schedule is parsed before the handle closes.
+    let faults = unsafe {
+        read_string(configuration, wide!(keyword::FAULT_SCHEDULE), |units| {
+            config::fault_plan_utf16(fault_seed, fault_rate, Some(units))
+        })
+    }
+    .unwrap_or_else(|| config::fault_plan(fault_seed, fault_rate, None));
     let mut address: *mut c_void = null_mut();
     let mut length: u32 = 0;
     let mut address_status: NdisStatus = NDIS_STATUS_FAILURE;
@@ -346,8 +360,22 @@ unsafe fn read_config(
         jumbo,
         roce,
         mac_len,
-        [checked, checked_stop, fault_seed, fault_rate, bound],
+        [checked, checked_stop, bound],
+        faults,
     )
+}
+
+/// Checked mode and fault injection are per driver instance: the adapter
+/// initialised last decides them (docs/debugging.md).
+fn install_debugging(
+    config: &AdapterConfig,
+    bound: Option<u32>,
+    faults: &crate::driver::config::Faults,
+) {
+    crate::provider::checked::set_mode(config.checked);
+    let bound = crate::driver::config::checked_callback_bound(bound);
+    crate::provider::checked::set_callback_bound(u64::from(bound));
+    install_faults(faults);
 }
 
 /// Installs the fault plan the keywords ask for (or none), and says in
@@ -367,10 +395,9 @@ fn install_faults(faults: &crate::driver::config::Faults) {
     }
 }
 
-/// `SoftNdkChecked`, `SoftNdkCheckedStop`, `SoftNdkFaultSeed` and
-/// `SoftNdkFaultRate` and `SoftNdkCheckedCallbackUs` as read
-/// (`SoftNdkFaultSchedule`, a string, is not read yet).
-type Checked = [Option<u32>; 5];
+/// `SoftNdkChecked`, `SoftNdkCheckedStop` and `SoftNdkCheckedCallbackUs`
+/// as read (the fault keywords come back as the plan they ask for).
+type Checked = [Option<u32>; 3];
 
 /// Frees a context that `initialize` allocated, with its work item.
 ///
@@ -420,7 +447,8 @@ unsafe extern "system" fn initialize(
         jumbo_packet,
         roce_frame_size,
         mac_len,
-        [checked, checked_stop, fault_seed, fault_rate, bound],
+        [checked, checked_stop, bound],
+        faults,
     ) = unsafe { read_config(miniport_handle, &mut mac) };
     let raw = RawConfig {
         network_direct,
@@ -431,15 +459,7 @@ unsafe extern "system" fn initialize(
         checked_stop,
     };
     let config = AdapterConfig::from_raw(&raw, luid_index);
-    // Checked mode is per driver instance: the adapter initialised last
-    // decides it (docs/debugging.md).
-    crate::provider::checked::set_mode(config.checked);
-    let bound = crate::driver::config::checked_callback_bound(bound);
-    crate::provider::checked::set_callback_bound(u64::from(bound));
-    // So is fault injection (docs/debugging.md, "Fault injection").
-    install_faults(&crate::driver::config::fault_plan(
-        fault_seed, fault_rate, None,
-    ));
+    install_debugging(&config, bound, &faults);
     let Ok(device) = Device::new(Limits::DEFAULT, ENGINE_MODE) else {
         return NDIS_STATUS_RESOURCES;
     };
@@ -1133,18 +1153,24 @@ unsafe fn read_underlay(miniport_handle: NdisHandle) -> (Option<u32>, Peers) {
     // SAFETY: `configuration` is open until closed below.
     let vni = unsafe { read_integer(configuration, wide!(keyword::VNI)) };
     // SAFETY: as above.
-    let peers = unsafe { read_peers(configuration, wide!(keyword::PEERS)) };
+    let peers = unsafe { read_string(configuration, wide!(keyword::PEERS), config::parse_peers) }
+        .unwrap_or(Peers::EMPTY);
     // SAFETY: opened above, closed once; nothing read from it afterwards
-    // (`read_peers` parsed the string before returning).
+    // (`read_string` parsed the string before returning).
     unsafe { ndis::NdisCloseConfiguration(configuration) };
     (vni, peers)
 }
 
-/// Reads and parses the string keyword `SoftNdkPeers` (`config::parse_peers`).
+/// Reads a string keyword and hands its UTF-16 to `parse` while the
+/// configuration handle still owns it; `None` when missing or not a string.
 ///
 /// # Safety
 /// `configuration` is an open configuration handle; PASSIVE_LEVEL.
-unsafe fn read_peers(configuration: NdisHandle, keyword: &'static [u16]) -> Peers {
+unsafe fn read_string<R>(
+    configuration: NdisHandle,
+    keyword: &'static [u16],
+    parse: impl FnOnce(&[u16]) -> R,
+) -> Option<R> {
     let name = ndis_string(keyword);
     let mut status: NdisStatus = NDIS_STATUS_FAILURE;
     let mut value: *mut NdisConfigurationParameter = null_mut();
@@ -1160,25 +1186,23 @@ unsafe fn read_peers(configuration: NdisHandle, keyword: &'static [u16]) -> Peer
         );
     }
     if status < 0 {
-        return Peers::EMPTY;
+        return None;
     }
     // SAFETY: on success NDIS returned a parameter owned by the configuration
     // handle, valid until it is closed; null is handled by `as_ref`.
-    let Some(parameter) = (unsafe { value.as_ref() }) else {
-        return Peers::EMPTY;
-    };
+    let parameter = (unsafe { value.as_ref() })?;
     if parameter.parameter_type != NdisParameterType::STRING {
-        return Peers::EMPTY;
+        return None;
     }
     // SAFETY: the type says `StringData` is the valid member.
     let text = unsafe { parameter.parameter_data.string_data };
     if text.buffer.is_null() {
-        return Peers::EMPTY;
+        return None;
     }
     // SAFETY: `Length` bytes of UTF-16 at `Buffer`, owned by the open
     // configuration handle.
     let units = unsafe { core::slice::from_raw_parts(text.buffer, usize::from(text.length) / 2) };
-    config::parse_peers(units)
+    Some(parse(units))
 }
 
 /// Makes the adapter's frame path (initialise, PASSIVE_LEVEL): reads
