@@ -42,6 +42,8 @@ pub mod object;
 pub mod pd;
 pub mod qp;
 pub mod status;
+#[cfg(test)]
+pub(crate) mod testing;
 
 #[cfg(not(target_os = "windows"))]
 pub mod host;
