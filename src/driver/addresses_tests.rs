@@ -13,11 +13,12 @@ use crate::abi::{
     IP_DAD_STATE_DUPLICATE, IP_DAD_STATE_TENTATIVE, In6Addr, InAddr, MIB_ADD_INSTANCE,
     MIB_INITIAL_NOTIFICATION, MIB_PARAMETER_NOTIFICATION, NDK_VERSION_1_2, NdkAdapter,
     NdkAdapterDispatch, NdkConnector, NdkConnectorDispatch, NdkCq, NdkFnCloseObject, NdkListener,
-    NdkListenerDispatch, NdkPd, NdkPdDispatch, NdkQp, STATUS_INVALID_ADDRESS, STATUS_PENDING,
-    STATUS_SUCCESS, SockAddr, SockAddrIn, SockAddrIn6, SockAddrInet,
+    NdkListenerDispatch, NdkPd, NdkQp, STATUS_INVALID_ADDRESS, STATUS_PENDING, STATUS_SUCCESS,
+    SockAddr, SockAddrIn, SockAddrIn6, SockAddrInet,
 };
 use crate::driver::adapter::Adapter;
 use crate::driver::config::{AdapterConfig, RawConfig, generated_mac};
+use crate::provider::testing;
 use crate::rnic::Limits;
 use crate::rnic::device::EngineMode;
 
@@ -296,8 +297,6 @@ unsafe extern "system" fn on_close(_ctx: *mut c_void) {
     *CLOSED.lock().unwrap() += 1;
 }
 
-unsafe extern "system" fn on_cq(_ctx: *mut c_void, _status: NtStatus) {}
-
 unsafe extern "system" fn on_request(_ctx: *mut c_void, _status: NtStatus) {}
 
 unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
@@ -365,43 +364,9 @@ impl Open {
     }
 
     pub(crate) fn qp(&self) -> (*mut NdkCq, *mut NdkPd, *mut NdkQp) {
-        let (mut cq, mut pd, mut qp) = (null_mut(), null_mut(), null_mut());
-        // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_cq)(
-                self.0,
-                64,
-                Some(on_cq),
-                null_mut(),
-                null(),
-                None,
-                null_mut(),
-                &raw mut cq,
-            )
-        };
-        assert_eq!(status, STATUS_SUCCESS);
-        // SAFETY: valid arguments.
-        let status = unsafe { (self.d().ndk_create_pd)(self.0, None, null_mut(), &raw mut pd) };
-        assert_eq!(status, STATUS_SUCCESS);
-        let d: &NdkPdDispatch = table(pd.cast());
-        // SAFETY: valid arguments.
-        let status = unsafe {
-            (d.ndk_create_qp)(
-                pd,
-                cq,
-                cq,
-                null_mut(),
-                16,
-                16,
-                2,
-                2,
-                64,
-                None,
-                null_mut(),
-                &raw mut qp,
-            )
-        };
-        assert_eq!(status, STATUS_SUCCESS);
+        let cq = testing::new_cq(self.0, 64);
+        let pd = testing::new_pd(self.0);
+        let qp = testing::new_qp(pd, cq);
         (cq, pd, qp)
     }
 

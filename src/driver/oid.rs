@@ -331,49 +331,40 @@ pub unsafe fn handle_ndis_request(
     let request_type = unsafe { (*request).request_type };
     // SAFETY: caller contract; only the address of the union is taken.
     let data = unsafe { &raw mut (*request).data };
+    // A request with a buffer: the union's `$member` (valid for the request
+    // type: QUERY_INFORMATION for queries, SET_INFORMATION for sets, the
+    // caller's contract), its buffer as a slice (`$slice`: writable for a
+    // query), the handler's answer, and the byte counts written back
+    // (`$done`: BytesWritten or BytesRead).
+    macro_rules! answer {
+        ($member:ident, $slice:ident, $variant:ident, $done:ident) => {{
+            // SAFETY: `data` points into the valid request; only the
+            // address of the member is taken.
+            let member = unsafe { &raw mut (*data).$member };
+            // SAFETY: the valid member for this request type (caller
+            // contract), and this is the only reference to it.
+            let member = unsafe { &mut *member };
+            let (at, length) = (member.information_buffer, member.information_buffer_length);
+            // SAFETY: caller contract: the buffer is valid for its length
+            // (writable for a query), and not aliased.
+            let buffer = unsafe { $slice(at, length) };
+            let outcome = handler(
+                adapter,
+                OidRequest::$variant {
+                    oid: member.oid,
+                    buffer,
+                },
+            );
+            member.$done = outcome.bytes_done;
+            member.bytes_needed = outcome.bytes_needed;
+            outcome
+        }};
+    }
     match request_type {
         NdisRequestType::QUERY_INFORMATION | NdisRequestType::QUERY_STATISTICS => {
-            // SAFETY: `data` points into the valid request; only the address
-            // of the member is taken.
-            let query = unsafe { &raw mut (*data).query_information };
-            // SAFETY: for queries QUERY_INFORMATION is the valid member
-            // (caller contract), and this is the only reference to it.
-            let query = unsafe { &mut *query };
-            // SAFETY: caller contract: the buffer is valid and writable for
-            // its length, and not aliased.
-            let buffer =
-                unsafe { buffer_mut(query.information_buffer, query.information_buffer_length) };
-            let outcome = handler(
-                adapter,
-                OidRequest::Query {
-                    oid: query.oid,
-                    buffer,
-                },
-            );
-            query.bytes_written = outcome.bytes_done;
-            query.bytes_needed = outcome.bytes_needed;
-            outcome
+            answer!(query_information, buffer_mut, Query, bytes_written)
         }
-        NdisRequestType::SET_INFORMATION => {
-            // SAFETY: as above.
-            let set = unsafe { &raw mut (*data).set_information };
-            // SAFETY: for sets SET_INFORMATION is the valid member (caller
-            // contract), and this is the only reference to it.
-            let set = unsafe { &mut *set };
-            // SAFETY: caller contract: the buffer is valid for its length.
-            let buffer =
-                unsafe { buffer_ref(set.information_buffer, set.information_buffer_length) };
-            let outcome = handler(
-                adapter,
-                OidRequest::Set {
-                    oid: set.oid,
-                    buffer,
-                },
-            );
-            set.bytes_read = outcome.bytes_done;
-            set.bytes_needed = outcome.bytes_needed;
-            outcome
-        }
+        NdisRequestType::SET_INFORMATION => answer!(set_information, buffer_ref, Set, bytes_read),
         _ => {
             // SAFETY: as above.
             let oid = unsafe { &raw const (*data).method_information.oid };
@@ -563,11 +554,30 @@ fn interrupt_moderation(buffer: &mut [u8]) -> OidOutcome {
     })
 }
 
+// The runs of consecutive `ULONG64`s of `NDIS_STATISTICS_INFO` that
+// `gen_statistics` writes with one `Writer::u64s` each: a direction's octets
+// and its unicast, multicast and broadcast frames; its unicast, multicast and
+// broadcast octets.
+const _: () = {
+    type S = NdisStatisticsInfo;
+    let step = size_of::<u64>();
+    assert!(offset_of!(S, if_hc_in_broadcast_pkts) == offset_of!(S, if_hc_in_octets) + 3 * step);
+    assert!(offset_of!(S, if_hc_out_broadcast_pkts) == offset_of!(S, if_hc_out_octets) + 3 * step);
+    assert!(
+        offset_of!(S, if_hc_in_broadcast_octets) == offset_of!(S, if_hc_in_ucast_octets) + 2 * step
+    );
+    assert!(
+        offset_of!(S, if_hc_out_broadcast_octets)
+            == offset_of!(S, if_hc_out_ucast_octets) + 2 * step
+    );
+};
+
 /// `OID_GEN_STATISTICS`: `NDIS_STATISTICS_INFO` of the Ethernet side.
 fn gen_statistics(adapter: &Adapter, buffer: &mut [u8]) -> OidOutcome {
     let tx = adapter.tx_counters();
     let needed = usize::from(NDIS_SIZEOF_STATISTICS_INFO_REVISION_1);
     answer_with(buffer, needed, |w| {
+        type S = NdisStatisticsInfo;
         w.header(
             0,
             NDIS_OBJECT_TYPE_DEFAULT,
@@ -575,70 +585,32 @@ fn gen_statistics(adapter: &Adapter, buffer: &mut [u8]) -> OidOutcome {
             NDIS_SIZEOF_STATISTICS_INFO_REVISION_1,
         );
         w.u32(
-            offset_of!(NdisStatisticsInfo, supported_statistics),
+            offset_of!(S, supported_statistics),
             super::attributes::STATISTICS_FLAGS_VALID,
         );
         let rx = adapter.rx_counters();
         let (rx_errors, rx_no_buffer) = adapter.rx_errors();
-        w.u64(offset_of!(NdisStatisticsInfo, if_hc_in_octets), rx.octets());
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_ucast_pkts),
-            rx.unicast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_multicast_pkts),
-            rx.multicast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_broadcast_pkts),
-            rx.broadcast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_ucast_octets),
-            rx.unicast.octets,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_multicast_octets),
-            rx.multicast.octets,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_in_broadcast_octets),
-            rx.broadcast.octets,
-        );
-        w.u64(offset_of!(NdisStatisticsInfo, if_in_errors), rx_errors);
-        w.u64(offset_of!(NdisStatisticsInfo, if_in_discards), rx_no_buffer);
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_out_errors),
-            adapter.xmit_errors(),
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_octets),
-            tx.octets(),
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts),
-            tx.unicast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_multicast_pkts),
-            tx.multicast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts),
-            tx.broadcast.frames,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_ucast_octets),
-            tx.unicast.octets,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_multicast_octets),
-            tx.multicast.octets,
-        );
-        w.u64(
-            offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_octets),
-            tx.broadcast.octets,
-        );
+        w.u64(offset_of!(S, if_in_errors), rx_errors);
+        w.u64(offset_of!(S, if_in_discards), rx_no_buffer);
+        w.u64(offset_of!(S, if_out_errors), adapter.xmit_errors());
+        // The `ifHC*` counters of each direction, in the structure's runs of
+        // consecutive `ULONG64`s (asserted above).
+        for (frames, octets, of) in [
+            (
+                offset_of!(S, if_hc_in_octets),
+                offset_of!(S, if_hc_in_ucast_octets),
+                &rx,
+            ),
+            (
+                offset_of!(S, if_hc_out_octets),
+                offset_of!(S, if_hc_out_ucast_octets),
+                &tx,
+            ),
+        ] {
+            let (u, m, b) = (&of.unicast, &of.multicast, &of.broadcast);
+            w.u64s(frames, &[of.octets(), u.frames, m.frames, b.frames]);
+            w.u64s(octets, &[u.octets, m.octets, b.octets]);
+        }
     })
 }
 
@@ -989,6 +961,13 @@ impl Writer<'_> {
 
     fn u64(&mut self, at: usize, value: u64) {
         self.bytes(at, &value.to_le_bytes());
+    }
+
+    /// `values` as consecutive `ULONG64`s from `at`.
+    fn u64s(&mut self, at: usize, values: &[u64]) {
+        for (i, &value) in values.iter().enumerate() {
+            self.u64(at + i * size_of::<u64>(), value);
+        }
     }
 
     /// An `NDIS_OBJECT_HEADER` at `at`.

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::addresses::AddressTracker;
 use crate::abi::{
-    IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NdkConnector, NdkConnectorDispatch, NdkCqDispatch,
-    NdkListener, NdkListenerDispatch, NdkQpDispatch, NdkResult, NdkSge, NetLuid, NtStatus,
-    STATUS_CANCELLED, STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
+    IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NdkConnector, NdkConnectorDispatch, NdkListener,
+    NdkListenerDispatch, NdkQpDispatch, NdkSge, NetLuid, NtStatus, STATUS_CANCELLED,
+    STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
 };
 use crate::driver::adapter::Adapter;
 use crate::driver::config::{AdapterConfig, RawConfig, generated_mac};
@@ -24,6 +24,7 @@ use crate::kernel::tcp::Net;
 use crate::kernel::timers::PlayedClock;
 use crate::kernel::wsk::WskNet;
 use crate::kernel::wsk::fake::{Provider, Source};
+use crate::provider::testing::cq_results;
 use crate::rnic::Limits;
 use crate::rnic::cm::{IpAddr, MAX_WIRE_PRIVATE_DATA};
 use crate::rnic::device::{Device, EngineMode};
@@ -140,23 +141,6 @@ fn peer_data(c: *mut NdkConnector) -> Vec<u8> {
 
 fn qp_table(qp: *mut crate::abi::NdkQp) -> &'static NdkQpDispatch {
     table(qp.cast())
-}
-
-/// Completions in `cq`, by request context.
-fn cq_results(cq: *mut crate::abi::NdkCq) -> Vec<(usize, NtStatus)> {
-    let mut out = [NdkResult {
-        status: 0,
-        bytes_transferred: 0,
-        qp_context: null_mut(),
-        request_context: null_mut(),
-    }; 16];
-    let d: &NdkCqDispatch = table(cq.cast());
-    // SAFETY: room for 16 results.
-    let n = unsafe { (d.ndk_get_cq_results)(cq, out.as_mut_ptr(), 16) };
-    out[..n as usize]
-        .iter()
-        .map(|r| (r.request_context as usize, r.status))
-        .collect()
 }
 
 /// `NdkCompleteConnect` on the active side (its completion tagged 0xA2).

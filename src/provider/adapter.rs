@@ -15,9 +15,8 @@ use core::ffi::c_void;
 
 use super::cm::{self, create_connector, create_listener, create_shared_endpoint};
 use super::dispatch::ndk_table;
-use super::fault::hand_out;
 use super::object::{Kind, Object, Slot};
-use super::{cq, pd};
+use super::{cq, created, pd};
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
     NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
@@ -191,15 +190,14 @@ unsafe fn create_cq(
     let Some(notification) = notification else {
         return STATUS_INVALID_PARAMETER;
     };
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    match cq::create(adapter, depth, notification, notification_context as usize) {
-        // L7: created inline; the completion is never called (unless fault
-        // injection makes the create pend, L5).
-        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), create_completion, request_context) },
-        Err(status) => status,
+    let context = notification_context as usize;
+    // L7: created inline; the completion is never called (unless fault
+    // injection makes the create pend, L5).
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe {
+        created(out, (create_completion, request_context), || {
+            cq::create(adapter, depth, notification, context)
+        })
     }
 }
 
@@ -210,14 +208,9 @@ unsafe fn create_pd(
     request_context: *mut c_void,
     out: *mut *mut NdkPd,
 ) -> NtStatus {
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    match pd::create(adapter) {
-        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), create_completion, request_context) },
-        Err(status) => status,
-    }
+    let completion = (create_completion, request_context);
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe { created(out, completion, || pd::create(adapter)) }
 }
 
 /// `NdkBuildLam` (M28–M31, M36): inline, never pending.

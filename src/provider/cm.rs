@@ -42,8 +42,8 @@
 use core::ffi::c_void;
 
 use super::adapter::Adapter;
+use super::created;
 use super::dispatch::ndk_table;
-use super::fault::hand_out;
 use super::object::{Entered, Event, Holder, Kind, Object, Parents, Slot};
 use super::qp::{self, Qp};
 use crate::abi::{
@@ -431,17 +431,12 @@ pub(super) unsafe fn create_connector(
     context: *mut c_void,
     out: *mut *mut NdkConnector,
 ) -> NtStatus {
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    let rnic = match rcm::Connector::new(adapter.inner.addresses()) {
-        Ok(rnic) => rnic,
-        Err(error) => return status(error),
-    };
-    match new_connector(adapter, None, rnic) {
-        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(ptr) => unsafe { hand_out(out.cast(), ptr.cast(), completion, context) },
-        Err(status) => status,
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe {
+        created(out, (completion, context), || {
+            let rnic = rcm::Connector::new(adapter.inner.addresses()).map_err(status)?;
+            new_connector(adapter, None, rnic)
+        })
     }
 }
 
@@ -958,9 +953,20 @@ pub(super) unsafe fn create_listener(
     let Some(callback) = event else {
         return STATUS_INVALID_PARAMETER;
     };
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe {
+        created(out, (completion, context), || {
+            new_listener(adapter, callback, event_context)
+        })
     }
+}
+
+/// The listener of [`create_listener`], tied to its bridge.
+fn new_listener(
+    adapter: &Object<Adapter>,
+    callback: NdkFnConnectEventCallback,
+    event_context: *mut c_void,
+) -> Result<*mut NdkListener, NtStatus> {
     let bridge = Arc::new(ListenerBridge {
         object: SpinLock::new(Weak::new()),
         adapter: adapter.arc(),
@@ -969,7 +975,7 @@ pub(super) unsafe fn create_listener(
         listen: SpinLock::new(None),
     });
     let events = Arc::clone(&bridge) as Arc<dyn ListenerEvents>;
-    let created = rcm::Listener::new(adapter.inner.addresses(), events)
+    let made = rcm::Listener::new(adapter.inner.addresses(), events)
         .map_err(status)
         .and_then(|rnic| {
             Object::create_under(
@@ -980,13 +986,9 @@ pub(super) unsafe fn create_listener(
                 },
             )
         });
-    let object = match created {
-        Ok(object) => object,
-        Err(status) => return status,
-    };
+    let object = made?;
     *bridge.object.lock() = Arc::downgrade(&object);
-    // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-    unsafe { hand_out(out.cast(), object.as_ptr(), completion, context) }
+    Ok(object.as_ptr().cast())
 }
 
 /// `NdkListen` (N3, N31, L8). Inline (`STATUS_SUCCESS` or the failure)
@@ -1090,19 +1092,16 @@ pub(super) unsafe fn create_shared_endpoint(
     context: *mut c_void,
     out: *mut *mut NdkSharedEndpoint,
 ) -> NtStatus {
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    // SAFETY: the consumer's address covers its length (N2).
-    let created = unsafe { read_address(address, address_length) }.and_then(|local| {
+    let create = || {
+        // SAFETY: the consumer's address covers its length (N2).
+        let local = unsafe { read_address(address, address_length) }?;
         let rnic = rcm::SharedEndpoint::new(adapter.inner.addresses(), local).map_err(status)?;
-        Object::create_under(adapter, SharedEndpoint { rnic })
-    });
-    match created {
-        // SAFETY: `out` is the consumer's out-pointer (checked non-null).
-        Ok(object) => unsafe { hand_out(out.cast(), object.as_ptr(), completion, context) },
-        Err(status) => status,
-    }
+        Ok(Object::create_under(adapter, SharedEndpoint { rnic })?
+            .as_ptr()
+            .cast())
+    };
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe { created(out, (completion, context), create) }
 }
 
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).

@@ -42,6 +42,8 @@ pub mod object;
 pub mod pd;
 pub mod qp;
 pub mod status;
+#[cfg(test)]
+pub(crate) mod testing;
 
 #[cfg(not(target_os = "windows"))]
 pub mod host;
@@ -59,6 +61,32 @@ unsafe extern "system" fn query_extension(
     interface: *mut NdkExtensionInterface,
 ) -> NtStatus {
     adapter::no_extension(id, interface)
+}
+
+/// The consumer's create completion and its context (L5).
+type Completion = (Option<crate::abi::NdkFnCreateCompletion>, *mut c_void);
+
+/// Every create slot's end, said once (L5–L7): refuses a null `out` before
+/// anything is made, runs `create`, and hands what it made to the consumer
+/// ([`fault::hand_out`]: through `out`, or later through the completion when
+/// fault injection makes the create pend) or returns its error.
+///
+/// # Safety
+/// `out` is null or valid for a pointer-sized write; the completion and its
+/// context are the consumer's for this create.
+unsafe fn created<T>(
+    out: *mut *mut T,
+    (completion, context): Completion,
+    create: impl FnOnce() -> Result<*mut T, NtStatus>,
+) -> NtStatus {
+    if out.is_null() {
+        return crate::abi::STATUS_INVALID_PARAMETER;
+    }
+    match create() {
+        // SAFETY: the caller's contract; `out` checked non-null.
+        Ok(object) => unsafe { fault::hand_out(out.cast(), object.cast(), completion, context) },
+        Err(status) => status,
+    }
 }
 
 /// Writes a created object to the consumer's out-pointer (L7).

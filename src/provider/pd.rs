@@ -10,9 +10,8 @@ use core::ffi::c_void;
 
 use super::adapter::Adapter;
 use super::dispatch::ndk_table;
-use super::fault::hand_out;
 use super::object::{Kind, Object, Slot};
-use super::{mr, qp, status};
+use super::{Completion, created, mr, qp, status};
 use crate::abi::{
     Boolean, GroupAffinity, NdkCq, NdkFnCreateCompletion, NdkFnSrqNotificationCallback, NdkMr,
     NdkMw, NdkObjectType, NdkPd, NdkPdDispatch, NdkQp, NdkSrq, NtStatus, STATUS_INVALID_PARAMETER,
@@ -50,29 +49,6 @@ pub(super) fn create(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatus> 
     Ok(object.as_ptr().cast())
 }
 
-/// The consumer's create completion and its context (L5).
-type Completion = (Option<NdkFnCreateCompletion>, *mut c_void);
-
-/// Writes `result` to `out` (or, when fault injection makes the create
-/// pend, hands it to `completion` later, L5) or returns its error.
-///
-/// # Safety
-/// `out` is null or valid for a pointer-sized write.
-unsafe fn finish<T>(
-    out: *mut *mut T,
-    result: Result<*mut T, NtStatus>,
-    (completion, context): Completion,
-) -> NtStatus {
-    if out.is_null() {
-        return STATUS_INVALID_PARAMETER;
-    }
-    match result {
-        // SAFETY: the caller's contract; checked non-null.
-        Ok(object) => unsafe { hand_out(out.cast(), object.cast(), completion, context) },
-        Err(status) => status,
-    }
-}
-
 unsafe fn create_mr(
     pd: &Object<Pd>,
     fast_register: Boolean,
@@ -80,13 +56,11 @@ unsafe fn create_mr(
     context: *mut c_void,
     out: *mut *mut NdkMr,
 ) -> NtStatus {
-    // SAFETY: the consumer's out-pointer.
+    // SAFETY: the consumer's out-pointer, completion and its context.
     unsafe {
-        finish(
-            out,
-            mr::create_mr(pd, fast_register != 0),
-            (completion, context),
-        )
+        created(out, (completion, context), || {
+            mr::create_mr(pd, fast_register != 0)
+        })
     }
 }
 
@@ -96,8 +70,8 @@ unsafe fn create_mw(
     context: *mut c_void,
     out: *mut *mut NdkMw,
 ) -> NtStatus {
-    // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, mr::create_mw(pd), (completion, context)) }
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe { created(out, (completion, context), || mr::create_mw(pd)) }
 }
 
 unsafe fn create_srq(
@@ -112,16 +86,19 @@ unsafe fn create_srq(
     context: *mut c_void,
     out: *mut *mut NdkSrq,
 ) -> NtStatus {
-    let result = qp::create_srq(
-        pd,
-        depth,
-        max_sge,
-        threshold,
-        notification,
-        notification_context as usize,
-    );
-    // SAFETY: the consumer's out-pointer.
-    unsafe { finish(out, result, (completion, context)) }
+    let notification_context = notification_context as usize;
+    let create = || {
+        qp::create_srq(
+            pd,
+            depth,
+            max_sge,
+            threshold,
+            notification,
+            notification_context,
+        )
+    };
+    // SAFETY: the consumer's out-pointer, completion and its context.
+    unsafe { created(out, (completion, context), create) }
 }
 
 unsafe fn create_qp(
@@ -163,7 +140,7 @@ unsafe fn create_qp(
 /// Creates a QP (`qp::create_qp`) and writes it to `out`.
 ///
 /// # Safety
-/// As `qp::create_qp` and [`finish`].
+/// As `qp::create_qp` and [`created`].
 unsafe fn new_qp(
     pd: &Object<Pd>,
     (receive_cq, initiator_cq): (*mut NdkCq, *mut NdkCq),
@@ -173,9 +150,9 @@ unsafe fn new_qp(
     slot: &'static Slot,
 ) -> NtStatus {
     // SAFETY: the caller's contract.
-    let result = unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config, slot) };
+    let create = || unsafe { qp::create_qp(pd, receive_cq, initiator_cq, srq, config, slot) };
     // SAFETY: the caller's contract.
-    unsafe { finish(out, result, completion) }
+    unsafe { created(out, completion, create) }
 }
 
 unsafe fn create_qp_with_srq(

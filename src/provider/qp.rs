@@ -19,7 +19,7 @@ use super::checked::{self, Breach};
 use super::cq::Cq;
 use super::dispatch::ndk_table;
 use super::mr::{Mr, Mw};
-use super::object::{Event, Holder, Kind, Object, Parents, Slot};
+use super::object::{Entered, Event, Holder, Kind, Object, Parents, Slot};
 use super::pd::Pd;
 use super::status;
 use crate::abi::{
@@ -664,12 +664,28 @@ fn watch_tokens(
     watch_sges(pd, at, slot, n, sgl, remote);
 }
 
+/// The SRQ table's watch of an `NdkSrqReceive` in checked mode: M22 and
+/// M33 on the SGEs of an accepted one, as [`watched_receive`] for a QP's.
+#[inline]
+fn watched_srq_receive(
+    srq: &Object<Srq>,
+    slot: &'static Slot,
+    sgl: *const NdkSge,
+    n: u32,
+    status: NtStatus,
+) -> NtStatus {
+    if status == STATUS_SUCCESS && checked::checked() {
+        watch_srq_tokens(srq, slot, n, sgl);
+    }
+    status
+}
+
 /// [`watch_tokens`] for the SGEs of an accepted `NdkSrqReceive`.
 #[inline(never)]
-fn watch_srq_tokens(srq: &Object<Srq>, n: u32, sgl: *const NdkSge) {
+fn watch_srq_tokens(srq: &Object<Srq>, slot: &'static Slot, n: u32, sgl: *const NdkSge) {
     let pd = srq.inner.rnic.pd();
     let at = (NdkObjectType::SRQ, srq.as_ptr() as usize);
-    watch_sges(pd, at, &Slot("NdkSrqReceive"), n, sgl, None);
+    watch_sges(pd, at, slot, n, sgl, None);
 }
 
 /// M22 and M33 on the SGEs of a post accepted on the object `at` (its type
@@ -786,65 +802,104 @@ fn flush(qp: &Object<Qp>) {
     qp.inner.rnic.flush();
 }
 
-/// `NdkSend` (P6–P18, D1–D6). Inline refusals: `STATUS_CONNECTION_INVALID`
-/// (not connected, P7), `STATUS_DATA_OVERRUN` (too many SGEs, P9),
-/// `STATUS_BUFFER_OVERFLOW` (too long, P10, or inline data above the inline
-/// size, P12), `STATUS_NO_MORE_ENTRIES` (queue full, P24),
-/// `STATUS_INVALID_PARAMETER` (undocumented flag, bad SGL or buffer),
-/// `STATUS_INTERNAL_ERROR` (a CQ of the QP failed, E10).
-unsafe fn send(
+/// Writes the data posts (Send, SendAndInvalidate, Write), one entry each:
+/// the slot's method, its name, the flags it accepts, its C parameters after
+/// the QP (the context and the SGL first; `flags` named again after them)
+/// and the RNIC call that queues the payload. Each method claims the
+/// initiator queue (P2) and hands the consumer's SGL to [`post_data`], which
+/// checks the flags and the SGL.
+macro_rules! data_posts {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident = $slot:literal, $accepts:ident,
+            ($context:ident, $sgl:ident, $n:ident $(, $arg:ident: $ty:ty)*), $flags:ident,
+            |$rnic:ident, $payload:ident, $wr:ident| $post:expr;
+    )*) => {$(
+        $(#[$doc])*
+        unsafe fn $method(
+            qp: &Object<Qp>,
+            $context: *mut c_void,
+            $sgl: *const NdkSge,
+            $n: u32,
+            $($arg: $ty),*
+        ) -> NtStatus {
+            let _p2 = claim_queue(qp, INITIATOR, &Slot($slot));
+            // SAFETY: every data post passes on the consumer's SGL of `n`
+            // entries, with inline buffers readable during the call (P12),
+            // as the slot's C contract gives them: `post_data`'s contract.
+            unsafe { post_data(qp, $flags, $accepts, $sgl, $n, |$rnic, $payload, $wr| $post) }
+        }
+    )*};
+}
+
+data_posts! {
+    /// `NdkSend` (P6–P18, D1–D6). Inline refusals: `STATUS_CONNECTION_INVALID`
+    /// (not connected, P7), `STATUS_DATA_OVERRUN` (too many SGEs, P9),
+    /// `STATUS_BUFFER_OVERFLOW` (too long, P10, or inline data above the inline
+    /// size, P12), `STATUS_NO_MORE_ENTRIES` (queue full, P24),
+    /// `STATUS_INVALID_PARAMETER` (undocumented flag, bad SGL or buffer),
+    /// `STATUS_INTERNAL_ERROR` (a CQ of the QP failed, E10).
+    send = "NdkSend", SEND_FLAGS, (context, sgl, n, flags: u32), flags,
+        |rnic, payload, wr| rnic.post_send(context as usize, payload, wr, None);
+    /// `NdkSendAndInvalidate` (M24, C2): a Send that invalidates `remote_token`
+    /// at the peer; statuses as [`send`].
+    send_and_invalidate = "NdkSendAndInvalidate", SEND_FLAGS,
+        (context, sgl, n, flags: u32, remote_token: u32), flags,
+        |rnic, payload, wr| rnic.post_send(context as usize, payload, wr, Some(remote_token));
+    /// `NdkWrite` (P13, P19); statuses as [`send`].
+    write = "NdkWrite", WRITE_FLAGS,
+        (context, sgl, n, remote_address: u64, remote_token: u32, flags: u32), flags,
+        |rnic, payload, wr| rnic.post_write(context as usize, payload, remote_address, remote_token, wr);
+}
+
+/// What the operation's own part of an initiator post returns: the RNIC's
+/// answer, or a refusal the provider decided before the RNIC saw it.
+type Posted = Result<Result<(), PostError>, NtStatus>;
+
+/// The other initiator posts (Read, Bind, FastRegister, Invalidate), said
+/// once around the operation's own part: claims the initiator queue (P2),
+/// decodes the consumer's `flags` against those the operation `accepts`
+/// ([`decode`]), then runs `post` with the QP's RNIC queue pair, the
+/// request's flags and the access they grant. A refusal (undocumented
+/// flags, or one `post` returns) first hands the QP's earlier deferred
+/// requests to the engine ([`refuse`], D4); the RNIC's answer is mapped by
+/// [`posted`].
+fn initiator(
     qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
+    slot: &'static Slot,
     flags: u32,
+    accepts: OpFlags,
+    local_write_alone: bool,
+    post: impl FnOnce(&Arc<rqp::Qp>, WrFlags, Access) -> Posted,
 ) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkSend"));
-    // SAFETY: the consumer's SGL of `n` entries (inline buffers readable
-    // during the call, P12).
-    unsafe {
-        post_data(qp, flags, SEND_FLAGS, sgl, n, |rnic, payload, wr| {
-            rnic.post_send(context as usize, payload, wr, None)
-        })
+    let _p2 = claim_queue(qp, INITIATOR, slot);
+    let rnic = &qp.inner.rnic;
+    let Some((wr, access)) = decode(flags, accepts, local_write_alone) else {
+        return refuse(rnic, status::undocumented_flags());
+    };
+    match post(rnic, wr, access) {
+        Ok(result) => posted(result),
+        Err(status) => refuse(rnic, status),
     }
 }
 
-/// `NdkSendAndInvalidate` (M24, C2): a Send that invalidates `remote_token`
-/// at the peer; statuses as [`send`].
-unsafe fn send_and_invalidate(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    flags: u32,
-    remote_token: u32,
-) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkSendAndInvalidate"));
-    // SAFETY: as in `send`.
-    unsafe {
-        post_data(qp, flags, SEND_FLAGS, sgl, n, |rnic, payload, wr| {
-            rnic.post_send(context as usize, payload, wr, Some(remote_token))
-        })
-    }
+/// The MR or MW a post names, entered for the call of `slot`:
+/// `STATUS_INVALID_PARAMETER` for a pointer that is not one of the
+/// consumer's objects of type `T`.
+///
+/// # Safety
+/// As [`Object::from_ptr`].
+unsafe fn named<'a, T: Kind>(
+    object: *const c_void,
+    slot: &'static Slot,
+) -> Result<Entered<'a, T>, NtStatus> {
+    // SAFETY: the caller's contract.
+    unsafe { Object::<T>::from_ptr(object, slot) }.ok_or(STATUS_INVALID_PARAMETER)
 }
 
-/// `NdkWrite` (P13, P19); statuses as [`send`].
-unsafe fn write(
-    qp: &Object<Qp>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-    remote_address: u64,
-    remote_token: u32,
-    flags: u32,
-) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkWrite"));
-    // SAFETY: as in `send`.
-    unsafe {
-        post_data(qp, flags, WRITE_FLAGS, sgl, n, |rnic, payload, wr| {
-            rnic.post_write(context as usize, payload, remote_address, remote_token, wr)
-        })
-    }
+/// A length the consumer passed as `SIZE_T`, as the RNIC's `u64`.
+fn length64(length: usize) -> Result<u64, NtStatus> {
+    u64::try_from(length).map_err(|_| STATUS_INVALID_PARAMETER)
 }
 
 /// `NdkRead` (P19, P20, M26): the SGEs are the local sink (up to
@@ -858,32 +913,72 @@ unsafe fn read(
     remote_token: u32,
     flags: u32,
 ) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkRead"));
-    let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, READ_FLAGS, false) else {
-        return refuse(rnic, status::undocumented_flags());
-    };
-    let mut buffer = [Sge::default(); MAX_SGE];
-    // SAFETY: the consumer's SGL of `n` entries.
-    match unsafe { read_sges(sgl, n, &mut buffer) } {
-        Ok(sges) => {
-            posted(rnic.post_read(context as usize, sges, remote_address, remote_token, wr))
-        }
-        Err(status) => refuse(rnic, status),
+    initiator(
+        qp,
+        &Slot("NdkRead"),
+        flags,
+        READ_FLAGS,
+        false,
+        |rnic, wr, _| {
+            let mut buffer = [Sge::default(); MAX_SGE];
+            // SAFETY: the consumer's SGL of `n` entries.
+            let sges = unsafe { read_sges(sgl, n, &mut buffer) }?;
+            Ok(rnic.post_read(context as usize, sges, remote_address, remote_token, wr))
+        },
+    )
+}
+
+/// An object that takes receives: a QP with a receive queue of its own, or
+/// an SRQ (Q3). [`receive`] is the `NdkReceive` and `NdkSrqReceive` of both.
+trait Receives: Kind {
+    /// P2 in checked mode: a receive call claims the object's receive queue.
+    fn claim(object: &Object<Self>) -> Option<checked::Claimed<'_>>;
+    /// Queues a receive of `sges` for the consumer's `context`.
+    fn post(object: &Object<Self>, context: usize, sges: &[Sge]) -> Result<(), PostError>;
+}
+
+impl Receives for Qp {
+    fn claim(object: &Object<Self>) -> Option<checked::Claimed<'_>> {
+        claim_queue(object, RECEIVE, &Slot("NdkReceive"))
+    }
+    fn post(object: &Object<Self>, context: usize, sges: &[Sge]) -> Result<(), PostError> {
+        object.inner.rnic.post_receive(context, sges)
     }
 }
 
-/// `NdkReceive` (P8, P9): takes no flags; allowed before the QP connects.
-/// `STATUS_DATA_OVERRUN` for too many SGEs, `STATUS_BUFFER_OVERFLOW` above
-/// `MaxTransferLength`, `STATUS_NO_MORE_ENTRIES` when full,
-/// `STATUS_CONNECTION_INVALID` after disconnect or close,
-/// `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2) or a bad SGL.
-unsafe fn receive(qp: &Object<Qp>, context: *mut c_void, sgl: *const NdkSge, n: u32) -> NtStatus {
-    let _p2 = claim_queue(qp, RECEIVE, &Slot("NdkReceive"));
+impl Receives for Srq {
+    fn claim(object: &Object<Self>) -> Option<checked::Claimed<'_>> {
+        checked::serialize(
+            &object.inner.posting,
+            &Slot("NdkSrqReceive"),
+            Breach::P2,
+            NdkObjectType::SRQ,
+            object.as_ptr() as usize,
+        )
+    }
+    fn post(object: &Object<Self>, context: usize, sges: &[Sge]) -> Result<(), PostError> {
+        object.inner.rnic.post_receive(context, sges)
+    }
+}
+
+/// `NdkReceive` (P8, P9) and `NdkSrqReceive` (Q3): takes no flags; allowed
+/// before the QP connects. `STATUS_DATA_OVERRUN` for too many SGEs,
+/// `STATUS_BUFFER_OVERFLOW` above `MaxTransferLength`,
+/// `STATUS_NO_MORE_ENTRIES` when full, `STATUS_CONNECTION_INVALID` after
+/// disconnect or close, `STATUS_INVALID_PARAMETER` on a QP with an SRQ (Q2)
+/// or a bad SGL; on an SRQ, `STATUS_INTERNAL_ERROR` after a fatal error
+/// (Q9).
+unsafe fn receive<T: Receives>(
+    object: &Object<T>,
+    context: *mut c_void,
+    sgl: *const NdkSge,
+    n: u32,
+) -> NtStatus {
+    let _p2 = T::claim(object);
     let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
     match unsafe { read_sges(sgl, n, &mut buffer) } {
-        Ok(sges) => posted(qp.inner.rnic.post_receive(context as usize, sges)),
+        Ok(sges) => posted(T::post(object, context as usize, sges)),
         Err(status) => status,
     }
 }
@@ -902,33 +997,18 @@ unsafe fn bind(
     length: usize,
     flags: u32,
 ) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkBind"));
-    let rnic = &qp.inner.rnic;
-    let Some((wr, access)) = decode(flags, BIND_FLAGS, false) else {
-        return refuse(rnic, status::undocumented_flags());
-    };
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { Object::<Mr>::from_ptr(mr.cast(), &Slot("NdkBind")) }) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    // SAFETY: the consumer passes its MW.
-    let Some(mw) = (unsafe { Object::<Mw>::from_ptr(mw.cast(), &Slot("NdkBind")) }) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    let Ok(length) = u64::try_from(length) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    // M5, M18: the address is an index into the region, never dereferenced.
-    let base = virtual_address as usize as u64;
-    posted(rnic.post_bind(
-        context as usize,
-        &mr.inner.rnic,
-        &mw.inner.rnic,
-        base,
-        length,
-        access,
-        wr,
-    ))
+    const SLOT: &Slot = &Slot("NdkBind");
+    initiator(qp, SLOT, flags, BIND_FLAGS, false, |rnic, wr, access| {
+        // SAFETY: the consumer passes its MR.
+        let mr = unsafe { named::<Mr>(mr.cast(), SLOT) }?;
+        // SAFETY: the consumer passes its MW.
+        let mw = unsafe { named::<Mw>(mw.cast(), SLOT) }?;
+        let length = length64(length)?;
+        // M5, M18: the address is an index into the region, never dereferenced.
+        let base = virtual_address as usize as u64;
+        let (mr, mw) = (&mr.inner.rnic, &mw.inner.rnic);
+        Ok(rnic.post_bind(context as usize, mr, mw, base, length, access, wr))
+    })
 }
 
 /// `NdkFastRegister` (M15–M17): the page list is captured before this
@@ -949,45 +1029,40 @@ unsafe fn fast_register(
     base_virtual_address: *mut c_void,
     flags: u32,
 ) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkFastRegister"));
-    let rnic = &qp.inner.rnic;
-    let Some((wr, access)) = decode(flags, FAST_REGISTER_FLAGS, true) else {
-        return refuse(rnic, status::undocumented_flags());
-    };
-    // SAFETY: the consumer passes its MR.
-    let Some(mr) = (unsafe { Object::<Mr>::from_ptr(mr.cast(), &Slot("NdkFastRegister")) }) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    let Ok(length) = u64::try_from(length) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    // A list longer than any fast-register MR holds is refused unread.
-    let count = page_count as usize;
-    let readable = count == 0 || (!pages.is_null() && pages.is_aligned());
-    if page_count > rnic.device().limits().max_fr_pages || !readable {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    }
-    let pages: &[u64] = if count == 0 {
-        &[]
-    } else {
-        // SAFETY: the consumer's array of `AdapterPageCount` logical addresses,
-        // readable during the call (checked non-null and aligned above);
-        // `NDK_LOGICAL_ADDRESS` is a 64-bit integer laid out as `u64`; the
-        // RNIC copies the list before the post returns and keeps no borrow.
-        unsafe { core::slice::from_raw_parts(pages.cast::<u64>(), count) }
-    };
-    // M5, M16: the base address is an index, never dereferenced.
-    let base = base_virtual_address as usize as u64;
-    posted(rnic.post_fast_register(
-        context as usize,
-        &mr.inner.rnic,
-        pages,
-        u64::from(fbo),
-        length,
-        base,
-        access,
-        wr,
-    ))
+    const SLOT: &Slot = &Slot("NdkFastRegister");
+    initiator(
+        qp,
+        SLOT,
+        flags,
+        FAST_REGISTER_FLAGS,
+        true,
+        |rnic, wr, access| {
+            // SAFETY: the consumer passes its MR.
+            let mr = unsafe { named::<Mr>(mr.cast(), SLOT) }?;
+            let length = length64(length)?;
+            // A list longer than any fast-register MR holds is refused unread.
+            let count = page_count as usize;
+            let readable = count == 0 || (!pages.is_null() && pages.is_aligned());
+            if page_count > rnic.device().limits().max_fr_pages || !readable {
+                return Err(STATUS_INVALID_PARAMETER);
+            }
+            let pages: &[u64] = if count == 0 {
+                &[]
+            } else {
+                // SAFETY: the consumer's array of `AdapterPageCount` logical
+                // addresses, readable during the call (checked non-null and
+                // aligned above); `NDK_LOGICAL_ADDRESS` is a 64-bit integer laid
+                // out as `u64`; the RNIC copies the list before the post returns
+                // and keeps no borrow.
+                unsafe { core::slice::from_raw_parts(pages.cast::<u64>(), count) }
+            };
+            // M5, M16: the base address is an index, never dereferenced.
+            let base = base_virtual_address as usize as u64;
+            let fbo = u64::from(fbo);
+            let mr = &mr.inner.rnic;
+            Ok(rnic.post_fast_register(context as usize, mr, pages, fbo, length, base, access, wr))
+        },
+    )
 }
 
 /// The RNIC object an Invalidate names: an MR or an MW, told apart by the
@@ -1017,16 +1092,18 @@ unsafe fn invalidate(
     target: *mut NdkObjectHeader,
     flags: u32,
 ) -> NtStatus {
-    let _p2 = claim_queue(qp, INITIATOR, &Slot("NdkInvalidate"));
-    let rnic = &qp.inner.rnic;
-    let Some((wr, _)) = decode(flags, INVALIDATE_FLAGS, false) else {
-        return refuse(rnic, status::undocumented_flags());
-    };
-    // SAFETY: the consumer passes the header of its MR or MW.
-    let Some(target) = (unsafe { invalidate_target(target) }) else {
-        return refuse(rnic, STATUS_INVALID_PARAMETER);
-    };
-    posted(rnic.post_invalidate(context as usize, target, wr))
+    initiator(
+        qp,
+        &Slot("NdkInvalidate"),
+        flags,
+        INVALIDATE_FLAGS,
+        false,
+        |rnic, wr, _| {
+            // SAFETY: the consumer passes the header of its MR or MW.
+            let target = unsafe { invalidate_target(target) }.ok_or(STATUS_INVALID_PARAMETER)?;
+            Ok(rnic.post_invalidate(context as usize, target, wr))
+        },
+    )
 }
 
 // ----- NDK_SRQ -----------------------------------------------------------
@@ -1118,8 +1195,8 @@ ndk_table! {
         close ndk_close_srq = "NdkCloseSrq";
     ndk_modify_srq = "NdkModifySrq" => modify_srq(depth: u32, threshold: u32,
         completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
-    ndk_srq_receive = "NdkSrqReceive" => srq_receive(context: *mut c_void, sgl: *const NdkSge,
-        n: u32) -> NtStatus;
+    ndk_srq_receive = "NdkSrqReceive" => receive(context: *mut c_void, sgl: *const NdkSge,
+        n: u32) -> NtStatus, then watched_srq_receive(sgl, n);
 }
 
 /// Creates an SRQ on `pd` (L12, Q1, Q4, Q8). Inline (L7).
@@ -1172,34 +1249,6 @@ unsafe fn modify_srq(
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::srq(e),
     }
-}
-
-/// `NdkSrqReceive` (Q3): as [`receive`], on the SRQ; `STATUS_INTERNAL_ERROR`
-/// after a fatal error (Q9).
-unsafe fn srq_receive(
-    srq: &Object<Srq>,
-    context: *mut c_void,
-    sgl: *const NdkSge,
-    n: u32,
-) -> NtStatus {
-    let _p2 = checked::serialize(
-        &srq.inner.posting,
-        &Slot("NdkSrqReceive"),
-        Breach::P2,
-        NdkObjectType::SRQ,
-        srq.as_ptr() as usize,
-    );
-    let mut buffer = [Sge::default(); MAX_SGE];
-    // SAFETY: the consumer's SGL of `n` entries.
-    let status = match unsafe { read_sges(sgl, n, &mut buffer) } {
-        Ok(sges) => posted(srq.inner.rnic.post_receive(context as usize, sges)),
-        Err(status) => status,
-    };
-    if status == STATUS_SUCCESS && checked::checked() {
-        // M22, M33 on its SGEs, as for a QP's Receive.
-        watch_srq_tokens(srq, n, sgl);
-    }
-    status
 }
 
 #[cfg(test)]

@@ -461,18 +461,7 @@ impl Provider {
     }
 
     fn send(&'static self, sock: usize, buf: WskBuf, irp: *mut Irp) {
-        let mut bytes = alloc::vec![0_u8; buf.length];
-        // SAFETY: the client's WSK_BUF describes its locked ring, valid until
-        // this send completes.
-        let n = unsafe {
-            copy_from_chain(
-                NonNull::new(buf.mdl).unwrap(),
-                buf.offset as usize,
-                &mut bytes,
-            )
-        }
-        .unwrap();
-        assert_eq!(n, buf.length, "the WSK_BUF covers its length");
+        let bytes = sent(&buf);
         let peer = {
             let inner = self.lock();
             let me = &inner.sockets[sock];
@@ -499,52 +488,15 @@ impl Provider {
         }
         let half = data.len() / 2;
         let parts = [&data[..half], &data[half..]];
-        let mut storage: Vec<Vec<u8>> = Vec::new();
-        let mut mdls: Vec<Vec<Mdl>> = Vec::new();
-        for part in parts {
-            let mut chain = Vec::new();
-            let mut first = true;
-            for piece in part.chunks(self.piece) {
-                let mut bytes = Vec::new();
-                if first {
-                    bytes.extend_from_slice(&[0xEE, 0xEE]);
-                }
-                bytes.extend_from_slice(piece);
-                storage.push(bytes);
-                let stored = storage.last_mut().unwrap();
-                chain.push(Mdl {
-                    next: core::ptr::null_mut(),
-                    size: 0x30,
-                    mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
-                    padding_0c: 0,
-                    process: core::ptr::null_mut(),
-                    mapped_system_va: stored.as_mut_ptr().cast(),
-                    start_va: stored.as_mut_ptr().cast(),
-                    byte_count: u32::try_from(stored.len()).unwrap(),
-                    byte_offset: 0,
-                });
-                first = false;
-            }
-            mdls.push(chain);
-        }
+        let mut storage: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut chains: Vec<Vec<Mdl>> = Vec::new();
         let mut elements: Vec<WskDataIndication> = Vec::new();
-        for (chain, part) in mdls.iter_mut().zip(parts) {
-            let base = chain.as_mut_ptr();
-            for i in 1..chain.len() {
-                chain[i - 1].next = base.wrapping_add(i);
-            }
+        for part in parts {
+            storage.push(pieces(part, self.piece, 0xEE));
+            chains.push(chain_of(storage.last_mut().unwrap()));
             elements.push(WskDataIndication {
                 next: core::ptr::null_mut(),
-                buffer: WskBuf {
-                    mdl: if chain.is_empty() {
-                        core::ptr::null_mut()
-                    } else {
-                        base
-                    },
-                    offset: 2,
-                    padding_0c: 0,
-                    length: part.len(),
-                },
+                buffer: buf_over(chains.last_mut().unwrap(), part.len()),
             });
         }
         let base = elements.as_mut_ptr();
@@ -698,9 +650,80 @@ unsafe extern "system" fn p_control_socket(
     // SAFETY: the NPI id the client points to (a static).
     let (npi, mask) = (unsafe { control.npi_id.read() }, control.event_mask);
     assert_eq!(npi, NPI_WSK_INTERFACE_ID);
-    let (provider, id) = socket_of(socket);
-    provider.lock().sockets[id].events |= mask;
+    // SAFETY: a socket of this fake, which starts with its dispatch pointer.
+    if unsafe { (*socket).dispatch } == (&raw const DGRAM_TABLE).cast() {
+        assert_eq!(mask, crate::abi::WSK_EVENT_RECEIVE_FROM);
+        dgram_of(socket).events.fetch_or(mask, Ordering::AcqRel);
+    } else {
+        let (provider, id) = socket_of(socket);
+        provider.lock().sockets[id].events |= mask;
+    }
     STATUS_SUCCESS
+}
+
+/// The bytes a client's `WSK_BUF` describes, copied out at once.
+fn sent(buf: &WskBuf) -> Vec<u8> {
+    let mut bytes = alloc::vec![0_u8; buf.length];
+    // SAFETY: the client's WSK_BUF describes its locked memory (the ring or
+    // the datagram's slot), valid until this send completes.
+    let n = unsafe {
+        copy_from_chain(
+            NonNull::new(buf.mdl).unwrap(),
+            buf.offset as usize,
+            &mut bytes,
+        )
+    }
+    .unwrap();
+    assert_eq!(n, buf.length, "the WSK_BUF covers its length");
+    bytes
+}
+
+/// `data` cut into `piece`-byte buffers, the first starting with two `pad`
+/// bytes (so that an indication's data starts 2 bytes into its first MDL).
+fn pieces(data: &[u8], piece: usize, pad: u8) -> Vec<Vec<u8>> {
+    let mut pieces: Vec<Vec<u8>> = data.chunks(piece).map(<[u8]>::to_vec).collect();
+    if let Some(first) = pieces.first_mut() {
+        first.splice(0..0, [pad, pad]);
+    }
+    pieces
+}
+
+/// One nonpaged MDL over each of `storage`'s buffers, linked in order.
+fn chain_of(storage: &mut [Vec<u8>]) -> Vec<Mdl> {
+    let mut chain: Vec<Mdl> = storage
+        .iter_mut()
+        .map(|stored| Mdl {
+            next: core::ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
+            padding_0c: 0,
+            process: core::ptr::null_mut(),
+            mapped_system_va: stored.as_mut_ptr().cast(),
+            start_va: stored.as_mut_ptr().cast(),
+            byte_count: u32::try_from(stored.len()).unwrap(),
+            byte_offset: 0,
+        })
+        .collect();
+    let base = chain.as_mut_ptr();
+    for i in 1..chain.len() {
+        chain[i - 1].next = base.wrapping_add(i);
+    }
+    chain
+}
+
+/// The `WSK_BUF` of `length` bytes over a chain from [`chain_of`] of
+/// [`pieces`] (2 bytes into its first MDL; no MDL when empty).
+fn buf_over(chain: &mut [Mdl], length: usize) -> WskBuf {
+    WskBuf {
+        mdl: if chain.is_empty() {
+            core::ptr::null_mut()
+        } else {
+            chain.as_mut_ptr()
+        },
+        offset: 2,
+        padding_0c: 0,
+        length,
+    }
 }
 
 unsafe extern "system" fn p_close(socket: *mut WskSocket, irp: *mut Irp) -> NtStatus {
@@ -1095,35 +1118,6 @@ fn dgram_create(
     STATUS_SUCCESS
 }
 
-unsafe extern "system" fn d_control(
-    socket: *mut WskSocket,
-    request: WskControlSocketType,
-    code: u32,
-    level: u32,
-    in_size: usize,
-    input: *mut c_void,
-    _out_size: usize,
-    _output: *mut c_void,
-    _returned: *mut usize,
-    irp: *mut Irp,
-) -> NtStatus {
-    assert!(irp.is_null(), "event callbacks are enabled without an IRP");
-    assert_eq!(
-        (request, code, level),
-        (WSK_SET_OPTION, SO_WSK_EVENT_CALLBACK, SOL_SOCKET)
-    );
-    assert_eq!(in_size, core::mem::size_of::<WskEventCallbackControl>());
-    // SAFETY: the client's input of the size checked above.
-    let control = unsafe { input.cast::<WskEventCallbackControl>().read() };
-    // SAFETY: the NPI id the client points to (a static).
-    assert_eq!(unsafe { control.npi_id.read() }, NPI_WSK_INTERFACE_ID);
-    assert_eq!(control.event_mask, crate::abi::WSK_EVENT_RECEIVE_FROM);
-    dgram_of(socket)
-        .events
-        .fetch_or(control.event_mask, Ordering::AcqRel);
-    STATUS_SUCCESS
-}
-
 unsafe extern "system" fn d_bind(
     socket: *mut WskSocket,
     local: *mut SockAddr,
@@ -1217,49 +1211,12 @@ fn dgram_receive_loop(shared: &Arc<DgramShared>, udp: &std::net::UdpSocket) {
 /// Indicates one datagram as one `WSK_DATAGRAM_INDICATION` whose chain is
 /// cut into `piece`-byte MDLs, the first starting 2 bytes in.
 fn dgram_indicate(shared: &DgramShared, from: SocketAddr, data: &[u8]) {
-    let piece = shared.provider.piece.max(1);
-    let mut storage: Vec<Vec<u8>> = Vec::new();
-    let mut first = true;
-    for chunk in data.chunks(piece) {
-        let mut bytes = Vec::new();
-        if first {
-            bytes.extend_from_slice(&[0xDD, 0xDD]);
-        }
-        first = false;
-        bytes.extend_from_slice(chunk);
-        storage.push(bytes);
-    }
-    let mut chain: Vec<Mdl> = storage
-        .iter_mut()
-        .map(|stored| Mdl {
-            next: core::ptr::null_mut(),
-            size: 0x30,
-            mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
-            padding_0c: 0,
-            process: core::ptr::null_mut(),
-            mapped_system_va: stored.as_mut_ptr().cast(),
-            start_va: stored.as_mut_ptr().cast(),
-            byte_count: u32::try_from(stored.len()).unwrap(),
-            byte_offset: 0,
-        })
-        .collect();
-    let base = chain.as_mut_ptr();
-    for i in 1..chain.len() {
-        chain[i - 1].next = base.wrapping_add(i);
-    }
+    let mut storage = pieces(data, shared.provider.piece.max(1), 0xDD);
+    let mut chain = chain_of(&mut storage);
     let mut remote = to_sockaddr(from);
     let mut indication = crate::abi::WskDatagramIndication {
         next: core::ptr::null_mut(),
-        buffer: WskBuf {
-            mdl: if chain.is_empty() {
-                core::ptr::null_mut()
-            } else {
-                base
-            },
-            offset: 2,
-            padding_0c: 0,
-            length: data.len(),
-        },
+        buffer: buf_over(&mut chain, data.len()),
         control_info: core::ptr::null_mut(),
         control_info_length: 0,
         padding_2c: 0,
@@ -1336,18 +1293,7 @@ unsafe extern "system" fn d_send_to(
     }
     // SAFETY: the client's WSK_BUF, valid for the call.
     let buf = unsafe { *buffer };
-    let mut bytes = alloc::vec![0_u8; buf.length];
-    // SAFETY: the client's WSK_BUF describes its slot, valid until this send
-    // completes.
-    let n = unsafe {
-        copy_from_chain(
-            NonNull::new(buf.mdl).unwrap(),
-            buf.offset as usize,
-            &mut bytes,
-        )
-    }
-    .unwrap();
-    assert_eq!(n, buf.length, "the WSK_BUF covers its length");
+    let bytes = sent(&buf);
     let to = addr_of(remote);
     let key = provider_key(shared.provider);
     {
@@ -1390,7 +1336,7 @@ unsafe extern "system" fn d_release(
 static DGRAM_TABLE: crate::abi::WskProviderDatagramDispatch =
     crate::abi::WskProviderDatagramDispatch {
         basic: WskProviderBasicDispatch {
-            wsk_control_socket: d_control,
+            wsk_control_socket: p_control_socket,
             wsk_close_socket: d_close,
         },
         wsk_bind: d_bind,

@@ -9,10 +9,11 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::abi::{
-    NdkAdapter, NdkAdapterDispatch, NdkCq, NdkCqDispatch, NdkFnCloseObject, NdkPd, NdkPdDispatch,
-    NdkQpDispatch, NdkResult, NdkSge, STATUS_CANCELLED,
+    NdkAdapter, NdkAdapterDispatch, NdkCq, NdkFnCloseObject, NdkPd, NdkQpDispatch, NdkSge,
+    STATUS_CANCELLED,
 };
 use crate::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
+use crate::provider::testing;
 
 // ----- callbacks -------------------------------------------------------
 
@@ -50,8 +51,6 @@ unsafe extern "system" fn on_close(ctx: *mut c_void) {
 unsafe extern "system" fn on_indication(ctx: *mut c_void) {
     Log::push(ctx, INDICATED);
 }
-
-unsafe extern "system" fn on_cq(_ctx: *mut c_void, _status: NtStatus) {}
 
 /// Connectors handed over by connect events.
 #[derive(Default)]
@@ -243,30 +242,11 @@ impl Adapter {
     }
 
     fn cq(&self) -> *mut NdkCq {
-        let mut cq = null_mut();
-        // SAFETY: valid arguments; the out-pointer is ours.
-        let status = unsafe {
-            (self.d().ndk_create_cq)(
-                self.0,
-                64,
-                Some(on_cq),
-                null_mut(),
-                null(),
-                None,
-                null_mut(),
-                &raw mut cq,
-            )
-        };
-        assert_eq!(status, STATUS_SUCCESS);
-        cq
+        testing::new_cq(self.0, 64)
     }
 
     fn pd(&self) -> *mut NdkPd {
-        let mut pd = null_mut();
-        // SAFETY: valid arguments.
-        let status = unsafe { (self.d().ndk_create_pd)(self.0, None, null_mut(), &raw mut pd) };
-        assert_eq!(status, STATUS_SUCCESS);
-        pd
+        testing::new_pd(self.0)
     }
 
     fn connector(&self) -> Conn {
@@ -326,26 +306,7 @@ impl Side {
     fn new(adapter: &Adapter) -> Self {
         let cq = adapter.cq();
         let pd = adapter.pd();
-        let mut qp = null_mut();
-        let d: &NdkPdDispatch = table(pd.cast());
-        // SAFETY: valid arguments.
-        let status = unsafe {
-            (d.ndk_create_qp)(
-                pd,
-                cq,
-                cq,
-                null_mut(),
-                16,
-                16,
-                2,
-                2,
-                64,
-                None,
-                null_mut(),
-                &raw mut qp,
-            )
-        };
-        assert_eq!(status, STATUS_SUCCESS);
+        let qp = testing::new_qp(pd, cq);
         Self { cq, pd, qp }
     }
 
@@ -365,19 +326,7 @@ impl Side {
 
     /// Statuses of the completions in the CQ, with their contexts.
     fn results(&self) -> Vec<(usize, NtStatus)> {
-        let mut out = [NdkResult {
-            status: 0,
-            bytes_transferred: 0,
-            qp_context: null_mut(),
-            request_context: null_mut(),
-        }; 16];
-        let d: &NdkCqDispatch = table(self.cq.cast());
-        // SAFETY: room for 16 results.
-        let n = unsafe { (d.ndk_get_cq_results)(self.cq, out.as_mut_ptr(), 16) };
-        out[..n as usize]
-            .iter()
-            .map(|r| (r.request_context as usize, r.status))
-            .collect()
+        testing::cq_results(self.cq)
     }
 
     fn close(self) {

@@ -754,6 +754,41 @@ const REMOTE_WRITE: u32 = 0x5;
 
 /// rules L1, L2, L29, P7, P8, E1: every slot of the QP, MW and SRQ
 /// tables answers, on objects with correct headers.
+/// L7 with L24: a PD create given a null out-pointer is refused before
+/// anything is made, so nothing is left holding the PD open and its close
+/// completes at once (an MR made and then refused would keep it pending).
+#[test]
+fn a_pd_create_with_a_null_out_pointer_makes_nothing() {
+    let env = Env::new();
+    let table = env.pd_table();
+    // SAFETY: the PD is open; the null out-pointer is the case under test.
+    let mr = unsafe { (table.ndk_create_mr)(env.pd, 0, None, null_mut(), null_mut()) };
+    assert_eq!(mr, STATUS_INVALID_PARAMETER);
+    // SAFETY: as above.
+    let mw = unsafe { (table.ndk_create_mw)(env.pd, None, null_mut(), null_mut()) };
+    assert_eq!(mw, STATUS_INVALID_PARAMETER);
+    let srq = {
+        let create = table.ndk_create_srq;
+        // SAFETY: as above.
+        unsafe {
+            create(
+                env.pd,
+                8,
+                1,
+                0,
+                None,
+                null_mut(),
+                null(),
+                None,
+                null_mut(),
+                null_mut(),
+            )
+        }
+    };
+    assert_eq!(srq, STATUS_INVALID_PARAMETER);
+    assert_eq!(close(env.pd), STATUS_SUCCESS);
+}
+
 #[test]
 fn every_slot_answers() {
     let env = Env::new();
