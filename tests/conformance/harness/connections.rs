@@ -646,10 +646,15 @@ pub fn teardown_after(pair: Pair, early: Early) {
 
 /// Closes the test's regions, then [`teardown_lenient`].
 pub fn teardown_closing<const N: usize>(pair: Pair, regions: [Region; N]) {
+    teardown_closing_after(pair, regions, Early::default());
+}
+
+/// Closes the test's regions, then [`teardown_after`] with `early`.
+pub fn teardown_closing_after<const N: usize>(pair: Pair, regions: [Region; N], early: Early) {
     for region in regions {
         region.close();
     }
-    teardown_lenient(pair);
+    teardown_after(pair, early);
 }
 
 /// `Pair::teardown` for a pair whose connection an error may have ended.
@@ -1130,4 +1135,50 @@ pub fn close_stage<const N: usize>(listener: Listener, qps: [Qp; N], (a, b): (En
     assert_success!(listener.close());
     a.close();
     b.close();
+}
+
+/// Closes what a connection test opened, in this order: the listener, the
+/// registered memory, the QPs and the two ends.
+pub fn close_stage_with_memory<const M: usize, const N: usize>(
+    listener: Listener,
+    mems: [Mem; M],
+    qps: [Qp; N],
+    (a, b): (End, End),
+) {
+    assert_success!(listener.close());
+    for mem in mems {
+        mem.close();
+    }
+    for qp in qps {
+        qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// Closes pairs of QPs, then the two ends.
+pub fn close_qp_pairs(qps: Vec<(Qp, Qp)>, (a, b): (End, End)) {
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// One connection per pair of `qps` from `a` to the listener at
+/// `listen_addr`, the `i`-th pair's request the `i + 1`-th connect event of
+/// `incoming`.
+pub fn establish_each(
+    a: &End,
+    qps: &[(Qp, Qp)],
+    listen_addr: Addr,
+    incoming: &Incoming,
+) -> Vec<Conn> {
+    qps.iter()
+        .enumerate()
+        .map(|(i, (a_qp, b_qp))| {
+            Conn::establish(&a.adapter, a.addr, a_qp, listen_addr, incoming, i + 1, b_qp)
+        })
+        .collect()
 }
