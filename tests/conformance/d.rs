@@ -455,60 +455,44 @@ fn d5_open_chain_is_ended_by_flush() {
 /// cancelled.
 #[test]
 fn d5_open_chain_is_ended_by_disconnect() {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    open_chain(&pair, &src, &dst);
-    disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
-    assert_chain_ended(&pair.a_cq.wait_results(3));
-    assert_empty(&pair.a_cq);
-    teardown_closing(pair, [src, dst]);
+    chain_ended_by(8, |pair| {
+        disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
+        Early::default()
+    });
 }
 
 /// D5: closing the QP ends an open chain: every request completes or is
 /// cancelled on the QP's CQ.
 #[test]
 fn d5_open_chain_is_ended_by_qp_close() {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 9, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    open_chain(&pair, &src, &dst);
-    let closing = close_qp_async(&pair.a_qp);
-    assert_chain_ended(&pair.a_cq.wait_results(3));
-    assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_after(
-        pair,
-        Early {
-            a_qp: Some(closing),
-            a_conn: None,
-        },
-    );
+    chain_ended_by(9, |pair| Early {
+        a_qp: Some(close_qp_async(&pair.a_qp)),
+        a_conn: None,
+    });
 }
 
 /// D5: closing the QP's connector ends an open chain: every request
 /// completes or is cancelled.
 #[test]
 fn d5_open_chain_is_ended_by_connector_close() {
+    chain_ended_by(10, |pair| Early {
+        a_qp: None,
+        a_conn: Some(close_connector_async(&pair.a_conn)),
+    });
+}
+
+/// D5: an open chain on A ([`open_chain`], source bytes of `seed`) that
+/// `end` ends (returning what it closed early) completes or is cancelled
+/// request by request on A's CQ, and nothing more arrives.
+fn chain_ended_by(seed: u8, end: impl FnOnce(&Pair) -> Early) {
     let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 10, MR_LOCAL_WRITE);
+    let src = Region::pattern(&pair.a_pd, 4096, seed, MR_LOCAL_WRITE);
     let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     open_chain(&pair, &src, &dst);
-    let closing = close_connector_async(&pair.a_conn);
+    let early = end(&pair);
     assert_chain_ended(&pair.a_cq.wait_results(3));
     assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_after(
-        pair,
-        Early {
-            a_qp: None,
-            a_conn: Some(closing),
-        },
-    );
+    teardown_closing_after(pair, [src, dst], early);
 }
 
 /// D6, the worked example: FastRegister(defer) succeeds, FastRegister(defer)

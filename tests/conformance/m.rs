@@ -963,23 +963,35 @@ fn registered(flags: u32) -> impl Fn(&Pair) -> Target {
 /// `ALLOW_REMOTE_WRITE` (0x5) remote write *and* local write.
 #[test]
 fn m6_register_flags_grant_their_rights_and_remote_write_implies_local_write() {
+    assert_rights(
+        registered,
+        (MR_LOCAL_WRITE, MR_REMOTE_READ, MR_REMOTE_WRITE),
+        "NDK_MR_FLAG_*",
+    );
+}
+
+/// M6, M7: the target `make` builds with no rights grants local read
+/// only; with the local-write right (`rights.0`) local write too; with
+/// remote read (`rights.1`) remote read; with remote write (`rights.2`)
+/// remote write and local write; with both remote rights, every use.
+fn assert_rights<T: Fn(&Pair) -> Target>(
+    make: impl Fn(u32) -> T,
+    (local_write, remote_read, remote_write): (u32, u32, u32),
+    what: &str,
+) {
     use Use::*;
     let all = [LocalRead, ReceiveSink, ReadSink, RemoteRead, RemoteWrite];
     for (flags, expected) in [
         (0, vec![LocalRead]),
-        (MR_LOCAL_WRITE, vec![LocalRead, ReceiveSink, ReadSink]),
-        (MR_REMOTE_READ, vec![LocalRead, RemoteRead]),
+        (local_write, vec![LocalRead, ReceiveSink, ReadSink]),
+        (remote_read, vec![LocalRead, RemoteRead]),
         (
-            MR_REMOTE_WRITE,
+            remote_write,
             vec![LocalRead, ReceiveSink, ReadSink, RemoteWrite],
         ),
-        (MR_REMOTE_READ | MR_REMOTE_WRITE, all.to_vec()),
+        (remote_read | remote_write, all.to_vec()),
     ] {
-        assert_eq!(
-            granted(&registered(flags), &all),
-            expected,
-            "NDK_MR_FLAG_* {flags:#x}"
-        );
+        assert_eq!(granted(&make(flags), &all), expected, "{what} {flags:#x}");
     }
 }
 
@@ -1019,23 +1031,11 @@ fn window(flags: u32) -> impl Fn(&Pair) -> Target {
 #[test]
 fn m7_fast_register_and_bind_flags_grant_their_rights_and_remote_write_implies_local_write() {
     use Use::*;
-    let all = [LocalRead, ReceiveSink, ReadSink, RemoteRead, RemoteWrite];
-    for (flags, expected) in [
-        (0, vec![LocalRead]),
-        (OP_LOCAL_WRITE, vec![LocalRead, ReceiveSink, ReadSink]),
-        (OP_REMOTE_READ, vec![LocalRead, RemoteRead]),
-        (
-            OP_REMOTE_WRITE,
-            vec![LocalRead, ReceiveSink, ReadSink, RemoteWrite],
-        ),
-        (OP_REMOTE_READ | OP_REMOTE_WRITE, all.to_vec()),
-    ] {
-        assert_eq!(
-            granted(&fast_registered(flags), &all),
-            expected,
-            "FastRegister NDK_OP_FLAG_* {flags:#x}"
-        );
-    }
+    assert_rights(
+        fast_registered,
+        (OP_LOCAL_WRITE, OP_REMOTE_READ, OP_REMOTE_WRITE),
+        "FastRegister NDK_OP_FLAG_*",
+    );
     for (flags, expected) in [
         (OP_REMOTE_READ, vec![RemoteRead]),
         (OP_REMOTE_WRITE, vec![RemoteWrite]),
