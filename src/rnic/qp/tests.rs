@@ -1620,7 +1620,7 @@ mod connected_flags {
             )
             .unwrap();
             read(
-                &a,
+                a,
                 3,
                 &[kit.sink.sge(0, 16)],
                 &kit.target,
@@ -1909,7 +1909,7 @@ mod deferred {
         kit.a_fast.post(a, 2, RW, d).unwrap();
         a.qp.post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&kit.a_fast.mr)), d)
             .unwrap();
-        read(&a, 4, &[kit.sink.sge(0, 64)], &kit.target, 0, d).unwrap();
+        read(a, 4, &[kit.sink.sge(0, 64)], &kit.target, 0, d).unwrap();
         write(a, 5, &[kit.src.sge(0, 64)], &kit.target, 256, d).unwrap();
         send(a, 6, &[kit.src.sge(64, 64)], d).unwrap();
         a.qp.post_send(
@@ -2696,7 +2696,7 @@ mod error {
             });
             check_statuses(mode, (Read, RemoteOperationError), |k| {
                 read(
-                    &k.a(),
+                    k.a(),
                     1,
                     &[k.sink.sge(0, 64)],
                     &k.target,
@@ -2706,15 +2706,7 @@ mod error {
                 .unwrap();
             });
             check_statuses(mode, (Read, LocalAccessError), |k| {
-                read(
-                    &k.a(),
-                    1,
-                    &[k.src.sge(0, 8)],
-                    &k.target,
-                    0,
-                    WrFlags::empty(),
-                )
-                .unwrap();
+                read(k.a(), 1, &[k.src.sge(0, 8)], &k.target, 0, WrFlags::empty()).unwrap();
             });
         });
     }
@@ -2801,7 +2793,7 @@ mod error {
                     .qp
                     .post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&k.a_fast.mr)), d)
                     .unwrap();
-                read(&k.a(), 4, &[k.sink.sge(0, 8)], &k.target, 0, d).unwrap();
+                read(k.a(), 4, &[k.sink.sge(0, 8)], &k.target, 0, d).unwrap();
                 k.a().qp.flush();
             });
         });
@@ -2989,7 +2981,7 @@ mod unusable {
             "{mode:?}: Send"
         );
         assert_eq!(
-            read(&side, 52, &[buf.sge(0, 8)], &buf, 0, WrFlags::empty()),
+            read(side, 52, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
             u,
             "{mode:?}: Read"
         );
