@@ -121,10 +121,7 @@ fn d1_defer_accepted_on_every_initiator_request() {
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     assert_close(b_mw.close());
-    for region in [a_src, a_sink, b_mem, b_recv] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, a_sink, b_mem, b_recv]);
 }
 
 /// D2: a chain of deferred requests is handed over, in order, at the latest
@@ -179,10 +176,7 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
     assert_eq!(&b_mem.bytes()[2048..3328], &a_src.bytes()[2048..3328]);
     assert_eq!(&b_recv.bytes()[..64], &a_src.bytes()[..64]);
     assert_empty(&pair.a_cq);
-    for region in [a_src, b_mem, b_recv] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_mem, b_recv]);
 }
 
 /// D3: with the flag, a call that returns a failure never produces a
@@ -220,10 +214,7 @@ fn d3_defer_changes_nothing_about_completions() {
         ]
     );
     assert_empty(&pair.a_cq);
-    for region in [a_src, b_mem] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_mem]);
 
     // A deferred request that fails at execution still completes once (with
     // its error), and so does every accepted request behind it (E5:
@@ -405,10 +396,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
     drop(failures);
     local_frmr.close(&pair.a);
     assert_close(a_mw.close());
-    for region in [a_src, read_only, b_mem] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, read_only, b_mem]);
 }
 
 /// Posts three deferred Writes (contexts 1..=3) that nothing rings.

@@ -868,12 +868,9 @@ unsafe extern "system" fn on_created(
     object: *mut NdkObjectHeader,
 ) {
     // SAFETY: `ctx` is the address of a `Created` the test keeps alive.
-    let created = unsafe { &*ctx.cast::<Created>() };
-    created
-        .calls
-        .lock()
-        .unwrap()
-        .push((ctx as usize, status, object as usize));
+    let Created { calls } = unsafe { &*ctx.cast::<Created>() };
+    let call = (ctx as usize, status, object as usize);
+    calls.lock().unwrap().push(call);
 }
 
 /// A sentinel the provider must not write over after `STATUS_PENDING` (L6).
@@ -2760,13 +2757,15 @@ mod cross_nic {
         link.close();
         src.close();
         dst.close();
-        assert_close(qp.close());
-        assert_close(srq_qp.close());
-        assert_close(far_qp.close());
-        assert_close(twin_srq.close());
-        assert_close(twin_cq.close());
-        assert_close(far_cq.close());
-        assert_close(twin_pd.close());
+        assert_closed([
+            qp.close(),
+            srq_qp.close(),
+            far_qp.close(),
+            twin_srq.close(),
+            twin_cq.close(),
+            far_cq.close(),
+            twin_pd.close(),
+        ]);
         twin.close();
         near.close();
         far.close();
@@ -2827,10 +2826,8 @@ mod cross_nic {
     #[test]
     fn l14_connector_naming_a_qp_or_endpoint_of_another_nic_is_refused() {
         let (a, b) = Side::two();
-        let a_cq = a.adapter.cq(16);
-        let b_cq = b.adapter.cq(16);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, 1);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, 2);
+        let (a_cq, a_qp) = a.cq_and_qp(16, 1);
+        let (b_cq, b_qp) = b.cq_and_qp(16, 2);
         let incoming = Incoming::new();
         let listener = b.adapter.listener(&incoming);
         assert_success!(listener.listen(b.addr));
@@ -2861,14 +2858,16 @@ mod cross_nic {
         assert_success!(accepted.outcome(accept));
         assert!(signal.all().is_empty() && shared.all().is_empty(), "L8");
         disconnect_both(Some(&connector), Some(&passive));
-        assert_close(connector.close());
-        assert_close(passive.close());
-        assert_close(listener.close());
-        assert_close(b_endpoint.close());
-        assert_close(a_qp.close());
-        assert_close(b_qp.close());
-        assert_close(a_cq.close());
-        assert_close(b_cq.close());
+        assert_closed([
+            connector.close(),
+            passive.close(),
+            listener.close(),
+            b_endpoint.close(),
+            a_qp.close(),
+            b_qp.close(),
+            a_cq.close(),
+            b_cq.close(),
+        ]);
         a.close();
         b.close();
     }

@@ -355,9 +355,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
         &lam_buffer.bytes()[0x20..0x420]
     );
 
-    assert_close(mw.close());
-    assert_close(fast.close());
-    assert_close(plain.close());
+    assert_closed([mw.close(), fast.close(), plain.close()]);
     pair.b.release_lam(&mut lam);
     sink.close();
     pair.teardown();
@@ -1221,9 +1219,7 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_close(mw.close());
-    assert_close(largest.close());
-    assert_close(too_long.close());
+    assert_closed([mw.close(), largest.close(), too_long.close()]);
     drop(chain);
     pair.teardown();
 }
@@ -2007,10 +2003,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     ));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
-    for r in [no_write, nothing, writable, src] {
-        r.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [no_write, nothing, writable, src]);
 }
 
 /// M20: a window's remote token can be read as soon as Bind returned —
@@ -2058,10 +2051,8 @@ struct Conn {
 
 impl Conn {
     fn new(a: &Side, b: &Side, context: usize) -> Self {
-        let a_cq = a.adapter.cq(64);
-        let b_cq = b.adapter.cq(64);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, context);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, context + 1);
+        let (a_cq, a_qp) = a.cq_and_qp(64, context);
+        let (b_cq, b_qp) = b.cq_and_qp(64, context + 1);
         let link = a.connect(&a_qp, b, &b_qp);
         Self {
             a_cq,
@@ -2089,10 +2080,12 @@ impl Conn {
 
     fn close(self) {
         self.link.close();
-        assert_close(self.a_qp.close());
-        assert_close(self.b_qp.close());
-        assert_close(self.a_cq.close());
-        assert_close(self.b_cq.close());
+        assert_closed([
+            self.a_qp.close(),
+            self.b_qp.close(),
+            self.a_cq.close(),
+            self.b_cq.close(),
+        ]);
     }
 }
 

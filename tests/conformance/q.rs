@@ -122,10 +122,12 @@ impl Fixture {
         }
         for c in self.conns {
             c.link.close();
-            assert_close(c.a_qp.close());
-            assert_close(c.b_qp.close());
-            assert_close(c.a_cq.close());
-            assert_close(c.b_rcq.close());
+            assert_closed([
+                c.a_qp.close(),
+                c.b_qp.close(),
+                c.a_cq.close(),
+                c.b_rcq.close(),
+            ]);
         }
         assert_close(self.srq.close());
         self.src.close();
@@ -621,9 +623,7 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
         c.link.close();
         assert_close(c.a_qp.close());
         assert_eq!(log.count(), 0);
-        assert_close(c.b_qp.close());
-        assert_close(c.a_cq.close());
-        assert_close(c.b_rcq.close());
+        assert_closed([c.b_qp.close(), c.a_cq.close(), c.b_rcq.close()]);
     }
     assert_eq!(log.wait(), CLOSED);
     assert_eq!(log.count(), 1);

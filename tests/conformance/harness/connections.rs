@@ -502,6 +502,13 @@ impl Side {
         )
     }
 
+    /// A CQ of `depth` and a default QP on it (both queues) with `context`.
+    pub fn cq_and_qp(&self, depth: u32, context: usize) -> (Cq, Qp) {
+        let cq = self.adapter.cq(depth);
+        let qp = self.pd.qp(&cq, &cq, context);
+        (cq, qp)
+    }
+
     /// Closes the PD and the adapter (after everything on them).
     pub fn close(self) {
         assert_close(self.pd.close());
@@ -642,6 +649,14 @@ pub fn teardown_after(pair: Pair, early: Early) {
         ..Closed::default()
     };
     reap_pair(pair, closed, early, true);
+}
+
+/// Closes the test's regions, then [`Pair::teardown`].
+pub fn teardown_with_regions<const N: usize>(pair: Pair, regions: [Region; N]) {
+    for region in regions {
+        region.close();
+    }
+    pair.teardown();
 }
 
 /// Closes the test's regions, then [`teardown_lenient`].
@@ -884,18 +899,10 @@ pub fn complete_connect_with(
     event: Option<NdkFnDisconnectEventCallback>,
     event_context: *mut c_void,
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: a live connector; the caller keeps the event context alive.
-    let status = unsafe {
-        (connector.d().ndk_complete_connect)(
-            connector.0,
-            event,
-            event_context,
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
-    (status, signal)
+    requested(|done, ctx| unsafe {
+        (connector.d().ndk_complete_connect)(connector.0, event, event_context, done, ctx)
+    })
 }
 
 /// `NdkAccept` with read limits `(ird, ord)` and an optional disconnect
@@ -907,10 +914,9 @@ pub fn accept_with(
     data: &[u8],
     (event, event_context): (Option<NdkFnDisconnectEventCallback>, *mut c_void),
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: live objects; data valid for the call; the caller keeps the
     // event context alive.
-    let status = unsafe {
+    requested(|done, ctx| unsafe {
         (connector.d().ndk_accept)(
             connector.0,
             qp.0,
@@ -920,11 +926,10 @@ pub fn accept_with(
             u32::try_from(data.len()).unwrap(),
             event,
             event_context,
-            Some(on_status),
-            signal.ctx(),
+            done,
+            ctx,
         )
-    };
-    (status, signal)
+    })
 }
 
 /// `NdkConnectWithSharedEndpoint`: its return value and completion signal.
@@ -937,9 +942,8 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: live objects; address and data valid for the call.
-    let status = unsafe {
+    requested(|done, ctx| unsafe {
         (connector.d().ndk_connect_with_shared_endpoint)(
             connector.0,
             qp.0,
@@ -950,11 +954,10 @@ pub fn connect_shared(
             ord,
             data.as_ptr().cast(),
             u32::try_from(data.len()).unwrap(),
-            Some(on_status),
-            signal.ctx(),
+            done,
+            ctx,
         )
-    };
-    (status, signal)
+    })
 }
 
 /// `NdkConnect` with explicit address lengths (N2) and read limits 16 / 16:
@@ -973,18 +976,10 @@ pub fn connect_with_lengths(
 
 /// `NdkListen` with an explicit address length (N2): the outcome (L8).
 pub fn listen_with_length(listener: &Listener, addr: Addr, len: u32) -> NtStatus {
-    let signal = Signal::new();
     // SAFETY: a live listener; the address is a 28-byte buffer.
-    let status = unsafe {
-        (listener.d().ndk_listen)(
-            listener.0,
-            addr.as_ptr(),
-            len.min(28),
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
-    signal.outcome(status)
+    request_outcome(|done, ctx| unsafe {
+        (listener.d().ndk_listen)(listener.0, addr.as_ptr(), len.min(28), done, ctx)
+    })
 }
 
 /// `NdkCreateSharedEndpoint` with an explicit address length (N2).

@@ -492,11 +492,8 @@ impl Cq {
     }
 
     pub fn resize(&self, depth: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live CQ.
-        let status =
-            unsafe { (self.d().ndk_resize_cq)(self.0, depth, Some(on_status), signal.ctx()) };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe { (self.d().ndk_resize_cq)(self.0, depth, done, ctx) })
     }
 
     /// Closes and waits for the close to complete; returns the close's return value.
@@ -659,20 +656,11 @@ object! {
 impl Mr {
     /// RegisterMr over the whole buffer.
     pub fn register(&self, buffer: &mut Buffer, flags: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: the buffer's MDL describes `len` locked (owned) bytes that
         // outlive the registration (the test keeps the buffer).
-        let status = unsafe {
-            (self.d().ndk_register_mr)(
-                self.0,
-                buffer.mdl(),
-                buffer.len,
-                flags,
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_register_mr)(self.0, buffer.mdl(), buffer.len, flags, done, ctx)
+        })
     }
 
     pub fn deregister(&self) -> NtStatus {
@@ -680,25 +668,15 @@ impl Mr {
             // As for the close of an MR (`close_waiting`).
             softndk::provider::host::wire_settle();
         }
-        let signal = Signal::new();
         // SAFETY: a live MR.
-        let status = unsafe { (self.d().ndk_deregister_mr)(self.0, Some(on_status), signal.ctx()) };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe { (self.d().ndk_deregister_mr)(self.0, done, ctx) })
     }
 
     pub fn init_fast(&self, pages: u32, remote: bool) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live MR.
-        let status = unsafe {
-            (self.d().ndk_initialize_fast_register_mr)(
-                self.0,
-                pages,
-                u8::from(remote),
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_initialize_fast_register_mr)(self.0, pages, u8::from(remote), done, ctx)
+        })
     }
 
     pub fn local_token(&self) -> u32 {
@@ -741,12 +719,10 @@ impl Srq {
     }
 
     pub fn modify(&self, depth: u32, threshold: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live SRQ.
-        let status = unsafe {
-            (self.d().ndk_modify_srq)(self.0, depth, threshold, Some(on_status), signal.ctx())
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_modify_srq)(self.0, depth, threshold, done, ctx)
+        })
     }
 }
 
@@ -934,10 +910,9 @@ impl Connector {
         (ird, ord): (u32, u32),
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
         // SAFETY: live objects; both addresses are 28-byte buffers, at least
         // the lengths given; data valid for the call.
-        let status = unsafe {
+        requested(|done, ctx| unsafe {
             (self.d().ndk_connect)(
                 self.0,
                 qp.0,
@@ -949,11 +924,10 @@ impl Connector {
                 ord,
                 data.as_ptr().cast(),
                 u32::try_from(data.len()).unwrap(),
-                Some(on_status),
-                signal.ctx(),
+                done,
+                ctx,
             )
-        };
-        (status, signal)
+        })
     }
 
     pub fn complete_connect(&self, disconnects: &Arc<Signal>) -> NtStatus {
@@ -1021,10 +995,8 @@ impl Connector {
     }
 
     pub fn disconnect(&self) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
         // SAFETY: a live connector.
-        let status = unsafe { (self.d().ndk_disconnect)(self.0, Some(on_status), signal.ctx()) };
-        (status, signal)
+        requested(|done, ctx| unsafe { (self.d().ndk_disconnect)(self.0, done, ctx) })
     }
 }
 
@@ -1174,6 +1146,13 @@ pub fn assert_close(status: NtStatus) {
         status == STATUS_SUCCESS || status == STATUS_PENDING,
         "close returned {status:#x}"
     );
+}
+
+/// [`assert_close`] for each of several closes (made in order).
+pub fn assert_closed<const N: usize>(statuses: [NtStatus; N]) {
+    for status in statuses {
+        assert_close(status);
+    }
 }
 
 /// CreateCq with the test's own notification callback and affinity.
