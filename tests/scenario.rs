@@ -32,66 +32,8 @@ use harness::*;
 use scenario_common::*;
 use softndk::abi::*;
 
-const CREDITS: usize = 255;
-const MESSAGE: usize = 1364;
-const STREAM: usize = 2000;
-/// Credits granted back in one grant message.
-const GRANT_EVERY: usize = 64;
-
-/// One side's receive buffers: 255 slots of 1364 bytes in one registration.
-struct Receives {
-    buffer: Buffer,
-    mr: Mr,
-}
-
-impl Receives {
-    fn new(pd: &Pd) -> Self {
-        let mut buffer = Buffer::new(CREDITS * MESSAGE, 0, 0);
-        let mr = pd.mr(false);
-        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
-        Self { buffer, mr }
-    }
-
-    fn sge(&self, slot: usize) -> NdkSge {
-        self.buffer
-            .sge(slot * MESSAGE, MESSAGE as u32, self.mr.local_token())
-    }
-
-    fn slot_bytes(&self, slot: usize, len: usize) -> &[u8] {
-        &self.buffer.bytes()[slot * MESSAGE..slot * MESSAGE + len]
-    }
-
-    fn post_all(&self, qp: &Qp) {
-        for slot in 0..CREDITS {
-            assert_success!(qp.receive(slot, &[self.sge(slot)]));
-        }
-    }
-}
-
-const MR_FLAG_LOCAL_WRITE: u32 = 0x1;
-const MR_FLAG_REMOTE_READ: u32 = 0x2;
-
-/// One side's send staging buffer (one message at a time).
-struct Sender {
-    buffer: Buffer,
-    mr: Mr,
-}
-
-impl Sender {
-    fn new(pd: &Pd) -> Self {
-        let mut buffer = Buffer::new(MESSAGE, 0, 0);
-        let mr = pd.mr(false);
-        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
-        Self { buffer, mr }
-    }
-
-    /// Sends `bytes` (≤ 1364) and returns the SGE used.
-    fn stage(&mut self, bytes: &[u8]) -> NdkSge {
-        self.buffer.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
-        self.buffer
-            .sge(0, bytes.len() as u32, self.mr.local_token())
-    }
-}
+/// One side's receive buffers.
+type Receives = Slots;
 
 /// Polls `cq` until a completion of `kind` for `qp_context` arrives (the
 /// oldest such); others are kept in `backlog` in arrival order.

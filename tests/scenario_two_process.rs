@@ -286,11 +286,6 @@ fn child_role() {
 // The session: what both roles share
 // ---------------------------------------------------------------------------
 
-const CREDITS: usize = 255;
-const MESSAGE: usize = 1364;
-const STREAM: usize = 2000;
-/// Credits granted back in one grant message.
-const GRANT_EVERY: usize = 64;
 /// The transfers: size, and whether the server RDMA-reads the client's
 /// buffer (a "write" request) or RDMA-writes into it (a "read" request).
 const ROUNDS: [(usize, bool); 6] = [
@@ -308,8 +303,6 @@ fn first_byte_offset(round: usize) -> usize {
 
 const CLIENT: usize = 0xC11E;
 const SERVER: usize = 0x5E7E;
-const MR_FLAG_LOCAL_WRITE: u32 = 0x1;
-const MR_FLAG_REMOTE_READ: u32 = 0x2;
 
 /// Bytes distinct at every 8-byte word of a transfer and per seed, so that
 /// data placed at a wrong offset (even a multiple of 64 KiB away) is seen.
@@ -336,35 +329,23 @@ fn server_payload(round: usize, len: usize) -> Vec<u8> {
     payload(len, 0x80 | round as u8)
 }
 
-/// One side's receive buffers: 255 slots of 1364 bytes in one registration,
-/// consumed in order (receives complete in order, P23).
+/// One side's receive buffers ([`Slots`]), consumed in order (receives
+/// complete in order, P23).
 struct Receives {
-    buffer: Buffer,
-    mr: Mr,
+    slots: Slots,
     next: usize,
 }
 
 impl Receives {
     fn new(pd: &Pd) -> Self {
-        let mut buffer = Buffer::new(CREDITS * MESSAGE, 0, 0);
-        let mr = pd.mr(false);
-        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
         Self {
-            buffer,
-            mr,
+            slots: Slots::new(pd),
             next: 0,
         }
     }
 
-    fn sge(&self, slot: usize) -> NdkSge {
-        self.buffer
-            .sge(slot * MESSAGE, MESSAGE as u32, self.mr.local_token())
-    }
-
     fn post_all(&self, qp: &Qp) {
-        for slot in 0..CREDITS {
-            assert_success!(qp.receive(slot, &[self.sge(slot)]));
-        }
+        self.slots.post_all(qp);
     }
 
     /// Takes the next receive's completion `r`: checks it is the next slot
@@ -376,33 +357,10 @@ impl Receives {
             "receives complete in order (P23)"
         );
         assert_eq!(r.bytes_transferred as usize, len, "length of a message");
-        let bytes = self.buffer.bytes()[slot * MESSAGE..slot * MESSAGE + len].to_vec();
-        assert_success!(qp.receive(slot, &[self.sge(slot)]));
+        let bytes = self.slots.slot_bytes(slot, len).to_vec();
+        assert_success!(qp.receive(slot, &[self.slots.sge(slot)]));
         self.next = (slot + 1) % CREDITS;
         bytes
-    }
-}
-
-/// One side's send staging buffer (one message at a time: each Send is
-/// waited for before the buffer is reused; over iWARP a Send completes once
-/// the stream has taken its bytes).
-struct Sender {
-    buffer: Buffer,
-    mr: Mr,
-}
-
-impl Sender {
-    fn new(pd: &Pd) -> Self {
-        let mut buffer = Buffer::new(MESSAGE, 0, 0);
-        let mr = pd.mr(false);
-        assert_success!(mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE));
-        Self { buffer, mr }
-    }
-
-    fn stage(&mut self, bytes: &[u8]) -> NdkSge {
-        self.buffer.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
-        self.buffer
-            .sge(0, bytes.len() as u32, self.mr.local_token())
     }
 }
 
@@ -603,7 +561,7 @@ fn server() {
     assert_close(conn.close());
     assert_close(listener.close());
     assert_close(mr.close());
-    assert_close(receives.mr.close());
+    assert_close(receives.slots.mr.close());
     assert_close(sender.mr.close());
     assert_close(qp.close());
     assert_close(cq.close());
@@ -755,7 +713,7 @@ fn client() {
 
     assert_close(conn.close());
     assert_close(fast.close());
-    assert_close(receives.mr.close());
+    assert_close(receives.slots.mr.close());
     assert_close(sender.mr.close());
     assert_close(qp.close());
     assert_close(cq.close());

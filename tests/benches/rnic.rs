@@ -22,12 +22,15 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use softndk::rnic::cq::{Cq, CqEvent, CqNotify};
+use softndk::rnic::cq::Cq;
 use softndk::rnic::device::{Device, EngineMode};
-use softndk::rnic::memory::Span;
-use softndk::rnic::mr::{Mr, Pd};
+use softndk::rnic::mr::Pd;
 use softndk::rnic::qp::{self, Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, Sge, WcStatus, WrFlags};
+use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+
+#[path = "common.rs"]
+mod common;
+use common::{Quiet, Region};
 
 /// Bytes of the Send.
 const SEND_LEN: usize = 64;
@@ -36,61 +39,9 @@ const WRITE_LEN: usize = 1 << 20;
 /// Timed batches per case; the median is reported.
 const BATCHES: u32 = 15;
 
-/// A CQ notifier that ignores everything: the benchmark polls.
-struct Quiet;
-
-impl CqNotify for Quiet {
-    fn notify(&self, _event: CqEvent) {}
-    fn close_complete(&self) {}
-}
-
-/// Memory registered with a device. The bytes are owned here and outlive the
-/// registration: [`Drop`] closes the region before the box is freed, and no
-/// Rust reference to the bytes is used while the region is registered.
-struct Region {
-    mr: Arc<Mr>,
-    addr: u64,
-    bytes: Box<[u8]>,
-}
-
-impl Region {
-    fn new(pd: &Arc<Pd>, len: usize, fill: u8, access: Access) -> Self {
-        let mut bytes = vec![fill; len].into_boxed_slice();
-        let ptr = bytes.as_mut_ptr() as usize;
-        // SAFETY: `bytes` is a heap allocation owned by this `Region`; it is
-        // never moved out, reallocated or freed before `Drop` has closed the
-        // region, so the range stays valid (and is not otherwise accessed)
-        // for as long as the device may use the span.
-        let span = unsafe { Span::new(ptr, len) }.expect("a heap buffer does not wrap");
-        let mr = Mr::new(pd, false).expect("region");
-        mr.register(span, ptr as u64, access).expect("register");
-        Self {
-            mr,
-            addr: ptr as u64,
-            bytes,
-        }
-    }
-
-    fn sge(&self, len: usize) -> Sge {
-        Sge {
-            addr: self.addr,
-            len: u32::try_from(len).expect("length fits an SGE"),
-            key: self.mr.local_key().expect("registered"),
-        }
-    }
-
-    fn rkey(&self) -> u32 {
-        self.mr.remote_key().expect("registered")
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // Every request using the region has completed (the benchmark polls
-        // each one), so the close is immediate and no copy is in flight.
-        let _ = self.mr.close(Box::new(|| {}));
-        black_box(&self.bytes);
-    }
+/// `len` bytes of `fill`, registered with `access`.
+fn region(pd: &Arc<Pd>, len: usize, fill: u8, access: Access) -> Region {
+    Region::of(pd, vec![fill; len], access)
 }
 
 /// One side of a connection.
@@ -137,10 +88,10 @@ impl Fixture {
         let a = Side::new(mode, 0xA);
         let b = Side::new(mode, 0xB);
         qp::connect(&a.qp, &b.qp, (16, 16), (16, 16)).expect("connect");
-        let send_src = Region::new(&a.pd, SEND_LEN, 0x5A, Access::empty());
-        let send_dst = Region::new(&b.pd, SEND_LEN, 0, Access::LOCAL_WRITE);
-        let write_src = Region::new(&a.pd, WRITE_LEN, 0xA5, Access::empty());
-        let write_dst = Region::new(&b.pd, WRITE_LEN, 0, Access::REMOTE_WRITE);
+        let send_src = region(&a.pd, SEND_LEN, 0x5A, Access::empty());
+        let send_dst = region(&b.pd, SEND_LEN, 0, Access::LOCAL_WRITE);
+        let write_src = region(&a.pd, WRITE_LEN, 0xA5, Access::empty());
+        let write_dst = region(&b.pd, WRITE_LEN, 0, Access::REMOTE_WRITE);
         Self {
             a,
             b,
@@ -187,7 +138,7 @@ impl Fixture {
             .post_write(
                 context,
                 Payload::Sges(&[self.write_src.sge(WRITE_LEN)]),
-                self.write_dst.addr,
+                self.write_dst.addr(),
                 self.write_dst.rkey(),
                 WrFlags::empty(),
             )

@@ -42,16 +42,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use softndk::kernel::net::{StreamEvents, TcpByteStream};
-use softndk::rnic::cq::{Cq, CqEvent, CqNotify};
+use softndk::rnic::cq::Cq;
 use softndk::rnic::device::{Device, EngineMode};
 use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
 use softndk::rnic::iwarp::link::{ByteStream, Link};
 use softndk::rnic::iwarp::mpa;
 use softndk::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
-use softndk::rnic::memory::Span;
-use softndk::rnic::mr::{Mr, Pd};
+use softndk::rnic::mr::Pd;
 use softndk::rnic::qp::{Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, Sge, WcStatus, WrFlags};
+use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+
+#[path = "common.rs"]
+mod common;
+use common::{Quiet, Region};
 
 /// Message sizes.
 const SIZES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
@@ -68,64 +71,18 @@ fn now_ms() -> u64 {
 
 // ----- memory ----------------------------------------------------------------
 
-/// Memory registered with a device. The bytes are owned here and outlive the
-/// registration: [`Drop`] closes the region before they are freed. They are
-/// read or written only while no request using them is in flight.
-struct Region {
-    mr: Arc<Mr>,
-    bytes: Vec<u8>,
-}
-
-impl Region {
-    fn new(pd: &Arc<Pd>, len: usize, seed: u8, access: Access) -> Self {
-        let mut bytes: Vec<u8> = (0..len)
-            .map(|i| {
-                let [low, high, ..] = i.to_le_bytes();
-                low.wrapping_mul(31).wrapping_add(seed).wrapping_add(high)
-            })
-            .collect();
-        let ptr = bytes.as_mut_ptr() as usize;
-        // SAFETY: `bytes` is a heap allocation owned by this `Region`; it is
-        // never reallocated or freed before `Drop` has closed the region, and
-        // it is accessed here only while no request using it is in flight.
-        let span = unsafe { Span::new(ptr, len) }.expect("a heap buffer does not wrap");
-        let mr = Mr::new(pd, false).expect("region");
-        mr.register(span, ptr as u64, access).expect("register");
-        Self { mr, bytes }
-    }
-
-    fn addr(&self) -> u64 {
-        self.bytes.as_ptr() as u64
-    }
-
-    fn sge(&self, len: usize) -> Sge {
-        Sge {
-            addr: self.addr(),
-            len: u32::try_from(len).expect("length fits an SGE"),
-            key: self.mr.local_key().expect("registered"),
-        }
-    }
-
-    fn rkey(&self) -> u32 {
-        self.mr.remote_key().expect("registered")
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        let _ = self.mr.close(Box::new(|| {}));
-    }
+/// `len` bytes of a pattern of `seed`, registered with `access`.
+fn region(pd: &Arc<Pd>, len: usize, seed: u8, access: Access) -> Region {
+    let bytes = (0..len)
+        .map(|i| {
+            let [low, high, ..] = i.to_le_bytes();
+            low.wrapping_mul(31).wrapping_add(seed).wrapping_add(high)
+        })
+        .collect();
+    Region::of(pd, bytes, access)
 }
 
 // ----- the connection ----------------------------------------------------------
-
-/// A CQ notifier that ignores everything: the benchmark polls.
-struct Quiet;
-
-impl CqNotify for Quiet {
-    fn notify(&self, _event: CqEvent) {}
-    fn close_complete(&self) {}
-}
 
 /// The socket as the link's stream; `false`: it lends no room
 /// (`WIRE_NO_LEND`), so FPDUs are built in the link's buffer and copied by
@@ -314,8 +271,8 @@ impl Pair {
         a.seen.wait(|s| s.up);
         // Without RTR the responder is up once the initiator's first FPDU
         // arrived: a Send gets it there.
-        let ping_src = Region::new(&a.pd, 64, 1, Access::empty());
-        let ping_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
+        let ping_src = region(&a.pd, 64, 1, Access::empty());
+        let ping_dst = region(&b.pd, 64, 0, Access::LOCAL_WRITE);
         b.qp.post_receive(0, &[ping_dst.sge(64)])
             .expect("post receive");
         a.qp.post_send(
@@ -452,15 +409,15 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> (f64, Option<f64>) {
         Op::Read => (Access::LOCAL_WRITE, Access::REMOTE_READ),
         Op::Send => (Access::empty(), Access::LOCAL_WRITE),
     };
-    let mut a_mem = Region::new(&a.pd, size, 0x11, a_access);
-    let mut b_mem = Region::new(&b.pd, size, 0x77, b_access);
+    let mut a_mem = region(&a.pd, size, 0x11, a_access);
+    let mut b_mem = region(&b.pd, size, 0x77, b_access);
     // The destination starts different from the source.
     match op {
         Op::Read => a_mem.bytes.fill(0),
         Op::Write | Op::Send => b_mem.bytes.fill(0),
     }
-    let fence_src = Region::new(&a.pd, 64, 3, Access::empty());
-    let fence_dst = Region::new(&b.pd, 64, 0, Access::LOCAL_WRITE);
+    let fence_src = region(&a.pd, 64, 3, Access::empty());
+    let fence_dst = region(&b.pd, 64, 0, Access::LOCAL_WRITE);
     let depth = depth(size);
     let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 32];
     let mut run = |how_long: Duration, min: u64| -> (u64, f64, Option<f64>) {

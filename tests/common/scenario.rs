@@ -3,8 +3,87 @@
 //! client's per-round registration of its buffer, said once. Included by
 //! both with `#[path]`, next to the conformance harness.
 
-use crate::harness::{Mr, Qp, lam_pages};
+use crate::harness::{Buffer, Mr, Pd, Qp, lam_pages};
 use softndk::abi::{NdkSge, STATUS_SUCCESS};
+
+/// Receive credits: each side posts this many receives.
+pub const CREDITS: usize = 255;
+/// The size of a message (and of a receive slot).
+pub const MESSAGE: usize = 1364;
+/// Messages of the stream.
+pub const STREAM: usize = 2000;
+/// Credits granted back in one grant message.
+pub const GRANT_EVERY: usize = 64;
+/// `NDK_MR_FLAG_ALLOW_LOCAL_WRITE`.
+pub const MR_FLAG_LOCAL_WRITE: u32 = 0x1;
+/// `NDK_MR_FLAG_ALLOW_REMOTE_READ`.
+pub const MR_FLAG_REMOTE_READ: u32 = 0x2;
+
+/// A zeroed buffer of `len` bytes and the MR that registers it with local
+/// write.
+fn registered(pd: &Pd, len: usize) -> (Buffer, Mr) {
+    let mut buffer = Buffer::new(len, 0, 0);
+    let mr = pd.mr(false);
+    assert_eq!(
+        mr.register(&mut buffer, MR_FLAG_LOCAL_WRITE),
+        STATUS_SUCCESS
+    );
+    (buffer, mr)
+}
+
+/// One side's receive buffers: [`CREDITS`] slots of [`MESSAGE`] bytes in
+/// one registration.
+pub struct Slots {
+    pub buffer: Buffer,
+    pub mr: Mr,
+}
+
+impl Slots {
+    pub fn new(pd: &Pd) -> Self {
+        let (buffer, mr) = registered(pd, CREDITS * MESSAGE);
+        Self { buffer, mr }
+    }
+
+    pub fn sge(&self, slot: usize) -> NdkSge {
+        self.buffer
+            .sge(slot * MESSAGE, MESSAGE as u32, self.mr.local_token())
+    }
+
+    /// The first `len` bytes of slot `slot`.
+    pub fn slot_bytes(&self, slot: usize, len: usize) -> &[u8] {
+        &self.buffer.bytes()[slot * MESSAGE..slot * MESSAGE + len]
+    }
+
+    /// Posts a receive on every slot (its context: the slot).
+    pub fn post_all(&self, qp: &Qp) {
+        for slot in 0..CREDITS {
+            assert_eq!(qp.receive(slot, &[self.sge(slot)]), STATUS_SUCCESS);
+        }
+    }
+}
+
+/// One side's send staging buffer (one message at a time: each Send is
+/// waited for before the buffer is reused; over iWARP a Send completes once
+/// the stream has taken its bytes).
+pub struct Sender {
+    pub buffer: Buffer,
+    pub mr: Mr,
+}
+
+impl Sender {
+    pub fn new(pd: &Pd) -> Self {
+        let (buffer, mr) = registered(pd, MESSAGE);
+        Self { buffer, mr }
+    }
+
+    /// Copies `bytes` (at most [`MESSAGE`]) into the buffer and returns the
+    /// SGE that sends them.
+    pub fn stage(&mut self, bytes: &[u8]) -> NdkSge {
+        self.buffer.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        self.buffer
+            .sge(0, bytes.len() as u32, self.mr.local_token())
+    }
+}
 
 /// `NDK_OP_FLAG_DEFER`.
 pub const OP_FLAG_DEFER: u32 = 0x200;

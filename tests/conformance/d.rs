@@ -121,10 +121,7 @@ fn d1_defer_accepted_on_every_initiator_request() {
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     assert_close(b_mw.close());
-    for region in [a_src, a_sink, b_mem, b_recv] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, a_sink, b_mem, b_recv]);
 }
 
 /// D2: a chain of deferred requests is handed over, in order, at the latest
@@ -179,10 +176,7 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
     assert_eq!(&b_mem.bytes()[2048..3328], &a_src.bytes()[2048..3328]);
     assert_eq!(&b_recv.bytes()[..64], &a_src.bytes()[..64]);
     assert_empty(&pair.a_cq);
-    for region in [a_src, b_mem, b_recv] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_mem, b_recv]);
 }
 
 /// D3: with the flag, a call that returns a failure never produces a
@@ -220,10 +214,7 @@ fn d3_defer_changes_nothing_about_completions() {
         ]
     );
     assert_empty(&pair.a_cq);
-    for region in [a_src, b_mem] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_mem]);
 
     // A deferred request that fails at execution still completes once (with
     // its error), and so does every accepted request behind it (E5:
@@ -405,10 +396,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
     drop(failures);
     local_frmr.close(&pair.a);
     assert_close(a_mw.close());
-    for region in [a_src, read_only, b_mem] {
-        region.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, read_only, b_mem]);
 }
 
 /// Posts three deferred Writes (contexts 1..=3) that nothing rings.
@@ -455,60 +443,44 @@ fn d5_open_chain_is_ended_by_flush() {
 /// cancelled.
 #[test]
 fn d5_open_chain_is_ended_by_disconnect() {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    open_chain(&pair, &src, &dst);
-    disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
-    assert_chain_ended(&pair.a_cq.wait_results(3));
-    assert_empty(&pair.a_cq);
-    teardown_closing(pair, [src, dst]);
+    chain_ended_by(8, |pair| {
+        disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
+        Early::default()
+    });
 }
 
 /// D5: closing the QP ends an open chain: every request completes or is
 /// cancelled on the QP's CQ.
 #[test]
 fn d5_open_chain_is_ended_by_qp_close() {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 9, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    open_chain(&pair, &src, &dst);
-    let closing = close_qp_async(&pair.a_qp);
-    assert_chain_ended(&pair.a_cq.wait_results(3));
-    assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_after(
-        pair,
-        Early {
-            a_qp: Some(closing),
-            a_conn: None,
-        },
-    );
+    chain_ended_by(9, |pair| Early {
+        a_qp: Some(close_qp_async(&pair.a_qp)),
+        a_conn: None,
+    });
 }
 
 /// D5: closing the QP's connector ends an open chain: every request
 /// completes or is cancelled.
 #[test]
 fn d5_open_chain_is_ended_by_connector_close() {
+    chain_ended_by(10, |pair| Early {
+        a_qp: None,
+        a_conn: Some(close_connector_async(&pair.a_conn)),
+    });
+}
+
+/// D5: an open chain on A ([`open_chain`], source bytes of `seed`) that
+/// `end` ends (returning what it closed early) completes or is cancelled
+/// request by request on A's CQ, and nothing more arrives.
+fn chain_ended_by(seed: u8, end: impl FnOnce(&Pair) -> Early) {
     let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 10, MR_LOCAL_WRITE);
+    let src = Region::pattern(&pair.a_pd, 4096, seed, MR_LOCAL_WRITE);
     let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
     open_chain(&pair, &src, &dst);
-    let closing = close_connector_async(&pair.a_conn);
+    let early = end(&pair);
     assert_chain_ended(&pair.a_cq.wait_results(3));
     assert_empty(&pair.a_cq);
-    for region in [src, dst] {
-        region.close();
-    }
-    teardown_after(
-        pair,
-        Early {
-            a_qp: None,
-            a_conn: Some(closing),
-        },
-    );
+    teardown_closing_after(pair, [src, dst], early);
 }
 
 /// D6, the worked example: FastRegister(defer) succeeds, FastRegister(defer)

@@ -13,30 +13,18 @@ const DIRTY: u8 = 0xA5;
 /// GetCqResults into `room` entries prefilled with [`DIRTY`]: the count
 /// returned and all `room` entries.
 fn poll_dirty(cq: &Cq, room: usize) -> (usize, Vec<NdkResult>) {
-    let mut out: Vec<NdkResult> = Vec::with_capacity(room);
-    // SAFETY: room for `room` entries; DIRTY bytes make valid plain data.
-    unsafe { std::ptr::write_bytes(out.as_mut_ptr(), DIRTY, room) };
-    // SAFETY: initialised just above.
-    unsafe { out.set_len(room) };
-    // SAFETY: a live CQ and room for `room` results.
-    let n = unsafe {
-        (cq.d().ndk_get_cq_results)(cq.0, out.as_mut_ptr(), u32::try_from(room).unwrap())
-    };
-    (n as usize, out)
+    // SAFETY: a live CQ; `poll_prefilled` gives room for `room` results.
+    poll_prefilled(room, DIRTY, |out, n| unsafe {
+        (cq.d().ndk_get_cq_results)(cq.0, out, n)
+    })
 }
 
 /// GetCqResultsEx into `room` entries prefilled with [`DIRTY`].
 fn poll_ex_dirty(cq: &Cq, room: usize) -> (usize, Vec<NdkResultEx>) {
-    let mut out: Vec<NdkResultEx> = Vec::with_capacity(room);
-    // SAFETY: room for `room` entries; DIRTY bytes make valid plain data.
-    unsafe { std::ptr::write_bytes(out.as_mut_ptr(), DIRTY, room) };
-    // SAFETY: initialised just above.
-    unsafe { out.set_len(room) };
-    // SAFETY: a live CQ and room for `room` results.
-    let n = unsafe {
-        (cq.d().ndk_get_cq_results_ex)(cq.0, out.as_mut_ptr(), u32::try_from(room).unwrap())
-    };
-    (n as usize, out)
+    // SAFETY: as above.
+    poll_prefilled(room, DIRTY, |out, n| unsafe {
+        (cq.d().ndk_get_cq_results_ex)(cq.0, out, n)
+    })
 }
 
 /// Whether a result still holds the DIRTY bytes it was prefilled with.

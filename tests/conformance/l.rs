@@ -509,23 +509,15 @@ fn l1_every_slot_of_every_table_is_a_working_function() {
         signal.ctx(),
     );
     assert_eq!(settle(status, &signal), STATUS_CONNECTION_REFUSED);
-    let signal = Signal::new();
-    // SAFETY: live objects and an address valid for the call.
-    let status = unsafe {
-        (zoo.connector.d().ndk_connect_with_shared_endpoint)(
-            zoo.connector.0,
-            zoo.srq_qp.0,
-            zoo.endpoint.0,
-            nobody.as_ptr(),
-            nobody.len(),
-            1,
-            1,
-            b"".as_ptr().cast(),
-            0,
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
+    let (status, signal) = connect_shared(
+        &zoo.connector,
+        &zoo.srq_qp,
+        &zoo.endpoint,
+        nobody,
+        1,
+        1,
+        b"",
+    );
     assert_eq!(settle(status, &signal), STATUS_CONNECTION_REFUSED);
     let indications = Signal::new();
     let signal = Signal::new();
@@ -876,12 +868,9 @@ unsafe extern "system" fn on_created(
     object: *mut NdkObjectHeader,
 ) {
     // SAFETY: `ctx` is the address of a `Created` the test keeps alive.
-    let created = unsafe { &*ctx.cast::<Created>() };
-    created
-        .calls
-        .lock()
-        .unwrap()
-        .push((ctx as usize, status, object as usize));
+    let Created { calls } = unsafe { &*ctx.cast::<Created>() };
+    let call = (ctx as usize, status, object as usize);
+    calls.lock().unwrap().push(call);
 }
 
 /// A sentinel the provider must not write over after `STATUS_PENDING` (L6).
@@ -1627,27 +1616,36 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     adapter.close();
 }
 
+/// L14: the close of `held` pends while `holder` is open, even once the
+/// pair's connectors are disconnected; it completes after `holder`'s close.
+fn assert_tied(
+    p: &Pair,
+    held: (*mut NdkObjectHeader, NdkFnCloseObject),
+    holder: (*mut NdkObjectHeader, NdkFnCloseObject),
+    what: &str,
+) {
+    let log = Signal::new();
+    let status = close_with(held.0, held.1, &log);
+    assert_eq!(status, STATUS_PENDING, "L14: {what}");
+    disconnect_both(Some(&p.a_conn), Some(&p.b_conn));
+    std::thread::sleep(SETTLE_BRIEF);
+    assert_eq!(log.count(), 0, "L14: tied until the connector closes");
+    let holder_log = Signal::new();
+    let holder_status = close_with(holder.0, holder.1, &holder_log);
+    finish_close_logged(holder_status, &holder_log);
+    finish_close_logged(status, &log);
+}
+
 // rule L14, L24
 #[test]
 fn l14_connect_ties_the_qp_to_the_connector() {
     let p = Pair::new();
-    let log = Signal::new();
-    let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
-    assert_eq!(status, STATUS_PENDING, "L14: the connector holds its QP");
-    let a_conn_log = Signal::new();
-    let (disconnect, disconnected) = p.a_conn.disconnect();
-    let (b_disconnect, b_disconnected) = p.b_conn.disconnect();
-    let _ = disconnected.outcome(disconnect);
-    let _ = b_disconnected.outcome(b_disconnect);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L14: tied until the connector closes");
-    let conn_status = close_with(
-        p.a_conn.0.cast(),
-        p.a_conn.d().ndk_close_connector,
-        &a_conn_log,
+    assert_tied(
+        &p,
+        (p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp),
+        (p.a_conn.0.cast(), p.a_conn.d().ndk_close_connector),
+        "the connector holds its QP",
     );
-    finish_close_logged(conn_status, &a_conn_log);
-    finish_close_logged(status, &log);
     teardown_except(
         p,
         Closed {
@@ -1663,26 +1661,12 @@ fn l14_connect_ties_the_qp_to_the_connector() {
 #[test]
 fn l14_connect_event_ties_the_connector_to_its_listener() {
     let p = Pair::new();
-    let log = Signal::new();
-    let status = close_with(p.listener.0.cast(), p.listener.d().ndk_close_listener, &log);
-    assert_eq!(
-        status, STATUS_PENDING,
-        "L14: the incoming connector holds it"
+    assert_tied(
+        &p,
+        (p.listener.0.cast(), p.listener.d().ndk_close_listener),
+        (p.b_conn.0.cast(), p.b_conn.d().ndk_close_connector),
+        "the incoming connector holds it",
     );
-    let (a, a_signal) = p.a_conn.disconnect();
-    let (b, b_signal) = p.b_conn.disconnect();
-    let _ = a_signal.outcome(a);
-    let _ = b_signal.outcome(b);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0);
-    let conn_log = Signal::new();
-    let conn_status = close_with(
-        p.b_conn.0.cast(),
-        p.b_conn.d().ndk_close_connector,
-        &conn_log,
-    );
-    finish_close_logged(conn_status, &conn_log);
-    finish_close_logged(status, &log);
     teardown_except(
         p,
         Closed {
@@ -1704,23 +1688,7 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
         .try_shared_endpoint(near.addr)
         .expect("CreateSharedEndpoint");
     let connector = near.adapter.connector();
-    let signal = Signal::new();
-    // SAFETY: live objects and an address valid for the call.
-    let status = unsafe {
-        (connector.d().ndk_connect_with_shared_endpoint)(
-            connector.0,
-            near.qp.0,
-            endpoint.0,
-            far.at.as_ptr(),
-            far.at.len(),
-            1,
-            1,
-            b"".as_ptr().cast(),
-            0,
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
+    let (status, signal) = connect_shared(&connector, &near.qp, &endpoint, far.at, 1, 1, b"");
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     let log = Signal::new();
@@ -2328,20 +2296,8 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     let far_addr = own_address();
     let far = open_adapter(far_addr);
     let watch = Watch::gated();
-    let mut listener = std::ptr::null_mut();
-    // SAFETY: a live adapter; the watch outlives the listener.
-    let status = unsafe {
-        (far.d().ndk_create_listener)(
-            far.0,
-            Some(on_watch_connect),
-            watch.ctx(),
-            None,
-            std::ptr::null_mut(),
-            &raw mut listener,
-        )
-    };
-    assert_success!(status);
-    let listener = Listener(listener);
+    // SAFETY: the watch outlives the listener.
+    let listener = unsafe { far.listener_with(on_watch_connect, watch.ctx()) };
     assert_success!(listener.listen(far_addr));
     let (_, at, _) = listener.local_address();
     // Inside the connect event the consumer closes the new connector (it is
@@ -2801,13 +2757,15 @@ mod cross_nic {
         link.close();
         src.close();
         dst.close();
-        assert_close(qp.close());
-        assert_close(srq_qp.close());
-        assert_close(far_qp.close());
-        assert_close(twin_srq.close());
-        assert_close(twin_cq.close());
-        assert_close(far_cq.close());
-        assert_close(twin_pd.close());
+        assert_closed([
+            qp.close(),
+            srq_qp.close(),
+            far_qp.close(),
+            twin_srq.close(),
+            twin_cq.close(),
+            far_cq.close(),
+            twin_pd.close(),
+        ]);
         twin.close();
         near.close();
         far.close();
@@ -2868,10 +2826,8 @@ mod cross_nic {
     #[test]
     fn l14_connector_naming_a_qp_or_endpoint_of_another_nic_is_refused() {
         let (a, b) = Side::two();
-        let a_cq = a.adapter.cq(16);
-        let b_cq = b.adapter.cq(16);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, 1);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, 2);
+        let (a_cq, a_qp) = a.cq_and_qp(16, 1);
+        let (b_cq, b_qp) = b.cq_and_qp(16, 2);
         let incoming = Incoming::new();
         let listener = b.adapter.listener(&incoming);
         assert_success!(listener.listen(b.addr));
@@ -2885,23 +2841,7 @@ mod cross_nic {
         );
         // ConnectWithSharedEndpoint with B's endpoint.
         let b_endpoint = endpoint_on(&b.adapter, b.addr);
-        let shared = Signal::new();
-        // SAFETY: live objects and an address valid for the call.
-        let status = unsafe {
-            (connector.d().ndk_connect_with_shared_endpoint)(
-                connector.0,
-                a_qp.0,
-                b_endpoint.0,
-                at.as_ptr(),
-                at.len(),
-                0,
-                0,
-                b"".as_ptr().cast(),
-                0,
-                Some(on_status),
-                shared.ctx(),
-            )
-        };
+        let (status, shared) = connect_shared(&connector, &a_qp, &b_endpoint, at, 0, 0, b"");
         assert_eq!(status, STATUS_INVALID_PARAMETER, "a foreign endpoint");
         // The connector is unharmed: a proper Connect reaches the listener, and
         // B's side accepting with A's QP is refused, then accepts with its own.
@@ -2918,14 +2858,16 @@ mod cross_nic {
         assert_success!(accepted.outcome(accept));
         assert!(signal.all().is_empty() && shared.all().is_empty(), "L8");
         disconnect_both(Some(&connector), Some(&passive));
-        assert_close(connector.close());
-        assert_close(passive.close());
-        assert_close(listener.close());
-        assert_close(b_endpoint.close());
-        assert_close(a_qp.close());
-        assert_close(b_qp.close());
-        assert_close(a_cq.close());
-        assert_close(b_cq.close());
+        assert_closed([
+            connector.close(),
+            passive.close(),
+            listener.close(),
+            b_endpoint.close(),
+            a_qp.close(),
+            b_qp.close(),
+            a_cq.close(),
+            b_cq.close(),
+        ]);
         a.close();
         b.close();
     }

@@ -355,9 +355,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
         &lam_buffer.bytes()[0x20..0x420]
     );
 
-    assert_close(mw.close());
-    assert_close(fast.close());
-    assert_close(plain.close());
+    assert_closed([mw.close(), fast.close(), plain.close()]);
     pair.b.release_lam(&mut lam);
     sink.close();
     pair.teardown();
@@ -963,23 +961,35 @@ fn registered(flags: u32) -> impl Fn(&Pair) -> Target {
 /// `ALLOW_REMOTE_WRITE` (0x5) remote write *and* local write.
 #[test]
 fn m6_register_flags_grant_their_rights_and_remote_write_implies_local_write() {
+    assert_rights(
+        registered,
+        (MR_LOCAL_WRITE, MR_REMOTE_READ, MR_REMOTE_WRITE),
+        "NDK_MR_FLAG_*",
+    );
+}
+
+/// M6, M7: the target `make` builds with no rights grants local read
+/// only; with the local-write right (`rights.0`) local write too; with
+/// remote read (`rights.1`) remote read; with remote write (`rights.2`)
+/// remote write and local write; with both remote rights, every use.
+fn assert_rights<T: Fn(&Pair) -> Target>(
+    make: impl Fn(u32) -> T,
+    (local_write, remote_read, remote_write): (u32, u32, u32),
+    what: &str,
+) {
     use Use::*;
     let all = [LocalRead, ReceiveSink, ReadSink, RemoteRead, RemoteWrite];
     for (flags, expected) in [
         (0, vec![LocalRead]),
-        (MR_LOCAL_WRITE, vec![LocalRead, ReceiveSink, ReadSink]),
-        (MR_REMOTE_READ, vec![LocalRead, RemoteRead]),
+        (local_write, vec![LocalRead, ReceiveSink, ReadSink]),
+        (remote_read, vec![LocalRead, RemoteRead]),
         (
-            MR_REMOTE_WRITE,
+            remote_write,
             vec![LocalRead, ReceiveSink, ReadSink, RemoteWrite],
         ),
-        (MR_REMOTE_READ | MR_REMOTE_WRITE, all.to_vec()),
+        (remote_read | remote_write, all.to_vec()),
     ] {
-        assert_eq!(
-            granted(&registered(flags), &all),
-            expected,
-            "NDK_MR_FLAG_* {flags:#x}"
-        );
+        assert_eq!(granted(&make(flags), &all), expected, "{what} {flags:#x}");
     }
 }
 
@@ -1019,23 +1029,11 @@ fn window(flags: u32) -> impl Fn(&Pair) -> Target {
 #[test]
 fn m7_fast_register_and_bind_flags_grant_their_rights_and_remote_write_implies_local_write() {
     use Use::*;
-    let all = [LocalRead, ReceiveSink, ReadSink, RemoteRead, RemoteWrite];
-    for (flags, expected) in [
-        (0, vec![LocalRead]),
-        (OP_LOCAL_WRITE, vec![LocalRead, ReceiveSink, ReadSink]),
-        (OP_REMOTE_READ, vec![LocalRead, RemoteRead]),
-        (
-            OP_REMOTE_WRITE,
-            vec![LocalRead, ReceiveSink, ReadSink, RemoteWrite],
-        ),
-        (OP_REMOTE_READ | OP_REMOTE_WRITE, all.to_vec()),
-    ] {
-        assert_eq!(
-            granted(&fast_registered(flags), &all),
-            expected,
-            "FastRegister NDK_OP_FLAG_* {flags:#x}"
-        );
-    }
+    assert_rights(
+        fast_registered,
+        (OP_LOCAL_WRITE, OP_REMOTE_READ, OP_REMOTE_WRITE),
+        "FastRegister NDK_OP_FLAG_*",
+    );
     for (flags, expected) in [
         (OP_REMOTE_READ, vec![RemoteRead]),
         (OP_REMOTE_WRITE, vec![RemoteWrite]),
@@ -1221,9 +1219,7 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_close(mw.close());
-    assert_close(largest.close());
-    assert_close(too_long.close());
+    assert_closed([mw.close(), largest.close(), too_long.close()]);
     drop(chain);
     pair.teardown();
 }
@@ -2007,10 +2003,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     ));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
-    for r in [no_write, nothing, writable, src] {
-        r.close();
-    }
-    pair.teardown();
+    teardown_with_regions(pair, [no_write, nothing, writable, src]);
 }
 
 /// M20: a window's remote token can be read as soon as Bind returned —
@@ -2058,10 +2051,8 @@ struct Conn {
 
 impl Conn {
     fn new(a: &Side, b: &Side, context: usize) -> Self {
-        let a_cq = a.adapter.cq(64);
-        let b_cq = b.adapter.cq(64);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, context);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, context + 1);
+        let (a_cq, a_qp) = a.cq_and_qp(64, context);
+        let (b_cq, b_qp) = b.cq_and_qp(64, context + 1);
         let link = a.connect(&a_qp, b, &b_qp);
         Self {
             a_cq,
@@ -2089,10 +2080,12 @@ impl Conn {
 
     fn close(self) {
         self.link.close();
-        assert_close(self.a_qp.close());
-        assert_close(self.b_qp.close());
-        assert_close(self.a_cq.close());
-        assert_close(self.b_cq.close());
+        assert_closed([
+            self.a_qp.close(),
+            self.b_qp.close(),
+            self.a_cq.close(),
+            self.b_cq.close(),
+        ]);
     }
 }
 

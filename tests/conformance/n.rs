@@ -74,6 +74,24 @@ fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Conne
     assert_success!(active.close());
 }
 
+/// The passive side accepts a request ([`request`]) with `b_qp`: the
+/// Connect, the CompleteConnect and the Accept succeed (N13): the
+/// connection.
+fn accept(
+    active: Connector,
+    connecting: (NtStatus, Arc<Signal>),
+    passive: Connector,
+    b_qp: &Qp,
+) -> Conn {
+    let b_disconnects = Signal::new();
+    let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
+    assert_success!(outcome(connecting));
+    let a_disconnects = Signal::new();
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
+    Conn::of(active, passive, a_disconnects, b_disconnects)
+}
+
 /// Both sides' QPs, connected through `listener` of `b`, then a message
 /// each way.
 fn connect_and_exchange(a: &End, b: &End) {
@@ -96,14 +114,10 @@ fn connect_and_exchange(a: &End, b: &End) {
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
     let mut a_mem = Mem::all(&a.pd, 4096, 0);
     let mut b_mem = Mem::all(&b.pd, 4096, 0);
-    ping(
+    ping_both_ways(
         (&a_qp, &a.cq, &mut a_mem),
-        (&b_qp, &b.cq, &b_mem),
-        b"over there",
-    );
-    ping(
         (&b_qp, &b.cq, &mut b_mem),
-        (&a_qp, &a.cq, &a_mem),
+        b"over there",
         b"and back",
     );
     conn.close();
@@ -399,21 +413,7 @@ fn n4_each_incoming_request_yields_one_new_connector_through_one_connect_event()
     let (a, b) = End::two();
     let (listener, incoming, listen_addr) = b.listen(0);
     let qps: Vec<(Qp, Qp)> = (0..3).map(|i| (a.qp(0x100 + i), b.qp(0x200 + i))).collect();
-    let conns: Vec<Conn> = qps
-        .iter()
-        .enumerate()
-        .map(|(i, (a_qp, b_qp))| {
-            Conn::establish(
-                &a.adapter,
-                a.addr,
-                a_qp,
-                listen_addr,
-                &incoming,
-                i + 1,
-                b_qp,
-            )
-        })
-        .collect();
+    let conns: Vec<Conn> = establish_each(&a, &qps, listen_addr, &incoming);
     assert_eq!(
         settled_count_incoming(&incoming),
         3,
@@ -436,12 +436,7 @@ fn n4_each_incoming_request_yields_one_new_connector_through_one_connect_event()
         conn.close();
     }
     assert_success!(listener.close());
-    for (a_qp, b_qp) in qps {
-        a_qp.close();
-        b_qp.close();
-    }
-    a.close();
-    b.close();
+    close_qp_pairs(qps, (a, b));
 }
 
 /// How many connect events `incoming` has seen after a settling pause.
@@ -522,21 +517,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
     let (a, b) = End::two();
     let (listener, incoming, listen_addr) = b.listen(0);
     let qps: Vec<(Qp, Qp)> = (0..2).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
-    let mut conns: Vec<Conn> = qps
-        .iter()
-        .enumerate()
-        .map(|(i, (a_qp, b_qp))| {
-            Conn::establish(
-                &a.adapter,
-                a.addr,
-                a_qp,
-                listen_addr,
-                &incoming,
-                i + 1,
-                b_qp,
-            )
-        })
-        .collect();
+    let mut conns: Vec<Conn> = establish_each(&a, &qps, listen_addr, &incoming);
     let (close_status, closed) = listener.close_async();
     assert_eq!(close_status, STATUS_PENDING);
 
@@ -579,12 +560,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
     assert_success!(again.listen(listen_addr));
     assert_success!(again.close());
     assert_success!(a_listener.close());
-    for (a_qp, b_qp) in qps {
-        a_qp.close();
-        b_qp.close();
-    }
-    a.close();
-    b.close();
+    close_qp_pairs(qps, (a, b));
 }
 
 /// N8: a connector accepted through a listener uses the listener's endpoint
@@ -844,12 +820,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
     assert_success!(endpoint.close());
     assert_success!(l1.close());
     assert_success!(l2.close());
-    for (a_qp, b_qp) in qps {
-        a_qp.close();
-        b_qp.close();
-    }
-    a.close();
-    b.close();
+    close_qp_pairs(qps, (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -1071,13 +1042,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     assert_success!(xs.outcome(x));
     assert_success!(active.close());
     assert_success!(passive.close());
-    assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
 /// N14: CompleteConnect on a connector that is not connecting fails with
@@ -1104,18 +1069,13 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         "a passive connector",
     );
     // The refused calls changed nothing: the connection is made.
-    let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
+    let conn = accept(active, connecting, passive, &b_qp);
     assert_fails(
-        complete_connect_with(&active, None, std::ptr::null_mut()),
+        complete_connect_with(&conn.active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
         "already established",
     );
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    conn.close();
     assert_success!(idle.close());
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1565,13 +1525,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         b"still fine",
     );
     Conn::of(active, passive, a_disconnects, b_disconnects).close();
-    assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
 /// N20: the provider lowers each side's read limits to the adapter's
@@ -1663,23 +1617,13 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
         );
         assert_success!(status, "Read {i} is accepted");
     }
-    let mut done: Vec<(usize, NtStatus)> =
-        a.cq.wait_results(16)
-            .iter()
-            .map(|r| (r.request_context as usize, r.status))
-            .collect();
-    done.sort_unstable();
-    let expected: Vec<(usize, NtStatus)> = (0..16).map(|i| (0x100 + i, STATUS_SUCCESS)).collect();
-    assert_eq!(done, expected);
+    assert_eq!(
+        sorted_summary(&a.cq, 16),
+        each_with(0x100..0x110, STATUS_SUCCESS)
+    );
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
     Conn::of(active, passive, a_disconnects, b_disconnects).close();
-    assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -1789,15 +1733,10 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
     let passive = incoming.wait_nth(1);
     assert_eq!(address_of(Getter::ConnectorLocal(&passive)), listen_addr);
     assert_eq!(address_of(Getter::ConnectorPeer(&passive)), src);
-    let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
-    assert_eq!(address_of(Getter::ConnectorPeer(&active)), listen_addr);
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    let conn = accept(active, connecting, passive, &b_qp);
+    assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
+    assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
+    conn.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1954,26 +1893,17 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
     let (x, xs) = active.disconnect();
     assert_success!(b_events.wait(), "B is told of A's disconnect");
     std::thread::sleep(SETTLE);
-    let early: Vec<(usize, NtStatus)> =
-        b.cq.poll(16)
-            .iter()
-            .map(|r| (r.request_context as usize, r.status))
-            .collect();
-    assert_eq!(early, [], "the indication flushed nothing");
+    assert_eq!(
+        summary(&b.cq.poll(16)),
+        [],
+        "the indication flushed nothing"
+    );
     let (y, ys) = passive.disconnect();
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
-    let mut flushed: Vec<(usize, NtStatus)> =
-        b.cq.wait_results(4)
-            .iter()
-            .map(|r| (r.request_context as usize, r.status))
-            .collect();
-    flushed.sort_unstable();
     assert_eq!(
-        flushed,
-        (0..4)
-            .map(|i| (0x10 + i, STATUS_CANCELLED))
-            .collect::<Vec<_>>()
+        sorted_summary(&b.cq, 4),
+        each_with(0x10..0x14, STATUS_CANCELLED)
     );
     assert_success!(active.close());
     assert_success!(passive.close());
@@ -2038,17 +1968,9 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
             "one completion iff it pended"
         );
     }
-    let mut flushed: Vec<(usize, NtStatus)> =
-        a.cq.wait_results(3)
-            .iter()
-            .map(|r| (r.request_context as usize, r.status))
-            .collect();
-    flushed.sort_unstable();
     assert_eq!(
-        flushed,
-        (0..3)
-            .map(|i| (0x20 + i, STATUS_CANCELLED))
-            .collect::<Vec<_>>()
+        sorted_summary(&a.cq, 3),
+        each_with(0x20..0x23, STATUS_CANCELLED)
     );
     assert!(a.cq.poll(4).is_empty());
     assert_success!(conn.active.close());
@@ -2200,13 +2122,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     assert_eq!(&a_mem.bytes()[..5], b"still");
     assert_success!(b.cq.wait_results(1)[0].status);
     conn.close();
-    assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
-    a_qp.close();
-    b_qp.close();
-    a.close();
-    b.close();
+    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
 /// N29 (NDSPI v2 only), as this provider behaves: nothing times a
@@ -2275,26 +2191,9 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
     // port one of them holds is refused.
     let (b_listener, incoming, listen_addr) = b.listen(0);
     let qps: Vec<(Qp, Qp)> = (0..3).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
-    let first = Conn::establish(
-        &a.adapter,
-        a.addr,
-        &qps[0].0,
-        listen_addr,
-        &incoming,
-        1,
-        &qps[0].1,
-    );
-    let second = Conn::establish(
-        &a.adapter,
-        a.addr,
-        &qps[1].0,
-        listen_addr,
-        &incoming,
-        2,
-        &qps[1].1,
-    );
-    let p1 = address_of(Getter::ConnectorLocal(&first.active));
-    let p2 = address_of(Getter::ConnectorLocal(&second.active));
+    let conns = establish_each(&a, &qps[..2], listen_addr, &incoming);
+    let p1 = address_of(Getter::ConnectorLocal(&conns[0].active));
+    let p2 = address_of(Getter::ConnectorLocal(&conns[1].active));
     assert_ne!(p1.port(), p2.port());
     let third = a.adapter.connector();
     assert_fails(
@@ -2303,15 +2202,11 @@ fn n30_nd_ports_are_separate_from_tcp_ports_and_connect_ports_are_not_shared() {
         "a local port another Connect holds",
     );
     assert_success!(third.close());
-    first.close();
-    second.close();
-    assert_success!(b_listener.close());
-    for (a_qp, b_qp) in qps {
-        a_qp.close();
-        b_qp.close();
+    for conn in conns {
+        conn.close();
     }
-    a.close();
-    b.close();
+    assert_success!(b_listener.close());
+    close_qp_pairs(qps, (a, b));
 }
 
 /// N31 (NDSPI v2 only), as this provider behaves: a listener on the
@@ -2379,12 +2274,7 @@ fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
     for listener in [a_listener, specific, b_listener] {
         assert_success!(listener.close());
     }
-    for (a_qp, b_qp) in qps {
-        a_qp.close();
-        b_qp.close();
-    }
-    a.close();
-    b.close();
+    close_qp_pairs(qps, (a, b));
 }
 
 /// N32: an adapter opened twice (two openings of one address) gives objects
@@ -2406,14 +2296,10 @@ fn n32_objects_of_two_openings_of_one_adapter_work_together() {
     let conn = Conn::establish(&y2.adapter, addr_y, &y_qp, listen_addr, &incoming, 1, &x_qp);
     let mut x_mem = Mem::all(&x2.pd, 4096, 0);
     let mut y_mem = Mem::all(&y1.pd, 4096, 0);
-    ping(
+    ping_both_ways(
         (&y_qp, &y1.cq, &mut y_mem),
-        (&x_qp, &x2.cq, &x_mem),
-        b"across openings",
-    );
-    ping(
         (&x_qp, &x2.cq, &mut x_mem),
-        (&y_qp, &y1.cq, &y_mem),
+        b"across openings",
         b"and back",
     );
     conn.close();

@@ -122,10 +122,12 @@ impl Fixture {
         }
         for c in self.conns {
             c.link.close();
-            assert_close(c.a_qp.close());
-            assert_close(c.b_qp.close());
-            assert_close(c.a_cq.close());
-            assert_close(c.b_rcq.close());
+            assert_closed([
+                c.a_qp.close(),
+                c.b_qp.close(),
+                c.a_cq.close(),
+                c.b_rcq.close(),
+            ]);
         }
         assert_close(self.srq.close());
         self.src.close();
@@ -510,25 +512,23 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
 /// never a nonzero threshold is never notified.
 #[test]
 fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
+    // Receives 0 to 2 posted, the SRQ modified, the receives consumed.
+    let post_modify_consume = |f: &Fixture, threshold: u32| {
+        for i in 0..3 {
+            assert_success!(f.post(i, 0, 0));
+        }
+        assert_success!(f.srq.modify(16, threshold));
+        for i in 0..3 {
+            assert_eq!(f.consume(0), i);
+        }
+    };
     let f = Fixture::new(8, 1, 4, false, 1);
-    for i in 0..3 {
-        assert_success!(f.post(i, 0, 0));
-    }
-    assert_success!(f.srq.modify(16, 8));
-    for i in 0..3 {
-        assert_eq!(f.consume(0), i);
-    }
+    post_modify_consume(&f, 8);
     assert_eq!(f.notes.count(), 0, "no callback was given");
     f.close();
 
     let f = Fixture::new(8, 1, 0, true, 1);
-    for i in 0..3 {
-        assert_success!(f.post(i, 0, 0));
-    }
-    assert_success!(f.srq.modify(16, 0));
-    for i in 0..3 {
-        assert_eq!(f.consume(0), i);
-    }
+    post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
     assert_success!(f.srq.modify(0, 1));
     assert_success!(f.notes.wait());
@@ -623,9 +623,7 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
         c.link.close();
         assert_close(c.a_qp.close());
         assert_eq!(log.count(), 0);
-        assert_close(c.b_qp.close());
-        assert_close(c.a_cq.close());
-        assert_close(c.b_rcq.close());
+        assert_closed([c.b_qp.close(), c.a_cq.close(), c.b_rcq.close()]);
     }
     assert_eq!(log.wait(), CLOSED);
     assert_eq!(log.count(), 1);

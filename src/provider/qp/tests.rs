@@ -447,8 +447,6 @@ impl Env {
         unsafe { release(self.adapter, lam.storage.as_mut_ptr().cast()) };
     }
 
-    /// Closes the PD, the CQ and the adapter, and checks that nothing
-    /// leaked (objects, tokens, LAMs).
     /// Closes `objects` (each at once), then tears down.
     pub(crate) fn teardown_with(self, objects: &[*mut c_void]) {
         for &object in objects {
@@ -459,13 +457,23 @@ impl Env {
 
     /// Closes `pair`, then `mrs`, then tears down.
     pub(crate) fn finish(self, pair: Pair, mrs: &[*mut NdkMr]) {
+        self.finish_releasing(pair, mrs, None);
+    }
+
+    /// Closes `pair`, then `mrs`, releases `lam` (if any), then tears down.
+    pub(crate) fn finish_releasing(self, pair: Pair, mrs: &[*mut NdkMr], lam: Option<Lam>) {
         pair.close();
         for &mr in mrs {
             assert_eq!(close(mr), STATUS_SUCCESS);
         }
+        if let Some(lam) = lam {
+            self.release_lam(lam);
+        }
         self.teardown();
     }
 
+    /// Closes the PD, the CQ and the adapter, and checks that nothing
+    /// leaked (objects, tokens, LAMs).
     pub(crate) fn teardown(self) {
         assert_eq!(close(self.pd), STATUS_SUCCESS);
         assert_eq!(close(self.cq), STATUS_SUCCESS);
@@ -1162,12 +1170,7 @@ fn fast_register_and_remote_read() {
         summary(&poll(p.cq_a)),
         [(STATUS_ACCESS_VIOLATION, NdkOperationType::READ, 5)]
     );
-    p.close();
-    for mr in [fast, local_only, mr_a] {
-        assert_eq!(close(mr), STATUS_SUCCESS);
-    }
-    env.release_lam(lam);
-    env.teardown();
+    env.finish_releasing(p, &[fast, local_only, mr_a], Some(lam));
 }
 
 /// rules M18–M20, M22: Bind, a remote Write through the window,
@@ -1294,12 +1297,7 @@ fn send_and_invalidate_reports_the_token() {
     let got = poll(p.cq_b);
     assert_eq!(got.len(), 1);
     assert_ne!(got[0].status, STATUS_SUCCESS);
-    p.close();
-    for mr in [fast, mr_b] {
-        assert_eq!(close(mr), STATUS_SUCCESS);
-    }
-    env.release_lam(lam);
-    env.teardown();
+    env.finish_releasing(p, &[fast, mr_b], Some(lam));
 }
 
 /// rules E1, P15: Flush cancels pending receives and deferred initiator

@@ -111,6 +111,35 @@ fn remote(pd: &Pd, qp: u32, key: u32, addr: u64, len: usize, need: Access) -> Re
         .map(drop)
 }
 
+/// Resolves a remote access arriving on `side`'s own QP (see [`remote`]).
+fn remote_on(side: &Side, key: u32, addr: u64, len: usize, need: Access) -> Result<(), Denied> {
+    remote(&side.pd, side.qp.id(), key, addr, len, need)
+}
+
+/// (opcode, status) of each completion.
+fn statuses(done: &[Completion]) -> Vec<(Opcode, WcStatus)> {
+    done.iter().map(|c| (c.opcode, c.status)).collect()
+}
+
+/// Rings side b's send queue with a zero-length Write (request 2) to a
+/// fresh buffer of side a, so that requests posted with `DEFER` before it
+/// run (D2); settles and returns every completion side b's send CQ holds.
+fn ring(pair: &Pair) -> Vec<Completion> {
+    let ring = pair.a.buffer(8, 0, ALL);
+    pair.b
+        .qp
+        .post_write(
+            2,
+            Payload::Sges(&[]),
+            ring.raddr(0),
+            ring.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    settle();
+    pair.b.scq.drain()
+}
+
 /// The one completion `cq` holds now.
 #[track_caller]
 fn one(cq: &TestCq) -> Completion {
@@ -154,6 +183,11 @@ fn read(pair: &Pair, dst: &[Sge], raddr: u64, rkey: u32, flags: WrFlags) -> Comp
     pair.a.qp.post_read(2, dst, raddr, rkey, flags).unwrap();
     settle();
     one(&pair.a.scq)
+}
+
+/// A plain RDMA Read ([`read`]) from `src` at offset `at`.
+fn read_of(pair: &Pair, dst: &[Sge], src: &Registered, at: u64) -> Completion {
+    read(pair, dst, src.raddr(at), src.rkey(), WrFlags::empty())
 }
 
 /// A fast-register region of `side`, initialized for `pages` pages.
@@ -514,13 +548,7 @@ mod registered {
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes());
             // But not a Read sink: that is a local write.
-            let c = read(
-                &pair,
-                &[src.sge(0, 8)],
-                dst.raddr(0),
-                dst.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[src.sge(0, 8)], &dst, 0);
             assert_status(c, Opcode::Read, WcStatus::LocalAccessError);
             assert_eq!(src.buffer.bytes(), dst.buffer.bytes(), "nothing landed");
             assert_terminated(&pair);
@@ -574,22 +602,10 @@ mod registered {
                 .buffer(64, 0, Access::READ_SINK | Access::LOCAL_WRITE);
             let plain = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
             let src = pair.b.pattern(128, 4, Access::REMOTE_READ);
-            let c = read(
-                &pair,
-                &[flagged.sge(0, 64)],
-                src.raddr(0),
-                src.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[flagged.sge(0, 64)], &src, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             // Not required: a sink without the flag works as well.
-            let c = read(
-                &pair,
-                &[plain.sge(0, 64)],
-                src.raddr(64),
-                src.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[plain.sge(0, 64)], &src, 64);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(
                 flagged.buffer.bytes(),
@@ -635,7 +651,7 @@ mod registered {
             // Read everything back, in two SGEs split inside a page.
             let back = pair.a.buffer(len, 0, Access::LOCAL_WRITE);
             let sges = [back.sge(0, 6000), back.sge(6000, len32(len - 6000))];
-            let c = read(&pair, &sges, dst.raddr(0), dst.rkey(), WrFlags::empty());
+            let c = read_of(&pair, &sges, &dst, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(back.buffer.bytes(), &model[..]);
         }
@@ -652,15 +668,9 @@ mod registered {
             assert_status(c, Opcode::Write, WcStatus::Success);
             let c = write(&pair, &[], target.raddr(64), target.rkey());
             assert_status(c, Opcode::Write, WcStatus::Success);
-            let c = read(
-                &pair,
-                &[local.sge(3, 0)],
-                target.raddr(20),
-                target.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[local.sge(3, 0)], &target, 20);
             assert_status(c, Opcode::Read, WcStatus::Success);
-            let c = read(&pair, &[], target.raddr(0), target.rkey(), WrFlags::empty());
+            let c = read_of(&pair, &[], &target, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(target.buffer.bytes(), &before[..], "{mode:?}");
             assert!(local.buffer.bytes().iter().all(|&b| b == 0x55));
@@ -674,13 +684,7 @@ mod registered {
             let pair = Pair::new(mode);
             let src = pair.b.pattern(100, 1, Access::REMOTE_READ);
             let dst = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
-            let c = read(
-                &pair,
-                &[dst.sge(0, 64)],
-                src.raddr(50),
-                src.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[dst.sge(0, 64)], &src, 50);
             assert_status(c, Opcode::Read, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -716,13 +720,7 @@ mod registered {
             let pair = Pair::new(mode);
             let secret = pair.b.pattern(64, 1, Access::REMOTE_WRITE);
             let sink = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
-            let c = read(
-                &pair,
-                &[sink.sge(0, 64)],
-                secret.raddr(0),
-                secret.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[sink.sge(0, 64)], &secret, 0);
             assert_status(c, Opcode::Read, WcStatus::RemoteAccessError);
             assert!(sink.buffer.bytes().iter().all(|&b| b == 0));
             assert_terminated(&pair);
@@ -831,14 +829,7 @@ mod registered {
                 Err(Denied::Token)
             );
             assert_eq!(
-                remote(
-                    &pair.b.pd,
-                    pair.b.qp.id(),
-                    rkey,
-                    dst.raddr(0),
-                    1,
-                    Access::REMOTE_WRITE
-                ),
+                remote_on(&pair.b, rkey, dst.raddr(0), 1, Access::REMOTE_WRITE),
                 Err(Denied::Token)
             );
             let src = pair.a.pattern(64, 1, Access::empty());
@@ -860,13 +851,7 @@ mod registered {
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             let back = pair.a.buffer(len, 0, Access::LOCAL_WRITE);
-            let c = read(
-                &pair,
-                &[back.sge(0, len32(len))],
-                dst.raddr(0),
-                dst.rkey(),
-                WrFlags::empty(),
-            );
+            let c = read_of(&pair, &[back.sge(0, len32(len))], &dst, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(back.buffer.bytes(), src.buffer.bytes());
         }
@@ -1433,23 +1418,9 @@ mod fast_idle {
             assert!(pair.b.scq.drain().is_empty(), "{mode:?}: not rung yet");
             assert_eq!(mr.remote_key(), Some(rkey));
             // Ring with a zero-length Write to the peer.
-            let ring = pair.a.buffer(8, 0, ALL);
-            pair.b
-                .qp
-                .post_write(
-                    2,
-                    Payload::Sges(&[]),
-                    ring.raddr(0),
-                    ring.rkey(),
-                    WrFlags::empty(),
-                )
-                .unwrap();
-            settle();
-            let done = pair.b.scq.drain();
+            let done = ring(&pair);
             assert_eq!(
-                done.iter()
-                    .map(|c| (c.opcode, c.status))
-                    .collect::<Vec<_>>(),
+                statuses(&done),
                 [
                     (Opcode::FastRegister, WcStatus::Success),
                     (Opcode::Write, WcStatus::Success)
@@ -1571,7 +1542,7 @@ mod fast_mapped {
                 len: 200,
                 key,
             };
-            let c = read(&pair, &[sink], src.raddr(0), src.rkey(), WrFlags::empty());
+            let c = read_of(&pair, &[sink], &src, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             let mut model = [alloc::vec![0x33_u8; PAGE], alloc::vec![0x44_u8; PAGE]];
             for (i, &byte) in src.buffer.bytes().iter().enumerate() {
@@ -1702,14 +1673,7 @@ mod fast_mapped {
                     Err(Denied::Token)
                 );
                 assert_eq!(
-                    remote(
-                        &pair.b.pd,
-                        pair.b.qp.id(),
-                        rkey,
-                        base,
-                        1,
-                        Access::REMOTE_WRITE
-                    ),
+                    remote_on(&pair.b, rkey, base, 1, Access::REMOTE_WRITE),
                     Err(Denied::Token)
                 );
             }
@@ -1984,7 +1948,7 @@ mod fast_mapped {
                 len: 128,
                 key: mr.local_key().unwrap(),
             };
-            let c = read(&pair, &[sink], src.raddr(0), src.rkey(), WrFlags::empty());
+            let c = read_of(&pair, &[sink], &src, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(&lam.bytes()[7..135], src.buffer.bytes(), "{mode:?}");
         }
@@ -2159,19 +2123,7 @@ mod window_unbound {
             settle();
             assert!(pair.b.scq.drain().is_empty(), "{mode:?}: not rung yet");
             // Ring it, then use the token read before completion.
-            let ring = pair.a.buffer(8, 0, ALL);
-            pair.b
-                .qp
-                .post_write(
-                    2,
-                    Payload::Sges(&[]),
-                    ring.raddr(0),
-                    ring.rkey(),
-                    WrFlags::empty(),
-                )
-                .unwrap();
-            settle();
-            let done = pair.b.scq.drain();
+            let done = ring(&pair);
             assert_eq!(done.len(), 2);
             assert_status(done[0], Opcode::Bind, WcStatus::Success);
             assert_eq!(mw.remote_key(), key);
@@ -2331,14 +2283,7 @@ mod window_bound {
                 "the failed Bind's token is gone"
             );
             assert_eq!(
-                remote(
-                    &pair.b.pd,
-                    pair.b.qp.id(),
-                    key,
-                    reg.raddr(1000),
-                    16,
-                    Access::REMOTE_WRITE
-                ),
+                remote_on(&pair.b, key, reg.raddr(1000), 16, Access::REMOTE_WRITE),
                 Ok(())
             );
             mw.close();
@@ -2371,9 +2316,7 @@ mod window_bound {
             settle();
             let done = pair.b.scq.drain();
             assert_eq!(
-                done.iter()
-                    .map(|c| (c.opcode, c.status))
-                    .collect::<Vec<_>>(),
+                statuses(&done),
                 [
                     (Opcode::Invalidate, WcStatus::Success),
                     (Opcode::Bind, WcStatus::Success)
@@ -2381,9 +2324,8 @@ mod window_bound {
                 "{mode:?}"
             );
             assert_eq!(mw.remote_key(), new);
-            let qp = pair.b.qp.id();
             assert_eq!(
-                remote(&pair.b.pd, qp, old, reg.raddr(1000), 1, Access::empty()),
+                remote_on(&pair.b, old, reg.raddr(1000), 1, Access::empty()),
                 Err(Denied::Token)
             );
             let src = pair.a.pattern(64, 1, Access::empty());
@@ -2421,9 +2363,7 @@ mod window_bound {
             settle();
             let done = pair.b.scq.drain();
             assert_eq!(
-                done.iter()
-                    .map(|c| (c.opcode, c.status))
-                    .collect::<Vec<_>>(),
+                statuses(&done),
                 [
                     (Opcode::Invalidate, WcStatus::Cancelled),
                     (Opcode::Bind, WcStatus::Cancelled)
@@ -2434,14 +2374,7 @@ mod window_bound {
             assert_eq!(mw.remote_key(), old);
             assert_eq!(pair.b.device.live_keys(), keys);
             assert_eq!(
-                remote(
-                    &pair.b.pd,
-                    pair.b.qp.id(),
-                    old,
-                    reg.raddr(1000),
-                    1,
-                    Access::REMOTE_WRITE
-                ),
+                remote_on(&pair.b, old, reg.raddr(1000), 1, Access::REMOTE_WRITE),
                 Ok(())
             );
             mw.close();
@@ -2456,14 +2389,7 @@ mod window_bound {
             assert_status(c, Opcode::Invalidate, WcStatus::Success);
             // M22: the old token grants nothing.
             assert_eq!(
-                remote(
-                    &pair.b.pd,
-                    pair.b.qp.id(),
-                    old,
-                    reg.raddr(1000),
-                    1,
-                    Access::empty()
-                ),
+                remote_on(&pair.b, old, reg.raddr(1000), 1, Access::empty()),
                 Err(Denied::Token)
             );
             // Bound again, to another region: a new token.
@@ -2611,7 +2537,7 @@ mod privileged {
                 len: 300,
                 key,
             };
-            let c = read(&pair, &[sink], src.raddr(0), src.rkey(), WrFlags::empty());
+            let c = read_of(&pair, &[sink], &src, 0);
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(&lam.bytes()[3900..4200], src.buffer.bytes(), "{mode:?}");
             assert!(
@@ -2681,14 +2607,7 @@ mod privileged {
                     privileged
                 };
                 assert_eq!(
-                    remote(
-                        &pair.b.pd,
-                        pair.b.qp.id(),
-                        key,
-                        lam.page(0),
-                        8,
-                        Access::empty()
-                    ),
+                    remote_on(&pair.b, key, lam.page(0), 8, Access::empty()),
                     Err(Denied::Token)
                 );
                 let src = pair.a.pattern(16, 1, Access::empty());

@@ -124,6 +124,19 @@ fn write(
     )
 }
 
+/// Posts a Read into `sges` on `side` from `offset` of the peer's `target`.
+fn read(
+    side: &Side,
+    context: usize,
+    sges: &[Sge],
+    target: &Registered,
+    offset: u64,
+    flags: WrFlags,
+) -> Result<(), PostError> {
+    side.qp
+        .post_read(context, sges, target.raddr(offset), target.rkey(), flags)
+}
+
 /// Whether `len` bytes at `addr` under the remote token `key` resolve for
 /// `need` on `side` (a window or region is live there).
 fn remote_ok(side: &Side, key: u32, addr: u64, len: u64, need: Access) -> bool {
@@ -821,16 +834,15 @@ mod connected {
                 pair.a.buffer(40, 0, Access::LOCAL_WRITE),
                 pair.a.buffer(80, 0, Access::LOCAL_WRITE),
             );
-            pair.a
-                .qp
-                .post_read(
-                    2,
-                    &[r1.sge(0, 30), r2.sge(7, 50)],
-                    target.raddr(15),
-                    target.rkey(),
-                    WrFlags::empty(),
-                )
-                .unwrap();
+            read(
+                &pair.a,
+                2,
+                &[r1.sge(0, 30), r2.sge(7, 50)],
+                &target,
+                15,
+                WrFlags::empty(),
+            )
+            .unwrap();
             pair.settle();
             assert_eq!(&r1.buffer.bytes()[..30], &t[15..45]);
             assert!(r1.buffer.bytes()[30..].iter().all(|&b| b == 0));
@@ -882,13 +894,7 @@ mod connected {
             let sink = pair.a.buffer(MAX + 1, 0, Access::LOCAL_WRITE);
             let over_sink = [sink.sge(0, u32_of(MAX)), sink.sge(0, 1)];
             assert_eq!(
-                pair.a.qp.post_read(
-                    9,
-                    &over_sink,
-                    inbox.raddr(0),
-                    inbox.rkey(),
-                    WrFlags::empty()
-                ),
+                read(&pair.a, 9, &over_sink, &inbox, 0, WrFlags::empty()),
                 too_long
             );
             // Exactly the maximum, split unevenly over SGEs on both sides.
@@ -958,22 +964,8 @@ mod connected {
             );
             let read_max = Limits::DEFAULT.max_read_sge as usize;
             let sinks: Vec<Sge> = (0..=read_max).map(|i| buf.sge(i as u64 * 10, 10)).collect();
-            assert_eq!(
-                pair.a
-                    .qp
-                    .post_read(1, &sinks, target.raddr(0), target.rkey(), WrFlags::empty()),
-                many
-            );
-            pair.a
-                .qp
-                .post_read(
-                    2,
-                    &sinks[..read_max],
-                    target.raddr(0),
-                    target.rkey(),
-                    WrFlags::empty(),
-                )
-                .unwrap();
+            assert_eq!(read(&pair.a, 1, &sinks, &target, 0, WrFlags::empty()), many);
+            read(&pair.a, 2, &sinks[..read_max], &target, 0, WrFlags::empty()).unwrap();
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
@@ -999,9 +991,7 @@ mod connected {
             let three = [buf.sge(0, 8), buf.sge(8, 8), buf.sge(16, 8)];
             // Three SGEs fit the QP's 4 initiator SGEs, but not a Read.
             assert_eq!(
-                pair.a
-                    .qp
-                    .post_read(1, &three, target.raddr(0), target.rkey(), WrFlags::empty()),
+                read(&pair.a, 1, &three, &target, 0, WrFlags::empty()),
                 Err(PostError::TooManySge)
             );
             write(&pair.a, 2, &three, &target, 32, WrFlags::empty()).unwrap();
@@ -1128,16 +1118,15 @@ mod connected {
                 WrFlags::empty(),
             )
             .unwrap();
-            pair.a
-                .qp
-                .post_read(
-                    3,
-                    &[src.sge(0, 5000)],
-                    target.raddr(0),
-                    target.rkey(),
-                    WrFlags::empty(),
-                )
-                .unwrap();
+            read(
+                &pair.a,
+                3,
+                &[src.sge(0, 5000)],
+                &target,
+                0,
+                WrFlags::empty(),
+            )
+            .unwrap();
             pair.settle();
             assert_eq!(pair.a.scq.drain().len(), 3, "{mode:?}");
             let (a, b) = (&pair.a.device.counters, &pair.b.device.counters);
@@ -1340,13 +1329,7 @@ mod connected_flags {
             let bad = Err(PostError::InvalidParameter);
             assert_eq!(send(&pair.a, 1, &[buf.sge(0, 16)], WrFlags::INLINE), bad);
             assert_eq!(
-                pair.a.qp.post_read(
-                    1,
-                    &[buf.sge(0, 16)],
-                    target.raddr(0),
-                    target.rkey(),
-                    WrFlags::INLINE
-                ),
+                read(&pair.a, 1, &[buf.sge(0, 16)], &target, 0, WrFlags::INLINE),
                 bad
             );
             pair.settle();
@@ -1366,10 +1349,7 @@ mod connected_flags {
             send(&pair.a, 1, &[src.sge(0, 32)], silent).unwrap();
             write(&pair.a, 2, &[src.sge(0, 32)], &target, 32, silent).unwrap();
             let sink = pair.a.buffer(8, 0, Access::LOCAL_WRITE);
-            pair.a
-                .qp
-                .post_read(3, &[sink.sge(0, 8)], target.raddr(0), target.rkey(), silent)
-                .unwrap();
+            read(&pair.a, 3, &[sink.sge(0, 8)], &target, 0, silent).unwrap();
             pair.settle();
             assert!(
                 pair.a.scq.drain().is_empty(),
@@ -1403,16 +1383,15 @@ mod connected_flags {
             // Read into the staging buffer, then forward it with fenced
             // requests: they may only start once the Read has completed, so
             // they carry what it read.
-            pair.a
-                .qp
-                .post_read(
-                    10,
-                    &[staging.sge(0, 64)],
-                    remote.raddr(0),
-                    remote.rkey(),
-                    WrFlags::DEFER,
-                )
-                .unwrap();
+            read(
+                &pair.a,
+                10,
+                &[staging.sge(0, 64)],
+                &remote,
+                0,
+                WrFlags::DEFER,
+            )
+            .unwrap();
             send(
                 &pair.a,
                 11,
@@ -1640,11 +1619,12 @@ mod connected_flags {
                 WrFlags::empty(),
             )
             .unwrap();
-            a.qp.post_read(
+            read(
+                a,
                 3,
                 &[kit.sink.sge(0, 16)],
-                kit.target.raddr(0),
-                kit.target.rkey(),
+                &kit.target,
+                0,
                 WrFlags::empty(),
             )
             .unwrap();
@@ -1929,14 +1909,7 @@ mod deferred {
         kit.a_fast.post(a, 2, RW, d).unwrap();
         a.qp.post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&kit.a_fast.mr)), d)
             .unwrap();
-        a.qp.post_read(
-            4,
-            &[kit.sink.sge(0, 64)],
-            kit.target.raddr(0),
-            kit.target.rkey(),
-            d,
-        )
-        .unwrap();
+        read(a, 4, &[kit.sink.sge(0, 64)], &kit.target, 0, d).unwrap();
         write(a, 5, &[kit.src.sge(0, 64)], &kit.target, 256, d).unwrap();
         send(a, 6, &[kit.src.sge(64, 64)], d).unwrap();
         a.qp.post_send(
@@ -2722,28 +2695,18 @@ mod error {
                     .unwrap();
             });
             check_statuses(mode, (Read, RemoteOperationError), |k| {
-                k.a()
-                    .qp
-                    .post_read(
-                        1,
-                        &[k.sink.sge(0, 64)],
-                        k.target.raddr(500),
-                        k.target.rkey(),
-                        WrFlags::empty(),
-                    )
-                    .unwrap();
+                read(
+                    k.a(),
+                    1,
+                    &[k.sink.sge(0, 64)],
+                    &k.target,
+                    500,
+                    WrFlags::empty(),
+                )
+                .unwrap();
             });
             check_statuses(mode, (Read, LocalAccessError), |k| {
-                k.a()
-                    .qp
-                    .post_read(
-                        1,
-                        &[k.src.sge(0, 8)],
-                        k.target.raddr(0),
-                        k.target.rkey(),
-                        WrFlags::empty(),
-                    )
-                    .unwrap();
+                read(k.a(), 1, &[k.src.sge(0, 8)], &k.target, 0, WrFlags::empty()).unwrap();
             });
         });
     }
@@ -2830,16 +2793,7 @@ mod error {
                     .qp
                     .post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&k.a_fast.mr)), d)
                     .unwrap();
-                k.a()
-                    .qp
-                    .post_read(
-                        4,
-                        &[k.sink.sge(0, 8)],
-                        k.target.raddr(0),
-                        k.target.rkey(),
-                        d,
-                    )
-                    .unwrap();
+                read(k.a(), 4, &[k.sink.sge(0, 8)], &k.target, 0, d).unwrap();
                 k.a().qp.flush();
             });
         });
@@ -3027,13 +2981,7 @@ mod unusable {
             "{mode:?}: Send"
         );
         assert_eq!(
-            side.qp.post_read(
-                52,
-                &[buf.sge(0, 8)],
-                buf.raddr(0),
-                buf.rkey(),
-                WrFlags::empty()
-            ),
+            read(side, 52, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
             u,
             "{mode:?}: Read"
         );

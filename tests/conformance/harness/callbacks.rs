@@ -80,6 +80,25 @@ impl Signal {
     }
 }
 
+/// Starts a request whose completion (`NDK_FN_REQUEST_COMPLETION`) is
+/// [`on_status`] reporting to a fresh [`Signal`]: `call` gets the callback
+/// and its context; returns its return value and the signal.
+pub fn requested(
+    call: impl FnOnce(Option<NdkFnRequestCompletion>, *mut c_void) -> NtStatus,
+) -> (NtStatus, Arc<Signal>) {
+    let signal = Signal::new();
+    let status = call(Some(on_status), signal.ctx());
+    (status, signal)
+}
+
+/// As [`requested`], waited for: the request's outcome (L8).
+pub fn request_outcome(
+    call: impl FnOnce(Option<NdkFnRequestCompletion>, *mut c_void) -> NtStatus,
+) -> NtStatus {
+    let (status, signal) = requested(call);
+    signal.outcome(status)
+}
+
 /// `NDK_FN_REQUEST_COMPLETION` (and CQ / SRQ notification) for a [`Signal`].
 pub unsafe extern "system" fn on_status(ctx: *mut c_void, status: NtStatus) {
     // SAFETY: tests pass `Signal::ctx` of a Signal they keep alive.

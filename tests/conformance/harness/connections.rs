@@ -502,6 +502,13 @@ impl Side {
         )
     }
 
+    /// A CQ of `depth` and a default QP on it (both queues) with `context`.
+    pub fn cq_and_qp(&self, depth: u32, context: usize) -> (Cq, Qp) {
+        let cq = self.adapter.cq(depth);
+        let qp = self.pd.qp(&cq, &cq, context);
+        (cq, qp)
+    }
+
     /// Closes the PD and the adapter (after everything on them).
     pub fn close(self) {
         assert_close(self.pd.close());
@@ -644,12 +651,25 @@ pub fn teardown_after(pair: Pair, early: Early) {
     reap_pair(pair, closed, early, true);
 }
 
-/// Closes the test's regions, then [`teardown_lenient`].
-pub fn teardown_closing<const N: usize>(pair: Pair, regions: [Region; N]) {
+/// Closes the test's regions, then [`Pair::teardown`].
+pub fn teardown_with_regions<const N: usize>(pair: Pair, regions: [Region; N]) {
     for region in regions {
         region.close();
     }
-    teardown_lenient(pair);
+    pair.teardown();
+}
+
+/// Closes the test's regions, then [`teardown_lenient`].
+pub fn teardown_closing<const N: usize>(pair: Pair, regions: [Region; N]) {
+    teardown_closing_after(pair, regions, Early::default());
+}
+
+/// Closes the test's regions, then [`teardown_after`] with `early`.
+pub fn teardown_closing_after<const N: usize>(pair: Pair, regions: [Region; N], early: Early) {
+    for region in regions {
+        region.close();
+    }
+    teardown_after(pair, early);
 }
 
 /// `Pair::teardown` for a pair whose connection an error may have ended.
@@ -879,18 +899,10 @@ pub fn complete_connect_with(
     event: Option<NdkFnDisconnectEventCallback>,
     event_context: *mut c_void,
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: a live connector; the caller keeps the event context alive.
-    let status = unsafe {
-        (connector.d().ndk_complete_connect)(
-            connector.0,
-            event,
-            event_context,
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
-    (status, signal)
+    requested(|done, ctx| unsafe {
+        (connector.d().ndk_complete_connect)(connector.0, event, event_context, done, ctx)
+    })
 }
 
 /// `NdkAccept` with read limits `(ird, ord)` and an optional disconnect
@@ -902,10 +914,9 @@ pub fn accept_with(
     data: &[u8],
     (event, event_context): (Option<NdkFnDisconnectEventCallback>, *mut c_void),
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: live objects; data valid for the call; the caller keeps the
     // event context alive.
-    let status = unsafe {
+    requested(|done, ctx| unsafe {
         (connector.d().ndk_accept)(
             connector.0,
             qp.0,
@@ -915,11 +926,10 @@ pub fn accept_with(
             u32::try_from(data.len()).unwrap(),
             event,
             event_context,
-            Some(on_status),
-            signal.ctx(),
+            done,
+            ctx,
         )
-    };
-    (status, signal)
+    })
 }
 
 /// `NdkConnectWithSharedEndpoint`: its return value and completion signal.
@@ -932,9 +942,8 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    let signal = Signal::new();
     // SAFETY: live objects; address and data valid for the call.
-    let status = unsafe {
+    requested(|done, ctx| unsafe {
         (connector.d().ndk_connect_with_shared_endpoint)(
             connector.0,
             qp.0,
@@ -945,11 +954,10 @@ pub fn connect_shared(
             ord,
             data.as_ptr().cast(),
             u32::try_from(data.len()).unwrap(),
-            Some(on_status),
-            signal.ctx(),
+            done,
+            ctx,
         )
-    };
-    (status, signal)
+    })
 }
 
 /// `NdkConnect` with explicit address lengths (N2) and read limits 16 / 16:
@@ -968,18 +976,10 @@ pub fn connect_with_lengths(
 
 /// `NdkListen` with an explicit address length (N2): the outcome (L8).
 pub fn listen_with_length(listener: &Listener, addr: Addr, len: u32) -> NtStatus {
-    let signal = Signal::new();
     // SAFETY: a live listener; the address is a 28-byte buffer.
-    let status = unsafe {
-        (listener.d().ndk_listen)(
-            listener.0,
-            addr.as_ptr(),
-            len.min(28),
-            Some(on_status),
-            signal.ctx(),
-        )
-    };
-    signal.outcome(status)
+    request_outcome(|done, ctx| unsafe {
+        (listener.d().ndk_listen)(listener.0, addr.as_ptr(), len.min(28), done, ctx)
+    })
 }
 
 /// `NdkCreateSharedEndpoint` with an explicit address length (N2).
@@ -1130,4 +1130,50 @@ pub fn close_stage<const N: usize>(listener: Listener, qps: [Qp; N], (a, b): (En
     assert_success!(listener.close());
     a.close();
     b.close();
+}
+
+/// Closes what a connection test opened, in this order: the listener, the
+/// registered memory, the QPs and the two ends.
+pub fn close_stage_with_memory<const M: usize, const N: usize>(
+    listener: Listener,
+    mems: [Mem; M],
+    qps: [Qp; N],
+    (a, b): (End, End),
+) {
+    assert_success!(listener.close());
+    for mem in mems {
+        mem.close();
+    }
+    for qp in qps {
+        qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// Closes pairs of QPs, then the two ends.
+pub fn close_qp_pairs(qps: Vec<(Qp, Qp)>, (a, b): (End, End)) {
+    for (a_qp, b_qp) in qps {
+        a_qp.close();
+        b_qp.close();
+    }
+    a.close();
+    b.close();
+}
+
+/// One connection per pair of `qps` from `a` to the listener at
+/// `listen_addr`, the `i`-th pair's request the `i + 1`-th connect event of
+/// `incoming`.
+pub fn establish_each(
+    a: &End,
+    qps: &[(Qp, Qp)],
+    listen_addr: Addr,
+    incoming: &Incoming,
+) -> Vec<Conn> {
+    qps.iter()
+        .enumerate()
+        .map(|(i, (a_qp, b_qp))| {
+            Conn::establish(&a.adapter, a.addr, a_qp, listen_addr, incoming, i + 1, b_qp)
+        })
+        .collect()
 }

@@ -240,6 +240,15 @@ fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtSta
     status
 }
 
+/// The object a Create call made, or the call's failure status.
+fn created<T>(status: NtStatus, object: impl FnOnce() -> T) -> Result<T, NtStatus> {
+    if status == STATUS_SUCCESS {
+        Ok(object())
+    } else {
+        Err(status)
+    }
+}
+
 /// Declares the wrapper of one NDK object type: a newtype over the raw
 /// pointer, usable from any thread (I6), with its dispatch table, its
 /// header and a close that waits for the completion if the close pended.
@@ -322,25 +331,9 @@ impl Adapter {
     }
 
     pub fn try_cq(&self, depth: u32, watch: &Arc<Signal>) -> Result<Cq, NtStatus> {
-        let mut cq = std::ptr::null_mut();
-        // SAFETY: valid arguments; the watch outlives the CQ (tests keep it).
-        let status = unsafe {
-            (self.d().ndk_create_cq)(
-                self.0,
-                depth,
-                Some(on_status),
-                watch.ctx(),
-                std::ptr::null(),
-                None,
-                std::ptr::null_mut(),
-                &raw mut cq,
-            )
-        };
-        if status == STATUS_SUCCESS {
-            Ok(Cq(cq, Arc::clone(watch)))
-        } else {
-            Err(status)
-        }
+        // SAFETY: the watch outlives the CQ (tests keep it); no affinity.
+        let cq = unsafe { cq_with(self, depth, on_status, watch.ctx(), std::ptr::null()) };
+        cq.map(|Cq(cq, _)| Cq(cq, Arc::clone(watch)))
     }
 
     pub fn cq(&self, depth: u32) -> Cq {
@@ -367,13 +360,27 @@ impl Adapter {
     }
 
     pub fn listener(&self, incoming: &Arc<Incoming>) -> Listener {
+        // SAFETY: `incoming` outlives the listener (tests keep it).
+        unsafe { self.listener_with(on_connect, incoming.ctx()) }
+    }
+
+    /// CreateListener with the test's own connect-event callback.
+    ///
+    /// # Safety
+    /// `context` stays valid for `callback` until the listener's close
+    /// completes.
+    pub unsafe fn listener_with(
+        &self,
+        callback: NdkFnConnectEventCallback,
+        context: *mut c_void,
+    ) -> Listener {
         let mut l = std::ptr::null_mut();
-        // SAFETY: valid arguments; `incoming` outlives the listener.
+        // SAFETY: a live adapter; the caller vouches for the context.
         let status = unsafe {
             (self.d().ndk_create_listener)(
                 self.0,
-                Some(on_connect),
-                incoming.ctx(),
+                Some(callback),
+                context,
                 None,
                 std::ptr::null_mut(),
                 &raw mut l,
@@ -466,58 +473,27 @@ impl Cq {
     }
 
     pub fn poll(&self, max: usize) -> Vec<NdkResult> {
-        let mut out = vec![
-            NdkResult {
-                status: 0,
-                bytes_transferred: 0,
-                qp_context: std::ptr::null_mut(),
-                request_context: std::ptr::null_mut()
-            };
-            max
-        ];
-        // SAFETY: room for `max` results.
-        let n = unsafe {
-            (self.d().ndk_get_cq_results)(self.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
-        };
-        out.truncate(n as usize);
-        out
+        // SAFETY: a live CQ; `polled` gives room for `room` results.
+        polled(max, 0, |out, room| unsafe {
+            (self.d().ndk_get_cq_results)(self.0, out, room)
+        })
     }
 
     pub fn poll_ex(&self, max: usize) -> Vec<NdkResultEx> {
-        // SAFETY: NdkResultEx is plain data; zeroed is a valid value.
-        let mut out = vec![unsafe { std::mem::zeroed::<NdkResultEx>() }; max];
-        // SAFETY: room for `max` results.
-        let n = unsafe {
-            (self.d().ndk_get_cq_results_ex)(self.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
-        };
-        out.truncate(n as usize);
-        out
+        // SAFETY: as above.
+        polled(max, 0, |out, room| unsafe {
+            (self.d().ndk_get_cq_results_ex)(self.0, out, room)
+        })
     }
 
     /// Polls until `n` results arrived (the engine may run on a worker).
     pub fn wait_results(&self, n: usize) -> Vec<NdkResult> {
-        let deadline = std::time::Instant::now() + WAIT;
-        let mut got = Vec::new();
-        while got.len() < n {
-            got.extend(self.poll(n - got.len()));
-            assert!(
-                std::time::Instant::now() < deadline,
-                "only {} of {n} completions arrived: {got:?}",
-                got.len()
-            );
-            if got.len() < n {
-                std::thread::yield_now();
-            }
-        }
-        got
+        gathered(n, |more| self.poll(more))
     }
 
     pub fn resize(&self, depth: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live CQ.
-        let status =
-            unsafe { (self.d().ndk_resize_cq)(self.0, depth, Some(on_status), signal.ctx()) };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe { (self.d().ndk_resize_cq)(self.0, depth, done, ctx) })
     }
 
     /// Closes and waits for the close to complete; returns the close's return value.
@@ -550,11 +526,7 @@ impl Pd {
                 &raw mut mr,
             )
         };
-        if status == STATUS_SUCCESS {
-            Ok(Mr(mr))
-        } else {
-            Err(status)
-        }
+        created(status, || Mr(mr))
     }
 
     pub fn mr(&self, fast: bool) -> Mr {
@@ -601,11 +573,7 @@ impl Pd {
                 &raw mut qp,
             )
         };
-        if status == STATUS_SUCCESS {
-            Ok(Qp(qp))
-        } else {
-            Err(status)
-        }
+        created(status, || Qp(qp))
     }
 
     /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
@@ -642,11 +610,7 @@ impl Pd {
                 &raw mut qp,
             )
         };
-        if status == STATUS_SUCCESS {
-            Ok(Qp(qp))
-        } else {
-            Err(status)
-        }
+        created(status, || Qp(qp))
     }
 
     pub fn try_srq(
@@ -676,11 +640,7 @@ impl Pd {
                 &raw mut srq,
             )
         };
-        if status == STATUS_SUCCESS {
-            Ok(Srq(srq))
-        } else {
-            Err(status)
-        }
+        created(status, || Srq(srq))
     }
 
     /// Starts the close and returns at once with the close's signal.
@@ -696,20 +656,11 @@ object! {
 impl Mr {
     /// RegisterMr over the whole buffer.
     pub fn register(&self, buffer: &mut Buffer, flags: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: the buffer's MDL describes `len` locked (owned) bytes that
         // outlive the registration (the test keeps the buffer).
-        let status = unsafe {
-            (self.d().ndk_register_mr)(
-                self.0,
-                buffer.mdl(),
-                buffer.len,
-                flags,
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_register_mr)(self.0, buffer.mdl(), buffer.len, flags, done, ctx)
+        })
     }
 
     pub fn deregister(&self) -> NtStatus {
@@ -717,25 +668,15 @@ impl Mr {
             // As for the close of an MR (`close_waiting`).
             softndk::provider::host::wire_settle();
         }
-        let signal = Signal::new();
         // SAFETY: a live MR.
-        let status = unsafe { (self.d().ndk_deregister_mr)(self.0, Some(on_status), signal.ctx()) };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe { (self.d().ndk_deregister_mr)(self.0, done, ctx) })
     }
 
     pub fn init_fast(&self, pages: u32, remote: bool) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live MR.
-        let status = unsafe {
-            (self.d().ndk_initialize_fast_register_mr)(
-                self.0,
-                pages,
-                u8::from(remote),
-                Some(on_status),
-                signal.ctx(),
-            )
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_initialize_fast_register_mr)(self.0, pages, u8::from(remote), done, ctx)
+        })
     }
 
     pub fn local_token(&self) -> u32 {
@@ -778,12 +719,10 @@ impl Srq {
     }
 
     pub fn modify(&self, depth: u32, threshold: u32) -> NtStatus {
-        let signal = Signal::new();
         // SAFETY: a live SRQ.
-        let status = unsafe {
-            (self.d().ndk_modify_srq)(self.0, depth, threshold, Some(on_status), signal.ctx())
-        };
-        signal.outcome(status)
+        request_outcome(|done, ctx| unsafe {
+            (self.d().ndk_modify_srq)(self.0, depth, threshold, done, ctx)
+        })
     }
 }
 
@@ -845,18 +784,7 @@ impl Qp {
         token: u32,
         flags: u32,
     ) -> NtStatus {
-        // SAFETY: as above.
-        unsafe {
-            (self.d().ndk_write)(
-                self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
-                remote,
-                token,
-                flags,
-            )
-        }
+        self.rdma(self.d().ndk_write, context, sges, (remote, token), flags)
     }
 
     pub fn read(
@@ -867,9 +795,21 @@ impl Qp {
         token: u32,
         flags: u32,
     ) -> NtStatus {
-        // SAFETY: as above.
+        self.rdma(self.d().ndk_read, context, sges, (remote, token), flags)
+    }
+
+    /// A Write or a Read (the slots share one signature).
+    fn rdma(
+        &self,
+        slot: NdkFnRead,
+        context: usize,
+        sges: &[NdkSge],
+        (remote, token): (u64, u32),
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: a live QP and an SGE array valid for the call.
         unsafe {
-            (self.d().ndk_read)(
+            slot(
                 self.0,
                 context as *mut c_void,
                 sges.as_ptr(),
@@ -970,10 +910,9 @@ impl Connector {
         (ird, ord): (u32, u32),
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
         // SAFETY: live objects; both addresses are 28-byte buffers, at least
         // the lengths given; data valid for the call.
-        let status = unsafe {
+        requested(|done, ctx| unsafe {
             (self.d().ndk_connect)(
                 self.0,
                 qp.0,
@@ -985,11 +924,10 @@ impl Connector {
                 ord,
                 data.as_ptr().cast(),
                 u32::try_from(data.len()).unwrap(),
-                Some(on_status),
-                signal.ctx(),
+                done,
+                ctx,
             )
-        };
-        (status, signal)
+        })
     }
 
     pub fn complete_connect(&self, disconnects: &Arc<Signal>) -> NtStatus {
@@ -1047,29 +985,30 @@ impl Connector {
     }
 
     pub fn local_address(&self) -> (NtStatus, Addr, u32) {
-        let mut addr = Addr::empty();
-        let mut len = 28_u32;
-        // SAFETY: a buffer of 28 bytes.
-        let status =
-            unsafe { (self.d().ndk_get_local_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
-        (status, addr, len)
+        // SAFETY: a live connector and a buffer of `len` bytes.
+        queried_address(|addr, len| unsafe { (self.d().ndk_get_local_address)(self.0, addr, len) })
     }
 
     pub fn peer_address(&self) -> (NtStatus, Addr, u32) {
-        let mut addr = Addr::empty();
-        let mut len = 28_u32;
-        // SAFETY: a buffer of 28 bytes.
-        let status =
-            unsafe { (self.d().ndk_get_peer_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
-        (status, addr, len)
+        // SAFETY: as above.
+        queried_address(|addr, len| unsafe { (self.d().ndk_get_peer_address)(self.0, addr, len) })
     }
 
     pub fn disconnect(&self) -> (NtStatus, Arc<Signal>) {
-        let signal = Signal::new();
         // SAFETY: a live connector.
-        let status = unsafe { (self.d().ndk_disconnect)(self.0, Some(on_status), signal.ctx()) };
-        (status, signal)
+        requested(|done, ctx| unsafe { (self.d().ndk_disconnect)(self.0, done, ctx) })
     }
+}
+
+/// Calls an address getter with a 28-byte buffer: its status, the address
+/// and the length it reported.
+fn queried_address(
+    call: impl FnOnce(*mut SockAddr, *mut u32) -> NtStatus,
+) -> (NtStatus, Addr, u32) {
+    let mut addr = Addr::empty();
+    let mut len = 28_u32;
+    let status = call(addr.as_mut_ptr(), &raw mut len);
+    (status, addr, len)
 }
 
 object! {
@@ -1082,12 +1021,8 @@ impl Listener {
     }
 
     pub fn local_address(&self) -> (NtStatus, Addr, u32) {
-        let mut addr = Addr::empty();
-        let mut len = 28_u32;
-        // SAFETY: a buffer of 28 bytes.
-        let status =
-            unsafe { (self.d().ndk_get_local_address)(self.0, addr.as_mut_ptr(), &raw mut len) };
-        (status, addr, len)
+        // SAFETY: a live listener and a buffer of `len` bytes.
+        queried_address(|addr, len| unsafe { (self.d().ndk_get_local_address)(self.0, addr, len) })
     }
 
     pub fn pause(&self, pause: bool) {
@@ -1213,6 +1148,13 @@ pub fn assert_close(status: NtStatus) {
     );
 }
 
+/// [`assert_close`] for each of several closes (made in order).
+pub fn assert_closed<const N: usize>(statuses: [NtStatus; N]) {
+    for status in statuses {
+        assert_close(status);
+    }
+}
+
 /// CreateCq with the test's own notification callback and affinity.
 ///
 /// # Safety
@@ -1239,11 +1181,7 @@ pub unsafe fn cq_with(
             &raw mut cq,
         )
     };
-    if status == STATUS_SUCCESS {
-        Ok(Cq(cq, Signal::new()))
-    } else {
-        Err(status)
-    }
+    created(status, || Cq(cq, Signal::new()))
 }
 
 /// Starts the close of a QP the test keeps the wrapper of (it must not
@@ -1434,25 +1372,8 @@ pub fn watched_cq(adapter: &Adapter, depth: u32, watch: &Arc<Watch>) -> Cq {
 
 /// As [`watched_cq`], returning the failure status.
 pub fn try_watched_cq(adapter: &Adapter, depth: u32, watch: &Arc<Watch>) -> Result<Cq, NtStatus> {
-    let mut cq = std::ptr::null_mut();
-    // SAFETY: a live adapter; the watch outlives the CQ (tests keep it).
-    let status = unsafe {
-        (adapter.d().ndk_create_cq)(
-            adapter.0,
-            depth,
-            Some(on_watch),
-            watch.ctx(),
-            std::ptr::null(),
-            None,
-            std::ptr::null_mut(),
-            &raw mut cq,
-        )
-    };
-    if status == STATUS_SUCCESS {
-        Ok(Cq(cq, Signal::new()))
-    } else {
-        Err(status)
-    }
+    // SAFETY: the watch outlives the CQ (tests keep it); no affinity.
+    unsafe { cq_with(adapter, depth, on_watch, watch.ctx(), std::ptr::null()) }
 }
 
 /// Starts the close of a shared endpoint: its return value and signal.

@@ -3,34 +3,63 @@
 
 use super::*;
 
-/// GetCqResultsEx into an array prefilled with 0xA5 bytes, so that a field
-/// the provider leaves unwritten shows.
-pub fn poll_ex_dirty(cq: &Cq, max: usize) -> Vec<NdkResultEx> {
-    let mut out: Vec<NdkResultEx> = Vec::with_capacity(max);
-    // SAFETY: room for `max` entries; 0xA5 bytes make valid plain data
-    // (integers and raw pointers).
-    unsafe {
-        std::ptr::write_bytes(out.as_mut_ptr(), 0xA5, max);
-    }
+/// Result types every byte pattern is a valid value of (integers and raw
+/// pointers only), so that an array of them may be prefilled with any
+/// byte.
+pub trait PlainResult: Copy + std::fmt::Debug {}
+
+impl PlainResult for NdkResult {}
+
+impl PlainResult for NdkResultEx {}
+
+/// `room` results prefilled with `fill` bytes, handed to `poll` (GetCqResults
+/// or GetCqResultsEx: the array and its room): the count it returned and
+/// all `room` entries.
+pub fn poll_prefilled<T: PlainResult>(
+    room: usize,
+    fill: u8,
+    poll: impl FnOnce(*mut T, u32) -> u32,
+) -> (usize, Vec<T>) {
+    let mut out: Vec<T> = Vec::with_capacity(room);
+    // SAFETY: room for `room` entries; any bytes make a valid `T`
+    // (`PlainResult`).
+    unsafe { std::ptr::write_bytes(out.as_mut_ptr(), fill, room) };
     // SAFETY: initialised just above.
-    unsafe { out.set_len(max) };
-    // SAFETY: room for `max` results.
-    let n = unsafe {
-        (cq.d().ndk_get_cq_results_ex)(cq.0, out.as_mut_ptr(), u32::try_from(max).unwrap())
-    };
-    out.truncate(n as usize);
+    unsafe { out.set_len(room) };
+    let n = poll(out.as_mut_ptr(), u32::try_from(room).unwrap());
+    (n as usize, out)
+}
+
+/// As [`poll_prefilled`], keeping only the results `poll` returned.
+pub fn polled<T: PlainResult>(
+    room: usize,
+    fill: u8,
+    poll: impl FnOnce(*mut T, u32) -> u32,
+) -> Vec<T> {
+    let (n, mut out) = poll_prefilled(room, fill, poll);
+    out.truncate(n);
     out
 }
 
-/// Polls `GetCqResultsEx` until `n` results arrived.
-pub fn wait_results_ex(cq: &Cq, n: usize) -> Vec<NdkResultEx> {
+/// GetCqResultsEx into an array prefilled with 0xA5 bytes, so that a field
+/// the provider leaves unwritten shows.
+pub fn poll_ex_dirty(cq: &Cq, max: usize) -> Vec<NdkResultEx> {
+    // SAFETY: a live CQ; `polled` gives room for `room` results.
+    polled(max, 0xA5, |out, room| unsafe {
+        (cq.d().ndk_get_cq_results_ex)(cq.0, out, room)
+    })
+}
+
+/// Calls `poll` (with the number still missing) until `n` results arrived
+/// (the engine may run on a worker), within [`WAIT`].
+pub fn gathered<T: PlainResult>(n: usize, mut poll: impl FnMut(usize) -> Vec<T>) -> Vec<T> {
     let deadline = std::time::Instant::now() + WAIT;
     let mut got = Vec::new();
     while got.len() < n {
-        got.extend(cq.poll_ex(n - got.len()));
+        got.extend(poll(n - got.len()));
         assert!(
             std::time::Instant::now() < deadline,
-            "only {} of {n} completions arrived",
+            "only {} of {n} completions arrived: {got:?}",
             got.len()
         );
         if got.len() < n {
@@ -38,6 +67,11 @@ pub fn wait_results_ex(cq: &Cq, n: usize) -> Vec<NdkResultEx> {
         }
     }
     got
+}
+
+/// Polls `GetCqResultsEx` until `n` results arrived.
+pub fn wait_results_ex(cq: &Cq, n: usize) -> Vec<NdkResultEx> {
+    gathered(n, |more| cq.poll_ex(more))
 }
 
 /// (request context, status) of each result.
@@ -158,4 +192,29 @@ pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
         "Send and Receive completions"
     );
     assert_eq!(&peer_mem.bytes()[..len], payload, "bytes received");
+}
+
+/// (request context, status) of the next `n` results of `cq` (waited
+/// for), sorted by context.
+pub fn sorted_summary(cq: &Cq, n: usize) -> Vec<(usize, NtStatus)> {
+    let mut done = summary(&cq.wait_results(n));
+    done.sort_unstable();
+    done
+}
+
+/// `(context, status)` for every context of `contexts`, as [`summary`]
+/// reports them.
+pub fn each_with(contexts: std::ops::Range<usize>, status: NtStatus) -> Vec<(usize, NtStatus)> {
+    contexts.map(|context| (context, status)).collect()
+}
+
+/// [`ping`]s `there` from `a` to `b`, then `back` from `b` to `a`.
+pub fn ping_both_ways(
+    (a_qp, a_cq, a_mem): (&Qp, &Cq, &mut Mem),
+    (b_qp, b_cq, b_mem): (&Qp, &Cq, &mut Mem),
+    there: &[u8],
+    back: &[u8],
+) {
+    ping((a_qp, a_cq, a_mem), (b_qp, b_cq, b_mem), there);
+    ping((b_qp, b_cq, b_mem), (a_qp, a_cq, a_mem), back);
 }

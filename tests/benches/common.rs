@@ -1,0 +1,66 @@
+//! What the two benchmarks (`rnic.rs`, `wire.rs`) share: registered memory
+//! and a CQ notifier that ignores everything. Included by both with
+//! `#[path]`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use softndk::rnic::cq::{CqEvent, CqNotify};
+use softndk::rnic::memory::Span;
+use softndk::rnic::mr::{Mr, Pd};
+use softndk::rnic::{Access, Sge};
+
+/// A CQ notifier that ignores everything: the benchmark polls.
+pub struct Quiet;
+
+impl CqNotify for Quiet {
+    fn notify(&self, _event: CqEvent) {}
+    fn close_complete(&self) {}
+}
+
+/// Memory registered with a device. The bytes are owned here and outlive the
+/// registration: [`Drop`] closes the region before they are freed. They are
+/// accessed only while no request using them is in flight.
+pub struct Region {
+    pub mr: Arc<Mr>,
+    pub bytes: Vec<u8>,
+}
+
+impl Region {
+    /// Registers `bytes` with `access`.
+    pub fn of(pd: &Arc<Pd>, mut bytes: Vec<u8>, access: Access) -> Self {
+        let ptr = bytes.as_mut_ptr() as usize;
+        // SAFETY: `bytes` is a heap allocation owned by this `Region`; it is
+        // never reallocated or freed before `Drop` has closed the region, and
+        // it is accessed only while no request using it is in flight.
+        let span = unsafe { Span::new(ptr, bytes.len()) }.expect("a heap buffer does not wrap");
+        let mr = Mr::new(pd, false).expect("region");
+        mr.register(span, ptr as u64, access).expect("register");
+        Self { mr, bytes }
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.bytes.as_ptr() as u64
+    }
+
+    pub fn sge(&self, len: usize) -> Sge {
+        Sge {
+            addr: self.addr(),
+            len: u32::try_from(len).expect("length fits an SGE"),
+            key: self.mr.local_key().expect("registered"),
+        }
+    }
+
+    pub fn rkey(&self) -> u32 {
+        self.mr.remote_key().expect("registered")
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // Every request using the region has completed (the benchmark polls
+        // each one), so the close is immediate and no copy is in flight.
+        let _ = self.mr.close(Box::new(|| {}));
+        black_box(&self.bytes);
+    }
+}
