@@ -237,7 +237,7 @@ pub(crate) fn execute(
     }
 }
 
-/// Executes `wqe` with its bytes in `source` (Send, Write).
+/// Executes `wqe`; a Send's or a Write's bytes are in `source`.
 fn dispatch(
     qp: &Arc<Qp>,
     peer: &Arc<Qp>,
