@@ -339,11 +339,7 @@ const fn posted(result: Result<(), PostError>) -> NtStatus {
 /// # Safety
 /// `sgl` is null or points to `n` readable `NDK_SGE`s (the consumer's
 /// contract).
-unsafe fn read_sges(
-    sgl: *const NdkSge,
-    n: u32,
-    out: &mut [Sge; MAX_SGE],
-) -> Result<&[Sge], NtStatus> {
+unsafe fn read_sges(sgl: *const NdkSge, n: u32, out: &mut [Sge]) -> Result<&[Sge], NtStatus> {
     let Some(out) = out.get_mut(..n as usize) else {
         return Err(status::post(PostError::TooManySge));
     };
@@ -360,6 +356,31 @@ unsafe fn read_sges(
         };
     }
     Ok(out)
+}
+
+/// SGEs a post reads into a small buffer; more take one of [`MAX_SGE`].
+const FEW_SGE: usize = 4;
+
+/// Calls `f` with the consumer's `n` SGEs read as by [`read_sges`], into a
+/// buffer no larger than they need: a post of one SGE then does not zero
+/// room for 32 (docs/performance.md).
+///
+/// # Safety
+/// As [`read_sges`].
+unsafe fn with_sges<R>(
+    sgl: *const NdkSge,
+    n: u32,
+    f: impl FnOnce(Result<&[Sge], NtStatus>) -> R,
+) -> R {
+    if n as usize <= FEW_SGE {
+        let mut few = [Sge::default(); FEW_SGE];
+        // SAFETY: the caller's contract.
+        f(unsafe { read_sges(sgl, n, &mut few) })
+    } else {
+        let mut many = [Sge::default(); MAX_SGE];
+        // SAFETY: the caller's contract.
+        f(unsafe { read_sges(sgl, n, &mut many) })
+    }
 }
 
 /// Reads an inline SGE's buffer as a span.
@@ -405,11 +426,12 @@ unsafe fn post_data(
         return refuse(qp, STATUS_INVALID_PARAMETER);
     }
     if !flags.contains(WrFlags::INLINE) {
-        let mut buffer = [Sge::default(); MAX_SGE];
         // SAFETY: the caller's contract.
-        return match unsafe { read_sges(sgl, n, &mut buffer) } {
-            Ok(sges) => posted(post(Payload::Sges(sges))),
-            Err(status) => refuse(qp, status),
+        return unsafe {
+            with_sges(sgl, n, |read| match read {
+                Ok(sges) => posted(post(Payload::Sges(sges))),
+                Err(status) => refuse(qp, status),
+            })
         };
     }
     if count > MAX_SGE {
@@ -920,10 +942,12 @@ unsafe fn read(
         READ_FLAGS,
         false,
         |rnic, wr, _| {
-            let mut buffer = [Sge::default(); MAX_SGE];
             // SAFETY: the consumer's SGL of `n` entries.
-            let sges = unsafe { read_sges(sgl, n, &mut buffer) }?;
-            Ok(rnic.post_read(context as usize, sges, remote_address, remote_token, wr))
+            unsafe {
+                with_sges(sgl, n, |read| {
+                    Ok(rnic.post_read(context as usize, read?, remote_address, remote_token, wr))
+                })
+            }
         },
     )
 }
@@ -975,11 +999,12 @@ unsafe fn receive<T: Receives>(
     n: u32,
 ) -> NtStatus {
     let _p2 = T::claim(object);
-    let mut buffer = [Sge::default(); MAX_SGE];
     // SAFETY: the consumer's SGL of `n` entries.
-    match unsafe { read_sges(sgl, n, &mut buffer) } {
-        Ok(sges) => posted(T::post(object, context as usize, sges)),
-        Err(status) => status,
+    unsafe {
+        with_sges(sgl, n, |read| match read {
+            Ok(sges) => posted(T::post(object, context as usize, sges)),
+            Err(status) => status,
+        })
     }
 }
 

@@ -7,6 +7,9 @@
 //! No operation allocates except [`Cq::new`] and [`Cq::resize`], and `resize`
 //! allocates its new ring before it takes the lock (rule I2: the lock is held
 //! only for short, bounded work).
+//! Two atomics mirror, under the lock, what the hot path asks most: how many
+//! completions are queued (a poll of an empty CQ returns without the lock)
+//! and whether the CQ is in error (`is_error`, asked by every post).
 //!
 //! # Notification
 //! A notification becomes *due* when an arm is satisfied: a matching completion
@@ -51,6 +54,7 @@ use core::fmt;
 use core::mem;
 
 use super::types::{Completion, Opcode, WcStatus};
+use crate::kernel::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, SpinLockGuard};
 
 /// What satisfies an arm (`NDK_CQ_NOTIFY_ERRORS`, `_ANY`, `_SOLICITED`).
@@ -389,6 +393,15 @@ impl State {
 pub struct Cq {
     state: SpinLock<State>,
     notify: Arc<dyn CqNotify>,
+    /// `ring.len()` as of the last change, stored under the lock: a poll that
+    /// reads 0 returns at once without the lock, so a busy-polling consumer
+    /// does not take the lock the pusher needs (docs/performance.md). It is
+    /// only a hint for emptiness; completions are always taken under the lock.
+    queued: AtomicUsize,
+    /// Set, under the lock, when `health` leaves `Healthy` (it never comes
+    /// back): [`Cq::is_error`], asked on every post (E13), reads it without
+    /// the lock.
+    failed: AtomicBool,
 }
 
 // The CQ is shared between threads (rule I6).
@@ -429,6 +442,8 @@ impl Cq {
                 closed: false,
             }),
             notify,
+            queued: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -458,6 +473,7 @@ impl Cq {
             self.raise(state, Fault::Overflow);
             return Err(CqError::Overflowed);
         }
+        self.queued.store(state.ring.len(), Ordering::Release);
         state.note_queued(&completion);
         // Rule C3: clear the arm, then call the callback.
         if state.arm.is_some_and(|arm| arm.matches(&completion)) {
@@ -473,11 +489,17 @@ impl Cq {
     /// In the error state it still returns the completions queued before the
     /// error (see the module documentation).
     pub fn poll(&self, out: &mut [Completion]) -> usize {
+        // Empty as of the last push or poll: nothing to take (a push racing
+        // with this read is ordered after the poll, as if it came later).
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
         let mut state = self.state.lock();
         let taken = out
             .iter_mut()
             .map_while(|slot| state.ring.pop().map(|completion| *slot = completion))
             .count();
+        self.queued.store(state.ring.len(), Ordering::Release);
         state.note_polled();
         taken
     }
@@ -605,7 +627,7 @@ impl Cq {
     /// Whether the CQ is in its error state (rules E10, E11).
     #[must_use]
     pub fn is_error(&self) -> bool {
-        self.state.lock().health != Health::Healthy
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The number of completions the CQ holds at most.
@@ -620,15 +642,17 @@ impl Cq {
         self.state.lock().ring.len()
     }
 
-    /// Whether no completion is queued now.
+    /// Whether no completion is queued now (read without the lock: as of
+    /// the last push or poll that finished).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.queued.load(Ordering::Acquire) == 0
     }
 
     /// Enters the error state `fault`; reports it if the CQ is armed, else
     /// leaves it for the next `arm` (rule E12).
     fn raise(&self, mut state: SpinLockGuard<'_, State>, fault: Fault) {
+        self.failed.store(true, Ordering::Release);
         if state.arm.is_some() {
             state.health = Health::Reported;
             state.satisfy_arm();
@@ -685,3 +709,6 @@ mod tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+
+#[cfg(test)]
+mod hint_tests;

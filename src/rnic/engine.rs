@@ -20,8 +20,8 @@
 //! completes with its own error, and the connection is terminated.
 
 use super::memory::{self, Span};
-use super::mr::Segment;
-use super::qp::{MAX_SGE, NoReceive, Qp, SendOp, SendWqe};
+use super::mr::{Segment, TokenCache};
+use super::qp::{FEW_RECV_SGE, MAX_SGE, NoReceive, Qp, SendOp, SendWqe};
 use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
@@ -34,24 +34,39 @@ pub(crate) struct Data<'a> {
 }
 
 /// Resolved SGEs of one side of a transfer, on the stack.
-struct SegList {
-    segs: [Option<Segment>; MAX_SGE],
+///
+/// The first segment has a place of its own; the others go to `rest`, room
+/// that [`with_list`] makes only for a side of more than one SGE. Most
+/// requests carry one SGE, and building, moving and dropping 32 places per
+/// side of every request was a visible share of a 64 B Send
+/// (docs/performance.md, "Profile of the 64 B ping-pong").
+struct SegList<'r> {
+    first: Option<Segment>,
+    rest: &'r mut [Option<Segment>],
     len: usize,
     total: u64,
 }
 
-impl SegList {
-    fn new() -> Self {
+impl<'r> SegList<'r> {
+    const fn new(rest: &'r mut [Option<Segment>]) -> Self {
         Self {
-            segs: core::array::from_fn(|_| None),
+            first: None,
+            rest,
             len: 0,
             total: 0,
         }
     }
 
+    /// Appends `seg`; `false` when the list has no room left.
     fn push(&mut self, seg: Segment) -> bool {
-        let Some(place) = self.segs.get_mut(self.len) else {
-            return false;
+        let place = match self.len.checked_sub(1) {
+            None => &mut self.first,
+            Some(i) => {
+                let Some(place) = self.rest.get_mut(i) else {
+                    return false;
+                };
+                place
+            }
         };
         self.total = self.total.saturating_add(seg.len());
         *place = Some(seg);
@@ -60,13 +75,27 @@ impl SegList {
     }
 
     fn get(&self, i: usize) -> Option<&Segment> {
-        self.segs.get(i)?.as_ref()
+        match i.checked_sub(1) {
+            None => self.first.as_ref(),
+            Some(i) => self.rest.get(i)?.as_ref(),
+        }
+    }
+}
+
+/// Calls `f` with an empty list with room for `n` segments (at most
+/// [`MAX_SGE`]); the room beyond the first is made only when `n > 1`.
+fn with_list<R>(n: usize, f: impl FnOnce(&mut SegList<'_>) -> R) -> R {
+    if n <= 1 {
+        f(&mut SegList::new(&mut []))
+    } else {
+        let mut rest: [Option<Segment>; MAX_SGE - 1] = core::array::from_fn(|_| None);
+        f(&mut SegList::new(&mut rest))
     }
 }
 
 /// Where the bytes of a transfer come from.
 enum Source<'a> {
-    Segments(&'a SegList),
+    Segments(&'a SegList<'a>),
     Bytes(&'a [u8]),
 }
 
@@ -81,13 +110,13 @@ impl Source<'_> {
 
 /// A position in a segment list.
 struct Cursor<'a> {
-    list: &'a SegList,
+    list: &'a SegList<'a>,
     index: usize,
     offset: u64,
 }
 
 impl<'a> Cursor<'a> {
-    const fn new(list: &'a SegList) -> Self {
+    const fn new(list: &'a SegList<'a>) -> Self {
         Self {
             list,
             index: 0,
@@ -118,7 +147,7 @@ impl<'a> Cursor<'a> {
 
 /// Copies all of `src` into the start of `dst` (whose total must be at least
 /// as large), run by run.
-fn transfer(dst: &SegList, src: &Source<'_>) -> Result<(), ()> {
+fn transfer(dst: &SegList<'_>, src: &Source<'_>) -> Result<(), ()> {
     let mut out = Cursor::new(dst);
     match src {
         Source::Bytes(bytes) => {
@@ -152,19 +181,34 @@ fn transfer(dst: &SegList, src: &Source<'_>) -> Result<(), ()> {
     Ok(())
 }
 
-/// Resolves a QP's own SGEs (rule P11).
-fn resolve_local(qp: &Qp, sges: &[Sge], need: Access) -> Result<SegList, WcStatus> {
-    let mut list = SegList::new();
+/// The regions a runner's pass resolved, by token: its own QP's and the
+/// peer's (receive SGEs). Lives for one pass of the runner, so that a chain
+/// of requests over the same regions looks each token up once.
+#[derive(Default)]
+pub(crate) struct Tokens {
+    local: TokenCache,
+    peer: TokenCache,
+}
+
+/// Resolves a QP's own SGEs (rule P11), through `cache`, into `list`
+/// (filled in place: a `SegList` is large, and returning one by value cost
+/// a copy of all of it per side of every request).
+fn resolve_local(
+    qp: &Qp,
+    sges: &[Sge],
+    need: Access,
+    cache: &mut TokenCache,
+    list: &mut SegList<'_>,
+) -> Result<(), WcStatus> {
     for sge in sges {
-        let seg = qp
-            .device()
-            .resolve_local(qp.pd(), sge, need)
+        let seg = cache
+            .resolve_local(qp.device(), qp.pd(), sge, need)
             .map_err(super::mr::Denied::local_status)?;
         if !list.push(seg) {
             return Err(WcStatus::LengthError);
         }
     }
-    Ok(list)
+    Ok(())
 }
 
 /// Executes `wqe` of `qp`, connected to `peer`. Returns its completion
@@ -174,19 +218,36 @@ pub(crate) fn execute(
     peer: &Arc<Qp>,
     wqe: &SendWqe,
     data: &Data<'_>,
+    tokens: &mut Tokens,
 ) -> Option<WcStatus> {
     // What a Send or a Write carries: its inline bytes, or its SGEs
     // resolved against the QP's PD (P11); a Read's SGEs are its sink.
     let carries = matches!(wqe.op, SendOp::Send { .. } | SendOp::Write { .. });
-    let local = (carries && !wqe.flags.contains(WrFlags::INLINE))
-        .then(|| resolve_local(qp, data.sges, Access::empty()));
-    let source = match &local {
-        None => Source::Bytes(data.inline),
-        Some(Ok(list)) => Source::Segments(list),
-        Some(Err(status)) => return Some(*status),
-    };
+    if carries && !wqe.flags.contains(WrFlags::INLINE) {
+        with_list(data.sges.len(), |local| {
+            if let Err(status) =
+                resolve_local(qp, data.sges, Access::empty(), &mut tokens.local, local)
+            {
+                return Some(status);
+            }
+            dispatch(qp, peer, wqe, data, &Source::Segments(local), tokens)
+        })
+    } else {
+        dispatch(qp, peer, wqe, data, &Source::Bytes(data.inline), tokens)
+    }
+}
+
+/// Executes `wqe`; a Send's or a Write's bytes are in `source`.
+fn dispatch(
+    qp: &Arc<Qp>,
+    peer: &Arc<Qp>,
+    wqe: &SendWqe,
+    data: &Data<'_>,
+    source: &Source<'_>,
+    tokens: &mut Tokens,
+) -> Option<WcStatus> {
     match &wqe.op {
-        SendOp::Send { invalidate } => send(qp, peer, wqe, &source, *invalidate),
+        SendOp::Send { invalidate } => send(qp, peer, wqe, source, *invalidate, &mut tokens.peer),
         SendOp::Write {
             remote_addr,
             remote_key,
@@ -203,9 +264,9 @@ pub(crate) fn execute(
                 Ok(seg) => seg,
                 Err(denied) => return Some(denied.remote_status()),
             };
-            let mut dst = SegList::new();
+            let mut dst = SegList::new(&mut []);
             dst.push(target);
-            if transfer(&dst, &source).is_err() {
+            if transfer(&dst, source).is_err() {
                 return Some(WcStatus::RemoteAccessError);
             }
             qp.device()
@@ -216,7 +277,14 @@ pub(crate) fn execute(
         SendOp::Read {
             remote_addr,
             remote_key,
-        } => Some(read(qp, peer, wqe, data.sges, *remote_addr, *remote_key)),
+        } => Some(read(
+            qp,
+            peer,
+            wqe,
+            data.sges,
+            (*remote_addr, *remote_key),
+            &mut tokens.local,
+        )),
         SendOp::Bind { .. } | SendOp::FastRegister { .. } | SendOp::Invalidate { .. } => {
             execute_local(qp.id(), wqe)
         }
@@ -260,12 +328,15 @@ fn send(
     wqe: &SendWqe,
     source: &Source<'_>,
     invalidate: Option<u32>,
+    peer_tokens: &mut TokenCache,
 ) -> Option<WcStatus> {
     if super::fault::hit(super::fault::Kind::ReceiveEmpty) {
         return Some(WcStatus::RemoteOperationError); // fault injection: E5, E8
     }
-    let recv = match peer.take_receive() {
-        Ok(recv) => recv,
+    let mut few = [Sge::default(); FEW_RECV_SGE];
+    let mut many = None;
+    let recv = match peer.take_receive_into(&mut few, &mut many) {
+        Ok(taken) => taken,
         // The Send waits: the peer's next receive kicks this runner again.
         Err(NoReceive::Empty) => return None,
         // The peer's receive side is gone (flushed, disconnected, closed,
@@ -282,41 +353,47 @@ fn send(
             recv.context,
         ));
     };
-    let dst = match resolve_local(peer, recv.sges(), Access::LOCAL_WRITE) {
-        Ok(list) => list,
+    let recv_sges = match &many {
+        Some(wqe) => wqe.sges(),
+        None => few.get(..recv.nsge).unwrap_or_default(),
+    };
+    // The receive's segments are released (the closure's end) before its
+    // completion, or its failure, is reported.
+    let placed = with_list(recv_sges.len(), |dst| {
+        resolve_local(peer, recv_sges, Access::LOCAL_WRITE, peer_tokens, dst)?;
+        // E7: a message larger than the receive fails both sides.
+        if dst.total < len {
+            return Err(WcStatus::ReceiveTooSmall);
+        }
+        if transfer(dst, source).is_err() {
+            return Err(WcStatus::LocalAccessError);
+        }
+        let mut completion = Completion::new(
+            WcStatus::Success,
+            Opcode::Receive,
+            peer_context,
+            recv.context,
+        );
+        completion.bytes = u32::try_from(len).unwrap_or(u32::MAX);
+        completion.solicited = wqe.flags.contains(WrFlags::SOLICITED);
+        if let Some(key) = invalidate {
+            // M24 / C2: the receiver invalidates the named token; an invalid
+            // one aborts the connection.
+            peer.device()
+                .invalidate_key(peer.pd(), key)
+                .map_err(|_| WcStatus::InvalidRequest)?;
+            completion.opcode = Opcode::ReceiveAndInvalidate;
+            completion.invalidated_key = key;
+        }
+        Ok(completion)
+    });
+    let completion = match placed {
+        Ok(completion) => completion,
         Err(status) => {
             fail_receive(status);
             return Some(WcStatus::RemoteOperationError);
         }
     };
-    // E7: a message larger than the receive fails both sides.
-    if dst.total < len {
-        fail_receive(WcStatus::ReceiveTooSmall);
-        return Some(WcStatus::RemoteOperationError);
-    }
-    if transfer(&dst, source).is_err() {
-        fail_receive(WcStatus::LocalAccessError);
-        return Some(WcStatus::RemoteOperationError);
-    }
-    let mut completion = Completion::new(
-        WcStatus::Success,
-        Opcode::Receive,
-        peer_context,
-        recv.context,
-    );
-    completion.bytes = u32::try_from(len).unwrap_or(u32::MAX);
-    completion.solicited = wqe.flags.contains(WrFlags::SOLICITED);
-    if let Some(key) = invalidate {
-        // M24 / C2: the receiver invalidates the named token; an invalid one
-        // aborts the connection.
-        if peer.device().invalidate_key(peer.pd(), key).is_err() {
-            fail_receive(WcStatus::InvalidRequest);
-            return Some(WcStatus::RemoteOperationError);
-        }
-        completion.opcode = Opcode::ReceiveAndInvalidate;
-        completion.invalidated_key = key;
-    }
-    drop(dst);
     qp.device()
         .counters
         .account_transfer(&peer.device().counters, len);
@@ -330,36 +407,40 @@ fn read(
     peer: &Arc<Qp>,
     wqe: &SendWqe,
     sges: &[Sge],
-    remote_addr: u64,
-    remote_key: u32,
+    (remote_addr, remote_key): (u64, u32),
+    tokens: &mut TokenCache,
 ) -> WcStatus {
     // N21: with an outbound limit of 0 no Read may ever be in flight.
     if qp.read_limits().1 == 0 {
         return WcStatus::InvalidRequest;
     }
     // M9: the adapter reports RDMA_READ_SINK_NOT_REQUIRED; local write suffices.
-    let dst = match resolve_local(qp, sges, Access::LOCAL_WRITE) {
-        Ok(list) => list,
+    // The sink's segments are released at the closure's end.
+    let moved = with_list(sges.len(), |dst| {
+        resolve_local(qp, sges, Access::LOCAL_WRITE, tokens, dst)?;
+        let len = dst.total;
+        let source = peer
+            .device()
+            .resolve_remote(
+                peer.pd(),
+                peer.id(),
+                remote_key,
+                remote_addr,
+                len,
+                Access::REMOTE_READ,
+            )
+            .map_err(super::mr::Denied::remote_status)?;
+        let mut src = SegList::new(&mut []);
+        src.push(source);
+        if transfer(dst, &Source::Segments(&src)).is_err() {
+            return Err(WcStatus::RemoteAccessError);
+        }
+        Ok(len)
+    });
+    let len = match moved {
+        Ok(len) => len,
         Err(status) => return status,
     };
-    let len = dst.total;
-    let source = match peer.device().resolve_remote(
-        peer.pd(),
-        peer.id(),
-        remote_key,
-        remote_addr,
-        len,
-        Access::REMOTE_READ,
-    ) {
-        Ok(seg) => seg,
-        Err(denied) => return denied.remote_status(),
-    };
-    let mut src = SegList::new();
-    src.push(source);
-    if transfer(&dst, &Source::Segments(&src)).is_err() {
-        return WcStatus::RemoteAccessError;
-    }
-    drop(dst);
     peer.device()
         .counters
         .account_transfer(&qp.device().counters, len);

@@ -28,7 +28,7 @@ use super::device::{Device, KeyTarget, ObjectKind, ResourceError, Slot};
 use super::keys::{self, REMOTE_BIT};
 use super::memory::{Span, SpanList, SpanListError};
 use super::types::{Access, PAGE_SIZE, Sge, WcStatus};
-use crate::kernel::sync::atomic::{AtomicUsize, Ordering};
+use crate::kernel::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
 
 /// A protection domain.
@@ -253,6 +253,13 @@ pub struct Mr {
     state: SpinLock<MrState>,
     /// Segments currently resolved against the region (in-flight DMA).
     users: AtomicUsize,
+    /// Set (under the state lock) while the state is `Deregistering`: only
+    /// then must the segment that ends the last use take the state lock to
+    /// finish it. Without it every request took that lock once per segment
+    /// (docs/performance.md). `SeqCst` with `users`, so that of a segment
+    /// dropping the last use and a deregistration starting, at least one
+    /// sees the other (see `Segment::drop`).
+    pending: AtomicBool,
 }
 
 impl core::fmt::Debug for Mr {
@@ -282,6 +289,7 @@ impl Mr {
             fast,
             state: SpinLock::new(state),
             users: AtomicUsize::new(0),
+            pending: AtomicBool::new(false),
         }))
     }
 
@@ -382,6 +390,7 @@ impl Mr {
                     finish: Some(finish),
                     close: None,
                 };
+                self.pending.store(true, Ordering::SeqCst);
                 drop(state);
                 self.pd.device().keys.lock().remove(key);
                 // The last use may have ended between the check and now, and
@@ -402,12 +411,13 @@ impl Mr {
     fn finish_if_idle(&self) {
         let (finish, close) = {
             let mut state = self.state.lock();
-            if self.users.load(Ordering::Acquire) != 0 {
+            if self.users.load(Ordering::SeqCst) != 0 {
                 return;
             }
             match &mut *state {
                 MrState::Deregistering { finish, close } => {
                     let callbacks = (finish.take(), close.take());
+                    self.pending.store(false, Ordering::SeqCst);
                     *state = if self.fast {
                         MrState::FastUninitialized
                     } else {
@@ -734,6 +744,7 @@ impl Mr {
                 finish: deregistration,
                 close: Some(finish),
             };
+            self.pending.store(true, Ordering::SeqCst);
             key
         };
         if let Some(key) = key {
@@ -1204,8 +1215,13 @@ impl core::fmt::Debug for Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
+        // The last use ended: a deregistration or close waiting for it is
+        // finished here. If this thread does not see `pending` set, the
+        // deregistering thread sets it before it reads `users` (both
+        // `SeqCst`), so it sees this drop's 0 and finishes itself.
         if let Some(mr) = self.holder.take()
-            && mr.users.fetch_sub(1, Ordering::AcqRel) == 1
+            && mr.users.fetch_sub(1, Ordering::SeqCst) == 1
+            && mr.pending.load(Ordering::SeqCst)
         {
             mr.finish_if_idle();
         }
@@ -1248,6 +1264,42 @@ impl Segment {
                 generation,
             } => mr.fast_run(base.checked_add(offset)?, max, *generation),
         }
+    }
+}
+
+/// The region a local token named when a QP's runner last resolved it, so
+/// that the next request of the same pass over the same token skips the
+/// device's token table (one lock and two atomic counts per SGE;
+/// docs/performance.md). Only regions registered by `Register` are kept: a
+/// fast-register region's mapping changes under its token.
+#[derive(Default)]
+pub(crate) struct TokenCache(Option<(u32, Arc<Mr>)>);
+
+impl TokenCache {
+    /// [`Device::resolve_local`], through the cache: a cached token is
+    /// resolved against its region only while that region is still
+    /// registered under it (what the token table would say: a region leaves
+    /// the table when it leaves `Registered`), with the same range and
+    /// rights checks.
+    pub(crate) fn resolve_local(
+        &mut self,
+        device: &Device,
+        pd: &Pd,
+        sge: &Sge,
+        need: Access,
+    ) -> Result<Segment, Denied> {
+        if let Some((key, mr)) = &self.0
+            && *key == sge.key
+        {
+            return mr.resolve(sge.addr, u64::from(sge.len), need, Some(*key));
+        }
+        let seg = device.resolve_local(pd, sge, need)?;
+        if let Some(mr) = &seg.holder
+            && !mr.is_fast()
+        {
+            self.0 = Some((sge.key, Arc::clone(mr)));
+        }
+        Ok(seg)
     }
 }
 

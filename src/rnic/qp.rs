@@ -255,6 +255,87 @@ impl RecvWqe {
     }
 }
 
+/// SGEs of a receive that [`Qp::take_receive_into`] copies out without a
+/// whole [`RecvWqe`].
+pub(crate) const FEW_RECV_SGE: usize = 4;
+
+/// A receive taken by [`Qp::take_receive_into`]: its context and SGE count
+/// (the SGEs are where that call put them).
+#[derive(Clone, Copy)]
+pub(crate) struct Taken {
+    pub(crate) context: usize,
+    pub(crate) nsge: usize,
+}
+
+/// SGEs a [`Scratch`] holds without making room for [`MAX_SGE`].
+const FEW_SGE: usize = 4;
+/// Inline bytes a [`Scratch`] holds without making room for [`MAX_INLINE`].
+const FEW_INLINE: usize = 64;
+
+/// Where the runner copies a request's SGEs and inline bytes out of its
+/// slot. Room for the largest request (512 bytes of SGEs, 1 KiB of inline
+/// data) is made, and zeroed, only when a request needs it: zeroing both for
+/// every request was a visible share of a 64 B Send (docs/performance.md).
+pub(crate) struct Scratch {
+    few: [Sge; FEW_SGE],
+    many: Option<[Sge; MAX_SGE]>,
+    small: [u8; FEW_INLINE],
+    large: Option<[u8; MAX_INLINE]>,
+    /// Which of each pair the last `room` chose.
+    use_many: bool,
+    use_large: bool,
+}
+
+impl Scratch {
+    pub(crate) const fn new() -> Self {
+        Self {
+            few: [Sge {
+                addr: 0,
+                len: 0,
+                key: 0,
+            }; FEW_SGE],
+            many: None,
+            small: [0; FEW_INLINE],
+            large: None,
+            use_many: false,
+            use_large: false,
+        }
+    }
+
+    /// Room for `nsge` SGEs and `inline_len` inline bytes.
+    fn room(&mut self, nsge: usize, inline_len: usize) -> (&mut [Sge], &mut [u8]) {
+        self.use_many = nsge > FEW_SGE;
+        self.use_large = inline_len > FEW_INLINE;
+        let sges: &mut [Sge] = if self.use_many {
+            self.many.get_or_insert([Sge::default(); MAX_SGE])
+        } else {
+            &mut self.few
+        };
+        let inline: &mut [u8] = if self.use_large {
+            self.large.get_or_insert([0; MAX_INLINE])
+        } else {
+            &mut self.small
+        };
+        (sges, inline)
+    }
+
+    /// The data `room` made room for, as `wqe` uses it.
+    fn data(&self, wqe: &SendWqe) -> engine::Data<'_> {
+        let sges: &[Sge] = match (&self.many, self.use_many) {
+            (Some(many), true) => many,
+            _ => &self.few,
+        };
+        let inline: &[u8] = match (&self.large, self.use_large) {
+            (Some(large), true) => large,
+            _ => &self.small,
+        };
+        engine::Data {
+            sges: sges.get(..wqe.nsge).unwrap_or_default(),
+            inline: inline.get(..wqe.inline_len).unwrap_or_default(),
+        }
+    }
+}
+
 /// The connection state of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QpState {
@@ -869,6 +950,47 @@ impl Qp {
         Ok(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges))
     }
 
+    /// [`take_receive`](Self::take_receive) without building a whole
+    /// [`RecvWqe`] (512 bytes of SGEs zeroed, then moved) for the common
+    /// receive: up to [`FEW_RECV_SGE`] SGEs are copied into `few`; a receive
+    /// with more, or one of an SRQ, is left whole in `many`.
+    pub(crate) fn take_receive_into(
+        &self,
+        few: &mut [Sge; FEW_RECV_SGE],
+        many: &mut Option<RecvWqe>,
+    ) -> Result<Taken, NoReceive> {
+        if self.srq.is_some() {
+            let wqe = self.take_receive()?;
+            let taken = Taken {
+                context: wqe.context,
+                nsge: wqe.nsge,
+            };
+            *many = Some(wqe);
+            return Ok(taken);
+        }
+        let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
+        let mut q = rq.lock();
+        if q.state != QpState::Connected {
+            // As in `take_receive` (E5).
+            return Err(NoReceive::Gone);
+        }
+        let slot = q.ring.slot_of(0);
+        let Some(context) = q.ring.pop() else {
+            q.peer_waiting = true;
+            return Err(NoReceive::Empty);
+        };
+        let cap = self.config.max_receive_sge as usize;
+        let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
+        let base = slot.saturating_mul(cap);
+        if nsge > FEW_RECV_SGE {
+            *many = Some(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges));
+        } else if let (Some(src), Some(dst)) = (q.sges.get(base..base + nsge), few.get_mut(..nsge))
+        {
+            dst.copy_from_slice(src);
+        }
+        Ok(Taken { context, nsge })
+    }
+
     /// Whether a CQ of the QP failed (E10, E11) or its SRQ did (Q9): the QP
     /// is then unusable and every post, on either queue, is refused inline
     /// (E13). A QP with an SRQ still has its own receive CQ (Q2), so that CQ
@@ -1263,10 +1385,14 @@ impl Qp {
 
     // ----- completions ---------------------------------------------------
 
-    pub(crate) fn complete_initiator(self: &Arc<Self>, completion: Completion) {
+    /// Queues an initiator completion; `false` when the CQ refused it and
+    /// the connection was terminated.
+    pub(crate) fn complete_initiator(self: &Arc<Self>, completion: Completion) -> bool {
         if self.initiator_cq.push(completion).is_err() {
             self.terminate();
+            return false;
         }
+        true
     }
 
     pub(crate) fn complete_receive(&self, completion: Completion) {
@@ -1347,22 +1473,46 @@ impl Qp {
 
     /// Executes rung requests in order until the queue is drained or a Send
     /// waits for a receive at the peer.
+    ///
+    /// One lock of the send queue per request: a request that succeeded is
+    /// removed from the ring in the same critical section that copies out the
+    /// next one, and reported right after it (before the next executes), so
+    /// completions stay in post order (P23) and a slot is free before its
+    /// completion is seen (P24). A request that failed is retired on its own
+    /// first, so that the connection it ends is seen by the next (E5).
     fn process(self: &Arc<Self>) {
-        let link = self.sq.lock().link.clone();
-        if let Some(link) = link {
-            // The iWARP data path: FPDUs out, completions in post order.
-            link.run(self);
-            return;
-        }
+        let mut scratch = Scratch::new();
+        let mut tokens = engine::Tokens::default();
+        // A request that succeeded and waits to be removed and reported.
+        let mut done: Option<SendWqe> = None;
         loop {
-            let mut sges = [Sge::default(); MAX_SGE];
-            let mut inline = [0_u8; MAX_INLINE];
-            let (wqe, state, peer) = {
-                let sq = self.sq.lock();
-                let Some(wqe) = self.copy_rung(&sq, 0, &mut sges, &mut inline) else {
+            let (next, state, peer) = {
+                let mut sq = self.sq.lock();
+                if done.is_some() {
+                    sq.ring.pop();
+                    sq.rung = sq.rung.saturating_sub(1);
+                }
+                if let Some(link) = sq.link.clone() {
+                    drop(sq);
+                    if let Some(wqe) = done.take() {
+                        self.report(&wqe, WcStatus::Success);
+                    }
+                    // The iWARP data path: FPDUs out, completions in post order.
+                    link.run(self);
                     return;
-                };
-                (wqe, sq.state, sq.peer.clone())
+                }
+                let next = self.copy_rung_into(&sq, 0, &mut scratch);
+                (next, sq.state, sq.peer.clone())
+            };
+            if let Some(wqe) = done.take()
+                && self.report(&wqe, WcStatus::Success)
+            {
+                // Its completion ended the connection (a CQ overflow): the
+                // next request, still queued, is read again in that light.
+                continue;
+            }
+            let Some(wqe) = next else {
+                return;
             };
             // Fault injection: an error completion instead (E8, E5).
             let injected = match (state, &peer) {
@@ -1372,13 +1522,8 @@ impl Qp {
             let status = match (state, peer, injected) {
                 (_, _, Some(index)) => fault::error_status(wqe.op.opcode(), index),
                 (QpState::Connected, Some(peer), None) => {
-                    let data = engine::Data {
-                        sges: sges.get(..wqe.nsge.min(MAX_SGE)).unwrap_or_default(),
-                        inline: inline
-                            .get(..wqe.inline_len.min(MAX_INLINE))
-                            .unwrap_or_default(),
-                    };
-                    match engine::execute(self, &peer, &wqe, &data) {
+                    let data = scratch.data(&wqe);
+                    match engine::execute(self, &peer, &wqe, &data, &mut tokens) {
                         Some(status) => status,
                         // A Send waits for a receive at the peer; the peer's
                         // next receive kicks this runner again.
@@ -1387,7 +1532,16 @@ impl Qp {
                 }
                 _ => WcStatus::Cancelled,
             };
-            self.retire(&wqe, status);
+            if status.is_success()
+                && matches!(
+                    wqe.op,
+                    SendOp::Send { .. } | SendOp::Write { .. } | SendOp::Read { .. }
+                )
+            {
+                done = Some(wqe);
+            } else {
+                self.retire(&wqe, status);
+            }
         }
     }
 
@@ -1408,8 +1562,8 @@ impl Qp {
         &self,
         sq: &SendQueue,
         index: usize,
-        sges: &mut [Sge; MAX_SGE],
-        inline: &mut [u8; MAX_INLINE],
+        sges: &mut [Sge],
+        inline: &mut [u8],
     ) -> Option<SendWqe> {
         if index >= sq.rung {
             return None;
@@ -1434,6 +1588,22 @@ impl Qp {
         Some(wqe)
     }
 
+    /// [`copy_rung`](Self::copy_rung) into `scratch`, which makes room for
+    /// many SGEs or long inline data only for a request that has them.
+    fn copy_rung_into(
+        &self,
+        sq: &SendQueue,
+        index: usize,
+        scratch: &mut Scratch,
+    ) -> Option<SendWqe> {
+        let (nsge, inline_len) = {
+            let wqe = sq.ring.get(index)?;
+            (wqe.nsge, wqe.inline_len)
+        };
+        let (sges, inline) = scratch.room(nsge, inline_len);
+        self.copy_rung(sq, index, sges, inline)
+    }
+
     /// The ring slot of the `index`th queued request and its opcode.
     pub(crate) fn queued(&self, index: usize) -> Option<(usize, Opcode)> {
         let sq = self.sq.lock();
@@ -1453,15 +1623,22 @@ impl Qp {
             sq.ring.pop();
             sq.rung = sq.rung.saturating_sub(1);
         }
+        self.report(wqe, status);
+    }
+
+    /// Reports the completion of a request already removed from the ring;
+    /// `true` when that ended the connection.
+    fn report(self: &Arc<Self>, wqe: &SendWqe, status: WcStatus) -> bool {
         match &wqe.op {
             SendOp::Bind { mw, key, .. } if !status.is_success() => mw.cancel_bind(*key),
             // Executed or cancelled: the staged page list is free again.
             SendOp::FastRegister { mr, slot } => mr.unstage(*slot),
             _ => {}
         }
+        let mut ended = false;
         // P14/P15: silent success produces nothing; failures always report.
         if !(status.is_success() && wqe.flags.contains(WrFlags::SILENT_SUCCESS)) {
-            self.complete_initiator(Completion::new(
+            ended = !self.complete_initiator(Completion::new(
                 status,
                 wqe.op.opcode(),
                 self.config.context,
@@ -1471,7 +1648,9 @@ impl Qp {
         if !status.is_success() && status != WcStatus::Cancelled {
             // E5: an error completion terminates the connection.
             self.terminate();
+            ended = true;
         }
+        ended
     }
 }
 
