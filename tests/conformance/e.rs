@@ -175,6 +175,9 @@ fn e3_disconnect_cancels_outstanding_requests() {
         DEFER
     ));
     assert_success!(pair.b_qp.send(40, &[b_mem.sge(0, 0)], DEFER));
+    // The Sends are outstanding — waiting for B's receives — before the
+    // disconnect (with the deferred engine, once its worker ran them).
+    settle_engine();
     disconnect_both(Some(&pair.a_conn), Some(&pair.b_conn));
     assert_eq!(
         sorted_ex(&wait_results_ex(&pair.a_cq, 5)),
@@ -849,6 +852,8 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
         for i in 0..3 {
             assert_success!(rig.write(i));
         }
+        // The overrun has happened (the deferred engine ran the Writes).
+        settle_engine();
         assert_eq!(watch.count(), 0, "{arm:?}: reported without an arm");
         rig.a_cq.arm(arm);
         assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
@@ -882,6 +887,9 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     for i in 0..6 {
         let _ = rig.write(i);
     }
+    // The overrun has happened (the deferred engine ran the Writes), so the
+    // arm reports it rather than the first completion.
+    settle_engine();
     rig.a_cq.arm(NdkCqNotifyType::ANY);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     let mw = rig.a.pd.mw();

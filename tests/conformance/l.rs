@@ -3022,6 +3022,12 @@ mod close_race {
     /// once the connector lets go.
     #[test]
     fn l17_qp_closed_by_another_thread_during_a_post_stays_alive_until_it_returns() {
+        if deferred_engine() {
+            // The deferred engine reports a post's completion on its worker
+            // after the post returned: no close can land inside the post.
+            eprintln!("inline engine only: a post's completion is reported on the worker");
+            return;
+        }
         race_qp("Send", |pair, mine, _| {
             pair.a_qp.send(2, &[mine.sge(0, 64)], 0)
         });

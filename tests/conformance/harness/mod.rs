@@ -56,6 +56,23 @@ macro_rules! only_on_fabric {
 #[allow(unused_imports, reason = "as the macro")]
 pub(crate) use only_on_fabric;
 
+/// Whether the devices of this run execute requests on the deferred engine
+/// (`SOFTNDK_ENGINE=deferred`, read by `SoftNdkOpenAdapter`): completions
+/// then arrive on a worker thread after the post returned.
+pub fn deferred_engine() -> bool {
+    std::env::var_os("SOFTNDK_ENGINE").is_some_and(|engine| engine == "deferred")
+}
+
+/// Waits until the deferred engine has run every request handed to it so
+/// far (`softndk::kernel::deferred::flush`, as `KeFlushQueuedDpcs`): for a
+/// test that must see what a post led to without a completion to wait on
+/// (a CQ overrun). The inline engine ran it before the post returned.
+pub fn settle_engine() {
+    if deferred_engine() {
+        softndk::kernel::deferred::flush();
+    }
+}
+
 pub mod callbacks;
 pub mod connections;
 pub mod objects;
