@@ -979,6 +979,9 @@ impl Qp {
             q.peer_waiting = true;
             return Err(NoReceive::Empty);
         };
+        // Counted under the queue's lock as in `take_receive`: the taker owes
+        // `complete_taken` (L21, P6).
+        self.taken.fetch_add(1, Ordering::SeqCst);
         let cap = self.config.max_receive_sge as usize;
         let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
         let base = slot.saturating_mul(cap);

@@ -1071,6 +1071,26 @@ mod connected {
     }
 
     #[test]
+    fn test_a_received_send_leaves_the_receiver_quiescent_rule_l21() {
+        // A receive taken for an incoming Send is counted until its entry is
+        // in the CQ (L21); the count must come back to zero, or the
+        // receiver's close never completes. (The receive path that copies a
+        // few SGEs out, `take_receive_into`, once took without counting and
+        // `complete_taken` then wrapped the count.)
+        both(|mode| {
+            let pair = Pair::new(mode);
+            let src = pair.a.pattern(48, 4, Access::empty());
+            let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
+            pair.b.qp.post_receive(7, &[inbox.sge(0, 64)]).unwrap();
+            send(&pair.a, 1, &[src.sge(0, 48)], WrFlags::empty()).unwrap();
+            pair.settle();
+            assert_eq!(contexts(&pair.b.rcq.drain()), [7], "{mode:?}");
+            assert!(pair.b.qp.is_quiescent(), "{mode:?}: nothing taken is left");
+            assert!(pair.a.qp.is_quiescent(), "{mode:?}");
+        });
+    }
+
+    #[test]
     fn test_connected_send_waits_for_a_receive_posted_later() {
         // The engine's documented choice (engine.rs): a Send that finds no
         // receive at the peer waits for one (an infinite RNR retry count),
