@@ -21,7 +21,7 @@
 
 use super::memory::{self, Span};
 use super::mr::{Segment, TokenCache};
-use super::qp::{FEW_RECV_SGE, MAX_SGE, NoReceive, Qp, SendOp, SendWqe};
+use super::qp::{FEW_RECV_SGE, MAX_SGE, NoReceive, Qp, QpState, SendOp, SendWqe};
 use super::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
@@ -339,6 +339,12 @@ fn send(
         Ok(taken) => taken,
         // The Send waits: the peer's next receive kicks this runner again.
         Err(NoReceive::Empty) => return None,
+        // The peer is disconnecting (X5): it left `Connected` and is about
+        // to tell this side (`Qp::disconnect` calls `peer_gone`, which kicks
+        // this runner once this side left `Connected` too). The Send waits
+        // for that and completes cancelled (E3), not as an error that would
+        // end the connection a second time.
+        Err(NoReceive::Gone) if peer.state() == QpState::Disconnected => return None,
         // The peer's receive side is gone (flushed, disconnected, closed,
         // its SRQ failed): the message can never land (E5).
         Err(NoReceive::Gone) => return Some(WcStatus::RemoteOperationError),

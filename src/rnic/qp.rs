@@ -1759,5 +1759,9 @@ pub fn connect(
 #[cfg(not(loom))]
 mod tests;
 
+#[cfg(test)]
+#[cfg(not(loom))]
+mod e3_tests;
+
 #[cfg(all(test, loom))]
 mod loom_tests;

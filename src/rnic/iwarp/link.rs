@@ -607,11 +607,15 @@ impl Link {
     /// close the stream, and retire every request (failed ones with their
     /// status, the others cancelled, E5).
     fn wind_down(&self, qp: &Arc<Qp>) {
+        // Whether the request at the cursor went out in part: only such a
+        // request, and those before the cursor, can be what a Terminate
+        // concerns (the tx lock comes before the shared one).
+        let mut started = self.tx.lock().started;
         let (closed, peer_closed) = {
             let mut shared = self.shared.lock();
             // Before a half-sent FPDU completes its request, and before any
             // request retires.
-            mark_concerned(&mut shared, qp);
+            mark_concerned(&mut shared, qp, started);
             (shared.closed, shared.peer_closed)
         };
         {
@@ -644,7 +648,7 @@ impl Link {
             }
             let close = (!blocked || shared.peer_closed) && !shared.closed;
             shared.closed |= close;
-            mark_concerned(&mut shared, qp);
+            mark_concerned(&mut shared, qp, started);
             while shared.out_reads.pop().is_some() {}
             while shared.in_reads.pop().is_some() {}
             close
@@ -673,7 +677,9 @@ impl Link {
             let slot = qp.queued(0).map_or(usize::MAX, |(slot, _)| slot);
             let status = {
                 let mut shared = self.shared.lock();
-                mark_concerned(&mut shared, qp);
+                mark_concerned(&mut shared, qp, started);
+                // At the cursor, the head is the request in progress, if any.
+                started &= shared.cursor > 0;
                 shared.cursor = shared.cursor.saturating_sub(1);
                 shared.done.get_mut(slot).and_then(Option::take)
             };
@@ -1595,7 +1601,13 @@ impl Outcome {
 /// retires requests, so the ring positions walked here stay put (the
 /// receive side used to walk them unlocked while the runner retired, and a
 /// status could land on a neighbour or on a retired slot).
-fn mark_concerned(shared: &mut Shared, qp: &Qp) {
+///
+/// Only a request that went (at least in part) on the wire can be the one
+/// concerned: those before the cursor, and the one at it when `started`.
+/// A request posted later — after the QP entered `Error` and the abort was
+/// indicated, before a deferred runner got here — completes cancelled (E5),
+/// not with the Terminate's status.
+fn mark_concerned(shared: &mut Shared, qp: &Qp, started: bool) {
     let Some((kind, status)) = shared.peer_terminate.take() else {
         return;
     };
@@ -1607,7 +1619,7 @@ fn mark_concerned(shared: &mut Shared, qp: &Qp) {
         };
         named.or_else(|| reads().next()).map(|r| r.slot)
     };
-    for index in 0..=shared.cursor {
+    for index in 0..shared.cursor + usize::from(started) {
         let Some((slot, opcode)) = qp.queued(index) else {
             return;
         };

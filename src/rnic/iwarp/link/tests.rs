@@ -616,6 +616,33 @@ fn test_read_errors_match_local_engine_statuses_rule_p20() {
     }
 }
 
+/// E5: a Terminate concerns a request that went on the wire, never one the
+/// runner had not started — here a Send held back until the peer speaks
+/// first (RFC 5044); on the deferred engine, likewise a Send posted after
+/// the abort was indicated, before the runner wound down. It completes
+/// cancelled, not with the Terminate's status.
+#[test]
+fn test_terminate_spares_a_request_not_yet_sent_rule_e5() {
+    let waits = LinkConfig {
+        receive_first: true,
+        ..config(false, 4)
+    };
+    let w = Wire::with_configs(256, 64, 7, (waits, config(false, 4)), EngineMode::Inline);
+    w.a.qp
+        .post_send(1, Payload::Sges(&[]), WrFlags::empty(), None)
+        .unwrap();
+    w.pump();
+    assert!(w.a.scq.drain().is_empty());
+    w.b.qp.terminate();
+    w.pump();
+    assert_eq!(w.terminate_ba(), Some(LocalCause::Catastrophic.term_code()));
+    assert_eq!(
+        statuses(&w.a.scq.drain()),
+        [(1, Opcode::Send, WcStatus::Cancelled)]
+    );
+    assert_eq!(w.a.qp.state(), QpState::Error);
+}
+
 #[test]
 fn test_reads_beyond_ird_terminate_rule_n21() {
     let cfg = LinkConfig {
