@@ -267,22 +267,13 @@ unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Op
     Some(unsafe { parameter.parameter_data.integer_data })
 }
 
-/// Reads the adapter's keywords (PASSIVE_LEVEL). Anything unreadable is
-/// `None`, which the configuration turns into the documented default.
+/// Opens the adapter's configuration (its registry keywords); `None`, said
+/// in the debug log, when NDIS refuses. The caller closes it with
+/// `NdisCloseConfiguration`.
 ///
 /// # Safety
-/// `miniport_handle` is the handle of `MiniportInitializeEx`.
-unsafe fn read_config(
-    miniport_handle: NdisHandle,
-    mac: &mut [u8; 16],
-) -> (
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    usize,
-    Checked,
-    config::Faults,
-) {
+/// `miniport_handle` is the handle of `MiniportInitializeEx`; PASSIVE_LEVEL.
+unsafe fn open_configuration(miniport_handle: NdisHandle) -> Option<NdisHandle> {
     let object = NdisConfigurationObject {
         header: NdisObjectHeader {
             type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
@@ -305,8 +296,31 @@ unsafe fn read_config(
             "NdisOpenConfigurationEx failed: {:#x}",
             status
         );
-        return (None, None, None, 0, [None; 3], config::Faults::Off);
+        return None;
     }
+    Some(configuration)
+}
+
+/// Reads the adapter's keywords (PASSIVE_LEVEL). Anything unreadable is
+/// `None`, which the configuration turns into the documented default.
+///
+/// # Safety
+/// `miniport_handle` is the handle of `MiniportInitializeEx`.
+unsafe fn read_config(
+    miniport_handle: NdisHandle,
+    mac: &mut [u8; 16],
+) -> (
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    usize,
+    Checked,
+    config::Faults,
+) {
+    // SAFETY: the caller's contract.
+    let Some(configuration) = (unsafe { open_configuration(miniport_handle) }) else {
+        return (None, None, None, 0, [None; 3], config::Faults::Off);
+    };
     // SAFETY: `configuration` is open until closed below.
     let network_direct = unsafe { read_integer(configuration, wide!(keyword::NETWORK_DIRECT)) };
     // SAFETY: as above.
@@ -1131,25 +1145,10 @@ unsafe extern "system" fn shutdown(_adapter_context: NdisHandle, _action: NdisSh
 /// # Safety
 /// `miniport_handle` is the handle of `MiniportInitializeEx`.
 unsafe fn read_underlay(miniport_handle: NdisHandle) -> (Option<u32>, Peers) {
-    let object = NdisConfigurationObject {
-        header: NdisObjectHeader {
-            type_: NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT,
-            revision: NDIS_CONFIGURATION_OBJECT_REVISION_1,
-            size: NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1,
-        },
-        padding_04: 0,
-        ndis_handle: miniport_handle,
-        flags: 0,
-        padding_14: 0,
-    };
-    let mut configuration: NdisHandle = null_mut();
-    // SAFETY: PASSIVE_LEVEL in MiniportInitializeEx; valid object and
-    // out-parameter.
-    let status =
-        unsafe { ndis::NdisOpenConfigurationEx(&raw const object, &raw mut configuration) };
-    if status < 0 || configuration.is_null() {
+    // SAFETY: the caller's contract.
+    let Some(configuration) = (unsafe { open_configuration(miniport_handle) }) else {
         return (None, Peers::EMPTY);
-    }
+    };
     // SAFETY: `configuration` is open until closed below.
     let vni = unsafe { read_integer(configuration, wide!(keyword::VNI)) };
     // SAFETY: as above.
