@@ -37,7 +37,9 @@
 //! `ECONNRESET`. `closed` still comes once, last, after this side's
 //! abortive close too: as `closed(false)`, the end of a stream this side
 //! ended (not a reset by the peer). An abortive close after an orderly one
-//! still resets.
+//! still resets. A peer's reset whose error the writer's `write` took (the
+//! system reports it once) still reports `closed(true)`: the reader, at
+//! the end of the stream, asks the writer.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -70,6 +72,20 @@ struct Outgoing {
     closing: Option<bool>,
     /// A `send` took less than offered.
     want_writable: bool,
+    /// The writer thread's system calls, as the reader needs them.
+    calls: WriteCalls,
+}
+
+/// What the reader learns of the writer's `write` calls
+/// ([`TcpByteStream::reset_seen_by_writer`]).
+#[derive(Default)]
+struct WriteCalls {
+    /// A `write` is under way.
+    busy: bool,
+    /// A `write` failed (a reset, a broken connection).
+    failed: bool,
+    /// The reader waits for the `write` under way to return.
+    awaited: bool,
 }
 
 /// A connected TCP socket with a bounded send buffer.
@@ -80,6 +96,8 @@ pub struct TcpByteStream {
     socket: Mutex<Option<Arc<TcpStream>>>,
     out: Mutex<Outgoing>,
     wake: Condvar,
+    /// A `write` returned (for the reader, at the end of the stream).
+    written: Condvar,
     capacity: usize,
     mss: u32,
 }
@@ -144,8 +162,10 @@ impl TcpByteStream {
                 spare: Some(spare),
                 closing: None,
                 want_writable: false,
+                calls: WriteCalls::default(),
             }),
             wake: Condvar::new(),
+            written: Condvar::new(),
             capacity,
             mss,
         }))
@@ -240,7 +260,10 @@ impl TcpByteStream {
     fn write_all(&self, mut socket: &TcpStream, bytes: &[u8]) -> io::Result<()> {
         let mut rest = bytes;
         while !rest.is_empty() {
-            match socket.write(rest) {
+            lock(&self.out).calls.busy = true;
+            let result = socket.write(rest);
+            self.wrote(&result);
+            match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => rest = rest.get(n..).unwrap_or_default(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -259,6 +282,48 @@ impl TcpByteStream {
             }
         }
         Ok(())
+    }
+
+    /// Records that a `write` returned: whether it failed for good (not a
+    /// time-out of [`WRITE_POLL`] nor an interruption), and wakes a reader
+    /// waiting for it.
+    fn wrote(&self, result: &io::Result<usize>) {
+        let failed = match result {
+            Ok(n) => *n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        };
+        let mut out = lock(&self.out);
+        out.calls.busy = false;
+        out.calls.failed |= failed;
+        let wake = core::mem::take(&mut out.calls.awaited);
+        drop(out);
+        if wake {
+            self.written.notify_all();
+        }
+    }
+
+    /// The reader met the end of the stream: whether it was a reset all
+    /// the same. Linux reports a reset's error (`ECONNRESET`) to one system
+    /// call only: when the writer's `write` took it, the reader's `read`
+    /// sees a plain end of stream. A `write` failing means the connection
+    /// broke, so the end counts as a reset; a `write` under way is waited
+    /// for (it returns within [`WRITE_POLL`], the socket's write time-out),
+    /// as it may be the one taking the error. (This reported a peer's RST
+    /// as an orderly close now and then: the connection layer took it for
+    /// the peer's graceful disconnect and left the QP connected.)
+    fn reset_seen_by_writer(&self) -> bool {
+        let mut out = lock(&self.out);
+        while out.calls.busy {
+            out.calls.awaited = true;
+            out = self
+                .written
+                .wait(out)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        out.calls.failed
     }
 
     /// Takes as much of `bytes` as the buffer has room for; 0 after `close`.
@@ -379,7 +444,7 @@ fn read_loop(mut socket: &TcpStream, stream: &TcpByteStream, events: &dyn Stream
     let mut buf = alloc::vec![0_u8; READ_CHUNK];
     loop {
         let abortive = match socket.read(&mut buf) {
-            Ok(0) => false,
+            Ok(0) => stream.reset_seen_by_writer(),
             Ok(n) => {
                 events.received(buf.get(..n).unwrap_or_default());
                 continue;
