@@ -1601,3 +1601,4 @@ mod changing {
 
 mod listen_bind;
 mod wire;
+mod wire_close;

@@ -63,7 +63,9 @@ pub struct ConnTimeouts {
     /// The RTR after the reply: the passive Accept fails `IO_TIMEOUT` (N15).
     pub rtr_ms: u64,
     /// The peer's FIN after this side's Disconnect: then an RST, and the
-    /// Disconnect fails `IO_TIMEOUT` (N26).
+    /// Disconnect fails `IO_TIMEOUT` (N26). Also how long a stream this
+    /// side closes in order, or whose last bytes wait for room (a peer
+    /// that reads nothing), may take to drain: then it is reset (issue 8).
     pub disconnect_ms: u64,
 }
 
@@ -105,11 +107,68 @@ const NO_DECISION_TIMEOUT_MS: u64 = u64::MAX / 4;
 pub const MAX_WIRE_PRIVATE_DATA: usize = mpa::MAX_PRIVATE_DATA - mpa::ENHANCED_LEN;
 
 /// The link's stream: the platform's, seen through `link::ByteStream`.
-struct Pipe(Arc<dyn Stream>);
+/// An orderly close, or a link stalled at the end of the connection,
+/// arms the drain time-out (`disconnect_ms`): then the stream is reset
+/// (issue 8: a peer that reads nothing kept the stream, its threads, the
+/// link and the QP alive for as long as it liked).
+struct Pipe {
+    stream: Arc<dyn Stream>,
+    wire: Wire,
+    conn: Weak<WireConn>,
+    /// The drain time-out is armed.
+    draining: AtomicBool,
+}
+
+impl Pipe {
+    fn new(stream: Arc<dyn Stream>, wire: &Wire, conn: &Arc<WireConn>) -> Self {
+        Self {
+            stream,
+            wire: wire.clone(),
+            conn: Arc::downgrade(conn),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Arms the drain time-out, once.
+    fn drain(&self) {
+        if self.draining.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let at = self
+            .wire
+            .net
+            .now_ms()
+            .saturating_add(self.wire.timeouts.disconnect_ms);
+        let timer: Arc<dyn Timer> = Arc::new(Drained {
+            conn: Weak::clone(&self.conn),
+            stream: Arc::clone(&self.stream),
+        });
+        self.wire.net.timer(at, timer);
+    }
+}
+
+/// The drain time-out of a stream: it holds the stream (not the
+/// connection, which may be gone) until it resets it. A reset after the
+/// orderly close completed both ways sends nothing.
+struct Drained {
+    conn: Weak<WireConn>,
+    stream: Arc<dyn Stream>,
+}
+
+impl Timer for Drained {
+    fn fire(&self, _now: u64) {
+        if let Some(conn) = self.conn.upgrade() {
+            // A Disconnect still waiting ends as its own time-out would end
+            // it (N26), before the reset can look like the peer's answer.
+            conn.disconnect_due();
+        }
+        self.stream.close(true);
+    }
+}
 
 impl ByteStream for Pipe {
     fn send(&self, bytes: &[u8]) -> usize {
-        self.0.send(bytes)
+        self.stream.send(bytes)
     }
 
     /// The link builds its FPDUs in the stream's own send buffer (a copy
@@ -117,11 +176,18 @@ impl ByteStream for Pipe {
     /// completion before it lends the room for its last FPDU, so a peer's
     /// Terminate that follows those bytes never overtakes it (RFC 5040 §7).
     fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
-        self.0.send_with(len, fill)
+        self.stream.send_with(len, fill)
     }
 
     fn close(&self, abortive: bool) {
-        self.0.close(abortive);
+        self.stream.close(abortive);
+        if !abortive {
+            self.drain();
+        }
+    }
+
+    fn stalled(&self) {
+        self.drain();
     }
 }
 
@@ -371,7 +437,11 @@ impl WireConn {
                 }
             }
             WireOp::Finish(conn) => {
-                if let Some(stream) = conn.stream.lock().clone() {
+                // X1: the link sends the message in progress whole, then
+                // FIN (closing the stream here cut the FPDU in flight).
+                if let Some(link) = conn.conn().and_then(|setup| setup.link()) {
+                    link.finish();
+                } else if let Some(stream) = conn.stream.lock().clone() {
                     stream.close(false);
                 }
                 let at = conn.now().saturating_add(conn.wire.timeouts.disconnect_ms);
@@ -418,16 +488,22 @@ impl Timer for Tick {
                     conn.arm();
                 }
             }
-            Due::Disconnect => {
-                if conn.linked.load(Ordering::Acquire) {
-                    let mut reset = false;
-                    conn.transition(|state, key, actions| {
-                        reset = state.wire_disconnect_timed_out(key, actions);
-                    });
-                    if reset {
-                        WireConn::execute(WireOp::Abandon(conn, true));
-                    }
-                }
+            Due::Disconnect => conn.disconnect_due(),
+        }
+    }
+}
+
+impl WireConn {
+    /// The disconnect time-out passed: a Disconnect still waiting for the
+    /// peer's FIN fails `IO_TIMEOUT` and the stream is reset (N26).
+    fn disconnect_due(self: &Arc<Self>) {
+        if self.linked.load(Ordering::Acquire) {
+            let mut reset = false;
+            self.transition(|state, key, actions| {
+                reset = state.wire_disconnect_timed_out(key, actions);
+            });
+            if reset {
+                Self::execute(WireOp::Abandon(Arc::clone(self), true));
             }
         }
     }
@@ -568,7 +644,7 @@ impl WireConn {
         };
         let sink = self.sink();
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
-        let pipe: Arc<dyn ByteStream> = Arc::new(Pipe(connected.stream));
+        let pipe: Arc<dyn ByteStream> = Arc::new(Pipe::new(connected.stream, &self.wire, self));
         let started = Conn::initiate_held(
             &start.qp,
             pipe,
@@ -720,7 +796,7 @@ impl AcceptEvents for Accepted {
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
         let setup = Conn::respond_unbound(
             None,
-            Arc::new(Pipe(connection.stream)),
+            Arc::new(Pipe::new(connection.stream, &self.wire, &conn)),
             config,
             link_params(connection.mss),
             events,

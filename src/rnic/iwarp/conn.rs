@@ -13,10 +13,9 @@
 //! up (the QP is connected through its link, with the negotiated read limits
 //! applied, N20), or the failure that ended it ([`ConnFailure`]).
 //!
-//! Not here yet (`docs/iwarp.md`, "Connections over TCP: design"): the
-//! fabric's use of it (`rnic::cm`), holding the initiator's RTR until
-//! CompleteConnect, the TCP connect itself and the graceful-disconnect
-//! time-out.
+//! Not here (`docs/iwarp.md`, "Connections over TCP: design"): the TCP
+//! connect itself, and the disconnect and drain time-outs, which
+//! `rnic::cm::wire` arms on the platform's timers.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -91,6 +91,12 @@ pub trait ByteStream: Send + Sync {
     /// Closes the stream: `abortive` resets it, otherwise an orderly close
     /// after the bytes taken. Called once.
     fn close(&self, abortive: bool);
+    /// The connection is over but the link cannot close the stream yet: the
+    /// rest of an FPDU, or the Terminate, waits for room that only the peer
+    /// reading can make. The platform bounds that wait (its graceful-close
+    /// time-out, then a reset; issue 8: every wait on a peer ends). Called
+    /// on each attempt while it lasts. The default does nothing.
+    fn stalled(&self) {}
 }
 
 /// What a link is set up with (from the MPA negotiation).
@@ -208,6 +214,9 @@ struct Shared {
     peer_closed: bool,
     /// `ByteStream::close` was called.
     closed: bool,
+    /// This side's graceful disconnect ([`Link::finish`]): nothing new
+    /// starts, and the stream closes once the message in progress is out.
+    finishing: bool,
     /// Sending is allowed (false until the first FPDU arrives when the
     /// configuration says `receive_first`).
     may_send: bool,
@@ -302,6 +311,7 @@ pub fn connect(
         failing: false,
         peer_closed: false,
         closed: false,
+        finishing: false,
         may_send: !config.receive_first,
         peer_terminate: None,
     };
@@ -504,20 +514,42 @@ impl Link {
         }
     }
 
+    /// This side's graceful disconnect (X1): the message in progress goes
+    /// out whole — the rest of its FPDUs, as the Read Response in progress
+    /// — then the stream closes in order (FIN); nothing new starts (the
+    /// requests not started complete cancelled when the QP leaves the
+    /// connection, X7). Closing the stream at once cut the FPDU in
+    /// progress, and the peer never placed the message (issue 8).
+    pub fn finish(&self) {
+        self.shared.lock().finishing = true;
+        match self.qp.upgrade() {
+            Some(qp) => qp.kick(),
+            None => self.close_in_order(),
+        }
+    }
+
+    /// Closes the stream in order, once.
+    fn close_in_order(&self) {
+        let close = !core::mem::replace(&mut self.shared.lock().closed, true);
+        if close {
+            self.stream.close(false);
+        }
+    }
+
     /// Runs the transmit side and retires completed requests (the QP's
     /// runner calls this in place of the local engine).
     pub(crate) fn run(&self, qp: &Arc<Qp>) {
         loop {
             self.retire_done(qp);
-            let (failing, may_send) = {
+            let (failing, may_send, finishing) = {
                 let shared = self.shared.lock();
-                (shared.failing, shared.may_send)
+                (shared.failing, shared.may_send, shared.finishing)
             };
             if qp.state() != QpState::Connected || failing {
                 self.wind_down(qp);
                 return;
             }
-            if !may_send {
+            if !may_send && !finishing {
                 // RFC 5044: the responder speaks after the initiator's first
                 // FPDU; its arrival kicks the runner.
                 return;
@@ -525,7 +557,12 @@ impl Link {
             if !self.flush(qp) {
                 return;
             }
-            match self.step(qp) {
+            let step = if finishing {
+                self.finish_step(qp)
+            } else {
+                self.step(qp)
+            };
+            match step {
                 Step::Progress => {}
                 Step::Idle => {
                     self.retire_done(qp);
@@ -533,6 +570,23 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// While finishing: the next FPDU of the message in progress, else of
+    /// the Read Response in progress; with neither, the stream closes.
+    fn finish_step(&self, qp: &Arc<Qp>) -> Step {
+        let (started, responding) = {
+            let tx = self.tx.lock();
+            (tx.started, tx.response_sent > 0)
+        };
+        if started {
+            return self.initiate(qp);
+        }
+        if responding {
+            return self.respond(qp);
+        }
+        self.close_in_order();
+        Step::Idle
     }
 
     /// Offers the buffered FPDU to the stream; `true` once it is all taken.
@@ -655,6 +709,9 @@ impl Link {
         };
         if close {
             self.stream.close(false);
+        } else if !self.shared.lock().closed {
+            // The peer reads nothing: the platform bounds the wait.
+            self.stream.stalled();
         }
         // A message whose first segments landed holds its receive between
         // segments; no more segments are placed now (`receive` checks the

@@ -10,10 +10,10 @@ use crate::kernel::tcp::{AcceptEvents, ConnectEvents, Listening, NetError, Timer
 use crate::kernel::tcp_host::HostNet;
 
 /// Every wait of these tests ends by this.
-const LIMIT: Duration = Duration::from_secs(10);
+pub(super) const LIMIT: Duration = Duration::from_secs(10);
 
 /// Waits until `f` returns `Some`, at most [`LIMIT`].
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(super) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(value) = f() {
@@ -24,7 +24,7 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn next_event(events: &Events) -> Ev {
+pub(super) fn next_event(events: &Events) -> Ev {
     wait_for("an event", || {
         let mut list = events.0.lock().unwrap();
         (!list.is_empty()).then(|| list.remove(0))
@@ -94,7 +94,7 @@ fn wire_host(fabric: &Arc<Fabric>, ip: IpAddr, net: Arc<dyn crate::kernel::tcp::
 }
 
 /// Test-unique loopback addresses (127.66.x.1 and .2).
-fn addresses() -> (IpAddr, IpAddr) {
+pub(super) fn addresses() -> (IpAddr, IpAddr) {
     static NEXT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     (IpAddr::V4([127, 66, n, 1]), IpAddr::V4([127, 66, n, 2]))
@@ -214,7 +214,7 @@ fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) 
 }
 
 /// Waits for `side`'s receive CQ to hold one completion and returns it.
-fn one_receive(side: &Side) -> crate::rnic::types::Completion {
+pub(super) fn one_receive(side: &Side) -> crate::rnic::types::Completion {
     let all = wait_for("a receive completion", || {
         let all = side.rcq.drain();
         (!all.is_empty()).then_some(all)
@@ -312,7 +312,7 @@ fn test_both_families_on_one_wire_device_rule_n1() {
 // ----- time-outs over TCP (N12, N15, N26) --------------------------------
 
 /// Short time-outs for the waits under test, long ones for the rest.
-const SHORT: ConnTimeouts = ConnTimeouts {
+pub(super) const SHORT: ConnTimeouts = ConnTimeouts {
     connect_ms: 5_000,
     reply_ms: 200,
     request_ms: 5_000,
@@ -323,16 +323,16 @@ const SHORT: ConnTimeouts = ConnTimeouts {
 /// A connection between wire hosts `a` and `b` (time-outs `timeouts`) up
 /// to the reply: the active side has seen its Connect complete and holds
 /// still (no CompleteConnect yet).
-struct Replied {
-    active: Client,
-    passive: Client,
-    qa: Side,
-    _qb: Side,
+pub(super) struct Replied {
+    pub(super) active: Client,
+    pub(super) passive: Client,
+    pub(super) qa: Side,
+    pub(super) qb: Side,
     _server: Server,
     _hosts: (Host, Host),
 }
 
-fn replied(timeouts: ConnTimeouts) -> Replied {
+pub(super) fn replied(timeouts: ConnTimeouts) -> Replied {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
     let a = wire_host_with(&fabric, &[ip_a], timeouts);
@@ -353,7 +353,7 @@ fn replied(timeouts: ConnTimeouts) -> Replied {
         active,
         passive,
         qa,
-        _qb: qb,
+        qb,
         _server: server,
         _hosts: (a, b),
     }

@@ -1,0 +1,366 @@
+//! How a wire connection ends (issue 8, "Connections over TCP"): a graceful
+//! Disconnect lets the message in flight out whole before the FIN (X1), and
+//! a peer that reads nothing cannot hold the stream, its threads, the link
+//! and the QP for ever: after the drain time-out (`disconnect_ms`) the
+//! stream is reset (X6, E5, N26).
+
+use core::net::SocketAddr;
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::AtomicBool;
+
+use super::wire::{LIMIT, SHORT, addresses, next_event, one_receive, replied, wait_for};
+use super::*;
+use crate::kernel::sync::Weak;
+use crate::kernel::tcp::{
+    AcceptEvents, ConnectEvents, Connected, Listening, NetError, Stream, StreamEvents, Timer,
+};
+use crate::kernel::tcp_host::HostNet;
+use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
+use crate::rnic::iwarp::rdmap::Message;
+
+/// X1, issue 8: a Disconnect made while a large Send is on its way lets
+/// the rest of the Send out before the FIN: the peer places the whole
+/// message (its receive completes with success and every byte), then sees
+/// the graceful disconnect. (The FIN used to go at once, after an FPDU cut
+/// short: the peer's receive completed cancelled.)
+#[test]
+fn test_disconnect_lets_the_message_in_flight_out_before_the_fin_rule_x1() {
+    const LEN: u32 = 32 << 20;
+    let r = replied(ConnTimeouts::default());
+    r.active.conn.complete_connect().unwrap();
+    assert_eq!(next_event(&r.passive.events), Ev::Accept(Ok(())));
+    let sink = r.qb.buffer(LEN as usize, 0, Access::LOCAL_WRITE);
+    r.qb.qp.post_receive(1, &[sink.sge(0, LEN)]).unwrap();
+    let src = r.qa.pattern(LEN as usize, 5, Access::empty());
+    r.qa.qp
+        .post_send(2, Payload::Sges(&[src.sge(0, LEN)]), WrFlags::empty(), None)
+        .unwrap();
+    // The stream's buffer holds a fraction of the Send: it is in flight.
+    r.active.conn.disconnect().unwrap();
+    let c = one_receive(&r.qb);
+    assert_eq!((c.status, c.bytes), (WcStatus::Success, LEN));
+    assert!(
+        sink.buffer.bytes() == src.buffer.bytes(),
+        "every byte placed"
+    );
+    assert_eq!(next_event(&r.passive.events), Ev::Indicated);
+    r.passive.conn.disconnect().unwrap();
+    assert_eq!(next_event(&r.passive.events), Ev::Disconnect(Ok(())));
+    assert_eq!(next_event(&r.active.events), Ev::Disconnect(Ok(())));
+    let sent = r.qa.scq.drain();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].status, WcStatus::Success);
+}
+
+// ----- a peer that reads nothing ------------------------------------------
+
+/// One stream the host's TCP connected: a weak reference to it, and
+/// whether its end was reported (its reader thread ended).
+struct Watch {
+    stream: Weak<dyn Stream>,
+    ended: Arc<AtomicBool>,
+}
+
+/// The host's TCP, watching the streams it connects.
+struct Watched {
+    inner: Arc<dyn crate::kernel::tcp::Net>,
+    streams: Mutex<Vec<Watch>>,
+}
+
+/// Records a connected stream, then hands it on.
+struct WatchConnect {
+    net: Arc<Watched>,
+    inner: Arc<dyn ConnectEvents>,
+}
+
+impl ConnectEvents for WatchConnect {
+    fn connected(&self, result: Result<Connected, NetError>) -> Option<Arc<dyn StreamEvents>> {
+        let stream = result.as_ref().ok().map(|c| Arc::downgrade(&c.stream));
+        let events = self.inner.connected(result)?;
+        let ended = Arc::new(AtomicBool::new(false));
+        if let Some(stream) = stream {
+            self.net.streams.lock().unwrap().push(Watch {
+                stream,
+                ended: Arc::clone(&ended),
+            });
+        }
+        Some(Arc::new(WatchEnd {
+            inner: events,
+            ended,
+        }))
+    }
+}
+
+/// A stream's events, noting its end.
+struct WatchEnd {
+    inner: Arc<dyn StreamEvents>,
+    ended: Arc<AtomicBool>,
+}
+
+impl StreamEvents for WatchEnd {
+    fn received(&self, bytes: &[u8]) {
+        self.inner.received(bytes);
+    }
+
+    fn writable(&self) {
+        self.inner.writable();
+    }
+
+    fn closed(&self, abortive: bool) {
+        self.inner.closed(abortive);
+        self.ended.store(true, Ordering::Release);
+    }
+}
+
+/// `Watched` as the device's TCP.
+struct WatchedNet(Arc<Watched>);
+
+impl crate::kernel::tcp::Net for WatchedNet {
+    fn now_ms(&self) -> u64 {
+        self.0.inner.now_ms()
+    }
+
+    fn listen(
+        &self,
+        local: SocketAddr,
+        events: Arc<dyn AcceptEvents>,
+    ) -> Result<alloc::boxed::Box<dyn Listening>, NetError> {
+        self.0.inner.listen(local, events)
+    }
+
+    fn connect(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        timeout_ms: u64,
+        events: Arc<dyn ConnectEvents>,
+    ) -> Result<(), NetError> {
+        let events = Arc::new(WatchConnect {
+            net: Arc::clone(&self.0),
+            inner: events,
+        });
+        self.0.inner.connect(local, remote, timeout_ms, events)
+    }
+
+    fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
+        self.0.inner.timer(at_ms, timer);
+    }
+}
+
+/// How the local side ends the connection whose peer reads nothing.
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// The peer sends a Write to an STag it does not own: a Terminate is
+    /// due (E5), behind the Writes that fill the stream.
+    PeerError,
+    /// The consumer's Disconnect (X1, N26).
+    Disconnect,
+    /// The consumer closes the QP (L20).
+    CloseQp,
+}
+
+/// Writes of 1 MiB the local side posts: far more than the socket buffers
+/// and the stream's buffer hold together.
+const WRITES: usize = 24;
+const WRITE_LEN: u32 = 1 << 20;
+
+/// A local wire QP (time-outs `SHORT`) connected to a raw socket of the
+/// test, which ran the MPA exchange by hand.
+struct RawPeer {
+    active: Client,
+    qa: Side,
+    peer: std::net::TcpStream,
+    /// The local stream, and whether its end was reported.
+    stream: Weak<dyn Stream>,
+    ended: Arc<AtomicBool>,
+    _host: Host,
+}
+
+fn raw_peer() -> RawPeer {
+    let fabric = Fabric::new();
+    let (ip_a, ip_b) = addresses();
+    let watched = Arc::new(Watched {
+        inner: HostNet::shared(),
+        streams: Mutex::new(Vec::new()),
+    });
+    let a = host(&fabric, &[ip_a], EngineMode::Inline);
+    fabric
+        .attach_wire(
+            &a.device,
+            Wire {
+                net: Arc::new(WatchedNet(Arc::clone(&watched))),
+                timeouts: SHORT,
+            },
+        )
+        .unwrap();
+    let IpAddr::V4(octets) = ip_b else {
+        unreachable!()
+    };
+    let listener = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let qa = side(&a, 0xA);
+    let active = client(&a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
+        .unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    peer.set_read_timeout(Some(LIMIT)).unwrap();
+    // The MPA request, and a reply accepting it.
+    let mut request = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN];
+    peer.read_exact(&mut request).unwrap();
+    let pd_len = usize::from(u16::from_be_bytes([request[18], request[19]]));
+    request.resize(mpa::FRAME_HEADER_LEN + pd_len, 0);
+    peer.read_exact(&mut request[mpa::FRAME_HEADER_LEN..])
+        .unwrap();
+    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let n = MpaFrame::accept(&request, false, 1, 1, &[])
+        .unwrap()
+        .write(&mut frame)
+        .unwrap();
+    peer.write_all(&frame[..n]).unwrap();
+    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    active.conn.complete_connect().unwrap();
+    let (stream, ended) = {
+        let streams = watched.streams.lock().unwrap();
+        assert_eq!(streams.len(), 1);
+        (
+            Weak::clone(&streams[0].stream),
+            Arc::clone(&streams[0].ended),
+        )
+    };
+    RawPeer {
+        active,
+        qa,
+        peer,
+        stream,
+        ended,
+        _host: a,
+    }
+}
+
+/// Every Write completes once: those the stream took with success, then
+/// the rest cancelled.
+fn every_write_completes_once(qa: &Side) {
+    let mut done = Vec::new();
+    wait_for("every Write's completion", || {
+        done.extend(qa.scq.drain());
+        (done.len() >= WRITES).then_some(())
+    });
+    assert_eq!(done.len(), WRITES, "{done:?}");
+    let mut contexts: Vec<usize> = done.iter().map(|c| c.request_context).collect();
+    contexts.sort_unstable();
+    assert_eq!(contexts, (0..WRITES).collect::<Vec<_>>());
+    let taken = done
+        .iter()
+        .take_while(|c| c.status == WcStatus::Success)
+        .count();
+    assert!(taken < WRITES, "the stream cannot have taken them all");
+    assert!(
+        done[taken..]
+            .iter()
+            .all(|c| c.status == WcStatus::Cancelled),
+        "{done:?}"
+    );
+}
+
+/// A local wire QP connects to a raw socket of the test that runs the MPA
+/// exchange and then reads nothing; the local side posts Writes until the
+/// stream is full and ends the connection as `ending` says. The stream is
+/// reset within the drain time-out: its end is reported (the reader
+/// thread ends), the peer reads what came and then `ECONNRESET`, every
+/// Write completes once, and once the consumer lets go, the stream and the
+/// QP are released.
+fn peer_reads_nothing(ending: Ending) {
+    let RawPeer {
+        active,
+        qa,
+        mut peer,
+        stream,
+        ended,
+        _host,
+    } = raw_peer();
+    // Writes until the stream is full: the peer reads nothing.
+    let src = qa.pattern(WRITE_LEN as usize, 3, Access::empty());
+    for context in 0..WRITES {
+        qa.qp
+            .post_write(
+                context,
+                Payload::Sges(&[src.sge(0, WRITE_LEN)]),
+                0x1000,
+                0x7777_0000,
+                WrFlags::empty(),
+            )
+            .unwrap();
+    }
+    match ending {
+        Ending::PeerError => {
+            let write = Message::Write {
+                stag: 0x7777_7700,
+                to: 0,
+                last: true,
+                payload: &[1; 8],
+            };
+            let mut fpdu = [0_u8; 64];
+            let n = write.write_fpdu(&mut fpdu, false).unwrap();
+            peer.write_all(&fpdu[..n]).unwrap();
+            assert_eq!(next_event(&active.events), Ev::Indicated);
+        }
+        Ending::Disconnect => {
+            active.conn.disconnect().unwrap();
+            assert_eq!(
+                next_event(&active.events),
+                Ev::Disconnect(Err(CmError::TimedOut))
+            );
+        }
+        Ending::CloseQp => qa.qp.close(),
+    }
+    // The drain time-out resets the stream: its reader ends.
+    wait_for("the stream's end", || {
+        ended.load(Ordering::Acquire).then_some(())
+    });
+    // The peer reads what came, then the reset.
+    let mut buf = alloc::vec![0_u8; 1 << 20];
+    let mut total = 0_usize;
+    let end = loop {
+        match peer.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => total += n,
+            Err(e) => break Some(e.kind()),
+        }
+        assert!(total <= WRITES * (WRITE_LEN as usize) * 2, "{total} bytes");
+    };
+    assert_eq!(end, Some(ErrorKind::ConnectionReset), "{ending:?}");
+    every_write_completes_once(&qa);
+    // The consumer lets go: nothing stays alive.
+    let qp = Arc::downgrade(&qa.qp);
+    qa.qp.close();
+    drop(active);
+    drop(src);
+    drop(qa);
+    wait_for("the stream and the QP released", || {
+        (stream.upgrade().is_none() && qp.upgrade().is_none()).then_some(())
+    });
+}
+
+/// E5, X6, issue 8: an error whose Terminate waits behind a full stream
+/// (the peer reads nothing) ends with a reset after the drain time-out.
+#[test]
+fn test_error_towards_a_peer_that_reads_nothing_resets_rule_e5_x6() {
+    peer_reads_nothing(Ending::PeerError);
+}
+
+/// N26, X6, issue 8: a Disconnect whose message in progress cannot go out
+/// (the peer reads nothing) fails `IO_TIMEOUT` and resets the stream.
+#[test]
+fn test_disconnect_towards_a_peer_that_reads_nothing_resets_rule_n26_x6() {
+    peer_reads_nothing(Ending::Disconnect);
+}
+
+/// L20, X6, issue 8: closing the QP while its stream is full (the peer
+/// reads nothing) resets the stream after the drain time-out.
+#[test]
+fn test_qp_close_towards_a_peer_that_reads_nothing_resets_rule_l20_x6() {
+    peer_reads_nothing(Ending::CloseQp);
+}
