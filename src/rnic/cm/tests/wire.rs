@@ -32,11 +32,25 @@ pub(super) fn next_event(events: &Events) -> Ev {
 }
 
 /// The host's TCP, but the first `busy` connects find their source port
-/// taken, as when another program holds it.
-struct BusyPorts {
+/// taken, as when another program holds it; the streams it connects are
+/// watched (`wire_close::Watch`).
+pub(super) struct BusyPorts {
     inner: Arc<dyn crate::kernel::tcp::Net>,
     busy: core::sync::atomic::AtomicU32,
     tried: Mutex<Vec<u16>>,
+    pub(super) streams: Arc<Mutex<Vec<super::wire_close::Watch>>>,
+}
+
+impl BusyPorts {
+    /// The host's TCP with the first `busy` source ports taken.
+    pub(super) fn new(busy: u32) -> Arc<Self> {
+        Arc::new(Self {
+            inner: HostNet::shared(),
+            busy: core::sync::atomic::AtomicU32::new(busy),
+            tried: Mutex::new(Vec::new()),
+            streams: Arc::default(),
+        })
+    }
 }
 
 impl crate::kernel::tcp::Net for BusyPorts {
@@ -71,6 +85,7 @@ impl crate::kernel::tcp::Net for BusyPorts {
             });
             return Ok(());
         }
+        let events = super::wire_close::watch(&self.streams, events);
         self.inner.connect(local, remote, timeout_ms, events)
     }
 
@@ -108,11 +123,7 @@ pub(super) fn addresses() -> (IpAddr, IpAddr) {
 fn test_connect_from_port_0_moves_past_a_taken_tcp_port_rule_n12_n30() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let busy = Arc::new(BusyPorts {
-        inner: HostNet::shared(),
-        busy: core::sync::atomic::AtomicU32::new(2),
-        tried: Mutex::new(Vec::new()),
-    });
+    let busy = BusyPorts::new(2);
     let a = wire_host(&fabric, ip_a, Arc::clone(&busy) as _);
     let b = wire_host(&fabric, ip_b, HostNet::shared());
     let server = server(&b);
@@ -150,11 +161,7 @@ fn test_connect_from_port_0_moves_past_a_taken_tcp_port_rule_n12_n30() {
 fn test_connect_gives_up_when_every_source_port_is_taken_rule_n12() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let busy = Arc::new(BusyPorts {
-        inner: HostNet::shared(),
-        busy: core::sync::atomic::AtomicU32::new(u32::MAX),
-        tried: Mutex::new(Vec::new()),
-    });
+    let busy = BusyPorts::new(u32::MAX);
     let a = wire_host(&fabric, ip_a, Arc::clone(&busy) as _);
     let qa = side(&a, 0xA);
     let active = client(&a);
@@ -199,7 +206,7 @@ fn test_connect_to_no_listener_is_refused_rule_n12() {
 const V6_LOOPBACK: IpAddr = IpAddr::V6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
 
 /// A wire host on `ips` with `timeouts`.
-fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) -> Host {
+pub(super) fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) -> Host {
     let h = host(fabric, ips, EngineMode::Inline);
     fabric
         .attach_wire(
@@ -394,20 +401,8 @@ fn test_connect_times_out_when_the_peer_never_replies_rule_n12() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
     let a = wire_host_with(&fabric, &[ip_a], SHORT);
-    let IpAddr::V4(octets) = ip_b else {
-        unreachable!()
-    };
-    let silent = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
-    let port = silent.local_addr().unwrap().port();
-    let qa = side(&a, 0xA);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
-        .unwrap();
     // The peer takes the connection and reads the request, and says nothing.
-    let (mut stream, _) = silent.accept().unwrap();
-    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let (qa, active, mut stream) = connect_to_raw(&a, ip_a, ip_b);
     let mut request = [0_u8; 20];
     std::io::Read::read_exact(&mut stream, &mut request).unwrap();
     assert_eq!(&request[..16], b"MPA ID Req Frame");
@@ -418,6 +413,31 @@ fn test_connect_times_out_when_the_peer_never_replies_rule_n12() {
     assert_eq!(active.conn.state(), Some(ConnState::Failed));
     // N28: the QP is as it was.
     assert_eq!(qa.qp.state(), QpState::Idle);
+}
+
+/// A Connect of a fresh QP of `a` (on `ip_a`) to a raw TCP listener of the
+/// test on `ip_b` (a peer played by hand): the QP, the connector, and the
+/// peer's socket once it took the connection (reads time out at
+/// [`LIMIT`]).
+pub(super) fn connect_to_raw(
+    a: &Host,
+    ip_a: IpAddr,
+    ip_b: IpAddr,
+) -> (Side, Client, std::net::TcpStream) {
+    let IpAddr::V4(octets) = ip_b else {
+        unreachable!()
+    };
+    let raw = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
+    let port = raw.local_addr().unwrap().port();
+    let qa = side(a, 0xA);
+    let active = client(a);
+    active
+        .conn
+        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
+        .unwrap();
+    let (peer, _) = raw.accept().unwrap();
+    peer.set_read_timeout(Some(LIMIT)).unwrap();
+    (qa, active, peer)
 }
 
 /// N26, X1: a graceful Disconnect whose peer never answers (its consumer

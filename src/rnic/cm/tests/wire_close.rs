@@ -4,17 +4,15 @@
 //! and the QP for ever: after the drain time-out (`disconnect_ms`) the
 //! stream is reset (X6, E5, N26).
 
-use core::net::SocketAddr;
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::AtomicBool;
 
-use super::wire::{LIMIT, SHORT, addresses, next_event, one_receive, replied, wait_for};
+use super::wire::{
+    BusyPorts, SHORT, addresses, connect_to_raw, next_event, one_receive, replied, wait_for,
+};
 use super::*;
 use crate::kernel::sync::Weak;
-use crate::kernel::tcp::{
-    AcceptEvents, ConnectEvents, Connected, Listening, NetError, Stream, StreamEvents, Timer,
-};
-use crate::kernel::tcp_host::HostNet;
+use crate::kernel::tcp::{ConnectEvents, Connected, NetError, Stream, StreamEvents};
 use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
 use crate::rnic::iwarp::rdmap::Message;
 
@@ -56,20 +54,25 @@ fn test_disconnect_lets_the_message_in_flight_out_before_the_fin_rule_x1() {
 
 /// One stream the host's TCP connected: a weak reference to it, and
 /// whether its end was reported (its reader thread ended).
-struct Watch {
+pub(super) struct Watch {
     stream: Weak<dyn Stream>,
     ended: Arc<AtomicBool>,
 }
 
-/// The host's TCP, watching the streams it connects.
-struct Watched {
-    inner: Arc<dyn crate::kernel::tcp::Net>,
-    streams: Mutex<Vec<Watch>>,
+/// `events` of a connect, recording the stream it connects in `streams`.
+pub(super) fn watch(
+    streams: &Arc<Mutex<Vec<Watch>>>,
+    events: Arc<dyn ConnectEvents>,
+) -> Arc<dyn ConnectEvents> {
+    Arc::new(WatchConnect {
+        streams: Arc::clone(streams),
+        inner: events,
+    })
 }
 
 /// Records a connected stream, then hands it on.
 struct WatchConnect {
-    net: Arc<Watched>,
+    streams: Arc<Mutex<Vec<Watch>>>,
     inner: Arc<dyn ConnectEvents>,
 }
 
@@ -79,7 +82,7 @@ impl ConnectEvents for WatchConnect {
         let events = self.inner.connected(result)?;
         let ended = Arc::new(AtomicBool::new(false));
         if let Some(stream) = stream {
-            self.net.streams.lock().unwrap().push(Watch {
+            self.streams.lock().unwrap().push(Watch {
                 stream,
                 ended: Arc::clone(&ended),
             });
@@ -109,41 +112,6 @@ impl StreamEvents for WatchEnd {
     fn closed(&self, abortive: bool) {
         self.inner.closed(abortive);
         self.ended.store(true, Ordering::Release);
-    }
-}
-
-/// `Watched` as the device's TCP.
-struct WatchedNet(Arc<Watched>);
-
-impl crate::kernel::tcp::Net for WatchedNet {
-    fn now_ms(&self) -> u64 {
-        self.0.inner.now_ms()
-    }
-
-    fn listen(
-        &self,
-        local: SocketAddr,
-        events: Arc<dyn AcceptEvents>,
-    ) -> Result<alloc::boxed::Box<dyn Listening>, NetError> {
-        self.0.inner.listen(local, events)
-    }
-
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
-        let events = Arc::new(WatchConnect {
-            net: Arc::clone(&self.0),
-            inner: events,
-        });
-        self.0.inner.connect(local, remote, timeout_ms, events)
-    }
-
-    fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
-        self.0.inner.timer(at_ms, timer);
     }
 }
 
@@ -179,33 +147,15 @@ struct RawPeer {
 fn raw_peer() -> RawPeer {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let watched = Arc::new(Watched {
-        inner: HostNet::shared(),
-        streams: Mutex::new(Vec::new()),
-    });
+    let net = BusyPorts::new(0);
     let a = host(&fabric, &[ip_a], EngineMode::Inline);
-    fabric
-        .attach_wire(
-            &a.device,
-            Wire {
-                net: Arc::new(WatchedNet(Arc::clone(&watched))),
-                timeouts: SHORT,
-            },
-        )
-        .unwrap();
-    let IpAddr::V4(octets) = ip_b else {
-        unreachable!()
+    let wire = Wire {
+        net: Arc::clone(&net) as _,
+        timeouts: SHORT,
     };
-    let listener = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let qa = side(&a, 0xA);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
-        .unwrap();
-    let (mut peer, _) = listener.accept().unwrap();
-    peer.set_read_timeout(Some(LIMIT)).unwrap();
+    fabric.attach_wire(&a.device, wire).unwrap();
+    let mut reply = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let (qa, active, mut peer) = connect_to_raw(&a, ip_a, ip_b);
     // The MPA request, and a reply accepting it.
     let mut request = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN];
     peer.read_exact(&mut request).unwrap();
@@ -214,16 +164,13 @@ fn raw_peer() -> RawPeer {
     peer.read_exact(&mut request[mpa::FRAME_HEADER_LEN..])
         .unwrap();
     let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
-    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
-    let n = MpaFrame::accept(&request, false, 1, 1, &[])
-        .unwrap()
-        .write(&mut frame)
-        .unwrap();
-    peer.write_all(&frame[..n]).unwrap();
+    let accept = MpaFrame::accept(&request, false, 1, 1, &[]).unwrap();
+    let n = accept.write(&mut reply).unwrap();
+    peer.write_all(&reply[..n]).unwrap();
     assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
     active.conn.complete_connect().unwrap();
     let (stream, ended) = {
-        let streams = watched.streams.lock().unwrap();
+        let streams = net.streams.lock().unwrap();
         assert_eq!(streams.len(), 1);
         (
             Weak::clone(&streams[0].stream),
