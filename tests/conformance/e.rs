@@ -680,43 +680,25 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
 /// A connection whose A side has a CQ of `depth` entries (watched), shared by
 /// its receive and initiator queues.
 struct SmallCq {
-    a: Side,
-    b: Side,
-    a_cq: Cq,
-    b_cq: Cq,
-    a_qp: Qp,
-    b_qp: Qp,
-    link: Link,
+    pair: Pair,
     a_mem: Region,
     b_mem: Region,
 }
 
 impl SmallCq {
     fn new(depth: u32, watch: &Arc<Signal>) -> Self {
-        let (a, b) = Side::two();
-        let a_cq = a.adapter.try_cq(depth, watch).expect("CreateCq");
-        let b_cq = b.adapter.cq(256);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
-        let link = a.connect(&a_qp, &b, &b_qp);
-        let a_mem = Region::pattern(&a.pd, 4096, 14, MR_LOCAL_WRITE);
-        let b_mem = Region::new(&b.pd, 4096, 0, MR_REMOTE);
-        Self {
-            a,
-            b,
-            a_cq,
-            b_cq,
-            a_qp,
-            b_qp,
-            link,
-            a_mem,
-            b_mem,
-        }
+        let pair = Fixture::new()
+            .a_cq(|a| a.try_cq(depth, watch).expect("CreateCq"))
+            .b_cq(|b| b.cq(256))
+            .pair();
+        let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
+        let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        Self { pair, a_mem, b_mem }
     }
 
     /// A Write that succeeds (unless the QP is unusable).
     fn write(&self, context: usize) -> NtStatus {
-        self.a_qp.write(
+        self.pair.a_qp.write(
             context,
             &[self.a_mem.sge(0, 8)],
             self.b_mem.remote(0),
@@ -727,15 +709,7 @@ impl SmallCq {
 
     /// Closes everything; every close completes (L18, E13).
     fn close(self) {
-        self.a_mem.close();
-        self.b_mem.close();
-        self.link.close();
-        assert_close(self.a_qp.close());
-        assert_close(self.b_qp.close());
-        assert_close(self.a_cq.close());
-        assert_close(self.b_cq.close());
-        self.a.close();
-        self.b.close();
+        teardown_closing(self.pair, [self.a_mem, self.b_mem]);
     }
 }
 
@@ -748,23 +722,26 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
     const DEPTH: usize = 4;
     let watch = Signal::new();
     let rig = SmallCq::new(DEPTH as u32, &watch);
-    let other_qp = rig.a.pd.qp(&rig.a_cq, &rig.a_cq, 0xC);
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    let other_qp = rig.pair.a_pd.qp(&rig.pair.a_cq, &rig.pair.a_cq, 0xC);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     for i in 0..=DEPTH {
         assert_success!(rig.write(i), "Write {i}");
     }
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     // What was queued before the error may still be reaped; the completion
     // that did not fit is not reported, nor is anything later.
-    let kept = rig.a_cq.poll(2 * DEPTH);
+    let kept = rig.pair.a_cq.poll(2 * DEPTH);
     assert!(kept.len() <= DEPTH);
     for (i, r) in kept.iter().enumerate() {
         assert_eq!((r.request_context as usize, r.status), (i, STATUS_SUCCESS));
     }
     let unusable = [
         ("Write", rig.write(100)),
-        ("Receive", rig.a_qp.receive(101, &[rig.a_mem.sge(1024, 64)])),
-        ("Send", rig.a_qp.send(102, &[rig.a_mem.sge(0, 8)], 0)),
+        (
+            "Receive",
+            rig.pair.a_qp.receive(101, &[rig.a_mem.sge(1024, 64)]),
+        ),
+        ("Send", rig.pair.a_qp.send(102, &[rig.a_mem.sge(0, 8)], 0)),
         (
             "Receive on another QP of the CQ",
             other_qp.receive(103, &[rig.a_mem.sge(2048, 64)]),
@@ -774,13 +751,13 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
         assert_ne!(status, STATUS_SUCCESS, "{name} on an unusable QP");
         assert_eq!(status, STATUS_INTERNAL_ERROR, "{name}");
     }
-    rig.a_qp.flush();
+    rig.pair.a_qp.flush();
     assert!(
-        rig.a_cq.poll(16).is_empty(),
+        rig.pair.a_cq.poll(16).is_empty(),
         "a completion after the overflow"
     );
-    rig.a_cq.arm(NdkCqNotifyType::ANY);
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ANY);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     assert_eq!(watch.count(), 1, "the overflow is reported once");
     assert_close(other_qp.close());
     rig.close();
@@ -830,7 +807,7 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
     for i in 0..3 {
         assert_success!(rig.write(i));
     }
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     assert_eq!(rig.write(9), STATUS_INTERNAL_ERROR);
     rig.close();
@@ -855,9 +832,9 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
         // The overrun has happened (the deferred engine ran the Writes).
         settle_engine();
         assert_eq!(watch.count(), 0, "{arm:?}: reported without an arm");
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         assert_eq!(watch.count(), 1, "{arm:?}");
         rig.close();
         assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW], "{arm:?}");
@@ -866,7 +843,7 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
     for arm in [NdkCqNotifyType::ERRORS, NdkCqNotifyType::SOLICITED] {
         let watch = Signal::new();
         let rig = SmallCq::new(2, &watch);
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         for i in 0..3 {
             assert_success!(rig.write(i));
         }
@@ -890,11 +867,11 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     // The overrun has happened (the deferred engine ran the Writes), so the
     // arm reports it rather than the first completion.
     settle_engine();
-    rig.a_cq.arm(NdkCqNotifyType::ANY);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ANY);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
-    let mw = rig.a.pd.mw();
-    let frmr = Frmr::new(&rig.a.adapter, &rig.a.pd, PAGE, 0, 4, false);
-    let qp = &rig.a_qp;
+    let mw = rig.pair.a_pd.mw();
+    let frmr = Frmr::new(&rig.pair.a, &rig.pair.a_pd, PAGE, 0, 4, false);
+    let qp = &rig.pair.a_qp;
     let sge = [rig.a_mem.sge(0, 8)];
     let (remote, token) = (rig.b_mem.remote(0), rig.b_mem.token());
     let calls = [
@@ -911,11 +888,11 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
         assert_ne!(status, STATUS_SUCCESS);
     }
     qp.flush();
-    let _ = rig.a_cq.poll(8);
-    let _ = rig.a_cq.poll_ex(8);
-    rig.a_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert!(rig.a_cq.poll(8).is_empty());
-    frmr.close(&rig.a.adapter);
+    let _ = rig.pair.a_cq.poll(8);
+    let _ = rig.pair.a_cq.poll_ex(8);
+    rig.pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert!(rig.pair.a_cq.poll(8).is_empty());
+    frmr.close(&rig.pair.a);
     assert_close(mw.close());
     rig.close();
 

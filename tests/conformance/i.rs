@@ -231,12 +231,8 @@ fn i2_no_call_blocks_while_a_consumer_callback_is_busy() {
     a_mem.close();
     b_mem.close();
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// What a notification callback saw: its thread, and what it reaped from the
@@ -421,14 +417,10 @@ fn i4_callback_reaps_posts_and_rearms_without_deadlock() {
     assert!(chain.post_failures.lock().unwrap().is_empty());
     assert!(chain.calls.load(Ordering::Acquire) >= 1);
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
     a_mem.close();
     b_mem.close();
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// One side of a ping-pong driven from its CQ notification callback.
@@ -561,14 +553,10 @@ fn i4_ping_pong_driven_from_both_sides_callbacks() {
         pb.failures.lock().unwrap()
     );
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
     a_mem.close();
     b_mem.close();
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// I5: inline data (and inline SGE buffers) need be valid only until the

@@ -570,32 +570,23 @@ fn p7_initiator_post_on_unconnected_qp_fails_connection_invalid() {
 /// the first Send once the connection is up.
 #[test]
 fn p8_receive_posted_before_connect_is_used_after() {
-    let (a, b) = Side::two();
-    let a_cq = a.adapter.cq(64);
-    let b_cq = b.adapter.cq(64);
-    let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
-    let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
-    let src = Region::pattern(&a.pd, 4096, 9, MR_LOCAL_WRITE);
-    let dst = Region::new(&b.pd, 4096, 0, MR_LOCAL_WRITE);
-    assert_success!(b_qp.receive(1, &[dst.sge(0, 4096)]));
-    assert_success!(a_qp.receive(2, &[src.sge(2048, 1024)]));
-    assert_empty(&b_cq);
-    let link = a.connect(&a_qp, &b, &b_qp);
-    assert_success!(a_qp.send(3, &[src.sge(0, 1000)], 0));
-    assert_eq!(summary(&a_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
-    let got = b_cq.wait_results(1);
+    let f = Fixture::new().unconnected();
+    let src = Region::pattern(&f.a.pd, 4096, 9, MR_LOCAL_WRITE);
+    let dst = Region::new(&f.b.pd, 4096, 0, MR_LOCAL_WRITE);
+    assert_success!(f.b_qp.receive(1, &[dst.sge(0, 4096)]));
+    assert_success!(f.a_qp.receive(2, &[src.sge(2048, 1024)]));
+    assert_empty(&f.b.cq);
+    let link = f.connect();
+    assert_success!(f.a_qp.send(3, &[src.sge(0, 1000)], 0));
+    assert_eq!(summary(&f.a.cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
+    let got = f.b.cq.wait_results(1);
     assert_eq!(summary(&got), [(1, STATUS_SUCCESS)]);
     assert_eq!(got[0].bytes_transferred, 1000);
     assert_eq!(&dst.bytes()[..1000], &src.bytes()[..1000]);
     src.close();
     dst.close();
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
-    a.close();
-    b.close();
+    f.close();
 }
 
 /// P9: a non-inline request carries at most as many SGEs as its queue

@@ -514,6 +514,14 @@ impl Side {
         assert_close(self.pd.close());
         self.adapter.close();
     }
+
+    /// Closes `qp`, then `cq` (L18 checked), then the side itself: for a
+    /// side whose QP and CQ the test made (after its regions and link).
+    pub fn close_with(self, qp: Qp, cq: Cq) {
+        assert_close(qp.close());
+        assert_close(cq.close());
+        self.close();
+    }
 }
 
 /// A connected pair of the default fixture whose CQs are made by `a_cq`
@@ -1118,6 +1126,44 @@ impl Fixture<'_> {
         let qps = (a.qp(0xA), b.qp(0xB));
         let listening = b.listen(0);
         ((a, b), qps, listening)
+    }
+}
+
+/// Two ends of the fixture with a QP on each (contexts `0xA`, `0xB`), not
+/// yet connected: for a test that posts before the connection exists or
+/// makes its CQs itself ([`Fixture::a_cq`]), then connects with
+/// [`Unconnected::connect`].
+pub struct Unconnected {
+    pub a: End,
+    pub b: End,
+    pub a_qp: Qp,
+    pub b_qp: Qp,
+}
+
+impl Fixture<'_> {
+    /// The fixture's two ends and a QP on each, unconnected.
+    pub fn unconnected(self) -> Unconnected {
+        let (a, b) = self.ends();
+        let (a_qp, b_qp) = (a.qp(0xA), b.qp(0xB));
+        Unconnected { a, b, a_qp, b_qp }
+    }
+}
+
+impl Unconnected {
+    /// Connects A's QP to B's through a listener on B ([`Link::connect`]).
+    pub fn connect(&self) -> Link {
+        Link::connect(
+            (&self.a.adapter, self.a.addr, &self.a_qp),
+            (&self.b.adapter, self.b.addr, &self.b_qp),
+        )
+    }
+
+    /// Closes both QPs, then both ends (every close L18 checked).
+    pub fn close(self) {
+        assert_close(self.a_qp.close());
+        assert_close(self.b_qp.close());
+        self.a.close();
+        self.b.close();
     }
 }
 
