@@ -1636,45 +1636,42 @@ fn assert_tied(
     finish_close_logged(status, &log);
 }
 
-// rule L14, L24
-#[test]
-fn l14_connect_ties_the_qp_to_the_connector() {
-    let p = Pair::new();
-    assert_tied(
-        &p,
-        (p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp),
-        (p.a_conn.0.cast(), p.a_conn.d().ndk_close_connector),
-        "the connector holds its QP",
-    );
-    teardown_except(
-        p,
-        Closed {
-            a_conn: true,
-            a_qp: true,
-            ..Closed::default()
-        },
-    );
+/// One `#[test]` per L14 tie of a connected [`Pair`]: the close of the
+/// pair's `held` object pends while its `holder` is open ([`assert_tied`]);
+/// the teardown then skips both.
+macro_rules! l14_tie_tests {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident() { $held:ident($held_close:ident) held by $holder:ident($holder_close:ident), $what:literal }
+    )*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            let p = Pair::new();
+            assert_tied(
+                &p,
+                (p.$held.0.cast(), p.$held.d().$held_close),
+                (p.$holder.0.cast(), p.$holder.d().$holder_close),
+                $what,
+            );
+            let closed = Closed { $held: true, $holder: true, ..Closed::NONE };
+            teardown_except(p, closed);
+        }
+    )*};
 }
 
-// rule L14, L24
-// see also N7
-#[test]
-fn l14_connect_event_ties_the_connector_to_its_listener() {
-    let p = Pair::new();
-    assert_tied(
-        &p,
-        (p.listener.0.cast(), p.listener.d().ndk_close_listener),
-        (p.b_conn.0.cast(), p.b_conn.d().ndk_close_connector),
-        "the incoming connector holds it",
-    );
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            listener: true,
-            ..Closed::default()
-        },
-    );
+l14_tie_tests! {
+    // rule L14, L24
+    #[test]
+    fn l14_connect_ties_the_qp_to_the_connector() {
+        a_qp(ndk_close_qp) held by a_conn(ndk_close_connector), "the connector holds its QP"
+    }
+
+    // rule L14, L24
+    // see also N7
+    #[test]
+    fn l14_connect_event_ties_the_connector_to_its_listener() {
+        listener(ndk_close_listener) held by b_conn(ndk_close_connector), "the incoming connector holds it"
+    }
 }
 
 // rule L14, L24

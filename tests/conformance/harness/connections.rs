@@ -996,23 +996,18 @@ pub fn shared_endpoint_with_length(
     addr: Addr,
     len: u32,
 ) -> Result<SharedEndpoint, NtStatus> {
-    let mut e = std::ptr::null_mut();
     // SAFETY: a live adapter; the address is a 28-byte buffer.
-    let status = unsafe {
+    create(|done, ctx, out| unsafe {
         (adapter.d().ndk_create_shared_endpoint)(
             adapter.0,
             addr.as_ptr(),
             len.min(28),
-            None,
-            std::ptr::null_mut(),
-            &raw mut e,
+            done,
+            ctx,
+            out,
         )
-    };
-    if status == STATUS_SUCCESS {
-        Ok(SharedEndpoint(e))
-    } else {
-        Err(status)
-    }
+    })
+    .map(SharedEndpoint)
 }
 
 /// What GetConnectionData reported: status, `*pPrivateDataLength` after

@@ -240,10 +240,18 @@ fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtSta
     status
 }
 
-/// The object a Create call made, or the call's failure status.
-fn created<T>(status: NtStatus, object: impl FnOnce() -> T) -> Result<T, NtStatus> {
+/// Makes a Create call synchronously, the one way the harness creates: no
+/// completion callback, so the object is there when the call returns
+/// (`call` gets the three trailing arguments every Create slot takes —
+/// completion, its context, the out-pointer — and passes them on). The
+/// object made, or the call's failure status.
+pub fn create<T>(
+    call: impl FnOnce(Option<NdkFnCreateCompletion>, *mut c_void, *mut *mut T) -> NtStatus,
+) -> Result<*mut T, NtStatus> {
+    let mut object = std::ptr::null_mut();
+    let status = call(None, std::ptr::null_mut(), &raw mut object);
     if status == STATUS_SUCCESS {
-        Ok(object())
+        Ok(object)
     } else {
         Err(status)
     }
@@ -341,22 +349,18 @@ impl Adapter {
     }
 
     pub fn pd(&self) -> Pd {
-        let mut pd = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status =
-            unsafe { (self.d().ndk_create_pd)(self.0, None, std::ptr::null_mut(), &raw mut pd) };
-        assert_success!(status, "CreatePd");
-        Pd(pd)
+        let made =
+            create(|done, ctx, out| unsafe { (self.d().ndk_create_pd)(self.0, done, ctx, out) });
+        Pd(made.expect("CreatePd"))
     }
 
     pub fn connector(&self) -> Connector {
-        let mut c = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_connector)(self.0, None, std::ptr::null_mut(), &raw mut c)
-        };
-        assert_success!(status, "CreateConnector");
-        Connector(c)
+        let made = create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_connector)(self.0, done, ctx, out)
+        });
+        Connector(made.expect("CreateConnector"))
     }
 
     pub fn listener(&self, incoming: &Arc<Incoming>) -> Listener {
@@ -374,20 +378,11 @@ impl Adapter {
         callback: NdkFnConnectEventCallback,
         context: *mut c_void,
     ) -> Listener {
-        let mut l = std::ptr::null_mut();
         // SAFETY: a live adapter; the caller vouches for the context.
-        let status = unsafe {
-            (self.d().ndk_create_listener)(
-                self.0,
-                Some(callback),
-                context,
-                None,
-                std::ptr::null_mut(),
-                &raw mut l,
-            )
-        };
-        assert_success!(status, "CreateListener");
-        Listener(l)
+        let made = create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_listener)(self.0, Some(callback), context, done, ctx, out)
+        });
+        Listener(made.expect("CreateListener"))
     }
 
     pub fn try_shared_endpoint(&self, addr: Addr) -> Result<SharedEndpoint, NtStatus> {
@@ -515,18 +510,11 @@ impl Pd {
     }
 
     pub fn try_mr(&self, fast: bool) -> Result<Mr, NtStatus> {
-        let mut mr = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_mr)(
-                self.0,
-                u8::from(fast),
-                None,
-                std::ptr::null_mut(),
-                &raw mut mr,
-            )
-        };
-        created(status, || Mr(mr))
+        create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_mr)(self.0, u8::from(fast), done, ctx, out)
+        })
+        .map(Mr)
     }
 
     pub fn mr(&self, fast: bool) -> Mr {
@@ -534,12 +522,10 @@ impl Pd {
     }
 
     pub fn mw(&self) -> Mw {
-        let mut mw = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status =
-            unsafe { (self.d().ndk_create_mw)(self.0, None, std::ptr::null_mut(), &raw mut mw) };
-        assert_success!(status, "CreateMw");
-        Mw(mw)
+        let made =
+            create(|done, ctx, out| unsafe { (self.d().ndk_create_mw)(self.0, done, ctx, out) });
+        Mw(made.expect("CreateMw"))
     }
 
     /// CreateQp with explicit limits.
@@ -555,9 +541,8 @@ impl Pd {
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        let mut qp = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
             (self.d().ndk_create_qp)(
                 self.0,
                 rcq.0,
@@ -568,12 +553,12 @@ impl Pd {
                 rsge,
                 isge,
                 inline,
-                None,
-                std::ptr::null_mut(),
-                &raw mut qp,
+                done,
+                ctx,
+                out,
             )
-        };
-        created(status, || Qp(qp))
+        })
+        .map(Qp)
     }
 
     /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
@@ -593,24 +578,14 @@ impl Pd {
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        let mut qp = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
+            let qp_context = context as *mut c_void;
             (self.d().ndk_create_qp_with_srq)(
-                self.0,
-                rcq.0,
-                icq.0,
-                srq.0,
-                context as *mut c_void,
-                idepth,
-                isge,
-                inline,
-                None,
-                std::ptr::null_mut(),
-                &raw mut qp,
+                self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
             )
-        };
-        created(status, || Qp(qp))
+        })
+        .map(Qp)
     }
 
     pub fn try_srq(
@@ -620,27 +595,27 @@ impl Pd {
         threshold: u32,
         watch: Option<&Arc<Signal>>,
     ) -> Result<Srq, NtStatus> {
-        let mut srq = std::ptr::null_mut();
-        let (callback, ctx) = match watch {
+        let (callback, watch_ctx) = match watch {
             Some(w) => (Some(on_status as NdkFnSrqNotificationCallback), w.ctx()),
             None => (None, std::ptr::null_mut()),
         };
+        let no_affinity = std::ptr::null();
         // SAFETY: valid arguments; the watch outlives the SRQ.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
             (self.d().ndk_create_srq)(
                 self.0,
                 depth,
                 sge,
                 threshold,
                 callback,
+                watch_ctx,
+                no_affinity,
+                done,
                 ctx,
-                std::ptr::null(),
-                None,
-                std::ptr::null_mut(),
-                &raw mut srq,
+                out,
             )
-        };
-        created(status, || Srq(srq))
+        })
+        .map(Srq)
     }
 
     /// Starts the close and returns at once with the close's signal.
@@ -1167,21 +1142,20 @@ pub unsafe fn cq_with(
     context: *mut c_void,
     affinity: *const GroupAffinity,
 ) -> Result<Cq, NtStatus> {
-    let mut cq = std::ptr::null_mut();
     // SAFETY: a live adapter; the caller vouches for context and affinity.
-    let status = unsafe {
+    create(|done, ctx, out| unsafe {
         (adapter.d().ndk_create_cq)(
             adapter.0,
             depth,
             Some(callback),
             context,
             affinity,
-            None,
-            std::ptr::null_mut(),
-            &raw mut cq,
+            done,
+            ctx,
+            out,
         )
-    };
-    created(status, || Cq(cq, Signal::new()))
+    })
+    .map(|cq| Cq(cq, Signal::new()))
 }
 
 /// Starts the close of a QP the test keeps the wrapper of (it must not
