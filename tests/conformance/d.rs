@@ -290,14 +290,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
         ),
         (
             "inline Send above the inline size",
-            Box::new(|c| {
-                let sge = NdkSge {
-                    address: inline_bytes.as_ptr() as u64,
-                    length: 300,
-                    memory_region_token: 0,
-                };
-                qp.send(c, &[sge], INLINE | DEFER)
-            }),
+            Box::new(|c| qp.send(c, &[inline_sge(&inline_bytes)], INLINE | DEFER)),
             STATUS_BUFFER_OVERFLOW,
         ),
         (

@@ -21,9 +21,7 @@ fn sorted_ex(results: &[NdkResultEx]) -> Vec<(usize, NtStatus, NdkOperationType)
 /// receives — each completing once with STATUS_CANCELLED.
 #[test]
 fn e1_flush_cancels_pending_receives_and_initiator_requests() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 1, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 1);
     let qp = &pair.a_qp;
     for i in 0..3 {
         assert_success!(qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
@@ -71,9 +69,7 @@ fn e1_flush_cancels_pending_receives_and_initiator_requests() {
 /// in flight, those held back.
 #[test]
 fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 2, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 2);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     // Over iWARP a Send does not wait for a receive: it goes at once and,
@@ -156,9 +152,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
 /// still outstanding, on both sides, completes with STATUS_CANCELLED.
 #[test]
 fn e3_disconnect_cancels_outstanding_requests() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 3);
     for i in 0..2 {
         assert_success!(pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
         assert_success!(pair.a_qp.send(
@@ -265,9 +259,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
 /// outstanding receives too.
 #[test]
 fn e5_error_completion_terminates_and_cancels_the_rest() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 5);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     for i in 0..2 {
         assert_success!(pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]));
@@ -319,18 +311,12 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
 /// succeed.
 #[test]
 fn e6_inline_failure_leaves_the_qp_working() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 6, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 6);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     let five: Vec<NdkSge> = (0..5).map(|i| a_mem.sge(i * 8, 8)).collect();
     let big = [0_u8; 300];
-    let inline = [NdkSge {
-        address: big.as_ptr() as u64,
-        length: 300,
-        memory_region_token: 0,
-    }];
+    let inline = [inline_sge(&big)];
     assert_success!(pair.b_qp.receive(50, &[b_mem.sge(4096, 1024)]));
     assert_success!(pair.b_qp.receive(51, &[b_mem.sge(5120, 1024)]));
     assert_success!(qp.write(1, &[a_mem.sge(0, 512)], remote, token, DEFER));
@@ -362,9 +348,7 @@ fn e6_inline_failure_leaves_the_qp_working() {
     assert_eq!(&b_mem.bytes()[4096..4196], &a_mem.bytes()[512..612]);
     assert_eq!(&b_mem.bytes()[5120..5220], &a_mem.bytes()[2048..2148]);
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// E7 (NDSPI v2; this provider's behaviour): an incoming Send larger than the
@@ -611,9 +595,7 @@ fn e8_completion_statuses_fit_their_operation() {
 #[test]
 fn e9_error_completion_satisfies_solicited_and_any_arms() {
     for arm in [NdkCqNotifyType::SOLICITED, NdkCqNotifyType::ANY] {
-        let pair = Pair::new();
-        let a_mem = Region::pattern(&pair.a_pd, 4096, 12, MR_LOCAL_WRITE);
-        let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        let (pair, a_mem, b_mem) = pair_with_memory(4096, 12);
         let (remote, token) = (b_mem.remote(0), b_mem.token());
         pair.a_cq.arm(arm);
         if arm == NdkCqNotifyType::SOLICITED {
@@ -773,9 +755,7 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
 /// nothing — E11's "same consequences".
 #[test]
 fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 15, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 15);
     for round in 0..30_usize {
         let arm = [
             NdkCqNotifyType::ANY,
@@ -798,9 +778,7 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
     {
         assert_success!(status);
     }
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 
     let watch = Signal::new();
     let rig = SmallCq::new(2, &watch);
@@ -991,7 +969,5 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     assert_close(b_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }

@@ -616,11 +616,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     let mr = p.b_pd.mr(false);
     assert_success!(mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()));
     let data = *b"reserved";
-    let inline = [NdkSge {
-        address: data.as_ptr() as u64,
-        length: 8,
-        memory_region_token: 0,
-    }];
+    let inline = [inline_sge(&data)];
     for i in 0..4 {
         recv0(&p.b_qp, 100 + i);
     }
@@ -749,11 +745,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
         unsafe { (a_qpd.ndk_send)(p.a_qp.0, 8 as *mut c_void, std::ptr::null(), 0, SOLICIT) };
     assert_success!(status, "L4: Send");
     let data = *b"dispatch";
-    let inline = NdkSge {
-        address: data.as_ptr() as u64,
-        length: 8,
-        memory_region_token: 0,
-    };
+    let inline = inline_sge(&data);
     // SAFETY: a live QP; the inline SGE's buffer lives through the call.
     let status = unsafe {
         (a_qpd.ndk_write)(
@@ -2811,9 +2803,7 @@ mod cross_nic {
         b_frmr.close(&pair.b);
         assert_close(a_mw.close());
         assert_close(b_mw.close());
-        a_mem.close();
-        b_mem.close();
-        pair.teardown();
+        teardown_with_regions(pair, [a_mem, b_mem]);
     }
 
     /// L14: Connect, Accept and ConnectWithSharedEndpoint tie a connector to a

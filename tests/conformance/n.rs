@@ -112,18 +112,9 @@ fn connect_and_exchange(a: &End, b: &End) {
         listen_addr
     );
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
-    let mut a_mem = Mem::all(&a.pd, 4096, 0);
-    let mut b_mem = Mem::all(&b.pd, 4096, 0);
-    ping_both_ways(
-        (&a_qp, &a.cq, &mut a_mem),
-        (&b_qp, &b.cq, &mut b_mem),
-        b"over there",
-        b"and back",
-    );
+    ping_both_ways((a, &a_qp), (b, &b_qp), b"over there", b"and back");
     conn.close();
     assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
     a_qp.close();
     b_qp.close();
 }
@@ -2294,18 +2285,9 @@ fn n32_objects_of_two_openings_of_one_adapter_work_together() {
     let (listener, incoming, listen_addr) = x1.listen(0);
     // The active connector is y2's; its QP is y1's.
     let conn = Conn::establish(&y2.adapter, addr_y, &y_qp, listen_addr, &incoming, 1, &x_qp);
-    let mut x_mem = Mem::all(&x2.pd, 4096, 0);
-    let mut y_mem = Mem::all(&y1.pd, 4096, 0);
-    ping_both_ways(
-        (&y_qp, &y1.cq, &mut y_mem),
-        (&x_qp, &x2.cq, &mut x_mem),
-        b"across openings",
-        b"and back",
-    );
+    ping_both_ways((&y1, &y_qp), (&x2, &x_qp), b"across openings", b"and back");
     conn.close();
     assert_success!(listener.close());
-    x_mem.close();
-    y_mem.close();
     x_qp.close();
     y_qp.close();
     for end in [x1, x2, y1, y2] {

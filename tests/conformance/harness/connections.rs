@@ -659,6 +659,18 @@ pub fn teardown_after(pair: Pair, early: Early) {
     reap_pair(pair, closed, early, true);
 }
 
+/// The default pair with the memory most data-path tests move bytes
+/// through: A's region of `len` bytes filled with pattern `seed` (local
+/// write), to send or write from, and B's zeroed region of `len` bytes,
+/// open to remote reads and writes. Closed with [`teardown_with_regions`]
+/// or [`teardown_closing`].
+pub fn pair_with_memory(len: usize, seed: u8) -> (Pair, Region, Region) {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, len, seed, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, len, 0, MR_REMOTE);
+    (pair, a_mem, b_mem)
+}
+
 /// Closes the test's regions, then [`Pair::teardown`].
 pub fn teardown_with_regions<const N: usize>(pair: Pair, regions: [Region; N]) {
     for region in regions {

@@ -1114,6 +1114,17 @@ impl Region {
     }
 }
 
+/// The SGE of `bytes` as an INLINE request carries them: their address in
+/// this process and no memory token (the provider copies them during the
+/// post, I5).
+pub fn inline_sge(bytes: &[u8]) -> NdkSge {
+    NdkSge {
+        address: bytes.as_ptr() as u64,
+        length: u32::try_from(bytes.len()).unwrap(),
+        memory_region_token: 0,
+    }
+}
+
 /// L18: a close returns `STATUS_SUCCESS` or `STATUS_PENDING` (the
 /// harness's closes have already waited for a pending one).
 pub fn assert_close(status: NtStatus) {
