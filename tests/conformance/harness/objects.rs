@@ -204,6 +204,10 @@ macro_rules! table {
     };
 }
 
+/// An object's header and the close slot of its table: what a test needs
+/// to close it its own way.
+pub type CloseSlot = (*mut NdkObjectHeader, NdkFnCloseObject);
+
 /// Starts the close of any object through its table's close slot (slot 0):
 /// the close's return value and completion signal.
 pub fn close_started(
@@ -221,7 +225,7 @@ pub fn close_started(
 /// run on the transport's threads, so a close that finds one still
 /// returning pends (L18, L21) where the fabric's would not: there the
 /// completion's status is returned instead.
-fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+fn close_waiting((header, close): CloseSlot) -> NtStatus {
     // SAFETY: a live object's header.
     let object_type = unsafe { (*header).object_type };
     if Transport::default() == Transport::Iwarp && object_type == NdkObjectType::MR {
@@ -280,7 +284,13 @@ macro_rules! object {
             }
 
             pub fn close(self) -> NtStatus {
-                close_waiting(self.0.cast(), self.d().$close)
+                close_waiting(self.close_slot())
+            }
+
+            /// The object's header and its own close slot, for a test that
+            /// closes it its own way ([`close_with`], [`close_and_wait`]).
+            pub fn close_slot(&self) -> CloseSlot {
+                (self.0.cast(), self.d().$close)
             }
         }
     };
@@ -493,7 +503,12 @@ impl Cq {
 
     /// Closes and waits for the close to complete; returns the close's return value.
     pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_cq)
+        close_waiting(self.close_slot())
+    }
+
+    /// The CQ's header and close slot (as the objects' `close_slot`).
+    pub fn close_slot(&self) -> CloseSlot {
+        (self.0.cast(), self.d().ndk_close_cq)
     }
 }
 
@@ -1268,11 +1283,7 @@ pub fn settle(returned: NtStatus, signal: &Signal) -> NtStatus {
 
 /// Starts the close of any object through `close` (a close slot the test
 /// saved), with [`on_tagged_close`] on `log`; asserts L18.
-pub fn close_with(
-    header: *mut NdkObjectHeader,
-    close: NdkFnCloseObject,
-    log: &Arc<Signal>,
-) -> NtStatus {
+pub fn close_with((header, close): CloseSlot, log: &Arc<Signal>) -> NtStatus {
     // SAFETY: a live object and the close slot of its table; `log` outlives
     // the close (tests wait for it).
     let status = unsafe { close(header, Some(on_tagged_close), log.ctx()) };
@@ -1285,9 +1296,9 @@ pub fn close_with(
 
 /// Closes through `close` and waits until the close is complete; L18: a
 /// `STATUS_SUCCESS` close never calls back, a pending one exactly once.
-pub fn close_and_wait(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+pub fn close_and_wait(slot: CloseSlot) -> NtStatus {
     let log = Signal::new();
-    let status = close_with(header, close, &log);
+    let status = close_with(slot, &log);
     finish_close_logged(status, &log);
     status
 }
