@@ -74,6 +74,21 @@ fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Conne
     assert_success!(active.close());
 }
 
+/// The last step of a request the passive side accepted, once the Connect
+/// completed: CompleteConnect and then the Accept's outcome succeed (N13):
+/// the connection.
+fn complete(
+    active: Connector,
+    passive: Connector,
+    accepted: (NtStatus, Arc<Signal>),
+    b_disconnects: Arc<Signal>,
+) -> Conn {
+    let a_disconnects = Signal::new();
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
+    Conn::of(active, passive, a_disconnects, b_disconnects)
+}
+
 /// The passive side accepts a request ([`request`]) with `b_qp`: the
 /// Connect, the CompleteConnect and the Accept succeed (N13): the
 /// connection.
@@ -86,10 +101,7 @@ fn accept(
     let b_disconnects = Signal::new();
     let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
     assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects)
+    complete(active, passive, accepted, b_disconnects)
 }
 
 /// Both sides' QPs, connected through `listener` of `b`, then a message
@@ -1298,10 +1310,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let (status, _, _, data, len) = active.connection_data(max + 8);
     assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1402,10 +1411,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
     assert_success!(outcome(connecting));
     check_connection_data(&active, callee);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1470,10 +1476,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     let got = connection_data_into(&active, None, 0, true);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1496,11 +1499,9 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     );
     assert_eq!(&buffer, b"from a");
     assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
+    let conn = complete(active, passive, accepted, b_disconnects);
     // After CompleteConnect and Accept completed.
-    for (connector, sent) in [(&active, b"from b"), (&passive, b"from a")] {
+    for (connector, sent) in [(&conn.active, b"from b"), (&conn.passive, b"from a")] {
         let got = connection_data_into(connector, Some(&mut buffer), 6, true);
         assert_eq!(
             (got.status, got.length, got.limits),
@@ -1515,7 +1516,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         (&b_qp, &b.cq, &b_mem),
         b"still fine",
     );
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    conn.close();
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -1565,10 +1566,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
             Some((c_in.min(s_out), c_out.min(s_in))),
             "case {n}: the active side's effective limits"
         );
-        let a_disconnects = Signal::new();
-        assert_success!(active.complete_connect(&a_disconnects));
-        assert_success!(outcome(accepted));
-        Conn::of(active, passive, a_disconnects, b_disconnects).close();
+        complete(active, passive, accepted, b_disconnects).close();
         a_qp.close();
         b_qp.close();
     }
@@ -1589,9 +1587,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     assert_success!(connecting.outcome(status));
     let limits = connection_data_into(&active, None, 0, true).limits;
     assert_eq!(limits, Some((1, 1)), "effective limits");
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
+    let conn = complete(active, passive, accepted, b_disconnects);
 
     let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
     let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
@@ -1613,7 +1609,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
         each_with(0x100..0x110, STATUS_SUCCESS)
     );
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    conn.close();
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -2131,10 +2127,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     // The active consumer, too, may take its time before CompleteConnect.
     std::thread::sleep(SETTLE * 6);
     assert_eq!(accepted.1.count(), 0);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 

@@ -342,9 +342,7 @@ fn race_posts(
 /// (cancelled if the flush caught it) — never lost, never twice.
 #[test]
 fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 5);
     let sge = a_src.sge(0, 64);
     let (accepted, refused) = race_posts(
         &pair,
@@ -383,9 +381,7 @@ fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
 /// as P4; a post the close refused fails with STATUS_CONNECTION_INVALID (X5).
 #[test]
 fn p5_connector_close_racing_posts_loses_and_duplicates_nothing() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 6, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 6);
     let sge = a_src.sge(0, 64);
     let mut closing = None;
     let (accepted, refused) = race_posts(
