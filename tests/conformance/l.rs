@@ -1428,9 +1428,7 @@ fn l11_work_requests_report_only_through_the_cq() {
     assert_eq!(p.b_cq.notifications(), vec![]);
     assert_eq!(p.a_disconnects.count(), 0);
     assert_eq!(p.b_disconnects.count(), 0);
-    assert_success!(mw.close());
-    assert_success!(a_mr.close());
-    assert_success!(b_mr.close());
+    assert_closes_succeed!(mw, a_mr, b_mr);
     p.teardown();
 }
 
@@ -1541,9 +1539,7 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
             }
         }
     }
-    assert_success!(srq.close());
-    assert_success!(cq.close());
-    assert_success!(pd.close());
+    assert_closes_succeed!(srq, cq, pd);
     adapter.close();
 }
 
@@ -1855,8 +1851,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 1, "L22: nothing after the close");
     assert_success!(near.qp.close(), "the failed Connect untied the QP");
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.cq, near.pd);
     near.adapter.close();
     far.close(1);
 }
@@ -2160,8 +2155,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
     assert_success!(near.qp.close(), "untied");
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.cq, near.pd);
     near.adapter.close();
     far.close(1);
 }
@@ -2220,9 +2214,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     );
     let (accept, _) = accepting.join().unwrap();
     assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
-    assert_success!(near.qp.close());
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.qp, near.cq, near.pd);
     near.adapter.close();
     close_and_wait(far_qp.close_slot());
     close_and_wait(far_cq.close_slot());
@@ -2294,9 +2286,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
     close_and_wait(connector.close_slot());
-    assert_success!(near.qp.close());
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.qp, near.cq, near.pd);
     near.adapter.close();
     far.close();
 }
@@ -2381,8 +2371,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         qp,
     } = spout;
     // No QP holds the CQ any more: only its callback can keep it open.
-    assert_success!(qp.close());
-    assert_success!(pd.close());
+    assert_closes_succeed!(qp, pd);
     // The arm finds a fresh completion (C4): the notification runs at once,
     // on the arming thread, and blocks there.
     let cq_ptr = cq.0 as usize;
@@ -2584,10 +2573,7 @@ fn l27_adapter_close_returns_only_after_its_last_object_closed() {
     });
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with objects open");
-    assert_success!(connector.close());
-    assert_success!(qp.close());
-    assert_success!(mr.close());
-    assert_success!(cq.close());
+    assert_closes_succeed!(connector, qp, mr, cq);
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with the PD open");
     last_close_started.store(true, Ordering::SeqCst);
@@ -2658,8 +2644,7 @@ mod cross_nic {
             Ok(())
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
-        assert_success!(b_srq.close());
-        assert_success!(b_cq.close());
+        assert_closes_succeed!(b_srq, b_cq);
         assert_close(a_srq.close());
         assert_close(a_cq.close());
         a.close();

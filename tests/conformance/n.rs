@@ -70,8 +70,7 @@ fn request(
 fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
 }
 
 /// The last step of a request the passive side accepted, once the Connect
@@ -244,9 +243,7 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     assert_success!(passive.reject(b""));
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
 
-    assert_success!(passive.close());
-    assert_success!(connector.close());
-    assert_success!(endpoint.close());
+    assert_closes_succeed!(passive, connector, endpoint);
     for listener in [short, v6_listener, long] {
         assert_success!(listener.close());
     }
@@ -300,8 +297,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         assert_eq!(address_of(Getter::ConnectorLocal(&passive)), p2);
         assert_success!(passive.reject(b""));
         assert_eq!(outcome(started), STATUS_CONNECTION_REFUSED);
-        assert_success!(passive.close());
-        assert_success!(connector.close());
+        assert_closes_succeed!(passive, connector);
         for listener in [first, second, fixed] {
             assert_success!(listener.close());
         }
@@ -561,8 +557,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
     // The address and port are free again.
     let again = b.adapter.listener(&Incoming::new());
     assert_success!(again.listen(listen_addr));
-    assert_success!(again.close());
-    assert_success!(a_listener.close());
+    assert_closes_succeed!(again, a_listener);
     close_qp_pairs(qps, (a, b));
 }
 
@@ -624,9 +619,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     );
     assert_success!(conn.active.close());
     assert_success!(probe.listen(src), "released by the close");
-    assert_success!(conn.passive.close());
-    assert_success!(probe.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.passive, probe, listener);
     for qp in [a_qp, b_qp, a_qp2, b_qp2] {
         qp.close();
     }
@@ -668,9 +661,7 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
             listener.listen(addr.with_port(fixed_port)),
             STATUS_SHARING_VIOLATION
         );
-        assert_success!(listener.close());
-        assert_success!(ephemeral.close());
-        assert_success!(fixed.close());
+        assert_closes_succeed!(listener, ephemeral, fixed);
         end.close();
     }
 }
@@ -761,8 +752,7 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
     assert_success!(closing.1.wait(), "the last connector closed");
     assert_success!(probe.listen(src), "the address and port are free");
 
-    assert_success!(passive.close());
-    assert_success!(probe.close());
+    assert_closes_succeed!(passive, probe);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -820,9 +810,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
     let third = shared(3, dst1, &in1, 2);
     third.close();
     second.close();
-    assert_success!(endpoint.close());
-    assert_success!(l1.close());
-    assert_success!(l2.close());
+    assert_closes_succeed!(endpoint, l1, l2);
     close_qp_pairs(qps, (a, b));
 }
 
@@ -917,8 +905,7 @@ fn n12_connect_failures_name_their_cause() {
         );
     }
     assert_eq!(settled_count_incoming(&incoming), 0);
-    assert_success!(connector.close());
-    assert_success!(busy.close());
+    assert_closes_succeed!(connector, busy);
     close_stage(listener, [qp], (a, b));
 }
 
@@ -1043,8 +1030,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     let (x, xs) = active.disconnect();
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
-    assert_success!(active.close());
-    assert_success!(passive.close());
+    assert_closes_succeed!(active, passive);
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -1178,8 +1164,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
     close_stage(listener, [a_qp], (a, b));
 }
 
@@ -1201,8 +1186,7 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1273,9 +1257,7 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
     assert_eq!(&data[..len as usize], &exact[..]);
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(connector.close());
-    assert_success!(endpoint.close());
+    assert_closes_succeed!(passive, connector, endpoint);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1786,8 +1768,7 @@ fn n24_disconnect_callback_may_be_null() {
         let (y, ys) = second.disconnect();
         assert_success!(xs.outcome(x));
         assert_success!(ys.outcome(y));
-        assert_success!(active.close());
-        assert_success!(passive.close());
+        assert_closes_succeed!(active, passive);
         a_mem.close();
         b_mem.close();
         a_qp.close();
@@ -1892,8 +1873,7 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
         sorted_summary(&b.cq, 4),
         each_with(0x10..0x14, STATUS_CANCELLED)
     );
-    assert_success!(active.close());
-    assert_success!(passive.close());
+    assert_closes_succeed!(active, passive);
     b_mem.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1923,8 +1903,7 @@ fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
     assert_success!(xs.outcome(x));
     assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&conn.b_disconnects), 1);
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
+    assert_closes_succeed!(conn.active, conn.passive);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1960,9 +1939,7 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
         each_with(0x20..0x23, STATUS_CANCELLED)
     );
     assert!(a.cq.poll(4).is_empty());
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.active, conn.passive, listener);
     a_mem.close();
     a_qp.close();
     b_qp.close();
@@ -2041,9 +2018,7 @@ fn n27_loopback_connection_on_one_adapter() {
     let (y, ys) = conn.passive.disconnect();
     assert_success!(xs.outcome(x));
     assert_success!(ys.outcome(y));
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.active, conn.passive, listener);
     m1.close();
     m2.close();
     qp1.close();
