@@ -376,7 +376,7 @@ unsafe extern "system" fn chain_step(ctx: *mut c_void, _status: NtStatus) {
     chain.calls.fetch_add(1, Ordering::AcqRel);
     let (cq, qp) = chain.driven.views();
     drain(&cq, |got| {
-        chain.reaped.lock().unwrap().extend(summary(&got))
+        chain.reaped.lock().unwrap().extend(summary(&got));
     });
     let next = chain.posted.load(Ordering::Acquire);
     if next < chain.limit {
