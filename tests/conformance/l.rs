@@ -188,22 +188,34 @@ impl Zoo {
     /// Closes every object, successors first, each through its own close
     /// slot (L18 checked), then the adapter.
     fn close(self) {
-        for slot in [
+        for slot in self.successors().into_iter().chain(self.antecedents()) {
+            close_and_wait(slot);
+        }
+        self.adapter.close();
+    }
+
+    /// The objects no other object of the zoo depends on, successors
+    /// first (connectors before their QPs and listener).
+    fn successors(&self) -> [CloseSlot; 8] {
+        [
             self.connector.close_slot(),
             self.listener.close_slot(),
             self.endpoint.close_slot(),
             self.qp.close_slot(),
             self.srq_qp.close_slot(),
-            self.srq.close_slot(),
             self.mw.close_slot(),
             self.mr.close_slot(),
             self.fast_mr.close_slot(),
+        ]
+    }
+
+    /// The SRQ, the CQ and the PD: antecedents of the others (L24).
+    fn antecedents(&self) -> [CloseSlot; 3] {
+        [
+            self.srq.close_slot(),
             self.cq.close_slot(),
             self.pd.close_slot(),
-        ] {
-            close_and_wait(slot);
-        }
-        self.adapter.close();
+        ]
     }
 }
 
@@ -1977,11 +1989,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     // Closes that must wait: antecedents first (L24), then the successors.
     let zoo = Zoo::new();
     let mut pending = Vec::new();
-    for slot in [
-        zoo.pd.close_slot(),
-        zoo.cq.close_slot(),
-        zoo.srq.close_slot(),
-    ] {
+    for slot in zoo.antecedents().into_iter().rev() {
         let log = Signal::new();
         let status = close_with(slot, &log);
         assert_eq!(status, STATUS_PENDING, "L24");
@@ -1998,16 +2006,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
             "L19: second close called back ({status:#x})"
         );
     }
-    for slot in [
-        zoo.connector.close_slot(),
-        zoo.listener.close_slot(),
-        zoo.endpoint.close_slot(),
-        zoo.qp.close_slot(),
-        zoo.srq_qp.close_slot(),
-        zoo.mw.close_slot(),
-        zoo.mr.close_slot(),
-        zoo.fast_mr.close_slot(),
-    ] {
+    for slot in zoo.successors() {
         close_and_wait(slot);
     }
     for (status, log) in pending {
