@@ -372,7 +372,17 @@ struct Queue<'a> {
     backlog: Vec<NdkResultEx>,
 }
 
-impl Queue<'_> {
+impl<'a> Queue<'a> {
+    /// The completions of `qp` (context `context`) on `cq`, none kept yet.
+    fn new(cq: &'a Cq, qp: &'a Qp, context: usize) -> Self {
+        Self {
+            cq,
+            qp,
+            context,
+            backlog: Vec::new(),
+        }
+    }
+
     /// The oldest completion of `kind`; asserts it succeeded. A failed
     /// completion of any kind fails the session.
     fn expect(&mut self, kind: NdkOperationType) -> NdkResultEx {
@@ -429,6 +439,52 @@ fn loopback() -> Addr {
 // The server
 // ---------------------------------------------------------------------------
 
+/// What each role opens on its adapter before it connects: a CQ, a PD, a
+/// QP with `context` and its receive credits, posted.
+fn open_session(adapter: &Adapter, context: usize) -> (Cq, Pd, Qp, Receives) {
+    let cq = adapter.cq(4096);
+    let pd = adapter.pd();
+    let qp = pd
+        .try_qp(&cq, &cq, context, 256, 512, 1, 2, 0)
+        .expect("the role's QP");
+    let receives = Receives::new(&pd);
+    receives.post_all(&qp);
+    (cq, pd, qp, receives)
+}
+
+/// The private data the peer sent with its Connect or Accept (`whose`),
+/// as GetConnectionData reports it.
+fn expect_private_data(conn: &Connector, expected: &[u8], whose: &str) {
+    let (status, _, _, data, len) = conn.connection_data(64);
+    assert_success!(status);
+    assert_eq!(&data[..len as usize], expected, "{whose} private data");
+}
+
+/// Once a role's connector is disconnected, every receive it still had
+/// posted comes back flushed (E3).
+fn expect_receives_flushed(cq: &Cq) {
+    let flushed = cq.wait_results(CREDITS);
+    assert!(
+        flushed.iter().all(|r| r.status == STATUS_CANCELLED),
+        "the posted receives are flushed (E3): {flushed:?}"
+    );
+}
+
+/// Closes what [`open_session`] opened (after the role's memory), the
+/// adapter last, every close L18 checked; then no provider object of the
+/// `role` is left.
+fn close_session((cq, pd, qp): (Cq, Pd, Qp), adapter: Adapter, before: usize, role: &str) {
+    assert_close(qp.close());
+    assert_close(cq.close());
+    assert_close(pd.close());
+    adapter.close();
+    assert_eq!(
+        softndk::provider::object::live_objects(),
+        before,
+        "every provider object of the {role} was freed"
+    );
+}
+
 fn server() {
     let before = softndk::provider::object::live_objects();
     // SoftNdkOpenAdapterEx(127.0.0.1, 1): iWARP over TCP.
@@ -437,14 +493,8 @@ fn server() {
         adapter.info().max_transfer_length as usize >= 8 << 20,
         "8 MiB transfers fit"
     );
-    let cq = adapter.cq(4096);
-    let pd = adapter.pd();
-    let qp = pd
-        .try_qp(&cq, &cq, SERVER, 256, 512, 1, 2, 0)
-        .expect("server QP");
     // Receive credits before the connection exists.
-    let mut receives = Receives::new(&pd);
-    receives.post_all(&qp);
+    let (cq, pd, qp, mut receives) = open_session(&adapter, SERVER);
 
     let incoming = Incoming::new();
     let listener = adapter.listener(&incoming);
@@ -455,19 +505,12 @@ fn server() {
     std::io::stdout().flush().unwrap();
 
     let conn = incoming.wait_nth(1);
-    let (status, _, _, data, len) = conn.connection_data(64);
-    assert_success!(status);
-    assert_eq!(&data[..len as usize], b"smb2", "the client's private data");
+    expect_private_data(&conn, b"smb2", "the client's");
     let disconnects = Signal::new();
     let (accept, accepted) = conn.accept(&qp, 16, 16, b"ok", &disconnects);
     assert_success!(accepted.outcome(accept), "Accept");
 
-    let mut q = Queue {
-        cq: &cq,
-        qp: &qp,
-        context: SERVER,
-        backlog: Vec::new(),
-    };
+    let mut q = Queue::new(&cq, &qp, SERVER);
     let mut sender = Sender::new(&pd);
 
     // --- Negotiate ----------------------------------------------------------
@@ -552,26 +595,14 @@ fn server() {
     assert_success!(disconnects.wait(), "the client's disconnect is seen (X2)");
     let (status, done) = conn.disconnect();
     assert_success!(done.outcome(status), "server Disconnect");
-    let flushed = cq.wait_results(CREDITS);
-    assert!(
-        flushed.iter().all(|r| r.status == STATUS_CANCELLED),
-        "the posted receives are flushed (E3): {flushed:?}"
-    );
+    expect_receives_flushed(&cq);
 
     assert_close(conn.close());
     assert_close(listener.close());
     assert_close(mr.close());
     assert_close(receives.slots.mr.close());
     assert_close(sender.mr.close());
-    assert_close(qp.close());
-    assert_close(cq.close());
-    assert_close(pd.close());
-    adapter.close();
-    assert_eq!(
-        softndk::provider::object::live_objects(),
-        before,
-        "every provider object of the server was freed"
-    );
+    close_session((cq, pd, qp), adapter, before, "server");
 }
 
 // ---------------------------------------------------------------------------
@@ -596,29 +627,16 @@ fn client() {
     // STATUS_SHARING_VIOLATION).
     let local = Addr::v4([127, 0, 0, 1], 0);
     let adapter = Adapter::open(local);
-    let cq = adapter.cq(4096);
-    let pd = adapter.pd();
-    let qp = pd
-        .try_qp(&cq, &cq, CLIENT, 256, 512, 1, 2, 0)
-        .expect("client QP");
-    let mut receives = Receives::new(&pd);
-    receives.post_all(&qp);
+    let (cq, pd, qp, mut receives) = open_session(&adapter, CLIENT);
 
     let conn = adapter.connector();
     let (status, connected) = conn.connect(&qp, local, loopback().with_port(port), 16, 16, b"smb2");
     assert_success!(connected.outcome(status), "Connect");
-    let (status, _, _, data, len) = conn.connection_data(64);
-    assert_success!(status);
-    assert_eq!(&data[..len as usize], b"ok", "the server's private data");
+    expect_private_data(&conn, b"ok", "the server's");
     let disconnects = Signal::new();
     assert_success!(conn.complete_connect(&disconnects), "CompleteConnect");
 
-    let mut q = Queue {
-        cq: &cq,
-        qp: &qp,
-        context: CLIENT,
-        backlog: Vec::new(),
-    };
+    let mut q = Queue::new(&cq, &qp, CLIENT);
     let mut sender = Sender::new(&pd);
 
     // --- Negotiate ----------------------------------------------------------
@@ -705,23 +723,11 @@ fn client() {
     // --- Graceful disconnect and close of everything ------------------------
     let (status, done) = conn.disconnect();
     assert_success!(done.outcome(status), "client Disconnect (X1)");
-    let flushed = cq.wait_results(CREDITS);
-    assert!(
-        flushed.iter().all(|r| r.status == STATUS_CANCELLED),
-        "the posted receives are flushed (E3): {flushed:?}"
-    );
+    expect_receives_flushed(&cq);
 
     assert_close(conn.close());
     assert_close(fast.close());
     assert_close(receives.slots.mr.close());
     assert_close(sender.mr.close());
-    assert_close(qp.close());
-    assert_close(cq.close());
-    assert_close(pd.close());
-    adapter.close();
-    assert_eq!(
-        softndk::provider::object::live_objects(),
-        before,
-        "every provider object of the client was freed"
-    );
+    close_session((cq, pd, qp), adapter, before, "client");
 }

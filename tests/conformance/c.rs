@@ -34,11 +34,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
     assert_success!(mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()));
     let token = mr.remote_token();
     let data = [0x5A_u8; 8];
-    let inline = [NdkSge {
-        address: data.as_ptr() as u64,
-        length: 8,
-        memory_region_token: 0,
-    }];
+    let inline = [inline_sge(&data)];
     let reaped = AtomicUsize::new(0);
     let cq = &p.a_cq;
     // A consumer breaking C1: three threads reap and arm one CQ at once while

@@ -129,9 +129,7 @@ fn d1_defer_accepted_on_every_initiator_request() {
 /// then runs, and the data of every request lands.
 #[test]
 fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 3);
     let b_recv = Region::new(&pair.b_pd, 512, 0, MR_LOCAL_WRITE);
     for round in 0..2_usize {
         let base = round * 100;
@@ -185,9 +183,7 @@ fn d2_deferred_chain_is_handed_over_by_the_first_request_without_the_flag() {
 #[test]
 fn d3_defer_changes_nothing_about_completions() {
     // Inline failures among deferred successes.
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 4, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 4);
     let write = |context: usize, sges: &[NdkSge], flags: u32| {
         pair.a_qp
             .write(context, sges, b_mem.remote(0), b_mem.token(), flags)
@@ -219,30 +215,18 @@ fn d3_defer_changes_nothing_about_completions() {
     // A deferred request that fails at execution still completes once (with
     // its error), and so does every accepted request behind it (E5:
     // cancelled).
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 5);
     // Gathering from a token A's MR never issued: a local error, A's own
     // on any transport (a remote one returns over iWARP as the peer's
     // Terminate after the Write completed, RFC 5040 §7).
-    assert_success!(pair.a_qp.write(
-        11,
-        &[a_src.bad_sge(0, 64)],
-        b_mem.remote(0),
-        b_mem.token(),
-        DEFER
-    ));
-    assert_success!(pair.a_qp.write(
-        12,
-        &[a_src.sge(0, 64)],
-        b_mem.remote(0),
-        b_mem.token(),
-        DEFER
-    ));
-    assert_success!(
-        pair.a_qp
-            .write(13, &[a_src.sge(0, 64)], b_mem.remote(0), b_mem.token(), 0)
-    );
+    for (context, sge, flags) in [
+        (11, a_src.bad_sge(0, 64), DEFER),
+        (12, a_src.sge(0, 64), DEFER),
+        (13, a_src.sge(0, 64), 0),
+    ] {
+        let (remote, token) = (b_mem.remote(0), b_mem.token());
+        assert_success!(pair.a_qp.write(context, &[sge], remote, token, flags));
+    }
     let done = pair.a_cq.wait_results(3);
     assert_eq!(
         summary(&done),
@@ -290,14 +274,7 @@ fn d4_inline_failure_rings_earlier_deferred_requests() {
         ),
         (
             "inline Send above the inline size",
-            Box::new(|c| {
-                let sge = NdkSge {
-                    address: inline_bytes.as_ptr() as u64,
-                    length: 300,
-                    memory_region_token: 0,
-                };
-                qp.send(c, &[sge], INLINE | DEFER)
-            }),
+            Box::new(|c| qp.send(c, &[inline_sge(&inline_bytes)], INLINE | DEFER)),
             STATUS_BUFFER_OVERFLOW,
         ),
         (
@@ -429,9 +406,7 @@ fn assert_chain_ended(results: &[NdkResult]) {
 /// not lost: NdkFlush completes or cancels every request of it.
 #[test]
 fn d5_open_chain_is_ended_by_flush() {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, 7, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, src, dst) = pair_with_memory(4096, 7);
     open_chain(&pair, &src, &dst);
     pair.a_qp.flush();
     assert_chain_ended(&pair.a_cq.wait_results(3));
@@ -473,9 +448,7 @@ fn d5_open_chain_is_ended_by_connector_close() {
 /// `end` ends (returning what it closed early) completes or is cancelled
 /// request by request on A's CQ, and nothing more arrives.
 fn chain_ended_by(seed: u8, end: impl FnOnce(&Pair) -> Early) {
-    let pair = Pair::new();
-    let src = Region::pattern(&pair.a_pd, 4096, seed, MR_LOCAL_WRITE);
-    let dst = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, src, dst) = pair_with_memory(4096, seed);
     open_chain(&pair, &src, &dst);
     let early = end(&pair);
     assert_chain_ended(&pair.a_cq.wait_results(3));

@@ -21,9 +21,7 @@ fn sorted_ex(results: &[NdkResultEx]) -> Vec<(usize, NtStatus, NdkOperationType)
 /// receives — each completing once with STATUS_CANCELLED.
 #[test]
 fn e1_flush_cancels_pending_receives_and_initiator_requests() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 1, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 1);
     let qp = &pair.a_qp;
     for i in 0..3 {
         assert_success!(qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
@@ -71,9 +69,7 @@ fn e1_flush_cancels_pending_receives_and_initiator_requests() {
 /// in flight, those held back.
 #[test]
 fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 2, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 2);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     // Over iWARP a Send does not wait for a receive: it goes at once and,
@@ -156,9 +152,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
 /// still outstanding, on both sides, completes with STATUS_CANCELLED.
 #[test]
 fn e3_disconnect_cancels_outstanding_requests() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 3, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 3);
     for i in 0..2 {
         assert_success!(pair.a_qp.receive(10 + i, &[a_mem.sge(2048 + i * 64, 64)]));
         assert_success!(pair.a_qp.send(
@@ -265,9 +259,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
 /// outstanding receives too.
 #[test]
 fn e5_error_completion_terminates_and_cancels_the_rest() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 5);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     for i in 0..2 {
         assert_success!(pair.b_qp.receive(10 + i, &[b_mem.sge(2048 + i * 64, 64)]));
@@ -319,18 +311,12 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
 /// succeed.
 #[test]
 fn e6_inline_failure_leaves_the_qp_working() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 6, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 6);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     let five: Vec<NdkSge> = (0..5).map(|i| a_mem.sge(i * 8, 8)).collect();
     let big = [0_u8; 300];
-    let inline = [NdkSge {
-        address: big.as_ptr() as u64,
-        length: 300,
-        memory_region_token: 0,
-    }];
+    let inline = [inline_sge(&big)];
     assert_success!(pair.b_qp.receive(50, &[b_mem.sge(4096, 1024)]));
     assert_success!(pair.b_qp.receive(51, &[b_mem.sge(5120, 1024)]));
     assert_success!(qp.write(1, &[a_mem.sge(0, 512)], remote, token, DEFER));
@@ -362,9 +348,7 @@ fn e6_inline_failure_leaves_the_qp_working() {
     assert_eq!(&b_mem.bytes()[4096..4196], &a_mem.bytes()[512..612]);
     assert_eq!(&b_mem.bytes()[5120..5220], &a_mem.bytes()[2048..2148]);
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// E7 (NDSPI v2; this provider's behaviour): an incoming Send larger than the
@@ -611,9 +595,7 @@ fn e8_completion_statuses_fit_their_operation() {
 #[test]
 fn e9_error_completion_satisfies_solicited_and_any_arms() {
     for arm in [NdkCqNotifyType::SOLICITED, NdkCqNotifyType::ANY] {
-        let pair = Pair::new();
-        let a_mem = Region::pattern(&pair.a_pd, 4096, 12, MR_LOCAL_WRITE);
-        let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        let (pair, a_mem, b_mem) = pair_with_memory(4096, 12);
         let (remote, token) = (b_mem.remote(0), b_mem.token());
         pair.a_cq.arm(arm);
         if arm == NdkCqNotifyType::SOLICITED {
@@ -680,43 +662,25 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
 /// A connection whose A side has a CQ of `depth` entries (watched), shared by
 /// its receive and initiator queues.
 struct SmallCq {
-    a: Side,
-    b: Side,
-    a_cq: Cq,
-    b_cq: Cq,
-    a_qp: Qp,
-    b_qp: Qp,
-    link: Link,
+    pair: Pair,
     a_mem: Region,
     b_mem: Region,
 }
 
 impl SmallCq {
     fn new(depth: u32, watch: &Arc<Signal>) -> Self {
-        let (a, b) = Side::two();
-        let a_cq = a.adapter.try_cq(depth, watch).expect("CreateCq");
-        let b_cq = b.adapter.cq(256);
-        let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
-        let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
-        let link = a.connect(&a_qp, &b, &b_qp);
-        let a_mem = Region::pattern(&a.pd, 4096, 14, MR_LOCAL_WRITE);
-        let b_mem = Region::new(&b.pd, 4096, 0, MR_REMOTE);
-        Self {
-            a,
-            b,
-            a_cq,
-            b_cq,
-            a_qp,
-            b_qp,
-            link,
-            a_mem,
-            b_mem,
-        }
+        let pair = Fixture::new()
+            .a_cq(|a| a.try_cq(depth, watch).expect("CreateCq"))
+            .b_cq(|b| b.cq(256))
+            .pair();
+        let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
+        let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+        Self { pair, a_mem, b_mem }
     }
 
     /// A Write that succeeds (unless the QP is unusable).
     fn write(&self, context: usize) -> NtStatus {
-        self.a_qp.write(
+        self.pair.a_qp.write(
             context,
             &[self.a_mem.sge(0, 8)],
             self.b_mem.remote(0),
@@ -727,15 +691,7 @@ impl SmallCq {
 
     /// Closes everything; every close completes (L18, E13).
     fn close(self) {
-        self.a_mem.close();
-        self.b_mem.close();
-        self.link.close();
-        assert_close(self.a_qp.close());
-        assert_close(self.b_qp.close());
-        assert_close(self.a_cq.close());
-        assert_close(self.b_cq.close());
-        self.a.close();
-        self.b.close();
+        teardown_closing(self.pair, [self.a_mem, self.b_mem]);
     }
 }
 
@@ -748,23 +704,26 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
     const DEPTH: usize = 4;
     let watch = Signal::new();
     let rig = SmallCq::new(DEPTH as u32, &watch);
-    let other_qp = rig.a.pd.qp(&rig.a_cq, &rig.a_cq, 0xC);
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    let other_qp = rig.pair.a_pd.qp(&rig.pair.a_cq, &rig.pair.a_cq, 0xC);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     for i in 0..=DEPTH {
         assert_success!(rig.write(i), "Write {i}");
     }
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     // What was queued before the error may still be reaped; the completion
     // that did not fit is not reported, nor is anything later.
-    let kept = rig.a_cq.poll(2 * DEPTH);
+    let kept = rig.pair.a_cq.poll(2 * DEPTH);
     assert!(kept.len() <= DEPTH);
     for (i, r) in kept.iter().enumerate() {
         assert_eq!((r.request_context as usize, r.status), (i, STATUS_SUCCESS));
     }
     let unusable = [
         ("Write", rig.write(100)),
-        ("Receive", rig.a_qp.receive(101, &[rig.a_mem.sge(1024, 64)])),
-        ("Send", rig.a_qp.send(102, &[rig.a_mem.sge(0, 8)], 0)),
+        (
+            "Receive",
+            rig.pair.a_qp.receive(101, &[rig.a_mem.sge(1024, 64)]),
+        ),
+        ("Send", rig.pair.a_qp.send(102, &[rig.a_mem.sge(0, 8)], 0)),
         (
             "Receive on another QP of the CQ",
             other_qp.receive(103, &[rig.a_mem.sge(2048, 64)]),
@@ -774,13 +733,13 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
         assert_ne!(status, STATUS_SUCCESS, "{name} on an unusable QP");
         assert_eq!(status, STATUS_INTERNAL_ERROR, "{name}");
     }
-    rig.a_qp.flush();
+    rig.pair.a_qp.flush();
     assert!(
-        rig.a_cq.poll(16).is_empty(),
+        rig.pair.a_cq.poll(16).is_empty(),
         "a completion after the overflow"
     );
-    rig.a_cq.arm(NdkCqNotifyType::ANY);
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ANY);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     assert_eq!(watch.count(), 1, "the overflow is reported once");
     assert_close(other_qp.close());
     rig.close();
@@ -796,9 +755,7 @@ fn e10_cq_overflow_reports_buffer_overflow_and_disables_its_qps() {
 /// nothing — E11's "same consequences".
 #[test]
 fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 15, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 15);
     for round in 0..30_usize {
         let arm = [
             NdkCqNotifyType::ANY,
@@ -821,16 +778,14 @@ fn e11_cq_errors_are_reported_once_and_healthy_cqs_report_no_fatal_error() {
     {
         assert_success!(status);
     }
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 
     let watch = Signal::new();
     let rig = SmallCq::new(2, &watch);
     for i in 0..3 {
         assert_success!(rig.write(i));
     }
-    rig.a_cq.arm(NdkCqNotifyType::ERRORS);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ERRORS);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
     assert_eq!(rig.write(9), STATUS_INTERNAL_ERROR);
     rig.close();
@@ -855,9 +810,9 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
         // The overrun has happened (the deferred engine ran the Writes).
         settle_engine();
         assert_eq!(watch.count(), 0, "{arm:?}: reported without an arm");
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW, "{arm:?}");
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         assert_eq!(watch.count(), 1, "{arm:?}");
         rig.close();
         assert_eq!(watch.all(), [STATUS_BUFFER_OVERFLOW], "{arm:?}");
@@ -866,7 +821,7 @@ fn e12_cq_error_satisfies_every_arm_type_and_only_through_an_arm() {
     for arm in [NdkCqNotifyType::ERRORS, NdkCqNotifyType::SOLICITED] {
         let watch = Signal::new();
         let rig = SmallCq::new(2, &watch);
-        rig.a_cq.arm(arm);
+        rig.pair.a_cq.arm(arm);
         for i in 0..3 {
             assert_success!(rig.write(i));
         }
@@ -890,11 +845,11 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
     // The overrun has happened (the deferred engine ran the Writes), so the
     // arm reports it rather than the first completion.
     settle_engine();
-    rig.a_cq.arm(NdkCqNotifyType::ANY);
+    rig.pair.a_cq.arm(NdkCqNotifyType::ANY);
     assert_eq!(watch.wait(), STATUS_BUFFER_OVERFLOW);
-    let mw = rig.a.pd.mw();
-    let frmr = Frmr::new(&rig.a.adapter, &rig.a.pd, PAGE, 0, 4, false);
-    let qp = &rig.a_qp;
+    let mw = rig.pair.a_pd.mw();
+    let frmr = Frmr::new(&rig.pair.a, &rig.pair.a_pd, PAGE, 0, 4, false);
+    let qp = &rig.pair.a_qp;
     let sge = [rig.a_mem.sge(0, 8)];
     let (remote, token) = (rig.b_mem.remote(0), rig.b_mem.token());
     let calls = [
@@ -911,11 +866,11 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
         assert_ne!(status, STATUS_SUCCESS);
     }
     qp.flush();
-    let _ = rig.a_cq.poll(8);
-    let _ = rig.a_cq.poll_ex(8);
-    rig.a_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert!(rig.a_cq.poll(8).is_empty());
-    frmr.close(&rig.a.adapter);
+    let _ = rig.pair.a_cq.poll(8);
+    let _ = rig.pair.a_cq.poll_ex(8);
+    rig.pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
+    assert!(rig.pair.a_cq.poll(8).is_empty());
+    frmr.close(&rig.pair.a);
     assert_close(mw.close());
     rig.close();
 
@@ -1014,7 +969,5 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     assert_close(b_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }

@@ -231,12 +231,8 @@ fn i2_no_call_blocks_while_a_consumer_callback_is_busy() {
     a_mem.close();
     b_mem.close();
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// What a notification callback saw: its thread, and what it reaped from the
@@ -326,11 +322,43 @@ fn i3_callbacks_may_run_on_the_posting_thread_inside_the_call() {
     pair.teardown();
 }
 
+/// The CQ and QP a notification callback drives, stored by the test once
+/// they exist (the callback's context is made before them).
+#[derive(Default)]
+struct Driven {
+    cq: AtomicUsize,
+    qp: AtomicUsize,
+}
+
+impl Driven {
+    fn set(&self, cq: &Cq, qp: &Qp) {
+        self.cq.store(cq.0 as usize, Ordering::Release);
+        self.qp.store(qp.0 as usize, Ordering::Release);
+    }
+
+    /// Non-owning views of the CQ and the QP (never closed through these
+    /// wrappers).
+    fn views(&self) -> (Cq, Qp) {
+        let cq = Cq(self.cq.load(Ordering::Acquire) as *mut NdkCq, Signal::new());
+        (cq, Qp(self.qp.load(Ordering::Acquire) as *mut NdkQp))
+    }
+}
+
+/// Polls `cq` until it is empty, handing each batch to `reaped`.
+fn drain(cq: &Cq, mut reaped: impl FnMut(Vec<NdkResult>)) {
+    loop {
+        let got = cq.poll(16);
+        if got.is_empty() {
+            break;
+        }
+        reaped(got);
+    }
+}
+
 /// A chain driven from inside the CQ notification callback: it reaps the
 /// CQ, posts the next Write and re-arms.
 struct Chain {
-    cq: AtomicUsize,
-    qp: AtomicUsize,
+    driven: Driven,
     sge: NdkSge,
     remote: u64,
     token: u32,
@@ -346,19 +374,10 @@ unsafe extern "system" fn chain_step(ctx: *mut c_void, _status: NtStatus) {
     // SAFETY: the test passes a Chain it keeps alive until the CQ is closed.
     let chain = unsafe { &*ctx.cast::<Chain>() };
     chain.calls.fetch_add(1, Ordering::AcqRel);
-    // Non-owning views (never closed through these wrappers).
-    let cq = Cq(
-        chain.cq.load(Ordering::Acquire) as *mut NdkCq,
-        Signal::new(),
-    );
-    let qp = Qp(chain.qp.load(Ordering::Acquire) as *mut NdkQp);
-    loop {
-        let got = cq.poll(16);
-        if got.is_empty() {
-            break;
-        }
+    let (cq, qp) = chain.driven.views();
+    drain(&cq, |got| {
         chain.reaped.lock().unwrap().extend(summary(&got));
-    }
+    });
     let next = chain.posted.load(Ordering::Acquire);
     if next < chain.limit {
         chain.posted.store(next + 1, Ordering::Release);
@@ -382,8 +401,7 @@ fn i4_callback_reaps_posts_and_rearms_without_deadlock() {
     let a_mem = Region::pattern(&a.pd, 4096, 3, MR_LOCAL_WRITE);
     let b_mem = Region::new(&b.pd, 4096, 0, MR_REMOTE);
     let chain = Arc::new(Chain {
-        cq: AtomicUsize::new(0),
-        qp: AtomicUsize::new(0),
+        driven: Driven::default(),
         sge: a_mem.sge(0, 64),
         remote: b_mem.remote(0),
         token: b_mem.token(),
@@ -399,8 +417,7 @@ fn i4_callback_reaps_posts_and_rearms_without_deadlock() {
     let b_cq = b.adapter.cq(64);
     let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
     let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
-    chain.cq.store(a_cq.0 as usize, Ordering::Release);
-    chain.qp.store(a_qp.0 as usize, Ordering::Release);
+    chain.driven.set(&a_cq, &a_qp);
     let link = a.connect(&a_qp, &b, &b_qp);
     a_cq.arm(NdkCqNotifyType::ANY);
     chain.posted.store(1, Ordering::Release);
@@ -421,20 +438,15 @@ fn i4_callback_reaps_posts_and_rearms_without_deadlock() {
     assert!(chain.post_failures.lock().unwrap().is_empty());
     assert!(chain.calls.load(Ordering::Acquire) >= 1);
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
     a_mem.close();
     b_mem.close();
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// One side of a ping-pong driven from its CQ notification callback.
 struct Player {
-    cq: AtomicUsize,
-    qp: AtomicUsize,
+    driven: Driven,
     /// Receive slots (reposted round-robin) and the message to send.
     slots: Vec<NdkSge>,
     message: NdkSge,
@@ -447,8 +459,7 @@ struct Player {
 impl Player {
     fn new(slots: Vec<NdkSge>, message: NdkSge, limit: usize) -> Arc<Self> {
         Arc::new(Self {
-            cq: AtomicUsize::new(0),
-            qp: AtomicUsize::new(0),
+            driven: Driven::default(),
             slots,
             message,
             limit,
@@ -478,17 +489,8 @@ impl Player {
 unsafe extern "system" fn play(ctx: *mut c_void, _status: NtStatus) {
     // SAFETY: the test passes a Player it keeps alive until the CQ is closed.
     let player = unsafe { &*ctx.cast::<Player>() };
-    // Non-owning views (never closed through these wrappers).
-    let cq = Cq(
-        player.cq.load(Ordering::Acquire) as *mut NdkCq,
-        Signal::new(),
-    );
-    let qp = Qp(player.qp.load(Ordering::Acquire) as *mut NdkQp);
-    loop {
-        let got = cq.poll(16);
-        if got.is_empty() {
-            break;
-        }
+    let (cq, qp) = player.driven.views();
+    drain(&cq, |got| {
         for r in got {
             let context = r.request_context as usize;
             if r.status != STATUS_SUCCESS {
@@ -504,7 +506,7 @@ unsafe extern "system" fn play(ctx: *mut c_void, _status: NtStatus) {
                 player.send_next(&qp);
             }
         }
-    }
+    });
     cq.arm(NdkCqNotifyType::ANY);
 }
 
@@ -529,8 +531,7 @@ fn i4_ping_pong_driven_from_both_sides_callbacks() {
     let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
     let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
     for (player, cq, qp) in [(&pa, &a_cq, &a_qp), (&pb, &b_cq, &b_qp)] {
-        player.cq.store(cq.0 as usize, Ordering::Release);
-        player.qp.store(qp.0 as usize, Ordering::Release);
+        player.driven.set(cq, qp);
         for (i, slot) in player.slots.iter().enumerate() {
             assert_success!(qp.receive(i, &[*slot]));
         }
@@ -561,14 +562,10 @@ fn i4_ping_pong_driven_from_both_sides_callbacks() {
         pb.failures.lock().unwrap()
     );
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
     a_mem.close();
     b_mem.close();
-    a.close();
-    b.close();
+    a.close_with(a_qp, a_cq);
+    b.close_with(b_qp, b_cq);
 }
 
 /// I5: inline data (and inline SGE buffers) need be valid only until the
@@ -587,29 +584,14 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
     let original: Vec<u8> = (0..200).map(|i| (i * 7 + 3) as u8).collect();
     {
         let mut heap = original.clone();
-        let sges = [
-            NdkSge {
-                address: heap.as_ptr() as u64,
-                length: 150,
-                memory_region_token: 0,
-            },
-            NdkSge {
-                address: heap.as_ptr() as u64 + 150,
-                length: 50,
-                memory_region_token: 0,
-            },
-        ];
+        let sges = [inline_sge(&heap[..150]), inline_sge(&heap[150..200])];
         // No receive at B yet: the Send waits.
         assert_success!(pair.a_qp.send(1, &sges, INLINE));
         heap.fill(0xFF);
     }
     {
         let mut stack = [0x42_u8; 64];
-        let sge = NdkSge {
-            address: stack.as_ptr() as u64,
-            length: 64,
-            memory_region_token: 0,
-        };
+        let sge = inline_sge(&stack);
         assert_success!(
             pair.a_qp
                 .write(2, &[sge], b_mem.remote(0), b_mem.token(), INLINE | DEFER)

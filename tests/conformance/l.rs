@@ -188,24 +188,34 @@ impl Zoo {
     /// Closes every object, successors first, each through its own close
     /// slot (L18 checked), then the adapter.
     fn close(self) {
-        close_and_wait(
-            self.connector.0.cast(),
-            self.connector.d().ndk_close_connector,
-        );
-        close_and_wait(self.listener.0.cast(), self.listener.d().ndk_close_listener);
-        close_and_wait(
-            self.endpoint.0.cast(),
-            self.endpoint.d().ndk_close_shared_endpoint,
-        );
-        close_and_wait(self.qp.0.cast(), self.qp.d().ndk_close_qp);
-        close_and_wait(self.srq_qp.0.cast(), self.srq_qp.d().ndk_close_qp);
-        close_and_wait(self.srq.0.cast(), self.srq.d().ndk_close_srq);
-        close_and_wait(self.mw.0.cast(), self.mw.d().ndk_close_mw);
-        close_and_wait(self.mr.0.cast(), self.mr.d().ndk_close_mr);
-        close_and_wait(self.fast_mr.0.cast(), self.fast_mr.d().ndk_close_mr);
-        close_and_wait(self.cq.0.cast(), self.cq.d().ndk_close_cq);
-        close_and_wait(self.pd.0.cast(), self.pd.d().ndk_close_pd);
+        for slot in self.successors().into_iter().chain(self.antecedents()) {
+            close_and_wait(slot);
+        }
         self.adapter.close();
+    }
+
+    /// The objects no other object of the zoo depends on, successors
+    /// first (connectors before their QPs and listener).
+    fn successors(&self) -> [CloseSlot; 8] {
+        [
+            self.connector.close_slot(),
+            self.listener.close_slot(),
+            self.endpoint.close_slot(),
+            self.qp.close_slot(),
+            self.srq_qp.close_slot(),
+            self.mw.close_slot(),
+            self.mr.close_slot(),
+            self.fast_mr.close_slot(),
+        ]
+    }
+
+    /// The SRQ, the CQ and the PD: antecedents of the others (L24).
+    fn antecedents(&self) -> [CloseSlot; 3] {
+        [
+            self.srq.close_slot(),
+            self.cq.close_slot(),
+            self.pd.close_slot(),
+        ]
     }
 }
 
@@ -334,13 +344,13 @@ impl Far {
 /// close waited for), the adapters and the listener.
 fn close_near_and_far(near: Near, far: Far, (far_qp, far_cq, far_pd): (Qp, Cq, Pd)) {
     for qp in [near.qp, far_qp] {
-        close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+        close_and_wait(qp.close_slot());
     }
     for cq in [near.cq, far_cq] {
-        close_and_wait(cq.0.cast(), cq.d().ndk_close_cq);
+        close_and_wait(cq.close_slot());
     }
     for pd in [near.pd, far_pd] {
-        close_and_wait(pd.0.cast(), pd.d().ndk_close_pd);
+        close_and_wait(pd.close_slot());
     }
     near.adapter.close();
     let status = far.listener.close();
@@ -597,8 +607,8 @@ fn l2_headers_hold_version_type_zero_reserved_and_the_type_table() {
     );
     assert_success!(passive.reject(b""));
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
-    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
-    close_and_wait(active.0.cast(), active.d().ndk_close_connector);
+    close_and_wait(passive.close_slot());
+    close_and_wait(active.close_slot());
     zoo.close();
 }
 
@@ -616,11 +626,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     let mr = p.b_pd.mr(false);
     assert_success!(mr.register(&mut sink, MrFlags::ALLOW_REMOTE_WRITE.bits()));
     let data = *b"reserved";
-    let inline = [NdkSge {
-        address: data.as_ptr() as u64,
-        length: 8,
-        memory_region_token: 0,
-    }];
+    let inline = [inline_sge(&data)];
     for i in 0..4 {
         recv0(&p.b_qp, 100 + i);
     }
@@ -640,7 +646,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     assert_eq!(&sink.bytes()[..8], b"reserved");
     // The MR's header too, and while its PD's close is pending.
     let pd_log = Signal::new();
-    let status = close_with(p.b_pd.0.cast(), p.b_pd.d().ndk_close_pd, &pd_log);
+    let status = close_with(p.b_pd.close_slot(), &pd_log);
     assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR and a QP");
     for (object, kind, name) in pair_objects(&p) {
         assert_header(object, kind, version, name);
@@ -749,11 +755,7 @@ fn l4_provider_never_reads_dispatch_after_creation() {
         unsafe { (a_qpd.ndk_send)(p.a_qp.0, 8 as *mut c_void, std::ptr::null(), 0, SOLICIT) };
     assert_success!(status, "L4: Send");
     let data = *b"dispatch";
-    let inline = NdkSge {
-        address: data.as_ptr() as u64,
-        length: 8,
-        memory_region_token: 0,
-    };
+    let inline = inline_sge(&data);
     // SAFETY: a live QP; the inline SGE's buffer lives through the call.
     let status = unsafe {
         (a_qpd.ndk_write)(
@@ -816,8 +818,8 @@ fn l4_provider_never_reads_dispatch_after_creation() {
     assert_success!(status, "L4: GetListenerLocalAddress");
 
     // Closes through the saved tables with Dispatch still overwritten.
-    close_and_wait(mr.0.cast(), mrd.ndk_close_mr);
-    close_and_wait(extra_cq.0.cast(), b_cqd.ndk_close_cq);
+    close_and_wait((mr.0.cast(), mrd.ndk_close_mr));
+    close_and_wait((extra_cq.0.cast(), b_cqd.ndk_close_cq));
 
     // The harness's closes read Dispatch: give the objects their tables back,
     // except the adapters, whose close (SoftNdkCloseAdapter) takes the
@@ -1062,19 +1064,19 @@ fn l7_every_create_finishes_inline_without_its_create_completion() {
     });
     assert_eq!(refused.err(), Some(STATUS_INVALID_PARAMETER));
 
-    for (object, close) in [
-        (srq_qp.0.cast(), srq_qp.d().ndk_close_qp),
-        (qp.0.cast(), qp.d().ndk_close_qp),
-        (srq.0.cast(), srq.d().ndk_close_srq),
-        (mw.0.cast(), mw.d().ndk_close_mw),
-        (mr.0.cast(), mr.d().ndk_close_mr),
-        (endpoint.0.cast(), endpoint.d().ndk_close_shared_endpoint),
-        (listener.0.cast(), listener.d().ndk_close_listener),
-        (connector.0.cast(), connector.d().ndk_close_connector),
-        (pd.0.cast(), pd.d().ndk_close_pd),
-        (cq.0.cast(), cq.d().ndk_close_cq),
+    for slot in [
+        srq_qp.close_slot(),
+        qp.close_slot(),
+        srq.close_slot(),
+        mw.close_slot(),
+        mr.close_slot(),
+        endpoint.close_slot(),
+        listener.close_slot(),
+        connector.close_slot(),
+        pd.close_slot(),
+        cq.close_slot(),
     ] {
-        close_and_wait(object, close);
+        close_and_wait(slot);
     }
     adapter.close();
 }
@@ -1191,7 +1193,7 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
         STATUS_CONNECTION_REFUSED,
         "Connect"
     );
-    close_and_wait(refused.0.cast(), refused.d().ndk_close_connector);
+    close_and_wait(refused.close_slot());
 
     // Connect, Accept, CompleteConnect: the asynchronous ones pend and
     // complete once.
@@ -1224,21 +1226,21 @@ fn l8_request_completion_runs_once_and_only_after_pending() {
     assert_success!(settle(a_status, &a_signal), "Disconnect A");
     let _ = settle(b_status, &b_signal);
 
-    for (object, close) in [
-        (active.0.cast(), active.d().ndk_close_connector),
-        (passive.0.cast(), passive.d().ndk_close_connector),
-        (listener.0.cast(), listener.d().ndk_close_listener),
-        (a_qp.0.cast(), a_qp.d().ndk_close_qp),
-        (b_qp.0.cast(), b_qp.d().ndk_close_qp),
-        (srq.0.cast(), srq.d().ndk_close_srq),
-        (mr.0.cast(), mr.d().ndk_close_mr),
-        (fast.0.cast(), fast.d().ndk_close_mr),
-        (a_cq.0.cast(), a_cq.d().ndk_close_cq),
-        (b_cq.0.cast(), b_cq.d().ndk_close_cq),
-        (a_pd.0.cast(), a_pd.d().ndk_close_pd),
-        (b_pd.0.cast(), b_pd.d().ndk_close_pd),
+    for slot in [
+        active.close_slot(),
+        passive.close_slot(),
+        listener.close_slot(),
+        a_qp.close_slot(),
+        b_qp.close_slot(),
+        srq.close_slot(),
+        mr.close_slot(),
+        fast.close_slot(),
+        a_cq.close_slot(),
+        b_cq.close_slot(),
+        a_pd.close_slot(),
+        b_pd.close_slot(),
     ] {
-        close_and_wait(object, close);
+        close_and_wait(slot);
     }
     a.close();
     b.close();
@@ -1377,9 +1379,9 @@ fn l10_calls_without_a_completion_never_pend_and_are_done_on_return() {
     );
     assert_eq!(status, STATUS_NOT_SUPPORTED);
 
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    close_and_wait(extra_qp.0.cast(), extra_qp.d().ndk_close_qp);
-    close_and_wait(extra_cq.0.cast(), extra_cq.d().ndk_close_cq);
+    close_and_wait(connector.close_slot());
+    close_and_wait(extra_qp.close_slot());
+    close_and_wait(extra_cq.close_slot());
     far.close(1);
     p.teardown();
 }
@@ -1438,9 +1440,7 @@ fn l11_work_requests_report_only_through_the_cq() {
     assert_eq!(p.b_cq.notifications(), vec![]);
     assert_eq!(p.a_disconnects.count(), 0);
     assert_eq!(p.b_disconnects.count(), 0);
-    assert_success!(mw.close());
-    assert_success!(a_mr.close());
-    assert_success!(b_mr.close());
+    assert_closes_succeed!(mw, a_mr, b_mr);
     p.teardown();
 }
 
@@ -1551,9 +1551,7 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
             }
         }
     }
-    assert_success!(srq.close());
-    assert_success!(cq.close());
-    assert_success!(pd.close());
+    assert_closes_succeed!(srq, cq, pd);
     adapter.close();
 }
 
@@ -1568,7 +1566,7 @@ fn l24_pd_close_pends_until_its_mr_is_closed() {
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let log = Signal::new();
-    let status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &log);
+    let status = close_with(pd.close_slot(), &log);
     assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L24: completed before its MR closed");
@@ -1590,26 +1588,23 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
         .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
         .expect("CreateQpWithSrq");
     let pd_log = Signal::new();
-    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    let pd_status = close_with(pd.close_slot(), &pd_log);
     assert_eq!(pd_status, STATUS_PENDING);
     // The SRQ is an antecedent of the QP: its close pends too.
     let srq_log = Signal::new();
-    let srq_status = close_with(srq.0.cast(), srq.d().ndk_close_srq, &srq_log);
+    let srq_status = close_with(srq.close_slot(), &srq_log);
     assert_eq!(srq_status, STATUS_PENDING, "L24: the SRQ has a QP");
     // So is the CQ.
     let cq_log = Signal::new();
-    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    let cq_status = close_with(cq.close_slot(), &cq_log);
     assert_eq!(cq_status, STATUS_PENDING, "L24: the CQ has a QP");
-    for (object, close) in [
-        (mw.0.cast(), mw.d().ndk_close_mw),
-        (fast.0.cast(), fast.d().ndk_close_mr),
-    ] {
-        close_and_wait(object, close);
+    for slot in [mw.close_slot(), fast.close_slot()] {
+        close_and_wait(slot);
         std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(pd_log.count(), 0, "L24: the PD still has successors");
     }
     assert_eq!(srq_log.count() + cq_log.count(), 0, "L24: the QP is open");
-    close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    close_and_wait(qp.close_slot());
     finish_close_logged(cq_status, &cq_log);
     finish_close_logged(srq_status, &srq_log);
     finish_close_logged(pd_status, &pd_log);
@@ -1618,63 +1613,50 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
 
 /// L14: the close of `held` pends while `holder` is open, even once the
 /// pair's connectors are disconnected; it completes after `holder`'s close.
-fn assert_tied(
-    p: &Pair,
-    held: (*mut NdkObjectHeader, NdkFnCloseObject),
-    holder: (*mut NdkObjectHeader, NdkFnCloseObject),
-    what: &str,
-) {
+fn assert_tied(p: &Pair, held: CloseSlot, holder: CloseSlot, what: &str) {
     let log = Signal::new();
-    let status = close_with(held.0, held.1, &log);
+    let status = close_with(held, &log);
     assert_eq!(status, STATUS_PENDING, "L14: {what}");
     disconnect_both(Some(&p.a_conn), Some(&p.b_conn));
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 0, "L14: tied until the connector closes");
     let holder_log = Signal::new();
-    let holder_status = close_with(holder.0, holder.1, &holder_log);
+    let holder_status = close_with(holder, &holder_log);
     finish_close_logged(holder_status, &holder_log);
     finish_close_logged(status, &log);
 }
 
-// rule L14, L24
-#[test]
-fn l14_connect_ties_the_qp_to_the_connector() {
-    let p = Pair::new();
-    assert_tied(
-        &p,
-        (p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp),
-        (p.a_conn.0.cast(), p.a_conn.d().ndk_close_connector),
-        "the connector holds its QP",
-    );
-    teardown_except(
-        p,
-        Closed {
-            a_conn: true,
-            a_qp: true,
-            ..Closed::default()
-        },
-    );
+/// One `#[test]` per L14 tie of a connected [`Pair`]: the close of the
+/// pair's `held` object pends while its `holder` is open ([`assert_tied`]);
+/// the teardown then skips both.
+macro_rules! l14_tie_tests {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident() { $held:ident held by $holder:ident, $what:literal }
+    )*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            let p = Pair::new();
+            assert_tied(&p, p.$held.close_slot(), p.$holder.close_slot(), $what);
+            let closed = Closed { $held: true, $holder: true, ..Closed::NONE };
+            teardown_except(p, closed);
+        }
+    )*};
 }
 
-// rule L14, L24
-// see also N7
-#[test]
-fn l14_connect_event_ties_the_connector_to_its_listener() {
-    let p = Pair::new();
-    assert_tied(
-        &p,
-        (p.listener.0.cast(), p.listener.d().ndk_close_listener),
-        (p.b_conn.0.cast(), p.b_conn.d().ndk_close_connector),
-        "the incoming connector holds it",
-    );
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            listener: true,
-            ..Closed::default()
-        },
-    );
+l14_tie_tests! {
+    // rule L14, L24
+    #[test]
+    fn l14_connect_ties_the_qp_to_the_connector() {
+        a_qp held by a_conn, "the connector holds its QP"
+    }
+
+    // rule L14, L24
+    // see also N7
+    #[test]
+    fn l14_connect_event_ties_the_connector_to_its_listener() {
+        listener held by b_conn, "the incoming connector holds it"
+    }
 }
 
 // rule L14, L24
@@ -1692,21 +1674,17 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     let log = Signal::new();
-    let ep_status = close_with(
-        endpoint.0.cast(),
-        endpoint.d().ndk_close_shared_endpoint,
-        &log,
-    );
+    let ep_status = close_with(endpoint.close_slot(), &log);
     assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
     assert_success!(passive.reject(b""));
     assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
     std::thread::sleep(SETTLE_BRIEF);
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    close_and_wait(connector.close_slot());
     finish_close_logged(ep_status, &log);
-    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
-    close_and_wait(near.qp.0.cast(), near.qp.d().ndk_close_qp);
-    close_and_wait(near.cq.0.cast(), near.cq.d().ndk_close_cq);
-    close_and_wait(near.pd.0.cast(), near.pd.d().ndk_close_pd);
+    close_and_wait(passive.close_slot());
+    close_and_wait(near.qp.close_slot());
+    close_and_wait(near.cq.close_slot());
+    close_and_wait(near.pd.close_slot());
     near.adapter.close();
     let status = far.listener.close();
     assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
@@ -1722,10 +1700,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     let mr = pd.mr(false);
     let qp = pd.qp(&cq, &cq, 1);
     let pd_log = Signal::new();
-    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    let pd_status = close_with(pd.close_slot(), &pd_log);
     assert_eq!(pd_status, STATUS_PENDING);
     let cq_log = Signal::new();
-    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    let cq_status = close_with(cq.close_slot(), &cq_log);
     assert_eq!(cq_status, STATUS_PENDING);
     // A consumer breaking L14 / L19: creates from the closing PD, naming the
     // closing CQ. Refused, or created and then held like any successor.
@@ -1737,18 +1715,18 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     if let Err(status) = late_qp {
         assert!(status < 0, "a refusal is a failure status: {status:#x}");
     }
-    close_and_wait(mr.0.cast(), mr.d().ndk_close_mr);
-    close_and_wait(qp.0.cast(), qp.d().ndk_close_qp);
+    close_and_wait(mr.close_slot());
+    close_and_wait(qp.close_slot());
     if let Ok(late) = late_qp {
         std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(cq_log.count(), 0, "L24: the late QP holds the CQ");
-        close_and_wait(late.0.cast(), late.d().ndk_close_qp);
+        close_and_wait(late.close_slot());
     }
     if let Ok(late) = late_mw {
         std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(pd_log.count(), 0, "L24: the late MW holds the PD");
         let mw = Mw(late);
-        close_and_wait(mw.0.cast(), mw.d().ndk_close_mw);
+        close_and_wait(mw.close_slot());
     }
     finish_close_logged(cq_status, &cq_log);
     finish_close_logged(pd_status, &pd_log);
@@ -1761,10 +1739,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
 fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     let p = Pair::new();
     let pd_log = Signal::new();
-    let pd_status = close_with(p.a_pd.0.cast(), p.a_pd.d().ndk_close_pd, &pd_log);
+    let pd_status = close_with(p.a_pd.close_slot(), &pd_log);
     assert_eq!(pd_status, STATUS_PENDING);
     let b_pd_log = Signal::new();
-    let b_pd_status = close_with(p.b_pd.0.cast(), p.b_pd.d().ndk_close_pd, &b_pd_log);
+    let b_pd_status = close_with(p.b_pd.close_slot(), &b_pd_log);
     assert_eq!(b_pd_status, STATUS_PENDING);
     // The QPs of the closing PDs still carry traffic both ways.
     for i in 0..3 {
@@ -1789,11 +1767,7 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     );
     // The exception: a closing listener turns requests away at once (N6).
     let listener_log = Signal::new();
-    let listener_status = close_with(
-        p.listener.0.cast(),
-        p.listener.d().ndk_close_listener,
-        &listener_log,
-    );
+    let listener_status = close_with(p.listener.close_slot(), &listener_log);
     assert_eq!(listener_status, STATUS_PENDING, "N7: its connector is open");
     let extra_cq = p.a.cq(8);
     let extra_pd = p.a.pd();
@@ -1803,10 +1777,10 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     let (_, a_addr, _) = p.a_conn.local_address();
     let (status, signal) = connector.connect(&extra_qp, a_addr.with_port(0), listen_at, 1, 1, b"");
     assert_eq!(signal.outcome(status), STATUS_CONNECTION_REFUSED, "N6");
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    close_and_wait(extra_qp.0.cast(), extra_qp.d().ndk_close_qp);
-    close_and_wait(extra_cq.0.cast(), extra_cq.d().ndk_close_cq);
-    close_and_wait(extra_pd.0.cast(), extra_pd.d().ndk_close_pd);
+    close_and_wait(connector.close_slot());
+    close_and_wait(extra_qp.close_slot());
+    close_and_wait(extra_cq.close_slot());
+    close_and_wait(extra_pd.close_slot());
     teardown_except(
         p,
         Closed {
@@ -1829,8 +1803,7 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
 /// the first callback, logging the close completion in `log` and its return
 /// value in `returned`.
 fn close_inside(
-    object: *mut c_void,
-    close: NdkFnCloseObject,
+    (object, close): CloseSlot,
     log: &Arc<Signal>,
     returned: &Arc<Mutex<Option<NtStatus>>>,
 ) -> impl FnMut(NtStatus) + Send + 'static {
@@ -1863,12 +1836,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     let watch = Watch::new();
     let log = Signal::new();
     let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(
-        connector.0.cast(),
-        connector.d().ndk_close_connector,
-        &log,
-        &returned,
-    ));
+    watch.set_hook(close_inside(connector.close_slot(), &log, &returned));
     let status = connect_with(
         &connector,
         &near.qp,
@@ -1895,8 +1863,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(watch.entered(), 1, "L22: nothing after the close");
     assert_success!(near.qp.close(), "the failed Connect untied the QP");
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.cq, near.pd);
     near.adapter.close();
     far.close(1);
 }
@@ -1909,12 +1876,7 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     let watch = Watch::new();
     let log = Signal::new();
     let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(
-        p.b_conn.0.cast(),
-        p.b_conn.d().ndk_close_connector,
-        &log,
-        &returned,
-    ));
+    watch.set_hook(close_inside(p.b_conn.close_slot(), &log, &returned));
     // SAFETY: a live connector; the watch outlives the completion.
     let status = unsafe { (p.b_conn.d().ndk_disconnect)(p.b_conn.0, Some(on_watch), watch.ctx()) };
     // The connector may be closed by now (L15): it is not touched again.
@@ -1948,12 +1910,7 @@ fn l15_cq_closed_inside_its_own_notification() {
     let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
     let log = Signal::new();
     let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(
-        spout.cq.0.cast(),
-        spout.cq.d().ndk_close_cq,
-        &log,
-        &returned,
-    ));
+    watch.set_hook(close_inside(spout.cq.close_slot(), &log, &returned));
     spout.cq.arm(NdkCqNotifyType::ANY);
     spout.emit(1);
     watch.wait_returned(1);
@@ -2014,8 +1971,8 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     let (y, ys) = passive.disconnect();
     let _ = xs.outcome(x);
     let _ = ys.outcome(y);
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    close_and_wait(passive.0.cast(), passive.d().ndk_close_connector);
+    close_and_wait(connector.close_slot());
+    close_and_wait(passive.close_slot());
     close_near_and_far(near, far, (far_qp, far_cq, far_pd));
 }
 
@@ -2032,23 +1989,16 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     // Closes that must wait: antecedents first (L24), then the successors.
     let zoo = Zoo::new();
     let mut pending = Vec::new();
-    for (object, close) in [
-        (zoo.pd.0.cast(), zoo.pd.d().ndk_close_pd),
-        (zoo.cq.0.cast(), zoo.cq.d().ndk_close_cq),
-        (zoo.srq.0.cast(), zoo.srq.d().ndk_close_srq),
-    ] {
+    for slot in zoo.antecedents().into_iter().rev() {
         let log = Signal::new();
-        let status = close_with(object, close, &log);
+        let status = close_with(slot, &log);
         assert_eq!(status, STATUS_PENDING, "L24");
         pending.push((status, log));
     }
     // A second close of a closing object is quiet (L19) and adds no completion.
-    for (object, close) in [
-        (zoo.pd.0.cast(), zoo.pd.d().ndk_close_pd),
-        (zoo.cq.0.cast(), zoo.cq.d().ndk_close_cq),
-    ] {
+    for slot in [zoo.pd.close_slot(), zoo.cq.close_slot()] {
         let again = Signal::new();
-        let status = close_with(object, close, &again);
+        let status = close_with(slot, &again);
         std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(
             again.count(),
@@ -2056,23 +2006,8 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
             "L19: second close called back ({status:#x})"
         );
     }
-    for (object, close) in [
-        (
-            zoo.connector.0.cast(),
-            zoo.connector.d().ndk_close_connector,
-        ),
-        (zoo.listener.0.cast(), zoo.listener.d().ndk_close_listener),
-        (
-            zoo.endpoint.0.cast(),
-            zoo.endpoint.d().ndk_close_shared_endpoint,
-        ),
-        (zoo.qp.0.cast(), zoo.qp.d().ndk_close_qp),
-        (zoo.srq_qp.0.cast(), zoo.srq_qp.d().ndk_close_qp),
-        (zoo.mw.0.cast(), zoo.mw.d().ndk_close_mw),
-        (zoo.mr.0.cast(), zoo.mr.d().ndk_close_mr),
-        (zoo.fast_mr.0.cast(), zoo.fast_mr.d().ndk_close_mr),
-    ] {
-        close_and_wait(object, close);
+    for slot in zoo.successors() {
+        close_and_wait(slot);
     }
     for (status, log) in pending {
         finish_close_logged(status, &log);
@@ -2087,14 +2022,14 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let log = Signal::new();
-    let status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &log);
+    let status = close_with(pd.close_slot(), &log);
     assert_eq!(status, STATUS_PENDING);
     // Breaches while the PD is still alive.
     let _ = pd.privileged_token();
     let (query, _) = query_extension(pd.0.cast(), pd.d().ndk_query_extension, &UNKNOWN_EXTENSION);
     assert_eq!(query, STATUS_NOT_SUPPORTED);
     let again = Signal::new();
-    let second = close_with(pd.0.cast(), pd.d().ndk_close_pd, &again);
+    let second = close_with(pd.close_slot(), &again);
     assert_success!(second, "L19: a second close returns quietly");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(again.count() + log.count(), 0);
@@ -2114,7 +2049,7 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
     let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
     spout.emit(1);
     let log = Signal::new();
-    let status = close_with(spout.cq.0.cast(), spout.cq.d().ndk_close_cq, &log);
+    let status = close_with(spout.cq.close_slot(), &log);
     assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
     // Every CQ call while the close pends: no crash, no notification.
     spout.cq.arm(NdkCqNotifyType::ANY);
@@ -2134,7 +2069,7 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
     let _ = spout.qp.receive(2, &[]);
     let again = Signal::new();
     assert_success!(
-        close_with(spout.cq.0.cast(), spout.cq.d().ndk_close_cq, &again),
+        close_with(spout.cq.close_slot(), &again),
         "L19: a second close returns quietly"
     );
     std::thread::sleep(SETTLE_BRIEF);
@@ -2167,7 +2102,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     std::thread::sleep(SETTLE_BRIEF);
     assert!(p.a_cq.poll(4).is_empty(), "all three are outstanding");
     let log = Signal::new();
-    let status = close_with(p.a_qp.0.cast(), p.a_qp.d().ndk_close_qp, &log);
+    let status = close_with(p.a_qp.close_slot(), &log);
     // The close itself starts the flush: they complete before the close does
     // (the connector still holds the QP).
     let mut flushed = summary(&p.a_cq.wait_results(3));
@@ -2210,7 +2145,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     let _passive = far.incoming.wait_nth(1);
     // Nobody accepts; the close cancels the Connect, whose completion comes
     // before the close completion (L21, L22), both in the one log.
-    let close_status = close_with(connector.0.cast(), connector.d().ndk_close_connector, &log);
+    let close_status = close_with(connector.close_slot(), &log);
     let first = log.wait_nth(1);
     assert!(first < 0, "L20: the Connect fails: {first:#x}");
     if close_status == STATUS_PENDING {
@@ -2219,8 +2154,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
     assert_success!(near.qp.close(), "untied");
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.cq, near.pd);
     near.adapter.close();
     far.close(1);
 }
@@ -2279,13 +2213,11 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     );
     let (accept, _) = accepting.join().unwrap();
     assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
-    assert_success!(near.qp.close());
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    assert_closes_succeed!(near.qp, near.cq, near.pd);
     near.adapter.close();
-    close_and_wait(far_qp.0.cast(), far_qp.d().ndk_close_qp);
-    close_and_wait(far_cq.0.cast(), far_cq.d().ndk_close_cq);
-    close_and_wait(far_pd.0.cast(), far_pd.d().ndk_close_pd);
+    close_and_wait(far_qp.close_slot());
+    close_and_wait(far_cq.close_slot());
+    close_and_wait(far_pd.close_slot());
     far.close(1);
 }
 
@@ -2352,10 +2284,8 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         .expect("closed inside the event");
     finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
-    assert_success!(near.qp.close());
-    assert_success!(near.cq.close());
-    assert_success!(near.pd.close());
+    close_and_wait(connector.close_slot());
+    assert_closes_succeed!(near.qp, near.cq, near.pd);
     near.adapter.close();
     far.close();
 }
@@ -2423,7 +2353,7 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
         "L22: the close completion is last"
     );
     assert!(!watch.overlapped());
-    close_and_wait(connector.0.cast(), connector.d().ndk_close_connector);
+    close_and_wait(connector.close_slot());
     close_near_and_far(near, far, (far_qp, far_cq, far_pd));
 }
 
@@ -2440,8 +2370,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         qp,
     } = spout;
     // No QP holds the CQ any more: only its callback can keep it open.
-    assert_success!(qp.close());
-    assert_success!(pd.close());
+    assert_closes_succeed!(qp, pd);
     // The arm finds a fresh completion (C4): the notification runs at once,
     // on the arming thread, and blocks there.
     let cq_ptr = cq.0 as usize;
@@ -2516,7 +2445,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
     let p = Pair::new();
     // B's disconnect events and B's close completion in one log.
     let log = Arc::clone(&p.b_disconnects);
-    let status = close_with(p.b_conn.0.cast(), p.b_conn.d().ndk_close_connector, &log);
+    let status = close_with(p.b_conn.close_slot(), &log);
     if status == STATUS_PENDING {
         let deadline = std::time::Instant::now() + WAIT;
         while !log.all().contains(&CLOSED) {
@@ -2571,9 +2500,9 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
         ..
     } = near;
     let cq_log = Signal::new();
-    let cq_status = close_with(cq.0.cast(), cq.d().ndk_close_cq, &cq_log);
+    let cq_status = close_with(cq.close_slot(), &cq_log);
     let pd_log = Signal::new();
-    let pd_status = close_with(pd.0.cast(), pd.d().ndk_close_pd, &pd_log);
+    let pd_status = close_with(pd.close_slot(), &pd_log);
     assert_eq!((cq_status, pd_status), (STATUS_PENDING, STATUS_PENDING));
     // The QP's close pends (tied); its completion will block.
     let qp_watch = Watch::gated();
@@ -2596,7 +2525,7 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     let connector_ptr = connector.0 as usize;
     let close_connector = connector.d().ndk_close_connector;
     let closing_connector = std::thread::spawn(move || {
-        close_and_wait(connector_ptr as *mut NdkObjectHeader, close_connector)
+        close_and_wait((connector_ptr as *mut NdkObjectHeader, close_connector))
     });
     qp_watch.wait_entered(1);
     std::thread::sleep(SETTLE_BRIEF);
@@ -2643,10 +2572,7 @@ fn l27_adapter_close_returns_only_after_its_last_object_closed() {
     });
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with objects open");
-    assert_success!(connector.close());
-    assert_success!(qp.close());
-    assert_success!(mr.close());
-    assert_success!(cq.close());
+    assert_closes_succeed!(connector, qp, mr, cq);
     std::thread::sleep(SETTLE_BRIEF);
     assert!(!closing.is_finished(), "L27: returned with the PD open");
     last_close_started.store(true, Ordering::SeqCst);
@@ -2717,8 +2643,7 @@ mod cross_nic {
             Ok(())
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
-        assert_success!(b_srq.close());
-        assert_success!(b_cq.close());
+        assert_closes_succeed!(b_srq, b_cq);
         assert_close(a_srq.close());
         assert_close(a_cq.close());
         a.close();
@@ -2814,9 +2739,7 @@ mod cross_nic {
         b_frmr.close(&pair.b);
         assert_close(a_mw.close());
         assert_close(b_mw.close());
-        a_mem.close();
-        b_mem.close();
-        pair.teardown();
+        teardown_with_regions(pair, [a_mem, b_mem]);
     }
 
     /// L14: Connect, Accept and ConnectWithSharedEndpoint tie a connector to a

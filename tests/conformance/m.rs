@@ -137,39 +137,19 @@ fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
     await_abort(&pair.a_disconnects);
 }
 
-/// A's Write of `len` bytes of `src` (from `offset`) to `remote` / `token`
-/// of B; returns its completion status.
-fn a_writes(
-    pair: &Pair,
-    src: &Region,
-    offset: usize,
-    len: usize,
-    remote: u64,
-    token: u32,
-) -> NtStatus {
-    assert_success!(
-        pair.a_qp
-            .write(0xA11, &[src.sge(offset, len)], remote, token, 0)
-    );
+/// A's Write of the bytes of `local` to `remote` / `token` of B; returns
+/// its completion status.
+fn a_writes(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
+    assert_success!(pair.a_qp.write(0xA11, &[local], remote, token, 0));
     let r = wait_results_ex(&pair.a_cq, 1).remove(0);
     assert_eq!(r.request_context as usize, 0xA11);
     r.status
 }
 
-/// A's Read of `len` bytes from `remote` / `token` of B into `sink` (at
-/// `offset`); returns its completion status.
-fn a_reads(
-    pair: &Pair,
-    sink: &Region,
-    offset: usize,
-    len: usize,
-    remote: u64,
-    token: u32,
-) -> NtStatus {
-    assert_success!(
-        pair.a_qp
-            .read(0xA12, &[sink.sge(offset, len)], remote, token, 0)
-    );
+/// A's Read from `remote` / `token` of B into the bytes of `local`; returns
+/// its completion status.
+fn a_reads(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
+    assert_success!(pair.a_qp.read(0xA12, &[local], remote, token, 0));
     let r = wait_results_ex(&pair.a_cq, 1).remove(0);
     assert_eq!(r.request_context as usize, 0xA12);
     r.status
@@ -382,9 +362,7 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     let (at, len) = (0x1100, 0x900);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0x11,
-        len,
+        src.sge(0x11, len),
         buffer.va() + at as u64,
         token
     ));
@@ -394,9 +372,7 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     let (at, len) = (3 * PAGE - 0x700, 0x700);
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0x30,
-        len,
+        sink.sge(0x30, len),
         buffer.va() + at as u64,
         token
     ));
@@ -461,12 +437,12 @@ fn m2_register_mr_over_a_chain_mapped_apart() {
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
     // A Write from inside the first MDL to inside the third.
     let (at, len) = (0x1100, 0x400);
-    assert_success!(a_writes(&pair, &src, 0x11, len, va + at as u64, token));
+    assert_success!(a_writes(&pair, src.sge(0x11, len), va + at as u64, token));
     let now = chain_bytes(&buffers);
     assert_placed(&now, &before, at, &src.bytes()[0x11..0x11 + len]);
     // A Read of 0x1200..0x1F00, across both boundaries.
     let (at, len) = (0x1200, 0xD00);
-    assert_success!(a_reads(&pair, &sink, 0x30, len, va + at as u64, token));
+    assert_success!(a_reads(&pair, sink.sge(0x30, len), va + at as u64, token));
     assert_eq!(&sink.bytes()[0x30..0x30 + len], &now[at..at + len]);
     assert_close(mr.close());
     src.close();
@@ -567,9 +543,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let (at, len) = (0xD00, 0x200);
     assert_success!(a_writes(
         &pair,
-        &src,
-        3,
-        len,
+        src.sge(3, len),
         base + at as u64,
         mr.remote_token()
     ));
@@ -578,9 +552,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let now = buffer.bytes().to_vec();
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0,
-        0x800,
+        sink.sge(0, 0x800),
         base + 0x1100,
         mr.remote_token()
     ));
@@ -624,9 +596,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     let (at, len) = (0xC00, 0x900);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0x40,
-        len,
+        src.sge(0x40, len),
         index + at as u64,
         mr.remote_token()
     ));
@@ -635,9 +605,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     // A Read at the index.
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0,
-        0x500,
+        sink.sge(0, 0x500),
         index + 0x100,
         mr.remote_token()
     ));
@@ -662,9 +630,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0x1000,
-        0x200,
+        src.sge(0x1000, 0x200),
         index + 0x1000,
         mw.remote_token()
     ));
@@ -675,7 +641,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     let now = real.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x10, real.va(), mr.remote_token()),
+        a_writes(&pair, src.sge(0, 0x10), real.va(), mr.remote_token()),
         STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(real.bytes(), &now[..]);
@@ -713,9 +679,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     // The index works...
     assert_success!(a_writes(
         &pair,
-        &src,
-        0,
-        0x20,
+        src.sge(0, 0x20),
         target.remote(0x30),
         target.token()
     ));
@@ -724,7 +688,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     let now = target.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x20, 0x30, target.token()),
+        a_writes(&pair, src.sge(0, 0x20), 0x30, target.token()),
         STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(target.bytes(), &now[..]);
@@ -897,7 +861,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
             read == STATUS_SUCCESS
         }
         Use::RemoteRead => {
-            let read = a_reads(&pair, &a_sink, 0, LEN, at, target.remote_token());
+            let read = a_reads(&pair, a_sink.sge(0, LEN), at, target.remote_token());
             if read == STATUS_SUCCESS {
                 assert_eq!(&a_sink.bytes()[..LEN], &before[AT..AT + LEN]);
             } else {
@@ -906,7 +870,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
             read == STATUS_SUCCESS
         }
         Use::RemoteWrite => {
-            let written = a_writes(&pair, &a_src, 0, LEN, at, target.remote_token());
+            let written = a_writes(&pair, a_src.sge(0, LEN), at, target.remote_token());
             // Over iWARP the Write completes once sent, whatever B decides
             // (`Transport::peer_refused`): B's verdict is the bytes placed
             // (the harness waits for them) or its Terminate.
@@ -1235,18 +1199,18 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let mut target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
     let old = target.token();
-    assert_success!(a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old));
+    assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), old));
     assert_success!(target.mr.deregister());
     target.bytes_mut().copy_from_slice(&before);
     assert_success!(target.mr.register(&mut target.buffer, MR_REMOTE));
     let new = target.token();
     assert_ne!(new, old);
-    assert_success!(a_writes(&pair, &src, 0, 0x100, target.remote(0x10), new));
+    assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     let now = target.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0x100, 0x100, target.remote(0x10), old),
+        a_writes(&pair, src.sge(0x100, 0x100), target.remote(0x10), old),
         STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(target.bytes(), &now[..]);
@@ -1261,7 +1225,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     assert_success!(target.mr.deregister());
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x100, target.remote(0x10), old),
+        a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), old),
         STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(target.bytes(), &before[..]);
@@ -1403,7 +1367,12 @@ fn m12_tokens_are_readable_once_registration_completed() {
     let src = Region::pattern(&pair.a_pd, PAGE, 19, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     // The registered region's tokens.
-    assert_success!(a_writes(&pair, &src, 0, 0x80, target.remote(0x100), remote));
+    assert_success!(a_writes(
+        &pair,
+        src.sge(0, 0x80),
+        target.remote(0x100),
+        remote
+    ));
     assert_placed(target.bytes(), &before, 0x100, &src.bytes()[..0x80]);
     assert_success!(pair.a_qp.receive(1, &[sink.sge(0, 0x80)]));
     let sge = target.buffer.sge(0x100, 0x80, local);
@@ -1428,9 +1397,7 @@ fn m12_tokens_are_readable_once_registration_completed() {
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0x200,
-        0x300,
+        src.sge(0x200, 0x300),
         base + 0xF00,
         fast_remote
     ));
@@ -1501,7 +1468,7 @@ fn m13_initialize_fast_register_mr_serves_up_to_frmr_page_count() {
     ));
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 20, 0);
-    assert_success!(a_writes(&pair, &src, 0, 2 * PAGE, base, tokens.1));
+    assert_success!(a_writes(&pair, src.sge(0, 2 * PAGE), base, tokens.1));
     assert_placed(buffer.bytes(), &vec![0; 3 * PAGE], 0, src.bytes());
     assert_close(fresh.close());
     assert_close(fast.close());
@@ -1604,9 +1571,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
     let src = Region::pattern(&pair.a_pd, 16 * PAGE, 21, 0);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0,
-        16 * PAGE,
+        src.sge(0, 16 * PAGE),
         base,
         frmr.mr.remote_token()
     ));
@@ -1621,9 +1586,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
     let sink = Region::new(&pair.a_pd, 16 * PAGE, 0, MR_LOCAL_WRITE);
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0,
-        16 * PAGE,
+        sink.sge(0, 16 * PAGE),
         base,
         frmr.mr.remote_token()
     ));
@@ -1679,9 +1642,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0,
-        0x300,
+        sink.sge(0, 0x300),
         frmr.base() + 0xE80,
         frmr.mr.remote_token()
     ));
@@ -1723,7 +1684,12 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let place = |i: usize| order[(fbo + i) / PAGE] * PAGE + (fbo + i) % PAGE;
 
     let src = Region::pattern(&pair.a_pd, 4 * PAGE, 25, 0);
-    assert_success!(a_writes(&pair, &src, 0, len, base, frmr.mr.remote_token()));
+    assert_success!(a_writes(
+        &pair,
+        src.sge(0, len),
+        base,
+        frmr.mr.remote_token()
+    ));
     let mut expected = before.clone();
     for i in 0..len {
         expected[place(i)] = src.bytes()[i];
@@ -1735,9 +1701,7 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
         let start = boundary - 0x40;
         assert_success!(a_reads(
             &pair,
-            &sink,
-            0,
-            0x80,
+            sink.sge(0, 0x80),
             base + start as u64,
             frmr.mr.remote_token()
         ));
@@ -1746,17 +1710,13 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     // The first and the last byte of the region, and nothing beyond.
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0x100,
-        1,
+        sink.sge(0x100, 1),
         base,
         frmr.mr.remote_token()
     ));
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0x101,
-        1,
+        sink.sge(0x101, 1),
         base + len as u64 - 1,
         frmr.mr.remote_token()
     ));
@@ -1780,9 +1740,7 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     assert_eq!(
         a_reads(
             &pair,
-            &sink,
-            0,
-            2,
+            sink.sge(0, 2),
             base + len as u64 - 1,
             frmr.mr.remote_token()
         ),
@@ -1831,9 +1789,7 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
     let src = Region::pattern(&pair.a_pd, PAGE, 26, 0);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0,
-        0x40,
+        src.sge(0, 0x40),
         4 * PAGE64 - 0x40,
         frmr.mr.remote_token()
     ));
@@ -1866,7 +1822,12 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(frmr.mr.remote_token(), token);
     let src = Region::pattern(&pair.a_pd, PAGE, 27, 0);
-    assert_success!(a_writes(&pair, &src, 0, 0x200, frmr.base() + 0xF00, token));
+    assert_success!(a_writes(
+        &pair,
+        src.sge(0, 0x200),
+        frmr.base() + 0xF00,
+        token
+    ));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 2 * PAGE],
@@ -1918,15 +1879,13 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     expect(&pair.b_cq, 2, STATUS_SUCCESS);
     let token = mw.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 29, 0);
-    assert_success!(a_writes(&pair, &src, 0x10, len, r.remote(at), token));
+    assert_success!(a_writes(&pair, src.sge(0x10, len), r.remote(at), token));
     assert_placed(r.bytes(), &before, at, &src.bytes()[0x10..0x10 + len]);
     let now = r.bytes().to_vec();
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     assert_success!(a_reads(
         &pair,
-        &sink,
-        0,
-        0x80,
+        sink.sge(0, 0x80),
         r.remote(at + len - 0x80),
         token
     ));
@@ -1934,7 +1893,7 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     // One byte beyond the window.
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x80, r.remote(at + len - 0x7F), token),
+        a_writes(&pair, src.sge(0, 0x80), r.remote(at + len - 0x7F), token),
         STATUS_REMOTE_RESOURCES,
     );
     assert_eq!(r.bytes(), &now[..]);
@@ -1995,9 +1954,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     let src = Region::pattern(&pair.a_pd, PAGE, 33, 0);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0,
-        0x100,
+        src.sge(0, 0x100),
         writable.remote(0x40),
         mw.remote_token()
     ));
@@ -2032,7 +1989,7 @@ fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(mw.remote_token(), token);
     let src = Region::pattern(&pair.a_pd, PAGE, 35, 0);
-    assert_success!(a_writes(&pair, &src, 0, 0x200, r.remote(0x100), token));
+    assert_success!(a_writes(&pair, src.sge(0, 0x200), r.remote(0x100), token));
     assert_placed(r.bytes(), &before, 0x100, &src.bytes()[..0x200]);
     assert_close(mw.close());
     r.close();
@@ -2159,7 +2116,12 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let src = Region::pattern(&pair.a_pd, PAGE, 38, 0);
     let token = frmr.mr.remote_token();
-    assert_success!(a_writes(&pair, &src, 0, 0x100, frmr.base() + 0x10, token));
+    assert_success!(a_writes(
+        &pair,
+        src.sge(0, 0x100),
+        frmr.base() + 0x10,
+        token
+    ));
     // B invalidates once A's Write has landed (over iWARP it completes at A
     // once sent).
     wait_landed();
@@ -2169,7 +2131,7 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
     let now = frmr.buffer.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0x100, 0x100, frmr.base() + 0x10, token),
+        a_writes(&pair, src.sge(0x100, 0x100), frmr.base() + 0x10, token),
         STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(frmr.buffer.bytes(), &now[..]);
@@ -2200,14 +2162,14 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let token = mw.remote_token();
-    assert_success!(a_reads(&pair, &sink, 0, 0x100, r.remote(0x10), token));
+    assert_success!(a_reads(&pair, sink.sge(0, 0x100), r.remote(0x10), token));
     assert_eq!(&sink.bytes()[..0x100], &r.bytes()[0x10..0x110]);
     assert_success!(pair.b_qp.invalidate(2, mw.header(), 0));
     let done = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::INVALIDATE);
     recv0(&pair.b_qp, 3);
     assert_eq!(
-        a_reads(&pair, &sink, 0x200, 0x100, r.remote(0x10), token),
+        a_reads(&pair, sink.sge(0x200, 0x100), r.remote(0x10), token),
         STATUS_ACCESS_VIOLATION
     );
     expect(&pair.b_cq, 3, STATUS_CANCELLED);
@@ -2233,7 +2195,12 @@ fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
     );
     assert_empty(&pair.b_cq);
     let src = Region::pattern(&pair.a_pd, PAGE, 41, 0);
-    assert_success!(a_writes(&pair, &src, 0, 0x100, r.remote(0x10), r.token()));
+    assert_success!(a_writes(
+        &pair,
+        src.sge(0, 0x100),
+        r.remote(0x10),
+        r.token()
+    ));
     assert_placed(r.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     r.close();
     src.close();
@@ -2278,7 +2245,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     // Invalidated: a FastRegister needs no Invalidate first.
     assert_success!(frmr.post(&pair.b_qp, 4, OP_REMOTE_WRITE));
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
-    assert_success!(a_writes(&pair, &src, 0, 0x100, frmr.base(), token));
+    assert_success!(a_writes(&pair, src.sge(0, 0x100), frmr.base(), token));
 
     // Round 2, reaped with GetCqResultsEx.
     assert_success!(pair.b_qp.receive(5, &[inbox.sge(0x100, 0x100)]));
@@ -2295,7 +2262,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     let now = frmr.buffer.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x100, frmr.base(), token),
+        a_writes(&pair, src.sge(0, 0x100), frmr.base(), token),
         STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(frmr.buffer.bytes(), &now[..]);
@@ -2325,7 +2292,7 @@ fn m24_send_and_invalidate_invalidates_a_window() {
     assert_eq!(got.type_specific_completion_output as u32, token);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     assert_eq!(
-        a_reads(&pair, &sink, 0, 0x10, r.remote(0), token),
+        a_reads(&pair, sink.sge(0, 0x10), r.remote(0), token),
         STATUS_ACCESS_VIOLATION
     );
     assert_ended(&pair);
@@ -2833,9 +2800,7 @@ fn m32_misused_release_lam_never_reaches_memory() {
     let src = Region::pattern(&pair.a_pd, PAGE, 63, 0);
     assert_success!(a_writes(
         &pair,
-        &src,
-        0,
-        0x100,
+        src.sge(0, 0x100),
         base + 0xFC0,
         fast.remote_token()
     ));
@@ -2845,7 +2810,12 @@ fn m32_misused_release_lam_never_reaches_memory() {
     let now = buffer.bytes().to_vec();
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0x100, 0x100, base + 0xFC0, fast.remote_token()),
+        a_writes(
+            &pair,
+            src.sge(0x100, 0x100),
+            base + 0xFC0,
+            fast.remote_token(),
+        ),
         STATUS_ACCESS_VIOLATION,
     );
     assert_eq!(buffer.bytes(), &now[..]);
@@ -2984,25 +2954,28 @@ fn m34_peer_access_needs_a_valid_token_range_and_right() {
         let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
         let end = target.remote(PAGE);
         let status = match case {
-            UnknownToken => a_writes(&pair, &src, 0, 0x10, target.remote(0), 0xFFFF_FFF0),
+            UnknownToken => a_writes(&pair, src.sge(0, 0x10), target.remote(0), 0xFFFF_FFF0),
             LocalTokenAsRemote => a_writes(
                 &pair,
-                &src,
-                0,
-                0x10,
+                src.sge(0, 0x10),
                 target.remote(0),
                 target.mr.local_token(),
             ),
-            TokenOfAnotherPd => a_writes(&pair, &src, 0, 0x10, other.remote(0), other.token()),
-            WritePastTheEnd => a_writes(&pair, &src, 0, 0x10, end - 0xF, target.token()),
-            WriteBeforeTheStart => {
-                a_writes(&pair, &src, 0, 0x10, target.remote(0) - 1, target.token())
-            }
-            ReadPastTheEnd => a_reads(&pair, &sink, 0, 0x10, end - 0xF, target.token()),
+            TokenOfAnotherPd => a_writes(&pair, src.sge(0, 0x10), other.remote(0), other.token()),
+            WritePastTheEnd => a_writes(&pair, src.sge(0, 0x10), end - 0xF, target.token()),
+            WriteBeforeTheStart => a_writes(
+                &pair,
+                src.sge(0, 0x10),
+                target.remote(0) - 1,
+                target.token(),
+            ),
+            ReadPastTheEnd => a_reads(&pair, sink.sge(0, 0x10), end - 0xF, target.token()),
             WriteWithoutTheRight => {
-                a_writes(&pair, &src, 0, 0x10, target.remote(0), target.token())
+                a_writes(&pair, src.sge(0, 0x10), target.remote(0), target.token())
             }
-            ReadWithoutTheRight => a_reads(&pair, &sink, 0, 0x10, target.remote(0), target.token()),
+            ReadWithoutTheRight => {
+                a_reads(&pair, sink.sge(0, 0x10), target.remote(0), target.token())
+            }
         };
         // A Write the peer refuses completes once sent over iWARP.
         let expected = if matches!(case, ReadPastTheEnd | ReadWithoutTheRight) {
@@ -3062,9 +3035,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
         let at = PAGE - offset - 0x80;
         assert_success!(a_writes(
             &pair,
-            &src,
-            0x100 * cycle,
-            0x100,
+            src.sge(0x100 * cycle, 0x100),
             base + at as u64,
             remote
         ));
@@ -3097,7 +3068,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
     // Between an Invalidate and the next FastRegister the token names nothing.
     assert_refused(
         &pair,
-        a_writes(&pair, &src, 0, 0x10, 0x80_0200_0000, remote),
+        a_writes(&pair, src.sge(0, 0x10), 0x80_0200_0000, remote),
         STATUS_ACCESS_VIOLATION,
     );
     for (buffer, _, now) in &buffers {

@@ -70,8 +70,22 @@ fn request(
 fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
+}
+
+/// The last step of a request the passive side accepted, once the Connect
+/// completed: CompleteConnect and then the Accept's outcome succeed (N13):
+/// the connection.
+fn complete(
+    active: Connector,
+    passive: Connector,
+    accepted: (NtStatus, Arc<Signal>),
+    b_disconnects: Arc<Signal>,
+) -> Conn {
+    let a_disconnects = Signal::new();
+    assert_success!(active.complete_connect(&a_disconnects));
+    assert_success!(outcome(accepted));
+    Conn::of(active, passive, a_disconnects, b_disconnects)
 }
 
 /// The passive side accepts a request ([`request`]) with `b_qp`: the
@@ -86,10 +100,7 @@ fn accept(
     let b_disconnects = Signal::new();
     let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
     assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects)
+    complete(active, passive, accepted, b_disconnects)
 }
 
 /// Both sides' QPs, connected through `listener` of `b`, then a message
@@ -112,18 +123,9 @@ fn connect_and_exchange(a: &End, b: &End) {
         listen_addr
     );
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.passive)), local);
-    let mut a_mem = Mem::all(&a.pd, 4096, 0);
-    let mut b_mem = Mem::all(&b.pd, 4096, 0);
-    ping_both_ways(
-        (&a_qp, &a.cq, &mut a_mem),
-        (&b_qp, &b.cq, &mut b_mem),
-        b"over there",
-        b"and back",
-    );
+    ping_both_ways((a, &a_qp), (b, &b_qp), b"over there", b"and back");
     conn.close();
     assert_success!(listener.close());
-    a_mem.close();
-    b_mem.close();
     a_qp.close();
     b_qp.close();
 }
@@ -241,9 +243,7 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     assert_success!(passive.reject(b""));
     assert_eq!(connected.outcome(status), STATUS_CONNECTION_REFUSED);
 
-    assert_success!(passive.close());
-    assert_success!(connector.close());
-    assert_success!(endpoint.close());
+    assert_closes_succeed!(passive, connector, endpoint);
     for listener in [short, v6_listener, long] {
         assert_success!(listener.close());
     }
@@ -297,8 +297,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
         assert_eq!(address_of(Getter::ConnectorLocal(&passive)), p2);
         assert_success!(passive.reject(b""));
         assert_eq!(outcome(started), STATUS_CONNECTION_REFUSED);
-        assert_success!(passive.close());
-        assert_success!(connector.close());
+        assert_closes_succeed!(passive, connector);
         for listener in [first, second, fixed] {
             assert_success!(listener.close());
         }
@@ -558,8 +557,7 @@ fn n7_listener_close_pends_until_accepted_connectors_close_and_the_address_is_re
     // The address and port are free again.
     let again = b.adapter.listener(&Incoming::new());
     assert_success!(again.listen(listen_addr));
-    assert_success!(again.close());
-    assert_success!(a_listener.close());
+    assert_closes_succeed!(again, a_listener);
     close_qp_pairs(qps, (a, b));
 }
 
@@ -621,9 +619,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     );
     assert_success!(conn.active.close());
     assert_success!(probe.listen(src), "released by the close");
-    assert_success!(conn.passive.close());
-    assert_success!(probe.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.passive, probe, listener);
     for qp in [a_qp, b_qp, a_qp2, b_qp2] {
         qp.close();
     }
@@ -665,9 +661,7 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
             listener.listen(addr.with_port(fixed_port)),
             STATUS_SHARING_VIOLATION
         );
-        assert_success!(listener.close());
-        assert_success!(ephemeral.close());
-        assert_success!(fixed.close());
+        assert_closes_succeed!(listener, ephemeral, fixed);
         end.close();
     }
 }
@@ -758,8 +752,7 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
     assert_success!(closing.1.wait(), "the last connector closed");
     assert_success!(probe.listen(src), "the address and port are free");
 
-    assert_success!(passive.close());
-    assert_success!(probe.close());
+    assert_closes_succeed!(passive, probe);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -817,9 +810,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
     let third = shared(3, dst1, &in1, 2);
     third.close();
     second.close();
-    assert_success!(endpoint.close());
-    assert_success!(l1.close());
-    assert_success!(l2.close());
+    assert_closes_succeed!(endpoint, l1, l2);
     close_qp_pairs(qps, (a, b));
 }
 
@@ -914,8 +905,7 @@ fn n12_connect_failures_name_their_cause() {
         );
     }
     assert_eq!(settled_count_incoming(&incoming), 0);
-    assert_success!(connector.close());
-    assert_success!(busy.close());
+    assert_closes_succeed!(connector, busy);
     close_stage(listener, [qp], (a, b));
 }
 
@@ -1040,8 +1030,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     let (x, xs) = active.disconnect();
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
-    assert_success!(active.close());
-    assert_success!(passive.close());
+    assert_closes_succeed!(active, passive);
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -1175,8 +1164,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
     close_stage(listener, [a_qp], (a, b));
 }
 
@@ -1198,8 +1186,7 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
-    assert_success!(passive.close());
-    assert_success!(active.close());
+    assert_closes_succeed!(passive, active);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1270,9 +1257,7 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
     assert_eq!(&data[..len as usize], &exact[..]);
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
-    assert_success!(passive.close());
-    assert_success!(connector.close());
-    assert_success!(endpoint.close());
+    assert_closes_succeed!(passive, connector, endpoint);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1307,10 +1292,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let (status, _, _, data, len) = active.connection_data(max + 8);
     assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1411,10 +1393,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
     assert_success!(outcome(connecting));
     check_connection_data(&active, callee);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1479,10 +1458,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     let got = connection_data_into(&active, None, 0, true);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1505,11 +1481,9 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     );
     assert_eq!(&buffer, b"from a");
     assert_success!(outcome(connecting));
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
+    let conn = complete(active, passive, accepted, b_disconnects);
     // After CompleteConnect and Accept completed.
-    for (connector, sent) in [(&active, b"from b"), (&passive, b"from a")] {
+    for (connector, sent) in [(&conn.active, b"from b"), (&conn.passive, b"from a")] {
         let got = connection_data_into(connector, Some(&mut buffer), 6, true);
         assert_eq!(
             (got.status, got.length, got.limits),
@@ -1524,7 +1498,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         (&b_qp, &b.cq, &b_mem),
         b"still fine",
     );
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    conn.close();
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -1574,10 +1548,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
             Some((c_in.min(s_out), c_out.min(s_in))),
             "case {n}: the active side's effective limits"
         );
-        let a_disconnects = Signal::new();
-        assert_success!(active.complete_connect(&a_disconnects));
-        assert_success!(outcome(accepted));
-        Conn::of(active, passive, a_disconnects, b_disconnects).close();
+        complete(active, passive, accepted, b_disconnects).close();
         a_qp.close();
         b_qp.close();
     }
@@ -1598,9 +1569,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     assert_success!(connecting.outcome(status));
     let limits = connection_data_into(&active, None, 0, true).limits;
     assert_eq!(limits, Some((1, 1)), "effective limits");
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
+    let conn = complete(active, passive, accepted, b_disconnects);
 
     let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
     let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
@@ -1622,7 +1591,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
         each_with(0x100..0x110, STATUS_SUCCESS)
     );
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    conn.close();
     close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
 }
 
@@ -1799,8 +1768,7 @@ fn n24_disconnect_callback_may_be_null() {
         let (y, ys) = second.disconnect();
         assert_success!(xs.outcome(x));
         assert_success!(ys.outcome(y));
-        assert_success!(active.close());
-        assert_success!(passive.close());
+        assert_closes_succeed!(active, passive);
         a_mem.close();
         b_mem.close();
         a_qp.close();
@@ -1905,8 +1873,7 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
         sorted_summary(&b.cq, 4),
         each_with(0x10..0x14, STATUS_CANCELLED)
     );
-    assert_success!(active.close());
-    assert_success!(passive.close());
+    assert_closes_succeed!(active, passive);
     b_mem.close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
@@ -1936,8 +1903,7 @@ fn n25_a_1_2_provider_indicates_through_the_plain_callback() {
     assert_success!(xs.outcome(x));
     assert_success!(ys.outcome(y));
     assert_eq!(settled_count(&conn.b_disconnects), 1);
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
+    assert_closes_succeed!(conn.active, conn.passive);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1973,9 +1939,7 @@ fn n26_disconnect_completes_once_and_flushes_the_qp() {
         each_with(0x20..0x23, STATUS_CANCELLED)
     );
     assert!(a.cq.poll(4).is_empty());
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.active, conn.passive, listener);
     a_mem.close();
     a_qp.close();
     b_qp.close();
@@ -2054,9 +2018,7 @@ fn n27_loopback_connection_on_one_adapter() {
     let (y, ys) = conn.passive.disconnect();
     assert_success!(xs.outcome(x));
     assert_success!(ys.outcome(y));
-    assert_success!(conn.active.close());
-    assert_success!(conn.passive.close());
-    assert_success!(listener.close());
+    assert_closes_succeed!(conn.active, conn.passive, listener);
     m1.close();
     m2.close();
     qp1.close();
@@ -2140,10 +2102,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     // The active consumer, too, may take its time before CompleteConnect.
     std::thread::sleep(SETTLE * 6);
     assert_eq!(accepted.1.count(), 0);
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects).close();
+    complete(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -2294,18 +2253,9 @@ fn n32_objects_of_two_openings_of_one_adapter_work_together() {
     let (listener, incoming, listen_addr) = x1.listen(0);
     // The active connector is y2's; its QP is y1's.
     let conn = Conn::establish(&y2.adapter, addr_y, &y_qp, listen_addr, &incoming, 1, &x_qp);
-    let mut x_mem = Mem::all(&x2.pd, 4096, 0);
-    let mut y_mem = Mem::all(&y1.pd, 4096, 0);
-    ping_both_ways(
-        (&y_qp, &y1.cq, &mut y_mem),
-        (&x_qp, &x2.cq, &mut x_mem),
-        b"across openings",
-        b"and back",
-    );
+    ping_both_ways((&y1, &y_qp), (&x2, &x_qp), b"across openings", b"and back");
     conn.close();
     assert_success!(listener.close());
-    x_mem.close();
-    y_mem.close();
     x_qp.close();
     y_qp.close();
     for end in [x1, x2, y1, y2] {

@@ -126,9 +126,7 @@ fn contexts_ex(results: &[NdkResultEx]) -> Vec<usize> {
 /// completes exactly once.
 #[test]
 fn p2_concurrent_posts_on_one_queue_or_on_two_queues_complete_exactly_once() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 3, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 3);
     let b_src = Region::pattern(&pair.b_pd, 4096, 4, MR_LOCAL_WRITE);
     let src: Vec<NdkSge> = (0..64).map(|i| a_mem.sge(i * 64, 64)).collect();
     let recv_a: Vec<NdkSge> = (0..32).map(|i| a_mem.sge(4096 + i * 64, 64)).collect();
@@ -344,9 +342,7 @@ fn race_posts(
 /// (cancelled if the flush caught it) — never lost, never twice.
 #[test]
 fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 5, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 5);
     let sge = a_src.sge(0, 64);
     let (accepted, refused) = race_posts(
         &pair,
@@ -385,9 +381,7 @@ fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
 /// as P4; a post the close refused fails with STATUS_CONNECTION_INVALID (X5).
 #[test]
 fn p5_connector_close_racing_posts_loses_and_duplicates_nothing() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 6, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 6);
     let sge = a_src.sge(0, 64);
     let mut closing = None;
     let (accepted, refused) = race_posts(
@@ -428,9 +422,7 @@ fn p5_connector_close_racing_posts_loses_and_duplicates_nothing() {
 /// request.
 #[test]
 fn p6_success_means_exactly_one_entry_failure_means_none() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 7, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 7);
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let qp = &pair.a_qp;
@@ -514,9 +506,7 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
     assert_empty(&pair.b_cq);
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// A Receive of 64 bytes at `slot` × 64 of `region`.
@@ -570,32 +560,23 @@ fn p7_initiator_post_on_unconnected_qp_fails_connection_invalid() {
 /// the first Send once the connection is up.
 #[test]
 fn p8_receive_posted_before_connect_is_used_after() {
-    let (a, b) = Side::two();
-    let a_cq = a.adapter.cq(64);
-    let b_cq = b.adapter.cq(64);
-    let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA);
-    let b_qp = b.pd.qp(&b_cq, &b_cq, 0xB);
-    let src = Region::pattern(&a.pd, 4096, 9, MR_LOCAL_WRITE);
-    let dst = Region::new(&b.pd, 4096, 0, MR_LOCAL_WRITE);
-    assert_success!(b_qp.receive(1, &[dst.sge(0, 4096)]));
-    assert_success!(a_qp.receive(2, &[src.sge(2048, 1024)]));
-    assert_empty(&b_cq);
-    let link = a.connect(&a_qp, &b, &b_qp);
-    assert_success!(a_qp.send(3, &[src.sge(0, 1000)], 0));
-    assert_eq!(summary(&a_cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
-    let got = b_cq.wait_results(1);
+    let f = Fixture::new().unconnected();
+    let src = Region::pattern(&f.a.pd, 4096, 9, MR_LOCAL_WRITE);
+    let dst = Region::new(&f.b.pd, 4096, 0, MR_LOCAL_WRITE);
+    assert_success!(f.b_qp.receive(1, &[dst.sge(0, 4096)]));
+    assert_success!(f.a_qp.receive(2, &[src.sge(2048, 1024)]));
+    assert_empty(&f.b.cq);
+    let link = f.connect();
+    assert_success!(f.a_qp.send(3, &[src.sge(0, 1000)], 0));
+    assert_eq!(summary(&f.a.cq.wait_results(1)), [(3, STATUS_SUCCESS)]);
+    let got = f.b.cq.wait_results(1);
     assert_eq!(summary(&got), [(1, STATUS_SUCCESS)]);
     assert_eq!(got[0].bytes_transferred, 1000);
     assert_eq!(&dst.bytes()[..1000], &src.bytes()[..1000]);
     src.close();
     dst.close();
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
-    a.close();
-    b.close();
+    f.close();
 }
 
 /// P9: a non-inline request carries at most as many SGEs as its queue
@@ -646,9 +627,7 @@ fn p9_too_many_sges_refused_with_data_overrun() {
         &b_mem.bytes()[..16 * read_max]
     );
     assert_success!(qp.receive(9, &sges(4, 4096)));
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P10: the SGEs of one request add up to at most MaxTransferLength bytes; a
@@ -676,9 +655,7 @@ fn p10_transfer_above_max_transfer_length_refused_with_buffer_overflow() {
     // Exactly MaxTransferLength is within the limit (the receive is only
     // queued; the teardown cancels it).
     assert_success!(qp.receive(6, &exact));
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P11: an SGE with an MR's token addresses a range within that region's
@@ -716,9 +693,7 @@ fn p11_sges_address_registered_fast_registered_and_lam_memory() {
     assert_eq!(&b_mem.bytes()[2048..2348], &frmr.buffer.bytes()[500..800]);
     frmr.close(&pair.a);
     pair.a.release_lam(&mut lam);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 
     // An SGE reaching one byte past its region, and a privileged-token SGE
     // outside every LAM, are refused: the request fails (local access).
@@ -852,9 +827,7 @@ fn p14_silent_success_suppresses_only_successful_entries() {
     only_on_fabric!(
         "a remote error is the failing request's status on the fabric; over iWARP the request completes once sent and the target's Terminate aborts the connection (RFC 5040)"
     );
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 15, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 15);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     assert_success!(pair.b_qp.receive(50, &[b_mem.sge(2048, 512)]));
@@ -883,9 +856,7 @@ fn p15_cancelled_silent_request_produces_an_entry() {
     only_on_fabric!(
         "a remote error is the failing request's status on the fabric; over iWARP the request completes once sent and the target's Terminate aborts the connection (RFC 5040)"
     );
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 16, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 16);
     let qp = &pair.a_qp;
     // B posts no receive: the silent Send waits, and the silent Write
     // behind it waits too (P23).
@@ -964,9 +935,7 @@ fn p16_read_fence_orders_after_earlier_reads() {
 /// an unsolicited one does not.
 #[test]
 fn p17_solicited_send_satisfies_the_peers_solicited_arm() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 18, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 18);
     let b_mw = pair.b_pd.mw();
     assert_success!(
         pair.b_qp
@@ -995,9 +964,7 @@ fn p17_solicited_send_satisfies_the_peers_solicited_arm() {
     assert_eq!(request_contexts(&pair.a_cq.wait_results(3)), [10, 11, 12]);
     assert_eq!(pair.b_cq.notifications().len(), 2);
     assert_close(b_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// Posts work requests and records which must produce an entry.
@@ -1247,9 +1214,7 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
     assert_success!(qp.read(9, &[a_mem.sge(4096, 100)], base + 6000, token, 0));
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(9, STATUS_SUCCESS)]);
     assert_eq!(&a_mem.bytes()[4096..4196], &b_mem.bytes()[6000..6100]);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P20: a Read reaching past the end of the remote region fails with
@@ -1283,9 +1248,7 @@ fn p20_read_past_the_remote_region_fails_remote_resources() {
 /// the QP's creation; a receive's BytesTransferred is the bytes placed.
 #[test]
 fn p21_entries_carry_request_and_qp_context_and_receive_bytes() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 24, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 24);
     let odd = [usize::MAX, 0, 0x1234_5678_9ABC, 1];
     // Scatter across two SGEs; a zero-length Send; two ordinary ones.
     assert_success!(
@@ -1321,9 +1284,7 @@ fn p21_entries_carry_request_and_qp_context_and_receive_bytes() {
     assert_eq!(&b_mem.bytes()[..200], &a_mem.bytes()[..200]);
     assert_eq!(&b_mem.bytes()[1024..1124], &a_mem.bytes()[200..300]);
     assert_eq!(&b_mem.bytes()[3072..3089], &a_mem.bytes()[300..317]);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P22: in NDK_RESULT_EX, Type names the completed operation; the sender's
@@ -1375,9 +1336,7 @@ fn p22_result_ex_type_names_the_operation() {
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     assert_close(b_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P23 (NDSPI v2, this provider's behaviour): within one QP initiator
@@ -1431,9 +1390,7 @@ fn p23_completions_in_post_order_within_a_qp() {
             &a_mem.bytes()[24 * k..24 * k + 8]
         );
     }
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P24 (NDSPI v2, this provider's behaviour): a post that would exceed the
@@ -1485,9 +1442,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
     );
     assert_empty(&pair.b_cq);
     assert_empty(&pair.a_cq);
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P25 (NDSPI v2, this provider's behaviour): a post with a flag its
@@ -1495,9 +1450,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
 /// the NDK kin of NDSPI's STATUS_INVALID_PARAMETER_4 — and leaves no entry.
 #[test]
 fn p25_undocumented_flag_refused_with_invalid_parameter() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 30, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(4096, 30);
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, true);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
@@ -1573,9 +1526,7 @@ fn p25_undocumented_flag_refused_with_invalid_parameter() {
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(999, STATUS_SUCCESS)]);
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
-    a_mem.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// P25 (NDSPI v2, this provider's behaviour), the composite flag: Bind does

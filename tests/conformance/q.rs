@@ -604,10 +604,7 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
         inbox,
     } = f;
     let log = Signal::new();
-    assert_eq!(
-        close_with(srq.0.cast(), srq.d().ndk_close_srq, &log),
-        STATUS_PENDING
-    );
+    assert_eq!(close_with(srq.close_slot(), &log), STATUS_PENDING);
     // The attached QP still consumes the SRQ's receive.
     let c = &conns[0];
     assert_success!(c.a_qp.send(2, &[src.sge(0, 0x40)], 0));

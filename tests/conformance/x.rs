@@ -422,8 +422,7 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
     assert_eq!(xs.count(), usize::from(x == STATUS_PENDING));
     assert_eq!(replier.indications.load(Ordering::SeqCst), 1);
     assert_eq!(a_disconnects.count(), 0);
-    assert_success!(active.close());
-    assert_success!(passive.close());
+    assert_closes_succeed!(active, passive);
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 

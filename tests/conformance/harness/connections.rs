@@ -514,6 +514,14 @@ impl Side {
         assert_close(self.pd.close());
         self.adapter.close();
     }
+
+    /// Closes `qp`, then `cq` (L18 checked), then the side itself: for a
+    /// side whose QP and CQ the test made (after its regions and link).
+    pub fn close_with(self, qp: Qp, cq: Cq) {
+        assert_close(qp.close());
+        assert_close(cq.close());
+        self.close();
+    }
 }
 
 /// A connected pair of the default fixture whose CQs are made by `a_cq`
@@ -649,6 +657,18 @@ pub fn teardown_after(pair: Pair, early: Early) {
         ..Closed::default()
     };
     reap_pair(pair, closed, early, true);
+}
+
+/// The default pair with the memory most data-path tests move bytes
+/// through: A's region of `len` bytes filled with pattern `seed` (local
+/// write), to send or write from, and B's zeroed region of `len` bytes,
+/// open to remote reads and writes. Closed with [`teardown_with_regions`]
+/// or [`teardown_closing`].
+pub fn pair_with_memory(len: usize, seed: u8) -> (Pair, Region, Region) {
+    let pair = Pair::new();
+    let a_mem = Region::pattern(&pair.a_pd, len, seed, MR_LOCAL_WRITE);
+    let b_mem = Region::new(&pair.b_pd, len, 0, MR_REMOTE);
+    (pair, a_mem, b_mem)
 }
 
 /// Closes the test's regions, then [`Pair::teardown`].
@@ -988,23 +1008,18 @@ pub fn shared_endpoint_with_length(
     addr: Addr,
     len: u32,
 ) -> Result<SharedEndpoint, NtStatus> {
-    let mut e = std::ptr::null_mut();
     // SAFETY: a live adapter; the address is a 28-byte buffer.
-    let status = unsafe {
+    create(|done, ctx, out| unsafe {
         (adapter.d().ndk_create_shared_endpoint)(
             adapter.0,
             addr.as_ptr(),
             len.min(28),
-            None,
-            std::ptr::null_mut(),
-            &raw mut e,
+            done,
+            ctx,
+            out,
         )
-    };
-    if status == STATUS_SUCCESS {
-        Ok(SharedEndpoint(e))
-    } else {
-        Err(status)
-    }
+    })
+    .map(SharedEndpoint)
 }
 
 /// What GetConnectionData reported: status, `*pPrivateDataLength` after
@@ -1118,6 +1133,44 @@ impl Fixture<'_> {
         let qps = (a.qp(0xA), b.qp(0xB));
         let listening = b.listen(0);
         ((a, b), qps, listening)
+    }
+}
+
+/// Two ends of the fixture with a QP on each (contexts `0xA`, `0xB`), not
+/// yet connected: for a test that posts before the connection exists or
+/// makes its CQs itself ([`Fixture::a_cq`]), then connects with
+/// [`Unconnected::connect`].
+pub struct Unconnected {
+    pub a: End,
+    pub b: End,
+    pub a_qp: Qp,
+    pub b_qp: Qp,
+}
+
+impl Fixture<'_> {
+    /// The fixture's two ends and a QP on each, unconnected.
+    pub fn unconnected(self) -> Unconnected {
+        let (a, b) = self.ends();
+        let (a_qp, b_qp) = (a.qp(0xA), b.qp(0xB));
+        Unconnected { a, b, a_qp, b_qp }
+    }
+}
+
+impl Unconnected {
+    /// Connects A's QP to B's through a listener on B ([`Link::connect`]).
+    pub fn connect(&self) -> Link {
+        Link::connect(
+            (&self.a.adapter, self.a.addr, &self.a_qp),
+            (&self.b.adapter, self.b.addr, &self.b_qp),
+        )
+    }
+
+    /// Closes both QPs, then both ends (every close L18 checked).
+    pub fn close(self) {
+        assert_close(self.a_qp.close());
+        assert_close(self.b_qp.close());
+        self.a.close();
+        self.b.close();
     }
 }
 

@@ -37,6 +37,20 @@ macro_rules! assert_success {
 }
 pub(crate) use assert_success;
 
+/// Closes each object given, in order, asserting that every close returns
+/// `STATUS_SUCCESS` (the message names the object).
+#[allow(
+    unused_macros,
+    reason = "used by the families; binaries that include the harness without them do not"
+)]
+macro_rules! assert_closes_succeed {
+    ($($object:expr),+ $(,)?) => {
+        $(assert_success!($object.close(), concat!("close of ", stringify!($object)));)+
+    };
+}
+#[allow(unused_imports, reason = "as the macro")]
+pub(crate) use assert_closes_succeed;
+
 /// Ends the test at once when the binary runs over iWARP: what it checks is
 /// a behaviour of the in-memory fabric that iWARP, by its RFCs, does not
 /// have — the reason says which (`docs/iwarp.md`, "Conformance over

@@ -204,6 +204,10 @@ macro_rules! table {
     };
 }
 
+/// An object's header and the close slot of its table: what a test needs
+/// to close it its own way.
+pub type CloseSlot = (*mut NdkObjectHeader, NdkFnCloseObject);
+
 /// Starts the close of any object through its table's close slot (slot 0):
 /// the close's return value and completion signal.
 pub fn close_started(
@@ -221,7 +225,7 @@ pub fn close_started(
 /// run on the transport's threads, so a close that finds one still
 /// returning pends (L18, L21) where the fabric's would not: there the
 /// completion's status is returned instead.
-fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+fn close_waiting((header, close): CloseSlot) -> NtStatus {
     // SAFETY: a live object's header.
     let object_type = unsafe { (*header).object_type };
     if Transport::default() == Transport::Iwarp && object_type == NdkObjectType::MR {
@@ -240,10 +244,18 @@ fn close_waiting(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtSta
     status
 }
 
-/// The object a Create call made, or the call's failure status.
-fn created<T>(status: NtStatus, object: impl FnOnce() -> T) -> Result<T, NtStatus> {
+/// Makes a Create call synchronously, the one way the harness creates: no
+/// completion callback, so the object is there when the call returns
+/// (`call` gets the three trailing arguments every Create slot takes —
+/// completion, its context, the out-pointer — and passes them on). The
+/// object made, or the call's failure status.
+pub fn create<T>(
+    call: impl FnOnce(Option<NdkFnCreateCompletion>, *mut c_void, *mut *mut T) -> NtStatus,
+) -> Result<*mut T, NtStatus> {
+    let mut object = std::ptr::null_mut();
+    let status = call(None, std::ptr::null_mut(), &raw mut object);
     if status == STATUS_SUCCESS {
-        Ok(object())
+        Ok(object)
     } else {
         Err(status)
     }
@@ -272,7 +284,13 @@ macro_rules! object {
             }
 
             pub fn close(self) -> NtStatus {
-                close_waiting(self.0.cast(), self.d().$close)
+                close_waiting(self.close_slot())
+            }
+
+            /// The object's header and its own close slot, for a test that
+            /// closes it its own way ([`close_with`], [`close_and_wait`]).
+            pub fn close_slot(&self) -> CloseSlot {
+                (self.0.cast(), self.d().$close)
             }
         }
     };
@@ -341,22 +359,18 @@ impl Adapter {
     }
 
     pub fn pd(&self) -> Pd {
-        let mut pd = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status =
-            unsafe { (self.d().ndk_create_pd)(self.0, None, std::ptr::null_mut(), &raw mut pd) };
-        assert_success!(status, "CreatePd");
-        Pd(pd)
+        let made =
+            create(|done, ctx, out| unsafe { (self.d().ndk_create_pd)(self.0, done, ctx, out) });
+        Pd(made.expect("CreatePd"))
     }
 
     pub fn connector(&self) -> Connector {
-        let mut c = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_connector)(self.0, None, std::ptr::null_mut(), &raw mut c)
-        };
-        assert_success!(status, "CreateConnector");
-        Connector(c)
+        let made = create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_connector)(self.0, done, ctx, out)
+        });
+        Connector(made.expect("CreateConnector"))
     }
 
     pub fn listener(&self, incoming: &Arc<Incoming>) -> Listener {
@@ -374,20 +388,11 @@ impl Adapter {
         callback: NdkFnConnectEventCallback,
         context: *mut c_void,
     ) -> Listener {
-        let mut l = std::ptr::null_mut();
         // SAFETY: a live adapter; the caller vouches for the context.
-        let status = unsafe {
-            (self.d().ndk_create_listener)(
-                self.0,
-                Some(callback),
-                context,
-                None,
-                std::ptr::null_mut(),
-                &raw mut l,
-            )
-        };
-        assert_success!(status, "CreateListener");
-        Listener(l)
+        let made = create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_listener)(self.0, Some(callback), context, done, ctx, out)
+        });
+        Listener(made.expect("CreateListener"))
     }
 
     pub fn try_shared_endpoint(&self, addr: Addr) -> Result<SharedEndpoint, NtStatus> {
@@ -498,7 +503,12 @@ impl Cq {
 
     /// Closes and waits for the close to complete; returns the close's return value.
     pub fn close(self) -> NtStatus {
-        close_waiting(self.0.cast(), self.d().ndk_close_cq)
+        close_waiting(self.close_slot())
+    }
+
+    /// The CQ's header and close slot (as the objects' `close_slot`).
+    pub fn close_slot(&self) -> CloseSlot {
+        (self.0.cast(), self.d().ndk_close_cq)
     }
 }
 
@@ -515,18 +525,11 @@ impl Pd {
     }
 
     pub fn try_mr(&self, fast: bool) -> Result<Mr, NtStatus> {
-        let mut mr = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
-            (self.d().ndk_create_mr)(
-                self.0,
-                u8::from(fast),
-                None,
-                std::ptr::null_mut(),
-                &raw mut mr,
-            )
-        };
-        created(status, || Mr(mr))
+        create(|done, ctx, out| unsafe {
+            (self.d().ndk_create_mr)(self.0, u8::from(fast), done, ctx, out)
+        })
+        .map(Mr)
     }
 
     pub fn mr(&self, fast: bool) -> Mr {
@@ -534,12 +537,10 @@ impl Pd {
     }
 
     pub fn mw(&self) -> Mw {
-        let mut mw = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status =
-            unsafe { (self.d().ndk_create_mw)(self.0, None, std::ptr::null_mut(), &raw mut mw) };
-        assert_success!(status, "CreateMw");
-        Mw(mw)
+        let made =
+            create(|done, ctx, out| unsafe { (self.d().ndk_create_mw)(self.0, done, ctx, out) });
+        Mw(made.expect("CreateMw"))
     }
 
     /// CreateQp with explicit limits.
@@ -555,9 +556,8 @@ impl Pd {
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        let mut qp = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
             (self.d().ndk_create_qp)(
                 self.0,
                 rcq.0,
@@ -568,12 +568,12 @@ impl Pd {
                 rsge,
                 isge,
                 inline,
-                None,
-                std::ptr::null_mut(),
-                &raw mut qp,
+                done,
+                ctx,
+                out,
             )
-        };
-        created(status, || Qp(qp))
+        })
+        .map(Qp)
     }
 
     /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
@@ -593,24 +593,14 @@ impl Pd {
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        let mut qp = std::ptr::null_mut();
         // SAFETY: valid arguments.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
+            let qp_context = context as *mut c_void;
             (self.d().ndk_create_qp_with_srq)(
-                self.0,
-                rcq.0,
-                icq.0,
-                srq.0,
-                context as *mut c_void,
-                idepth,
-                isge,
-                inline,
-                None,
-                std::ptr::null_mut(),
-                &raw mut qp,
+                self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
             )
-        };
-        created(status, || Qp(qp))
+        })
+        .map(Qp)
     }
 
     pub fn try_srq(
@@ -620,27 +610,27 @@ impl Pd {
         threshold: u32,
         watch: Option<&Arc<Signal>>,
     ) -> Result<Srq, NtStatus> {
-        let mut srq = std::ptr::null_mut();
-        let (callback, ctx) = match watch {
+        let (callback, watch_ctx) = match watch {
             Some(w) => (Some(on_status as NdkFnSrqNotificationCallback), w.ctx()),
             None => (None, std::ptr::null_mut()),
         };
+        let no_affinity = std::ptr::null();
         // SAFETY: valid arguments; the watch outlives the SRQ.
-        let status = unsafe {
+        create(|done, ctx, out| unsafe {
             (self.d().ndk_create_srq)(
                 self.0,
                 depth,
                 sge,
                 threshold,
                 callback,
+                watch_ctx,
+                no_affinity,
+                done,
                 ctx,
-                std::ptr::null(),
-                None,
-                std::ptr::null_mut(),
-                &raw mut srq,
+                out,
             )
-        };
-        created(status, || Srq(srq))
+        })
+        .map(Srq)
     }
 
     /// Starts the close and returns at once with the close's signal.
@@ -1139,6 +1129,17 @@ impl Region {
     }
 }
 
+/// The SGE of `bytes` as an INLINE request carries them: their address in
+/// this process and no memory token (the provider copies them during the
+/// post, I5).
+pub fn inline_sge(bytes: &[u8]) -> NdkSge {
+    NdkSge {
+        address: bytes.as_ptr() as u64,
+        length: u32::try_from(bytes.len()).unwrap(),
+        memory_region_token: 0,
+    }
+}
+
 /// L18: a close returns `STATUS_SUCCESS` or `STATUS_PENDING` (the
 /// harness's closes have already waited for a pending one).
 pub fn assert_close(status: NtStatus) {
@@ -1167,21 +1168,20 @@ pub unsafe fn cq_with(
     context: *mut c_void,
     affinity: *const GroupAffinity,
 ) -> Result<Cq, NtStatus> {
-    let mut cq = std::ptr::null_mut();
     // SAFETY: a live adapter; the caller vouches for context and affinity.
-    let status = unsafe {
+    create(|done, ctx, out| unsafe {
         (adapter.d().ndk_create_cq)(
             adapter.0,
             depth,
             Some(callback),
             context,
             affinity,
-            None,
-            std::ptr::null_mut(),
-            &raw mut cq,
+            done,
+            ctx,
+            out,
         )
-    };
-    created(status, || Cq(cq, Signal::new()))
+    })
+    .map(|cq| Cq(cq, Signal::new()))
 }
 
 /// Starts the close of a QP the test keeps the wrapper of (it must not
@@ -1283,11 +1283,7 @@ pub fn settle(returned: NtStatus, signal: &Signal) -> NtStatus {
 
 /// Starts the close of any object through `close` (a close slot the test
 /// saved), with [`on_tagged_close`] on `log`; asserts L18.
-pub fn close_with(
-    header: *mut NdkObjectHeader,
-    close: NdkFnCloseObject,
-    log: &Arc<Signal>,
-) -> NtStatus {
+pub fn close_with((header, close): CloseSlot, log: &Arc<Signal>) -> NtStatus {
     // SAFETY: a live object and the close slot of its table; `log` outlives
     // the close (tests wait for it).
     let status = unsafe { close(header, Some(on_tagged_close), log.ctx()) };
@@ -1300,9 +1296,9 @@ pub fn close_with(
 
 /// Closes through `close` and waits until the close is complete; L18: a
 /// `STATUS_SUCCESS` close never calls back, a pending one exactly once.
-pub fn close_and_wait(header: *mut NdkObjectHeader, close: NdkFnCloseObject) -> NtStatus {
+pub fn close_and_wait(slot: CloseSlot) -> NtStatus {
     let log = Signal::new();
-    let status = close_with(header, close, &log);
+    let status = close_with(slot, &log);
     finish_close_logged(status, &log);
     status
 }

@@ -208,13 +208,14 @@ pub fn each_with(contexts: std::ops::Range<usize>, status: NtStatus) -> Vec<(usi
     contexts.map(|context| (context, status)).collect()
 }
 
-/// [`ping`]s `there` from `a` to `b`, then `back` from `b` to `a`.
-pub fn ping_both_ways(
-    (a_qp, a_cq, a_mem): (&Qp, &Cq, &mut Mem),
-    (b_qp, b_cq, b_mem): (&Qp, &Cq, &mut Mem),
-    there: &[u8],
-    back: &[u8],
-) {
-    ping((a_qp, a_cq, a_mem), (b_qp, b_cq, b_mem), there);
-    ping((b_qp, b_cq, b_mem), (a_qp, a_cq, a_mem), back);
+/// [`ping`]s `there` from A's QP to B's, then `back` from B's to A's: each
+/// QP completes on its end's CQ and sends and receives through a page of
+/// memory of its end's PD (closed after).
+pub fn ping_both_ways((a, a_qp): (&End, &Qp), (b, b_qp): (&End, &Qp), there: &[u8], back: &[u8]) {
+    let mut a_mem = Mem::all(&a.pd, 4096, 0);
+    let mut b_mem = Mem::all(&b.pd, 4096, 0);
+    ping((a_qp, &a.cq, &mut a_mem), (b_qp, &b.cq, &b_mem), there);
+    ping((b_qp, &b.cq, &mut b_mem), (a_qp, &a.cq, &a_mem), back);
+    a_mem.close();
+    b_mem.close();
 }
