@@ -178,6 +178,21 @@ fn write(pair: &Pair, src: &[Sge], raddr: u64, rkey: u32) -> Completion {
     one(&pair.a.scq)
 }
 
+/// Writes `len` bytes of side a's pattern `seed` (see [`Buffer::pattern`])
+/// to `raddr` under `rkey` with [`write`]; returns the source and the
+/// completion.
+fn write_pattern(
+    pair: &Pair,
+    len: usize,
+    seed: u8,
+    raddr: u64,
+    rkey: u32,
+) -> (Registered, Completion) {
+    let src = pair.a.pattern(len, seed, Access::empty());
+    let c = write(pair, &[src.sge(0, len32(len))], raddr, rkey);
+    (src, c)
+}
+
 /// Posts an RDMA Read from side a into `dst`, settles, returns its completion.
 fn read(pair: &Pair, dst: &[Sge], raddr: u64, rkey: u32, flags: WrFlags) -> Completion {
     pair.a.qp.post_read(2, dst, raddr, rkey, flags).unwrap();
@@ -696,8 +711,7 @@ mod registered {
         for mode in MODES {
             let pair = Pair::new(mode);
             let dst = pair.b.buffer(100, 0, ALL);
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], dst.raddr(50), dst.rkey());
+            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(50), dst.rkey());
             assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -738,8 +752,7 @@ mod registered {
             for bogus in forgeries {
                 let pair = Pair::new(mode);
                 let dst = pair.b.buffer(64, 0, ALL);
-                let src = pair.a.pattern(64, 1, Access::empty());
-                let c = write(&pair, &[src.sge(0, 64)], dst.raddr(0), bogus(dst.rkey()));
+                let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), bogus(dst.rkey()));
                 assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
                 assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert!(pair.b.rcq.drain().is_empty());
@@ -832,8 +845,7 @@ mod registered {
                 remote_on(&pair.b, rkey, dst.raddr(0), 1, Access::REMOTE_WRITE),
                 Err(Denied::Token)
             );
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], dst.raddr(0), rkey);
+            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -846,8 +858,7 @@ mod registered {
             let pair = pair_with(mode, small_limits());
             let len = 4 * PAGE;
             let dst = pair.b.buffer(len, 0, ALL);
-            let src = pair.a.pattern(len, 8, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(len))], dst.raddr(0), dst.rkey());
+            let (src, c) = write_pattern(&pair, len, 8, dst.raddr(0), dst.rkey());
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             let back = pair.a.buffer(len, 0, Access::LOCAL_WRITE);
@@ -1148,13 +1159,7 @@ mod fast_uninitialized {
             let base = 0x40_0000 + wide(fbo);
             let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
             assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(len, 6, Access::empty());
-            let c = write(
-                &pair,
-                &[src.sge(0, len32(len))],
-                base,
-                mr.remote_key().unwrap(),
-            );
+            let (src, c) = write_pattern(&pair, len, 6, base, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = alloc::vec![0xAB_u8; 16 * PAGE];
             for (i, &byte) in src.buffer.bytes().iter().enumerate() {
@@ -1252,8 +1257,7 @@ mod fast_idle {
                 Access::LOCAL_WRITE,
             );
             assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], 0, mr.remote_key().unwrap());
+            let (_, c) = write_pattern(&pair, 16, 1, 0, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(lam.bytes().iter().all(|&b| b == 0));
             assert_terminated(&pair);
@@ -1271,8 +1275,7 @@ mod fast_idle {
             remote(pd, pair.b.qp.id(), rkey, 0, 1, Access::empty()),
             Err(Denied::Token)
         );
-        let src = pair.a.pattern(16, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 16)], 0, rkey);
+        let (_, c) = write_pattern(&pair, 16, 1, 0, rkey);
         assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
         assert_terminated(&pair);
     }
@@ -1313,13 +1316,7 @@ mod fast_idle {
         let (fbo, len, base) = (100, 4 * page - 100, 0x10_0000 + 100);
         let c = post_fr(&pair.b, &mr, four, fbo, len, base, ALL);
         assert_status(c, Opcode::FastRegister, WcStatus::Success);
-        let src = pair.a.pattern(4 * PAGE - 100, 2, Access::empty());
-        let c = write(
-            &pair,
-            &[src.sge(0, len32(4 * PAGE - 100))],
-            base,
-            mr.remote_key().unwrap(),
-        );
+        let (src, c) = write_pattern(&pair, 4 * PAGE - 100, 2, base, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[100..4 * PAGE], src.buffer.bytes());
         assert!(
@@ -1343,8 +1340,7 @@ mod fast_idle {
         );
         let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
         assert_status(c, Opcode::FastRegister, WcStatus::Success);
-        let src = pair.a.pattern(8, 3, Access::empty());
-        let c = write(&pair, &[src.sge(0, 8)], 4088, mr.remote_key().unwrap());
+        let (src, c) = write_pattern(&pair, 8, 3, 4088, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[4088..], src.buffer.bytes());
     }
@@ -1426,8 +1422,7 @@ mod fast_idle {
                     (Opcode::Write, WcStatus::Success)
                 ]
             );
-            let src = pair.a.pattern(32, 4, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 64, rkey);
+            let (src, c) = write_pattern(&pair, 32, 4, 64, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&lam.bytes()[64..96], src.buffer.bytes());
         }
@@ -1465,8 +1460,7 @@ mod fast_mapped {
             let rkey = mr.remote_key().unwrap();
             let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
             assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(len, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(len))], base, rkey);
+            let (src, c) = write_pattern(&pair, len, 3, base, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = [
                 alloc::vec![0x11_u8; 2 * PAGE],
@@ -1600,8 +1594,7 @@ mod fast_mapped {
         for mode in MODES {
             let (pair, lam, mr) = mapped(mode, ALL);
             let (lkey, rkey) = (mr.local_key().unwrap(), mr.remote_key().unwrap());
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], 0x8000, rkey);
+            let (src, c) = write_pattern(&pair, 16, 1, 0x8000, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let c = post_invalidate(&pair.b, InvalidateTarget::Mr(Arc::clone(&mr)));
             assert_status(c, Opcode::Invalidate, WcStatus::Success);
@@ -1790,8 +1783,7 @@ mod fast_mapped {
     fn send_and_invalidate(mode: EngineMode) -> (Pair, LamPages, Arc<Mr>, Registered) {
         let (pair, lam, mr) = mapped(mode, ALL);
         let rkey = mr.remote_key().unwrap();
-        let src = pair.a.pattern(64, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 64)], 0x8000, rkey);
+        let (src, c) = write_pattern(&pair, 64, 1, 0x8000, rkey);
         assert_status(c, Opcode::Write, WcStatus::Success);
         let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
         pair.b.qp.post_receive(21, &[recv.sge(0, 16)]).unwrap();
@@ -1898,8 +1890,7 @@ mod fast_mapped {
             let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
             assert_status(c, Opcode::FastRegister, WcStatus::Success);
             assert!(lam.release());
-            let src = pair.a.pattern(32, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 0, mr.remote_key().unwrap());
+            let (_, c) = write_pattern(&pair, 32, 1, 0, mr.remote_key().unwrap());
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(
@@ -1981,8 +1972,7 @@ mod fast_mapped {
                 "{mode:?}: {done:?}"
             );
             assert_eq!(done.len(), 3);
-            let src = pair.a.pattern(32, 9, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 0x2_0000, mr.remote_key().unwrap());
+            let (src, c) = write_pattern(&pair, 32, 9, 0x2_0000, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&second.bytes()[..32], src.buffer.bytes());
             assert!(first.bytes().iter().all(|&b| b == 0x01));
@@ -2092,8 +2082,7 @@ mod window_unbound {
             );
             // Exactly the largest window: every byte of it is reachable.
             let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(100), 2 * PAGE_SIZE, ALL);
-            let src = pair.a.pattern(2 * PAGE, 4, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(2 * PAGE))], reg.raddr(100), key);
+            let (src, c) = write_pattern(&pair, 2 * PAGE, 4, reg.raddr(100), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[100..100 + 2 * PAGE], src.buffer.bytes(), "{mode:?}");
@@ -2127,8 +2116,7 @@ mod window_unbound {
             assert_eq!(done.len(), 2);
             assert_status(done[0], Opcode::Bind, WcStatus::Success);
             assert_eq!(mw.remote_key(), key);
-            let src = pair.a.pattern(256, 2, Access::empty());
-            let c = write(&pair, &[src.sge(0, 256)], reg.raddr(0), key);
+            let (src, c) = write_pattern(&pair, 256, 2, reg.raddr(0), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(reg.buffer.bytes(), src.buffer.bytes());
             mw.close();
@@ -2190,8 +2178,7 @@ mod window_bound {
     fn test_window_bound_peer_reaches_window_range_with_its_rights_rule_m18() {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-            let src = pair.a.pattern(5000, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 5000)], reg.raddr(1000), key);
+            let (src, c) = write_pattern(&pair, 5000, 3, reg.raddr(1000), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[1000..6000], src.buffer.bytes(), "{mode:?}");
@@ -2216,8 +2203,7 @@ mod window_bound {
             // Inside the region, outside the window: before, across the end.
             for (at, len) in [(999, 1), (5990, 11), (6000, 1), (0, 16)] {
                 let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-                let src = pair.a.pattern(len, 3, Access::empty());
-                let c = write(&pair, &[src.sge(0, len32(len))], reg.raddr(wide(at)), key);
+                let (_, c) = write_pattern(&pair, len, 3, reg.raddr(wide(at)), key);
                 assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
                 assert!(
                     reg.buffer.bytes().iter().all(|&b| b == 0),
@@ -2233,8 +2219,7 @@ mod window_bound {
     fn test_window_bound_missing_right_refused_rule_m34() {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ);
-            let src = pair.a.pattern(16, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 3, reg.raddr(1000), key);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -2248,8 +2233,7 @@ mod window_bound {
             // The region itself has no remote right: its own token is refused
             // where the window's is honoured.
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
-            let src = pair.a.pattern(16, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(2000), key);
+            let (src, c) = write_pattern(&pair, 16, 3, reg.raddr(2000), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let c = write(&pair, &[src.sge(0, 16)], reg.raddr(3000), reg.rkey());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
@@ -2328,8 +2312,7 @@ mod window_bound {
                 remote_on(&pair.b, old, reg.raddr(1000), 1, Access::empty()),
                 Err(Denied::Token)
             );
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], reg.raddr(0), new);
+            let (src, c) = write_pattern(&pair, 64, 1, reg.raddr(0), new);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&reg.buffer.bytes()[..64], src.buffer.bytes());
             assert!(reg.buffer.bytes()[64..].iter().all(|&b| b == 0));
@@ -2403,8 +2386,7 @@ mod window_bound {
                 Access::REMOTE_WRITE,
             );
             assert_ne!(new, old);
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], second.raddr(0), new);
+            let (src, c) = write_pattern(&pair, 64, 1, second.raddr(0), new);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(second.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             // M23: the invalidated token ends the connection.
@@ -2484,8 +2466,7 @@ mod window_bound {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
             assert_eq!(reg.mr.deregister(nothing()), Ok(Progress::Done));
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
@@ -2505,8 +2486,7 @@ mod window_bound {
             reg.mr
                 .register(fresh.span(), reg.raddr(0), Access::LOCAL_WRITE)
                 .unwrap();
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(
@@ -2610,8 +2590,7 @@ mod privileged {
                     remote_on(&pair.b, key, lam.page(0), 8, Access::empty()),
                     Err(Denied::Token)
                 );
-                let src = pair.a.pattern(16, 1, Access::empty());
-                let c = write(&pair, &[src.sge(0, 16)], lam.page(0), key);
+                let (_, c) = write_pattern(&pair, 16, 1, lam.page(0), key);
                 assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
                 assert!(lam.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert_terminated(&pair);
@@ -2825,8 +2804,7 @@ mod tokens {
             Err(Denied::Token)
         );
         // On the data path a local token used remotely ends the connection.
-        let src = pair.a.pattern(8, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 8)], at, lkey);
+        let (_, c) = write_pattern(&pair, 8, 1, at, lkey);
         assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
         assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
         assert_terminated(&pair);
@@ -2852,8 +2830,7 @@ mod tokens {
             );
             assert_eq!(local(&other_pd, lkey, at, 8, Access::LOCAL_WRITE), Ok(()));
             // A peer's Write naming it is refused.
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], at, rkey);
+            let (_, c) = write_pattern(&pair, 64, 1, at, rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(foreign.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -2879,8 +2856,7 @@ mod tokens {
             );
             // Used by b as if it were its own: never reaches a's memory.
             let before = theirs.buffer.bytes().to_vec();
-            let src = pair.a.pattern(64, 200, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], at, rkey);
+            let (_, c) = write_pattern(&pair, 64, 200, at, rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert_eq!(theirs.buffer.bytes(), &before[..], "{mode:?}");
             assert_terminated(&pair);
