@@ -212,21 +212,69 @@ fn fast(side: &Side, pages: u32, remote_ok: bool) -> Arc<Mr> {
     mr
 }
 
-/// Posts a FastRegister on `side`, settles, returns its completion.
-fn post_fr(
-    side: &Side,
-    mr: &Arc<Mr>,
-    pages: &[u64],
+/// A fast mapping as a FastRegister posts it (rules M15, M16): `len`
+/// bytes of the page list `pages` from offset `fbo` of the first page,
+/// indexed from `base`, with `access`.
+#[derive(Clone, Copy)]
+struct Mapping<'a> {
+    pages: &'a [u64],
     fbo: u64,
     len: u64,
     base: u64,
     access: Access,
-) -> Completion {
-    side.qp
-        .post_fast_register(3, mr, pages, fbo, len, base, access, WrFlags::empty())
-        .unwrap();
-    settle();
-    one(&side.scq)
+}
+
+impl<'a> Mapping<'a> {
+    /// `len` bytes from the start of `pages`, indexed from 0, no right.
+    fn new(pages: &'a [u64], len: u64) -> Self {
+        Self {
+            pages,
+            fbo: 0,
+            len,
+            base: 0,
+            access: Access::empty(),
+        }
+    }
+
+    /// Starting `fbo` bytes into the first page.
+    fn fbo(self, fbo: u64) -> Self {
+        Self { fbo, ..self }
+    }
+
+    /// Indexed from `base` (M16: the FBO plus a whole number of pages).
+    fn base(self, base: u64) -> Self {
+        Self { base, ..self }
+    }
+
+    fn access(self, access: Access) -> Self {
+        Self { access, ..self }
+    }
+
+    /// Posts a FastRegister of this mapping of `mr` on `side`, settles,
+    /// returns its completion.
+    fn post_on(self, side: &Side, mr: &Arc<Mr>) -> Completion {
+        side.qp
+            .post_fast_register(
+                3,
+                mr,
+                self.pages,
+                self.fbo,
+                self.len,
+                self.base,
+                self.access,
+                WrFlags::empty(),
+            )
+            .unwrap();
+        settle();
+        one(&side.scq)
+    }
+
+    /// Posts it ([`post_on`](Self::post_on)) and expects success (M15).
+    #[track_caller]
+    fn expect_mapped(self, side: &Side, mr: &Arc<Mr>) {
+        let c = self.post_on(side, mr);
+        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+    }
 }
 
 /// Posts an Invalidate on `side`, settles, returns its completion.
@@ -982,16 +1030,9 @@ mod deregistering {
         let pair = Pair::new(EngineMode::Inline);
         let lam = LamPages::new(&pair.a.device, 1, 0);
         let mr = fast(&pair.a, 1, false);
-        let c = post_fr(
-            &pair.a,
-            &mr,
-            &[lam.page(0)],
-            0,
-            PAGE_SIZE,
-            0,
-            Access::LOCAL_WRITE,
-        );
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .access(Access::LOCAL_WRITE)
+            .expect_mapped(&pair.a, &mr);
         let key = mr.local_key().unwrap();
         let sge = Sge {
             addr: 100,
@@ -1157,8 +1198,11 @@ mod fast_uninitialized {
             let fbo = 0x123;
             let len = 16 * PAGE - fbo - 1;
             let base = 0x40_0000 + wide(fbo);
-            let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&pages, wide(len))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
             let (src, c) = write_pattern(&pair, len, 6, base, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = alloc::vec![0xAB_u8; 16 * PAGE];
@@ -1195,16 +1239,9 @@ mod fast_idle {
         assert_eq!((mr.local_key(), mr.remote_key()), (Some(lkey), Some(rkey)));
         // The new page count applies: 8 pages now fit.
         let lam = LamPages::new(&pair.a.device, 8, 0);
-        let c = post_fr(
-            &pair.a,
-            &mr,
-            &lam.page_list(),
-            0,
-            8 * PAGE_SIZE,
-            0,
-            Access::LOCAL_WRITE,
-        );
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&lam.page_list(), 8 * PAGE_SIZE)
+            .access(Access::LOCAL_WRITE)
+            .expect_mapped(&pair.a, &mr);
         let c = post_invalidate(&pair.a, InvalidateTarget::Mr(Arc::clone(&mr)));
         assert_status(c, Opcode::Invalidate, WcStatus::Success);
         mr.init_fast(1, true).unwrap();
@@ -1247,16 +1284,9 @@ mod fast_idle {
             settle();
             assert!(pair.b.scq.drain().is_empty(), "no completion for refusals");
             // Local rights are fine, and the remote token then grants nothing.
-            let c = post_fr(
-                &pair.b,
-                &mr,
-                &[lam.page(0)],
-                0,
-                PAGE_SIZE,
-                0,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.b, &mr);
             let (_, c) = write_pattern(&pair, 16, 1, 0, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(lam.bytes().iter().all(|&b| b == 0));
@@ -1314,8 +1344,11 @@ mod fast_idle {
         assert_eq!(pair.b.qp.state(), QpState::Connected);
         // The longest legal region: every byte of it is reachable.
         let (fbo, len, base) = (100, 4 * page - 100, 0x10_0000 + 100);
-        let c = post_fr(&pair.b, &mr, four, fbo, len, base, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(four, len)
+            .fbo(fbo)
+            .base(base)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
         let (src, c) = write_pattern(&pair, 4 * PAGE - 100, 2, base, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[100..4 * PAGE], src.buffer.bytes());
@@ -1338,8 +1371,9 @@ mod fast_idle {
                 .post_fast_register(1, &mr, &[lam.page(0)], 8, 8, 0, ALL, WrFlags::empty()),
             Err(PostError::InvalidParameter)
         );
-        let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
         let (src, c) = write_pattern(&pair, 8, 3, 4088, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[4088..], src.buffer.bytes());
@@ -1365,8 +1399,9 @@ mod fast_idle {
         );
         settle();
         assert!(pair.b.scq.drain().is_empty());
-        let c = post_fr(&pair.b, &mr, &lam.page_list(), 0, 4 * PAGE_SIZE, 0, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&lam.page_list(), 4 * PAGE_SIZE)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
     }
 
     #[test]
@@ -1384,7 +1419,9 @@ mod fast_idle {
                     [lam.page(0), outside.page(0)]
                 };
                 let mr = fast(&pair.b, 2, true);
-                let c = post_fr(&pair.b, &mr, &pages, 0, 2 * PAGE_SIZE, 0, ALL);
+                let c = Mapping::new(&pages, 2 * PAGE_SIZE)
+                    .access(ALL)
+                    .post_on(&pair.b, &mr);
                 assert_status(c, Opcode::FastRegister, WcStatus::InvalidRequest);
                 let lkey = mr.local_key().unwrap();
                 assert_eq!(
@@ -1438,8 +1475,10 @@ mod fast_mapped {
         let pair = Pair::new(mode);
         let lam = LamPages::new(&pair.b.device, 1, 0);
         let mr = fast(&pair.b, 1, true);
-        let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0x8000, access);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .base(0x8000)
+            .access(access)
+            .expect_mapped(&pair.b, &mr);
         (pair, lam, mr)
     }
 
@@ -1458,8 +1497,11 @@ mod fast_mapped {
             let len = 3 * PAGE - fbo - 7;
             let base = 0x5000_0000 + wide(fbo);
             let rkey = mr.remote_key().unwrap();
-            let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&pages, wide(len))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
             let (src, c) = write_pattern(&pair, len, 3, base, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = [
@@ -1517,16 +1559,11 @@ mod fast_mapped {
             let map = [(1, 0), (0, 0)];
             let pages = [lams[1].page(0), lams[0].page(0)];
             let (fbo, base) = (10, 0x7777_0000 + 10);
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &pages,
-                wide(fbo),
-                wide(2 * PAGE - fbo),
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&pages, wide(2 * PAGE - fbo))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             let key = mr.local_key().unwrap();
             // Read from the peer into a run that crosses the join.
             let src = pair.b.pattern(200, 12, Access::REMOTE_READ);
@@ -1572,7 +1609,9 @@ mod fast_mapped {
         for mode in MODES {
             let (pair, lam, mr) = mapped(mode, ALL);
             let other = LamPages::new(&pair.b.device, 1, 0x5A);
-            let c = post_fr(&pair.b, &mr, &[other.page(0)], 0, PAGE_SIZE, 0, ALL);
+            let c = Mapping::new(&[other.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .post_on(&pair.b, &mr);
             assert_status(c, Opcode::FastRegister, WcStatus::InvalidRequest);
             // The first mapping is still the one in place.
             let key = mr.local_key().unwrap();
@@ -1628,8 +1667,10 @@ mod fast_mapped {
         assert!(seg.run(0, 64).is_some());
         mr.invalidate().unwrap();
         assert!(seg.run(0, 64).is_none(), "invalidated under the segment");
-        let c = post_fr(&pair.b, &mr, &[lam2.page(0)], 0, PAGE_SIZE, 0x8000, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam2.page(0)], PAGE_SIZE)
+            .base(0x8000)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
         assert!(seg.run(0, 64).is_none(), "a new mapping is not the old one");
     }
 
@@ -1650,8 +1691,11 @@ mod fast_mapped {
                 let base = 0x1000_0000 * wide(cycle + 1) + wide(fbo);
                 let pages = [lam.page(page)];
                 let len = PAGE - fbo;
-                let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-                assert_status(c, Opcode::FastRegister, WcStatus::Success);
+                Mapping::new(&pages, wide(len))
+                    .fbo(wide(fbo))
+                    .base(base)
+                    .access(ALL)
+                    .expect_mapped(&pair.b, &mr);
                 assert_eq!((mr.local_key(), mr.remote_key()), (Some(lkey), Some(rkey)));
                 let n = 64.min(len);
                 let c = write(&pair, &[src.sge(0, len32(n))], base, rkey);
@@ -1680,16 +1724,10 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.a.device, 2, 0);
             let mr = fast(&pair.a, 2, false);
             let base = 0x9000_0000;
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &lam.page_list(),
-                0,
-                2 * PAGE_SIZE,
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             let other = pair.a.buffer(100, 0, Access::LOCAL_WRITE);
             let src = pair.b.pattern(400, 5, Access::REMOTE_READ);
             let key = mr.local_key().unwrap();
@@ -1733,16 +1771,10 @@ mod fast_mapped {
             );
             // Invalidated, so it may be fast-registered again at once (M35:
             // under the same token).
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &lam.page_list(),
-                0,
-                2 * PAGE_SIZE,
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             assert_eq!(mr.local_key(), Some(key));
         }
     }
@@ -1754,16 +1786,10 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.b.device, 2, 0x77);
             let mr = fast(&pair.b, 2, true);
             let base = 0x2000_0000;
-            let c = post_fr(
-                &pair.b,
-                &mr,
-                &lam.page_list(),
-                0,
-                5000,
-                base,
-                Access::REMOTE_READ,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 5000)
+                .base(base)
+                .access(Access::REMOTE_READ)
+                .expect_mapped(&pair.b, &mr);
             let dst = pair.a.buffer(200, 0, Access::LOCAL_WRITE);
             let c = read(
                 &pair,
@@ -1887,8 +1913,9 @@ mod fast_mapped {
             let pair = Pair::new(mode);
             let mut lam = Lam::new(&pair.b.device, 1, 0x66);
             let mr = fast(&pair.b, 1, true);
-            let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
             assert!(lam.release());
             let (_, c) = write_pattern(&pair, 32, 1, 0, mr.remote_key().unwrap());
             assert_eq!(c.opcode, Opcode::Write);
@@ -1931,8 +1958,9 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.a.device, 1, 0);
             let mr = fast(&pair.a, 1, false);
             let access = Access::READ_SINK | Access::LOCAL_WRITE;
-            let c = post_fr(&pair.a, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, access);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(access)
+                .expect_mapped(&pair.a, &mr);
             let src = pair.b.pattern(128, 3, Access::REMOTE_READ);
             let sink = Sge {
                 addr: 7,
@@ -2934,16 +2962,9 @@ mod limits {
             {
                 let lam = LamPages::new(&pair.b.device, 2, 0);
                 let fast_mr = fast(&pair.b, 2, true);
-                let c = post_fr(
-                    &pair.b,
-                    &fast_mr,
-                    &lam.page_list(),
-                    0,
-                    2 * PAGE_SIZE,
-                    0,
-                    ALL,
-                );
-                assert_status(c, Opcode::FastRegister, WcStatus::Success);
+                Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                    .access(ALL)
+                    .expect_mapped(&pair.b, &fast_mr);
                 let reg = pair.b.buffer(PAGE, 0, Access::LOCAL_WRITE);
                 let mw = Mw::new(&pair.b.pd).unwrap();
                 let wkey = bind(
