@@ -48,8 +48,8 @@ use proptest::test_runner::Config;
 use super::cq::{ArmType, Cq, CqEvent};
 use super::device::EngineMode;
 use super::mr::{Mr, Mw};
-use super::qp::{InvalidateTarget, Payload, PostError};
-use super::testing::{Buffer, LamPages, Pair, Recorder, Registered};
+use super::qp::{InvalidateTarget, Payload, PostError, Qp};
+use super::testing::{Buffer, LamPages, Pair, Recorder, Registered, drain};
 use super::types::{Access, Completion, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
@@ -130,6 +130,35 @@ enum SinkKind {
     Sink,
     /// The fast-register region (mapped with local write).
     Fr,
+}
+
+impl Local {
+    /// The buffer, or `None` for the fast-register region.
+    const fn buf(self) -> Option<Buf> {
+        match self {
+            Self::Src => Some(Buf::Src),
+            Self::Fr => None,
+        }
+    }
+}
+
+impl SinkKind {
+    /// The buffer, or `None` for the fast-register region.
+    const fn buf(self) -> Option<Buf> {
+        match self {
+            Self::Sink => Some(Buf::Sink),
+            Self::Fr => None,
+        }
+    }
+}
+
+/// DEFER when `defer`, else no flag.
+fn deferred(defer: bool) -> WrFlags {
+    if defer {
+        WrFlags::DEFER
+    } else {
+        WrFlags::empty()
+    }
 }
 
 /// Where a Write or Read goes at B.
@@ -952,20 +981,20 @@ impl Harness {
     }
 
     /// The pieces of A's local memory that `range` names (at least `min` bytes).
-    fn pieces(&self, local: Local, range: Range, min: usize) -> Vec<Piece> {
+    /// The pieces a request's SGEs cover: `range`, at least `min` bytes
+    /// long, inside buffer `buf` or, for `None`, inside the fast-registered
+    /// window at its last posted base.
+    fn pieces(&self, buf: Option<Buf>, range: Range, min: usize) -> Vec<Piece> {
         let len = usize::from(range.len).max(min);
-        let cap = match local {
-            Local::Src => BUF_LEN,
-            Local::Fr => FR_WINDOW,
-        };
+        let cap = if buf.is_some() { BUF_LEN } else { FR_WINDOW };
         let start = usize::from(range.off) % (cap - len + 1);
         range
             .split
             .pieces(len)
             .into_iter()
-            .map(|(off, n)| match local {
-                Local::Src => Piece::Buf(Buf::Src, start + off, n),
-                Local::Fr => Piece::Fr(self.fr_posted.0 + (start + off) as u64, n),
+            .map(|(off, n)| match buf {
+                Some(buf) => Piece::Buf(buf, start + off, n),
+                None => Piece::Fr(self.fr_posted.0 + (start + off) as u64, n),
             })
             .collect()
     }
@@ -1080,35 +1109,48 @@ impl Harness {
 
     fn send(&mut self, local: Local, range: Range, flags: WrFlags) {
         let context = self.context();
-        let inline = flags.contains(WrFlags::INLINE) && matches!(local, Local::Src);
-        let pieces = self.pieces(local, range, 0);
-        let result = if inline {
+        let solicited = flags.contains(WrFlags::SOLICITED);
+        let (result, source) = self.post_source(local, range, 0, flags, |qp, payload, flags| {
+            qp.post_send(context, payload, flags, None)
+        });
+        assert_eq!(result, Ok(()), "Send {context} refused");
+        self.queue_a(context, Work::Send { source, solicited }, flags);
+    }
+
+    /// Posts a Send or Write from A through `post`, its data the pieces of
+    /// `range` (at least `min` bytes) in `local`: inline when asked and
+    /// from the source buffer, by SGEs otherwise (without the INLINE flag).
+    /// Returns the post's result and what the model expects the peer to get.
+    fn post_source(
+        &mut self,
+        local: Local,
+        range: Range,
+        min: usize,
+        flags: WrFlags,
+        post: impl FnOnce(&Arc<Qp>, Payload<'_>, WrFlags) -> Result<(), PostError>,
+    ) -> (Result<(), PostError>, Source) {
+        let pieces = self.pieces(local.buf(), range, min);
+        if flags.contains(WrFlags::INLINE) && matches!(local, Local::Src) {
             let (spans, source) = self.inline(&pieces);
-            let result = self
-                .pair
-                .a
-                .qp
-                .post_send(context, Payload::Inline(&spans), flags, None);
-            (result, source)
+            (
+                post(&self.pair.a.qp, Payload::Inline(&spans), flags),
+                source,
+            )
         } else {
             let sges: Vec<Sge> = pieces.iter().map(|&p| self.sge(p)).collect();
-            let result = self.pair.a.qp.post_send(
-                context,
-                Payload::Sges(&sges),
-                flags - WrFlags::INLINE,
-                None,
-            );
+            let flags = flags - WrFlags::INLINE;
+            let result = post(&self.pair.a.qp, Payload::Sges(&sges), flags);
             (result, Source::Pieces(pieces))
-        };
-        let (result, source) = result;
-        assert_eq!(result, Ok(()), "Send {context} refused");
+        }
+    }
+
+    /// Queues request `context`, which A's queue accepted, in the model.
+    fn queue_a(&mut self, context: usize, work: Work, flags: WrFlags) {
+        let silent = flags.contains(WrFlags::SILENT_SUCCESS);
         let wqe = Wqe {
             context,
-            work: Work::Send {
-                source,
-                solicited: flags.contains(WrFlags::SOLICITED),
-            },
-            silent: flags.contains(WrFlags::SILENT_SUCCESS),
+            work,
+            silent,
         };
         self.model.post_a(wqe, flags.contains(WrFlags::DEFER));
     }
@@ -1144,65 +1186,22 @@ impl Harness {
 
     fn write(&mut self, local: Local, range: Range, remote: Remote, flags: WrFlags) {
         let context = self.context();
-        let inline = flags.contains(WrFlags::INLINE) && matches!(local, Local::Src);
-        let pieces = self.pieces(local, range, 1);
-        let len = pieces.iter().map(piece_len).sum();
-        let (target, addr, key) = self.target(remote, len);
-        let (result, source) = if inline {
-            let (spans, source) = self.inline(&pieces);
-            let result =
-                self.pair
-                    .a
-                    .qp
-                    .post_write(context, Payload::Inline(&spans), addr, key, flags);
-            (result, source)
-        } else {
-            let sges: Vec<Sge> = pieces.iter().map(|&p| self.sge(p)).collect();
-            let result = self.pair.a.qp.post_write(
-                context,
-                Payload::Sges(&sges),
-                addr,
-                key,
-                flags - WrFlags::INLINE,
-            );
-            (result, Source::Pieces(pieces))
-        };
+        let (target, addr, key) = self.target(remote, usize::from(range.len).max(1));
+        let (result, source) = self.post_source(local, range, 1, flags, |qp, payload, flags| {
+            qp.post_write(context, payload, addr, key, flags)
+        });
         assert_eq!(result, Ok(()), "Write {context} refused");
-        let wqe = Wqe {
-            context,
-            work: Work::Write { source, target },
-            silent: flags.contains(WrFlags::SILENT_SUCCESS),
-        };
-        self.model.post_a(wqe, flags.contains(WrFlags::DEFER));
+        self.queue_a(context, Work::Write { source, target }, flags);
     }
 
     fn read(&mut self, sink: SinkKind, range: Range, remote: Remote, flags: WrFlags) {
         let context = self.context();
-        let len = usize::from(range.len).max(1);
-        let cap = match sink {
-            SinkKind::Sink => BUF_LEN,
-            SinkKind::Fr => FR_WINDOW,
-        };
-        let start = usize::from(range.off) % (cap - len + 1);
-        let sinks: Vec<Piece> = range
-            .split
-            .pieces(len)
-            .into_iter()
-            .map(|(off, n)| match sink {
-                SinkKind::Sink => Piece::Buf(Buf::Sink, start + off, n),
-                SinkKind::Fr => Piece::Fr(self.fr_posted.0 + (start + off) as u64, n),
-            })
-            .collect();
-        let (target, addr, key) = self.target(remote, len);
+        let sinks = self.pieces(sink.buf(), range, 1);
+        let (target, addr, key) = self.target(remote, usize::from(range.len).max(1));
         let sges: Vec<Sge> = sinks.iter().map(|&p| self.sge(p)).collect();
         let result = self.pair.a.qp.post_read(context, &sges, addr, key, flags);
         assert_eq!(result, Ok(()), "Read {context} refused");
-        let wqe = Wqe {
-            context,
-            work: Work::Read { sinks, target },
-            silent: flags.contains(WrFlags::SILENT_SUCCESS),
-        };
-        self.model.post_a(wqe, flags.contains(WrFlags::DEFER));
+        self.queue_a(context, Work::Read { sinks, target }, flags);
     }
 
     fn fast_register(&mut self, base: bool, long: bool, defer: bool) {
@@ -1210,11 +1209,7 @@ impl Harness {
         let base = FR_BASES[usize::from(base)];
         let len = FR_LENS[usize::from(long)];
         let pages = self.lam.page_list();
-        let flags = if defer {
-            WrFlags::DEFER
-        } else {
-            WrFlags::empty()
-        };
+        let flags = deferred(defer);
         // A FastRegister queued behind others of the region stages its page
         // list in a slot of its own: the region grows one when all are taken
         // (rules D2, P18), so it is never refused for want of one.
@@ -1230,30 +1225,16 @@ impl Harness {
         );
         assert_eq!(result, Ok(()), "FastRegister {context} refused");
         self.fr_posted = (base, len);
-        let wqe = Wqe {
-            context,
-            work: Work::FastRegister { base, len },
-            silent: false,
-        };
-        self.model.post_a(wqe, defer);
+        self.queue_a(context, Work::FastRegister { base, len }, flags);
     }
 
     fn invalidate_fr(&mut self, defer: bool) {
         let context = self.context();
-        let flags = if defer {
-            WrFlags::DEFER
-        } else {
-            WrFlags::empty()
-        };
+        let flags = deferred(defer);
         let target = InvalidateTarget::Mr(Arc::clone(&self.fr));
         let result = self.pair.a.qp.post_invalidate(context, target, flags);
         assert_eq!(result, Ok(()), "Invalidate {context} refused");
-        let wqe = Wqe {
-            context,
-            work: Work::Invalidate,
-            silent: false,
-        };
-        self.model.post_a(wqe, defer);
+        self.queue_a(context, Work::Invalidate, flags);
     }
 
     /// B rebinds its window: Invalidate (if the model says it is bound,
@@ -1299,11 +1280,7 @@ impl Harness {
     fn invalidate_window(&mut self, defer: bool) {
         let context = self.context();
         let target = InvalidateTarget::Mw(Arc::clone(&self.mw));
-        let flags = if defer {
-            WrFlags::DEFER
-        } else {
-            WrFlags::empty()
-        };
+        let flags = deferred(defer);
         let result = self.pair.b.qp.post_invalidate(context, target, flags);
         assert_eq!(result, Ok(()), "Invalidate {context} refused");
         self.model.post_invalidate_window(context);
@@ -1409,7 +1386,7 @@ impl Harness {
         self.apply(Op::Flush { b: true });
         self.settle();
         for which in Which::ALL {
-            let extra: Vec<Completion> = self.cq(which).drain_all();
+            let extra: Vec<Completion> = drain(self.cq(which));
             for completion in &extra {
                 self.take(which, completion);
             }
@@ -1469,30 +1446,6 @@ impl Harness {
             }
         }
         assert!(seen.is_empty(), "completions of unknown posts: {seen:?}");
-    }
-}
-
-fn piece_len(piece: &Piece) -> usize {
-    match *piece {
-        Piece::Buf(_, _, len) | Piece::Fr(_, len) => len,
-    }
-}
-
-trait DrainAll {
-    fn drain_all(&self) -> Vec<Completion>;
-}
-
-impl DrainAll for Arc<Cq> {
-    fn drain_all(&self) -> Vec<Completion> {
-        let mut out = Vec::new();
-        let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
-        loop {
-            let n = self.poll(&mut batch);
-            if n == 0 {
-                return out;
-            }
-            out.extend_from_slice(&batch[..n]);
-        }
     }
 }
 

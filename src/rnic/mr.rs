@@ -69,11 +69,21 @@ impl Pd {
     pub const fn privileged_key(&self) -> u32 {
         self.privileged_key
     }
+
+    /// Takes a token naming `target` from the device's table (M12, M17).
+    fn insert_key(&self, target: KeyTarget) -> Result<u32, MrError> {
+        Ok(self.device().keys.lock().insert(target)?)
+    }
+
+    /// Returns `key` to the device's table: from now on it names nothing.
+    fn remove_key(&self, key: u32) {
+        self.device().keys.lock().remove(key);
+    }
 }
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        self.slot.device().keys.lock().remove(self.privileged_key);
+        self.remove_key(self.privileged_key);
     }
 }
 
@@ -177,6 +187,18 @@ enum Staged {
     Slot(usize),
     /// Every slot is taken: one more list of this many pages is needed.
     Full(u32),
+}
+
+/// A FastRegister as posted, checked and staged by
+/// [`Mr::stage_fast_register`]: page list, first-byte offset, length, base
+/// index and rights (rules M15, M16).
+#[derive(Clone, Copy)]
+struct FrRequest<'a> {
+    pages: &'a [u64],
+    fbo: u64,
+    len: u64,
+    base: u64,
+    access: Access,
 }
 
 /// The state of an initialized fast-register region.
@@ -356,12 +378,7 @@ impl Mr {
         if !matches!(*state, MrState::Unregistered) {
             return Err(MrError::InvalidState);
         }
-        let key = self
-            .pd
-            .device()
-            .keys
-            .lock()
-            .insert(KeyTarget::Mr(Arc::clone(self)))?;
+        let key = self.pd.insert_key(KeyTarget::Mr(Arc::clone(self)))?;
         *state = MrState::Registered {
             key,
             memory,
@@ -392,7 +409,7 @@ impl Mr {
                 };
                 self.pending.store(true, Ordering::SeqCst);
                 drop(state);
-                self.pd.device().keys.lock().remove(key);
+                self.pd.remove_key(key);
                 // The last use may have ended between the check and now, and
                 // its thread may already have run `finish`: either way the
                 // callback runs exactly once, so the call has pended (L8).
@@ -401,7 +418,7 @@ impl Mr {
             }
             key
         };
-        self.pd.device().keys.lock().remove(key);
+        self.pd.remove_key(key);
         drop(finish);
         Ok(Progress::Done)
     }
@@ -480,12 +497,7 @@ impl Mr {
         let mut state = self.state.lock();
         match &*state {
             MrState::FastUninitialized => {
-                fast.key = self
-                    .pd
-                    .device()
-                    .keys
-                    .lock()
-                    .insert(KeyTarget::Mr(Arc::clone(self)))?;
+                fast.key = self.pd.insert_key(KeyTarget::Mr(Arc::clone(self)))?;
             }
             MrState::Fast(old) if !old.mapped => {
                 fast.key = old.key;
@@ -530,12 +542,19 @@ impl Mr {
         base: u64,
         access: Access,
     ) -> Result<usize, MrError> {
+        let request = FrRequest {
+            pages,
+            fbo,
+            len,
+            base,
+            access,
+        };
         let mut spare = None;
         // Every list owned by a queued FastRegister: allocate one more
         // outside the lock, then try again (a third try only when the
         // region was initialized again meanwhile with another page count).
         for _ in 0..3 {
-            match self.try_stage(pages, fbo, len, base, access, &mut spare)? {
+            match self.try_stage(request, &mut spare)? {
                 Staged::Slot(slot) => return Ok(slot),
                 Staged::Full(max_pages) => {
                     if spare
@@ -556,13 +575,16 @@ impl Mr {
     /// page count) as a new one.
     fn try_stage(
         &self,
-        pages: &[u64],
-        fbo: u64,
-        len: u64,
-        base: u64,
-        access: Access,
+        request: FrRequest<'_>,
         spare: &mut Option<PageMap>,
     ) -> Result<Staged, MrError> {
+        let FrRequest {
+            pages,
+            fbo,
+            len,
+            base,
+            access,
+        } = request;
         let mut state = self.state.lock();
         let MrState::Fast(fast) = &mut *state else {
             return Err(MrError::InvalidState);
@@ -730,7 +752,7 @@ impl Mr {
                 };
                 drop(state);
                 if let Some(key) = key {
-                    self.pd.device().keys.lock().remove(key);
+                    self.pd.remove_key(key);
                 }
                 // The last use ended just now, before it could finish the
                 // deregistration itself.
@@ -748,7 +770,7 @@ impl Mr {
             key
         };
         if let Some(key) = key {
-            self.pd.device().keys.lock().remove(key);
+            self.pd.remove_key(key);
         }
         // As in `deregister`: the callback runs exactly once, here or when
         // the last use ends, so the close has pended.
@@ -1001,13 +1023,7 @@ impl Mw {
         if inner.closed {
             return Err(MrError::InvalidState);
         }
-        let key = self
-            .pd
-            .device()
-            .keys
-            .lock()
-            .insert(KeyTarget::Mw(Arc::clone(self)))?
-            | REMOTE_BIT;
+        let key = self.pd.insert_key(KeyTarget::Mw(Arc::clone(self)))? | REMOTE_BIT;
         inner.newest = Some(key);
         Ok(key)
     }
@@ -1062,7 +1078,7 @@ impl Mw {
                 inner.newest = None;
             }
         }
-        self.pd.device().keys.lock().remove(key);
+        self.pd.remove_key(key);
     }
 
     /// Invalidates the binding (rule M22): the token grants nothing from now.
@@ -1089,7 +1105,7 @@ impl Mw {
             inner.binding = MwState::Unbound { last_key: bound };
             bound
         };
-        self.pd.device().keys.lock().remove(key);
+        self.pd.remove_key(key);
         Ok(())
     }
 
@@ -1108,7 +1124,7 @@ impl Mw {
             key
         };
         if let Some(key) = key {
-            self.pd.device().keys.lock().remove(key);
+            self.pd.remove_key(key);
         }
     }
 

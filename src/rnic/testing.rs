@@ -64,15 +64,20 @@ impl TestCq {
 
     /// Every completion queued now.
     pub fn drain(&self) -> Vec<Completion> {
-        let mut out = Vec::new();
-        let mut batch = [Completion::new(super::WcStatus::Success, super::Opcode::Send, 0, 0); 16];
-        loop {
-            let n = self.cq.poll(&mut batch);
-            if n == 0 {
-                return out;
-            }
-            out.extend_from_slice(&batch[..n]);
+        drain(&self.cq)
+    }
+}
+
+/// Every completion `cq` holds now, oldest first.
+pub fn drain(cq: &Cq) -> Vec<Completion> {
+    let mut out = Vec::new();
+    let mut batch = [Completion::new(super::WcStatus::Success, super::Opcode::Send, 0, 0); 16];
+    loop {
+        let n = cq.poll(&mut batch);
+        if n == 0 {
+            return out;
         }
+        out.extend_from_slice(&batch[..n]);
     }
 }
 

@@ -409,41 +409,26 @@ mod armed {
 
     #[test]
     fn test_armed_any_row_rearm_rule_c6() {
-        assert_eq!(behaviour_after(ArmType::Any, ArmType::Any), ArmType::Any);
-        assert_eq!(behaviour_after(ArmType::Any, ArmType::Errors), ArmType::Any);
-        assert_eq!(
-            behaviour_after(ArmType::Any, ArmType::Solicited),
-            ArmType::Any
-        );
+        use ArmType::{Any, Errors, Solicited};
+        assert_eq!(behaviour_after(Any, Any), Any);
+        assert_eq!(behaviour_after(Any, Errors), Any);
+        assert_eq!(behaviour_after(Any, Solicited), Any);
     }
 
     #[test]
     fn test_armed_errors_row_rearm_rule_c6() {
-        assert_eq!(behaviour_after(ArmType::Errors, ArmType::Any), ArmType::Any);
-        assert_eq!(
-            behaviour_after(ArmType::Errors, ArmType::Errors),
-            ArmType::Errors
-        );
-        assert_eq!(
-            behaviour_after(ArmType::Errors, ArmType::Solicited),
-            ArmType::Solicited
-        );
+        use ArmType::{Any, Errors, Solicited};
+        assert_eq!(behaviour_after(Errors, Any), Any);
+        assert_eq!(behaviour_after(Errors, Errors), Errors);
+        assert_eq!(behaviour_after(Errors, Solicited), Solicited);
     }
 
     #[test]
     fn test_armed_solicited_row_rearm_rule_c6() {
-        assert_eq!(
-            behaviour_after(ArmType::Solicited, ArmType::Any),
-            ArmType::Any
-        );
-        assert_eq!(
-            behaviour_after(ArmType::Solicited, ArmType::Errors),
-            ArmType::Solicited
-        );
-        assert_eq!(
-            behaviour_after(ArmType::Solicited, ArmType::Solicited),
-            ArmType::Solicited
-        );
+        use ArmType::{Any, Errors, Solicited};
+        assert_eq!(behaviour_after(Solicited, Any), Any);
+        assert_eq!(behaviour_after(Solicited, Errors), Solicited);
+        assert_eq!(behaviour_after(Solicited, Solicited), Solicited);
     }
 
     #[test]

@@ -178,6 +178,21 @@ fn write(pair: &Pair, src: &[Sge], raddr: u64, rkey: u32) -> Completion {
     one(&pair.a.scq)
 }
 
+/// Writes `len` bytes of side a's pattern `seed` (see [`Buffer::pattern`])
+/// to `raddr` under `rkey` with [`write`]; returns the source and the
+/// completion.
+fn write_pattern(
+    pair: &Pair,
+    len: usize,
+    seed: u8,
+    raddr: u64,
+    rkey: u32,
+) -> (Registered, Completion) {
+    let src = pair.a.pattern(len, seed, Access::empty());
+    let c = write(pair, &[src.sge(0, len32(len))], raddr, rkey);
+    (src, c)
+}
+
 /// Posts an RDMA Read from side a into `dst`, settles, returns its completion.
 fn read(pair: &Pair, dst: &[Sge], raddr: u64, rkey: u32, flags: WrFlags) -> Completion {
     pair.a.qp.post_read(2, dst, raddr, rkey, flags).unwrap();
@@ -197,21 +212,69 @@ fn fast(side: &Side, pages: u32, remote_ok: bool) -> Arc<Mr> {
     mr
 }
 
-/// Posts a FastRegister on `side`, settles, returns its completion.
-fn post_fr(
-    side: &Side,
-    mr: &Arc<Mr>,
-    pages: &[u64],
+/// A fast mapping as a FastRegister posts it (rules M15, M16): `len`
+/// bytes of the page list `pages` from offset `fbo` of the first page,
+/// indexed from `base`, with `access`.
+#[derive(Clone, Copy)]
+struct Mapping<'a> {
+    pages: &'a [u64],
     fbo: u64,
     len: u64,
     base: u64,
     access: Access,
-) -> Completion {
-    side.qp
-        .post_fast_register(3, mr, pages, fbo, len, base, access, WrFlags::empty())
-        .unwrap();
-    settle();
-    one(&side.scq)
+}
+
+impl<'a> Mapping<'a> {
+    /// `len` bytes from the start of `pages`, indexed from 0, no right.
+    fn new(pages: &'a [u64], len: u64) -> Self {
+        Self {
+            pages,
+            fbo: 0,
+            len,
+            base: 0,
+            access: Access::empty(),
+        }
+    }
+
+    /// Starting `fbo` bytes into the first page.
+    fn fbo(self, fbo: u64) -> Self {
+        Self { fbo, ..self }
+    }
+
+    /// Indexed from `base` (M16: the FBO plus a whole number of pages).
+    fn base(self, base: u64) -> Self {
+        Self { base, ..self }
+    }
+
+    fn access(self, access: Access) -> Self {
+        Self { access, ..self }
+    }
+
+    /// Posts a FastRegister of this mapping of `mr` on `side`, settles,
+    /// returns its completion.
+    fn post_on(self, side: &Side, mr: &Arc<Mr>) -> Completion {
+        side.qp
+            .post_fast_register(
+                3,
+                mr,
+                self.pages,
+                self.fbo,
+                self.len,
+                self.base,
+                self.access,
+                WrFlags::empty(),
+            )
+            .unwrap();
+        settle();
+        one(&side.scq)
+    }
+
+    /// Posts it ([`post_on`](Self::post_on)) and expects success (M15).
+    #[track_caller]
+    fn expect_mapped(self, side: &Side, mr: &Arc<Mr>) {
+        let c = self.post_on(side, mr);
+        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+    }
 }
 
 /// Posts an Invalidate on `side`, settles, returns its completion.
@@ -696,8 +759,7 @@ mod registered {
         for mode in MODES {
             let pair = Pair::new(mode);
             let dst = pair.b.buffer(100, 0, ALL);
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], dst.raddr(50), dst.rkey());
+            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(50), dst.rkey());
             assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -738,8 +800,7 @@ mod registered {
             for bogus in forgeries {
                 let pair = Pair::new(mode);
                 let dst = pair.b.buffer(64, 0, ALL);
-                let src = pair.a.pattern(64, 1, Access::empty());
-                let c = write(&pair, &[src.sge(0, 64)], dst.raddr(0), bogus(dst.rkey()));
+                let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), bogus(dst.rkey()));
                 assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
                 assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert!(pair.b.rcq.drain().is_empty());
@@ -832,8 +893,7 @@ mod registered {
                 remote_on(&pair.b, rkey, dst.raddr(0), 1, Access::REMOTE_WRITE),
                 Err(Denied::Token)
             );
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], dst.raddr(0), rkey);
+            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -846,8 +906,7 @@ mod registered {
             let pair = pair_with(mode, small_limits());
             let len = 4 * PAGE;
             let dst = pair.b.buffer(len, 0, ALL);
-            let src = pair.a.pattern(len, 8, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(len))], dst.raddr(0), dst.rkey());
+            let (src, c) = write_pattern(&pair, len, 8, dst.raddr(0), dst.rkey());
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             let back = pair.a.buffer(len, 0, Access::LOCAL_WRITE);
@@ -971,16 +1030,9 @@ mod deregistering {
         let pair = Pair::new(EngineMode::Inline);
         let lam = LamPages::new(&pair.a.device, 1, 0);
         let mr = fast(&pair.a, 1, false);
-        let c = post_fr(
-            &pair.a,
-            &mr,
-            &[lam.page(0)],
-            0,
-            PAGE_SIZE,
-            0,
-            Access::LOCAL_WRITE,
-        );
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .access(Access::LOCAL_WRITE)
+            .expect_mapped(&pair.a, &mr);
         let key = mr.local_key().unwrap();
         let sge = Sge {
             addr: 100,
@@ -1146,15 +1198,12 @@ mod fast_uninitialized {
             let fbo = 0x123;
             let len = 16 * PAGE - fbo - 1;
             let base = 0x40_0000 + wide(fbo);
-            let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(len, 6, Access::empty());
-            let c = write(
-                &pair,
-                &[src.sge(0, len32(len))],
-                base,
-                mr.remote_key().unwrap(),
-            );
+            Mapping::new(&pages, wide(len))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
+            let (src, c) = write_pattern(&pair, len, 6, base, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = alloc::vec![0xAB_u8; 16 * PAGE];
             for (i, &byte) in src.buffer.bytes().iter().enumerate() {
@@ -1190,16 +1239,9 @@ mod fast_idle {
         assert_eq!((mr.local_key(), mr.remote_key()), (Some(lkey), Some(rkey)));
         // The new page count applies: 8 pages now fit.
         let lam = LamPages::new(&pair.a.device, 8, 0);
-        let c = post_fr(
-            &pair.a,
-            &mr,
-            &lam.page_list(),
-            0,
-            8 * PAGE_SIZE,
-            0,
-            Access::LOCAL_WRITE,
-        );
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&lam.page_list(), 8 * PAGE_SIZE)
+            .access(Access::LOCAL_WRITE)
+            .expect_mapped(&pair.a, &mr);
         let c = post_invalidate(&pair.a, InvalidateTarget::Mr(Arc::clone(&mr)));
         assert_status(c, Opcode::Invalidate, WcStatus::Success);
         mr.init_fast(1, true).unwrap();
@@ -1242,18 +1284,10 @@ mod fast_idle {
             settle();
             assert!(pair.b.scq.drain().is_empty(), "no completion for refusals");
             // Local rights are fine, and the remote token then grants nothing.
-            let c = post_fr(
-                &pair.b,
-                &mr,
-                &[lam.page(0)],
-                0,
-                PAGE_SIZE,
-                0,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], 0, mr.remote_key().unwrap());
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.b, &mr);
+            let (_, c) = write_pattern(&pair, 16, 1, 0, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(lam.bytes().iter().all(|&b| b == 0));
             assert_terminated(&pair);
@@ -1271,8 +1305,7 @@ mod fast_idle {
             remote(pd, pair.b.qp.id(), rkey, 0, 1, Access::empty()),
             Err(Denied::Token)
         );
-        let src = pair.a.pattern(16, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 16)], 0, rkey);
+        let (_, c) = write_pattern(&pair, 16, 1, 0, rkey);
         assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
         assert_terminated(&pair);
     }
@@ -1311,15 +1344,12 @@ mod fast_idle {
         assert_eq!(pair.b.qp.state(), QpState::Connected);
         // The longest legal region: every byte of it is reachable.
         let (fbo, len, base) = (100, 4 * page - 100, 0x10_0000 + 100);
-        let c = post_fr(&pair.b, &mr, four, fbo, len, base, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
-        let src = pair.a.pattern(4 * PAGE - 100, 2, Access::empty());
-        let c = write(
-            &pair,
-            &[src.sge(0, len32(4 * PAGE - 100))],
-            base,
-            mr.remote_key().unwrap(),
-        );
+        Mapping::new(four, len)
+            .fbo(fbo)
+            .base(base)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
+        let (src, c) = write_pattern(&pair, 4 * PAGE - 100, 2, base, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[100..4 * PAGE], src.buffer.bytes());
         assert!(
@@ -1341,10 +1371,10 @@ mod fast_idle {
                 .post_fast_register(1, &mr, &[lam.page(0)], 8, 8, 0, ALL, WrFlags::empty()),
             Err(PostError::InvalidParameter)
         );
-        let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
-        let src = pair.a.pattern(8, 3, Access::empty());
-        let c = write(&pair, &[src.sge(0, 8)], 4088, mr.remote_key().unwrap());
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
+        let (src, c) = write_pattern(&pair, 8, 3, 4088, mr.remote_key().unwrap());
         assert_status(c, Opcode::Write, WcStatus::Success);
         assert_eq!(&lam.bytes()[4088..], src.buffer.bytes());
     }
@@ -1369,8 +1399,9 @@ mod fast_idle {
         );
         settle();
         assert!(pair.b.scq.drain().is_empty());
-        let c = post_fr(&pair.b, &mr, &lam.page_list(), 0, 4 * PAGE_SIZE, 0, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&lam.page_list(), 4 * PAGE_SIZE)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
     }
 
     #[test]
@@ -1388,7 +1419,9 @@ mod fast_idle {
                     [lam.page(0), outside.page(0)]
                 };
                 let mr = fast(&pair.b, 2, true);
-                let c = post_fr(&pair.b, &mr, &pages, 0, 2 * PAGE_SIZE, 0, ALL);
+                let c = Mapping::new(&pages, 2 * PAGE_SIZE)
+                    .access(ALL)
+                    .post_on(&pair.b, &mr);
                 assert_status(c, Opcode::FastRegister, WcStatus::InvalidRequest);
                 let lkey = mr.local_key().unwrap();
                 assert_eq!(
@@ -1426,8 +1459,7 @@ mod fast_idle {
                     (Opcode::Write, WcStatus::Success)
                 ]
             );
-            let src = pair.a.pattern(32, 4, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 64, rkey);
+            let (src, c) = write_pattern(&pair, 32, 4, 64, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&lam.bytes()[64..96], src.buffer.bytes());
         }
@@ -1443,8 +1475,10 @@ mod fast_mapped {
         let pair = Pair::new(mode);
         let lam = LamPages::new(&pair.b.device, 1, 0);
         let mr = fast(&pair.b, 1, true);
-        let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0x8000, access);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam.page(0)], PAGE_SIZE)
+            .base(0x8000)
+            .access(access)
+            .expect_mapped(&pair.b, &mr);
         (pair, lam, mr)
     }
 
@@ -1463,10 +1497,12 @@ mod fast_mapped {
             let len = 3 * PAGE - fbo - 7;
             let base = 0x5000_0000 + wide(fbo);
             let rkey = mr.remote_key().unwrap();
-            let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
-            let src = pair.a.pattern(len, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(len))], base, rkey);
+            Mapping::new(&pages, wide(len))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
+            let (src, c) = write_pattern(&pair, len, 3, base, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let mut model = [
                 alloc::vec![0x11_u8; 2 * PAGE],
@@ -1523,16 +1559,11 @@ mod fast_mapped {
             let map = [(1, 0), (0, 0)];
             let pages = [lams[1].page(0), lams[0].page(0)];
             let (fbo, base) = (10, 0x7777_0000 + 10);
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &pages,
-                wide(fbo),
-                wide(2 * PAGE - fbo),
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&pages, wide(2 * PAGE - fbo))
+                .fbo(wide(fbo))
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             let key = mr.local_key().unwrap();
             // Read from the peer into a run that crosses the join.
             let src = pair.b.pattern(200, 12, Access::REMOTE_READ);
@@ -1578,7 +1609,9 @@ mod fast_mapped {
         for mode in MODES {
             let (pair, lam, mr) = mapped(mode, ALL);
             let other = LamPages::new(&pair.b.device, 1, 0x5A);
-            let c = post_fr(&pair.b, &mr, &[other.page(0)], 0, PAGE_SIZE, 0, ALL);
+            let c = Mapping::new(&[other.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .post_on(&pair.b, &mr);
             assert_status(c, Opcode::FastRegister, WcStatus::InvalidRequest);
             // The first mapping is still the one in place.
             let key = mr.local_key().unwrap();
@@ -1600,8 +1633,7 @@ mod fast_mapped {
         for mode in MODES {
             let (pair, lam, mr) = mapped(mode, ALL);
             let (lkey, rkey) = (mr.local_key().unwrap(), mr.remote_key().unwrap());
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], 0x8000, rkey);
+            let (src, c) = write_pattern(&pair, 16, 1, 0x8000, rkey);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let c = post_invalidate(&pair.b, InvalidateTarget::Mr(Arc::clone(&mr)));
             assert_status(c, Opcode::Invalidate, WcStatus::Success);
@@ -1635,8 +1667,10 @@ mod fast_mapped {
         assert!(seg.run(0, 64).is_some());
         mr.invalidate().unwrap();
         assert!(seg.run(0, 64).is_none(), "invalidated under the segment");
-        let c = post_fr(&pair.b, &mr, &[lam2.page(0)], 0, PAGE_SIZE, 0x8000, ALL);
-        assert_status(c, Opcode::FastRegister, WcStatus::Success);
+        Mapping::new(&[lam2.page(0)], PAGE_SIZE)
+            .base(0x8000)
+            .access(ALL)
+            .expect_mapped(&pair.b, &mr);
         assert!(seg.run(0, 64).is_none(), "a new mapping is not the old one");
     }
 
@@ -1657,8 +1691,11 @@ mod fast_mapped {
                 let base = 0x1000_0000 * wide(cycle + 1) + wide(fbo);
                 let pages = [lam.page(page)];
                 let len = PAGE - fbo;
-                let c = post_fr(&pair.b, &mr, &pages, wide(fbo), wide(len), base, ALL);
-                assert_status(c, Opcode::FastRegister, WcStatus::Success);
+                Mapping::new(&pages, wide(len))
+                    .fbo(wide(fbo))
+                    .base(base)
+                    .access(ALL)
+                    .expect_mapped(&pair.b, &mr);
                 assert_eq!((mr.local_key(), mr.remote_key()), (Some(lkey), Some(rkey)));
                 let n = 64.min(len);
                 let c = write(&pair, &[src.sge(0, len32(n))], base, rkey);
@@ -1687,16 +1724,10 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.a.device, 2, 0);
             let mr = fast(&pair.a, 2, false);
             let base = 0x9000_0000;
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &lam.page_list(),
-                0,
-                2 * PAGE_SIZE,
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             let other = pair.a.buffer(100, 0, Access::LOCAL_WRITE);
             let src = pair.b.pattern(400, 5, Access::REMOTE_READ);
             let key = mr.local_key().unwrap();
@@ -1740,16 +1771,10 @@ mod fast_mapped {
             );
             // Invalidated, so it may be fast-registered again at once (M35:
             // under the same token).
-            let c = post_fr(
-                &pair.a,
-                &mr,
-                &lam.page_list(),
-                0,
-                2 * PAGE_SIZE,
-                base,
-                Access::LOCAL_WRITE,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                .base(base)
+                .access(Access::LOCAL_WRITE)
+                .expect_mapped(&pair.a, &mr);
             assert_eq!(mr.local_key(), Some(key));
         }
     }
@@ -1761,16 +1786,10 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.b.device, 2, 0x77);
             let mr = fast(&pair.b, 2, true);
             let base = 0x2000_0000;
-            let c = post_fr(
-                &pair.b,
-                &mr,
-                &lam.page_list(),
-                0,
-                5000,
-                base,
-                Access::REMOTE_READ,
-            );
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&lam.page_list(), 5000)
+                .base(base)
+                .access(Access::REMOTE_READ)
+                .expect_mapped(&pair.b, &mr);
             let dst = pair.a.buffer(200, 0, Access::LOCAL_WRITE);
             let c = read(
                 &pair,
@@ -1790,8 +1809,7 @@ mod fast_mapped {
     fn send_and_invalidate(mode: EngineMode) -> (Pair, LamPages, Arc<Mr>, Registered) {
         let (pair, lam, mr) = mapped(mode, ALL);
         let rkey = mr.remote_key().unwrap();
-        let src = pair.a.pattern(64, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 64)], 0x8000, rkey);
+        let (src, c) = write_pattern(&pair, 64, 1, 0x8000, rkey);
         assert_status(c, Opcode::Write, WcStatus::Success);
         let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
         pair.b.qp.post_receive(21, &[recv.sge(0, 16)]).unwrap();
@@ -1895,11 +1913,11 @@ mod fast_mapped {
             let pair = Pair::new(mode);
             let mut lam = Lam::new(&pair.b.device, 1, 0x66);
             let mr = fast(&pair.b, 1, true);
-            let c = post_fr(&pair.b, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .expect_mapped(&pair.b, &mr);
             assert!(lam.release());
-            let src = pair.a.pattern(32, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 0, mr.remote_key().unwrap());
+            let (_, c) = write_pattern(&pair, 32, 1, 0, mr.remote_key().unwrap());
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(
@@ -1940,8 +1958,9 @@ mod fast_mapped {
             let lam = LamPages::new(&pair.a.device, 1, 0);
             let mr = fast(&pair.a, 1, false);
             let access = Access::READ_SINK | Access::LOCAL_WRITE;
-            let c = post_fr(&pair.a, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, access);
-            assert_status(c, Opcode::FastRegister, WcStatus::Success);
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(access)
+                .expect_mapped(&pair.a, &mr);
             let src = pair.b.pattern(128, 3, Access::REMOTE_READ);
             let sink = Sge {
                 addr: 7,
@@ -1981,8 +2000,7 @@ mod fast_mapped {
                 "{mode:?}: {done:?}"
             );
             assert_eq!(done.len(), 3);
-            let src = pair.a.pattern(32, 9, Access::empty());
-            let c = write(&pair, &[src.sge(0, 32)], 0x2_0000, mr.remote_key().unwrap());
+            let (src, c) = write_pattern(&pair, 32, 9, 0x2_0000, mr.remote_key().unwrap());
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&second.bytes()[..32], src.buffer.bytes());
             assert!(first.bytes().iter().all(|&b| b == 0x01));
@@ -2092,8 +2110,7 @@ mod window_unbound {
             );
             // Exactly the largest window: every byte of it is reachable.
             let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(100), 2 * PAGE_SIZE, ALL);
-            let src = pair.a.pattern(2 * PAGE, 4, Access::empty());
-            let c = write(&pair, &[src.sge(0, len32(2 * PAGE))], reg.raddr(100), key);
+            let (src, c) = write_pattern(&pair, 2 * PAGE, 4, reg.raddr(100), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[100..100 + 2 * PAGE], src.buffer.bytes(), "{mode:?}");
@@ -2127,8 +2144,7 @@ mod window_unbound {
             assert_eq!(done.len(), 2);
             assert_status(done[0], Opcode::Bind, WcStatus::Success);
             assert_eq!(mw.remote_key(), key);
-            let src = pair.a.pattern(256, 2, Access::empty());
-            let c = write(&pair, &[src.sge(0, 256)], reg.raddr(0), key);
+            let (src, c) = write_pattern(&pair, 256, 2, reg.raddr(0), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(reg.buffer.bytes(), src.buffer.bytes());
             mw.close();
@@ -2190,8 +2206,7 @@ mod window_bound {
     fn test_window_bound_peer_reaches_window_range_with_its_rights_rule_m18() {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-            let src = pair.a.pattern(5000, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 5000)], reg.raddr(1000), key);
+            let (src, c) = write_pattern(&pair, 5000, 3, reg.raddr(1000), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[1000..6000], src.buffer.bytes(), "{mode:?}");
@@ -2216,8 +2231,7 @@ mod window_bound {
             // Inside the region, outside the window: before, across the end.
             for (at, len) in [(999, 1), (5990, 11), (6000, 1), (0, 16)] {
                 let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-                let src = pair.a.pattern(len, 3, Access::empty());
-                let c = write(&pair, &[src.sge(0, len32(len))], reg.raddr(wide(at)), key);
+                let (_, c) = write_pattern(&pair, len, 3, reg.raddr(wide(at)), key);
                 assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
                 assert!(
                     reg.buffer.bytes().iter().all(|&b| b == 0),
@@ -2233,8 +2247,7 @@ mod window_bound {
     fn test_window_bound_missing_right_refused_rule_m34() {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ);
-            let src = pair.a.pattern(16, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 3, reg.raddr(1000), key);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -2248,8 +2261,7 @@ mod window_bound {
             // The region itself has no remote right: its own token is refused
             // where the window's is honoured.
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
-            let src = pair.a.pattern(16, 3, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(2000), key);
+            let (src, c) = write_pattern(&pair, 16, 3, reg.raddr(2000), key);
             assert_status(c, Opcode::Write, WcStatus::Success);
             let c = write(&pair, &[src.sge(0, 16)], reg.raddr(3000), reg.rkey());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
@@ -2328,8 +2340,7 @@ mod window_bound {
                 remote_on(&pair.b, old, reg.raddr(1000), 1, Access::empty()),
                 Err(Denied::Token)
             );
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], reg.raddr(0), new);
+            let (src, c) = write_pattern(&pair, 64, 1, reg.raddr(0), new);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(&reg.buffer.bytes()[..64], src.buffer.bytes());
             assert!(reg.buffer.bytes()[64..].iter().all(|&b| b == 0));
@@ -2403,8 +2414,7 @@ mod window_bound {
                 Access::REMOTE_WRITE,
             );
             assert_ne!(new, old);
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], second.raddr(0), new);
+            let (src, c) = write_pattern(&pair, 64, 1, second.raddr(0), new);
             assert_status(c, Opcode::Write, WcStatus::Success);
             assert_eq!(second.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             // M23: the invalidated token ends the connection.
@@ -2484,8 +2494,7 @@ mod window_bound {
         for mode in MODES {
             let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
             assert_eq!(reg.mr.deregister(nothing()), Ok(Progress::Done));
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
@@ -2505,8 +2514,7 @@ mod window_bound {
             reg.mr
                 .register(fresh.span(), reg.raddr(0), Access::LOCAL_WRITE)
                 .unwrap();
-            let src = pair.a.pattern(16, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), key);
+            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
             assert_eq!(c.opcode, Opcode::Write);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
             assert!(
@@ -2610,8 +2618,7 @@ mod privileged {
                     remote_on(&pair.b, key, lam.page(0), 8, Access::empty()),
                     Err(Denied::Token)
                 );
-                let src = pair.a.pattern(16, 1, Access::empty());
-                let c = write(&pair, &[src.sge(0, 16)], lam.page(0), key);
+                let (_, c) = write_pattern(&pair, 16, 1, lam.page(0), key);
                 assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
                 assert!(lam.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert_terminated(&pair);
@@ -2825,8 +2832,7 @@ mod tokens {
             Err(Denied::Token)
         );
         // On the data path a local token used remotely ends the connection.
-        let src = pair.a.pattern(8, 1, Access::empty());
-        let c = write(&pair, &[src.sge(0, 8)], at, lkey);
+        let (_, c) = write_pattern(&pair, 8, 1, at, lkey);
         assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
         assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
         assert_terminated(&pair);
@@ -2852,8 +2858,7 @@ mod tokens {
             );
             assert_eq!(local(&other_pd, lkey, at, 8, Access::LOCAL_WRITE), Ok(()));
             // A peer's Write naming it is refused.
-            let src = pair.a.pattern(64, 1, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], at, rkey);
+            let (_, c) = write_pattern(&pair, 64, 1, at, rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(foreign.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
@@ -2879,8 +2884,7 @@ mod tokens {
             );
             // Used by b as if it were its own: never reaches a's memory.
             let before = theirs.buffer.bytes().to_vec();
-            let src = pair.a.pattern(64, 200, Access::empty());
-            let c = write(&pair, &[src.sge(0, 64)], at, rkey);
+            let (_, c) = write_pattern(&pair, 64, 200, at, rkey);
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             assert_eq!(theirs.buffer.bytes(), &before[..], "{mode:?}");
             assert_terminated(&pair);
@@ -2958,16 +2962,9 @@ mod limits {
             {
                 let lam = LamPages::new(&pair.b.device, 2, 0);
                 let fast_mr = fast(&pair.b, 2, true);
-                let c = post_fr(
-                    &pair.b,
-                    &fast_mr,
-                    &lam.page_list(),
-                    0,
-                    2 * PAGE_SIZE,
-                    0,
-                    ALL,
-                );
-                assert_status(c, Opcode::FastRegister, WcStatus::Success);
+                Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
+                    .access(ALL)
+                    .expect_mapped(&pair.b, &fast_mr);
                 let reg = pair.b.buffer(PAGE, 0, Access::LOCAL_WRITE);
                 let mw = Mw::new(&pair.b.pd).unwrap();
                 let wkey = bind(

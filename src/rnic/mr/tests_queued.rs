@@ -50,229 +50,224 @@ fn reach(pair: &Pair, key: u32, addr: u64, len: u64) -> Result<(), Denied> {
         .map(drop)
 }
 
-/// Side b's 3-page region (local write only) and an unbound window.
-fn window(pair: &Pair) -> (Registered, Arc<Mw>) {
-    let reg = pair.b.buffer(3 * 4096, 0, Access::LOCAL_WRITE);
-    let mw = Mw::new(&pair.b.pd).unwrap();
-    (reg, mw)
+const BIND_OK: (Opcode, WcStatus) = (Opcode::Bind, WcStatus::Success);
+const BIND_FAILED: (Opcode, WcStatus) = (Opcode::Bind, WcStatus::InvalidRequest);
+const BIND_CANCELLED: (Opcode, WcStatus) = (Opcode::Bind, WcStatus::Cancelled);
+const INVALIDATE_OK: (Opcode, WcStatus) = (Opcode::Invalidate, WcStatus::Success);
+const INVALIDATE_CANCELLED: (Opcode, WcStatus) = (Opcode::Invalidate, WcStatus::Cancelled);
+
+/// Side b of a pair in one engine mode, with a 3-page region (local write
+/// only), an unbound window, and the count of live tokens before any Bind.
+struct Window {
+    pair: Pair,
+    reg: Registered,
+    mw: Arc<Mw>,
+    keys: usize,
 }
 
-fn post_bind(pair: &Pair, reg: &Registered, mw: &Arc<Mw>, context: usize, flags: WrFlags) {
-    let posted = pair.b.qp.post_bind(
-        context,
-        &reg.mr,
-        mw,
-        reg.raddr(0),
-        4096,
-        Access::REMOTE_WRITE,
-        flags,
-    );
-    assert_eq!(posted, Ok(()), "Bind {context} refused at post");
-}
+impl Window {
+    fn new(mode: EngineMode) -> Self {
+        let pair = Pair::new(mode);
+        let reg = pair.b.buffer(3 * 4096, 0, Access::LOCAL_WRITE);
+        let mw = Mw::new(&pair.b.pd).unwrap();
+        let keys = pair.b.device.live_keys();
+        Self {
+            pair,
+            reg,
+            mw,
+            keys,
+        }
+    }
 
-fn post_unbind(pair: &Pair, mw: &Arc<Mw>, context: usize, flags: WrFlags) {
-    let posted = pair
-        .b
-        .qp
-        .post_invalidate(context, InvalidateTarget::Mw(Arc::clone(mw)), flags);
-    assert_eq!(posted, Ok(()), "Invalidate {context} refused at post");
+    /// A window bound once (M20): the Bind ran and succeeded; returns the
+    /// fixture and the binding's token.
+    fn bound(mode: EngineMode) -> (Self, u32) {
+        let w = Self::new(mode);
+        w.bind(1, ring(true));
+        settle();
+        assert_eq!(w.outcomes(), [BIND_OK]);
+        let token = w.mw.remote_key();
+        assert_ne!(token, 0, "a bound window has a token");
+        (w, token)
+    }
+
+    /// Posts a Bind of the window's first page (remote write) and checks the
+    /// post accepted it.
+    fn bind(&self, context: usize, flags: WrFlags) {
+        let posted = self.post_bind(context, flags);
+        assert_eq!(posted, Ok(()), "Bind {context} refused at post");
+    }
+
+    fn post_bind(&self, context: usize, flags: WrFlags) -> Result<(), PostError> {
+        let (reg, mw) = (&self.reg, &self.mw);
+        let access = Access::REMOTE_WRITE;
+        let b = &self.pair.b;
+        b.qp.post_bind(context, &reg.mr, mw, reg.raddr(0), 4096, access, flags)
+    }
+
+    /// Posts an Invalidate of the window and checks the post accepted it.
+    fn unbind(&self, context: usize, flags: WrFlags) {
+        let target = InvalidateTarget::Mw(Arc::clone(&self.mw));
+        let posted = self.pair.b.qp.post_invalidate(context, target, flags);
+        assert_eq!(posted, Ok(()), "Invalidate {context} refused at post");
+    }
+
+    /// Resolves 16 bytes at `offset` of the region under `key`.
+    fn reach(&self, key: u32, offset: u64) -> Result<(), Denied> {
+        reach(&self.pair, key, self.reg.raddr(offset), 16)
+    }
+
+    fn outcomes(&self) -> Vec<(Opcode, WcStatus)> {
+        outcomes(&self.pair.b)
+    }
+
+    /// Tokens alive on side b's device now, less those before any Bind.
+    fn new_keys(&self) -> usize {
+        self.pair.b.device.live_keys() - self.keys
+    }
 }
 
 #[test]
 fn test_window_bind_invalidate_chain_queued_is_accepted_and_runs_in_order_rule_p18() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let (reg, mw) = window(&pair);
-        let keys = pair.b.device.live_keys();
+        let w = Window::new(mode);
         // Bind, Invalidate, Bind, Invalidate, Bind: every Bind but the first
         // finds the window bound when posted, unbound when it runs.
         let mut tokens = Vec::new();
         for round in 0..3 {
             // The last Bind rings the doorbell for the whole chain.
-            post_bind(&pair, &reg, &mw, 10 + round, ring(round == 2));
-            tokens.push(mw.remote_key());
+            w.bind(10 + round, ring(round == 2));
+            tokens.push(w.mw.remote_key());
             if round < 2 {
-                post_unbind(&pair, &mw, 20 + round, ring(false));
+                w.unbind(20 + round, ring(false));
             }
         }
         // M20: each Bind's token was readable on return, each a fresh one.
         assert_eq!(tokens.len(), 3);
         assert!(tokens[0] != tokens[1] && tokens[1] != tokens[2] && tokens[0] != tokens[2]);
         settle();
-        assert_eq!(
-            outcomes(&pair.b),
-            [
-                (Opcode::Bind, WcStatus::Success),
-                (Opcode::Invalidate, WcStatus::Success),
-                (Opcode::Bind, WcStatus::Success),
-                (Opcode::Invalidate, WcStatus::Success),
-                (Opcode::Bind, WcStatus::Success),
-            ],
-            "{mode:?}"
-        );
+        let chain = [BIND_OK, INVALIDATE_OK, BIND_OK, INVALIDATE_OK, BIND_OK];
+        assert_eq!(w.outcomes(), chain, "{mode:?}");
         // The last binding is in force, under the last token only.
-        assert_eq!(mw.remote_key(), tokens[2]);
-        assert_eq!(reach(&pair, tokens[2], reg.raddr(100), 16), Ok(()));
+        assert_eq!(w.mw.remote_key(), tokens[2]);
+        assert_eq!(w.reach(tokens[2], 100), Ok(()));
         for &token in &tokens[..2] {
-            assert_eq!(reach(&pair, token, reg.raddr(100), 16), Err(Denied::Token));
+            assert_eq!(w.reach(token, 100), Err(Denied::Token));
         }
-        assert_eq!(pair.b.device.live_keys(), keys + 1, "{mode:?}");
-        mw.close();
-        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+        assert_eq!(w.new_keys(), 1, "{mode:?}");
+        w.mw.close();
+        assert_eq!(w.new_keys(), 0, "{mode:?}");
     }
 }
 
 #[test]
 fn test_window_bind_on_bound_window_accepted_then_fails_when_it_runs_rule_m21() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let (reg, mw) = window(&pair);
-        post_bind(&pair, &reg, &mw, 1, ring(true));
-        settle();
-        assert_eq!(outcomes(&pair.b), [(Opcode::Bind, WcStatus::Success)]);
-        let first = mw.remote_key();
-        let keys = pair.b.device.live_keys();
+        let (w, first) = Window::bound(mode);
+        let keys = w.new_keys();
         // Two more Binds with no Invalidate between: both accepted at post
         // (no limit on how many are queued); the first is refused when it
         // runs, which ends the connection (E5): the second is cancelled.
-        post_bind(&pair, &reg, &mw, 2, ring(false));
-        let second = mw.remote_key();
-        post_bind(&pair, &reg, &mw, 3, ring(false));
-        let third = mw.remote_key();
+        w.bind(2, ring(false));
+        let second = w.mw.remote_key();
+        w.bind(3, ring(false));
+        let third = w.mw.remote_key();
         assert!(second != first && third != second && third != first);
-        pair.b.qp.ring_deferred();
+        w.pair.b.qp.ring_deferred();
         settle();
-        assert_eq!(
-            outcomes(&pair.b),
-            [
-                (Opcode::Bind, WcStatus::InvalidRequest),
-                (Opcode::Bind, WcStatus::Cancelled),
-            ],
-            "{mode:?}"
-        );
+        assert_eq!(w.outcomes(), [BIND_FAILED, BIND_CANCELLED], "{mode:?}");
         // The first binding stands; the failed Binds' tokens are gone.
-        assert_eq!(mw.remote_key(), first, "{mode:?}");
-        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
-        assert_eq!(reach(&pair, first, reg.raddr(0), 16), Ok(()));
+        assert_eq!(w.mw.remote_key(), first, "{mode:?}");
+        assert_eq!(w.new_keys(), keys, "{mode:?}");
+        assert_eq!(w.reach(first, 0), Ok(()));
         for token in [second, third] {
-            assert_eq!(reach(&pair, token, reg.raddr(0), 16), Err(Denied::Token));
+            assert_eq!(w.reach(token, 0), Err(Denied::Token));
         }
-        mw.close();
+        w.mw.close();
     }
 }
 
 #[test]
 fn test_window_queued_bind_token_names_nothing_before_it_runs_rule_m34() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let (reg, mw) = window(&pair);
-        post_bind(&pair, &reg, &mw, 1, ring(true));
-        settle();
-        assert_eq!(outcomes(&pair.b), [(Opcode::Bind, WcStatus::Success)]);
-        let old = mw.remote_key();
-        post_unbind(&pair, &mw, 2, ring(false));
-        post_bind(&pair, &reg, &mw, 3, ring(false));
-        let new = mw.remote_key();
+        let (w, old) = Window::bound(mode);
+        w.unbind(2, ring(false));
+        w.bind(3, ring(false));
+        let new = w.mw.remote_key();
         assert_ne!(new, old);
         // Held back: the old binding is in force, the new token reaches
         // nothing yet, and cannot be invalidated remotely (M24) either.
-        assert_eq!(reach(&pair, old, reg.raddr(0), 16), Ok(()));
-        assert_eq!(reach(&pair, new, reg.raddr(0), 16), Err(Denied::Token));
+        let b = &w.pair.b;
+        assert_eq!(w.reach(old, 0), Ok(()));
+        assert_eq!(w.reach(new, 0), Err(Denied::Token));
         assert_eq!(
-            pair.b.device.invalidate_key(&pair.b.pd, new),
+            b.device.invalidate_key(&b.pd, new),
             Err(WcStatus::InvalidRequest)
         );
-        assert_eq!(reach(&pair, old, reg.raddr(0), 16), Ok(()), "{mode:?}");
+        assert_eq!(w.reach(old, 0), Ok(()), "{mode:?}");
         // Ring: the Invalidate, then the Bind, run.
-        post_unbind(&pair, &mw, 4, ring(false));
-        post_bind(&pair, &reg, &mw, 5, ring(true));
-        let last = mw.remote_key();
+        w.unbind(4, ring(false));
+        w.bind(5, ring(true));
+        let last = w.mw.remote_key();
         settle();
-        assert_eq!(
-            outcomes(&pair.b),
-            [
-                (Opcode::Invalidate, WcStatus::Success),
-                (Opcode::Bind, WcStatus::Success),
-                (Opcode::Invalidate, WcStatus::Success),
-                (Opcode::Bind, WcStatus::Success),
-            ],
-            "{mode:?}"
-        );
-        assert_eq!(mw.remote_key(), last);
+        let chain = [INVALIDATE_OK, BIND_OK, INVALIDATE_OK, BIND_OK];
+        assert_eq!(w.outcomes(), chain, "{mode:?}");
+        assert_eq!(w.mw.remote_key(), last);
         for token in [old, new] {
-            assert_eq!(reach(&pair, token, reg.raddr(0), 16), Err(Denied::Token));
+            assert_eq!(w.reach(token, 0), Err(Denied::Token));
         }
-        assert_eq!(reach(&pair, last, reg.raddr(0), 16), Ok(()));
+        assert_eq!(w.reach(last, 0), Ok(()));
         // Now the token in force is invalidated by its own value.
-        assert_eq!(pair.b.device.invalidate_key(&pair.b.pd, last), Ok(()));
-        assert_eq!(reach(&pair, last, reg.raddr(0), 16), Err(Denied::Token));
-        mw.close();
+        assert_eq!(b.device.invalidate_key(&b.pd, last), Ok(()));
+        assert_eq!(w.reach(last, 0), Err(Denied::Token));
+        w.mw.close();
     }
 }
 
 #[test]
 fn test_window_closed_with_binds_queued_releases_their_tokens_when_they_retire_rule_m22() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let (reg, mw) = window(&pair);
-        let keys = pair.b.device.live_keys();
-        post_bind(&pair, &reg, &mw, 1, ring(false));
-        post_unbind(&pair, &mw, 2, ring(false));
-        post_bind(&pair, &reg, &mw, 3, ring(false));
-        let queued = mw.remote_key();
-        mw.close();
-        assert_eq!(mw.remote_key(), 0, "a closed window has no token");
-        assert_eq!(reach(&pair, queued, reg.raddr(0), 16), Err(Denied::Token));
+        let w = Window::new(mode);
+        w.bind(1, ring(false));
+        w.unbind(2, ring(false));
+        w.bind(3, ring(false));
+        let queued = w.mw.remote_key();
+        w.mw.close();
+        assert_eq!(w.mw.remote_key(), 0, "a closed window has no token");
+        assert_eq!(w.reach(queued, 0), Err(Denied::Token));
         // A post on the closed window is refused and leaves nothing.
-        let refused = pair.b.qp.post_bind(
-            4,
-            &reg.mr,
-            &mw,
-            reg.raddr(0),
-            16,
-            Access::REMOTE_WRITE,
-            WrFlags::empty(),
-        );
+        let refused = w.post_bind(4, WrFlags::empty());
         assert_eq!(refused, Err(PostError::InvalidParameter));
         settle();
         // The refusal rang the doorbell (D4): the queued chain ran against
         // a closed window, its first Bind failed and the rest was cancelled
         // (E5).
-        assert_eq!(
-            outcomes(&pair.b),
-            [
-                (Opcode::Bind, WcStatus::InvalidRequest),
-                (Opcode::Invalidate, WcStatus::Cancelled),
-                (Opcode::Bind, WcStatus::Cancelled),
-            ],
-            "{mode:?}"
-        );
-        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
+        let chain = [BIND_FAILED, INVALIDATE_CANCELLED, BIND_CANCELLED];
+        assert_eq!(w.outcomes(), chain, "{mode:?}");
+        assert_eq!(w.new_keys(), 0, "{mode:?}");
     }
 }
 
 #[test]
 fn test_window_flushed_queued_binds_release_their_tokens_rule_e1() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let (reg, mw) = window(&pair);
-        let keys = pair.b.device.live_keys();
+        let w = Window::new(mode);
         for context in 0..6 {
-            post_bind(&pair, &reg, &mw, context, ring(false));
-            post_unbind(&pair, &mw, 100 + context, ring(false));
+            w.bind(context, ring(false));
+            w.unbind(100 + context, ring(false));
         }
-        assert_eq!(pair.b.device.live_keys(), keys + 6);
-        pair.b.qp.flush();
+        assert_eq!(w.new_keys(), 6);
+        w.pair.b.qp.flush();
         settle();
-        let done = outcomes(&pair.b);
+        let done = w.outcomes();
         assert_eq!(done.len(), 12, "{mode:?}");
         assert!(
             done.iter().all(|&(_, s)| s == WcStatus::Cancelled),
             "{done:?}"
         );
-        assert_eq!(pair.b.device.live_keys(), keys, "{mode:?}");
-        assert_eq!(mw.remote_key(), 0, "nothing ever bound");
-        mw.close();
+        assert_eq!(w.new_keys(), 0, "{mode:?}");
+        assert_eq!(w.mw.remote_key(), 0, "nothing ever bound");
+        w.mw.close();
     }
 }
 

@@ -109,16 +109,12 @@ mod doorbell {
         (a, b, cq)
     }
 
+    /// Everything `cq` holds: never more than its depth (16), so one poll
+    /// of 16 takes it all.
     fn drain(cq: &Cq) -> Vec<Completion> {
-        let mut out = Vec::new();
-        let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 8];
-        loop {
-            let n = cq.poll(&mut batch);
-            if n == 0 {
-                return out;
-            }
-            out.extend_from_slice(&batch[..n]);
-        }
+        let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
+        let n = cq.poll(&mut batch);
+        batch[..n].to_vec()
     }
 
     #[test]

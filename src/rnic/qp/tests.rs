@@ -64,6 +64,16 @@ fn contexts(completions: &[Completion]) -> Vec<usize> {
     completions.iter().map(|c| c.request_context).collect()
 }
 
+/// A successful completion of request `context`, as [`summary`] lists it.
+const fn ok(context: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
+    (context, opcode, WcStatus::Success)
+}
+
+/// A cancelled completion of request `context` (E5), as [`summary`] lists it.
+const fn cancelled(context: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
+    (context, opcode, WcStatus::Cancelled)
+}
+
 /// (context, opcode, status) of each completion, in CQ order.
 fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
     completions
@@ -553,17 +563,10 @@ mod idle {
             send(&a, 1, &[src.sge(0, 40)], WrFlags::empty()).unwrap();
             settle();
             let got = b.rcq.drain();
-            assert_eq!(
-                summary(&got),
-                [(11, Opcode::Receive, WcStatus::Success)],
-                "{mode:?}"
-            );
+            assert_eq!(summary(&got), [ok(11, Opcode::Receive)], "{mode:?}");
             assert_eq!(got[0].bytes, 40);
             assert_eq!(&inbox.buffer.bytes()[..40], src.buffer.bytes());
-            assert_eq!(
-                summary(&a.scq.drain()),
-                [(1, Opcode::Send, WcStatus::Success)]
-            );
+            assert_eq!(summary(&a.scq.drain()), [ok(1, Opcode::Send)]);
         });
     }
 
@@ -581,7 +584,7 @@ mod idle {
             assert_eq!(
                 summary(&got),
                 (1..=3)
-                    .map(|c| (c, Opcode::Receive, WcStatus::Cancelled))
+                    .map(|c| cancelled(c, Opcode::Receive))
                     .collect::<Vec<_>>(),
                 "{mode:?}"
             );
@@ -615,10 +618,7 @@ mod idle {
             side.qp.post_receive(3, &[buf.sge(0, 64)]).unwrap();
             settle();
             assert!(side.scq.drain().is_empty(), "{mode:?}");
-            assert_eq!(
-                summary(&side.rcq.drain()),
-                [(3, Opcode::Receive, WcStatus::Cancelled)]
-            );
+            assert_eq!(summary(&side.rcq.drain()), [cancelled(3, Opcode::Receive)]);
         });
     }
 
@@ -717,14 +717,10 @@ mod connected {
             send(&pair.a, 0x55, &[src.sge(17, 200)], WrFlags::empty()).unwrap();
             pair.settle();
             let sent = pair.a.scq.drain();
-            assert_eq!(
-                summary(&sent),
-                [(0x55, Opcode::Send, WcStatus::Success)],
-                "{mode:?}"
-            );
+            assert_eq!(summary(&sent), [ok(0x55, Opcode::Send)], "{mode:?}");
             assert_eq!(sent[0].qp_context, 0xA);
             let got = pair.b.rcq.drain();
-            assert_eq!(summary(&got), [(0x77, Opcode::Receive, WcStatus::Success)]);
+            assert_eq!(summary(&got), [ok(0x77, Opcode::Receive)]);
             assert_eq!(got[0].qp_context, 0xB);
             assert_eq!(got[0].bytes, 200, "P21: the bytes placed");
             assert_eq!(got[0].invalidated_key, 0);
@@ -760,11 +756,7 @@ mod connected {
             send(&pair.a, 2, &sges, WrFlags::empty()).unwrap();
             pair.settle();
             let got = pair.b.rcq.drain();
-            assert_eq!(
-                summary(&got),
-                [(1, Opcode::Receive, WcStatus::Success)],
-                "{mode:?}"
-            );
+            assert_eq!(summary(&got), [ok(1, Opcode::Receive)], "{mode:?}");
             assert_eq!(got[0].bytes, 147);
             let sent: Vec<u8> = [
                 &s1.buffer.bytes()[0..10],
@@ -794,10 +786,7 @@ mod connected {
             let got = pair.b.rcq.drain();
             assert_eq!(
                 summary(&got),
-                [
-                    (1, Opcode::Receive, WcStatus::Success),
-                    (2, Opcode::Receive, WcStatus::Success)
-                ],
+                [ok(1, Opcode::Receive), ok(2, Opcode::Receive)],
                 "{mode:?}"
             );
             assert!(got.iter().all(|c| c.bytes == 0));
@@ -855,10 +844,7 @@ mod connected {
             );
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [
-                    (1, Opcode::Write, WcStatus::Success),
-                    (2, Opcode::Read, WcStatus::Success)
-                ]
+                [ok(1, Opcode::Write), ok(2, Opcode::Read)]
             );
             // P1: one-sided operations complete nothing at the target.
             assert!(pair.b.rcq.drain().is_empty());
@@ -914,11 +900,7 @@ mod connected {
             .unwrap();
             pair.settle();
             let got = pair.b.rcq.drain();
-            assert_eq!(
-                summary(&got),
-                [(1, Opcode::Receive, WcStatus::Success)],
-                "{mode:?}"
-            );
+            assert_eq!(summary(&got), [ok(1, Opcode::Receive)], "{mode:?}");
             assert_eq!(got[0].bytes, u32_of(MAX));
             assert!(
                 inbox.buffer.bytes()[..MAX] == src.buffer.bytes()[1..=MAX],
@@ -938,10 +920,7 @@ mod connected {
             assert!(inbox.buffer.bytes()[1..=MAX] == src.buffer.bytes()[..MAX]);
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [
-                    (2, Opcode::Send, WcStatus::Success),
-                    (3, Opcode::Write, WcStatus::Success)
-                ]
+                [ok(2, Opcode::Send), ok(3, Opcode::Write)]
             );
         });
     }
@@ -969,7 +948,7 @@ mod connected {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(2, Opcode::Read, WcStatus::Success)],
+                [ok(2, Opcode::Read)],
                 "{mode:?}"
             );
             let n = read_max * 10;
@@ -1013,24 +992,12 @@ mod connected {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [
-                    (1, Opcode::Send, WcStatus::Success),
-                    (2, Opcode::Write, WcStatus::Success)
-                ],
+                [ok(1, Opcode::Send), ok(2, Opcode::Write)],
                 "{mode:?}"
             );
-            assert_eq!(
-                summary(&pair.b.rcq.drain()),
-                [(20, Opcode::Receive, WcStatus::Success)]
-            );
-            assert_eq!(
-                summary(&pair.b.scq.drain()),
-                [(3, Opcode::Send, WcStatus::Success)]
-            );
-            assert_eq!(
-                summary(&pair.a.rcq.drain()),
-                [(10, Opcode::Receive, WcStatus::Success)]
-            );
+            assert_eq!(summary(&pair.b.rcq.drain()), [ok(20, Opcode::Receive)]);
+            assert_eq!(summary(&pair.b.scq.drain()), [ok(3, Opcode::Send)]);
+            assert_eq!(summary(&pair.a.rcq.drain()), [ok(10, Opcode::Receive)]);
         });
     }
 
@@ -1059,10 +1026,7 @@ mod connected {
             let all = cq.drain();
             assert_eq!(
                 summary(&all),
-                [
-                    (3, Opcode::Send, WcStatus::Success),
-                    (1, Opcode::Receive, WcStatus::Success)
-                ],
+                [ok(3, Opcode::Send), ok(1, Opcode::Receive)],
                 "{mode:?}"
             );
             assert!(all.iter().all(|c| c.qp_context == 0xC));
@@ -1109,10 +1073,7 @@ mod connected {
             assert_eq!(pair.a.qp.state(), QpState::Connected);
             pair.b.qp.post_receive(7, &[inbox.sge(0, 64)]).unwrap();
             pair.settle();
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [(1, Opcode::Send, WcStatus::Success)]
-            );
+            assert_eq!(summary(&pair.a.scq.drain()), [ok(1, Opcode::Send)]);
             assert_eq!(&inbox.buffer.bytes()[..48], src.buffer.bytes());
             pair.b.qp.post_receive(8, &[inbox.sge(0, 64)]).unwrap();
             pair.settle();
@@ -1292,7 +1253,7 @@ mod connected_flags {
                 pair.settle();
                 assert_eq!(
                     summary(&pair.a.scq.drain()),
-                    [(2, Opcode::Send, WcStatus::Success)],
+                    [ok(2, Opcode::Send)],
                     "{mode:?} {size}"
                 );
                 assert_eq!(pair.b.rcq.drain()[0].bytes, inline_size);
@@ -1328,7 +1289,7 @@ mod connected_flags {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(1, Opcode::Write, WcStatus::Success)],
+                [ok(1, Opcode::Write)],
                 "{mode:?}"
             );
             let expected: Vec<u8> = (0..6)
@@ -1468,12 +1429,11 @@ mod connected_flags {
                 .unwrap();
             pair.settle();
             let got = pair.b.rcq.drain();
-            assert_eq!(
-                got.iter()
-                    .map(|c| (c.request_context, c.solicited))
-                    .collect::<Vec<_>>(),
-                [(1, false), (2, true), (3, true)]
-            );
+            let solicited: Vec<_> = got
+                .iter()
+                .map(|c| (c.request_context, c.solicited))
+                .collect();
+            assert_eq!(solicited, [(1, false), (2, true), (3, true)]);
             assert_eq!(got[2].opcode, Opcode::ReceiveAndInvalidate);
         });
     }
@@ -1575,16 +1535,9 @@ mod connected_flags {
                 .unwrap();
             pair.settle();
             let sent = pair.a.scq.drain();
-            assert_eq!(
-                summary(&sent),
-                [(3, Opcode::Send, WcStatus::Success)],
-                "{mode:?}: P22"
-            );
+            assert_eq!(summary(&sent), [ok(3, Opcode::Send)], "{mode:?}: P22");
             let got = pair.b.rcq.drain();
-            assert_eq!(
-                summary(&got),
-                [(2, Opcode::ReceiveAndInvalidate, WcStatus::Success)]
-            );
+            assert_eq!(summary(&got), [ok(2, Opcode::ReceiveAndInvalidate)]);
             assert_eq!(
                 got[0].invalidated_key,
                 fast.rkey(),
@@ -1942,14 +1895,14 @@ mod deferred {
     }
 
     const CHAIN: [(usize, Opcode, WcStatus); 8] = [
-        (1, Opcode::Bind, WcStatus::Success),
-        (2, Opcode::FastRegister, WcStatus::Success),
-        (3, Opcode::Invalidate, WcStatus::Success),
-        (4, Opcode::Read, WcStatus::Success),
-        (5, Opcode::Write, WcStatus::Success),
-        (6, Opcode::Send, WcStatus::Success),
-        (7, Opcode::Send, WcStatus::Success),
-        (8, Opcode::Send, WcStatus::Success),
+        ok(1, Opcode::Bind),
+        ok(2, Opcode::FastRegister),
+        ok(3, Opcode::Invalidate),
+        ok(4, Opcode::Read),
+        ok(5, Opcode::Write),
+        ok(6, Opcode::Send),
+        ok(7, Opcode::Send),
+        ok(8, Opcode::Send),
     ];
 
     #[test]
@@ -1964,9 +1917,9 @@ mod deferred {
             assert_eq!(
                 summary(&got),
                 [
-                    (21, Opcode::Receive, WcStatus::Success),
-                    (22, Opcode::ReceiveAndInvalidate, WcStatus::Success),
-                    (23, Opcode::Receive, WcStatus::Success),
+                    ok(21, Opcode::Receive),
+                    ok(22, Opcode::ReceiveAndInvalidate),
+                    ok(23, Opcode::Receive),
                 ]
             );
             assert_eq!(got[1].invalidated_key, kit.b_fast.rkey());
@@ -2057,10 +2010,7 @@ mod deferred {
         let done = pair.a.scq.drain();
         assert_eq!(
             summary(&done),
-            [
-                (1, Opcode::Write, WcStatus::Success),
-                (2, Opcode::Write, WcStatus::Success)
-            ],
+            [ok(1, Opcode::Write), ok(2, Opcode::Write)],
             "{mode:?} {expected:?}"
         );
         assert_eq!(&target.buffer.bytes()[..32], &src.buffer.bytes()[..32]);
@@ -2211,7 +2161,7 @@ mod deferred {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(1, Opcode::FastRegister, WcStatus::Success)],
+                [ok(1, Opcode::FastRegister)],
                 "{mode:?}"
             );
             let sge = Sge {
@@ -2257,7 +2207,7 @@ mod deferred {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(1, Opcode::FastRegister, WcStatus::Success)],
+                [ok(1, Opcode::FastRegister)],
                 "{mode:?}"
             );
             assert!(fast.mapped(&pair.a));
@@ -2276,7 +2226,7 @@ mod deferred {
             // Nothing will ever ring it; it completes cancelled on its own.
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(1, Opcode::Write, WcStatus::Cancelled)],
+                [cancelled(1, Opcode::Write)],
                 "{mode:?}"
             );
         });
@@ -2417,18 +2367,21 @@ mod error {
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
             pair.settle();
-            let c = |ctx, op| (ctx, op, WcStatus::Cancelled);
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [c(1, Opcode::Send), c(2, Opcode::Send), c(3, Opcode::Write)],
+                [
+                    cancelled(1, Opcode::Send),
+                    cancelled(2, Opcode::Send),
+                    cancelled(3, Opcode::Write)
+                ],
                 "{mode:?}"
             );
             assert_eq!(
                 summary(&pair.a.rcq.drain()),
                 [
-                    c(11, Opcode::Receive),
-                    c(12, Opcode::Receive),
-                    c(13, Opcode::Receive)
+                    cancelled(11, Opcode::Receive),
+                    cancelled(12, Opcode::Receive),
+                    cancelled(13, Opcode::Receive)
                 ]
             );
             assert_eq!(pair.a.qp.state(), QpState::Error);
@@ -2459,13 +2412,12 @@ mod error {
             send(&pair.a, 2, &[src.sge(0, 8)], WrFlags::DEFER).unwrap();
             write(&pair.a, 3, &[src.sge(0, 8)], &target, 0, WrFlags::empty()).unwrap();
             pair.settle();
-            let c = |ctx, op| (ctx, op, WcStatus::Cancelled);
             assert_eq!(
                 summary(&pair.a.scq.drain()),
                 [
                     (1, Opcode::Write, WcStatus::RemoteAccessError),
-                    c(2, Opcode::Send),
-                    c(3, Opcode::Write)
+                    cancelled(2, Opcode::Send),
+                    cancelled(3, Opcode::Write)
                 ],
                 "{mode:?}"
             );
@@ -2482,7 +2434,10 @@ mod error {
             );
             assert_eq!(
                 summary(&pair.b.rcq.drain()),
-                [c(11, Opcode::Receive), c(12, Opcode::Receive)]
+                [
+                    cancelled(11, Opcode::Receive),
+                    cancelled(12, Opcode::Receive)
+                ]
             );
             assert_eq!(
                 target.buffer.bytes(),
@@ -2495,10 +2450,16 @@ mod error {
             send(&pair.b, 6, &[target.sge(0, 8)], WrFlags::SILENT_SUCCESS).unwrap();
             pair.b.qp.post_receive(7, &[target.sge(0, 8)]).unwrap();
             pair.settle();
-            assert_eq!(summary(&pair.a.scq.drain()), [c(4, Opcode::Write)]);
-            assert_eq!(summary(&pair.a.rcq.drain()), [c(5, Opcode::Receive)]);
-            assert_eq!(summary(&pair.b.scq.drain()), [c(6, Opcode::Send)]);
-            assert_eq!(summary(&pair.b.rcq.drain()), [c(7, Opcode::Receive)]);
+            assert_eq!(summary(&pair.a.scq.drain()), [cancelled(4, Opcode::Write)]);
+            assert_eq!(
+                summary(&pair.a.rcq.drain()),
+                [cancelled(5, Opcode::Receive)]
+            );
+            assert_eq!(summary(&pair.b.scq.drain()), [cancelled(6, Opcode::Send)]);
+            assert_eq!(
+                summary(&pair.b.rcq.drain()),
+                [cancelled(7, Opcode::Receive)]
+            );
         });
     }
 
@@ -2532,10 +2493,7 @@ mod error {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [
-                    (1, Opcode::Write, WcStatus::Success),
-                    (4, Opcode::Write, WcStatus::Success)
-                ],
+                [ok(1, Opcode::Write), ok(4, Opcode::Write)],
                 "{mode:?}"
             );
             assert_eq!(&target.buffer.bytes()[..32], &src.buffer.bytes()[..32]);
@@ -2560,7 +2518,7 @@ mod error {
                 summary(&got),
                 [
                     (11, Opcode::Receive, WcStatus::ReceiveTooSmall),
-                    (12, Opcode::Receive, WcStatus::Cancelled)
+                    cancelled(12, Opcode::Receive)
                 ],
                 "{mode:?}"
             );
@@ -2837,7 +2795,7 @@ mod error_cancel {
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [(1, Opcode::Send, WcStatus::Cancelled)],
+                [cancelled(1, Opcode::Send)],
                 "{mode:?}"
             );
             // The receive that arrives afterwards is not consumed by it.
@@ -2869,10 +2827,13 @@ mod error_cancel {
             pair.a.qp.flush();
             write(&pair.a, 3, &[src.sge(0, 8)], &src, 0, silent).unwrap();
             pair.settle();
-            let c = |ctx, op| (ctx, op, WcStatus::Cancelled);
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [c(1, Opcode::Send), c(2, Opcode::Write), c(3, Opcode::Write)],
+                [
+                    cancelled(1, Opcode::Send),
+                    cancelled(2, Opcode::Write),
+                    cancelled(3, Opcode::Write)
+                ],
                 "{mode:?}"
             );
         });
@@ -3155,20 +3116,26 @@ mod disconnected {
             pair.settle();
             pair.a.qp.disconnect();
             pair.settle();
-            let c = |ctx, op| (ctx, op, WcStatus::Cancelled);
             assert_eq!(
                 summary(&pair.a.scq.drain()),
-                [c(1, Opcode::Send), c(2, Opcode::Send), c(3, Opcode::Write)],
+                [
+                    cancelled(1, Opcode::Send),
+                    cancelled(2, Opcode::Send),
+                    cancelled(3, Opcode::Write)
+                ],
                 "{mode:?}"
             );
             assert_eq!(
                 summary(&pair.a.rcq.drain()),
-                [c(11, Opcode::Receive), c(12, Opcode::Receive)]
+                [
+                    cancelled(11, Opcode::Receive),
+                    cancelled(12, Opcode::Receive)
+                ]
             );
             // X6: no half-closed connection; the peer's requests end too.
             assert_eq!(
                 summary(&pair.b.scq.drain()),
-                [c(31, Opcode::Write), c(32, Opcode::Send)]
+                [cancelled(31, Opcode::Write), cancelled(32, Opcode::Send)]
             );
             assert_eq!(
                 (pair.a.qp.state(), pair.b.qp.state()),
@@ -3380,13 +3347,10 @@ mod srq {
             let b1 = rig.b[1].rcq.drain();
             assert_eq!(
                 summary(&b1),
-                [
-                    (1, Opcode::Receive, WcStatus::Success),
-                    (3, Opcode::Receive, WcStatus::Success)
-                ],
+                [ok(1, Opcode::Receive), ok(3, Opcode::Receive)],
                 "{mode:?}"
             );
-            assert_eq!(summary(&b0), [(2, Opcode::Receive, WcStatus::Success)]);
+            assert_eq!(summary(&b0), [ok(2, Opcode::Receive)]);
             // Q2: each carries the consuming QP's own context.
             assert!(b0.iter().all(|c| c.qp_context == 0xB1 && c.bytes == 8));
             assert!(b1.iter().all(|c| c.qp_context == 0xB2 && c.bytes == 8));
@@ -3414,7 +3378,7 @@ mod srq {
             settle();
             assert_eq!(
                 summary(&rig.a[0].scq.drain()),
-                [(21, Opcode::Send, WcStatus::Success)],
+                [ok(21, Opcode::Send)],
                 "{mode:?}"
             );
             assert_eq!(contexts(&rig.b[0].rcq.drain()), [5]);
