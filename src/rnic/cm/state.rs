@@ -234,15 +234,16 @@ impl ConnectorRec {
         local: Endpoint,
         remote: Endpoint,
     ) -> Self {
-        let mut rec = Self::new(node, limits);
-        rec.state = ConnState::Requested;
-        rec.role = Role::Passive;
-        rec.listener = Some(listener);
-        rec.binding = Some(binding);
-        rec.tuple = Some((binding, local.ip, remote));
-        rec.local = Some(local);
-        rec.remote = Some(remote);
-        rec
+        Self {
+            state: ConnState::Requested,
+            role: Role::Passive,
+            listener: Some(listener),
+            binding: Some(binding),
+            tuple: Some((binding, local.ip, remote)),
+            local: Some(local),
+            remote: Some(remote),
+            ..Self::new(node, limits)
+        }
     }
 
     pub(super) fn set_state(&mut self, key: Key, state: ConnState) {
