@@ -4,7 +4,6 @@
 
 use alloc::vec::Vec;
 
-use super::BACKLOG;
 use super::address::Endpoint;
 use super::connector::Connector;
 use super::fabric::{Fabric, LostHandler};
@@ -390,12 +389,7 @@ impl State {
             .listeners
             .get(listener)
             .ok_or(CmError::ConnectionRefused)?;
-        // N5: a paused listener is as though there were none; N6: a closing
-        // one turns every request away; N12: the backlog is bounded.
-        if l.paused || l.closing || l.backlog >= BACKLOG {
-            return Err(CmError::ConnectionRefused);
-        }
-        let (l_binding, _) = l.listening.ok_or(CmError::ConnectionRefused)?;
+        let l_binding = l.admit()?;
         let l_limits = l.limits;
         let l_events = Arc::clone(&l.events);
         self.bound_qps
@@ -403,15 +397,9 @@ impl State {
             .map_err(|_| CmError::Resources)?;
         self.reserve_tuple(binding)?;
         self.reserve_tuple(l_binding)?;
-        let mut passive = ConnectorRec::new(dst_node, l_limits);
-        passive.state = ConnState::Requested;
-        passive.role = Role::Passive;
+        let mut passive =
+            ConnectorRec::passive(dst_node, l_limits, listener, l_binding, dst, local);
         passive.peer = Some(key);
-        passive.listener = Some(listener);
-        passive.binding = Some(l_binding);
-        passive.tuple = Some((l_binding, dst.ip, local));
-        passive.local = Some(dst);
-        passive.remote = Some(local);
         passive.peer_limits = own;
         passive.peer_data = payload;
         let pkey = self.connectors.insert(passive)?;
@@ -491,15 +479,19 @@ impl State {
 
     /// The active connector `key` is refused (N16): its Connect fails.
     fn refuse(&mut self, key: Key, data: Vec<u8>, actions: &mut Actions) {
+        let refused = Callout::Connect(Err(CmError::ConnectionRefused));
+        self.fail_rejected(key, data, refused, actions);
+    }
+
+    /// Connector `key`'s peer rejected the connection with `data` (N16, kept
+    /// for `connection_data`, N18): `key` fails and `callout` completes its
+    /// pending request.
+    fn fail_rejected(&mut self, key: Key, data: Vec<u8>, callout: Callout, actions: &mut Actions) {
         if let Some(rec) = self.connectors.get_mut(key) {
             rec.peer_data = data;
         }
         self.fail(key);
-        self.emit(
-            actions,
-            key,
-            Callout::Connect(Err(CmError::ConnectionRefused)),
-        );
+        self.emit(actions, key, callout);
     }
 
     pub(super) fn reject(
@@ -538,15 +530,8 @@ impl State {
             self.refuse(peer, payload, actions);
         } else {
             // N16: the passive side's Accept fails as aborted.
-            if let Some(p) = self.connectors.get_mut(peer) {
-                p.peer_data = payload;
-            }
-            self.fail(peer);
-            self.emit(
-                actions,
-                peer,
-                Callout::Accept(Err(CmError::ConnectionAborted)),
-            );
+            let aborted = Callout::Accept(Err(CmError::ConnectionAborted));
+            self.fail_rejected(peer, payload, aborted, actions);
         }
         Ok(())
     }

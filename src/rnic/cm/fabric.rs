@@ -9,8 +9,8 @@ use core::fmt;
 
 use super::address::{Endpoint, IpAddr};
 use super::slab::Key;
-use super::state::{Action, Actions, Callout, Ending, State, node_of_device};
-use super::types::{CmError, ConnState, ConnectionInfo, LocalEndpointInfo};
+use super::state::{Action, Actions, Callout, State, node_of_device};
+use super::types::{CmError, ConnectionInfo, LocalEndpointInfo};
 use super::wire::{Wire, WireConn};
 use crate::kernel::deferred::{Deferred, DeferredRoutine};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
@@ -51,6 +51,13 @@ impl fmt::Debug for Fabric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Fabric { .. }")
     }
+}
+
+/// Whose callback [`Fabric::execute`] made.
+#[derive(Clone, Copy)]
+enum Caller {
+    Connector(Key),
+    Listener(Key),
 }
 
 struct Poller(Weak<Fabric>);
@@ -129,16 +136,7 @@ impl Fabric {
         let node = node_of_device(device);
         let state = self.state.lock();
         let mut n = 0_usize;
-        for (_, rec) in &state.connectors.slots {
-            let Some(rec) = rec else { continue };
-            // An aborted connection (E5, A15) is no longer active, though its
-            // connector waits for the consumer's Disconnect or close.
-            if rec.node != node
-                || rec.state != ConnState::Established
-                || rec.ending == Ending::Aborted
-            {
-                continue;
-            }
+        for rec in state.active_connections(node) {
             if let (Some(local), Some(remote)) = (rec.local, rec.remote) {
                 if let Some(slot) = out.get_mut(n) {
                     *slot = ConnectionInfo { local, remote };
@@ -159,14 +157,7 @@ impl Fabric {
         let mut qps: Vec<Arc<Qp>> = Vec::new();
         {
             let state = self.state.lock();
-            for (_, rec) in &state.connectors.slots {
-                let Some(rec) = rec else { continue };
-                if rec.node != node
-                    || rec.state != ConnState::Established
-                    || rec.ending == Ending::Aborted
-                {
-                    continue;
-                }
+            for rec in state.active_connections(node) {
                 if let Some(qp) = &rec.qp {
                     if qps.try_reserve(1).is_err() {
                         break;
@@ -282,12 +273,7 @@ impl Fabric {
                         Callout::Indicate => events.disconnected(),
                     }
                     drop(events);
-                    self.run(|state, _, more| {
-                        if let Some(rec) = state.connectors.get_mut(key) {
-                            rec.callouts = rec.callouts.saturating_sub(1);
-                        }
-                        state.settle(key, more);
-                    });
+                    self.callout_done(Caller::Connector(key));
                 }
                 Action::ConnectorClosed { events, notify } => {
                     if notify {
@@ -301,12 +287,7 @@ impl Fabric {
                 } => {
                     events.incoming(request);
                     drop(events);
-                    self.run(|state, _, more| {
-                        if let Some(rec) = state.listeners.get_mut(listener) {
-                            rec.callouts = rec.callouts.saturating_sub(1);
-                        }
-                        state.settle_listener(listener, more);
-                    });
+                    self.callout_done(Caller::Listener(listener));
                 }
                 Action::ListenCompleted {
                     events,
@@ -315,12 +296,7 @@ impl Fabric {
                 } => {
                     events.listen_completed(result);
                     drop(events);
-                    self.run(|state, _, more| {
-                        if let Some(rec) = state.listeners.get_mut(listener) {
-                            rec.callouts = rec.callouts.saturating_sub(1);
-                        }
-                        state.settle_listener(listener, more);
-                    });
+                    self.callout_done(Caller::Listener(listener));
                 }
                 Action::ListenerClosed { events, notify } => {
                     if notify {
@@ -338,6 +314,25 @@ impl Fabric {
                 }
             }
         }
+    }
+
+    /// A callback of `caller` is made (its events dropped): one fewer in
+    /// flight, then what that lets happen (a pending close, L21).
+    fn callout_done(self: &Arc<Self>, caller: Caller) {
+        self.run(|state, _, more| match caller {
+            Caller::Connector(key) => {
+                if let Some(rec) = state.connectors.get_mut(key) {
+                    rec.callouts = rec.callouts.saturating_sub(1);
+                }
+                state.settle(key, more);
+            }
+            Caller::Listener(key) => {
+                if let Some(rec) = state.listeners.get_mut(key) {
+                    rec.callouts = rec.callouts.saturating_sub(1);
+                }
+                state.settle_listener(key, more);
+            }
+        });
     }
 
     /// Completes the disconnect of `key` if its DMA has finished, else

@@ -11,7 +11,7 @@ use super::listener::BindWait;
 use super::slab::{Key, Slab};
 use super::types::{CmError, ConnState, ConnectorEvents, ListenerEvents, ReadLimits};
 use super::wire::{Accepted, Wire, WireConn, WireOp};
-use super::{EPHEMERAL_FIRST, EPHEMERAL_LAST};
+use super::{BACKLOG, EPHEMERAL_FIRST, EPHEMERAL_LAST};
 use crate::kernel::sync::atomic::Ordering;
 use crate::kernel::sync::{Arc, Weak};
 use crate::kernel::tcp::Listening;
@@ -90,6 +90,21 @@ pub(super) struct ListenerRec {
     pub(super) accepted: Option<Arc<Accepted>>,
     /// A wire listener's sockets still binding (N3, L8).
     pub(super) bind_wait: Option<BindWait>,
+}
+
+impl ListenerRec {
+    /// The binding through which a new request reaches this listener, if
+    /// it takes one: N5, a paused listener is as though there were none;
+    /// N6, a closing one turns every request away; N12, the backlog is
+    /// bounded.
+    pub(super) fn admit(&self) -> Result<BindingRef, CmError> {
+        if self.paused || self.closing || self.backlog >= BACKLOG {
+            return Err(CmError::ConnectionRefused);
+        }
+        self.listening
+            .map(|(binding, _)| binding)
+            .ok_or(CmError::ConnectionRefused)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,6 +221,28 @@ impl ConnectorRec {
             wire: None,
             wire_dead: false,
             timed_out: false,
+        }
+    }
+
+    /// The passive connector of a request that reached `listener` through
+    /// `binding`, at `local` from `remote` (`Requested`, N4).
+    pub(super) fn passive(
+        node: usize,
+        limits: Limits,
+        listener: Key,
+        binding: BindingRef,
+        local: Endpoint,
+        remote: Endpoint,
+    ) -> Self {
+        Self {
+            state: ConnState::Requested,
+            role: Role::Passive,
+            listener: Some(listener),
+            binding: Some(binding),
+            tuple: Some((binding, local.ip, remote)),
+            local: Some(local),
+            remote: Some(remote),
+            ..Self::new(node, limits)
         }
     }
 
@@ -393,6 +430,21 @@ pub(super) fn count_failure(qp: Option<&Arc<Qp>>) {
 }
 
 impl State {
+    /// The connectors of `node` whose connection is established and not
+    /// aborted: an aborted connection (E5, A15) is no longer active, though
+    /// its connector waits for the consumer's Disconnect or close.
+    pub(super) fn active_connections(&self, node: usize) -> impl Iterator<Item = &ConnectorRec> {
+        self.connectors
+            .slots
+            .iter()
+            .filter_map(|(_, rec)| rec.as_ref())
+            .filter(move |rec| {
+                rec.node == node
+                    && rec.state == ConnState::Established
+                    && rec.ending != Ending::Aborted
+            })
+    }
+
     pub(super) const fn new() -> Self {
         Self {
             nodes: Vec::new(),

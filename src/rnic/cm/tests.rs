@@ -173,6 +173,28 @@ fn request(net: &Net, server: &Server, a: &Side, dst: Endpoint, data: &[u8]) -> 
     (active, passive)
 }
 
+/// A request from `net.a` (QP `a`, context `contexts.0`) to a listener of
+/// `net.b` on `(B, port)`, delivered with `data`; `b` (context
+/// `contexts.1`) is a QP for the passive side's answer. Returns (server, a,
+/// b, active, passive).
+fn requested_on(
+    net: &Net,
+    port: u16,
+    contexts: (usize, usize),
+    data: &[u8],
+) -> (Server, Side, Side, Client, Client) {
+    let s = listening(&net.b, ep(B, port));
+    let a = side(&net.a, contexts.0);
+    let b = side(&net.b, contexts.1);
+    let (active, passive) = request(net, &s, &a, ep(B, port), data);
+    (s, a, b, active, passive)
+}
+
+/// [`requested_on`] B:5000, contexts 1 and 2.
+fn requested(net: &Net, data: &[u8]) -> (Server, Side, Side, Client, Client) {
+    requested_on(net, 5000, (1, 2), data)
+}
+
 /// An established connection between `net.a` and a listener on `net.b`.
 struct Conn {
     active: Client,
@@ -183,10 +205,7 @@ struct Conn {
 }
 
 fn established(net: &Net) -> Conn {
-    let server = listening(&net.b, ep(B, 4000));
-    let a = side(&net.a, 0xA);
-    let b = side(&net.b, 0xB);
-    let (active, passive) = request(net, &server, &a, ep(B, 4000), b"hello");
+    let (server, a, b, active, passive) = requested_on(net, 4000, (0xA, 0xB), b"hello");
     passive.conn.accept(&b.qp, LIMITS, b"welcome").unwrap();
     assert_eq!(active.events.take(), vec![Ev::Connect(Ok(()))]);
     active.conn.complete_connect().unwrap();
@@ -409,9 +428,7 @@ mod listener {
     #[test]
     fn test_closing_listener_refuses_and_keeps_endpoint_rule_n6_n7() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (_active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (s, _a, _b, _active, passive) = requested(&net, b"");
         assert_eq!(s.listener.close(), CloseState::Done);
         // N6: refused at once.
         let a2 = side(&net.a, 2);
@@ -550,9 +567,7 @@ mod requested {
     #[test]
     fn test_connect_delivers_request_with_private_data_rule_n4_n18() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"caller data");
+        let (_s, _a, _b, active, passive) = requested(&net, b"caller data");
         let (data, bytes) = data_of(&passive.conn);
         assert_eq!(bytes, b"caller data");
         assert_eq!(data.length, 11);
@@ -571,9 +586,7 @@ mod requested {
     #[test]
     fn test_connection_data_short_buffer_reports_size_rule_n18() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (_active, passive) = request(&net, &s, &a, ep(B, 5000), b"0123456789");
+        let (_s, _a, _b, _active, passive) = requested(&net, b"0123456789");
         let mut small = [0_u8; 4];
         let data = passive.conn.connection_data(&mut small).unwrap();
         assert_eq!((data.length, data.copied), (10, 4));
@@ -650,9 +663,7 @@ mod requested {
     #[test]
     fn test_reject_refuses_connect_rule_n16() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, a, _b, active, passive) = requested(&net, b"");
         passive.conn.reject(b"no thanks").unwrap();
         assert_eq!(
             active.events.take(),
@@ -678,10 +689,7 @@ mod requested {
     #[test]
     fn test_reject_private_data_too_long_rule_n17() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let b = side(&net.b, 2);
-        let (_active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, _a, b, _active, passive) = requested(&net, b"");
         let too_long = vec![0; Limits::DEFAULT.max_callee_data as usize + 1];
         assert_eq!(
             passive.conn.reject(&too_long),
@@ -697,9 +705,7 @@ mod requested {
     #[test]
     fn test_requested_close_refuses_connect_rule_n16() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, _a, _b, active, passive) = requested(&net, b"");
         drop(passive);
         assert_eq!(
             active.events.take(),
@@ -710,10 +716,7 @@ mod requested {
     #[test]
     fn test_connecting_close_cancels_and_peer_sees_abort_rule_n15_n16() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let b = side(&net.b, 2);
-        let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, _a, b, active, passive) = requested(&net, b"");
         let events = Arc::clone(&active.events);
         assert_eq!(active.conn.close(), CloseState::Pending);
         assert_eq!(
@@ -732,9 +735,7 @@ mod requested {
     #[test]
     fn test_reject_after_abandon_returns_aborted_rule_n16() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (active, passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, _a, _b, active, passive) = requested(&net, b"");
         assert!(!passive.conn.peer_gone(), "the active side still waits");
         drop(active);
         // The observable tests wait on (`Connector::peer_gone`).
@@ -745,9 +746,7 @@ mod requested {
     #[test]
     fn test_connecting_waits_for_the_passive_side_rule_n29() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let (active, _passive) = request(&net, &s, &a, ep(B, 5000), b"");
+        let (_s, _a, _b, active, _passive) = requested(&net, b"");
         crate::kernel::deferred::flush();
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(active.conn.state(), Some(ConnState::Connecting));
@@ -761,10 +760,7 @@ mod replied {
     use super::*;
 
     fn replied(net: &Net) -> (Server, Side, Side, Client, Client) {
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let b = side(&net.b, 2);
-        let (active, passive) = request(net, &s, &a, ep(B, 5000), b"ping");
+        let (s, a, b, active, passive) = requested(net, b"ping");
         passive.conn.accept(&b.qp, LIMITS, b"pong").unwrap();
         assert_eq!(active.events.take(), vec![Ev::Connect(Ok(()))]);
         assert_eq!(active.conn.state(), Some(ConnState::Replied));
@@ -880,14 +876,8 @@ mod replied {
             vec![Ev::Accept(Err(CmError::ConnectionAborted))]
         );
         // The other way round.
-        let (_s2, _a2, b2, active2, passive2) = {
-            let s = listening(&net.b, ep(B, 5001));
-            let a = side(&net.a, 3);
-            let b = side(&net.b, 4);
-            let (active, passive) = request(&net, &s, &a, ep(B, 5001), b"");
-            passive.conn.accept(&b.qp, LIMITS, b"").unwrap();
-            (s, a, b, active, passive)
-        };
+        let (_s2, _a2, b2, active2, passive2) = requested_on(&net, 5001, (3, 4), b"");
+        passive2.conn.accept(&b2.qp, LIMITS, b"").unwrap();
         b2.qp.flush();
         assert_eq!(
             active2.conn.complete_connect(),
@@ -1600,5 +1590,6 @@ mod changing {
 }
 
 mod listen_bind;
+mod scripted_net;
 mod wire;
 mod wire_close;

@@ -46,5 +46,7 @@ pub mod link;
 pub mod mpa;
 pub mod rdmap;
 pub mod setup;
+#[cfg(test)]
+mod tcp_testing;
 pub mod terminate;
 mod wire;

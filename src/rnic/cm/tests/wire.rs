@@ -2,12 +2,10 @@
 //! and ::1: the state machine's transitions when the peer is across a
 //! socket, both address families, and the time-outs of each wait.
 
-use core::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::scripted_net::{ScriptedNet, wire_host};
 use super::*;
-use crate::kernel::tcp::{AcceptEvents, ConnectEvents, Listening, NetError, Timer};
-use crate::kernel::tcp_host::HostNet;
 
 /// Every wait of these tests ends by this.
 pub(super) const LIMIT: Duration = Duration::from_secs(10);
@@ -31,81 +29,81 @@ pub(super) fn next_event(events: &Events) -> Ev {
     })
 }
 
-/// The host's TCP, but the first `busy` connects find their source port
-/// taken, as when another program holds it; the streams it connects are
-/// watched (`wire_close::Watch`).
-pub(super) struct BusyPorts {
-    inner: Arc<dyn crate::kernel::tcp::Net>,
-    busy: core::sync::atomic::AtomicU32,
-    tried: Mutex<Vec<u16>>,
-    pub(super) streams: Arc<Mutex<Vec<super::wire_close::Watch>>>,
+/// The parties of one connection over the wire before it is requested: a
+/// listener of the passive host, a QP on each side, the active connector.
+pub(super) struct Parties {
+    server: Server,
+    /// Where the listener listens.
+    bound: Endpoint,
+    pub(super) qa: Side,
+    pub(super) qb: Side,
+    pub(super) active: Client,
 }
 
-impl BusyPorts {
-    /// The host's TCP with the first `busy` source ports taken.
-    pub(super) fn new(busy: u32) -> Arc<Self> {
-        Arc::new(Self {
-            inner: HostNet::shared(),
-            busy: core::sync::atomic::AtomicU32::new(busy),
-            tried: Mutex::new(Vec::new()),
-            streams: Arc::default(),
-        })
-    }
-}
-
-impl crate::kernel::tcp::Net for BusyPorts {
-    fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
-    }
-
-    fn listen(
-        &self,
-        local: SocketAddr,
-        events: Arc<dyn AcceptEvents>,
-    ) -> Result<alloc::boxed::Box<dyn Listening>, NetError> {
-        self.inner.listen(local, events)
-    }
-
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
-        self.tried.lock().unwrap().push(local.port());
-        let busy = self
-            .busy
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
-        if busy {
-            // Reported from another thread, as the host's connect does.
-            std::thread::spawn(move || {
-                let _ = events.connected(Err(NetError::AddressInUse));
-            });
-            return Ok(());
-        }
-        let events = super::wire_close::watch(&self.streams, events);
-        self.inner.connect(local, remote, timeout_ms, events)
-    }
-
-    fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
-        self.inner.timer(at_ms, timer);
+/// A listener of `b` on `listen_on`, a QP of `a` and one of `b`, a
+/// connector of `a`.
+fn parties(a: &Host, b: &Host, listen_on: Endpoint) -> Parties {
+    let server = server(b);
+    let bound = server.listener.listen(listen_on).unwrap();
+    Parties {
+        server,
+        bound,
+        qa: side(a, 0xA),
+        qb: side(b, 0xB),
+        active: client(a),
     }
 }
 
-fn wire_host(fabric: &Arc<Fabric>, ip: IpAddr, net: Arc<dyn crate::kernel::tcp::Net>) -> Host {
-    let h = host(fabric, &[ip], EngineMode::Inline);
-    fabric
-        .attach_wire(
-            &h.device,
-            Wire {
-                net,
-                timeouts: ConnTimeouts::default(),
-            },
-        )
+impl Parties {
+    /// Connects the active QP from `(from, 0)` to `to` with `data`; returns
+    /// the passive connector once the listener has the request.
+    fn request(&self, from: IpAddr, to: Endpoint, data: &[u8]) -> Client {
+        self.active
+            .conn
+            .connect(&self.qa.qp, ep(from, 0), to, LIMITS, data)
+            .unwrap();
+        wrap(wait_for("the connect event", || self.server.next()))
+    }
+
+    /// `passive` accepts with the passive QP; returns the active side's
+    /// next event (its Connect's completion).
+    fn accept(&self, passive: &Client) -> Ev {
+        passive.conn.accept(&self.qb.qp, LIMITS, b"").unwrap();
+        next_event(&self.active.events)
+    }
+
+    /// The active CompleteConnect; returns the passive side's next event
+    /// (its Accept's completion).
+    fn complete(&self, passive: &Client) -> Ev {
+        self.active.conn.complete_connect().unwrap();
+        next_event(&passive.events)
+    }
+}
+
+/// A Connect of a fresh QP of `a` from `(from, 0)` to `to`, taken by the
+/// wire (its outcome comes as an event): the QP and the connector.
+fn start_connect(a: &Host, from: IpAddr, to: Endpoint) -> (Side, Client) {
+    let qa = side(a, 0xA);
+    let active = client(a);
+    active
+        .conn
+        .connect(&qa.qp, ep(from, 0), to, LIMITS, b"")
         .unwrap();
-    h
+    (qa, active)
+}
+
+/// X1: the active side disconnects, the passive consumer answers the
+/// indication with its own Disconnect. Returns the passive side's first
+/// event (the indication), then each side's Disconnect completion.
+fn disconnect_gracefully(active: &Client, passive: &Client) -> (Ev, Ev, Ev) {
+    active.conn.disconnect().unwrap();
+    let indicated = next_event(&passive.events);
+    passive.conn.disconnect().unwrap();
+    (
+        indicated,
+        next_event(&passive.events),
+        next_event(&active.events),
+    )
 }
 
 /// Test-unique loopback addresses (127.66.x.1 and .2).
@@ -123,36 +121,30 @@ pub(super) fn addresses() -> (IpAddr, IpAddr) {
 fn test_connect_from_port_0_moves_past_a_taken_tcp_port_rule_n12_n30() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let busy = BusyPorts::new(2);
-    let a = wire_host(&fabric, ip_a, Arc::clone(&busy) as _);
-    let b = wire_host(&fabric, ip_b, HostNet::shared());
-    let server = server(&b);
-    let bound = server.listener.listen(ep(ip_b, 0)).unwrap();
-    assert!((EPHEMERAL_FIRST..=EPHEMERAL_LAST).contains(&bound.port));
-    let qa = side(&a, 0xA);
-    let qb = side(&b, 0xB);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), bound, LIMITS, b"hi")
-        .unwrap();
-    let passive = wrap(wait_for("the connect event", || server.next()));
-    let tried = busy.tried.lock().unwrap().clone();
+    let busy = ScriptedNet::busy_ports(2);
+    let a = wire_host(
+        &fabric,
+        &[ip_a],
+        Some(Arc::clone(&busy)),
+        ConnTimeouts::default(),
+    );
+    let b = wire_host(&fabric, &[ip_b], None, ConnTimeouts::default());
+    let p = parties(&a, &b, ep(ip_b, 0));
+    assert!((EPHEMERAL_FIRST..=EPHEMERAL_LAST).contains(&p.bound.port));
+    let passive = p.request(ip_a, p.bound, b"hi");
+    let tried = busy.tried();
     assert_eq!(tried.len(), 3, "two taken ports, then one that worked");
     assert!(tried.windows(2).all(|w| w[0] != w[1]), "{tried:?}");
-    let local = active.conn.local().unwrap();
+    let local = p.active.conn.local().unwrap();
     assert_eq!(local, ep(ip_a, tried[2]));
     assert_eq!(passive.conn.peer(), Some(local));
-    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
-    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
-    active.conn.complete_connect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
+    assert_eq!(p.accept(&passive), Ev::Connect(Ok(())));
+    assert_eq!(p.complete(&passive), Ev::Accept(Ok(())));
     // X1: the disconnect completes once the peer's answers it.
-    active.conn.disconnect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Indicated);
-    passive.conn.disconnect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
-    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
+    let (indicated, passive_done, active_done) = disconnect_gracefully(&p.active, &passive);
+    assert_eq!(indicated, Ev::Indicated);
+    assert_eq!(passive_done, Ev::Disconnect(Ok(())));
+    assert_eq!(active_done, Ev::Disconnect(Ok(())));
 }
 
 /// N12: with every source port taken the Connect fails (asynchronously)
@@ -161,20 +153,20 @@ fn test_connect_from_port_0_moves_past_a_taken_tcp_port_rule_n12_n30() {
 fn test_connect_gives_up_when_every_source_port_is_taken_rule_n12() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let busy = BusyPorts::new(u32::MAX);
-    let a = wire_host(&fabric, ip_a, Arc::clone(&busy) as _);
-    let qa = side(&a, 0xA);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, 4000), LIMITS, b"")
-        .unwrap();
+    let busy = ScriptedNet::busy_ports(u32::MAX);
+    let a = wire_host(
+        &fabric,
+        &[ip_a],
+        Some(Arc::clone(&busy)),
+        ConnTimeouts::default(),
+    );
+    let (_qa, active) = start_connect(&a, ip_a, ep(ip_b, 4000));
     assert_eq!(
         next_event(&active.events),
         Ev::Connect(Err(CmError::AddressInUse))
     );
     assert_eq!(active.conn.state(), Some(ConnState::Failed));
-    let tries = busy.tried.lock().unwrap().len();
+    let tries = busy.tried().len();
     assert!(tries > 1 && tries <= 20, "{tries} tries");
 }
 
@@ -184,14 +176,9 @@ fn test_connect_gives_up_when_every_source_port_is_taken_rule_n12() {
 fn test_connect_to_no_listener_is_refused_rule_n12() {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let a = wire_host(&fabric, ip_a, HostNet::shared());
-    let _b = wire_host(&fabric, ip_b, HostNet::shared());
-    let qa = side(&a, 0xA);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, 9), LIMITS, b"")
-        .unwrap();
+    let a = wire_host(&fabric, &[ip_a], None, ConnTimeouts::default());
+    let _b = wire_host(&fabric, &[ip_b], None, ConnTimeouts::default());
+    let (qa, active) = start_connect(&a, ip_a, ep(ip_b, 9));
     assert_eq!(
         next_event(&active.events),
         Ev::Connect(Err(CmError::ConnectionRefused))
@@ -205,19 +192,9 @@ fn test_connect_to_no_listener_is_refused_rule_n12() {
 /// The IPv6 loopback address, the only one a test machine surely has.
 const V6_LOOPBACK: IpAddr = IpAddr::V6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
 
-/// A wire host on `ips` with `timeouts`.
-pub(super) fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) -> Host {
-    let h = host(fabric, ips, EngineMode::Inline);
-    fabric
-        .attach_wire(
-            &h.device,
-            Wire {
-                net: HostNet::shared(),
-                timeouts,
-            },
-        )
-        .unwrap();
-    h
+/// A wire host on `ips` over the host's TCP with `timeouts`.
+fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) -> Host {
+    wire_host(fabric, ips, None, timeouts)
 }
 
 /// Waits for `side`'s receive CQ to hold one completion and returns it.
@@ -234,28 +211,18 @@ pub(super) fn one_receive(side: &Side) -> crate::rnic::types::Completion {
 /// `listen_on` (port 0; `ip_b` or the wildcard), at `ip_b`;
 /// carries a Send each way and disconnects gracefully.
 fn connect_and_exchange(a: &Host, ip_a: IpAddr, b: &Host, ip_b: IpAddr, listen_on: IpAddr) {
-    let server = server(b);
-    let bound = server.listener.listen(ep(listen_on, 0)).unwrap();
-    assert_eq!(bound.ip, listen_on);
-    let qa = side(a, 0xA);
-    let qb = side(b, 0xB);
-    let active = client(a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, bound.port), LIMITS, b"hi")
-        .unwrap();
-    let passive = wrap(wait_for("the connect event", || server.next()));
+    let p = parties(a, b, ep(listen_on, 0));
+    assert_eq!(p.bound.ip, listen_on);
+    let passive = p.request(ip_a, ep(ip_b, p.bound.port), b"hi");
     assert_eq!(data_of(&passive.conn).1, b"hi");
-    let local = active.conn.local().unwrap();
+    let local = p.active.conn.local().unwrap();
     assert_eq!(local.ip, ip_a);
     assert_eq!(passive.conn.peer(), Some(local));
-    assert_eq!(passive.conn.local(), Some(ep(ip_b, bound.port)));
-    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
-    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
-    active.conn.complete_connect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
+    assert_eq!(passive.conn.local(), Some(ep(ip_b, p.bound.port)));
+    assert_eq!(p.accept(&passive), Ev::Connect(Ok(())));
+    assert_eq!(p.complete(&passive), Ev::Accept(Ok(())));
     // A Send each way, over TCP.
-    for (from, to, seed) in [(&qa, &qb, 7_u8), (&qb, &qa, 9)] {
+    for (from, to, seed) in [(&p.qa, &p.qb, 7_u8), (&p.qb, &p.qa, 9)] {
         let sink = to.buffer(64, 0, Access::LOCAL_WRITE);
         to.qp.post_receive(1, &[sink.sge(0, 64)]).unwrap();
         let src = from.pattern(48, seed, Access::empty());
@@ -267,11 +234,10 @@ fn connect_and_exchange(a: &Host, ip_a: IpAddr, b: &Host, ip_b: IpAddr, listen_o
         assert_eq!(&sink.buffer.bytes()[..48], src.buffer.bytes());
         assert!(sink.buffer.bytes()[48..].iter().all(|&x| x == 0));
     }
-    active.conn.disconnect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Indicated);
-    passive.conn.disconnect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
-    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
+    let (indicated, passive_done, active_done) = disconnect_gracefully(&p.active, &passive);
+    assert_eq!(indicated, Ev::Indicated);
+    assert_eq!(passive_done, Ev::Disconnect(Ok(())));
+    assert_eq!(active_done, Ev::Disconnect(Ok(())));
 }
 
 /// N1, N27: over the wire, one device on ::1 listens on ::1 and connects
@@ -331,39 +297,30 @@ pub(super) const SHORT: ConnTimeouts = ConnTimeouts {
 /// to the reply: the active side has seen its Connect complete and holds
 /// still (no CompleteConnect yet).
 pub(super) struct Replied {
-    pub(super) active: Client,
+    pub(super) parties: Parties,
     pub(super) passive: Client,
-    pub(super) qa: Side,
-    pub(super) qb: Side,
-    _server: Server,
     _hosts: (Host, Host),
 }
 
-pub(super) fn replied(timeouts: ConnTimeouts) -> Replied {
+/// [`Replied`] with the active host over `net` (the host's TCP when
+/// `None`).
+fn replied_over(net: Option<Arc<ScriptedNet>>, timeouts: ConnTimeouts) -> Replied {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let a = wire_host_with(&fabric, &[ip_a], timeouts);
+    let a = wire_host(&fabric, &[ip_a], net, timeouts);
     let b = wire_host_with(&fabric, &[ip_b], timeouts);
-    let server = server(&b);
-    let bound = server.listener.listen(ep(ip_b, 0)).unwrap();
-    let qa = side(&a, 0xA);
-    let qb = side(&b, 0xB);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), bound, LIMITS, b"")
-        .unwrap();
-    let passive = wrap(wait_for("the connect event", || server.next()));
-    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
-    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
+    let parties = parties(&a, &b, ep(ip_b, 0));
+    let passive = parties.request(ip_a, parties.bound, b"");
+    assert_eq!(parties.accept(&passive), Ev::Connect(Ok(())));
     Replied {
-        active,
+        parties,
         passive,
-        qa,
-        qb,
-        _server: server,
         _hosts: (a, b),
     }
+}
+
+pub(super) fn replied(timeouts: ConnTimeouts) -> Replied {
+    replied_over(None, timeouts)
 }
 
 /// N15: the active side never sends its RTR (no CompleteConnect): the
@@ -380,9 +337,9 @@ fn test_accept_times_out_when_the_active_side_never_completes_rule_n15() {
     // The passive side gave up: the active side learns it when its
     // CompleteConnect runs into the closed stream (N14: aborted), inline
     // or as the connection's failure.
-    let late = r.active.conn.complete_connect();
+    let late = r.parties.active.conn.complete_connect();
     if late.is_ok() {
-        let ev = next_event(&r.active.events);
+        let ev = next_event(&r.parties.active.events);
         assert!(
             matches!(ev, Ev::Indicated | Ev::Disconnect(Err(_))),
             "{ev:?}"
@@ -390,7 +347,7 @@ fn test_accept_times_out_when_the_active_side_never_completes_rule_n15() {
     } else {
         assert_eq!(late, Err(CmError::ConnectionAborted));
     }
-    assert_ne!(r.qa.qp.state(), QpState::Connected);
+    assert_ne!(r.parties.qa.qp.state(), QpState::Connected);
 }
 
 /// N12: a peer that takes the TCP connection but never answers the MPA
@@ -429,12 +386,7 @@ pub(super) fn connect_to_raw(
     };
     let raw = std::net::TcpListener::bind((core::net::Ipv4Addr::from(octets), 0)).unwrap();
     let port = raw.local_addr().unwrap().port();
-    let qa = side(a, 0xA);
-    let active = client(a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), ep(ip_b, port), LIMITS, b"")
-        .unwrap();
+    let (qa, active) = start_connect(a, ip_a, ep(ip_b, port));
     let (peer, _) = raw.accept().unwrap();
     peer.set_read_timeout(Some(LIMIT)).unwrap();
     (qa, active, peer)
@@ -446,63 +398,23 @@ pub(super) fn connect_to_raw(
 #[test]
 fn test_disconnect_times_out_when_the_peer_never_answers_rule_n26() {
     let r = replied(SHORT);
-    r.active.conn.complete_connect().unwrap();
-    assert_eq!(next_event(&r.passive.events), Ev::Accept(Ok(())));
-    let sink = r.qa.buffer(64, 0, Access::LOCAL_WRITE);
-    r.qa.qp.post_receive(5, &[sink.sge(0, 64)]).unwrap();
-    r.active.conn.disconnect().unwrap();
+    assert_eq!(r.parties.complete(&r.passive), Ev::Accept(Ok(())));
+    let sink = r.parties.qa.buffer(64, 0, Access::LOCAL_WRITE);
+    r.parties.qa.qp.post_receive(5, &[sink.sge(0, 64)]).unwrap();
+    r.parties.active.conn.disconnect().unwrap();
     assert_eq!(next_event(&r.passive.events), Ev::Indicated);
     // The passive consumer never calls Disconnect.
     assert_eq!(
-        next_event(&r.active.events),
+        next_event(&r.parties.active.events),
         Ev::Disconnect(Err(CmError::TimedOut))
     );
-    assert!(r.active.events.take().is_empty(), "one completion only");
-    assert_ne!(r.qa.qp.state(), QpState::Connected);
-    let flushed = one_receive(&r.qa);
+    assert!(
+        r.parties.active.events.take().is_empty(),
+        "one completion only"
+    );
+    assert_ne!(r.parties.qa.qp.state(), QpState::Connected);
+    let flushed = one_receive(&r.parties.qa);
     assert_eq!(flushed.status, WcStatus::Cancelled);
-}
-
-/// The host's TCP, but its timers are only recorded: the test fires them
-/// when it chooses (the platform's timers cannot be cancelled, so a
-/// connection's setup deadlines still come due after the link is up).
-struct HeldTimers {
-    inner: Arc<dyn crate::kernel::tcp::Net>,
-    held: Mutex<Vec<(u64, Arc<dyn Timer>)>>,
-}
-
-impl HeldTimers {
-    fn take(&self) -> Vec<(u64, Arc<dyn Timer>)> {
-        core::mem::take(&mut *self.held.lock().unwrap())
-    }
-}
-
-impl crate::kernel::tcp::Net for HeldTimers {
-    fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
-    }
-
-    fn listen(
-        &self,
-        local: SocketAddr,
-        events: Arc<dyn AcceptEvents>,
-    ) -> Result<alloc::boxed::Box<dyn Listening>, NetError> {
-        self.inner.listen(local, events)
-    }
-
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
-        self.inner.connect(local, remote, timeout_ms, events)
-    }
-
-    fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
-        self.held.lock().unwrap().push((at_ms, timer));
-    }
 }
 
 /// N26, X1 (a), issue 8: a Disconnect waits for the peer's FIN until its
@@ -514,29 +426,11 @@ impl crate::kernel::tcp::Net for HeldTimers {
 /// timer, come due afterwards, changes nothing.
 #[test]
 fn test_a_setup_deadline_firing_late_does_not_end_the_disconnect_wait_rule_n26() {
-    let fabric = Fabric::new();
-    let (ip_a, ip_b) = addresses();
-    let timers = Arc::new(HeldTimers {
-        inner: HostNet::shared(),
-        held: Mutex::new(Vec::new()),
-    });
-    let a = wire_host(&fabric, ip_a, Arc::clone(&timers) as _);
-    let b = wire_host(&fabric, ip_b, HostNet::shared());
-    let server = server(&b);
-    let bound = server.listener.listen(ep(ip_b, 0)).unwrap();
-    let qa = side(&a, 0xA);
-    let qb = side(&b, 0xB);
-    let active = client(&a);
-    active
-        .conn
-        .connect(&qa.qp, ep(ip_a, 0), bound, LIMITS, b"")
-        .unwrap();
-    let passive = wrap(wait_for("the connect event", || server.next()));
-    passive.conn.accept(&qb.qp, LIMITS, b"").unwrap();
-    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
-    active.conn.complete_connect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
-    let setup = timers.take();
+    let timers = ScriptedNet::holding_timers();
+    let r = replied_over(Some(Arc::clone(&timers)), ConnTimeouts::default());
+    let (active, passive) = (&r.parties.active, &r.passive);
+    assert_eq!(r.parties.complete(passive), Ev::Accept(Ok(())));
+    let setup = timers.take_timers();
     assert!(!setup.is_empty(), "the reply's deadline was armed");
     active.conn.disconnect().unwrap();
     assert_eq!(next_event(&passive.events), Ev::Indicated);
@@ -549,7 +443,7 @@ fn test_a_setup_deadline_firing_late_does_not_end_the_disconnect_wait_rule_n26()
     passive.conn.disconnect().unwrap();
     assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
     assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
-    let late = timers.take();
+    let late = timers.take_timers();
     assert!(!late.is_empty(), "the disconnect's time-out was armed");
     for (at, timer) in late {
         timer.fire(at);
@@ -574,25 +468,13 @@ fn test_wildcard_listener_follows_an_address_added_after_listen_rule_n31() {
     let later = IpAddr::V4(later);
     let mut a = wire_host_with(&fabric, &[ip_a], ConnTimeouts::default());
     let b = wire_host_with(&fabric, &[ip_b], ConnTimeouts::default());
-    let server = server(&a);
-    let bound = server
-        .listener
-        .listen(ep(IpAddr::unspecified(Family::V4), 0))
-        .unwrap();
+    // b connects to a wildcard listener of a.
+    let p = parties(&b, &a, ep(IpAddr::unspecified(Family::V4), 0));
     assert_eq!(a.set.add(later), Ok(true));
     assert_eq!(a.set.add(V6_LOOPBACK), Ok(true));
-    let qa = side(&a, 0xA);
-    let qb = side(&b, 0xB);
-    let active = client(&b);
-    active
-        .conn
-        .connect(&qb.qp, ep(ip_b, 0), ep(later, bound.port), LIMITS, b"late")
-        .unwrap();
-    let passive = wrap(wait_for("the connect event", || server.next()));
+    let passive = p.request(ip_b, ep(later, p.bound.port), b"late");
     assert_eq!(data_of(&passive.conn).1, b"late");
-    assert_eq!(passive.conn.local(), Some(ep(later, bound.port)));
-    passive.conn.accept(&qa.qp, LIMITS, b"").unwrap();
-    assert_eq!(next_event(&active.events), Ev::Connect(Ok(())));
-    active.conn.complete_connect().unwrap();
-    assert_eq!(next_event(&passive.events), Ev::Accept(Ok(())));
+    assert_eq!(passive.conn.local(), Some(ep(later, p.bound.port)));
+    assert_eq!(p.accept(&passive), Ev::Connect(Ok(())));
+    assert_eq!(p.complete(&passive), Ev::Accept(Ok(())));
 }

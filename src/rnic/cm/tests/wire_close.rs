@@ -7,9 +7,8 @@
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::AtomicBool;
 
-use super::wire::{
-    BusyPorts, SHORT, addresses, connect_to_raw, next_event, one_receive, replied, wait_for,
-};
+use super::scripted_net::ScriptedNet;
+use super::wire::{SHORT, addresses, connect_to_raw, next_event, one_receive, replied, wait_for};
 use super::*;
 use crate::kernel::sync::Weak;
 use crate::kernel::tcp::{ConnectEvents, Connected, NetError, Stream, StreamEvents};
@@ -25,17 +24,23 @@ use crate::rnic::iwarp::rdmap::Message;
 fn test_disconnect_lets_the_message_in_flight_out_before_the_fin_rule_x1() {
     const LEN: u32 = 32 << 20;
     let r = replied(ConnTimeouts::default());
-    r.active.conn.complete_connect().unwrap();
+    r.parties.active.conn.complete_connect().unwrap();
     assert_eq!(next_event(&r.passive.events), Ev::Accept(Ok(())));
-    let sink = r.qb.buffer(LEN as usize, 0, Access::LOCAL_WRITE);
-    r.qb.qp.post_receive(1, &[sink.sge(0, LEN)]).unwrap();
-    let src = r.qa.pattern(LEN as usize, 5, Access::empty());
-    r.qa.qp
+    let sink = r.parties.qb.buffer(LEN as usize, 0, Access::LOCAL_WRITE);
+    r.parties
+        .qb
+        .qp
+        .post_receive(1, &[sink.sge(0, LEN)])
+        .unwrap();
+    let src = r.parties.qa.pattern(LEN as usize, 5, Access::empty());
+    r.parties
+        .qa
+        .qp
         .post_send(2, Payload::Sges(&[src.sge(0, LEN)]), WrFlags::empty(), None)
         .unwrap();
     // The stream's buffer holds a fraction of the Send: it is in flight.
-    r.active.conn.disconnect().unwrap();
-    let c = one_receive(&r.qb);
+    r.parties.active.conn.disconnect().unwrap();
+    let c = one_receive(&r.parties.qb);
     assert_eq!((c.status, c.bytes), (WcStatus::Success, LEN));
     assert!(
         sink.buffer.bytes() == src.buffer.bytes(),
@@ -44,8 +49,8 @@ fn test_disconnect_lets_the_message_in_flight_out_before_the_fin_rule_x1() {
     assert_eq!(next_event(&r.passive.events), Ev::Indicated);
     r.passive.conn.disconnect().unwrap();
     assert_eq!(next_event(&r.passive.events), Ev::Disconnect(Ok(())));
-    assert_eq!(next_event(&r.active.events), Ev::Disconnect(Ok(())));
-    let sent = r.qa.scq.drain();
+    assert_eq!(next_event(&r.parties.active.events), Ev::Disconnect(Ok(())));
+    let sent = r.parties.qa.scq.drain();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0].status, WcStatus::Success);
 }
@@ -147,7 +152,7 @@ struct RawPeer {
 fn raw_peer() -> RawPeer {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
-    let net = BusyPorts::new(0);
+    let net = ScriptedNet::busy_ports(0);
     let a = host(&fabric, &[ip_a], EngineMode::Inline);
     let wire = Wire {
         net: Arc::clone(&net) as _,

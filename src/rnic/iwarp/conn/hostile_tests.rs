@@ -9,15 +9,13 @@
 //! once both ends are closed. Every wait has a deadline.
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::panic::AssertUnwindSafe;
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::sync::Mutex;
 
 use super::{Conn, ConnEvents, ConnFailure, LinkParams};
-use crate::kernel::net::{StreamEvents, TcpByteStream};
+use crate::kernel::net::TcpByteStream;
 use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::iwarp::ddp;
@@ -25,15 +23,13 @@ use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
 use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig, SetupError};
+use crate::rnic::iwarp::tcp_testing::{self, Glue, WAIT, now, sockets, wait_until};
 use crate::rnic::iwarp::terminate::{
     Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
 use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
 use crate::rnic::testing::{CONFIG, Registered, Side, TestCq};
 use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
-
-/// Every wait on the other threads ends by then.
-const WAIT: Duration = Duration::from_secs(10);
 
 /// The local link's sizes: FPDUs announcing more than 1024 ULPDU bytes are
 /// refused (the oversized-FPDU case).
@@ -46,67 +42,7 @@ const PARAMS: LinkParams = LinkParams {
 /// The hostile peer's remote token for the local Read it never answers.
 const PEER_STAG: u32 = 0x4242_0100;
 
-fn now() -> u64 {
-    crate::kernel::time::now_100ns() / 10_000
-}
-
-/// Polls `done` until it holds, failing after [`WAIT`] (bounded in count
-/// and time).
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    for _ in 0..100_000 {
-        if done() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("gave up waiting: {what}");
-}
-
-// ----- the local side's glue (socket ↔ Conn) --------------------------------
-
-/// The socket as the link's stream.
-struct Tcp(Arc<TcpByteStream>);
-
-impl ByteStream for Tcp {
-    fn send(&self, bytes: &[u8]) -> usize {
-        self.0.send(bytes)
-    }
-    fn close(&self, abortive: bool) {
-        self.0.close(abortive);
-    }
-}
-
-/// The socket's events to the connection; a panic on a socket thread is
-/// caught and remembered (it would otherwise only kill that thread).
-#[derive(Default)]
-struct Glue {
-    conn: OnceLock<Arc<Conn>>,
-    panicked: AtomicBool,
-}
-
-impl Glue {
-    fn guard(&self, f: impl FnOnce(&Conn)) {
-        if let Some(conn) = self.conn.get()
-            && std::panic::catch_unwind(AssertUnwindSafe(|| f(conn))).is_err()
-        {
-            self.panicked.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-impl StreamEvents for Glue {
-    fn received(&self, bytes: &[u8]) {
-        self.guard(|conn| conn.received(bytes, now()));
-    }
-    fn writable(&self) {
-        self.guard(Conn::writable);
-    }
-    fn closed(&self, abortive: bool) {
-        self.guard(|conn| conn.closed(abortive));
-    }
-}
+// ----- the local side (socket ↔ Conn: `tcp_testing`) ------------------------
 
 #[derive(Debug)]
 enum Seen {
@@ -189,19 +125,14 @@ fn start(
     socket: TcpStream,
     make: impl FnOnce(Arc<dyn ByteStream>, Arc<Recorder>) -> Arc<Conn>,
 ) -> End {
-    let stream = TcpByteStream::new(socket, 16 * 1024).unwrap();
     let seen = Arc::new(Recorder::default());
-    let conn = make(Arc::new(Tcp(Arc::clone(&stream))), Arc::clone(&seen));
-    let glue = Arc::new(Glue::default());
-    glue.conn.set(Arc::clone(&conn)).ok().unwrap();
-    stream
-        .start(Arc::clone(&glue) as Arc<dyn StreamEvents>)
-        .unwrap();
+    let events = Arc::clone(&seen);
+    let started = tcp_testing::start(socket, |stream| make(stream, events));
     End {
-        conn,
+        conn: started.conn,
         seen,
-        glue,
-        stream: Arc::downgrade(&stream),
+        glue: started.glue,
+        stream: started.stream,
     }
 }
 
@@ -222,14 +153,6 @@ fn responder(side: &Side, socket: TcpStream) -> End {
             now(),
         )
     })
-}
-
-/// A connected pair of sockets: (client, server).
-fn sockets() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    (client, server)
 }
 
 /// Two well-behaved local connections over TCP: `a` initiates, `b` accepts.
@@ -255,10 +178,7 @@ fn assert_released(end: End, side: Side) {
         glue,
         stream,
     } = end;
-    assert!(
-        !glue.panicked.load(Ordering::SeqCst),
-        "a socket thread panicked"
-    );
+    assert!(!glue.panicked(), "a socket thread panicked");
     let conn_w = Arc::downgrade(&conn);
     let qp_w = Arc::downgrade(&side.qp);
     let link_w = seen.link.lock().unwrap().clone();
@@ -275,12 +195,8 @@ fn assert_released(end: End, side: Side) {
 // ----- completions ---------------------------------------------------------
 
 fn take(cq: &TestCq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    wait_until("completions", || {
-        got.extend(cq.drain());
-        got.len() >= n
-    });
-    assert_eq!(got.len(), n, "more completions than expected: {got:?}");
+    let got = tcp_testing::completions(cq, n);
+    assert_eq!(got.len(), n, "not the completions expected: {got:?}");
     got
 }
 
@@ -392,6 +308,22 @@ impl Hostile {
         self.socket.write_all(bytes).unwrap();
     }
 
+    /// `frame`'s bytes (a request or reply with at most the IRD/ORD block).
+    fn frame(frame: &MpaFrame<'_>) -> Vec<u8> {
+        let mut bytes = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+        let n = frame.write(&mut bytes).unwrap();
+        bytes.truncate(n);
+        bytes
+    }
+
+    /// Reads the local initiator's request and returns the reply accepting
+    /// it with IRD = ORD = 1 (not sent yet).
+    fn accepting_reply(&mut self) -> Vec<u8> {
+        let request = self.read_frame(FrameKind::Request);
+        let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+        Self::frame(&MpaFrame::accept(&request, self.crc, 1, 1, &[]).unwrap())
+    }
+
     /// Sends `message` as one FPDU; returns its ULPDU.
     fn send_message(&mut self, message: Message<'_>) -> Vec<u8> {
         let fpdu = self.fpdu(message);
@@ -472,28 +404,43 @@ impl Hostile {
     }
 }
 
+/// A local QP initiating on a fresh socket pair with `config`, and the
+/// test's raw socket as its peer, before the MPA exchange.
+fn local_initiator(side: &Side, config: &InitiatorConfig) -> (End, Hostile) {
+    let (client, server) = sockets();
+    let end = initiator(side, client, config);
+    let peer = Hostile {
+        socket: server,
+        crc: config.crc,
+    };
+    (end, peer)
+}
+
+/// A local QP responding on a fresh socket pair, and the test's raw socket
+/// as its peer (asking for CRC when `crc`), before the MPA exchange.
+fn local_responder(side: &Side, crc: bool) -> (End, Hostile) {
+    let (client, server) = sockets();
+    let end = responder(side, server);
+    let peer = Hostile {
+        socket: client,
+        crc,
+    };
+    (end, peer)
+}
+
 /// A hostile connection, established. `local_responds`: the test connects
 /// and sends the MPA request, the local QP accepts (it then sends nothing
 /// before the peer's first FPDU, RFC 5044); otherwise the local QP
 /// initiates and the test answers with an accepting reply. CRC when `crc`.
 fn hostile_connection(side: &Side, crc: bool, local_responds: bool) -> (End, Hostile) {
-    let (client, server) = sockets();
     if local_responds {
-        let end = responder(side, server);
-        let mut peer = Hostile {
-            socket: client,
-            crc,
-        };
+        let (end, mut peer) = local_responder(side, crc);
         let enhanced = Enhanced {
             ird: 1,
             ord: 1,
             ..Enhanced::default()
         };
-        let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
-        let n = MpaFrame::request(crc, enhanced, &[])
-            .write(&mut frame)
-            .unwrap();
-        peer.send(&frame[..n]);
+        peer.send(&Hostile::frame(&MpaFrame::request(crc, enhanced, &[])));
         assert!(matches!(end.seen.next(), Seen::Request));
         end.conn.accept(1, 1, b"", now()).unwrap();
         let reply = peer.read_frame(FrameKind::Reply);
@@ -506,17 +453,9 @@ fn hostile_connection(side: &Side, crc: bool, local_responds: bool) -> (End, Hos
         crc,
         ..InitiatorConfig::default()
     };
-    let end = initiator(side, client, &config);
-    let mut peer = Hostile {
-        socket: server,
-        crc,
-    };
-    let request = peer.read_frame(FrameKind::Request);
-    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
-    let reply = MpaFrame::accept(&request, crc, 1, 1, &[]).unwrap();
-    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
-    let n = reply.write(&mut frame).unwrap();
-    peer.send(&frame[..n]);
+    let (end, mut peer) = local_initiator(side, &config);
+    let reply = peer.accepting_reply();
+    peer.send(&reply);
     assert!(matches!(end.seen.next(), Seen::Up));
     (end, peer)
 }
@@ -551,6 +490,19 @@ fn assert_read_request(ulpdu: &[u8]) {
     }
 }
 
+/// A segment of the Send with MSN 1 (the first on its queue) at message
+/// offset `mo`.
+fn send_segment(mo: u32, last: bool, payload: &[u8]) -> Message<'_> {
+    Message::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 1,
+        mo,
+        last,
+        payload,
+    }
+}
+
 /// What a received Terminate says.
 #[derive(Debug, PartialEq, Eq)]
 struct SeenTerminate {
@@ -558,6 +510,19 @@ struct SeenTerminate {
     segment_len: Option<u16>,
     ddp_header: Option<Vec<u8>>,
     rdmap_header: Option<Vec<u8>>,
+}
+
+impl SeenTerminate {
+    /// A Terminate that copies no header (an LLP error: the framing or the
+    /// CRC, where no segment can be trusted).
+    const fn headerless(code: TermCode) -> Self {
+        Self {
+            code,
+            segment_len: None,
+            ddp_header: None,
+            rdmap_header: None,
+        }
+    }
 }
 
 /// Decodes a Terminate ULPDU (queue 2, MSN 1), checking on the raw bytes
@@ -682,12 +647,7 @@ fn run_case(
 fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
     let bench = Bench::new();
     let (side, _lost) = bench.side();
-    let (client, server) = sockets();
-    let end = initiator(&side, client, &InitiatorConfig::default());
-    let mut peer = Hostile {
-        socket: server,
-        crc: false,
-    };
+    let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
     peer.read_frame(FrameKind::Request);
     peer.send(&[0x5a; 40]);
     match end.seen.next() {
@@ -709,7 +669,7 @@ fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
     let fresh = Side::new(&other, 0xF2E5, CONFIG);
     let conn_w = Arc::downgrade(&end.conn);
     let stream_w = Weak::clone(&end.stream);
-    assert!(!end.glue.panicked.load(Ordering::SeqCst));
+    assert!(!end.glue.panicked());
     drop(end);
     wait_until("the failed attempt to be released", || {
         conn_w.upgrade().is_none() && stream_w.upgrade().is_none()
@@ -744,12 +704,7 @@ fn test_garbage_instead_of_mpa_request_rule_n28() {
         (lying, MpaError::PrivateDataTooLong(0xffff)),
     ] {
         let (side, _lost) = bench.side();
-        let (client, server) = sockets();
-        let end = responder(&side, server);
-        let mut peer = Hostile {
-            socket: client,
-            crc: false,
-        };
+        let (end, mut peer) = local_responder(&side, false);
         peer.send(&garbage);
         match end.seen.next() {
             Seen::Failed(ConnFailure::Setup(SetupError::Mpa(e))) => assert_eq!(e, error),
@@ -775,14 +730,7 @@ fn test_garbage_instead_of_mpa_request_rule_n28() {
 fn test_truncated_fpdu_then_close_rule_x2_e5() {
     let bench = Bench::new();
     run_case(&bench, CANCELLED, |peer, _, _| {
-        let fpdu = peer.fpdu(Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 0,
-            last: true,
-            payload: &[7; 32],
-        });
+        let fpdu = peer.fpdu(send_segment(0, true, &[7; 32]));
         peer.send(&fpdu[..fpdu.len() / 2]);
         peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
         let ulpdus = peer.read_ulpdus();
@@ -811,33 +759,14 @@ fn test_bad_crc_rule_e5() {
         };
         run_case(&bench, expect, |peer, _, _| {
             if !local_responds {
-                peer.send_message(Message::Send {
-                    solicited: false,
-                    invalidate: None,
-                    msn: 1,
-                    mo: 0,
-                    last: false,
-                    payload: &[1; 16],
-                });
+                peer.send_message(send_segment(0, false, &[1; 16]));
             }
             let mo = if local_responds { 0 } else { 16 };
-            let mut fpdu = peer.fpdu(Message::Send {
-                solicited: false,
-                invalidate: None,
-                msn: 1,
-                mo,
-                last: true,
-                payload: &[2; 16],
-            });
+            let mut fpdu = peer.fpdu(send_segment(mo, true, &[2; 16]));
             let crc_at = fpdu.len() - 1;
             fpdu[crc_at] ^= 0x01;
             peer.send(&fpdu);
-            Some(SeenTerminate {
-                code: TermCode::llp(LlpCode::Crc),
-                segment_len: None,
-                ddp_header: None,
-                rdmap_header: None,
-            })
+            Some(SeenTerminate::headerless(TermCode::llp(LlpCode::Crc)))
         });
     }
     bench.finish();
@@ -860,12 +789,9 @@ fn test_oversized_fpdu_and_segment_rule_e7() {
             let mut bytes = Vec::from(announced.to_be_bytes());
             bytes.extend_from_slice(&[0; 64]);
             peer.send(&bytes);
-            Some(SeenTerminate {
-                code: TermCode::llp(LlpCode::FpduFraming),
-                segment_len: None,
-                ddp_header: None,
-                rdmap_header: None,
-            })
+            Some(SeenTerminate::headerless(TermCode::llp(
+                LlpCode::FpduFraming,
+            )))
         });
     }
     run_case(
@@ -875,14 +801,7 @@ fn test_oversized_fpdu_and_segment_rule_e7() {
             ..CANCELLED
         },
         |peer, _, _| {
-            let ulpdu = peer.send_message(Message::Send {
-                solicited: false,
-                invalidate: None,
-                msn: 1,
-                mo: 0,
-                last: true,
-                payload: &[3; 100],
-            });
+            let ulpdu = peer.send_message(send_segment(0, true, &[3; 100]));
             Some(SeenTerminate {
                 code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
                 segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
@@ -1013,14 +932,7 @@ fn test_read_request_beyond_region_rule_m34_p20() {
 fn test_peer_close_mid_message_rule_x2() {
     let bench = Bench::new();
     run_case(&bench, CANCELLED, |peer, _, work| {
-        peer.send_message(Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 0,
-            last: false,
-            payload: &[9; 32],
-        });
+        peer.send_message(send_segment(0, false, &[9; 32]));
         peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
         let ulpdus = peer.read_ulpdus();
         assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
@@ -1052,14 +964,7 @@ fn test_peer_reset_mid_message_rule_e5() {
     let work = outstanding(&side);
     peer.await_unread();
     let seen = frames();
-    peer.send_message(Message::Send {
-        solicited: false,
-        invalidate: None,
-        msn: 1,
-        mo: 0,
-        last: false,
-        payload: &[4; 32],
-    });
+    peer.send_message(send_segment(0, false, &[4; 32]));
     // The segment is read by the local side before the reset can overtake
     // it in the socket.
     wait_until("the first segment to arrive", || frames() > seen);
@@ -1119,12 +1024,7 @@ fn test_peer_closes_during_mpa_exchange_rule_n28() {
     let bench = Bench::new();
     for abortive in [false, true] {
         let (side, _lost) = bench.side();
-        let (client, server) = sockets();
-        let end = initiator(&side, client, &InitiatorConfig::default());
-        let mut peer = Hostile {
-            socket: server,
-            crc: false,
-        };
+        let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
         if abortive {
             // Left unread: closing then resets the connection.
             peer.await_unread();
@@ -1163,26 +1063,14 @@ fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
     let recv = side.buffer(128, 0, Access::LOCAL_WRITE);
     side.qp.post_receive(1, &[recv.sge(0, 64)]).unwrap();
     side.qp.post_receive(2, &[recv.sge(64, 64)]).unwrap();
-    let (client, server) = sockets();
-    let end = initiator(&side, client, &InitiatorConfig::default());
-    let mut peer = Hostile {
-        socket: server,
-        crc: false,
-    };
-    let request = peer.read_frame(FrameKind::Request);
-    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
-    let mut frame = [0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
-    let n = MpaFrame::accept(&request, false, 1, 1, &[])
-        .unwrap()
-        .write(&mut frame)
-        .unwrap();
+    let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
+    let mut bytes = peer.accepting_reply();
     let write = Message::Write {
         stag: 0x7777_7700,
         to: 0,
         last: true,
         payload: &[1; 8],
     };
-    let mut bytes = frame[..n].to_vec();
     bytes.extend(peer.fpdu(write));
     peer.send(&bytes);
     assert!(matches!(end.seen.next(), Seen::Up));

@@ -5,58 +5,21 @@
 
 use alloc::vec::Vec;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::sync::Mutex;
 
 use super::{Conn, ConnEvents, ConnFailure, LinkParams};
-use crate::kernel::net::{StreamEvents, TcpByteStream};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::{Device, EngineMode};
-use crate::rnic::iwarp::link::{ByteStream, Link};
+use crate::rnic::iwarp::link::Link;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
+use crate::rnic::iwarp::tcp_testing::{
+    Glue, WAIT, completions, now, sockets, start, wait_state, wait_until,
+};
 use crate::rnic::qp::{Payload, QpState};
 use crate::rnic::testing::{CONFIG, Side};
 use crate::rnic::types::{Access, Limits, Opcode, WcStatus, WrFlags};
-
-fn now() -> u64 {
-    crate::kernel::time::now_100ns() / 10_000
-}
-
-/// The socket as the link's stream.
-struct Tcp(Arc<TcpByteStream>);
-
-impl ByteStream for Tcp {
-    fn send(&self, bytes: &[u8]) -> usize {
-        self.0.send(bytes)
-    }
-    fn close(&self, abortive: bool) {
-        self.0.close(abortive);
-    }
-}
-
-/// The socket's events to the connection.
-#[derive(Default)]
-struct Glue(OnceLock<Arc<Conn>>);
-
-impl StreamEvents for Glue {
-    fn received(&self, bytes: &[u8]) {
-        if let Some(conn) = self.0.get() {
-            conn.received(bytes, now());
-        }
-    }
-    fn writable(&self) {
-        if let Some(conn) = self.0.get() {
-            conn.writable();
-        }
-    }
-    fn closed(&self, abortive: bool) {
-        if let Some(conn) = self.0.get() {
-            conn.closed(abortive);
-        }
-    }
-}
 
 #[derive(Debug)]
 enum Seen {
@@ -88,18 +51,13 @@ impl Recorder {
     /// Waits (bounded in count and time) until something is seen, and
     /// takes it.
     fn next(&self) -> Seen {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for _ in 0..20_000 {
-            {
-                let mut seen = self.0.lock().unwrap();
-                if !seen.is_empty() {
-                    return seen.remove(0);
-                }
-            }
-            assert!(Instant::now() < deadline, "nothing happened");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        panic!("nothing happened");
+        let mut taken = None;
+        wait_until("a connection event", || {
+            let mut seen = self.0.lock().unwrap();
+            taken = (!seen.is_empty()).then(|| seen.remove(0));
+            taken.is_some()
+        });
+        taken.unwrap()
     }
 }
 
@@ -113,44 +71,38 @@ struct End {
     conn: Arc<Conn>,
     seen: Arc<Recorder>,
     peer: TcpStream,
-}
-
-/// A connected pair of sockets: (initiator's, responder's).
-fn sockets() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    (client, server)
-}
-
-/// Starts `conn`'s socket events once the connection exists.
-fn start(socket: TcpStream, make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>) -> Arc<Conn> {
-    let stream = TcpByteStream::new(socket, 16 * 1024).unwrap();
-    let conn = make(Arc::new(Tcp(Arc::clone(&stream))));
-    let glue = Arc::new(Glue::default());
-    glue.0.set(Arc::clone(&conn)).ok().unwrap();
-    stream.start(glue).unwrap();
-    conn
+    /// The socket's events to `conn`; it notes a panic on a socket thread.
+    glue: Arc<Glue>,
 }
 
 fn initiator(side: &Side, socket: TcpStream, config: &InitiatorConfig, data: &[u8]) -> End {
     let peer = socket.try_clone().unwrap();
     let seen = Arc::new(Recorder::default());
     let events = Arc::clone(&seen);
-    let conn = start(socket, |stream| {
+    let started = start(socket, |stream| {
         Conn::initiate(&side.qp, stream, config, data, PARAMS, events, now()).unwrap()
     });
-    End { conn, seen, peer }
+    End {
+        conn: started.conn,
+        seen,
+        peer,
+        glue: started.glue,
+    }
 }
 
 fn responder(side: &Side, socket: TcpStream, config: ResponderConfig) -> End {
     let peer = socket.try_clone().unwrap();
     let seen = Arc::new(Recorder::default());
     let events = Arc::clone(&seen);
-    let conn = start(socket, |stream| {
+    let started = start(socket, |stream| {
         Conn::respond(&side.qp, stream, config, PARAMS, events, now())
     });
-    End { conn, seen, peer }
+    End {
+        conn: started.conn,
+        seen,
+        peer,
+        glue: started.glue,
+    }
 }
 
 fn sides() -> (Side, Side) {
@@ -209,6 +161,7 @@ fn test_connect_accept_private_data_and_read_limits_rule_n20() {
         assert_eq!((sent.request_context, sent.opcode), (7, Opcode::Send));
         a.qp.disconnect();
         assert_eq!(wait_state(&b, QpState::Error), QpState::Error);
+        assert!(!ea.glue.panicked() && !eb.glue.panicked());
         drop((ea.peer, eb.peer));
     }
 }
@@ -229,6 +182,7 @@ fn test_reject_with_private_data_rule_n28() {
     assert_eq!(b.qp.state(), QpState::Idle);
     // The responder closed its end after the reject frame.
     assert_eq!(read_to_end(&ea.peer), 0);
+    assert!(!ea.glue.panicked() && !eb.glue.panicked());
 }
 
 /// A peer that never answers: each side's wait ends at its deadline, and
@@ -268,56 +222,36 @@ fn test_silent_peer_times_out() {
     assert_eq!(read_to_end(&client), 0);
     assert_eq!(a.qp.state(), QpState::Idle);
     assert_eq!(b.qp.state(), QpState::Idle);
+    assert!(!ea.glue.panicked() && !eb.glue.panicked());
 }
 
 /// Calls `tick` by the deadline until the attempt failed (bounded).
 fn tick_until_failed(end: &End) {
-    let limit = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
+    wait_until("a time-out", || {
         if !end.seen.0.lock().unwrap().is_empty() {
-            return;
+            return true;
         }
-        assert!(Instant::now() < limit, "no time-out");
         if let Some(deadline) = end.conn.deadline()
             && now() >= deadline
         {
             end.conn.tick(now());
         }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        false
+    });
 }
 
 /// Reads until the end of the stream; returns how many bytes came.
 fn read_to_end(mut socket: &TcpStream) -> usize {
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
     let mut bytes = Vec::new();
     let _ = socket.read_to_end(&mut bytes);
     bytes.len()
 }
 
 fn wait_cq(cq: &crate::rnic::testing::TestCq) -> crate::rnic::types::Completion {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
-        if let Some(c) = cq.drain().into_iter().next() {
-            return c;
-        }
-        assert!(Instant::now() < deadline, "no completion");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("no completion");
-}
-
-fn wait_state(side: &Side, state: QpState) -> QpState {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
-        if side.qp.state() == state || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    side.qp.state()
+    let got = completions(cq, 1);
+    assert!(!got.is_empty(), "no completion");
+    got[0]
 }
 
 /// X1/X2 over TCP: whichever side disconnects, its link closes the stream
@@ -337,5 +271,6 @@ fn test_graceful_disconnect_both_ways() {
         first.qp.disconnect();
         assert_eq!(wait_state(second, QpState::Error), QpState::Error);
         assert_eq!(first.qp.state(), QpState::Disconnected);
+        assert!(!ea.glue.panicked() && !eb.glue.panicked());
     }
 }

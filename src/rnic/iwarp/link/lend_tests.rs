@@ -10,15 +10,16 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use std::sync::Mutex;
 
-use super::{ByteStream, Link, LinkConfig, connect};
+use super::tests::{RW, config, linked_sides, statuses};
+use super::{ByteStream, Link};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::Message;
 use crate::rnic::qp::Payload;
-use crate::rnic::testing::{CONFIG, Side};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::Side;
+use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// One direction: bytes taken and not yet delivered, within a window.
 struct LendPipe {
@@ -107,26 +108,15 @@ struct Wire {
     chunk: usize,
 }
 
-const MULPDU: u16 = 64;
-
 impl Wire {
     fn new(window: usize, chunk: usize, crc: bool, lends: bool) -> Self {
-        let cfg = LinkConfig {
-            mulpdu: MULPDU,
-            max_rx_ulpdu: 1024,
-            crc,
-            ird: 4,
-            ord: 4,
-            rtr: None,
-            receive_first: false,
-        };
-        let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let a = Side::new(&da, 0xA, CONFIG);
-        let b = Side::new(&db, 0xB, CONFIG);
+        let cfg = config(crc, 4);
         let (ab, ba) = (LendPipe::new(window, lends), LendPipe::new(window, lends));
-        let la = connect(&a.qp, Arc::clone(&ab) as Arc<dyn ByteStream>, cfg).unwrap();
-        let lb = connect(&b.qp, Arc::clone(&ba) as Arc<dyn ByteStream>, cfg).unwrap();
+        let (a, b, la, lb) = linked_sides(
+            EngineMode::Inline,
+            (Arc::clone(&ab) as _, Arc::clone(&ba) as _),
+            (cfg, cfg),
+        );
         Self {
             a,
             b,
@@ -188,16 +178,6 @@ impl Wire {
         count
     }
 }
-
-fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
-    c.iter()
-        .map(|c| (c.request_context, c.opcode, c.status))
-        .collect()
-}
-
-const RW: Access = Access::LOCAL_WRITE
-    .union(Access::REMOTE_WRITE)
-    .union(Access::REMOTE_READ);
 
 /// A Send of 300 bytes (3 SGEs), a Write of 250 and a Read of 200 from A
 /// to B; checks the data, the completions and the FPDUs on the wire.

@@ -8,6 +8,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::tests::send_pattern;
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::net::{StreamEvents, TcpByteStream};
 use crate::kernel::sync::Arc;
@@ -16,38 +17,33 @@ use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::setup::{
     Established, Event, Initiator, InitiatorConfig, Responder, ResponderConfig,
 };
+use crate::rnic::iwarp::tcp_testing::{completions, wait_state};
 use crate::rnic::qp::{Payload, QpState};
-use crate::rnic::testing::{CONFIG, Side, TestCq};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
-
-impl ByteStream for TcpByteStream {
-    fn send(&self, bytes: &[u8]) -> usize {
-        Self::send(self, bytes)
-    }
-    fn close(&self, abortive: bool) {
-        Self::close(self, abortive);
-    }
-}
+use crate::rnic::testing::{CONFIG, Side};
+use crate::rnic::types::{Access, Limits, Opcode, WcStatus, WrFlags};
 
 /// Routes a socket's events to its link.
 #[derive(Default)]
 struct Glue(OnceLock<Arc<Link>>);
 
+impl Glue {
+    /// Runs `f` on the link, once there is one (events before are dropped).
+    fn to_link(&self, f: impl FnOnce(&Link)) {
+        if let Some(link) = self.0.get() {
+            f(link);
+        }
+    }
+}
+
 impl StreamEvents for Glue {
     fn received(&self, bytes: &[u8]) {
-        if let Some(link) = self.0.get() {
-            link.receive(bytes);
-        }
+        self.to_link(|link| link.receive(bytes));
     }
     fn writable(&self) {
-        if let Some(link) = self.0.get() {
-            link.writable();
-        }
+        self.to_link(Link::writable);
     }
     fn closed(&self, abortive: bool) {
-        if let Some(link) = self.0.get() {
-            link.peer_closed(abortive);
-        }
+        self.to_link(|link| link.peer_closed(abortive));
     }
 }
 
@@ -130,31 +126,6 @@ fn attach(side: &Side, socket: TcpStream, established: &Established, initiator: 
     link
 }
 
-/// Polls `cq` until `n` completions are in (bounded in count and time).
-fn wait_for(cq: &TestCq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
-        got.extend(cq.drain());
-        if got.len() >= n || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    got
-}
-
-fn wait_state(side: &Side, state: QpState) -> QpState {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
-        if side.qp.state() == state || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    side.qp.state()
-}
-
 #[test]
 fn test_send_write_read_over_tcp_loopback() {
     for crc in [false, true] {
@@ -190,14 +161,7 @@ fn test_send_write_read_over_tcp_loopback() {
 
         // A Send larger than the socket buffer (back-pressure), a Write, and
         // two Reads of what was written.
-        let src = a.pattern(100_000, 7, Access::empty());
-        a.qp.post_send(
-            1,
-            Payload::Sges(&[src.sge(0, 100_000)]),
-            WrFlags::empty(),
-            None,
-        )
-        .unwrap();
+        let src = send_pattern(&a, 1, 100_000, 7, None);
         a.qp.post_write(
             2,
             Payload::Sges(&[src.sge(0, 50_000)]),
@@ -217,7 +181,7 @@ fn test_send_write_read_over_tcp_loopback() {
             )
             .unwrap();
         }
-        let done = wait_for(&a.scq, 4);
+        let done = completions(&a.scq, 4);
         let statuses: Vec<_> = done
             .iter()
             .map(|c| (c.request_context, c.opcode, c.status))
@@ -231,7 +195,7 @@ fn test_send_write_read_over_tcp_loopback() {
                 (4, Opcode::Read, WcStatus::Success)
             ]
         );
-        let received = wait_for(&b.rcq, 1);
+        let received = completions(&b.rcq, 1);
         assert_eq!(received.len(), 1);
         assert_eq!(received[0].bytes, 100_000);
         assert_eq!(received[0].status, WcStatus::Success);

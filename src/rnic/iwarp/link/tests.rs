@@ -73,9 +73,11 @@ struct Wire {
     crc: bool,
 }
 
-const MULPDU: u16 = 64;
+pub(super) const MULPDU: u16 = 64;
 
-fn config(crc: bool, ord: u32) -> LinkConfig {
+/// Both links' configuration: FPDUs of at most [`MULPDU`] bytes of ULPDU,
+/// IRD 4, no RTR.
+pub(super) fn config(crc: bool, ord: u32) -> LinkConfig {
     LinkConfig {
         mulpdu: MULPDU,
         max_rx_ulpdu: 1024,
@@ -85,6 +87,22 @@ fn config(crc: bool, ord: u32) -> LinkConfig {
         rtr: None,
         receive_first: false,
     }
+}
+
+/// A QP on each of two fresh devices (`mode`), A sending into `streams.0`
+/// and B into `streams.1`, linked with `configs`: (A, B, A's link, B's).
+pub(super) fn linked_sides(
+    mode: EngineMode,
+    streams: (Arc<dyn ByteStream>, Arc<dyn ByteStream>),
+    configs: (LinkConfig, LinkConfig),
+) -> (Side, Side, Arc<Link>, Arc<Link>) {
+    let da = Device::new(Limits::DEFAULT, mode).unwrap();
+    let db = Device::new(Limits::DEFAULT, mode).unwrap();
+    let a = Side::new(&da, 0xA, CONFIG);
+    let b = Side::new(&db, 0xB, CONFIG);
+    let la = connect(&a.qp, streams.0, configs.0).unwrap();
+    let lb = connect(&b.qp, streams.1, configs.1).unwrap();
+    (a, b, la, lb)
 }
 
 impl Wire {
@@ -103,10 +121,6 @@ impl Wire {
         (cfg, cfg_b): (LinkConfig, LinkConfig),
         mode: EngineMode,
     ) -> Self {
-        let da = Device::new(Limits::DEFAULT, mode).unwrap();
-        let db = Device::new(Limits::DEFAULT, mode).unwrap();
-        let a = Side::new(&da, 0xA, CONFIG);
-        let b = Side::new(&db, 0xB, CONFIG);
         let pipe = || {
             Arc::new(Pipe {
                 bytes: Mutex::new(VecDeque::new()),
@@ -115,8 +129,11 @@ impl Wire {
             })
         };
         let (ab, ba) = (pipe(), pipe());
-        let la = connect(&a.qp, Arc::clone(&ab) as Arc<dyn ByteStream>, cfg).unwrap();
-        let lb = connect(&b.qp, Arc::clone(&ba) as Arc<dyn ByteStream>, cfg_b).unwrap();
+        let (a, b, la, lb) = linked_sides(
+            mode,
+            (Arc::clone(&ab) as _, Arc::clone(&ba) as _),
+            (cfg, cfg_b),
+        );
         Self {
             a,
             b,
@@ -210,15 +227,43 @@ impl Wire {
     }
 }
 
-fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
+/// Each completion's (request context, opcode, status).
+pub(super) fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
     c.iter()
         .map(|c| (c.request_context, c.opcode, c.status))
         .collect()
 }
 
-const RW: Access = Access::LOCAL_WRITE
+/// Local and remote write, remote read.
+pub(super) const RW: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_WRITE)
     .union(Access::REMOTE_READ);
+
+/// Posts a receive (context `ctx`) of one `len`-byte buffer on `side`;
+/// returns the buffer.
+fn receive_into(side: &Side, ctx: usize, len: usize) -> Registered {
+    let dst = side.buffer(len, 0, RW);
+    let sge = dst.sge(0, u32::try_from(len).unwrap());
+    side.qp.post_receive(ctx, &[sge]).unwrap();
+    dst
+}
+
+/// Posts a Send (context `ctx`) of `len` bytes of pattern `seed` from
+/// `side`, invalidating `invalidate` at the peer; returns its source.
+pub(super) fn send_pattern(
+    side: &Side,
+    ctx: usize,
+    len: usize,
+    seed: u8,
+    invalidate: Option<u32>,
+) -> Registered {
+    let src = side.pattern(len, seed, Access::empty());
+    let sge = src.sge(0, u32::try_from(len).unwrap());
+    side.qp
+        .post_send(ctx, Payload::Sges(&[sge]), WrFlags::empty(), invalidate)
+        .unwrap();
+    src
+}
 
 #[test]
 fn test_send_multi_segment_sge_lists() {
@@ -351,8 +396,7 @@ fn test_inline_send_and_write() {
     let w = Wire::new(64, 5, 11, false);
     let mut bytes = crate::rnic::testing::Buffer::pattern(200, 9);
     let span = bytes.span();
-    let dst = w.b.buffer(256, 0, RW);
-    w.b.qp.post_receive(1, &[dst.sge(0, 256)]).unwrap();
+    let dst = receive_into(&w.b, 1, 256);
     w.a.qp
         .post_send(1, Payload::Inline(&[span]), WrFlags::empty(), None)
         .unwrap();
@@ -486,17 +530,8 @@ fn test_send_with_invalidate_of_a_bound_window() {
         [(1, Opcode::Bind, WcStatus::Success)]
     );
     let key = mw.remote_key();
-    let dst = w.b.buffer(16, 0, RW);
-    w.b.qp.post_receive(5, &[dst.sge(0, 16)]).unwrap();
-    let src = w.a.pattern(16, 1, Access::empty());
-    w.a.qp
-        .post_send(
-            2,
-            Payload::Sges(&[src.sge(0, 16)]),
-            WrFlags::empty(),
-            Some(key),
-        )
-        .unwrap();
+    let _dst = receive_into(&w.b, 5, 16);
+    let _src = send_pattern(&w.a, 2, 16, 1, Some(key));
     w.pump();
     let got = w.b.rcq.drain();
     assert_eq!(got[0].opcode, Opcode::ReceiveAndInvalidate);
@@ -528,8 +563,7 @@ fn test_write_bad_stag_terminates_rule_m34() {
         let w = Wire::new(256, 17, 2, true);
         let src = w.a.pattern(8, 1, Access::empty());
         let remote = w.b.buffer(64, 0, RW);
-        let rx = w.b.buffer(8, 0, RW);
-        w.b.qp.post_receive(9, &[rx.sge(0, 8)]).unwrap();
+        let _rx = receive_into(&w.b, 9, 8);
         let key = if key_ok {
             remote.rkey()
         } else {
@@ -684,8 +718,7 @@ fn test_reads_beyond_ird_terminate_rule_n21() {
 #[test]
 fn test_flush_closes_the_stream_rule_e1() {
     let w = Wire::new(256, 64, 4, false);
-    let dst = w.a.buffer(8, 0, RW);
-    w.a.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    let _dst = receive_into(&w.a, 1, 8);
     w.b.qp.flush();
     w.pump();
     assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
@@ -699,10 +732,7 @@ fn test_flush_closes_the_stream_rule_e1() {
 #[test]
 fn test_send_without_receive_terminates() {
     let w = Wire::new(256, 64, 4, false);
-    let src = w.a.pattern(8, 1, Access::empty());
-    w.a.qp
-        .post_send(1, Payload::Sges(&[src.sge(0, 8)]), WrFlags::empty(), None)
-        .unwrap();
+    let _src = send_pattern(&w.a, 1, 8, 1, None);
     w.pump();
     assert_eq!(
         w.terminate_ba(),
@@ -795,13 +825,9 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
 #[test]
 fn test_send_too_long_fails_receive_rule_e7() {
     let w = Wire::new(256, 64, 4, false);
-    let src = w.a.pattern(100, 1, Access::empty());
-    let dst = w.b.buffer(64, 0, RW);
-    w.b.qp.post_receive(1, &[dst.sge(0, 64)]).unwrap();
+    let dst = receive_into(&w.b, 1, 64);
     w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
-    w.a.qp
-        .post_send(1, Payload::Sges(&[src.sge(0, 100)]), WrFlags::empty(), None)
-        .unwrap();
+    let _src = send_pattern(&w.a, 1, 100, 1, None);
     w.pump();
     assert_eq!(
         w.terminate_ba(),
@@ -824,8 +850,7 @@ fn test_send_too_long_fails_receive_rule_e7() {
 fn test_send_invalidate_of_bad_key_rule_m24() {
     let w = Wire::new(256, 64, 4, false);
     let src = w.a.pattern(8, 1, Access::empty());
-    let dst = w.b.buffer(8, 0, RW);
-    w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+    let _dst = receive_into(&w.b, 1, 8);
     w.a.qp
         .post_send(
             1,
@@ -848,12 +873,8 @@ fn test_send_invalidate_of_bad_key_rule_m24() {
 #[test]
 fn test_bad_crc_terminates() {
     let w = Wire::new(256, 64, 4, true);
-    let dst = w.b.buffer(8, 0, RW);
-    w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
-    let src = w.a.pattern(8, 1, Access::empty());
-    w.a.qp
-        .post_send(1, Payload::Sges(&[src.sge(0, 8)]), WrFlags::empty(), None)
-        .unwrap();
+    let _dst = receive_into(&w.b, 1, 8);
+    let _src = send_pattern(&w.a, 1, 8, 1, None);
     // Corrupt a payload byte in transit.
     {
         let mut q = w.ab.bytes.lock().unwrap();
@@ -969,8 +990,7 @@ fn test_data_path_after_setup_with_each_rtr() {
         let w = Wire::with_configs(64, 16, 3, (ca, cb), EngineMode::Inline);
         w.la.receive(&tail);
         // B speaks first: without RTR it waits for A's first FPDU.
-        let a_in = w.a.buffer(64, 0, RW);
-        w.a.qp.post_receive(1, &[a_in.sge(0, 64)]).unwrap();
+        let a_in = receive_into(&w.a, 1, 64);
         let b_src = w.b.pattern(64, 4, RW);
         w.b.qp
             .post_send(
@@ -985,12 +1005,8 @@ fn test_data_path_after_setup_with_each_rtr() {
         assert_eq!(waited, rtr.is_empty(), "{rtr:?}");
         // A: a Send (MSN after a Send RTR) and Reads (MSN after a Read RTR,
         // ORD shared with the RTR's outstanding response).
-        let b_in = w.b.buffer(64, 0, RW);
-        w.b.qp.post_receive(2, &[b_in.sge(0, 64)]).unwrap();
-        let src = w.a.pattern(64, 2, Access::empty());
-        w.a.qp
-            .post_send(2, Payload::Sges(&[src.sge(0, 64)]), WrFlags::empty(), None)
-            .unwrap();
+        let b_in = receive_into(&w.b, 2, 64);
+        let src = send_pattern(&w.a, 2, 64, 2, None);
         let sinks: Vec<Registered> = (0..5)
             .map(|_| w.a.buffer(64, 0, Access::LOCAL_WRITE))
             .collect();
@@ -1032,8 +1048,7 @@ fn test_data_path_after_setup_with_each_rtr() {
 fn test_disconnect_both_ways_rule_x2() {
     for a_first in [true, false] {
         let w = Wire::new(256, 64, 4, false);
-        let dst = w.b.buffer(8, 0, RW);
-        w.b.qp.post_receive(1, &[dst.sge(0, 8)]).unwrap();
+        let _dst = receive_into(&w.b, 1, 8);
         let (here, there, pipe) = if a_first {
             (&w.a, &w.b, &w.ab)
         } else {
@@ -1085,8 +1100,7 @@ type Seen = (Vec<(usize, Opcode, WcStatus)>, Vec<(usize, u32, bool)>);
 /// Send, Write and Read between `a` and `b`; returns what each side saw.
 fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
     let src = a.pattern(200, 1, Access::empty());
-    let dst = b.buffer(256, 0, RW);
-    b.qp.post_receive(7, &[dst.sge(0, 256)]).unwrap();
+    let dst = receive_into(b, 7, 256);
     a.qp.post_send(
         1,
         Payload::Sges(&[src.sge(0, 200)]),
@@ -1151,8 +1165,7 @@ proptest! {
     fn prop_random_chunking_and_window(seed in any::<u64>(), window in 1_usize..200, chunk in 1_usize..100, crc in any::<bool>()) {
         let w = Wire::new(window, chunk, seed, crc);
         let src = w.a.pattern(333, 2, Access::empty());
-        let dst = w.b.buffer(400, 0, RW);
-        w.b.qp.post_receive(1, &[dst.sge(0, 400)]).unwrap();
+        let dst = receive_into(&w.b, 1, 400);
         w.a.qp.post_send(1, Payload::Sges(&[src.sge(0, 333)]), WrFlags::empty(), None).unwrap();
         let (_, sinks) = write_then_reads(&w, 3);
         prop_assert_eq!(&dst.buffer.bytes()[..333], src.buffer.bytes());
@@ -1206,13 +1219,9 @@ fn close_and_record(side: &Side, at_close: &AtClose) {
 #[test]
 fn test_close_waits_for_a_receive_being_placed_rule_l21() {
     let w = Wire::new(1024, 64, 5, false);
-    let src = w.a.pattern(16, 1, Access::empty());
-    let dst = w.b.buffer(64, 0, RW);
-    w.b.qp.post_receive(1, &[dst.sge(0, 64)]).unwrap();
+    let dst = receive_into(&w.b, 1, 64);
     w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
-    w.a.qp
-        .post_send(10, Payload::Sges(&[src.sge(0, 16)]), WrFlags::empty(), None)
-        .unwrap();
+    let src = send_pattern(&w.a, 10, 16, 1, None);
     let bytes: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
     assert!(!bytes.is_empty(), "the Send's FPDU is on the wire");
     let at_close: AtClose = Arc::new(Mutex::new(None));
@@ -1262,8 +1271,7 @@ fn test_close_between_segments_cancels_the_held_receive_rule_l21() {
     for mode in [EngineMode::Inline, EngineMode::Deferred] {
         let w = Wire::with(4096, 64, 6, config(false, 4), mode);
         let src = w.a.pattern(200, 1, Access::empty());
-        let dst = w.b.buffer(256, 0, RW);
-        w.b.qp.post_receive(1, &[dst.sge(0, 256)]).unwrap();
+        let dst = receive_into(&w.b, 1, 256);
         w.b.qp.post_receive(2, &[dst.sge(0, 256)]).unwrap();
         w.a.qp
             .post_send(
