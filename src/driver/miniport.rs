@@ -77,7 +77,7 @@ const HANDLERS: MiniportHandlers = MiniportHandlers {
     unload,
     pause,
     restart,
-    oid_request,
+    oid_request: oid_request::<false>,
     send,
     return_net_buffer_lists,
     cancel_send,
@@ -85,8 +85,8 @@ const HANDLERS: MiniportHandlers = MiniportHandlers {
     device_pnp_event_notify,
     shutdown,
     cancel_oid_request,
-    direct_oid_request,
-    cancel_direct_oid_request,
+    direct_oid_request: oid_request::<true>,
+    cancel_direct_oid_request: cancel_oid_request,
 };
 
 /// What the adapter context handle points to.
@@ -804,15 +804,20 @@ unsafe extern "system" fn restart(
     NDIS_STATUS_SUCCESS
 }
 
-/// Answers one OID request (never pends), then queues the NDK work item if
-/// the NDK state changed.
-///
-/// # Safety
-/// As [`oid::handle_ndis_request`]: `request` is the `NDIS_OID_REQUEST` NDIS
-/// passed to this handler.
-unsafe fn answer_oid(ctx: &Context, request: *mut NdisOidRequest, direct: bool) -> NdisStatus {
-    // SAFETY: forwarded caller contract.
-    let outcome = unsafe { oid::handle_ndis_request(&ctx.adapter, request, direct) };
+/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL, `DIRECT` false) and
+/// `MINIPORT_DIRECT_OID_REQUEST` (IRQL <= DISPATCH_LEVEL, `DIRECT` true:
+/// `OID_NDK_STATISTICS`, rule A16): answers the request (never pends), then
+/// queues the NDK work item if the NDK state changed.
+unsafe extern "system" fn oid_request<const DIRECT: bool>(
+    adapter_context: NdisHandle,
+    request: *mut NdisOidRequest,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return NDIS_STATUS_FAILURE;
+    };
+    // SAFETY: NDIS's request, ours until we return (we never pend).
+    let outcome = unsafe { oid::handle_ndis_request(&ctx.adapter, request, DIRECT) };
     if outcome.queue_ndk_work {
         // Rule A14: the PnP event goes out from the work item, never from
         // here. SAFETY: the work item lives until halt, which waits for it to
@@ -828,42 +833,9 @@ unsafe fn answer_oid(ctx: &Context, request: *mut NdisOidRequest, direct: bool) 
     outcome.status
 }
 
-/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
-unsafe extern "system" fn oid_request(
-    adapter_context: NdisHandle,
-    request: *mut NdisOidRequest,
-) -> NdisStatus {
-    // SAFETY: the context of this adapter, live until halt.
-    let Some(ctx) = (unsafe { context(adapter_context) }) else {
-        return NDIS_STATUS_FAILURE;
-    };
-    // SAFETY: NDIS's request, ours until we return (we never pend).
-    unsafe { answer_oid(ctx, request, false) }
-}
-
-/// `MINIPORT_DIRECT_OID_REQUEST` (IRQL <= DISPATCH_LEVEL):
-/// `OID_NDK_STATISTICS` (rule A16).
-unsafe extern "system" fn direct_oid_request(
-    adapter_context: NdisHandle,
-    request: *mut NdisOidRequest,
-) -> NdisStatus {
-    // SAFETY: the context of this adapter, live until halt.
-    let Some(ctx) = (unsafe { context(adapter_context) }) else {
-        return NDIS_STATUS_FAILURE;
-    };
-    // SAFETY: NDIS's request, ours until we return (we never pend).
-    unsafe { answer_oid(ctx, request, true) }
-}
-
-/// `MINIPORT_CANCEL_OID_REQUEST`: nothing ever pends.
+/// `MINIPORT_CANCEL_OID_REQUEST` and `MINIPORT_CANCEL_DIRECT_OID_REQUEST`:
+/// nothing ever pends.
 unsafe extern "system" fn cancel_oid_request(
-    _adapter_context: NdisHandle,
-    _request_id: *mut c_void,
-) {
-}
-
-/// `MINIPORT_CANCEL_DIRECT_OID_REQUEST`: nothing ever pends.
-unsafe extern "system" fn cancel_direct_oid_request(
     _adapter_context: NdisHandle,
     _request_id: *mut c_void,
 ) {
