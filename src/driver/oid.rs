@@ -795,6 +795,7 @@ pub fn maps_to_tcp(technology: NdkRdmaTechnology) -> bool {
 
 /// `OID_NDK_CONNECTIONS` (rules A19, A21).
 pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    type L = NdisNdkConnections;
     let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
     let mut list = ListWriter::new(
         buffer,
@@ -813,7 +814,6 @@ pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutc
             w.u32(at + offset_of!(E, owner_pid), c.owner_pid);
         });
     });
-    type L = NdisNdkConnections;
     let head = ListHead {
         revision: NDIS_NDK_CONNECTIONS_REVISION_1,
         size_of: ndis_sizeof_ndk_connections_revision_1,
@@ -825,6 +825,7 @@ pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutc
 
 /// `OID_NDK_LOCAL_ENDPOINTS` (rules A20, A21).
 pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    type L = NdisNdkLocalEndpoints;
     let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
     let mut list = ListWriter::new(
         buffer,
@@ -843,7 +844,6 @@ pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> Oid
             w.u32(at + offset_of!(E, owner_pid), e.owner_pid);
         });
     });
-    type L = NdisNdkLocalEndpoints;
     let tcp_at = offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints);
     list.finish(&ListHead {
         revision: NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,

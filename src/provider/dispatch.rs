@@ -175,6 +175,7 @@ macro_rules! ndk_table {
     // A slot's `Args`, when its parameters are gathered in one.
     (@args $name:literal ($Args:ident { $($arg:ident: $ty:ty),* $(,)? })) => {
         #[doc = concat!("The parameters of `", $name, "` after the object, as the C slot passes them.")]
+        #[derive(Clone, Copy)]
         struct $Args { $($arg: $ty),* }
     };
     (@args $name:literal $params:tt) => {};
