@@ -235,11 +235,18 @@ macro_rules! wide {
     }};
 }
 
-/// Reads an integer keyword; `None` when missing or not an integer.
+/// Reads a keyword as `kind` (`NdisReadConfiguration`): the parameter,
+/// owned by the configuration handle until it is closed; `None` when missing
+/// or not of that type.
 ///
 /// # Safety
-/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
-unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Option<u32> {
+/// `configuration` is an open configuration handle, not closed while the
+/// parameter is used; PASSIVE_LEVEL.
+unsafe fn read_parameter<'a>(
+    configuration: NdisHandle,
+    keyword: &'static [u16],
+    kind: NdisParameterType,
+) -> Option<&'a NdisConfigurationParameter> {
     let name = ndis_string(keyword);
     let mut status: NdisStatus = NDIS_STATUS_FAILURE;
     let mut value: *mut NdisConfigurationParameter = null_mut();
@@ -251,18 +258,26 @@ unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Op
             &raw mut value,
             configuration,
             &raw const name,
-            NdisParameterType::INTEGER,
+            kind,
         );
     }
     if status < 0 {
         return None;
     }
     // SAFETY: on success NDIS returned a parameter owned by the configuration
-    // handle, valid until it is closed; null is handled by `as_ref`.
+    // handle, valid until it is closed (caller contract); null is handled by
+    // `as_ref`.
     let parameter = unsafe { value.as_ref() }?;
-    if parameter.parameter_type != NdisParameterType::INTEGER {
-        return None;
-    }
+    (parameter.parameter_type == kind).then_some(parameter)
+}
+
+/// Reads an integer keyword; `None` when missing or not an integer.
+///
+/// # Safety
+/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
+unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Option<u32> {
+    // SAFETY: caller contract; the value is copied out before it returns.
+    let parameter = unsafe { read_parameter(configuration, keyword, NdisParameterType::INTEGER) }?;
     // SAFETY: the type says `IntegerData` is the valid member.
     Some(unsafe { parameter.parameter_data.integer_data })
 }
@@ -1142,29 +1157,9 @@ unsafe fn read_string<R>(
     keyword: &'static [u16],
     parse: impl FnOnce(&[u16]) -> R,
 ) -> Option<R> {
-    let name = ndis_string(keyword);
-    let mut status: NdisStatus = NDIS_STATUS_FAILURE;
-    let mut value: *mut NdisConfigurationParameter = null_mut();
-    // SAFETY: caller contract; `name` and the out-parameters are valid for the
-    // call.
-    unsafe {
-        ndis::NdisReadConfiguration(
-            &raw mut status,
-            &raw mut value,
-            configuration,
-            &raw const name,
-            NdisParameterType::STRING,
-        );
-    }
-    if status < 0 {
-        return None;
-    }
-    // SAFETY: on success NDIS returned a parameter owned by the configuration
-    // handle, valid until it is closed; null is handled by `as_ref`.
-    let parameter = (unsafe { value.as_ref() })?;
-    if parameter.parameter_type != NdisParameterType::STRING {
-        return None;
-    }
+    // SAFETY: caller contract; `parse` runs before this returns, while the
+    // handle is open.
+    let parameter = unsafe { read_parameter(configuration, keyword, NdisParameterType::STRING) }?;
     // SAFETY: the type says `StringData` is the valid member.
     let text = unsafe { parameter.parameter_data.string_data };
     if text.buffer.is_null() {
