@@ -77,7 +77,7 @@ const HANDLERS: MiniportHandlers = MiniportHandlers {
     unload,
     pause,
     restart,
-    oid_request,
+    oid_request: oid_request::<false>,
     send,
     return_net_buffer_lists,
     cancel_send,
@@ -85,8 +85,8 @@ const HANDLERS: MiniportHandlers = MiniportHandlers {
     device_pnp_event_notify,
     shutdown,
     cancel_oid_request,
-    direct_oid_request,
-    cancel_direct_oid_request,
+    direct_oid_request: oid_request::<true>,
+    cancel_direct_oid_request: cancel_oid_request,
 };
 
 /// What the adapter context handle points to.
@@ -235,11 +235,18 @@ macro_rules! wide {
     }};
 }
 
-/// Reads an integer keyword; `None` when missing or not an integer.
+/// Reads a keyword as `kind` (`NdisReadConfiguration`): the parameter,
+/// owned by the configuration handle until it is closed; `None` when missing
+/// or not of that type.
 ///
 /// # Safety
-/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
-unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Option<u32> {
+/// `configuration` is an open configuration handle, not closed while the
+/// parameter is used; PASSIVE_LEVEL.
+unsafe fn read_parameter<'a>(
+    configuration: NdisHandle,
+    keyword: &'static [u16],
+    kind: NdisParameterType,
+) -> Option<&'a NdisConfigurationParameter> {
     let name = ndis_string(keyword);
     let mut status: NdisStatus = NDIS_STATUS_FAILURE;
     let mut value: *mut NdisConfigurationParameter = null_mut();
@@ -251,18 +258,26 @@ unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Op
             &raw mut value,
             configuration,
             &raw const name,
-            NdisParameterType::INTEGER,
+            kind,
         );
     }
     if status < 0 {
         return None;
     }
     // SAFETY: on success NDIS returned a parameter owned by the configuration
-    // handle, valid until it is closed; null is handled by `as_ref`.
+    // handle, valid until it is closed (caller contract); null is handled by
+    // `as_ref`.
     let parameter = unsafe { value.as_ref() }?;
-    if parameter.parameter_type != NdisParameterType::INTEGER {
-        return None;
-    }
+    (parameter.parameter_type == kind).then_some(parameter)
+}
+
+/// Reads an integer keyword; `None` when missing or not an integer.
+///
+/// # Safety
+/// `configuration` is an open configuration handle; PASSIVE_LEVEL.
+unsafe fn read_integer(configuration: NdisHandle, keyword: &'static [u16]) -> Option<u32> {
+    // SAFETY: caller contract; the value is copied out before it returns.
+    let parameter = unsafe { read_parameter(configuration, keyword, NdisParameterType::INTEGER) }?;
     // SAFETY: the type says `IntegerData` is the valid member.
     Some(unsafe { parameter.parameter_data.integer_data })
 }
@@ -804,15 +819,20 @@ unsafe extern "system" fn restart(
     NDIS_STATUS_SUCCESS
 }
 
-/// Answers one OID request (never pends), then queues the NDK work item if
-/// the NDK state changed.
-///
-/// # Safety
-/// As [`oid::handle_ndis_request`]: `request` is the `NDIS_OID_REQUEST` NDIS
-/// passed to this handler.
-unsafe fn answer_oid(ctx: &Context, request: *mut NdisOidRequest, direct: bool) -> NdisStatus {
-    // SAFETY: forwarded caller contract.
-    let outcome = unsafe { oid::handle_ndis_request(&ctx.adapter, request, direct) };
+/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL, `DIRECT` false) and
+/// `MINIPORT_DIRECT_OID_REQUEST` (IRQL <= DISPATCH_LEVEL, `DIRECT` true:
+/// `OID_NDK_STATISTICS`, rule A16): answers the request (never pends), then
+/// queues the NDK work item if the NDK state changed.
+unsafe extern "system" fn oid_request<const DIRECT: bool>(
+    adapter_context: NdisHandle,
+    request: *mut NdisOidRequest,
+) -> NdisStatus {
+    // SAFETY: the context of this adapter, live until halt.
+    let Some(ctx) = (unsafe { context(adapter_context) }) else {
+        return NDIS_STATUS_FAILURE;
+    };
+    // SAFETY: NDIS's request, ours until we return (we never pend).
+    let outcome = unsafe { oid::handle_ndis_request(&ctx.adapter, request, DIRECT) };
     if outcome.queue_ndk_work {
         // Rule A14: the PnP event goes out from the work item, never from
         // here. SAFETY: the work item lives until halt, which waits for it to
@@ -828,42 +848,9 @@ unsafe fn answer_oid(ctx: &Context, request: *mut NdisOidRequest, direct: bool) 
     outcome.status
 }
 
-/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
-unsafe extern "system" fn oid_request(
-    adapter_context: NdisHandle,
-    request: *mut NdisOidRequest,
-) -> NdisStatus {
-    // SAFETY: the context of this adapter, live until halt.
-    let Some(ctx) = (unsafe { context(adapter_context) }) else {
-        return NDIS_STATUS_FAILURE;
-    };
-    // SAFETY: NDIS's request, ours until we return (we never pend).
-    unsafe { answer_oid(ctx, request, false) }
-}
-
-/// `MINIPORT_DIRECT_OID_REQUEST` (IRQL <= DISPATCH_LEVEL):
-/// `OID_NDK_STATISTICS` (rule A16).
-unsafe extern "system" fn direct_oid_request(
-    adapter_context: NdisHandle,
-    request: *mut NdisOidRequest,
-) -> NdisStatus {
-    // SAFETY: the context of this adapter, live until halt.
-    let Some(ctx) = (unsafe { context(adapter_context) }) else {
-        return NDIS_STATUS_FAILURE;
-    };
-    // SAFETY: NDIS's request, ours until we return (we never pend).
-    unsafe { answer_oid(ctx, request, true) }
-}
-
-/// `MINIPORT_CANCEL_OID_REQUEST`: nothing ever pends.
+/// `MINIPORT_CANCEL_OID_REQUEST` and `MINIPORT_CANCEL_DIRECT_OID_REQUEST`:
+/// nothing ever pends.
 unsafe extern "system" fn cancel_oid_request(
-    _adapter_context: NdisHandle,
-    _request_id: *mut c_void,
-) {
-}
-
-/// `MINIPORT_CANCEL_DIRECT_OID_REQUEST`: nothing ever pends.
-unsafe extern "system" fn cancel_direct_oid_request(
     _adapter_context: NdisHandle,
     _request_id: *mut c_void,
 ) {
@@ -1170,29 +1157,9 @@ unsafe fn read_string<R>(
     keyword: &'static [u16],
     parse: impl FnOnce(&[u16]) -> R,
 ) -> Option<R> {
-    let name = ndis_string(keyword);
-    let mut status: NdisStatus = NDIS_STATUS_FAILURE;
-    let mut value: *mut NdisConfigurationParameter = null_mut();
-    // SAFETY: caller contract; `name` and the out-parameters are valid for the
-    // call.
-    unsafe {
-        ndis::NdisReadConfiguration(
-            &raw mut status,
-            &raw mut value,
-            configuration,
-            &raw const name,
-            NdisParameterType::STRING,
-        );
-    }
-    if status < 0 {
-        return None;
-    }
-    // SAFETY: on success NDIS returned a parameter owned by the configuration
-    // handle, valid until it is closed; null is handled by `as_ref`.
-    let parameter = (unsafe { value.as_ref() })?;
-    if parameter.parameter_type != NdisParameterType::STRING {
-        return None;
-    }
+    // SAFETY: caller contract; `parse` runs before this returns, while the
+    // handle is open.
+    let parameter = unsafe { read_parameter(configuration, keyword, NdisParameterType::STRING) }?;
     // SAFETY: the type says `StringData` is the valid member.
     let text = unsafe { parameter.parameter_data.string_data };
     if text.buffer.is_null() {

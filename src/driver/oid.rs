@@ -540,9 +540,7 @@ fn ndk_set_state(adapter: &Adapter, buffer: &[u8]) -> OidOutcome {
 fn interrupt_moderation(buffer: &mut [u8]) -> OidOutcome {
     let needed = usize::from(NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1);
     answer_with(buffer, needed, |w| {
-        w.header(
-            0,
-            NDIS_OBJECT_TYPE_DEFAULT,
+        w.default_header(
             NDIS_INTERRUPT_MODERATION_PARAMETERS_REVISION_1,
             NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1,
         );
@@ -578,9 +576,7 @@ fn gen_statistics(adapter: &Adapter, buffer: &mut [u8]) -> OidOutcome {
     let needed = usize::from(NDIS_SIZEOF_STATISTICS_INFO_REVISION_1);
     answer_with(buffer, needed, |w| {
         type S = NdisStatisticsInfo;
-        w.header(
-            0,
-            NDIS_OBJECT_TYPE_DEFAULT,
+        w.default_header(
             NDIS_STATISTICS_INFO_REVISION_1,
             NDIS_SIZEOF_STATISTICS_INFO_REVISION_1,
         );
@@ -624,9 +620,7 @@ pub fn ndk_statistics(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutco
     }
     let counters = provider.statistics();
     answer_with(buffer, needed, |w| {
-        w.header(
-            0,
-            NDIS_OBJECT_TYPE_DEFAULT,
+        w.default_header(
             NDIS_NDK_STATISTICS_INFO_REVISION_1,
             NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1,
         );
@@ -801,6 +795,7 @@ pub fn maps_to_tcp(technology: NdkRdmaTechnology) -> bool {
 
 /// `OID_NDK_CONNECTIONS` (rules A19, A21).
 pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    type L = NdisNdkConnections;
     let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
     let mut list = ListWriter::new(
         buffer,
@@ -819,25 +814,18 @@ pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutc
             w.u32(at + offset_of!(E, owner_pid), c.owner_pid);
         });
     });
-    list.finish(ndis_sizeof_ndk_connections_revision_1, |w, count, size| {
-        type L = NdisNdkConnections;
-        w.header(
-            0,
-            NDIS_OBJECT_TYPE_DEFAULT,
-            NDIS_NDK_CONNECTIONS_REVISION_1,
-            size,
-        );
-        w.u32(offset_of!(L, flags), 0);
-        w.u32(offset_of!(L, count), count);
-        w.u8(
-            offset_of!(L, nd_connections_mappedto_tcp_connections),
-            u8::from(tcp),
-        );
-    })
+    let head = ListHead {
+        revision: NDIS_NDK_CONNECTIONS_REVISION_1,
+        size_of: ndis_sizeof_ndk_connections_revision_1,
+        fields: [offset_of!(L, flags), offset_of!(L, count)],
+        maps_to_tcp: (offset_of!(L, nd_connections_mappedto_tcp_connections), tcp),
+    };
+    list.finish(&head)
 }
 
 /// `OID_NDK_LOCAL_ENDPOINTS` (rules A20, A21).
 pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
+    type L = NdisNdkLocalEndpoints;
     let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
     let mut list = ListWriter::new(
         buffer,
@@ -856,24 +844,13 @@ pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> Oid
             w.u32(at + offset_of!(E, owner_pid), e.owner_pid);
         });
     });
-    list.finish(
-        ndis_sizeof_ndk_local_endpoints_revision_1,
-        |w, count, size| {
-            type L = NdisNdkLocalEndpoints;
-            w.header(
-                0,
-                NDIS_OBJECT_TYPE_DEFAULT,
-                NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
-                size,
-            );
-            w.u32(offset_of!(L, flags), 0);
-            w.u32(offset_of!(L, count), count);
-            w.u8(
-                offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints),
-                u8::from(tcp),
-            );
-        },
-    )
+    let tcp_at = offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints);
+    list.finish(&ListHead {
+        revision: NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
+        size_of: ndis_sizeof_ndk_local_endpoints_revision_1,
+        fields: [offset_of!(L, flags), offset_of!(L, count)],
+        maps_to_tcp: (tcp_at, tcp),
+    })
 }
 
 /// Writes a variable-length NDK list in one pass over the provider's entries:
@@ -909,21 +886,32 @@ impl<'a> ListWriter<'a> {
         self.count = self.count.saturating_add(1);
     }
 
-    fn finish(
-        mut self,
-        size_of_list: fn(usize) -> usize,
-        write_header: impl FnOnce(&mut Writer<'a>, u32, u16),
-    ) -> OidOutcome {
-        let needed = size_of_list(self.count);
+    fn finish(mut self, head: &ListHead) -> OidOutcome {
+        let needed = (head.size_of)(self.count);
         if self.writer.buf.len() < needed {
             return OidOutcome::too_short(needed);
         }
         self.writer.zero(0, self.header);
         // The header's `Size` is a USHORT: min(0xFFFF, size) (rules A19, A20).
         let size = u16::try_from(needed).unwrap_or(u16::MAX);
-        write_header(&mut self.writer, clamp_u32(self.count), size);
+        let w = &mut self.writer;
+        w.default_header(head.revision, size);
+        let [flags, count] = head.fields;
+        w.u32(flags, 0);
+        w.u32(count, clamp_u32(self.count));
+        w.u8(head.maps_to_tcp.0, u8::from(head.maps_to_tcp.1));
         OidOutcome::done(needed)
     }
+}
+
+/// The head every NDK list (connections, local endpoints) starts with: its
+/// revision and size, then `Flags` (0) and `Count` at `fields`, and the byte
+/// saying whether entries come in ND/TCP pairs (A21) with its value.
+struct ListHead {
+    revision: u8,
+    size_of: fn(usize) -> usize,
+    fields: [usize; 2],
+    maps_to_tcp: (usize, bool),
 }
 
 /// Little-endian writes into an answer buffer. Every write is bounds-checked
@@ -970,11 +958,14 @@ impl Writer<'_> {
         }
     }
 
-    /// An `NDIS_OBJECT_HEADER` at `at`.
-    fn header(&mut self, at: usize, type_: u8, revision: u8, size: u16) {
-        self.u8(at + offset_of!(NdisObjectHeader, type_), type_);
-        self.u8(at + offset_of!(NdisObjectHeader, revision), revision);
-        self.u16(at + offset_of!(NdisObjectHeader, size), size);
+    /// An `NDIS_OBJECT_HEADER` at 0, of type `NDIS_OBJECT_TYPE_DEFAULT`.
+    fn default_header(&mut self, revision: u8, size: u16) {
+        self.u8(
+            offset_of!(NdisObjectHeader, type_),
+            NDIS_OBJECT_TYPE_DEFAULT,
+        );
+        self.u8(offset_of!(NdisObjectHeader, revision), revision);
+        self.u16(offset_of!(NdisObjectHeader, size), size);
     }
 
     /// A `SOCKADDR_INET` at `at`: `SOCKADDR_IN` or `SOCKADDR_IN6` with the

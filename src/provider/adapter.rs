@@ -6,23 +6,18 @@
 //! mode) and closed by the matching close, which blocks until every object
 //! created from it has closed and every callback has returned (L27).
 
-#![expect(
-    clippy::too_many_arguments,
-    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
-)]
-
 use core::ffi::c_void;
 
 use super::cm::{self, create_connector, create_listener, create_shared_endpoint};
+use super::cq;
 use super::dispatch::ndk_table;
 use super::object::{Kind, Object, Slot};
-use super::{cq, created, pd};
+use super::pd::create_pd;
 use crate::abi::{
     AdapterFlags, Guid, Mdl, NDK_VERSION_1_2, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo,
-    NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnCreateCompletion,
-    NdkFnRequestCompletion, NdkLogicalAddressMapping, NdkObjectType, NdkVersion, NtStatus,
-    STATUS_BUFFER_TOO_SMALL, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
-    STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
+    NdkExtensionInterface, NdkFnCqNotificationCallback, NdkFnRequestCompletion,
+    NdkLogicalAddressMapping, NdkVersion, NtStatus, STATUS_BUFFER_TOO_SMALL,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_NOT_SUPPORTED, STATUS_SUCCESS,
 };
 use crate::abi::{
     GroupAffinity, NdkConnector, NdkCq, NdkFnConnectEventCallback, NdkListener, NdkPd,
@@ -57,36 +52,27 @@ impl Adapter {
     }
 }
 
-impl Kind for Adapter {
-    const TYPE: NdkObjectType = NdkObjectType::ADAPTER;
-}
-
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static DISPATCH: NdkAdapterDispatch for Adapter at NdkAdapter;
+    static DISPATCH: NdkAdapterDispatch for Adapter (ADAPTER) at NdkAdapter;
     ndk_query_adapter_info = "NdkQueryAdapterInfo" => query_adapter_info(
         info_out: *mut NdkAdapterInfo, buffer_size: *mut u32) -> NtStatus;
-    ndk_create_cq = "NdkCreateCq" => create_cq(depth: u32,
+    ndk_create_cq = "NdkCreateCq" => create_cq(CreateCq { depth: u32,
         notification: Option<NdkFnCqNotificationCallback>, notification_context: *mut c_void,
-        affinity: *const GroupAffinity, create_completion: Option<NdkFnCreateCompletion>,
-        request_context: *mut c_void, out: *mut *mut NdkCq) -> NtStatus;
-    ndk_create_pd = "NdkCreatePd" => create_pd(create_completion: Option<NdkFnCreateCompletion>,
-        request_context: *mut c_void, out: *mut *mut NdkPd) -> NtStatus;
+        _affinity: *const GroupAffinity }), creates NdkCq;
+    ndk_create_pd = "NdkCreatePd" => create_pd(), creates NdkPd;
     ndk_create_shared_endpoint = "NdkCreateSharedEndpoint" => create_shared_endpoint(
-        address: *const SockAddr, address_length: u32, completion: Option<NdkFnCreateCompletion>,
-        context: *mut c_void, out: *mut *mut NdkSharedEndpoint) -> NtStatus;
-    ndk_create_connector = "NdkCreateConnector" => create_connector(
-        completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkConnector
-    ) -> NtStatus;
+        address: *const SockAddr, address_length: u32), creates NdkSharedEndpoint;
+    ndk_create_connector = "NdkCreateConnector" => create_connector(), creates NdkConnector;
     ndk_create_listener = "NdkCreateListener" => create_listener(
-        event: Option<NdkFnConnectEventCallback>, event_context: *mut c_void,
-        completion: Option<NdkFnCreateCompletion>, context: *mut c_void, out: *mut *mut NdkListener
-    ) -> NtStatus;
-    ndk_build_lam = "NdkBuildLAM" => build_lam(mdl: *mut Mdl, length: usize,
-        request_completion: Option<NdkFnRequestCompletion>, request_context: *mut c_void,
-        lam: *mut NdkLogicalAddressMapping, lam_size: *mut u32, fbo: *mut u32) -> NtStatus;
+        event: Option<NdkFnConnectEventCallback>, event_context: *mut c_void), creates NdkListener;
+    ndk_build_lam = "NdkBuildLAM" => build_lam(BuildLam { mdl: *mut Mdl, length: usize,
+        _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void,
+        lam: *mut NdkLogicalAddressMapping, lam_size: *mut u32, fbo: *mut u32 }) -> NtStatus;
     ndk_release_lam = "NdkReleaseLAM" => release_lam(lam: *mut NdkLogicalAddressMapping);
 }
+
+impl Kind for Adapter {}
 
 /// The highest NDKPI version SoftNDK implements.
 pub const HIGHEST_VERSION: NdkVersion = NDK_VERSION_1_2;
@@ -176,54 +162,17 @@ unsafe fn query_adapter_info(
     STATUS_SUCCESS
 }
 
-/// `NdkCreateCq` (L5–L7, L12).
-unsafe fn create_cq(
-    adapter: &Object<Adapter>,
-    depth: u32,
-    notification: Option<NdkFnCqNotificationCallback>,
-    notification_context: *mut c_void,
-    _affinity: *const GroupAffinity,
-    create_completion: Option<NdkFnCreateCompletion>,
-    request_context: *mut c_void,
-    out: *mut *mut NdkCq,
-) -> NtStatus {
-    let Some(notification) = notification else {
-        return STATUS_INVALID_PARAMETER;
-    };
-    let context = notification_context as usize;
-    // L7: created inline; the completion is never called (unless fault
-    // injection makes the create pend, L5).
-    // SAFETY: the consumer's out-pointer, completion and its context.
-    unsafe {
-        created(out, (create_completion, request_context), || {
-            cq::create(adapter, depth, notification, context)
-        })
-    }
-}
-
-/// `NdkCreatePd` (L5–L7).
-unsafe fn create_pd(
-    adapter: &Object<Adapter>,
-    create_completion: Option<NdkFnCreateCompletion>,
-    request_context: *mut c_void,
-    out: *mut *mut NdkPd,
-) -> NtStatus {
-    let completion = (create_completion, request_context);
-    // SAFETY: the consumer's out-pointer, completion and its context.
-    unsafe { created(out, completion, || pd::create(adapter)) }
+/// `NdkCreateCq` (L12; L7: inline): the notification callback is required.
+fn create_cq(adapter: &Object<Adapter>, args: CreateCq) -> Result<*mut NdkCq, NtStatus> {
+    let notification = args.notification.ok_or(STATUS_INVALID_PARAMETER)?;
+    let context = args.notification_context as usize;
+    cq::create(adapter, args.depth, notification, context)
 }
 
 /// `NdkBuildLam` (M28–M31, M36): inline, never pending.
-unsafe fn build_lam(
-    adapter: &Object<Adapter>,
-    mdl: *mut Mdl,
-    length: usize,
-    _request_completion: Option<NdkFnRequestCompletion>,
-    _request_context: *mut c_void,
-    lam: *mut NdkLogicalAddressMapping,
-    lam_size: *mut u32,
-    fbo: *mut u32,
-) -> NtStatus {
+unsafe fn build_lam(adapter: &Object<Adapter>, args: BuildLam) -> NtStatus {
+    let (mdl, length, lam) = (args.mdl, args.length, args.lam);
+    let (lam_size, fbo) = (args.lam_size, args.fbo);
     if lam_size.is_null() || fbo.is_null() || mdl.is_null() || length == 0 {
         return STATUS_INVALID_PARAMETER;
     }

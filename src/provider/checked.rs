@@ -25,74 +25,67 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize}
 use super::dispatch::Slot;
 use crate::abi::NdkObjectType;
 
-/// A consumer rule the provider saw broken (and survived).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Breach {
+/// Declares [`Breach`] from one list of its kinds, each named by its rule
+/// id: the enum (discriminants in list order, the counters' order), `ALL`
+/// in that order and `rule`, the id as text.
+macro_rules! breaches {
+    ($($(#[doc = $doc:literal])* $rule:ident,)*) => {
+        /// A consumer rule the provider saw broken (and survived).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        pub enum Breach {
+            $($(#[doc = $doc])* $rule,)*
+        }
+
+        impl Breach {
+            /// Every kind, in counter order.
+            pub const ALL: [Self; [$(Self::$rule),*].len()] = [$(Self::$rule),*];
+
+            /// The rule id (`"C1"`).
+            pub const fn rule(self) -> &'static str {
+                match self {
+                    $(Self::$rule => stringify!($rule),)*
+                }
+            }
+        }
+    };
+}
+
+breaches! {
     /// L17: an object closed while another call on it was still running.
-    L17 = 0,
+    L17,
     /// C1: GetCqResults, GetCqResultsEx or ArmCq entered a CQ while another
     /// of them was running on it.
-    C1 = 1,
+    C1,
     /// X5: a QP posted to, or a connector connected, after its connection
     /// ended.
-    X5 = 2,
+    X5,
     /// D5: a QP flushed, disconnected or closed while its last accepted
     /// initiator request carried the DEFER flag (a chain left un-rung).
-    D5 = 3,
+    D5,
     /// X7: a connector's Disconnect while initiator requests posted on its
     /// QP have not completed.
-    X7 = 4,
+    X7,
     /// M22: an accepted post naming a token (an SGE's, or a Read's or
     /// Write's remote token) the consumer itself invalidated earlier and did
     /// not register again.
-    M22 = 5,
+    M22,
     /// M33: an accepted post whose privileged-token SGE, or a FastRegister
     /// whose page, names a logical address outside every LAM of the adapter.
-    M33 = 6,
+    M33,
     /// C4: a CQ re-armed from its notification callback while it still holds
     /// results, a second time in a row with no reap in between: a provider
     /// may satisfy such an arm at once, and the callback loops.
-    C4 = 7,
+    C4,
     /// I3: a consumer callback that ran longer than the bound
     /// ([`callback_bound`]) measured by the provider's clock.
-    I3 = 8,
+    I3,
     /// P2: a work-request call entering a queue (a QP's initiator or receive
     /// queue, an SRQ) while another one runs on it.
-    P2 = 9,
+    P2,
 }
 
 impl Breach {
-    /// Every kind, in counter order.
-    pub const ALL: [Self; 10] = [
-        Self::L17,
-        Self::C1,
-        Self::X5,
-        Self::D5,
-        Self::X7,
-        Self::M22,
-        Self::M33,
-        Self::C4,
-        Self::I3,
-        Self::P2,
-    ];
-
-    /// The rule id (`"C1"`).
-    pub const fn rule(self) -> &'static str {
-        match self {
-            Self::L17 => "L17",
-            Self::C1 => "C1",
-            Self::X5 => "X5",
-            Self::D5 => "D5",
-            Self::X7 => "X7",
-            Self::M22 => "M22",
-            Self::M33 => "M33",
-            Self::C4 => "C4",
-            Self::I3 => "I3",
-            Self::P2 => "P2",
-        }
-    }
-
     /// The kind whose discriminant is `index` (`ALL` is in that order).
     fn from_index(index: u8) -> Option<Self> {
         Self::ALL.get(usize::from(index)).copied()
@@ -104,11 +97,11 @@ impl Breach {
 #[repr(u8)]
 pub enum Mode {
     /// Only L17 is reported (the default).
-    Off = 0,
+    Off,
     /// Every kind is watched and reported.
-    Report = 1,
+    Report,
     /// As `Report`, and the first breach stops the machine.
-    Stop = 2,
+    Stop,
 }
 
 /// The mode of this provider instance (a [`Mode`] as its `u8`).
@@ -123,8 +116,8 @@ pub fn checked() -> bool {
 /// The current mode.
 pub fn mode() -> Mode {
     match MODE.load(Relaxed) {
-        1 => Mode::Report,
-        2 => Mode::Stop,
+        mode if mode == Mode::Report as u8 => Mode::Report,
+        mode if mode == Mode::Stop as u8 => Mode::Stop,
         _ => Mode::Off,
     }
 }
@@ -385,15 +378,7 @@ pub fn reported(object: *const core::ffi::c_void, breach: Breach) -> Option<Repo
 
 /// Calls `each` with every kept report, oldest first; returns how many.
 pub fn each_report(mut each: impl FnMut(&Report)) -> usize {
-    let newest = REPORTED.load(Relaxed);
-    let mut count = 0;
-    for seq in newest.saturating_sub(KEPT)..newest {
-        if let Some(report) = kept(seq) {
-            each(&report);
-            count += 1;
-        }
-    }
-    count
+    each_numbered_report(|_, report| each(report))
 }
 
 /// Calls `each` with every kept report and its number, oldest first;
@@ -410,14 +395,14 @@ pub fn each_numbered_report(mut each: impl FnMut(usize, &Report)) -> usize {
     count
 }
 
-/// Reports made so far (every kind), kept or not.
-pub fn reported_total() -> usize {
-    REPORTED.load(Relaxed)
-}
-
 /// How many times the consumer broke `breach` so far (every adapter).
 pub fn breaches(breach: Breach) -> usize {
     BREACHES.get(breach as usize).map_or(0, |c| c.load(Relaxed))
+}
+
+/// Reports made so far (every kind), kept or not.
+pub fn reported_total() -> usize {
+    REPORTED.load(Relaxed)
 }
 
 // ----- the watches that need state of their own -------------------------------
@@ -444,7 +429,7 @@ pub fn serialize<'a>(
     object: usize,
 ) -> Option<Claimed<'a>> {
     if checked() {
-        claim(cell, slot, breach, object_type, object)
+        claim(cell, slot, breach, (object_type, object))
     } else {
         None
     }
@@ -455,8 +440,7 @@ fn claim<'a>(
     cell: &'a AtomicPtr<Slot>,
     slot: &'static Slot,
     breach: Breach,
-    object_type: NdkObjectType,
-    object: usize,
+    (object_type, object): (NdkObjectType, usize),
 ) -> Option<Claimed<'a>> {
     match cell.compare_exchange(core::ptr::null_mut(), slot_ptr(slot), Acquire, Relaxed) {
         Ok(_) => {

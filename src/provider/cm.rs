@@ -34,29 +34,22 @@
 //! and its Disconnect then succeeds) that does not wait for the peer; the
 //! close completes once the connection's DMA has finished (X1, L21).
 
-#![expect(
-    clippy::too_many_arguments,
-    reason = "a slot's method takes the C slot's parameters (dispatch::ndk_table)"
-)]
-
 use core::ffi::c_void;
 
 use super::adapter::Adapter;
-use super::created;
 use super::dispatch::ndk_table;
 use super::object::{Entered, Event, Holder, Kind, Object, Parents, Slot};
 use super::qp::{self, Qp};
 use crate::abi::{
     AF_INET, AF_INET6, Boolean, In6Addr, InAddr, NdkConnector, NdkConnectorDispatch,
-    NdkFnConnectEventCallback, NdkFnCreateCompletion, NdkFnDisconnectEventCallback,
-    NdkFnRequestCompletion, NdkListener, NdkListenerDispatch, NdkObjectType, NdkQp,
-    NdkSharedEndpoint, NdkSharedEndpointDispatch, NtStatus, STATUS_ADDRESS_ALREADY_EXISTS,
-    STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED, STATUS_CONNECTION_ABORTED,
-    STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE,
-    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_ADDRESS, STATUS_INVALID_BUFFER_SIZE,
-    STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_IO_TIMEOUT,
-    STATUS_NETWORK_UNREACHABLE, STATUS_PENDING, STATUS_SHARING_VIOLATION, STATUS_SUCCESS,
-    STATUS_TOO_MANY_ADDRESSES, SockAddr, SockAddrIn, SockAddrIn6,
+    NdkFnConnectEventCallback, NdkFnDisconnectEventCallback, NdkFnRequestCompletion, NdkListener,
+    NdkListenerDispatch, NdkObjectType, NdkQp, NdkSharedEndpoint, NdkSharedEndpointDispatch,
+    NtStatus, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED,
+    STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED,
+    STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_ADDRESS,
+    STATUS_INVALID_BUFFER_SIZE, STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER,
+    STATUS_IO_TIMEOUT, STATUS_NETWORK_UNREACHABLE, STATUS_PENDING, STATUS_SHARING_VIOLATION,
+    STATUS_SUCCESS, STATUS_TOO_MANY_ADDRESSES, SockAddr, SockAddrIn, SockAddrIn6,
 };
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::cm::{
@@ -351,50 +344,48 @@ impl Connector {
     }
 }
 
-impl Kind for Connector {
-    const TYPE: NdkObjectType = NdkObjectType::CONNECTOR;
-    fn begin_close(object: &Object<Self>) {
-        // L20/L21: cancels what is pending and, when connected, disconnects
-        // gracefully; held until that work and its callbacks are over.
-        object.hold();
-        if object.inner.rnic.close() == CloseState::Done {
-            object.release();
-        }
-    }
-    fn finish_close(object: &Object<Self>) {
-        object.inner.bridge.untie();
-    }
-}
-
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector at NdkConnector,
+    static CONNECTOR_DISPATCH: NdkConnectorDispatch for Connector (CONNECTOR) at NdkConnector,
         close ndk_close_connector = "NdkCloseConnector";
-    ndk_connect = "NdkConnect" => connect(qp: *mut NdkQp, src: *const SockAddr, src_length: u32,
-        dst: *const SockAddr, dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32,
-        data: *const c_void, data_length: u32, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void) -> NtStatus, then watched();
+    ndk_connect = "NdkConnect" => connect(Connect { qp: *mut NdkQp, src: *const SockAddr,
+        src_length: u32, dst: *const SockAddr, dst_length: u32, inbound_read_limit: u32,
+        outbound_read_limit: u32, data: *const c_void, data_length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void }) -> NtStatus,
+        then watched();
     ndk_connect_with_shared_endpoint = "NdkConnectWithSharedEndpoint" => connect_with_shared_endpoint(
-        qp: *mut NdkQp, endpoint: *mut NdkSharedEndpoint, dst: *const SockAddr, dst_length: u32,
-        inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void, data_length: u32,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
-    ndk_complete_connect = "NdkCompleteConnect" => complete_connect(
+        ConnectShared { qp: *mut NdkQp, endpoint: *mut NdkSharedEndpoint, dst: *const SockAddr,
+        dst_length: u32, inbound_read_limit: u32, outbound_read_limit: u32, data: *const c_void,
+        data_length: u32, completion: Option<NdkFnRequestCompletion>, context: *mut c_void })
+        -> NtStatus;
+    ndk_complete_connect = "NdkCompleteConnect" => complete_connect(CompleteConnect {
         disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
-    ndk_accept = "NdkAccept" => accept(qp: *mut NdkQp, inbound_read_limit: u32,
+        _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void }) -> NtStatus;
+    ndk_accept = "NdkAccept" => accept(Accept { qp: *mut NdkQp, inbound_read_limit: u32,
         outbound_read_limit: u32, data: *const c_void, data_length: u32,
         disconnect_event: Option<NdkFnDisconnectEventCallback>, disconnect_context: *mut c_void,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void }) -> NtStatus;
     ndk_reject = "NdkReject" => reject(data: *const c_void, data_length: u32) -> NtStatus;
-    ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(
+    ndk_get_connection_data = "NdkGetConnectionData" => get_connection_data(ConnectionData {
         inbound_read_limit: *mut u32, outbound_read_limit: *mut u32, data: *mut c_void,
-        data_length: *mut u32) -> NtStatus;
+        data_length: *mut u32 }) -> NtStatus;
     ndk_get_local_address = "NdkGetLocalAddress" => get_local_address(address: *mut SockAddr,
         length: *mut u32) -> NtStatus;
     ndk_get_peer_address = "NdkGetPeerAddress" => get_peer_address(address: *mut SockAddr,
         length: *mut u32) -> NtStatus;
     ndk_disconnect = "NdkDisconnect" => disconnect(completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void) -> NtStatus;
+}
+
+impl Kind for Connector {
+    fn begin_close(object: &Object<Self>) {
+        // L20/L21: cancels what is pending and, when connected, disconnects
+        // gracefully; held until that work and its callbacks are over.
+        object.hold_through(|| object.inner.rnic.close() == CloseState::Done);
+    }
+    fn finish_close(object: &Object<Self>) {
+        object.inner.bridge.untie();
+    }
 }
 
 /// Wraps `rnic` in a connector object on `adapter`, a successor of
@@ -425,19 +416,9 @@ fn new_connector(
 }
 
 /// `NdkCreateConnector` (L7: inline).
-pub(super) unsafe fn create_connector(
-    adapter: &Object<Adapter>,
-    completion: Option<NdkFnCreateCompletion>,
-    context: *mut c_void,
-    out: *mut *mut NdkConnector,
-) -> NtStatus {
-    // SAFETY: the consumer's out-pointer, completion and its context.
-    unsafe {
-        created(out, (completion, context), || {
-            let rnic = rcm::Connector::new(adapter.inner.addresses()).map_err(status)?;
-            new_connector(adapter, None, rnic)
-        })
-    }
+pub(super) fn create_connector(adapter: &Object<Adapter>) -> Result<*mut NdkConnector, NtStatus> {
+    let rnic = rcm::Connector::new(adapter.inner.addresses()).map_err(status)?;
+    new_connector(adapter, None, rnic)
 }
 
 /// Starts a Connect or ConnectWithSharedEndpoint: records the completion,
@@ -496,43 +477,17 @@ fn watched(connector: &Object<Connector>, slot: &'static Slot, status: NtStatus)
 /// `NdkConnect` (N2, N8, N12, N17, N20): pending until the peer accepts
 /// (then `STATUS_SUCCESS`) or refuses (`STATUS_CONNECTION_REFUSED`); never
 /// times out (N29).
-unsafe fn connect(
-    connector: &Object<Connector>,
-    qp: *mut NdkQp,
-    src: *const SockAddr,
-    src_length: u32,
-    dst: *const SockAddr,
-    dst_length: u32,
-    inbound_read_limit: u32,
-    outbound_read_limit: u32,
-    data: *const c_void,
-    data_length: u32,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
+unsafe fn connect(connector: &Object<Connector>, args: Connect) -> NtStatus {
+    let (src, dst) = ((args.src, args.src_length), (args.dst, args.dst_length));
+    let data = (args.data, args.data_length);
+    let slot = &Slot("NdkConnect");
     // SAFETY: the consumer's arguments, as `ConnectArgs::read` takes them.
-    let args = unsafe {
-        ConnectArgs::read(
-            qp,
-            Some((src, src_length)),
-            (dst, dst_length),
-            (data, data_length),
-            completion,
-            &Slot("NdkConnect"),
-        )
-    };
-    let args = match args {
-        Ok(args) => args,
+    let read = unsafe { ConnectArgs::read(args.qp, Some(src), dst, data, args.completion, slot) };
+    let (qp, src, dst, data, completion) = match read {
+        Ok(read) => (read.qp, read.src, read.dst, read.data, read.completion),
         Err(status) => return status,
     };
-    let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
-    let ConnectArgs {
-        qp,
-        src,
-        dst,
-        data,
-        completion,
-    } = args;
+    let limits = ReadLimits::new(args.inbound_read_limit, args.outbound_read_limit);
     let Some(src) = src else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -540,7 +495,7 @@ unsafe fn connect(
         &connector.arc(),
         &qp,
         None,
-        (completion, context as usize),
+        (completion, args.context as usize),
         |rnic| rnic.connect(qp::rnic_qp(&qp), src, dst, limits, data),
     )
 }
@@ -599,44 +554,27 @@ impl ConnectArgs<'_> {
 /// four-tuple exists.
 unsafe fn connect_with_shared_endpoint(
     connector: &Object<Connector>,
-    qp: *mut NdkQp,
-    endpoint: *mut NdkSharedEndpoint,
-    dst: *const SockAddr,
-    dst_length: u32,
-    inbound_read_limit: u32,
-    outbound_read_limit: u32,
-    data: *const c_void,
-    data_length: u32,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
+    args: ConnectShared,
 ) -> NtStatus {
     const SLOT: &Slot = &Slot("NdkConnectWithSharedEndpoint");
     // SAFETY: the consumer passes its shared endpoint.
-    let Some(endpoint) = (unsafe { Object::<SharedEndpoint>::from_ptr(endpoint.cast(), SLOT) })
-    else {
+    let endpoint = unsafe { Object::<SharedEndpoint>::from_ptr(args.endpoint.cast(), SLOT) };
+    let Some(endpoint) = endpoint else {
         return STATUS_INVALID_PARAMETER;
     };
+    let (dst, data) = ((args.dst, args.dst_length), (args.data, args.data_length));
     // SAFETY: the consumer's arguments, as `ConnectArgs::read` takes them.
-    let args = unsafe {
-        ConnectArgs::read(
-            qp,
-            None,
-            (dst, dst_length),
-            (data, data_length),
-            completion,
-            SLOT,
-        )
-    };
-    let (qp, dst, data, completion) = match args {
-        Ok(args) => (args.qp, args.dst, args.data, args.completion),
+    let read = unsafe { ConnectArgs::read(args.qp, None, dst, data, args.completion, SLOT) };
+    let (qp, dst, data, completion) = match read {
+        Ok(read) => (read.qp, read.dst, read.data, read.completion),
         Err(status) => return status,
     };
-    let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
+    let limits = ReadLimits::new(args.inbound_read_limit, args.outbound_read_limit);
     start_connect(
         &connector.arc(),
         &qp,
         Some(&endpoint),
-        (completion, context as usize),
+        (completion, args.context as usize),
         |rnic| rnic.connect_shared(qp::rnic_qp(&qp), &endpoint.inner.rnic, dst, limits, data),
     )
 }
@@ -644,20 +582,13 @@ unsafe fn connect_with_shared_endpoint(
 /// `NdkCompleteConnect` (N13, N14): inline. Connects both QPs and completes
 /// the peer's Accept; `STATUS_CONNECTION_INVALID` when not connecting or the
 /// QP is no longer idle, `STATUS_CONNECTION_ABORTED` when the peer gave up.
-unsafe fn complete_connect(
-    connector: &Object<Connector>,
-    disconnect_event: Option<NdkFnDisconnectEventCallback>,
-    disconnect_context: *mut c_void,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
-) -> NtStatus {
+unsafe fn complete_connect(connector: &Object<Connector>, args: CompleteConnect) -> NtStatus {
     let connector = connector.arc();
     let bridge = &connector.inner.bridge;
+    let context = args.disconnect_context as usize;
+    let indication = args.disconnect_event.map(|callback| (callback, context));
     // Registered first: an indication may follow establishment at once.
-    let previous = core::mem::replace(
-        &mut bridge.requests.lock().indication,
-        disconnect_event.map(|callback| (callback, disconnect_context as usize)),
-    );
+    let previous = core::mem::replace(&mut bridge.requests.lock().indication, indication);
     match connector.inner.rnic.complete_connect() {
         Ok(()) => STATUS_SUCCESS,
         Err(error) => {
@@ -670,27 +601,17 @@ unsafe fn complete_connect(
 
 /// `NdkAccept` (N15, N17, N20): pending until the active side completes the
 /// connection; `STATUS_CONNECTION_ABORTED` when it gave up.
-unsafe fn accept(
-    connector: &Object<Connector>,
-    qp: *mut NdkQp,
-    inbound_read_limit: u32,
-    outbound_read_limit: u32,
-    data: *const c_void,
-    data_length: u32,
-    disconnect_event: Option<NdkFnDisconnectEventCallback>,
-    disconnect_context: *mut c_void,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
+unsafe fn accept(connector: &Object<Connector>, args: Accept) -> NtStatus {
     // SAFETY: the consumer passes its QP.
-    let Some(qp) = (unsafe { Object::<Qp>::from_ptr(qp.cast(), &Slot("NdkAccept")) }) else {
+    let Some(qp) = (unsafe { Object::<Qp>::from_ptr(args.qp.cast(), &Slot("NdkAccept")) }) else {
         return STATUS_INVALID_PARAMETER;
     };
-    let Some(completion) = completion else {
+    let Some(completion) = args.completion else {
         return STATUS_INVALID_PARAMETER;
     };
+    let (context, disconnect_context) = (args.context, args.disconnect_context);
     // SAFETY: the consumer's private data covers its length.
-    let data = match unsafe { private_data(data, data_length) } {
+    let data = match unsafe { private_data(args.data, args.data_length) } {
         Ok(data) => data,
         Err(status) => return status,
     };
@@ -702,13 +623,13 @@ unsafe fn accept(
             return STATUS_CONNECTION_INVALID;
         }
         r.accept = Some((completion, context as usize));
-        r.indication = disconnect_event.map(|callback| (callback, disconnect_context as usize));
+        r.indication = (args.disconnect_event).map(|c| (c, disconnect_context as usize));
         let tie: Arc<dyn Holder> = qp.arc();
         tie.hold();
         r.qp = Some(tie);
         *bridge.qp.lock() = Arc::downgrade(&qp.arc());
     }
-    let limits = ReadLimits::new(inbound_read_limit, outbound_read_limit);
+    let limits = ReadLimits::new(args.inbound_read_limit, args.outbound_read_limit);
     match connector.inner.rnic.accept(qp::rnic_qp(&qp), limits, data) {
         Ok(()) => STATUS_PENDING,
         Err(error) => {
@@ -736,13 +657,10 @@ unsafe fn reject(connector: &Object<Connector>, data: *const c_void, data_length
 }
 
 /// `NdkGetConnectionData` (N18–N20).
-unsafe fn get_connection_data(
-    connector: &Object<Connector>,
-    inbound_read_limit: *mut u32,
-    outbound_read_limit: *mut u32,
-    data: *mut c_void,
-    data_length: *mut u32,
-) -> NtStatus {
+unsafe fn get_connection_data(connector: &Object<Connector>, args: ConnectionData) -> NtStatus {
+    let (data, data_length) = (args.data, args.data_length);
+    let (inbound_read_limit, outbound_read_limit) =
+        (args.inbound_read_limit, args.outbound_read_limit);
     if data_length.is_null() {
         return STATUS_INVALID_PARAMETER;
     }
@@ -916,57 +834,35 @@ pub struct Listener {
     bridge: Arc<ListenerBridge>,
 }
 
-impl Kind for Listener {
-    const TYPE: NdkObjectType = NdkObjectType::LISTENER;
-    fn begin_close(object: &Object<Self>) {
-        // N6: requests are turned away from now on; the close stays pending
-        // while a connect event is being delivered (L21) and, through the
-        // object ties, until the connectors it produced are closed (N7, L24).
-        object.hold();
-        if object.inner.rnic.close() == CloseState::Done {
-            object.release();
-        }
-    }
-}
-
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static LISTENER_DISPATCH: NdkListenerDispatch for Listener at NdkListener,
+    static LISTENER_DISPATCH: NdkListenerDispatch for Listener (LISTENER) at NdkListener,
         close ndk_close_listener = "NdkCloseListener";
-    ndk_listen = "NdkListen" => listen(address: *const SockAddr, length: u32,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_listen = "NdkListen" => listen(Listen { address: *const SockAddr, length: u32,
+        completion: Option<NdkFnRequestCompletion>, context: *mut c_void }) -> NtStatus;
     ndk_get_local_address = "NdkGetLocalAddress" => get_listener_address(address: *mut SockAddr,
         length: *mut u32) -> NtStatus;
     ndk_control_connect_events = "NdkControlConnectEvents" => control_connect_events(pause: Boolean
     );
 }
 
-/// `NdkCreateListener` (L7: inline). The connect-event callback is required.
-pub(super) unsafe fn create_listener(
-    adapter: &Object<Adapter>,
-    event: Option<NdkFnConnectEventCallback>,
-    event_context: *mut c_void,
-    completion: Option<NdkFnCreateCompletion>,
-    context: *mut c_void,
-    out: *mut *mut NdkListener,
-) -> NtStatus {
-    let Some(callback) = event else {
-        return STATUS_INVALID_PARAMETER;
-    };
-    // SAFETY: the consumer's out-pointer, completion and its context.
-    unsafe {
-        created(out, (completion, context), || {
-            new_listener(adapter, callback, event_context)
-        })
+impl Kind for Listener {
+    fn begin_close(object: &Object<Self>) {
+        // N6: requests are turned away from now on; the close stays pending
+        // while a connect event is being delivered (L21) and, through the
+        // object ties, until the connectors it produced are closed (N7, L24).
+        object.hold_through(|| object.inner.rnic.close() == CloseState::Done);
     }
 }
 
-/// The listener of [`create_listener`], tied to its bridge.
-fn new_listener(
+/// `NdkCreateListener` (L7: inline): a listener tied to its bridge. The
+/// connect-event callback is required.
+pub(super) fn create_listener(
     adapter: &Object<Adapter>,
-    callback: NdkFnConnectEventCallback,
+    event: Option<NdkFnConnectEventCallback>,
     event_context: *mut c_void,
 ) -> Result<*mut NdkListener, NtStatus> {
+    let callback = event.ok_or(STATUS_INVALID_PARAMETER)?;
     let bridge = Arc::new(ListenerBridge {
         object: SpinLock::new(Weak::new()),
         adapter: adapter.arc(),
@@ -1003,15 +899,10 @@ fn new_listener(
 /// Failures: `STATUS_SHARING_VIOLATION`, `STATUS_INVALID_ADDRESS`,
 /// `STATUS_TOO_MANY_ADDRESSES`, `STATUS_INSUFFICIENT_RESOURCES`;
 /// `STATUS_INVALID_DEVICE_REQUEST` when already listening.
-unsafe fn listen(
-    listener: &Object<Listener>,
-    address: *const SockAddr,
-    length: u32,
-    completion: Option<NdkFnRequestCompletion>,
-    context: *mut c_void,
-) -> NtStatus {
+unsafe fn listen(listener: &Object<Listener>, args: Listen) -> NtStatus {
+    let (completion, context) = (args.completion, args.context);
     // SAFETY: the consumer's address covers its length (N2).
-    let local = match unsafe { read_address(address, length) } {
+    let local = match unsafe { read_address(args.address, args.length) } {
         Ok(local) => local,
         Err(status) => return status,
     };
@@ -1065,8 +956,16 @@ pub struct SharedEndpoint {
     rnic: rcm::SharedEndpoint,
 }
 
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch
+        for SharedEndpoint (SHARED_ENDPOINT) at NdkSharedEndpoint,
+        close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
+    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(address: *mut SockAddr,
+        length: *mut u32) -> NtStatus;
+}
+
 impl Kind for SharedEndpoint {
-    const TYPE: NdkObjectType = NdkObjectType::SHARED_ENDPOINT;
     fn begin_close(object: &Object<Self>) {
         // N10: the endpoint's own reference goes; connectors connected
         // through it keep the address in use, and (as successors) the close
@@ -1075,33 +974,20 @@ impl Kind for SharedEndpoint {
     }
 }
 
-ndk_table! {
-    /// The dispatch table of every object of this type.
-    static ENDPOINT_DISPATCH: NdkSharedEndpointDispatch for SharedEndpoint at NdkSharedEndpoint,
-        close ndk_close_shared_endpoint = "NdkCloseSharedEndpoint";
-    ndk_get_local_address = "NdkGetLocalAddress" => get_endpoint_address(address: *mut SockAddr,
-        length: *mut u32) -> NtStatus;
-}
-
 /// `NdkCreateSharedEndpoint` (N9, L7: inline): fails like Listen (N3).
+///
+/// # Safety
+/// The consumer's address covers its length (N2).
 pub(super) unsafe fn create_shared_endpoint(
     adapter: &Object<Adapter>,
     address: *const SockAddr,
     address_length: u32,
-    completion: Option<NdkFnCreateCompletion>,
-    context: *mut c_void,
-    out: *mut *mut NdkSharedEndpoint,
-) -> NtStatus {
-    let create = || {
-        // SAFETY: the consumer's address covers its length (N2).
-        let local = unsafe { read_address(address, address_length) }?;
-        let rnic = rcm::SharedEndpoint::new(adapter.inner.addresses(), local).map_err(status)?;
-        Ok(Object::create_under(adapter, SharedEndpoint { rnic })?
-            .as_ptr()
-            .cast())
-    };
-    // SAFETY: the consumer's out-pointer, completion and its context.
-    unsafe { created(out, (completion, context), create) }
+) -> Result<*mut NdkSharedEndpoint, NtStatus> {
+    // SAFETY: the caller's contract.
+    let local = unsafe { read_address(address, address_length) }?;
+    let rnic = rcm::SharedEndpoint::new(adapter.inner.addresses(), local).map_err(status)?;
+    let object = Object::create_under(adapter, SharedEndpoint { rnic })?;
+    Ok(object.as_ptr().cast())
 }
 
 /// `NdkGetSharedEndpointLocalAddress` (N9, N22).

@@ -107,23 +107,12 @@ impl CqNotify for Notifier {
     }
 }
 
-impl Kind for Cq {
-    const TYPE: NdkObjectType = NdkObjectType::CQ;
-    fn begin_close(object: &Object<Self>) {
-        // L21/L23: a running notification keeps the close pending.
-        object.hold();
-        if object.inner.rnic.close() == CloseState::Done {
-            object.release();
-        }
-    }
-}
-
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static DISPATCH: NdkCqDispatch for Cq at NdkCq,
+    static DISPATCH: NdkCqDispatch for Cq (CQ) at NdkCq,
         close ndk_close_cq = "NdkCloseCq";
-    ndk_resize_cq = "NdkResizeCq" => resize(depth: u32, completion: Option<NdkFnRequestCompletion>,
-        context: *mut c_void) -> NtStatus;
+    ndk_resize_cq = "NdkResizeCq" => resize(Resize { depth: u32,
+        _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void }) -> NtStatus;
     ndk_arm_cq = "NdkArmCq" => arm(notify_type: NdkCqNotifyType);
     ndk_get_cq_results = "NdkGetCqResults" => get_results(results: *mut NdkResult, n: u32) -> u32;
     ndk_control_cq_interrupt_moderation = "NdkControlCqInterruptModeration" => control_moderation(
@@ -132,7 +121,14 @@ ndk_table! {
     ) -> u32;
 }
 
-/// Creates a CQ on `adapter` (L12).
+impl Kind for Cq {
+    fn begin_close(object: &Object<Self>) {
+        // L21/L23: a running notification keeps the close pending.
+        object.hold_through(|| object.inner.rnic.close() == CloseState::Done);
+    }
+}
+
+/// Creates a CQ on `adapter` (L12; `NdkCreateCq`, `adapter::create_cq`).
 pub(super) fn create(
     adapter: &Object<Adapter>,
     depth: u32,
@@ -166,12 +162,8 @@ pub(super) fn create(
 }
 
 /// `NdkResizeCq` (K2, K4): inline.
-unsafe fn resize(
-    cq: &Object<Cq>,
-    depth: u32,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
-) -> NtStatus {
+unsafe fn resize(cq: &Object<Cq>, args: Resize) -> NtStatus {
+    let depth = args.depth;
     let max = cq.inner.notifier.device.limits().max_cq_depth;
     if depth > max {
         return STATUS_INVALID_PARAMETER;

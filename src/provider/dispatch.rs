@@ -32,6 +32,8 @@ impl Slot {
 
 /// The dispatch table of an object type, written by [`ndk_table!`].
 pub trait Table {
+    /// `NDK_OBJECT_TYPE` of the objects the table serves.
+    const TYPE: crate::abi::NdkObjectType;
     /// The close slot's name (`"NdkCloseQp"`); `None` for the adapter,
     /// which closes through NDIS (or `SoftNdkCloseAdapter` in host mode).
     const CLOSE: Option<Slot>;
@@ -72,22 +74,36 @@ impl Refusal for () {
 ///
 /// ```text
 /// ndk_table! {
-///     static QP_DISPATCH: NdkQpDispatch for Qp at NdkQp, close ndk_close_qp = "NdkCloseQp";
+///     static QP_DISPATCH: NdkQpDispatch for Qp (QP) at NdkQp, close ndk_close_qp = "NdkCloseQp";
 ///     ndk_flush = "NdkFlush" => flush();
 ///     ndk_send = "NdkSend" => send(context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32) -> NtStatus;
+///     ndk_accept = "NdkAccept" => accept(Accept { qp: *mut NdkQp, … }) -> NtStatus;
+///     ndk_create_mr = "NdkCreateMr" => create_mr(fast_register: Boolean), creates NdkMr;
 /// }
 /// ```
 ///
+/// The header names the table's C type, the provider state of its objects
+/// and their `NDK_OBJECT_TYPE` (`Table::TYPE`), and the C object type.
 /// Every slot `field = "Name" => method(params) -> R` becomes an
 /// `unsafe extern "system" fn field(object: *mut NdkX, params) -> R`, an item
 /// of the table's initializer (so `QP_DISPATCH::ndk_send` in a profile), that
 /// enters the object ([`Object::from_ptr`](super::object::Object::from_ptr),
 /// which checks type and tag) and calls `method(&object, params)`, or returns
-/// [`Refusal::refused`] for anything else. `close` (absent for the adapter,
-/// which closes through NDIS) becomes the table's `NdkCloseObject`. A slot
-/// ending `, then after(extra…)` passes what the method returned through
-/// `after(&object, SLOT, extra…, result)` before the call leaves the object
-/// (the QP's checked-mode watch of its posts, D5, X5).
+/// [`Refusal::refused`] for anything else. The slot's C parameters are
+/// written once, here: with `method(Args { params })` the macro also
+/// declares `struct Args` with one field per parameter and calls
+/// `method(&object, Args { params })` (for slots of many parameters, whose
+/// method then reads `args.field`).
+///
+/// A slot ending `, creates NdkX` is a create (L5–L7): its C slot also takes
+/// the create completion, its context and the out-pointer (`NdkX**`), and
+/// returns a status; the thunk refuses a null out-pointer, calls
+/// `method(&object, params) -> Result<*mut NdkX, NtStatus>` and hands what it
+/// made to the consumer ([`created`](super::created)). `close` (absent for
+/// the adapter, which closes through NDIS) becomes the table's
+/// `NdkCloseObject`. A slot ending `, then after(extra…)` passes what the
+/// method returned through `after(&object, SLOT, extra…, result)` before the
+/// call leaves the object (the QP's checked-mode watch of its posts, D5, X5).
 ///
 /// Why the SAFETY comments of the pattern hold for every instance: a thunk
 /// is reachable only through its table, and the table only through the
@@ -96,16 +112,20 @@ impl Refusal for () {
 /// argument of every slot and keeps it open until its close completes (L19),
 /// which is `from_ptr`'s contract; `from_ptr` refuses anything whose header
 /// type and tag are not this type's. The other arguments are passed through
-/// unchanged, so a method receives exactly what the C slot's contract
-/// promises, and an `unsafe fn` method asks no more than that.
+/// unchanged (or gathered unchanged in the slot's `Args`), so a method
+/// receives exactly what the C slot's contract promises, and an `unsafe fn`
+/// method asks no more than that. A create's out-pointer, completion and
+/// context are the consumer's for this create by the same contract.
 macro_rules! ndk_table {
     (
         $(#[$meta:meta])*
-        static $table:ident: $Table:ident for $Kind:ident at $Ndk:ident
+        static $table:ident: $Table:ident for $Kind:ident ($Type:ident) at $Ndk:ident
             $(, close $close:ident = $close_name:literal)?;
-        $($field:ident = $name:literal => $method:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
-            $(, then $after:ident($($extra:expr),*))?;)*
+        $($field:ident = $name:literal => $method:ident $params:tt $(-> $ret:ty)?
+            $(, creates $out:ty)? $(, then $after:ident($($extra:expr),*))?;)*
     ) => {
+        $($crate::provider::dispatch::ndk_table!(@args $name $params);)*
+
         $(#[$meta])*
         static $table: $Table = {
             $(
@@ -127,38 +147,8 @@ macro_rules! ndk_table {
         )?
 
         $(
-            #[doc = concat!("`", $name, "`: enters the object, then [`", stringify!($method), "`].")]
-            unsafe extern "system" fn $field(object: *mut $Ndk, $($arg: $ty),*) $(-> $ret)? {
-                const SLOT: &$crate::provider::dispatch::Slot =
-                    &$crate::provider::dispatch::Slot($name);
-                let method: unsafe fn(&$crate::provider::object::Object<$Kind>, $($ty),*) $(-> $ret)? =
-                    $method;
-                // SAFETY: the consumer calls this slot of this table with its
-                // object first, an object whose close has not completed (L19)
-                // — the contract of `from_ptr`, which refuses null, foreign
-                // and other-type pointers.
-                let entered = unsafe {
-                    $crate::provider::object::Object::<$Kind>::from_ptr(object.cast(), SLOT)
-                };
-                match entered {
-                    Some(entered) => {
-                        // Host mode only: a test's hook may hold the call
-                        // here, inside the object (and again after the
-                        // method, before it leaves); one relaxed load when
-                        // no hook is installed. Not in the driver build.
-                        #[cfg(not(target_os = "windows"))]
-                        let _hook = $crate::provider::dispatch::hook::Inside::enter(SLOT, object.cast());
-                        // SAFETY: the other arguments are the consumer's, valid
-                        // as the slot's C contract says (ndk-abi.md §4); no
-                        // method asks more of them than that contract, and the
-                        // guard keeps the object alive for the call.
-                        let result = unsafe { method(&entered, $($arg),*) };
-                        $(let result = $after(&entered, SLOT, $($extra,)* result);)?
-                        result
-                    }
-                    None => $crate::provider::dispatch::Refusal::refused(),
-                }
-            }
+            $crate::provider::dispatch::ndk_table!(@slot $Kind, $Ndk, $field, $name, $method $params
+                [$($ret)?] [$($out)?] [$($after($($extra),*))?]);
         )*
             $Table {
                 $($close,)?
@@ -168,6 +158,7 @@ macro_rules! ndk_table {
         };
 
         impl $crate::provider::dispatch::Table for $Kind {
+            const TYPE: $crate::abi::NdkObjectType = $crate::abi::NdkObjectType::$Type;
             const CLOSE: Option<$crate::provider::dispatch::Slot> =
                 $crate::provider::dispatch::ndk_table!(@close $($close_name)?);
             const SLOTS: &'static [$crate::provider::dispatch::Slot] =
@@ -180,6 +171,100 @@ macro_rules! ndk_table {
     };
     (@close $name:literal) => { Some($crate::provider::dispatch::Slot($name)) };
     (@close) => { None };
+
+    // A slot's `Args`, when its parameters are gathered in one.
+    (@args $name:literal ($Args:ident { $($arg:ident: $ty:ty),* $(,)? })) => {
+        #[doc = concat!("The parameters of `", $name, "` after the object, as the C slot passes them.")]
+        #[derive(Clone, Copy)]
+        struct $Args { $($arg: $ty),* }
+    };
+    (@args $name:literal $params:tt) => {};
+
+    // The parameters: gathered in `Args`, or passed one by one.
+    (@slot $Kind:ident, $Ndk:ident, $field:ident, $name:literal,
+        $method:ident ($Args:ident { $($arg:ident: $ty:ty),* $(,)? }) $($rest:tt)*) => {
+        $crate::provider::dispatch::ndk_table!(@form $Kind, $Ndk, $field, $name, $method
+            [$($arg: $ty),*] [$Args] [$Args { $($arg),* }] $($rest)*);
+    };
+    (@slot $Kind:ident, $Ndk:ident, $field:ident, $name:literal,
+        $method:ident ($($arg:ident: $ty:ty),* $(,)?) $($rest:tt)*) => {
+        $crate::provider::dispatch::ndk_table!(@form $Kind, $Ndk, $field, $name, $method
+            [$($arg: $ty),*] [$($ty),*] [$($arg),*] $($rest)*);
+    };
+
+    // A slot that calls its method, or a create.
+    (@form $Kind:ident, $Ndk:ident, $field:ident, $name:literal, $method:ident
+        [$($params:tt)*] $types:tt $call:tt [$($ret:ty)?] [] $then:tt) => {
+        $crate::provider::dispatch::ndk_table!(@thunk $Kind, $Ndk, $field, $name,
+            [$($params)*] [$($ret)?] [call $method $types $call [$($ret)?] $then]);
+    };
+    (@form $Kind:ident, $Ndk:ident, $field:ident, $name:literal, $method:ident
+        [$($arg:ident: $ty:ty),*] $types:tt $call:tt [] [$out:ty] []) => {
+        $crate::provider::dispatch::ndk_table!(@thunk $Kind, $Ndk, $field, $name,
+            [$($arg: $ty,)* completion: Option<$crate::abi::NdkFnCreateCompletion>,
+                context: *mut core::ffi::c_void, out: *mut *mut $out]
+            [$crate::abi::NtStatus] [create $method $types $call $out, completion context out]);
+    };
+
+    // The thunk: enters the object, runs the body inside, or refuses.
+    (@thunk $Kind:ident, $Ndk:ident, $field:ident, $name:literal,
+        [$($arg:ident: $ty:ty),*] [$($ret:ty)?] [$($body:tt)*]) => {
+        #[doc = concat!("`", $name, "`: enters the object, then its method.")]
+        unsafe extern "system" fn $field(object: *mut $Ndk, $($arg: $ty),*) $(-> $ret)? {
+            const SLOT: &$crate::provider::dispatch::Slot =
+                &$crate::provider::dispatch::Slot($name);
+            // SAFETY: the consumer calls this slot of this table with its
+            // object first, an object whose close has not completed (L19)
+            // — the contract of `from_ptr`, which refuses null, foreign
+            // and other-type pointers.
+            let entered = unsafe {
+                $crate::provider::object::Object::<$Kind>::from_ptr(object.cast(), SLOT)
+            };
+            match entered {
+                Some(entered) => {
+                    // Host mode only: a test's hook may hold the call
+                    // here, inside the object (and again after the
+                    // method, before it leaves); one relaxed load when
+                    // no hook is installed. Not in the driver build.
+                    #[cfg(not(target_os = "windows"))]
+                    let _hook = $crate::provider::dispatch::hook::Inside::enter(SLOT, object.cast());
+                    $crate::provider::dispatch::ndk_table!(@$($body)* $Kind, entered, SLOT)
+                }
+                None => $crate::provider::dispatch::Refusal::refused(),
+            }
+        }
+    };
+
+    // The body of a slot that calls its method.
+    (@call $method:ident [$($types:tt)*] [$($call:tt)*] [$($ret:ty)?]
+        [$($after:ident($($extra:expr),*))?] $Kind:ident, $entered:ident, $slot:ident) => {{
+        let method: unsafe fn(&$crate::provider::object::Object<$Kind>, $($types)*) $(-> $ret)? =
+            $method;
+        // SAFETY: the other arguments are the consumer's, valid as the
+        // slot's C contract says (ndk-abi.md §4); no method asks more of
+        // them than that contract, and the guard keeps the object alive
+        // for the call.
+        let result = unsafe { method(&$entered, $($call)*) };
+        $(let result = $after(&$entered, $slot, $($extra,)* result);)?
+        result
+    }};
+
+    // The body of a create (L5–L7).
+    (@create $method:ident [$($types:tt)*] [$($call:tt)*] $out:ty,
+        $completion:ident $context:ident $out_ptr:ident $Kind:ident, $entered:ident, $slot:ident) => {{
+        if $out_ptr.is_null() {
+            return $crate::abi::STATUS_INVALID_PARAMETER;
+        }
+        let create: unsafe fn(
+            &$crate::provider::object::Object<$Kind>, $($types)*
+        ) -> Result<*mut $out, $crate::abi::NtStatus> = $method;
+        // SAFETY: as a method's call: the consumer's arguments, valid as
+        // the slot's C contract says.
+        let made = unsafe { create(&$entered, $($call)*) };
+        // SAFETY: `out` (checked non-null) is the consumer's out-pointer,
+        // and the completion and its context are its own, for this create.
+        unsafe { $crate::provider::created($out_ptr, ($completion, $context), made) }
+    }};
 }
 
 pub(crate) use ndk_table;

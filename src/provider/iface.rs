@@ -238,14 +238,15 @@ mod tests {
         let limits = Limits::DEFAULT;
         let info = adapter_info_from_limits(&limits, AdapterFlags::CQ_RESIZE_SUPPORTED);
         assert_eq!(info.version, PROVIDER_VERSION);
+        // The queues' limits, then the memory's.
         assert_eq!(info.max_cq_depth, limits.max_cq_depth);
         assert_eq!(info.max_receive_queue_depth, limits.max_receive_queue_depth);
+        assert_eq!(info.max_srq_depth, limits.max_srq_depth);
+        assert_eq!(info.rdma_technology, NdkRdmaTechnology::IWARP);
         assert_eq!(info.max_initiator_request_sge, limits.max_initiator_sge);
         assert_eq!(info.max_inline_data_size, limits.max_inline_data);
-        assert_eq!(info.max_srq_depth, limits.max_srq_depth);
-        assert_eq!(info.frmr_page_count, limits.max_fr_pages);
         assert!(info.frmr_page_count >= crate::abi::NDK_MIN_FRMR_PAGE_COUNT);
-        assert_eq!(info.rdma_technology, NdkRdmaTechnology::IWARP);
+        assert_eq!(info.frmr_page_count, limits.max_fr_pages);
         assert_eq!(info.adapter_flags, AdapterFlags::CQ_RESIZE_SUPPORTED.bits());
     }
 

@@ -66,24 +66,22 @@ unsafe extern "system" fn query_extension(
 /// The consumer's create completion and its context (L5).
 type Completion = (Option<crate::abi::NdkFnCreateCompletion>, *mut c_void);
 
-/// Every create slot's end, said once (L5–L7): refuses a null `out` before
-/// anything is made, runs `create`, and hands what it made to the consumer
-/// ([`fault::hand_out`]: through `out`, or later through the completion when
-/// fault injection makes the create pend) or returns its error.
+/// Every create slot's end, said once (L5–L7; `dispatch::ndk_table!` calls
+/// it after refusing a null `out` and running the create): hands what was
+/// made to the consumer ([`fault::hand_out`]: through `out`, or later through
+/// the completion when fault injection makes the create pend) or returns
+/// the create's error.
 ///
 /// # Safety
-/// `out` is null or valid for a pointer-sized write; the completion and its
-/// context are the consumer's for this create.
+/// `out` is non-null and valid for a pointer-sized write; the completion and
+/// its context are the consumer's for this create.
 unsafe fn created<T>(
     out: *mut *mut T,
     (completion, context): Completion,
-    create: impl FnOnce() -> Result<*mut T, NtStatus>,
+    made: Result<*mut T, NtStatus>,
 ) -> NtStatus {
-    if out.is_null() {
-        return crate::abi::STATUS_INVALID_PARAMETER;
-    }
-    match create() {
-        // SAFETY: the caller's contract; `out` checked non-null.
+    match made {
+        // SAFETY: the caller's contract.
         Ok(object) => unsafe { fault::hand_out(out.cast(), object.cast(), completion, context) },
         Err(status) => status,
     }

@@ -16,7 +16,7 @@ use super::pd::Pd;
 use super::status;
 use crate::abi::{
     Boolean, Mdl, MrFlags, NdkFnRequestCompletion, NdkMr, NdkMrDispatch, NdkMw, NdkMwDispatch,
-    NdkObjectType, NtStatus, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+    NtStatus, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::Access;
@@ -43,7 +43,6 @@ pub struct Mr {
 }
 
 impl Kind for Mr {
-    const TYPE: NdkObjectType = NdkObjectType::MR;
     fn begin_close(object: &Object<Self>) {
         // L21: DMA in flight on the region keeps the close pending; the
         // RNIC calls `finish` when the last use ends.
@@ -89,23 +88,24 @@ fn withdraw_dereg(object: &Object<Mr>) {
 
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static MR_DISPATCH: NdkMrDispatch for Mr at NdkMr,
+    static MR_DISPATCH: NdkMrDispatch for Mr (MR) at NdkMr,
         close ndk_close_mr = "NdkCloseMr";
-    ndk_register_mr = "NdkRegisterMr" => register(mdl: *mut Mdl, length: usize, flags: u32,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_register_mr = "NdkRegisterMr" => register(Register { mdl: *mut Mdl, length: usize,
+        flags: u32, _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void })
+        -> NtStatus;
     ndk_deregister_mr = "NdkDeregisterMr" => deregister(completion: Option<NdkFnRequestCompletion>,
         context: *mut c_void) -> NtStatus;
-    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(pages: u32,
-        remote_access: Boolean, completion: Option<NdkFnRequestCompletion>, context: *mut c_void
-    ) -> NtStatus;
+    ndk_initialize_fast_register_mr = "NdkInitializeFastRegisterMr" => initialize_fast(
+        InitializeFast { pages: u32, remote_access: Boolean,
+        _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void }) -> NtStatus;
     ndk_get_remote_token_from_mr = "NdkGetRemoteTokenFromMr" => mr_remote_token() -> u32;
     ndk_get_local_token_from_mr = "NdkGetLocalTokenFromMr" => mr_local_token() -> u32;
 }
 
-/// Creates a region on `pd`, for RegisterMr (`fast == false`) or for fast
-/// registration (`fast == true`), fixed for its life (M1). Inline (L7).
-pub(super) fn create_mr(pd: &Object<Pd>, fast: bool) -> Result<*mut NdkMr, NtStatus> {
-    let rnic = rmr::Mr::new(&pd.inner.rnic, fast).map_err(status::resource)?;
+/// `NdkCreateMr`: a region on `pd`, for RegisterMr (`fast` FALSE) or for
+/// fast registration (`fast` TRUE), fixed for its life (M1). Inline (L7).
+pub(super) fn create_mr(pd: &Object<Pd>, fast: Boolean) -> Result<*mut NdkMr, NtStatus> {
+    let rnic = rmr::Mr::new(&pd.inner.rnic, fast != 0).map_err(status::resource)?;
     let inner = Mr {
         rnic,
         dereg: SpinLock::new(None),
@@ -147,14 +147,8 @@ fn mr_access(flags: u32) -> Option<Access> {
 /// registered; `STATUS_INSUFFICIENT_RESOURCES` when no token is left, an MDL
 /// cannot be mapped, or the chain is more than `MAX_SPANS` mapped-apart
 /// spans.
-unsafe fn register(
-    mr: &Object<Mr>,
-    mdl: *mut Mdl,
-    length: usize,
-    flags: u32,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
-) -> NtStatus {
+unsafe fn register(mr: &Object<Mr>, args: Register) -> NtStatus {
+    let (mdl, length, flags) = (args.mdl, args.length, args.flags);
     let Some(access) = mr_access(flags) else {
         return STATUS_INVALID_PARAMETER;
     };
@@ -232,14 +226,8 @@ unsafe fn deregister(
 /// `STATUS_IMPLEMENTATION_LIMIT` above `FRMRPageCount`,
 /// `STATUS_INVALID_PARAMETER` for 0 pages, `STATUS_INVALID_DEVICE_REQUEST` on
 /// a RegisterMr MR (M1) or while a FastRegister mapping is active.
-unsafe fn initialize_fast(
-    mr: &Object<Mr>,
-    pages: u32,
-    remote_access: Boolean,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
-) -> NtStatus {
-    match mr.inner.rnic.init_fast(pages, remote_access != 0) {
+unsafe fn initialize_fast(mr: &Object<Mr>, args: InitializeFast) -> NtStatus {
+    match mr.inner.rnic.init_fast(args.pages, args.remote_access != 0) {
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::mr(e),
     }
@@ -264,22 +252,21 @@ pub struct Mw {
     pub(super) rnic: Arc<rmr::Mw>,
 }
 
+ndk_table! {
+    /// The dispatch table of every object of this type.
+    static MW_DISPATCH: NdkMwDispatch for Mw (MW) at NdkMw,
+        close ndk_close_mw = "NdkCloseMw";
+    ndk_get_remote_token_from_mw = "NdkGetRemoteTokenFromMw" => mw_remote_token() -> u32;
+}
+
 impl Kind for Mw {
-    const TYPE: NdkObjectType = NdkObjectType::MW;
     fn begin_close(object: &Object<Self>) {
         // The window's token grants nothing from now on.
         object.inner.rnic.close();
     }
 }
 
-ndk_table! {
-    /// The dispatch table of every object of this type.
-    static MW_DISPATCH: NdkMwDispatch for Mw at NdkMw,
-        close ndk_close_mw = "NdkCloseMw";
-    ndk_get_remote_token_from_mw = "NdkGetRemoteTokenFromMw" => mw_remote_token() -> u32;
-}
-
-/// Creates an unbound window on `pd` (M21). Inline (L7).
+/// `NdkCreateMw`: an unbound window on `pd` (M21). Inline (L7).
 pub(super) fn create_mw(pd: &Object<Pd>) -> Result<*mut NdkMw, NtStatus> {
     let rnic = rmr::Mw::new(&pd.inner.rnic).map_err(status::resource)?;
     let object = Object::create_under(pd, Mw { rnic })?;

@@ -58,10 +58,9 @@ use crate::kernel::sync::atomic::{AtomicBool, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::rnic::ring::Ring;
 
-/// What the provider knows of every object type.
+/// What the provider knows of every object type, beyond its dispatch table
+/// (which gives its `NDK_OBJECT_TYPE`, `Table::TYPE`).
 pub trait Kind: super::dispatch::Table + Send + Sync + Sized + 'static {
-    /// `NDK_OBJECT_TYPE` of the header.
-    const TYPE: NdkObjectType;
     /// Starts the close: flushes, cancels and stops what the object owns
     /// (L20). May take holds that are released when that work finishes.
     fn begin_close(object: &Object<Self>) {
@@ -338,6 +337,17 @@ impl<T: Kind> Object<T> {
         // SAFETY: header type and tag say it is an `Object<T>` (the invariant
         // of `create`), live per the caller's contract.
         Some(unsafe { &*ptr.cast::<Self>() })
+    }
+
+    /// Starts a close the RNIC object may finish later (a `Kind::begin_close`
+    /// of L20/L21): holds this object, runs `close` (`true` when the RNIC's
+    /// close finished inline) and then gives the hold back; otherwise the
+    /// RNIC's end of the close gives it back, and the close completes then.
+    pub fn hold_through(&self, close: impl FnOnce() -> bool) {
+        self.hold();
+        if close() {
+            self.release();
+        }
     }
 
     /// A new strong reference to this object.

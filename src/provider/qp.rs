@@ -102,28 +102,9 @@ pub fn rnic_qp(qp: &Object<Qp>) -> &Arc<rqp::Qp> {
     &qp.inner.rnic
 }
 
-impl Kind for Qp {
-    const TYPE: NdkObjectType = NdkObjectType::QP;
-    fn begin_close(object: &Object<Self>) {
-        // L20: disconnects and flushes: every outstanding request completes
-        // (cancelled) on the QP's CQs, which this QP holds open until its
-        // close completes (L24); later posts fail inline. Receives of an SRQ
-        // stay in the SRQ (E4). L21: the close completes once the engine
-        // has retired (and reported) everything, which with the deferred
-        // engine may be after this returns.
-        watch_chain(object, &Slot("NdkCloseQp"));
-        object.hold();
-        let this = object.arc();
-        let finish: crate::rnic::mr::Finish = Box::new(move || this.release());
-        if object.inner.rnic.close_with(finish) == crate::rnic::mr::Progress::Done {
-            object.release();
-        }
-    }
-}
-
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static QP_DISPATCH: NdkQpDispatch for Qp at NdkQp,
+    static QP_DISPATCH: NdkQpDispatch for Qp (QP) at NdkQp,
         close ndk_close_qp = "NdkCloseQp";
     ndk_flush = "NdkFlush" => flush();
     ndk_send = "NdkSend" => send(context: *mut c_void, sgl: *const NdkSge, n: u32, flags: u32
@@ -148,6 +129,24 @@ ndk_table! {
     ndk_send_and_invalidate = "NdkSendAndInvalidate" => send_and_invalidate(context: *mut c_void,
         sgl: *const NdkSge, n: u32, flags: u32, remote_token: u32
     ) -> NtStatus, then watched_send_and_invalidate(flags, sgl, n, remote_token);
+}
+
+impl Kind for Qp {
+    fn begin_close(object: &Object<Self>) {
+        // L20: disconnects and flushes: every outstanding request completes
+        // (cancelled) on the QP's CQs, which this QP holds open until its
+        // close completes (L24); later posts fail inline. Receives of an SRQ
+        // stay in the SRQ (E4). L21: the close completes once the engine
+        // has retired (and reported) everything, which with the deferred
+        // engine may be after this returns.
+        watch_chain(object, &Slot("NdkCloseQp"));
+        object.hold();
+        let this = object.arc();
+        let finish: crate::rnic::mr::Finish = Box::new(move || this.release());
+        if object.inner.rnic.close_with(finish) == crate::rnic::mr::Progress::Done {
+            object.release();
+        }
+    }
 }
 
 /// Creates a QP on `pd` (L13, L14, Q2): its receives come from `srq` when it
@@ -1143,7 +1142,6 @@ pub struct Srq {
 }
 
 impl Kind for Srq {
-    const TYPE: NdkObjectType = NdkObjectType::SRQ;
     // Close: the QPs attached to the SRQ hold it open (L24), so when the
     // close completes none is left to consume a receive; the receives still
     // queued have no QP, hence no CQ, to complete on, and are dropped with
@@ -1216,10 +1214,10 @@ impl SrqNotify for SrqNotifier {
 
 ndk_table! {
     /// The dispatch table of every object of this type.
-    static SRQ_DISPATCH: NdkSrqDispatch for Srq at NdkSrq,
+    static SRQ_DISPATCH: NdkSrqDispatch for Srq (SRQ) at NdkSrq,
         close ndk_close_srq = "NdkCloseSrq";
-    ndk_modify_srq = "NdkModifySrq" => modify_srq(depth: u32, threshold: u32,
-        completion: Option<NdkFnRequestCompletion>, context: *mut c_void) -> NtStatus;
+    ndk_modify_srq = "NdkModifySrq" => modify_srq(ModifySrq { depth: u32, threshold: u32,
+        _completion: Option<NdkFnRequestCompletion>, _context: *mut c_void }) -> NtStatus;
     ndk_srq_receive = "NdkSrqReceive" => receive(context: *mut c_void, sgl: *const NdkSge,
         n: u32) -> NtStatus, then watched_srq_receive(sgl, n);
 }
@@ -1263,14 +1261,8 @@ pub(super) fn create_srq(
 /// `STATUS_BUFFER_OVERFLOW` below the receives queued (unchanged then),
 /// `STATUS_INTERNAL_ERROR` after a fatal error (Q9),
 /// `STATUS_INSUFFICIENT_RESOURCES`.
-unsafe fn modify_srq(
-    srq: &Object<Srq>,
-    depth: u32,
-    threshold: u32,
-    _completion: Option<NdkFnRequestCompletion>,
-    _context: *mut c_void,
-) -> NtStatus {
-    match srq.inner.rnic.modify(depth, threshold) {
+unsafe fn modify_srq(srq: &Object<Srq>, args: ModifySrq) -> NtStatus {
+    match srq.inner.rnic.modify(args.depth, args.threshold) {
         Ok(()) => STATUS_SUCCESS,
         Err(e) => status::srq(e),
     }

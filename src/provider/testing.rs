@@ -43,6 +43,7 @@ pub(crate) fn new_cq(adapter: *mut NdkAdapter, depth: u32) -> *mut NdkCq {
         )
     };
     assert_eq!(status, STATUS_SUCCESS);
+    assert!(!cq.is_null(), "L7: the create wrote its out-pointer");
     cq
 }
 
@@ -53,6 +54,7 @@ pub(crate) fn new_pd(adapter: *mut NdkAdapter) -> *mut NdkPd {
     // SAFETY: a live adapter of the test; the out-pointer is ours.
     let status = unsafe { (d.ndk_create_pd)(adapter, None, null_mut(), &raw mut pd) };
     assert_eq!(status, STATUS_SUCCESS);
+    assert!(!pd.is_null(), "L7: the create wrote its out-pointer");
     pd
 }
 
@@ -80,6 +82,7 @@ pub(crate) fn new_qp(pd: *mut NdkPd, cq: *mut NdkCq) -> *mut NdkQp {
         )
     };
     assert_eq!(status, STATUS_SUCCESS);
+    assert!(!qp.is_null(), "L7: the create wrote its out-pointer");
     qp
 }
 
@@ -95,6 +98,7 @@ pub(crate) fn cq_results(cq: *mut NdkCq) -> Vec<(usize, NtStatus)> {
     let d: &NdkCqDispatch = table(cq.cast());
     // SAFETY: a live CQ of the test; room for 16 results.
     let n = unsafe { (d.ndk_get_cq_results)(cq, out.as_mut_ptr(), 16) };
+    assert!(n <= 16, "never more results than asked for");
     out.iter()
         .take(n as usize)
         .map(|r| (r.request_context as usize, r.status))

@@ -29,6 +29,14 @@ impl Log {
     fn ctx(&self) -> *mut c_void {
         core::ptr::from_ref(self).cast_mut().cast()
     }
+    /// A request completion logging here, and its context.
+    fn completion(&self) -> (Option<NdkFnRequestCompletion>, *mut c_void) {
+        (Some(on_request), self.ctx())
+    }
+    /// A disconnect indication logging here, and its context.
+    fn indication(&self) -> (Option<NdkFnDisconnectEventCallback>, *mut c_void) {
+        (Some(on_indication), self.ctx())
+    }
     fn take(&self) -> Vec<NtStatus> {
         core::mem::take(&mut *self.0.lock().unwrap())
     }
@@ -108,6 +116,11 @@ impl Addr {
     }
 }
 
+/// Private data as a slot takes it: pointer and length.
+fn bytes(data: &[u8]) -> (*const c_void, u32) {
+    (data.as_ptr().cast(), u32::try_from(data.len()).unwrap())
+}
+
 /// Test `t`'s address number `n`.
 const fn ip(t: u8, n: u8) -> [u8; 4] {
     [127, 1, t, n]
@@ -155,6 +168,18 @@ fn two(t: u8) -> (Adapter, Adapter) {
         Adapter::open(v4(ip(t, 1), 0)),
         Adapter::open(v4(ip(t, 2), 0)),
     )
+}
+
+/// Closes both adapters of [`two`].
+fn close_two(a: Adapter, b: Adapter) {
+    a.close();
+    b.close();
+}
+
+/// Two adapters and the connect requests a listener of theirs records.
+fn two_requests(t: u8) -> (Adapter, Adapter, Requests) {
+    let (a, b) = two(t);
+    (a, b, Requests::default())
 }
 
 /// A listener of `b` on 127.1.`t`.2 port 1, listening.
@@ -385,25 +410,10 @@ impl Conn {
         data: &[u8],
         log: &Log,
     ) -> NtStatus {
-        let (s, sn) = src.raw();
-        let (d, dn) = dst.raw();
+        let ((s, sn), (d, dn), (p, pn)) = (src.raw(), dst.raw(), bytes(data));
+        let (c, qp, (done, cx)) = (self.0, side.qp, log.completion());
         // SAFETY: valid arguments; `log` outlives the request.
-        unsafe {
-            (self.d().ndk_connect)(
-                self.0,
-                side.qp,
-                s,
-                sn,
-                d,
-                dn,
-                ird,
-                ord,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
-                Some(on_request),
-                log.ctx(),
-            )
-        }
+        unsafe { (self.d().ndk_connect)(c, qp, s, sn, d, dn, ird, ord, p, pn, done, cx) }
     }
 
     fn connect_shared(
@@ -413,23 +423,11 @@ impl Conn {
         dst: Addr,
         log: &Log,
     ) -> NtStatus {
-        let (d, dn) = dst.raw();
-        // SAFETY: valid arguments.
-        unsafe {
-            (self.d().ndk_connect_with_shared_endpoint)(
-                self.0,
-                side.qp,
-                endpoint,
-                d,
-                dn,
-                8,
-                8,
-                null(),
-                0,
-                Some(on_request),
-                log.ctx(),
-            )
-        }
+        let ((d, dn), (p, pn)) = (dst.raw(), bytes(&[]));
+        let (c, qp, (done, cx)) = (self.0, side.qp, log.completion());
+        let connect = self.d().ndk_connect_with_shared_endpoint;
+        // SAFETY: valid arguments; `log` outlives the request.
+        unsafe { connect(c, qp, endpoint, d, dn, 8, 8, p, pn, done, cx) }
     }
 
     fn accept(
@@ -441,21 +439,11 @@ impl Conn {
         indications: &Log,
         log: &Log,
     ) -> NtStatus {
-        // SAFETY: valid arguments.
-        unsafe {
-            (self.d().ndk_accept)(
-                self.0,
-                side.qp,
-                ird,
-                ord,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
-                Some(on_indication),
-                indications.ctx(),
-                Some(on_request),
-                log.ctx(),
-            )
-        }
+        let (p, pn) = bytes(data);
+        let (event, ecx) = indications.indication();
+        let (c, qp, (done, cx)) = (self.0, side.qp, log.completion());
+        // SAFETY: valid arguments; the logs outlive the request.
+        unsafe { (self.d().ndk_accept)(c, qp, ird, ord, p, pn, event, ecx, done, cx) }
     }
 
     fn complete(&self, indications: &Log) -> NtStatus {
@@ -472,14 +460,9 @@ impl Conn {
     }
 
     fn reject(&self, data: &[u8]) -> NtStatus {
+        let (p, pn) = bytes(data);
         // SAFETY: valid arguments.
-        unsafe {
-            (self.d().ndk_reject)(
-                self.0,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
-            )
-        }
+        unsafe { (self.d().ndk_reject)(self.0, p, pn) }
     }
 
     /// GetConnectionData with a buffer of `capacity` bytes (`None`: NULL).
@@ -492,16 +475,10 @@ impl Conn {
         } else {
             null_mut()
         };
+        let (limits, at) = ((&raw mut ird, &raw mut ord), &raw mut length);
         // SAFETY: the buffer holds `length` bytes.
-        let status = unsafe {
-            (self.d().ndk_get_connection_data)(
-                self.0,
-                &raw mut ird,
-                &raw mut ord,
-                ptr,
-                &raw mut length,
-            )
-        };
+        let status =
+            unsafe { (self.d().ndk_get_connection_data)(self.0, limits.0, limits.1, ptr, at) };
         let kept = (length as usize).min(buffer.len());
         buffer.truncate(kept);
         (status, length, (ird, ord), buffer)
@@ -553,6 +530,14 @@ struct Established {
     ind_a: Box<Log>,
     ind_b: Box<Log>,
     _requests: Box<Requests>,
+}
+
+/// Two adapters ([`two`]) and a connection between them, 127.1.`t`.1 to
+/// 127.1.`t`.2 port 1.
+fn two_established(t: u8) -> (Adapter, Adapter, Established) {
+    let (a, b) = two(t);
+    let e = establish(&a, &b, v4(ip(t, 1), 0), v4(ip(t, 2), 1));
+    (a, b, e)
 }
 
 fn establish(a: &Adapter, b: &Adapter, src: Addr, dst: Addr) -> Established {
@@ -706,14 +691,12 @@ fn test_accept_inside_connect_event_rule_l15_i3() {
     close(listener.0.cast());
     sa.close();
     sb.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
 fn test_addresses_rule_n22() {
-    let (a, b) = two(2);
-    let requests = Requests::default();
+    let (a, b, requests) = two_requests(2);
     let listener = b.listener(&requests);
     assert_eq!(
         listener.local().0,
@@ -761,8 +744,7 @@ fn test_addresses_rule_n22() {
     passive.close();
     close(listener.0.cast());
     sa.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
@@ -867,8 +849,7 @@ fn test_refused_without_paused_or_closing_listener_rule_n5_n6_n12() {
     c2.close();
     sa.close();
     sa2.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
@@ -917,14 +898,12 @@ fn test_duplicate_listen_and_private_data_limits_rule_n7_n17() {
     close(second.0.cast());
     sa.close();
     sb.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
 fn test_shared_endpoint_four_tuple_rule_n10_n11() {
-    let (a, b) = two(7);
-    let requests = Requests::default();
+    let (a, b, requests) = two_requests(7);
     let listener = listening(&b, &requests, 7);
     let e = a.endpoint(v4(ip(7, 1), 3000)).unwrap();
     assert_eq!(
@@ -967,8 +946,7 @@ fn test_shared_endpoint_four_tuple_rule_n10_n11() {
     close(listener.0.cast());
     s1.close();
     s2.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
@@ -1038,8 +1016,7 @@ fn test_graceful_disconnect_both_orders_rule_x1_x2_x6() {
         }
         .close();
     }
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
@@ -1071,14 +1048,12 @@ fn test_simultaneous_disconnect_rule_x3() {
         assert!(e.ind_b.take().len() <= 1);
         e.close();
     }
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
 fn test_disconnect_with_outstanding_work_rule_x7() {
-    let (a, b) = two(11);
-    let e = establish(&a, &b, v4(ip(11, 1), 0), v4(ip(11, 2), 1));
+    let (a, b, e) = two_established(11);
     // A receive, and a Send the peer has no receive for: both wait.
     assert_eq!(e.a.receive(5), STATUS_SUCCESS);
     assert_eq!(e.a.send(6), STATUS_SUCCESS);
@@ -1094,14 +1069,12 @@ fn test_disconnect_with_outstanding_work_rule_x7() {
     assert_eq!(results, vec![(5, STATUS_CANCELLED), (6, STATUS_CANCELLED)]);
     assert!(e.b.results().is_empty(), "the Send never reached B");
     e.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]
 fn test_close_connected_connector_is_graceful_disconnect() {
-    let (a, b) = two(12);
-    let e = establish(&a, &b, v4(ip(12, 1), 0), v4(ip(12, 2), 1));
+    let (a, b, e) = two_established(12);
     e.active.close();
     assert_eq!(e.ind_b.take(), vec![INDICATED]);
     let log = Log::default();
@@ -1111,8 +1084,7 @@ fn test_close_connected_connector_is_graceful_disconnect() {
     close(e.listener.0.cast());
     e.a.close();
     e.b.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 // ----- addresses, loopback, openings ---------------------------------------
@@ -1132,8 +1104,7 @@ fn test_ipv6_connection_rule_n1() {
     assert_eq!(parse(&buffer), Endpoint::new(IpAddr::V6(second), 4791));
     assert_eq!(e.active.address(true, 16).0, STATUS_BUFFER_TOO_SMALL);
     e.close();
-    a.close();
-    b.close();
+    close_two(a, b);
 }
 
 #[test]

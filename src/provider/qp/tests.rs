@@ -52,6 +52,22 @@ pub(crate) fn check_header<T>(object: *mut T, kind: NdkObjectType) {
     assert!(!unsafe { slot.read() }.is_null());
 }
 
+/// What a create slot made: the object, its header checked (L2), or the
+/// status it failed with.
+pub(crate) fn made<T>(
+    status: NtStatus,
+    out: *mut T,
+    kind: NdkObjectType,
+) -> Result<*mut T, NtStatus> {
+    if status == STATUS_SUCCESS {
+        check_header(out, kind);
+        Ok(out)
+    } else {
+        assert!(out.is_null(), "a failed create hands out nothing");
+        Err(status)
+    }
+}
+
 /// A consumer's callback record: calls, last status, and when (a global
 /// sequence, to check ordering).
 #[derive(Default)]
@@ -99,8 +115,6 @@ pub(crate) unsafe extern "system" fn on_close(context: *mut c_void) {
     let counter = unsafe { &*context.cast::<Counter>() };
     counter.record(STATUS_SUCCESS);
 }
-
-unsafe extern "system" fn on_cq(_context: *mut c_void, _status: NtStatus) {}
 
 /// `NdkCloseObject` through slot 0 of the object's table.
 pub(crate) fn close<T>(object: *mut T) -> NtStatus {
@@ -192,6 +206,13 @@ impl Env {
         Self::with_limits(Limits::DEFAULT)
     }
 
+    /// A new env and its [`pair`](Self::pair).
+    pub(crate) fn paired() -> (Self, Pair) {
+        let env = Self::new();
+        let pair = env.pair();
+        (env, pair)
+    }
+
     pub(crate) fn with_limits(limits: Limits) -> Self {
         let device = Device::new(limits, EngineMode::Inline).unwrap();
         #[allow(
@@ -219,33 +240,18 @@ impl Env {
         table(self.pd)
     }
 
+    /// A CQ of `depth` (`testing::new_cq`), its header checked (L2).
     pub(crate) fn create_cq(&self, depth: u32) -> *mut NdkCq {
-        let mut out = null_mut();
-        let create = self.adapter_table().ndk_create_cq;
-        // SAFETY: the adapter is open; valid out-pointer.
-        let status = unsafe {
-            create(
-                self.adapter,
-                depth,
-                Some(on_cq),
-                null_mut(),
-                null(),
-                None,
-                null_mut(),
-                &raw mut out,
-            )
-        };
-        assert_eq!(status, STATUS_SUCCESS);
-        out
+        let cq = crate::provider::testing::new_cq(self.adapter, depth);
+        check_header(cq, NdkObjectType::CQ);
+        cq
     }
 
+    /// A PD (`testing::new_pd`), its header checked (L2).
     pub(crate) fn create_pd(&self) -> *mut NdkPd {
-        let mut out = null_mut();
-        let create = self.adapter_table().ndk_create_pd;
-        // SAFETY: the adapter is open; valid out-pointer.
-        let status = unsafe { create(self.adapter, None, null_mut(), &raw mut out) };
-        assert_eq!(status, STATUS_SUCCESS);
-        out
+        let pd = crate::provider::testing::new_pd(self.adapter);
+        check_header(pd, NdkObjectType::PD);
+        pd
     }
 
     pub(crate) fn create_mr(&self, fast: bool) -> *mut NdkMr {
@@ -290,29 +296,30 @@ impl Env {
     ) -> Result<*mut NdkQp, NtStatus> {
         let mut out = null_mut();
         let create = self.pd_table().ndk_create_qp;
+        let (depths, sges) = (
+            (receive_depth, initiator_depth),
+            (receive_sge, initiator_sge),
+        );
+        let (context, completion, at) = (ctx(context), (None, null_mut()), &raw mut out);
         // SAFETY: the PD and CQ are the test's; valid out-pointer.
         let status = unsafe {
+            let (d, s) = (depths, sges);
             create(
                 self.pd,
                 cq,
                 cq,
-                ctx(context),
-                receive_depth,
-                initiator_depth,
-                receive_sge,
-                initiator_sge,
+                context,
+                d.0,
+                d.1,
+                s.0,
+                s.1,
                 inline,
-                None,
-                null_mut(),
-                &raw mut out,
+                completion.0,
+                completion.1,
+                at,
             )
         };
-        if status == STATUS_SUCCESS {
-            check_header(out, NdkObjectType::QP);
-            Ok(out)
-        } else {
-            Err(status)
-        }
+        made(status, out, NdkObjectType::QP)
     }
 
     /// A QP with depth 16, 4 SGEs each way, 64 inline bytes.
@@ -328,27 +335,11 @@ impl Env {
     ) -> Result<*mut NdkQp, NtStatus> {
         let mut out = null_mut();
         let create = self.pd_table().ndk_create_qp_with_srq;
+        // Initiator depth 16, 4 SGEs, 64 inline bytes.
+        let (pd, cx, at, (d, s, i)) = (self.pd, ctx(context), &raw mut out, (16, 4, 64));
         // SAFETY: the PD, CQ and SRQ are the test's; valid out-pointer.
-        let status = unsafe {
-            create(
-                self.pd,
-                cq,
-                cq,
-                srq,
-                ctx(context),
-                16,
-                4,
-                64,
-                None,
-                null_mut(),
-                &raw mut out,
-            )
-        };
-        if status == STATUS_SUCCESS {
-            Ok(out)
-        } else {
-            Err(status)
-        }
+        let status = unsafe { create(pd, cq, cq, srq, cx, d, s, i, None, null_mut(), at) };
+        made(status, out, NdkObjectType::QP)
     }
 
     pub(crate) fn try_create_srq(
@@ -364,27 +355,25 @@ impl Env {
             Some(c) => (Some(on_request as NdkFnRequestCompletion), c.ctx()),
             None => (None, null_mut()),
         };
+        let (pd, d, s, t, at) = (self.pd, depth, max_sge, threshold, &raw mut out);
         // SAFETY: the PD is open; valid out-pointer.
-        let status = unsafe {
-            create(
-                self.pd,
-                depth,
-                max_sge,
-                threshold,
-                callback,
-                context,
-                null(),
-                None,
-                null_mut(),
-                &raw mut out,
-            )
-        };
-        if status == STATUS_SUCCESS {
-            check_header(out, NdkObjectType::SRQ);
-            Ok(out)
-        } else {
-            Err(status)
-        }
+        let status =
+            unsafe { create(pd, d, s, t, callback, context, null(), None, null_mut(), at) };
+        made(status, out, NdkObjectType::SRQ)
+    }
+
+    /// One of each object a QP slot takes: an MR registered over `buf` with
+    /// `flags`, a fast-register MR initialized for 4 pages, a window and an
+    /// idle QP (context 7) on the env's CQ.
+    pub(crate) fn one_of_each(
+        &self,
+        buf: &mut Buf,
+        flags: u32,
+    ) -> (*mut NdkMr, *mut NdkMr, *mut NdkMw, *mut NdkQp) {
+        let mr = self.registered_mr(buf, flags);
+        let fast = self.create_mr(true);
+        assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
+        (mr, fast, self.create_mw(), self.create_qp(self.cq, 7))
     }
 
     /// Two connected QPs: A on the env's CQ, B on a CQ of its own.
@@ -477,6 +466,12 @@ impl Env {
     pub(crate) fn teardown(self) {
         assert_eq!(close(self.pd), STATUS_SUCCESS);
         assert_eq!(close(self.cq), STATUS_SUCCESS);
+        self.close_adapter();
+    }
+
+    /// With the PD and the CQ closed: checks that nothing leaked (objects,
+    /// tokens, LAMs), then closes the adapter.
+    pub(crate) fn close_adapter(self) {
         for kind in [
             ObjectKind::Pd,
             ObjectKind::Cq,
@@ -601,13 +596,18 @@ pub(crate) fn init_fast(mr: *mut NdkMr, pages: u32, remote: bool) -> NtStatus {
     unsafe { init(mr, pages, u8::from(remote), None, null_mut()) }
 }
 
+/// An SGE as the consumer writes it: `length` bytes at `address`, `token`.
+pub(crate) const fn raw_sge(address: u64, length: u32, token: u32) -> NdkSge {
+    NdkSge {
+        address,
+        length,
+        memory_region_token: token,
+    }
+}
+
 /// An SGE over `len` bytes at `offset` of `buf`, registered in `mr`.
 pub(crate) fn sge(buf: &Buf, mr: *mut NdkMr, offset: u64, len: u32) -> NdkSge {
-    NdkSge {
-        address: buf.addr() + offset,
-        length: len,
-        memory_region_token: local_token(mr),
-    }
+    raw_sge(buf.addr() + offset, len, local_token(mr))
 }
 
 fn count(sges: &[NdkSge]) -> u32 {
@@ -801,11 +801,7 @@ fn a_pd_create_with_a_null_out_pointer_makes_nothing() {
 fn every_slot_answers() {
     let env = Env::new();
     let mut buf = Buf::new(256, 0, 1);
-    let mr = env.registered_mr(&mut buf, LOCAL_WRITE);
-    let fast = env.create_mr(true);
-    assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
-    let mw = env.create_mw();
-    let qp = env.create_qp(env.cq, 7);
+    let (mr, fast, mw, qp) = env.one_of_each(&mut buf, LOCAL_WRITE);
     let srq = env.try_create_srq(8, 2, 0, None).unwrap();
     for status in [
         query_extension(qp),
@@ -855,11 +851,7 @@ fn every_slot_answers() {
 fn flags_table() {
     let env = Env::new();
     let mut buf = Buf::new(256, 0, 1);
-    let mr = env.registered_mr(&mut buf, REMOTE_WRITE);
-    let fast = env.create_mr(true);
-    assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
-    let mw = env.create_mw();
-    let qp = env.create_qp(env.cq, 7);
+    let (mr, fast, mw, qp) = env.one_of_each(&mut buf, REMOTE_WRITE);
     let lam = Lam {
         storage: Vec::new(),
         pages: std::vec![0],
@@ -911,8 +903,7 @@ fn flags_table() {
 /// the earlier deferred requests to the engine, and leaves no trace.
 #[test]
 fn provider_refusals_ring_deferred_requests() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut src = Buf::new(64, 0, 3);
     let mut dst = Buf::new(64 * 4, 0, 0);
     let mr_a = env.registered_mr(&mut src, 0);
@@ -955,24 +946,15 @@ fn provider_refusals_ring_deferred_requests() {
 /// inline size.
 #[test]
 fn inline_data_is_copied_at_post_time() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut dst = Buf::new(256, 0, 0);
     let mr_b = env.registered_mr(&mut dst, LOCAL_WRITE);
     let inline = OpFlags::INLINE.bits();
     let mut first = *b"hello, ";
     let mut second = *b"inline world";
     let sges = [
-        NdkSge {
-            address: first.as_mut_ptr() as u64,
-            length: 7,
-            memory_region_token: 0xDEAD,
-        },
-        NdkSge {
-            address: second.as_mut_ptr() as u64,
-            length: 12,
-            memory_region_token: 0,
-        },
+        raw_sge(first.as_mut_ptr() as u64, 7, 0xDEAD),
+        raw_sge(second.as_mut_ptr() as u64, 12, 0),
     ];
     assert_eq!(send(p.a, 1, &sges, inline), STATUS_SUCCESS);
     first.fill(b'X');
@@ -994,11 +976,7 @@ fn inline_data_is_copied_at_post_time() {
     // 40 one-byte SGEs (more than MAX_SGE): gathered.
     let mut bytes: Vec<u8> = (0..40).collect();
     let many: Vec<NdkSge> = (0..40)
-        .map(|i| NdkSge {
-            address: bytes.as_mut_ptr() as u64 + i,
-            length: 1,
-            memory_region_token: 0,
-        })
+        .map(|i| raw_sge(bytes.as_mut_ptr() as u64 + i, 1, 0))
         .collect();
     assert!(many.len() > MAX_SGE && 40 < MAX_INLINE);
     assert_eq!(send(p.a, 3, &many, inline), STATUS_SUCCESS);
@@ -1010,33 +988,17 @@ fn inline_data_is_copied_at_post_time() {
 
     // Above the QP's 64 inline bytes: refused, no trace.
     let mut big = [7_u8; 65];
-    let too_big = [NdkSge {
-        address: big.as_mut_ptr() as u64,
-        length: 65,
-        memory_region_token: 0,
-    }];
+    let too_big = [raw_sge(big.as_mut_ptr() as u64, 65, 0)];
     assert_eq!(send(p.a, 5, &too_big, inline), STATUS_BUFFER_OVERFLOW);
     let split: Vec<NdkSge> = (0..65)
-        .map(|i| NdkSge {
-            address: big.as_mut_ptr() as u64 + i,
-            length: 1,
-            memory_region_token: 0,
-        })
+        .map(|i| raw_sge(big.as_mut_ptr() as u64 + i, 1, 0))
         .collect();
     assert_eq!(send(p.a, 6, &split, inline), STATUS_BUFFER_OVERFLOW);
     // A null buffer with a length is refused.
-    let null_sge = [NdkSge {
-        address: 0,
-        length: 4,
-        memory_region_token: 0,
-    }];
+    let null_sge = [raw_sge(0, 4, 0)];
     assert_eq!(send(p.a, 7, &null_sge, inline), STATUS_INVALID_PARAMETER);
     // More SGEs than any inline size has bytes.
-    let empty = NdkSge {
-        address: 0,
-        length: 0,
-        memory_region_token: 0,
-    };
+    let empty = raw_sge(0, 0, 0);
     let empties = std::vec![empty; MAX_INLINE + 1];
     assert_eq!(send(p.a, 7, &empties, inline), STATUS_DATA_OVERRUN);
     assert!(poll(p.cq_a).is_empty());
@@ -1047,15 +1009,10 @@ fn inline_data_is_copied_at_post_time() {
 /// rule P13: INLINE on Write.
 #[test]
 fn inline_write() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let inline = OpFlags::INLINE.bits();
     let mut data = *b"written inline";
-    let w = [NdkSge {
-        address: data.as_mut_ptr() as u64,
-        length: 14,
-        memory_region_token: 0,
-    }];
+    let w = [raw_sge(data.as_mut_ptr() as u64, 14, 0)];
     let mr_w = env.create_mr(false);
     let mut target = Buf::new(32, 0, 0);
     assert_eq!(register(mr_w, &mut target, REMOTE_WRITE), STATUS_SUCCESS);
@@ -1074,8 +1031,7 @@ fn inline_write() {
 /// one that fails does.
 #[test]
 fn silent_success() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut src = Buf::new(32, 0, 9);
     let mut dst = Buf::new(32, 0, 0);
     let mr_a = env.registered_mr(&mut src, 0);
@@ -1107,8 +1063,7 @@ fn silent_success() {
 /// through the fast MR's token, Invalidate through the MR's header.
 #[test]
 fn fast_register_and_remote_read() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let fast = env.create_mr(true);
     let max = env.device.limits().max_fr_pages;
     assert_eq!(init_fast(fast, max + 1, true), STATUS_IMPLEMENTATION_LIMIT);
@@ -1177,8 +1132,7 @@ fn fast_register_and_remote_read() {
 /// Invalidate through the MW's header.
 #[test]
 fn bind_and_write_through_window() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut target = Buf::new(1024, 0, 0);
     let mr_b = env.registered_mr(&mut target, REMOTE_WRITE);
     let mw = env.create_mw();
@@ -1237,8 +1191,7 @@ fn bind_and_write_through_window() {
 /// receive through GetCqResults.
 #[test]
 fn send_and_invalidate_reports_the_token() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let fast = env.create_mr(true);
     assert_eq!(init_fast(fast, 2, true), STATUS_SUCCESS);
     let token = remote_token(fast);
@@ -1248,11 +1201,7 @@ fn send_and_invalidate_reports_the_token() {
     let mut sink = Buf::new(128, 0, 0);
     let mr_b = env.registered_mr(&mut sink, LOCAL_WRITE);
     let mut message = *b"invalidate it";
-    let m = [NdkSge {
-        address: message.as_mut_ptr() as u64,
-        length: 13,
-        memory_region_token: 0,
-    }];
+    let m = [raw_sge(message.as_mut_ptr() as u64, 13, 0)];
     let inline = OpFlags::INLINE.bits();
     for round in 0..2_usize {
         let fr = fast_register(p.b, 10 + round, fast, &lam, (PAGE, 0), rr);
@@ -1304,8 +1253,7 @@ fn send_and_invalidate_reports_the_token() {
 /// requests, silent ones included.
 #[test]
 fn flush_cancels_everything_pending() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut buf = Buf::new(64, 0, 0);
     let mr = env.registered_mr(&mut buf, REMOTE_WRITE);
     let s = [sge(&buf, mr, 0, 8)];
@@ -1330,8 +1278,7 @@ fn flush_cancels_everything_pending() {
 /// rules P9, P10: SGE counts and lengths.
 #[test]
 fn sge_limits() {
-    let env = Env::new();
-    let p = env.pair();
+    let (env, p) = Env::paired();
     let mut buf = Buf::new(64, 0, 0);
     let mr = env.registered_mr(&mut buf, LOCAL_WRITE);
     let five = [sge(&buf, mr, 0, 8); 5];
@@ -1446,11 +1393,7 @@ fn srq_receives_and_notifications() {
     let max = env.device.limits().max_srq_depth;
     assert_eq!(modify_srq(srq, max + 1, 0), STATUS_INVALID_PARAMETER);
     let mut msg = *b"to the srq";
-    let m = [NdkSge {
-        address: msg.as_mut_ptr() as u64,
-        length: 10,
-        memory_region_token: 0,
-    }];
+    let m = [raw_sge(msg.as_mut_ptr() as u64, 10, 0)];
     let inline = OpFlags::INLINE.bits();
     for i in 0..2 {
         assert_eq!(send(a, i, &m, inline), STATUS_SUCCESS);
@@ -1502,18 +1445,5 @@ fn close_order() {
     assert_eq!(close(mr), STATUS_SUCCESS);
     assert_eq!(pd_closed.calls(), 1);
     assert_eq!(close(env.cq), STATUS_SUCCESS);
-    for kind in [
-        ObjectKind::Pd,
-        ObjectKind::Cq,
-        ObjectKind::Qp,
-        ObjectKind::Mr,
-        ObjectKind::Mw,
-    ] {
-        assert_eq!(env.device.live(kind), 0);
-    }
-    assert_eq!(env.device.live_keys(), 0);
-    // SAFETY: the adapter from `open`, not used afterwards.
-    let _ = unsafe {
-        crate::provider::adapter::close(env.adapter, &crate::provider::object::Slot("close"))
-    };
+    env.close_adapter();
 }
