@@ -181,7 +181,12 @@ impl<J> Pool<J> {
                 }
             }
             state = self.lock();
-            if self.recheck() && !state.jobs.is_empty() {
+            // Always re-checked, but in the models' injected bug.
+            #[cfg(loom)]
+            let recheck = !self.skip_recheck;
+            #[cfg(not(loom))]
+            let recheck = true;
+            if recheck && !state.jobs.is_empty() {
                 continue;
             }
             state.parked = state.parked.saturating_add(1);
@@ -192,19 +197,6 @@ impl<J> Pool<J> {
                     .unwrap_or_else(PoisonError::into_inner);
             }
             state.wakeups -= 1;
-        }
-    }
-
-    /// Whether a worker re-checks the queue before it parks (always, but
-    /// in the models' injected bug).
-    fn recheck(&self) -> bool {
-        #[cfg(loom)]
-        {
-            !self.skip_recheck
-        }
-        #[cfg(not(loom))]
-        {
-            true
         }
     }
 
