@@ -106,6 +106,19 @@ mod tests {
         assert_eq!(work.routine().0.load(Ordering::SeqCst), 2);
     }
 
+    #[test]
+    fn test_deferred_runs_after_the_workers_parked() {
+        // Longer than the workers' spin: they have parked, and a schedule
+        // must wake one (no lost wake-up).
+        let work = Deferred::new(Counter(AtomicUsize::new(0)));
+        for round in 1..=3 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(work.schedule());
+            flush();
+            assert_eq!(work.routine().0.load(Ordering::SeqCst), round);
+        }
+    }
+
     struct Gate {
         open: std::sync::Mutex<bool>,
         cv: std::sync::Condvar,
