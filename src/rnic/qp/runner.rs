@@ -203,8 +203,12 @@ impl Qp {
         let mut tokens = engine::Tokens::default();
         // A request that succeeded and waits to be removed and reported.
         let mut done: Option<SendWqe> = None;
+        // The peer as the send queue named it for the last request: cloned
+        // again only when that changes, not per request (two atomic counts
+        // on a line the peer's threads share; docs/performance.md).
+        let mut peer: Option<Arc<Self>> = None;
         loop {
-            let (next, state, peer) = {
+            let (next, state, stale) = {
                 let mut sq = self.sq.lock();
                 if done.is_some() {
                     sq.ring.pop();
@@ -220,8 +224,21 @@ impl Qp {
                     return;
                 }
                 let next = self.copy_rung_into(&sq, 0, &mut scratch);
-                (next, sq.state, sq.peer.clone())
+                let same_peer = match (&peer, &sq.peer) {
+                    (Some(held), Some(now)) => Arc::ptr_eq(held, now),
+                    (None, None) => true,
+                    _ => false,
+                };
+                // The peer replaced is dropped after the lock (it may be the
+                // last reference).
+                let stale = if same_peer {
+                    None
+                } else {
+                    core::mem::replace(&mut peer, sq.peer.clone())
+                };
+                (next, sq.state, stale)
             };
+            drop(stale);
             if let Some(wqe) = done.take()
                 && self.report(&wqe, WcStatus::Success)
             {
@@ -237,11 +254,11 @@ impl Qp {
                 (QpState::Connected, Some(_)) => fault::hit_at(fault::Kind::Completion),
                 _ => None,
             };
-            let status = match (state, peer, injected) {
+            let status = match (state, &peer, injected) {
                 (_, _, Some(index)) => fault::error_status(wqe.op.opcode(), index),
                 (QpState::Connected, Some(peer), None) => {
                     let data = scratch.data(&wqe);
-                    match engine::execute(self, &peer, &wqe, &data, &mut tokens) {
+                    match engine::execute(self, peer, &wqe, &data, &mut tokens) {
                         Some(status) => status,
                         // A Send waits for a receive at the peer; the peer's
                         // next receive kicks this runner again.
