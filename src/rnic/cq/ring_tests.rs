@@ -76,11 +76,11 @@ fn test_loom_ring_poll_racing_push_sees_whole_entries_in_order() {
             let n = cq.poll(&mut out);
             seen.extend_from_slice(&out[..n]);
         }
-        let pushed = pusher.join().unwrap();
+        let count = pusher.join().unwrap();
         let n = cq.poll(&mut out);
         seen.extend_from_slice(&out[..n]);
-        assert_eq!(seen.len(), pushed);
-        let expected: Vec<Completion> = (1..=pushed).map(distinct).collect();
+        assert_eq!(seen.len(), count);
+        let expected: Vec<Completion> = (1..=count).map(distinct).collect();
         assert_eq!(seen, expected);
         assert!(cq.is_empty());
     });

@@ -208,7 +208,7 @@ impl Qp {
         // on a line the peer's threads share; docs/performance.md).
         let mut peer: Option<Arc<Self>> = None;
         loop {
-            let (next, state, stale) = {
+            let (next, state, replaced) = {
                 let mut sq = self.sq.lock();
                 if done.is_some() {
                     sq.ring.pop();
@@ -231,14 +231,14 @@ impl Qp {
                 };
                 // The peer replaced is dropped after the lock (it may be the
                 // last reference).
-                let stale = if same_peer {
+                let replaced = if same_peer {
                     None
                 } else {
                     core::mem::replace(&mut peer, sq.peer.clone())
                 };
-                (next, sq.state, stale)
+                (next, sq.state, replaced)
             };
-            drop(stale);
+            drop(replaced);
             if let Some(wqe) = done.take()
                 && self.report(&wqe, WcStatus::Success)
             {
