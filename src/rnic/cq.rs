@@ -2,14 +2,20 @@
 //! notification state machine of rules C3–C6, E9–E13 and L21–L23.
 //!
 //! # Shape
-//! Everything mutable lives in one `State` behind one [`SpinLock`]: the ring,
-//! the arm, the error, and the state that serializes the consumer's callbacks.
+//! The completions live in a ring of slots made of atomics, between two
+//! position counters: pushers (the engine's runners, a flush) write a slot
+//! and then publish it by moving `tail`, pollers read slots and then free
+//! them by moving `head` (`Release` stores, `Acquire` loads). Pushers
+//! serialize on the `state` lock, which also holds the arm, the error, and
+//! the state that serializes the consumer's callbacks; pollers serialize on
+//! their own `reader` lock. So a push takes no lock a poll takes: a
+//! busy-polling consumer never delays the runner that completes its requests
+//! (docs/performance.md), and a poll of an empty CQ takes no lock at all.
+//! `resize` takes both (`state`, then `reader`).
 //! No operation allocates except [`Cq::new`] and [`Cq::resize`], and `resize`
-//! allocates its new ring before it takes the lock (rule I2: the lock is held
-//! only for short, bounded work).
-//! Two atomics mirror, under the lock, what the hot path asks most: how many
-//! completions are queued (a poll of an empty CQ returns without the lock)
-//! and whether the CQ is in error (`is_error`, asked by every post).
+//! allocates its new ring before it takes a lock (rule I2: the locks are held
+//! only for short, bounded work). An atomic mirrors, under `state`, whether
+//! the CQ is in error (`is_error`, asked by every post).
 //!
 //! # Notification
 //! A notification becomes *due* when an arm is satisfied: a matching completion
@@ -49,12 +55,13 @@
 //!   [`CqError::Closed`], a second `close` returns [`CloseState::Done`] and never
 //!   causes a second `close_complete`.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use core::mem;
 
 use super::types::{Completion, Opcode, WcStatus};
-use crate::kernel::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, SpinLockGuard};
 
 /// What satisfies an arm (`NDK_CQ_NOTIFY_ERRORS`, `_ANY`, `_SOLICITED`).
@@ -210,104 +217,151 @@ enum Callbacks {
 /// The content of a free slot; never read as a completion.
 const FREE_SLOT: Completion = Completion::new(WcStatus::Success, Opcode::Send, 0, 0);
 
-/// A fixed-capacity FIFO of completions.
+/// Every [`WcStatus`], in declaration order: a slot stores a status as its
+/// index here (its discriminant).
+const STATUSES: [WcStatus; 9] = [
+    WcStatus::Success,
+    WcStatus::Cancelled,
+    WcStatus::ReceiveTooSmall,
+    WcStatus::LengthError,
+    WcStatus::LocalAccessError,
+    WcStatus::RemoteAccessError,
+    WcStatus::RemoteOperationError,
+    WcStatus::InvalidRequest,
+    WcStatus::InternalError,
+];
+
+/// Every [`Opcode`], in declaration order, as [`STATUSES`].
+const OPCODES: [Opcode; 8] = [
+    Opcode::Receive,
+    Opcode::ReceiveAndInvalidate,
+    Opcode::Send,
+    Opcode::FastRegister,
+    Opcode::Bind,
+    Opcode::Invalidate,
+    Opcode::Read,
+    Opcode::Write,
+];
+
+/// One place of the ring: a completion held in atomics, so that the pusher
+/// writes it and the poller reads it without sharing a lock. The fields are
+/// accessed `Relaxed`; what orders them is the position counters (see
+/// [`Cq`]): a slot is written only while it is free (`tail - head <
+/// capacity`, the poller's `head` store is `Release` after reading it) and
+/// read only once published (the pusher's `tail` store is `Release` after
+/// writing it).
+struct Slot {
+    /// Status (bits 0–7), opcode (8–15), solicited (16), bytes (32–63).
+    meta: AtomicU64,
+    invalidated_key: AtomicU32,
+    qp_context: AtomicUsize,
+    request_context: AtomicUsize,
+}
+
+impl Slot {
+    fn free() -> Self {
+        let slot = Self {
+            meta: AtomicU64::new(0),
+            invalidated_key: AtomicU32::new(0),
+            qp_context: AtomicUsize::new(0),
+            request_context: AtomicUsize::new(0),
+        };
+        slot.store(&FREE_SLOT);
+        slot
+    }
+
+    fn store(&self, c: &Completion) {
+        let meta = (c.status as u64)
+            | ((c.opcode as u64) << 8)
+            | (u64::from(c.solicited) << 16)
+            | (u64::from(c.bytes) << 32);
+        self.meta.store(meta, Ordering::Relaxed);
+        self.invalidated_key
+            .store(c.invalidated_key, Ordering::Relaxed);
+        self.qp_context.store(c.qp_context, Ordering::Relaxed);
+        self.request_context
+            .store(c.request_context, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> Completion {
+        let meta = self.meta.load(Ordering::Relaxed);
+        let status = STATUSES
+            .get(usize::from(meta.to_le_bytes()[0]))
+            .copied()
+            .unwrap_or(WcStatus::InternalError);
+        let opcode = OPCODES
+            .get(usize::from(meta.to_le_bytes()[1]))
+            .copied()
+            .unwrap_or(Opcode::Receive);
+        let mut c = Completion::new(
+            status,
+            opcode,
+            self.qp_context.load(Ordering::Relaxed),
+            self.request_context.load(Ordering::Relaxed),
+        );
+        c.solicited = meta & (1 << 16) != 0;
+        c.bytes = u32::try_from(meta >> 32).unwrap_or(u32::MAX);
+        c.invalidated_key = self.invalidated_key.load(Ordering::Relaxed);
+        c
+    }
+}
+
+/// The fixed places of a CQ's completions. Position `p` (a count of pushes
+/// since creation, wrapping) lives in slot `p mod capacity`.
 ///
 /// # Invariants
-/// * `len <= slots.len()`, and `head < slots.len()` unless `slots` is empty
-///   (then `head == 0`).
-/// * The queued completions are `len` slots starting at `head` and wrapping
-///   at `slots.len()`, oldest first.
-/// * `slots.len()` never changes: no method allocates.
+/// `slots` is never empty and never changes length: no method allocates.
 struct Ring {
-    slots: Vec<Completion>,
-    head: usize,
-    len: usize,
+    slots: Box<[Slot]>,
 }
 
 impl Ring {
     /// A ring of `depth` free slots, or `None` if they cannot be allocated.
-    fn try_new(depth: u32) -> Option<Self> {
-        let capacity = usize::try_from(depth).ok()?;
+    fn try_new(depth: u32) -> Option<Arc<Self>> {
+        let capacity = usize::try_from(depth).ok().filter(|&c| c > 0)?;
         let mut slots = Vec::new();
         slots.try_reserve_exact(capacity).ok()?;
         // PANIC: none. This fills the capacity reserved just above, so it
         // neither grows nor allocates.
-        slots.resize(capacity, FREE_SLOT);
-        // INVARIANT: empty ring, `head == 0`.
-        Some(Self {
-            slots,
-            head: 0,
-            len: 0,
-        })
+        slots.resize_with(capacity, Slot::free);
+        Some(Arc::new(Self {
+            slots: slots.into_boxed_slice(),
+        }))
     }
 
     const fn capacity(&self) -> usize {
         self.slots.len()
     }
 
-    const fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Appends `completion`, or gives it back when the ring is full.
-    fn push(&mut self, completion: Completion) -> Result<(), Completion> {
-        let capacity = self.slots.len();
-        if self.len >= capacity {
-            return Err(completion);
-        }
-        // `head < capacity` and `len < capacity`, so neither operation wraps and
-        // `tail` is `(head + len) mod capacity` computed without overflow.
-        let room = capacity.wrapping_sub(self.head);
-        let tail = if self.len < room {
-            self.head.wrapping_add(self.len)
-        } else {
-            self.len.wrapping_sub(room)
-        };
-        let Some(slot) = self.slots.get_mut(tail) else {
-            // Unreachable by the invariant (`tail < capacity`); refusing the
-            // completion keeps the ring consistent if it were ever broken.
-            return Err(completion);
-        };
-        *slot = completion;
-        // INVARIANT: `len < capacity` before, so `len <= capacity` after.
-        self.len = self.len.wrapping_add(1);
-        Ok(())
-    }
-
-    /// Removes and returns the oldest completion.
-    fn pop(&mut self) -> Option<Completion> {
-        if self.len == 0 {
-            return None;
-        }
-        // `len > 0` implies `capacity > 0`, hence `head < capacity`.
-        let completion = *self.slots.get(self.head)?;
-        let next = self.head.wrapping_add(1);
-        // INVARIANT: `head` stays below the capacity; `len` was positive.
-        self.head = if next >= self.slots.len() { 0 } else { next };
-        self.len = self.len.wrapping_sub(1);
-        Some(completion)
+    /// The slot of position `pos`.
+    fn slot(&self, pos: usize) -> Option<&Slot> {
+        self.slots.get(pos.checked_rem(self.slots.len())?)
     }
 }
 
-/// Everything mutable about a CQ, guarded by [`Cq::state`].
+/// Everything mutable about a CQ but the positions, guarded by
+/// [`Cq::state`]: pushers, `arm`, `close`, `fail` and `resize` take it; a
+/// poll never does.
 ///
 /// # Invariants
-/// * `fresh <= ring.len()` and `fresh_solicited.is_none_or(|n| 1 <= n && n <= fresh)`.
+/// * `fresh_from` and `solicited_at` are positions at most `tail`, and
+///   `solicited_at >= fresh_from` (wrapping order).
 /// * `arm.is_none()` once `closed`, and unless `health` is `Healthy`.
 /// * `deferred_completions == 0 && deferred_fault.is_none()` while `callbacks`
 ///   is `Idle`, and once `closed`.
 /// * `callbacks == RunningCloseOwed` implies `closed`.
 struct State {
-    ring: Ring,
+    /// The pushers' handle on the ring (the poller's is [`Cq::reader`]).
+    ring: Arc<Ring>,
     depth: u32,
     /// The arm in force (rules C3, C6); cleared when satisfied.
     arm: Option<ArmType>,
-    /// How many of the newest entries were queued since the last callback was
-    /// initiated (rule C4).
-    fresh: usize,
-    /// Position, counted from the newest entry (1 = newest), of the newest
-    /// fresh entry that satisfies a SOLICITED arm (rules C4, E9).
-    fresh_solicited: Option<usize>,
+    /// The position of the first entry queued since the last callback was
+    /// initiated (rule C4): entries from here on are *fresh*.
+    fresh_from: usize,
+    /// The position of the newest fresh entry that satisfies a SOLICITED arm
+    /// (rules C4, E9).
+    solicited_at: Option<usize>,
     /// The CQ error, once one happened (rules E10–E12).
     health: Health,
     /// Whether a thread runs the callback loop (rule C5).
@@ -322,42 +376,36 @@ struct State {
 
 impl State {
     /// Clears the arm because it was satisfied, and starts a new "since the last
-    /// callback" period for rule C4: the callback now due is initiated.
-    fn satisfy_arm(&mut self) {
+    /// callback" period for rule C4 at position `tail`: the callback now due
+    /// is initiated.
+    const fn satisfy_arm(&mut self, tail: usize) {
         self.arm = None;
-        self.fresh = 0;
-        self.fresh_solicited = None;
+        self.fresh_from = tail;
+        self.solicited_at = None;
     }
 
-    /// Records that `completion` was just queued, for rule C4.
-    fn note_queued(&mut self, completion: &Completion) {
-        // INVARIANT: the ring grew by one, so `fresh` may too; saturation never
-        // happens since `fresh <= ring.len() <= u32::MAX`.
-        self.fresh = self.fresh.saturating_add(1);
-        self.fresh_solicited = if ArmType::Solicited.matches(completion) {
-            Some(1)
-        } else {
-            self.fresh_solicited.map(|n| n.saturating_add(1))
-        };
-    }
-
-    /// Forgets fresh entries the consumer polled (they are no longer present).
-    fn note_polled(&mut self) {
-        let len = self.ring.len();
-        // INVARIANT: polling removes the oldest entries; whatever fresh entries
-        // remain are the newest `min(fresh, len)`.
-        self.fresh = self.fresh.min(len);
-        if self.fresh_solicited.is_some_and(|n| n > len) {
-            self.fresh_solicited = None;
+    /// Records that `completion` was just queued at position `pos`, for rule
+    /// C4.
+    const fn note_queued(&mut self, completion: &Completion, pos: usize) {
+        if ArmType::Solicited.matches(completion) {
+            self.solicited_at = Some(pos);
         }
     }
 
     /// Rule C4: whether a completion queued since the last callback was
-    /// initiated, and still in the CQ, satisfies `arm`.
-    const fn has_fresh_match(&self, arm: ArmType) -> bool {
+    /// initiated, and still in the CQ (not polled: at or after `head`),
+    /// satisfies `arm`. Positions are compared by their distance back from
+    /// `tail`, which no wrap disturbs.
+    fn has_fresh_match(&self, arm: ArmType, head: usize, tail: usize) -> bool {
+        // Entries still queued and fresh: those at distance 1..=this from tail.
+        let back = tail
+            .wrapping_sub(head)
+            .min(tail.wrapping_sub(self.fresh_from));
         match arm {
-            ArmType::Any => self.fresh > 0,
-            ArmType::Solicited => self.fresh_solicited.is_some(),
+            ArmType::Any => back > 0,
+            ArmType::Solicited => self
+                .solicited_at
+                .is_some_and(|pos| tail.wrapping_sub(pos) <= back),
             ArmType::Errors => false,
         }
     }
@@ -392,12 +440,19 @@ impl State {
 /// completions and the consumer that polls and arms it.
 pub struct Cq {
     state: SpinLock<State>,
+    /// The pollers' handle on the ring: the lock only serializes pollers
+    /// (and `resize`, which takes it after `state`); no pusher takes it.
+    reader: SpinLock<Arc<Ring>>,
     notify: Arc<dyn CqNotify>,
-    /// `ring.len()` as of the last change, stored under the lock: a poll that
-    /// reads 0 returns at once without the lock, so a busy-polling consumer
-    /// does not take the lock the pusher needs (docs/performance.md). It is
-    /// only a hint for emptiness; completions are always taken under the lock.
-    queued: AtomicUsize,
+    /// The position of the oldest queued entry: written only by a poller
+    /// holding `reader` (`Release`, after reading the entries it passes), read
+    /// by pushers (`Acquire`) to see which slots are free.
+    head: AtomicUsize,
+    /// The position after the newest queued entry: written only by a pusher
+    /// holding `state` (`Release`, after writing the entry), read by pollers
+    /// (`Acquire`) to see which entries are published. `tail - head` is the
+    /// number queued, at most the capacity.
+    tail: AtomicUsize,
     /// Set, under the lock, when `health` leaves `Healthy` (it never comes
     /// back): [`Cq::is_error`], asked on every post (E13), reads it without
     /// the lock.
@@ -429,12 +484,13 @@ impl Cq {
         }
         let ring = Ring::try_new(depth).ok_or(CreateError::NoMemory)?;
         Ok(Self {
+            reader: SpinLock::new(Arc::clone(&ring)),
             state: SpinLock::new(State {
                 ring,
                 depth,
                 arm: None,
-                fresh: 0,
-                fresh_solicited: None,
+                fresh_from: 0,
+                solicited_at: None,
                 health: Health::Healthy,
                 callbacks: Callbacks::Idle,
                 deferred_completions: 0,
@@ -442,7 +498,8 @@ impl Cq {
                 closed: false,
             }),
             notify,
-            queued: AtomicUsize::new(0),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
         })
     }
@@ -466,18 +523,28 @@ impl Cq {
             // Rule E10: no further completions are queued or reported.
             return Err(CqError::InError);
         }
+        // Only pushers, under `state`, move `tail`.
+        let tail = self.tail.load(Ordering::Relaxed);
+        // The poller's `Release` store of `head` follows its reads of the
+        // slots it freed: once seen here, those slots may be overwritten.
+        let head = self.head.load(Ordering::Acquire);
         // Fault injection (`fault::Kind::CqOverflow`): an overflow now.
-        if super::fault::hit(super::fault::Kind::CqOverflow) || state.ring.push(completion).is_err()
-        {
+        let injected = super::fault::hit(super::fault::Kind::CqOverflow);
+        let free = !injected && tail.wrapping_sub(head) < state.ring.capacity();
+        let slot = state.ring.slot(tail).filter(|_| free);
+        let Some(slot) = slot else {
             // Rule E10: more completions than the depth overflow the CQ.
             self.raise(state, Fault::Overflow);
             return Err(CqError::Overflowed);
-        }
-        self.queued.store(state.ring.len(), Ordering::Release);
-        state.note_queued(&completion);
+        };
+        slot.store(&completion);
+        let tail_after = tail.wrapping_add(1);
+        // Publishes the entry: a poller that sees the new `tail` sees it.
+        self.tail.store(tail_after, Ordering::Release);
+        state.note_queued(&completion, tail);
         // Rule C3: clear the arm, then call the callback.
         if state.arm.is_some_and(|arm| arm.matches(&completion)) {
-            state.satisfy_arm();
+            state.satisfy_arm(tail_after);
             self.dispatch(state, CqEvent::Completion);
         }
         Ok(())
@@ -488,19 +555,32 @@ impl Cq {
     ///
     /// In the error state it still returns the completions queued before the
     /// error (see the module documentation).
+    ///
+    /// A poll never takes the lock a pusher takes: pollers serialize among
+    /// themselves on `reader`, and an empty CQ returns without any lock.
     pub fn poll(&self, out: &mut [Completion]) -> usize {
-        // Empty as of the last push or poll: nothing to take (a push racing
-        // with this read is ordered after the poll, as if it came later).
-        if self.queued.load(Ordering::Acquire) == 0 {
+        // Empty as of this read: nothing to take (a push racing with it is
+        // ordered after the poll, as if it came later).
+        if self.is_empty() {
             return 0;
         }
-        let mut state = self.state.lock();
-        let taken = out
-            .iter_mut()
-            .map_while(|slot| state.ring.pop().map(|completion| *slot = completion))
-            .count();
-        self.queued.store(state.ring.len(), Ordering::Release);
-        state.note_polled();
+        let ring = self.reader.lock();
+        // Only pollers, under `reader`, move `head`.
+        let head = self.head.load(Ordering::Relaxed);
+        // Pairs with the pusher's `Release`: the entries before `tail` are
+        // written.
+        let tail = self.tail.load(Ordering::Acquire);
+        let mut taken = 0_usize;
+        for (pos, place) in (0..tail.wrapping_sub(head)).zip(out.iter_mut()) {
+            let Some(slot) = ring.slot(head.wrapping_add(pos)) else {
+                break;
+            };
+            *place = slot.load();
+            taken += 1;
+        }
+        // Frees the slots read: a pusher that sees the new `head` may reuse
+        // them.
+        self.head.store(head.wrapping_add(taken), Ordering::Release);
         taken
     }
 
@@ -525,7 +605,7 @@ impl Cq {
             Health::Unreported(fault) => {
                 // Rule E12: an error not yet reported satisfies any arm, once.
                 state.health = Health::Reported;
-                state.satisfy_arm();
+                state.satisfy_arm(self.tail.load(Ordering::Relaxed));
                 self.dispatch(state, fault.event());
                 return;
             }
@@ -535,8 +615,12 @@ impl Cq {
         // Rule C6: merge with an arm not yet satisfied.
         let merged = state.arm.map_or(arm, |first| first.merge(arm));
         // Rule C4: a fresh matching completion satisfies the arm at once.
-        if state.has_fresh_match(merged) {
-            state.satisfy_arm();
+        // `tail` is stable under `state`; `head` may move on (a poll), which
+        // only removes entries: one polled before this read does not count.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        if state.has_fresh_match(merged, head, tail) {
+            state.satisfy_arm(tail);
             self.dispatch(state, CqEvent::Completion);
         } else {
             state.arm = Some(merged);
@@ -558,28 +642,36 @@ impl Cq {
         if depth == 0 {
             return Err(ResizeError::ZeroDepth);
         }
-        let mut ring = Ring::try_new(depth).ok_or(ResizeError::NoMemory)?;
+        let ring = Ring::try_new(depth).ok_or(ResizeError::NoMemory)?;
         let mut state = self.state.lock();
         if state.health != Health::Healthy {
             return Err(ResizeError::InError);
         }
-        if state.ring.len() > ring.capacity() {
+        // No poll runs while `reader` is held, no push while `state` is: the
+        // positions stand still.
+        let mut reader = self.reader.lock();
+        let head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Relaxed);
+        let len = tail.wrapping_sub(head);
+        if len > ring.capacity() {
             // Rule K4: below the count fails and leaves the CQ unchanged.
             return Err(ResizeError::BelowCount);
         }
-        // Rule K4: no completion is lost and the order is kept. Every push
-        // succeeds: the new ring holds at least `state.ring.len()` entries.
-        while let Some(completion) = state.ring.pop() {
-            if ring.push(completion).is_err() {
-                break;
+        // Rule K4: no completion is lost and the order is kept. Each entry
+        // keeps its position, now in a slot of the new ring (which holds at
+        // least `len` entries), so the fresh-entry positions stay valid.
+        for pos in (0..len).map(|i| head.wrapping_add(i)) {
+            if let (Some(from), Some(to)) = (state.ring.slot(pos), ring.slot(pos)) {
+                to.store(&from.load());
             }
         }
-        // The fresh-entry positions count from the newest entry, so they stay
-        // valid in the new ring.
+        let old_reader = mem::replace(&mut *reader, Arc::clone(&ring));
+        drop(reader);
         let old = mem::replace(&mut state.ring, ring);
         state.depth = depth;
         drop(state);
-        // The old ring is freed outside the lock.
+        // The old ring is freed outside the locks.
+        drop(old_reader);
         drop(old);
         Ok(())
     }
@@ -639,14 +731,15 @@ impl Cq {
     /// The number of completions queued now.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.state.lock().ring.len()
+        let head = self.head.load(Ordering::Acquire);
+        self.tail.load(Ordering::Acquire).wrapping_sub(head)
     }
 
-    /// Whether no completion is queued now (read without the lock: as of
+    /// Whether no completion is queued now (read without a lock: as of
     /// the last push or poll that finished).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.queued.load(Ordering::Acquire) == 0
+        self.len() == 0
     }
 
     /// Enters the error state `fault`; reports it if the CQ is armed, else
@@ -655,7 +748,7 @@ impl Cq {
         self.failed.store(true, Ordering::Release);
         if state.arm.is_some() {
             state.health = Health::Reported;
-            state.satisfy_arm();
+            state.satisfy_arm(self.tail.load(Ordering::Relaxed));
             self.dispatch(state, fault.event());
         } else {
             state.health = Health::Unreported(fault);
@@ -712,3 +805,6 @@ mod loom_tests;
 
 #[cfg(test)]
 mod hint_tests;
+
+#[cfg(test)]
+mod ring_tests;

@@ -1,4 +1,5 @@
-//! Models of the CQ's lock-free hints (`queued`, `failed`): a poll that
+//! Models of the CQ's lock-free reads (emptiness from the `head` / `tail`
+//! positions, `failed`): a poll that
 //! returns at once on an empty CQ never loses a completion, never reports
 //! one twice, and keeps them in order; `is_error` without the lock sees an
 //! error once it was raised. Under `--cfg loom` every interleaving of a
