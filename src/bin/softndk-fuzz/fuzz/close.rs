@@ -5,43 +5,46 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-use softndk::abi::{NdkConnector, NdkObjectHeader, STATUS_PENDING, STATUS_SUCCESS};
+use softndk::abi::{NdkConnector, STATUS_PENDING, STATUS_SUCCESS};
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{Link, Post, table};
+use super::objects::{Closable, Link, Post, table};
 use super::signal::{Signal, keep, on_event, on_status};
 
+/// Closes that pended: the close's name and the signal its completion
+/// comes on.
+type Pending = Vec<(&'static str, Arc<Signal>)>;
+
 impl Fuzzer<'_> {
-    /// Starts the close of `object` through `close`; the signal to wait on
-    /// (`None`: closed at once).
-    pub(super) fn start_close(
-        &mut self,
-        what: &'static str,
-        object: *mut NdkObjectHeader,
-        close: softndk::abi::NdkFnCloseObject,
-    ) -> Option<(&'static str, Arc<Signal>)> {
+    /// Starts the close of the object `slot` holds, if any, and empties the
+    /// slot; a close that pends joins `pending`.
+    fn close<T: Closable>(&mut self, slot: &mut *mut T, pending: &mut Pending) {
+        let object = std::mem::replace(slot, ptr::null_mut());
+        if object.is_null() {
+            return;
+        }
+        let what = T::CLOSE;
+        let close = T::close_slot(table(object));
         let closed = Signal::new();
-        // SAFETY: a live object and its own close slot, called once.
-        let status = unsafe { close(object, Some(on_event), closed.ctx()) };
+        // SAFETY: a live object (taken out of its slot, so closed once) and
+        // its own close slot.
+        let status = unsafe { close(object.cast(), Some(on_event), closed.ctx()) };
         self.call(what, status);
         match status {
-            STATUS_SUCCESS => {
-                self.out.closed += 1;
-                None
-            }
-            STATUS_PENDING => Some((what, closed)),
+            STATUS_SUCCESS => self.out.closed += 1,
+            STATUS_PENDING => pending.push((what, closed)),
             other => {
                 self.finding(&format!(
                     "{what} returned {:#010x} (L18: a close never fails)",
                     other.cast_unsigned()
                 ));
-                None
             }
         }
     }
 
-    pub(super) fn wait_closes(&mut self, pending: Vec<(&'static str, Arc<Signal>)>) -> bool {
+    /// Waits for the closes that pended; whether every one completed.
+    fn wait_closes(&mut self, pending: Pending) -> bool {
         let mut all = true;
         for (what, signal) in pending {
             if signal.wait().is_some() {
@@ -80,23 +83,9 @@ impl Fuzzer<'_> {
         for what in order {
             let side = &mut link.sides[what / 2];
             if what % 2 == 0 {
-                let qp = std::mem::replace(&mut side.qp, ptr::null_mut());
-                if !qp.is_null() {
-                    pending.extend(self.start_close(
-                        "NdkCloseQp",
-                        qp.cast(),
-                        table(qp).ndk_close_qp,
-                    ));
-                }
+                self.close(&mut side.qp, &mut pending);
             } else {
-                let connector = std::mem::replace(&mut side.connector, ptr::null_mut());
-                if !connector.is_null() {
-                    pending.extend(self.start_close(
-                        "NdkCloseConnector",
-                        connector.cast(),
-                        table(connector).ndk_close_connector,
-                    ));
-                }
+                self.close(&mut side.connector, &mut pending);
             }
         }
         // Connectors of connect events the fuzzer did not accept, then the
@@ -110,21 +99,10 @@ impl Fuzzer<'_> {
             .map(|(_, extra)| extra)
             .collect();
         for extra in extras {
-            let extra: *mut NdkConnector = ptr::with_exposed_provenance_mut(extra);
-            pending.extend(self.start_close(
-                "NdkCloseConnector",
-                extra.cast(),
-                table(extra).ndk_close_connector,
-            ));
+            let mut extra: *mut NdkConnector = ptr::with_exposed_provenance_mut(extra);
+            self.close(&mut extra, &mut pending);
         }
-        let listener = std::mem::replace(&mut link.listener, ptr::null_mut());
-        if !listener.is_null() {
-            pending.extend(self.start_close(
-                "NdkCloseListener",
-                listener.cast(),
-                table(listener).ndk_close_listener,
-            ));
-        }
+        self.close(&mut link.listener, &mut pending);
         let closed = self.wait_closes(pending);
         if closed {
             let incoming = Arc::clone(&link.incoming);
@@ -174,55 +152,22 @@ impl Fuzzer<'_> {
         for what in order {
             let side = &mut link.sides[what / 4];
             match what % 4 {
-                0 => {
-                    let mw = std::mem::replace(&mut side.mw, ptr::null_mut());
-                    if !mw.is_null() {
-                        pending.extend(self.start_close(
-                            "NdkCloseMw",
-                            mw.cast(),
-                            table(mw).ndk_close_mw,
-                        ));
-                    }
-                }
+                0 => self.close(&mut side.mw, &mut pending),
                 1 => {
-                    let mr = std::mem::replace(&mut side.mr, ptr::null_mut());
-                    if !mr.is_null() {
-                        if side.registered && self.rng.chance(50) {
-                            let done = Signal::new();
-                            // SAFETY: a live, registered MR.
-                            let status = unsafe {
-                                (table(mr).ndk_deregister_mr)(mr, Some(on_status), done.ctx())
-                            };
-                            self.call("NdkDeregisterMr", status);
-                            let _ = self.finish("NdkDeregisterMr", status, &done);
-                        }
-                        pending.extend(self.start_close(
-                            "NdkCloseMr",
-                            mr.cast(),
-                            table(mr).ndk_close_mr,
-                        ));
+                    let mr = side.mr;
+                    if !mr.is_null() && side.registered && self.rng.chance(50) {
+                        let done = Signal::new();
+                        // SAFETY: a live, registered MR.
+                        let status = unsafe {
+                            (table(mr).ndk_deregister_mr)(mr, Some(on_status), done.ctx())
+                        };
+                        self.call("NdkDeregisterMr", status);
+                        let _ = self.finish("NdkDeregisterMr", status, &done);
                     }
+                    self.close(&mut side.mr, &mut pending);
                 }
-                2 => {
-                    let cq = std::mem::replace(&mut side.cq, ptr::null_mut());
-                    if !cq.is_null() {
-                        pending.extend(self.start_close(
-                            "NdkCloseCq",
-                            cq.cast(),
-                            table(cq).ndk_close_cq,
-                        ));
-                    }
-                }
-                _ => {
-                    let pd = std::mem::replace(&mut side.pd, ptr::null_mut());
-                    if !pd.is_null() {
-                        pending.extend(self.start_close(
-                            "NdkClosePd",
-                            pd.cast(),
-                            table(pd).ndk_close_pd,
-                        ));
-                    }
-                }
+                2 => self.close(&mut side.cq, &mut pending),
+                _ => self.close(&mut side.pd, &mut pending),
             }
         }
         let closed = self.wait_closes(pending) && closed;

@@ -6,8 +6,8 @@ use std::ptr;
 use std::sync::Arc;
 
 use softndk::abi::{
-    AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkListener, NdkMr, NdkMw, NdkPd, NdkQp,
-    NdkResult, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+    AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
+    NdkMw, NdkPd, NdkQp, NdkResult, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -46,6 +46,35 @@ dispatched! {
     NdkMw => softndk::abi::NdkMwDispatch,
     NdkConnector => softndk::abi::NdkConnectorDispatch,
     NdkListener => softndk::abi::NdkListenerDispatch,
+}
+
+/// A provider object the fuzzer closes through its own table's close slot.
+pub(super) trait Closable: Dispatched {
+    /// The close's name in traces and findings.
+    const CLOSE: &'static str;
+    /// The close slot of the object's table.
+    fn close_slot(table: &Self::Table) -> NdkFnCloseObject;
+}
+
+macro_rules! closable {
+    ($($object:ty => $what:literal, $slot:ident;)*) => {$(
+        impl Closable for $object {
+            const CLOSE: &'static str = $what;
+            fn close_slot(table: &Self::Table) -> NdkFnCloseObject {
+                table.$slot
+            }
+        }
+    )*};
+}
+
+closable! {
+    NdkCq => "NdkCloseCq", ndk_close_cq;
+    NdkPd => "NdkClosePd", ndk_close_pd;
+    NdkQp => "NdkCloseQp", ndk_close_qp;
+    NdkMr => "NdkCloseMr", ndk_close_mr;
+    NdkMw => "NdkCloseMw", ndk_close_mw;
+    NdkConnector => "NdkCloseConnector", ndk_close_connector;
+    NdkListener => "NdkCloseListener", ndk_close_listener;
 }
 
 /// The dispatch table of a live provider object.

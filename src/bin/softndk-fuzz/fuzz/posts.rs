@@ -170,35 +170,24 @@ impl Fuzzer<'_> {
         }
         let qp = side.qp;
         let context = self.context();
+        let (request, sgl, n_sge) = (
+            ptr::without_provenance_mut(context),
+            sges.as_ptr(),
+            sges.len() as u32,
+        );
         let (what, status) = if invalidate {
             let peer = &link.sides[1 - i];
             let token = match peer.window {
                 Some((token, ..)) if !self.invalid() => token,
                 _ => u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
             };
+            let post = table(qp).ndk_send_and_invalidate;
             // SAFETY: as in `receive`.
-            let status = unsafe {
-                (table(qp).ndk_send_and_invalidate)(
-                    qp,
-                    ptr::without_provenance_mut(context),
-                    sges.as_ptr(),
-                    sges.len() as u32,
-                    flags,
-                    token,
-                )
-            };
+            let status = unsafe { post(qp, request, sgl, n_sge, flags, token) };
             ("NdkSendAndInvalidate", status)
         } else {
             // SAFETY: as in `receive`.
-            let status = unsafe {
-                (table(qp).ndk_send)(
-                    qp,
-                    ptr::without_provenance_mut(context),
-                    sges.as_ptr(),
-                    sges.len() as u32,
-                    flags,
-                )
-            };
+            let status = unsafe { (table(qp).ndk_send)(qp, request, sgl, n_sge, flags) };
             ("NdkSend", status)
         };
         self.trace_flags(flags, &sges);
@@ -264,34 +253,22 @@ impl Fuzzer<'_> {
         let qp = side.qp;
         let context = self.context();
         let d = table(qp);
-        let (what, status) = if read {
-            // SAFETY: as in `receive`; the remote address is an index.
-            let status = unsafe {
-                (d.ndk_read)(
-                    qp,
-                    ptr::without_provenance_mut(context),
-                    sges.as_ptr(),
-                    sges.len() as u32,
-                    remote,
-                    token,
-                    flags,
-                )
-            };
-            ("NdkRead", status)
+        let (what, post) = if read {
+            ("NdkRead", d.ndk_read)
         } else {
-            // SAFETY: as above.
-            let status = unsafe {
-                (d.ndk_write)(
-                    qp,
-                    ptr::without_provenance_mut(context),
-                    sges.as_ptr(),
-                    sges.len() as u32,
-                    remote,
-                    token,
-                    flags,
-                )
-            };
-            ("NdkWrite", status)
+            ("NdkWrite", d.ndk_write)
+        };
+        // SAFETY: as in `receive`; the remote address is an index.
+        let status = unsafe {
+            post(
+                qp,
+                ptr::without_provenance_mut(context),
+                sges.as_ptr(),
+                sges.len() as u32,
+                remote,
+                token,
+                flags,
+            )
         };
         self.trace_flags(flags, &sges);
         // SILENT_SUCCESS may also come from a noisy link's stray flag.

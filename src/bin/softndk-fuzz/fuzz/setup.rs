@@ -1,6 +1,7 @@
 //! Set-up: a link's objects (CQ, PD, QP, MR, MW on each side) and its
 //! connection through a listener.
 
+use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -28,20 +29,48 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// A create's outcome (L5: a create may pend and hand its object to the
-    /// completion instead of the out-pointer): the object, or why it failed.
-    pub(super) fn made<T>(
+    /// A set-up step that may pend, already counted with [`Fuzzer::call`]:
+    /// `returned`, or the status its completion on `signal` brought, as
+    /// [`Fuzzer::expect`] judges it; on success, the object the completion
+    /// carried (0 when none).
+    fn settle(
         &mut self,
         what: &str,
-        status: NtStatus,
-        created: &Arc<Signal>,
-        out: *mut T,
-    ) -> Result<*mut T, SetupFailed> {
-        self.call(what, status);
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Result<usize, SetupFailed> {
         let (status, object) = self
-            .finish(what, status, created)
+            .finish(what, returned, signal)
             .unwrap_or((STATUS_PENDING, 0));
         self.expect(what, status)?;
+        Ok(object)
+    }
+
+    /// A set-up call that may pend: counted, then settled.
+    fn step_up(
+        &mut self,
+        what: &str,
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Result<(), SetupFailed> {
+        self.call(what, returned);
+        self.settle(what, returned, signal).map(drop)
+    }
+
+    /// A create: `create` makes the call, given the create completion's
+    /// context and the out-pointer (it passes `on_create` as the
+    /// completion). L5: a create may pend and hand its object to the
+    /// completion instead of the out-pointer. The object, or why it failed.
+    fn create<T>(
+        &mut self,
+        what: &str,
+        create: impl FnOnce(*mut c_void, *mut *mut T) -> NtStatus,
+    ) -> Result<*mut T, SetupFailed> {
+        let created = Signal::new();
+        let mut out = ptr::null_mut();
+        let status = create(created.ctx(), &raw mut out);
+        self.call(what, status);
+        let object = self.settle(what, status, &created)?;
         Ok(if object == 0 {
             out
         } else {
@@ -63,64 +92,55 @@ impl Fuzzer<'_> {
         let depth = receive_depth + initiator_depth + self.rng.range(0, 8);
         side.cq_depth = depth;
 
-        let created = Signal::new();
-        let mut cq = ptr::null_mut();
-        // SAFETY: a live adapter; the notification context and the create
-        // completion's live as long as the CQ.
-        let status = unsafe {
+        let notes = side.notes.ctx();
+        // SAFETY: a live parent object and an out-pointer (here and in every
+        // create below); the create completion's context is kept by `create`
+        // until it came, and the CQ's notification context lives as long as
+        // the CQ.
+        side.cq = self.create("NdkCreateCq", |done, out| unsafe {
             (d.ndk_create_cq)(
                 adapter,
                 depth,
                 Some(on_status),
-                side.notes.ctx(),
+                notes,
                 ptr::null(),
                 Some(on_create),
-                created.ctx(),
-                &raw mut cq,
+                done,
+                out,
             )
-        };
-        side.cq = ptr::null_mut();
-        side.cq = self.made("NdkCreateCq", status, &created, cq)?;
+        })?;
+        // SAFETY: as above.
+        side.pd = self.create("NdkCreatePd", |done, out| unsafe {
+            (d.ndk_create_pd)(adapter, Some(on_create), done, out)
+        })?;
 
-        let created = Signal::new();
-        let mut pd = ptr::null_mut();
-        // SAFETY: a live adapter and an out-pointer.
-        let status =
-            unsafe { (d.ndk_create_pd)(adapter, Some(on_create), created.ctx(), &raw mut pd) };
-        side.pd = ptr::null_mut();
-        side.pd = self.made("NdkCreatePd", status, &created, pd)?;
-
-        let pdd = table(side.pd);
+        let (pd, cq) = (side.pd, side.cq);
+        let pdd = table(pd);
         side.qp_ctx = self.context();
-        let created = Signal::new();
-        let mut qp = ptr::null_mut();
-        // SAFETY: a live PD and CQ, an out-pointer.
-        let status = unsafe {
+        let qp_ctx = ptr::without_provenance_mut(side.qp_ctx);
+        let (receive_sge, initiator_sge, inline) =
+            (side.receive_sge, side.initiator_sge, side.inline);
+        // SAFETY: as above.
+        side.qp = self.create("NdkCreateQp", |done, out| unsafe {
             (pdd.ndk_create_qp)(
-                side.pd,
-                side.cq,
-                side.cq,
-                ptr::without_provenance_mut(side.qp_ctx),
+                pd,
+                cq,
+                cq,
+                qp_ctx,
                 receive_depth,
                 initiator_depth,
-                side.receive_sge,
-                side.initiator_sge,
-                side.inline,
+                receive_sge,
+                initiator_sge,
+                inline,
                 Some(on_create),
-                created.ctx(),
-                &raw mut qp,
+                done,
+                out,
             )
-        };
-        side.qp = ptr::null_mut();
-        side.qp = self.made("NdkCreateQp", status, &created, qp)?;
-
-        let created = Signal::new();
-        let mut mr = ptr::null_mut();
-        // SAFETY: a live PD and an out-pointer.
-        let status =
-            unsafe { (pdd.ndk_create_mr)(side.pd, 0, Some(on_create), created.ctx(), &raw mut mr) };
-        side.mr = ptr::null_mut();
-        side.mr = self.made("NdkCreateMr", status, &created, mr)?;
+        })?;
+        // SAFETY: as above.
+        side.mr = self.create("NdkCreateMr", |done, out| unsafe {
+            (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
+        })?;
 
         let len = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
@@ -135,11 +155,7 @@ impl Fuzzer<'_> {
         let status = unsafe {
             (table(side.mr).ndk_register_mr)(side.mr, mdl, len, flags, Some(on_status), done.ctx())
         };
-        self.call("NdkRegisterMr", status);
-        let (status, _) = self
-            .finish("NdkRegisterMr", status, &done)
-            .unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkRegisterMr", status)?;
+        self.step_up("NdkRegisterMr", status, &done)?;
         side.registered = true;
         // SAFETY: a live, registered MR.
         side.local_token = unsafe { (table(side.mr).ndk_get_local_token_from_mr)(side.mr) };
@@ -148,13 +164,10 @@ impl Fuzzer<'_> {
         side.remote_token = unsafe { (table(side.mr).ndk_get_remote_token_from_mr)(side.mr) };
         self.call("NdkGetRemoteTokenFromMr", STATUS_SUCCESS);
 
-        let created = Signal::new();
-        let mut mw = ptr::null_mut();
-        // SAFETY: a live PD and an out-pointer.
-        let status =
-            unsafe { (pdd.ndk_create_mw)(side.pd, Some(on_create), created.ctx(), &raw mut mw) };
-        side.mw = ptr::null_mut();
-        side.mw = self.made("NdkCreateMw", status, &created, mw)?;
+        // SAFETY: as for the creates above.
+        side.mw = self.create("NdkCreateMw", |done, out| unsafe {
+            (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
+        })?;
         Ok(())
     }
 
@@ -165,43 +178,31 @@ impl Fuzzer<'_> {
         let a_adapter = self.adapters[a.adapter];
         let b_adapter = self.adapters[b.adapter];
 
-        let created = Signal::new();
-        let mut connector = ptr::null_mut();
-        // SAFETY: a live adapter and an out-pointer.
-        let status = unsafe {
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        a.connector = self.create("NdkCreateConnector", |done, out| unsafe {
             (table(a_adapter.ptr()).ndk_create_connector)(
                 a_adapter.ptr(),
                 Some(on_create),
-                created.ctx(),
-                &raw mut connector,
+                done,
+                out,
             )
-        };
-        a.connector = ptr::null_mut();
-        a.connector = self.made("NdkCreateConnector", status, &created, connector)?;
+        })?;
 
         let incoming = Signal::new();
-        let created = Signal::new();
-        let mut listener: *mut NdkListener = ptr::null_mut();
-        // SAFETY: a live adapter; `incoming` outlives the listener (it is
-        // kept until the listener's close completed).
-        let status = unsafe {
+        let incoming_ctx = incoming.ctx();
+        // SAFETY: as above; `incoming` outlives the listener (it is kept
+        // until the listener's close completed).
+        let listener: *mut NdkListener = self.create("NdkCreateListener", |done, out| unsafe {
             (table(b_adapter.ptr()).ndk_create_listener)(
                 b_adapter.ptr(),
                 Some(on_connect),
-                incoming.ctx(),
+                incoming_ctx,
                 Some(on_create),
-                created.ctx(),
-                &raw mut listener,
+                done,
+                out,
             )
-        };
-        self.call("NdkCreateListener", status);
-        let (status, object) = self
-            .finish("NdkCreateListener", status, &created)
-            .unwrap_or((STATUS_PENDING, 0));
-        if object != 0 {
-            listener = ptr::with_exposed_provenance_mut(object);
-        }
-        self.expect("NdkCreateListener", status)?;
+        })?;
         // The listener's close stays pending until the connector its
         // connect event brought is closed (L24): it closes with the link.
         link.listener = listener;
@@ -210,7 +211,7 @@ impl Fuzzer<'_> {
         self.listen_and_connect(a_adapter, listener, &incoming, a, b)
     }
 
-    pub(super) fn listen_and_connect(
+    fn listen_and_connect(
         &mut self,
         a_adapter: Adapter,
         listener: *mut NdkListener,
@@ -232,11 +233,7 @@ impl Fuzzer<'_> {
                 done.ctx(),
             )
         };
-        self.call("NdkListen", status);
-        let (status, _) = self
-            .finish("NdkListen", status, &done)
-            .unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkListen", status)?;
+        self.step_up("NdkListen", status, &done)?;
         let mut bound = SockAddrIn::default();
         let mut len = SOCKADDR_IN_LEN;
         // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
@@ -326,10 +323,7 @@ impl Fuzzer<'_> {
         }
         // From here a failure leaves the accept pending: its completion
         // comes when the connector closes, so its context must outlive that.
-        let (status, _) = self
-            .finish("NdkConnect", status, &connected)
-            .unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkConnect", status)
+        self.settle("NdkConnect", status, &connected)
             .inspect_err(|_| keep(&accepted))?;
         let completed = Signal::new();
         // SAFETY: live objects; the signals are kept as above.
@@ -342,16 +336,9 @@ impl Fuzzer<'_> {
                 completed.ctx(),
             )
         };
-        self.call("NdkCompleteConnect", status);
-        let (status, _) = self
-            .finish("NdkCompleteConnect", status, &completed)
-            .unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkCompleteConnect", status)
+        self.step_up("NdkCompleteConnect", status, &completed)
             .inspect_err(|_| keep(&accepted))?;
-        let (status, _) = self
-            .finish("NdkAccept", accept, &accepted)
-            .unwrap_or((STATUS_PENDING, 0));
-        self.expect("NdkAccept", status)
+        self.settle("NdkAccept", accept, &accepted).map(drop)
     }
 
     /// Opens a link between two random adapters; `None` when set-up failed
