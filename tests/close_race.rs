@@ -1100,7 +1100,7 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
 // The tests: one per object type, each racing every slot of its table
 // ---------------------------------------------------------------------------
 
-/// Each `#[test]` races the slots of one object type's table, its world
+/// Each test races the slots of one object type's table, its world
 /// built by the function named.
 macro_rules! l17_races {
     ($($(#[$attr:meta])* $name:ident: $object_type:ident in $world:ident;)*) => {$(
