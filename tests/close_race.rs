@@ -1100,36 +1100,55 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
 // The tests: one per object type, each racing every slot of its table
 // ---------------------------------------------------------------------------
 
-/// Each test races the slots of one object type's table, its world
-/// built by the function named.
-macro_rules! l17_races {
-    ($($(#[$attr:meta])* $name:ident: $object_type:ident in $world:ident;)*) => {$(
-        $(#[$attr])*
-        fn $name() {
-            race_table(NdkObjectType::$object_type, $world);
-        }
-    )*};
+// Each test races the slots of one object type's table (`race_table`),
+// its world built by the function named.
+
+#[test]
+fn l17_adapter_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::ADAPTER, adapter_world);
 }
 
-l17_races! {
-    #[test]
-    l17_adapter_closed_while_each_slot_is_inside: ADAPTER in adapter_world;
-    #[test]
-    l17_pd_closed_while_each_slot_is_inside: PD in pd_world;
-    #[test]
-    l17_cq_closed_while_each_slot_is_inside: CQ in cq_world;
-    #[test]
-    l17_qp_closed_while_each_slot_is_inside: QP in qp_world;
-    #[test]
-    l17_srq_closed_while_each_slot_is_inside: SRQ in srq_world;
-    #[test]
-    l17_mr_closed_while_each_slot_is_inside: MR in mr_world;
-    #[test]
-    l17_mw_closed_while_each_slot_is_inside: MW in mw_world;
-    #[test]
-    l17_shared_endpoint_closed_while_each_slot_is_inside: SHARED_ENDPOINT in endpoint_world;
-    #[test]
-    l17_listener_closed_while_each_slot_is_inside: LISTENER in listener_world;
-    #[test]
-    l17_connector_closed_while_each_slot_is_inside: CONNECTOR in connector_world;
+#[test]
+fn l17_pd_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::PD, pd_world);
+}
+
+#[test]
+fn l17_cq_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::CQ, cq_world);
+}
+
+#[test]
+fn l17_qp_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::QP, qp_world);
+}
+
+#[test]
+fn l17_srq_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::SRQ, srq_world);
+}
+
+#[test]
+fn l17_mr_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::MR, mr_world);
+}
+
+#[test]
+fn l17_mw_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::MW, mw_world);
+}
+
+#[test]
+fn l17_shared_endpoint_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::SHARED_ENDPOINT, endpoint_world);
+}
+
+#[test]
+fn l17_listener_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::LISTENER, listener_world);
+}
+
+#[test]
+fn l17_connector_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::CONNECTOR, connector_world);
 }
