@@ -164,6 +164,11 @@ fn creating<T: 'static>(
     })
 }
 
+/// The object a create made, if it did.
+fn made<T, E>(result: Result<T, E>, wrap: fn(T) -> Made) -> Vec<Made> {
+    result.into_iter().map(wrap).collect()
+}
+
 /// A created object when the create succeeded.
 fn created<T>(status: NtStatus, out: *mut T, wrap: impl FnOnce(*mut T) -> Made) -> Vec<Made> {
     if status == STATUS_SUCCESS {
@@ -562,11 +567,7 @@ fn adapter_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         }),
         "NdkCreateCq" => Arc::new(|w: &World| {
             let watch = w.signal();
-            w.adapter()
-                .try_cq(16, &watch)
-                .into_iter()
-                .map(Made::Cq)
-                .collect()
+            made(w.adapter().try_cq(16, &watch), Made::Cq)
         }),
         "NdkCreatePd" => creating(
             |w, out| {
@@ -577,13 +578,9 @@ fn adapter_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
             },
             |p| Made::Pd(Pd(p)),
         ),
-        "NdkCreateSharedEndpoint" => Arc::new(|w: &World| {
-            w.adapter()
-                .try_shared_endpoint(w.addr())
-                .into_iter()
-                .map(Made::Endpoint)
-                .collect()
-        }),
+        "NdkCreateSharedEndpoint" => {
+            Arc::new(|w: &World| made(w.adapter().try_shared_endpoint(w.addr()), Made::Endpoint))
+        }
         "NdkCreateConnector" => creating(
             |w, out| {
                 // SAFETY: valid arguments.
@@ -649,6 +646,11 @@ fn adapter_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
+#[test]
+fn l17_adapter_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::ADAPTER, adapter_world);
+}
+
 /// An adapter with a CQ (notifying a signal of the world) and a PD.
 fn with_pd() -> World {
     let mut world = opened();
@@ -667,9 +669,7 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let pd = &world.pds[0];
     let target = slot_target(pd.0.cast(), pd.d().ndk_close_pd, "NdkClosePd");
     let calls = calls_of(slots, |slot| match slot {
-        "NdkCreateMr" => {
-            Arc::new(|w: &World| w.pds[0].try_mr(false).into_iter().map(Made::Mr).collect())
-        }
+        "NdkCreateMr" => Arc::new(|w: &World| made(w.pds[0].try_mr(false), Made::Mr)),
         "NdkCreateMw" => Arc::new(|w: &World| {
             let pd = &w.pds[0];
             let mut mw = std::ptr::null_mut();
@@ -678,26 +678,18 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
                 unsafe { (pd.d().ndk_create_mw)(pd.0, None, std::ptr::null_mut(), &raw mut mw) };
             created(status, mw, |p| Made::Mw(Mw(p)))
         }),
-        "NdkCreateSrq" => Arc::new(|w: &World| {
-            w.pds[0]
-                .try_srq(16, 1, 0, None)
-                .into_iter()
-                .map(Made::Srq)
-                .collect()
-        }),
+        "NdkCreateSrq" => Arc::new(|w: &World| made(w.pds[0].try_srq(16, 1, 0, None), Made::Srq)),
         "NdkCreateQp" => Arc::new(|w: &World| {
-            w.pds[0]
-                .try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0)
-                .into_iter()
-                .map(Made::Qp)
-                .collect()
+            made(
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0),
+                Made::Qp,
+            )
         }),
         "NdkCreateQpWithSrq" => Arc::new(|w: &World| {
-            w.pds[0]
-                .try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0)
-                .into_iter()
-                .map(Made::Qp)
-                .collect()
+            made(
+                w.pds[0].try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0),
+                Made::Qp,
+            )
         }),
         "NdkGetPrivilegedMemoryRegionToken" => quiet(|w| {
             let _ = w.pds[0].privileged_token();
@@ -705,6 +697,11 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_pd_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::PD, pd_world);
 }
 
 fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -744,6 +741,11 @@ fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_cq_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::CQ, cq_world);
 }
 
 /// A connected pair's A side, as a world: adapters A and B, CQ, PD and QP
@@ -823,6 +825,11 @@ fn qp_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
+#[test]
+fn l17_qp_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::QP, qp_world);
+}
+
 fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let watch = world.signal();
@@ -847,6 +854,11 @@ fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_srq_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::SRQ, srq_world);
 }
 
 fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -889,6 +901,11 @@ fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
+#[test]
+fn l17_mr_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::MR, mr_world);
+}
+
 fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let mw = world.pds[0].mw();
@@ -902,6 +919,11 @@ fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_mw_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::MW, mw_world);
 }
 
 fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -924,6 +946,11 @@ fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_shared_endpoint_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::SHARED_ENDPOINT, endpoint_world);
 }
 
 fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -962,6 +989,11 @@ fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
+}
+
+#[test]
+fn l17_listener_closed_while_each_slot_is_inside() {
+    race_table(NdkObjectType::LISTENER, listener_world);
 }
 
 /// Two ends with a QP each and a listener on B ([`Fixture::stage`]), as a
@@ -1094,58 +1126,6 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-// ---------------------------------------------------------------------------
-// The tests: one per object type, each racing every slot of its table
-// ---------------------------------------------------------------------------
-
-// Each test races the slots of one object type's table (`race_table`),
-// its world built by the function named.
-
-#[test]
-fn l17_adapter_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::ADAPTER, adapter_world);
-}
-
-#[test]
-fn l17_pd_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::PD, pd_world);
-}
-
-#[test]
-fn l17_cq_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::CQ, cq_world);
-}
-
-#[test]
-fn l17_qp_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::QP, qp_world);
-}
-
-#[test]
-fn l17_srq_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::SRQ, srq_world);
-}
-
-#[test]
-fn l17_mr_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::MR, mr_world);
-}
-
-#[test]
-fn l17_mw_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::MW, mw_world);
-}
-
-#[test]
-fn l17_shared_endpoint_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::SHARED_ENDPOINT, endpoint_world);
-}
-
-#[test]
-fn l17_listener_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::LISTENER, listener_world);
 }
 
 #[test]
