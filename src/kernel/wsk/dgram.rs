@@ -45,10 +45,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::irp::{BufferMdl, OwnedIrp, outcome};
-use super::{
-    SocketOwner, WskClient, borrow_arc, close_done, enable_events, from_sockaddr, socket_table,
-    to_sockaddr,
-};
+use super::{WskClient, borrow_arc, enable_events, from_sockaddr, socket_table, to_sockaddr};
 use crate::abi::{
     AF_INET, AF_INET6, IPPROTO_UDP, Irp, NtStatus, SOCK_DGRAM, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED, STATUS_SUCCESS, SockAddrInet,
@@ -468,7 +465,7 @@ impl WskDatagram {
     fn start_close(&self) {
         let socket = self.socket.load(Ordering::Acquire);
         // SAFETY: the control IRP is idle (setup is over: phase was Open).
-        unsafe { self.control_irp.prepare(close_done::<Self>, self.context()) };
+        unsafe { self.control_irp.prepare(closed, self.context()) };
         let dispatch = self.dispatch();
         // SAFETY: a live socket with nothing outstanding; the IRP stays
         // valid until its completion.
@@ -572,18 +569,21 @@ unsafe extern "system" fn bound(
     STATUS_MORE_PROCESSING_REQUIRED
 }
 
-impl SocketOwner for WskDatagram {
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket_closed(&self) {
-        self.state.lock().phase = Phase::Closed;
-    }
+/// `WskCloseSocket` completed: the socket's reference goes.
+unsafe extern "system" fn closed(
+    _device: *mut c_void,
+    _irp: *mut Irp,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the context is the socket's reference.
+    let this = unsafe { borrow_arc::<WskDatagram>(context) };
+    this.socket.store(core::ptr::null_mut(), Ordering::Release);
+    this.state.lock().phase = Phase::Closed;
+    this.client.socket_gone();
+    // SAFETY: the socket's reference, given up now that it is closed.
+    drop(unsafe { Arc::from_raw(context.cast::<WskDatagram>().cast_const()) });
+    drop(this);
+    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskSendTo` completed: the slot is free again.

@@ -456,41 +456,6 @@ unsafe fn socket_table<'a, T>(socket: *mut WskSocket) -> &'a T {
     unsafe { &*table.cast::<T>() }
 }
 
-/// A stream, listener or datagram socket: the WSK socket it owns holds one
-/// reference to it (the socket's context, `Arc::into_raw`), given up when
-/// the socket's close completes ([`close_done`]).
-trait SocketOwner: Sized {
-    /// The WSK socket; null once closed.
-    fn socket(&self) -> &AtomicPtr<WskSocket>;
-    /// The client the socket was made under.
-    fn client(&self) -> &WskClient;
-    /// What the owner records once its socket is gone (under its own lock).
-    fn socket_closed(&self);
-}
-
-/// `WskCloseSocket` completed, for any [`SocketOwner`]: WSK calls nothing
-/// more on this socket, so its reference goes.
-unsafe extern "system" fn close_done<T: SocketOwner>(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the owner, kept by its socket's reference (the
-    // close's IRP is prepared with the owner's context only).
-    let this = unsafe { borrow_arc::<T>(context) };
-    this.socket()
-        .store(core::ptr::null_mut(), Ordering::Release);
-    this.socket_closed();
-    this.client().socket_gone();
-    // SAFETY: the socket's reference, given up now that the socket is gone.
-    drop(unsafe { Arc::from_raw(context.cast::<T>().cast_const()) });
-    // `this` (the callback's own reference) may free the owner when dropped
-    // here, after which nothing touches it: the IRP is not touched again by
-    // the I/O manager (STATUS_MORE_PROCESSING_REQUIRED).
-    drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
-}
-
 /// A strong reference for the length of a callback, from the socket's
 /// reference behind `context`.
 ///
@@ -757,7 +722,7 @@ impl WskStream {
     fn start_close(&self) {
         let socket = self.socket.load(Ordering::Acquire);
         // SAFETY: the control IRP is idle (`control_busy` was just set).
-        unsafe { self.control_irp.prepare(close_done::<Self>, self.context()) };
+        unsafe { self.control_irp.prepare(close_done, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         // SAFETY: a live socket with no other call outstanding (no send in
         // flight, the disconnect completed); the IRP stays valid until its
@@ -912,19 +877,26 @@ unsafe extern "system" fn disconnect_done(
     STATUS_MORE_PROCESSING_REQUIRED
 }
 
-impl SocketOwner for WskStream {
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket_closed(&self) {
-        self.state.lock().control_busy = false;
-        drop(self.events.lock().take());
-    }
+/// `WskCloseSocket` completed: WSK calls nothing more on this socket, so
+/// its reference goes.
+unsafe extern "system" fn close_done(
+    _device: *mut c_void,
+    _irp: *mut Irp,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the context is the stream, kept by its socket's reference.
+    let this = unsafe { borrow_arc::<WskStream>(context) };
+    this.socket.store(core::ptr::null_mut(), Ordering::Release);
+    this.state.lock().control_busy = false;
+    drop(this.events.lock().take());
+    this.client.socket_gone();
+    // SAFETY: the socket's reference, given up now that the socket is gone.
+    drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
+    // `this` (the callback's own reference) may free the stream when dropped
+    // here, after which nothing touches it: the IRP is not touched again by
+    // the I/O manager (STATUS_MORE_PROCESSING_REQUIRED).
+    drop(this);
+    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskReceiveEvent`: hands every indicated byte to `received`, in order.
@@ -1235,7 +1207,7 @@ impl WskListener {
     fn start_close(&self) {
         let socket = self.socket.load(Ordering::Acquire);
         // SAFETY: the IRP is idle (the phase left Binding/Creating).
-        unsafe { self.irp.prepare(close_done::<Self>, self.context()) };
+        unsafe { self.irp.prepare(listen_closed, self.context()) };
         let dispatch = self.listen_dispatch();
         // SAFETY: a live socket with nothing outstanding; the IRP stays valid
         // until its completion.
@@ -1327,18 +1299,21 @@ unsafe extern "system" fn listen_bound(
     STATUS_MORE_PROCESSING_REQUIRED
 }
 
-impl SocketOwner for WskListener {
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket_closed(&self) {
-        self.state.lock().phase = ListenPhase::Failed;
-    }
+/// `WskCloseSocket` (listen) completed: the socket's reference goes.
+unsafe extern "system" fn listen_closed(
+    _device: *mut c_void,
+    _irp: *mut Irp,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: the context is the socket's reference to the listener.
+    let this = unsafe { borrow_arc::<WskListener>(context) };
+    this.socket.store(core::ptr::null_mut(), Ordering::Release);
+    this.state.lock().phase = ListenPhase::Failed;
+    this.client.socket_gone();
+    // SAFETY: the socket's reference, given up now that it is closed.
+    drop(unsafe { Arc::from_raw(context.cast::<WskListener>().cast_const()) });
+    drop(this);
+    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskAcceptEvent`: a connection arrived on the listening socket.
