@@ -99,6 +99,13 @@ fn report_on(rule: &str, object: usize) -> Option<String> {
         .map(|(_, _, text)| text)
 }
 
+/// `rule`'s counter moved from `before` by exactly one, and its report on
+/// `object` (`what`, for the failure message): the report's text.
+fn expect_one_report(rule: &str, before: u64, object: usize, what: &str) -> String {
+    assert_eq!(count(rule), before + 1, "{rule}: one breach counted");
+    report_on(rule, object).unwrap_or_else(|| panic!("{what}"))
+}
+
 #[test]
 fn checked_set_mode_refuses_unknown_values() {
     let _serial = serial();
@@ -130,8 +137,7 @@ fn checked_defer_chain_left_unrung_at_flush_is_reported_rule_d5() {
     let before = count("D5");
     assert_success!(pair.a_qp.send(1, &[], DEFER));
     pair.a_qp.flush();
-    assert_eq!(count("D5"), before + 1);
-    let text = report_on("D5", pair.a_qp.0 as usize).expect("a D5 report on the QP");
+    let text = expect_one_report("D5", before, pair.a_qp.0 as usize, "a D5 report on the QP");
     assert!(
         text.contains("NdkFlush") && text.contains("NdkSend"),
         "{text}"
@@ -167,8 +173,7 @@ fn checked_defer_chain_left_unrung_at_disconnect_is_reported_rule_d5() {
     let (b, b_done) = pair.b_conn.disconnect();
     let _ = a_done.outcome(a);
     let _ = b_done.outcome(b);
-    assert_eq!(count("D5"), before + 1);
-    let text = report_on("D5", pair.a_qp.0 as usize).expect("a D5 report on the QP");
+    let text = expect_one_report("D5", before, pair.a_qp.0 as usize, "a D5 report on the QP");
     assert!(
         text.contains("NdkDisconnect") && text.contains("NdkSend"),
         "{text}"
@@ -208,8 +213,7 @@ fn checked_post_on_disconnected_qp_is_reported_rule_x5() {
     let pair = disconnected_pair();
     let before = count("X5");
     assert_eq!(pair.a_qp.send(1, &[], 0), STATUS_CONNECTION_INVALID);
-    assert_eq!(count("X5"), before + 1);
-    let text = report_on("X5", pair.a_qp.0 as usize).expect("an X5 report on the QP");
+    let text = expect_one_report("X5", before, pair.a_qp.0 as usize, "an X5 report on the QP");
     assert!(text.contains("NdkSend"), "{text}");
     harness::teardown_lenient(pair);
 }
@@ -225,26 +229,72 @@ fn checked_reused_disconnected_connector_is_reported_rule_x5() {
         pair.a_conn
             .connect(&pair.a_qp, addr_a, addr_b.with_port(1), 16, 16, b"again");
     assert_eq!(status, STATUS_CONNECTION_INVALID);
-    assert_eq!(count("X5"), before + 1);
-    let text = report_on("X5", pair.a_conn.0 as usize).expect("an X5 report on the connector");
+    let text = expect_one_report(
+        "X5",
+        before,
+        pair.a_conn.0 as usize,
+        "an X5 report on the connector",
+    );
     assert!(text.contains("NdkConnect"), "{text}");
     harness::teardown_lenient(pair);
 }
 
-/// The CQ the C1 test holds a call inside, and the hand-shake of the two
-/// calls.
-static C1_CQ: AtomicUsize = AtomicUsize::new(0);
-static C1_INSIDE: AtomicBool = AtomicBool::new(false);
-static C1_RACED: AtomicBool = AtomicBool::new(false);
+/// The hand-shake of the C1 and P2 tests (one at a time, `serial`): the
+/// first call that claims a queue of `object` is held inside it, through
+/// the checked pause hook, until the racing calls have been made (each
+/// wait bounded by [`WAIT`]).
+struct Hold {
+    object: AtomicUsize,
+    inside: AtomicBool,
+    raced: AtomicBool,
+}
 
-/// The hook: the first call that claims the test's CQ waits (bounded) until
-/// the racing call has entered.
-fn c1_pause(object: usize) {
-    if object != C1_CQ.load(Ordering::SeqCst) || C1_INSIDE.swap(true, Ordering::SeqCst) {
-        return;
+static HOLD: Hold = Hold {
+    object: AtomicUsize::new(0),
+    inside: AtomicBool::new(false),
+    raced: AtomicBool::new(false),
+};
+
+impl Hold {
+    /// Holds the next call on `object`: the pause hook installed.
+    fn arm(&self, object: usize) {
+        self.inside.store(false, Ordering::SeqCst);
+        self.raced.store(false, Ordering::SeqCst);
+        self.object.store(object, Ordering::SeqCst);
+        set_checked_pause(Some(|object| HOLD.pause(object)));
     }
+
+    /// The hook: holds the first call on the object until `release`.
+    fn pause(&self, object: usize) {
+        if object != self.object.load(Ordering::SeqCst) || self.inside.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        wait_for(&self.raced);
+    }
+
+    /// Whether the held call is inside, waiting for it.
+    fn entered(&self) -> bool {
+        wait_for(&self.inside);
+        self.inside.load(Ordering::SeqCst)
+    }
+
+    /// The racing calls are made: the held call goes on.
+    fn release(&self) {
+        self.raced.store(true, Ordering::SeqCst);
+    }
+
+    /// The hook removed.
+    fn disarm(&self) {
+        set_checked_pause(None);
+        self.object.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Waits until `flag` is set, at most [`WAIT`].
+fn wait_for(flag: &AtomicBool) {
     let start = Instant::now();
-    while !C1_RACED.load(Ordering::SeqCst) && start.elapsed() < WAIT {
+    while !flag.load(Ordering::SeqCst) && start.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -256,27 +306,18 @@ fn checked_concurrent_reap_and_arm_on_one_cq_is_reported_rule_c1() {
     let _serial = serial();
     let pair = Pair::new();
     let cq = pair.a_cq.0 as usize;
-    C1_INSIDE.store(false, Ordering::SeqCst);
-    C1_RACED.store(false, Ordering::SeqCst);
-    C1_CQ.store(cq, Ordering::SeqCst);
-    set_checked_pause(Some(c1_pause));
+    HOLD.arm(cq);
     let before = count("C1");
     let a_cq = &pair.a_cq;
     std::thread::scope(|s| {
         let reaper = s.spawn(move || a_cq.poll(4).len());
-        let start = Instant::now();
-        while !C1_INSIDE.load(Ordering::SeqCst) && start.elapsed() < WAIT {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(C1_INSIDE.load(Ordering::SeqCst), "GetCqResults entered");
+        assert!(HOLD.entered(), "GetCqResults entered");
         pair.a_cq.arm(NdkCqNotifyType::ANY);
-        C1_RACED.store(true, Ordering::SeqCst);
+        HOLD.release();
         reaper.join().expect("the reaper");
     });
-    set_checked_pause(None);
-    C1_CQ.store(0, Ordering::SeqCst);
-    assert_eq!(count("C1"), before + 1);
-    let text = report_on("C1", cq).expect("a C1 report on the CQ");
+    HOLD.disarm();
+    let text = expect_one_report("C1", before, cq, "a C1 report on the CQ");
     assert!(
         text.contains("NdkArmCq") && text.contains("NdkGetCqResults"),
         "{text}"
@@ -330,12 +371,31 @@ fn checked_disconnect_with_requests_outstanding_is_reported_rule_x7() {
     let (b, b_done) = pair.b_conn.disconnect();
     let _ = a_done.outcome(a);
     let _ = b_done.outcome(b);
-    assert_eq!(count("X7"), before + 1);
-    let text = report_on("X7", pair.a_conn.0 as usize).expect("an X7 report on the connector");
+    let text = expect_one_report(
+        "X7",
+        before,
+        pair.a_conn.0 as usize,
+        "an X7 report on the connector",
+    );
     assert!(text.contains("NdkDisconnect"), "{text}");
     let results = pair.a_cq.wait_results(1);
     assert_eq!(results[0].status, STATUS_CANCELLED);
     harness::teardown_lenient(pair);
+}
+
+/// A page of fast-registered memory on `adapter` and `pd`, registered
+/// (request 1) and invalidated (request 2) through `qp`, both completions
+/// reaped from `cq`: its token is stale now (M22).
+fn expect_invalidated_frmr(
+    (adapter, pd): (&harness::Adapter, &harness::Pd),
+    qp: &harness::Qp,
+    cq: &harness::Cq,
+) -> Frmr {
+    let frmr = Frmr::new(adapter, pd, PAGE, 0x11, 1, false);
+    assert_success!(frmr.post(qp, 1, 0));
+    assert_success!(qp.invalidate(2, frmr.mr.header(), 0));
+    assert_eq!(cq.wait_results(2).len(), 2);
+    frmr
 }
 
 /// M22 (local): an SGE naming the token of a fast-registered MR the
@@ -345,16 +405,17 @@ fn checked_disconnect_with_requests_outstanding_is_reported_rule_x7() {
 fn checked_token_used_after_local_invalidate_is_reported_rule_m22() {
     let _serial = serial();
     let pair = Pair::new();
-    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0x11, 1, false);
+    let frmr = expect_invalidated_frmr((&pair.a, &pair.a_pd), &pair.a_qp, &pair.a_cq);
     let receive = Region::all(&pair.b_pd, 64, 0);
     assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 64)]));
-    assert_success!(frmr.post(&pair.a_qp, 1, 0));
-    assert_success!(pair.a_qp.invalidate(2, frmr.mr.header(), 0));
-    assert_eq!(pair.a_cq.wait_results(2).len(), 2);
     let before = count("M22");
     assert_success!(pair.a_qp.send(3, &[frmr.sge(0, 16)], 0));
-    assert_eq!(count("M22"), before + 1);
-    let text = report_on("M22", pair.a_qp.0 as usize).expect("an M22 report on the QP");
+    let text = expect_one_report(
+        "M22",
+        before,
+        pair.a_qp.0 as usize,
+        "an M22 report on the QP",
+    );
     let token = format!("{:#x}", frmr.mr.local_token());
     assert!(text.contains("NdkSend") && text.contains(&token), "{text}");
     let results = pair.a_cq.wait_results(1);
@@ -419,8 +480,7 @@ fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
     assert_success!(a_qp.send_and_invalidate(7, &[], 0, token));
     ok(2);
     assert_success!(a_qp.write(8, &[local.sge(0, 16)], frmr.base(), token, 0));
-    assert_eq!(count("M22"), before + 1);
-    let text = report_on("M22", a_qp.0 as usize).expect("an M22 report on A's QP");
+    let text = expect_one_report("M22", before, a_qp.0 as usize, "an M22 report on A's QP");
     assert!(
         text.contains("NdkWrite") && text.contains("its remote token"),
         "{text}"
@@ -465,8 +525,12 @@ fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
         ..inside
     };
     assert_success!(pair.a_qp.send(2, &[outside], 0));
-    assert_eq!(count("M33"), before + 1);
-    let text = report_on("M33", pair.a_qp.0 as usize).expect("an M33 report on the QP");
+    let text = expect_one_report(
+        "M33",
+        before,
+        pair.a_qp.0 as usize,
+        "an M33 report on the QP",
+    );
     let address = format!("{:#x}", outside.address);
     assert!(
         text.contains("NdkSend") && text.contains(&address),
@@ -484,17 +548,13 @@ fn checked_srq_receive_with_invalidated_token_is_reported_rule_m22() {
     let _serial = serial();
     let pair = Fixture::new().srq(16, 2).pair();
     let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
-    let frmr = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0x11, 1, false);
-    assert_success!(frmr.post(&pair.b_qp, 1, 0));
-    assert_success!(pair.b_qp.invalidate(2, frmr.mr.header(), 0));
-    assert_eq!(pair.b_cq.wait_results(2).len(), 2);
+    let frmr = expect_invalidated_frmr((&pair.b, &pair.b_pd), &pair.b_qp, &pair.b_cq);
     let before = count("M22");
     let fresh = Region::all(&pair.b_pd, 64, 0);
     assert_success!(srq.receive(3, &[fresh.sge(0, 64)]));
     assert_eq!(count("M22"), before, "a valid token");
     assert_success!(srq.receive(4, &[frmr.sge(0, 16)]));
-    assert_eq!(count("M22"), before + 1);
-    let text = report_on("M22", srq.0 as usize).expect("an M22 report on the SRQ");
+    let text = expect_one_report("M22", before, srq.0 as usize, "an M22 report on the SRQ");
     let token = format!("{:#x}", frmr.mr.local_token());
     assert!(
         text.contains("NdkSrqReceive") && text.contains(&token),
@@ -529,8 +589,7 @@ fn checked_srq_receive_privileged_sge_outside_every_lam_is_reported_rule_m33() {
         ..inside
     };
     assert_success!(srq.receive(2, &[outside]));
-    assert_eq!(count("M33"), before + 1);
-    let text = report_on("M33", srq.0 as usize).expect("an M33 report on the SRQ");
+    let text = expect_one_report("M33", before, srq.0 as usize, "an M33 report on the SRQ");
     let address = format!("{:#x}", outside.address);
     assert!(
         text.contains("NdkSrqReceive") && text.contains(&address),
@@ -558,8 +617,12 @@ fn checked_fast_register_page_outside_every_lam_is_reported_rule_m33() {
         0,
     );
     assert_success!(status);
-    assert_eq!(count("M33"), before + 1);
-    let text = report_on("M33", pair.a_qp.0 as usize).expect("an M33 report on the QP");
+    let text = expect_one_report(
+        "M33",
+        before,
+        pair.a_qp.0 as usize,
+        "an M33 report on the QP",
+    );
     assert!(
         text.contains("NdkFastRegister") && text.contains("page"),
         "{text}"
@@ -601,8 +664,7 @@ fn checked_callback_rearming_without_reaping_is_reported_rule_c4() {
     assert_eq!(count("C4"), before, "one arm without draining is legal");
     assert_success!(pair.a_qp.send(2, &[], 0));
     watch.wait_returned(2);
-    assert_eq!(count("C4"), before + 1);
-    let text = report_on("C4", cq).expect("a C4 report on the CQ");
+    let text = expect_one_report("C4", before, cq, "a C4 report on the CQ");
     assert!(text.contains("NdkArmCq"), "{text}");
     watch.set_hook(|_| {});
     assert_eq!(pair.a_cq.poll(4).len(), 2);
@@ -690,23 +752,6 @@ fn checked_callback_that_blocks_is_reported_rule_i3() {
     harness::teardown_closing(pair, [receive]);
 }
 
-/// The QP the P2 test holds a Send inside, and the hand-shake.
-static P2_QP: AtomicUsize = AtomicUsize::new(0);
-static P2_INSIDE: AtomicBool = AtomicBool::new(false);
-static P2_RACED: AtomicBool = AtomicBool::new(false);
-
-/// The hook: the first call that claims a queue of the test's QP waits
-/// (bounded) until the racing calls have been made.
-fn p2_pause(object: usize) {
-    if object != P2_QP.load(Ordering::SeqCst) || P2_INSIDE.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    let start = Instant::now();
-    while !P2_RACED.load(Ordering::SeqCst) && start.elapsed() < WAIT {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// P2: a Send entering the initiator queue while another Send runs on it
 /// (another thread, held inside by the pause hook): reported, naming both;
 /// a Receive at the same time (another queue, legal) is not. Both Sends are
@@ -716,31 +761,22 @@ fn checked_concurrent_posts_on_one_queue_are_reported_rule_p2() {
     let _serial = serial();
     let pair = Pair::new();
     let qp = pair.a_qp.0 as usize;
-    P2_INSIDE.store(false, Ordering::SeqCst);
-    P2_RACED.store(false, Ordering::SeqCst);
-    P2_QP.store(qp, Ordering::SeqCst);
-    set_checked_pause(Some(p2_pause));
+    HOLD.arm(qp);
     let before = count("P2");
     let a_qp = &pair.a_qp;
     let (first, second, receive) = std::thread::scope(|s| {
         let poster = s.spawn(move || a_qp.send(1, &[], 0));
-        let start = Instant::now();
-        while !P2_INSIDE.load(Ordering::SeqCst) && start.elapsed() < WAIT {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(P2_INSIDE.load(Ordering::SeqCst), "the first Send entered");
+        assert!(HOLD.entered(), "the first Send entered");
         let receive = pair.a_qp.receive(7, &[]);
         let second = pair.a_qp.send(2, &[], 0);
-        P2_RACED.store(true, Ordering::SeqCst);
+        HOLD.release();
         (poster.join().expect("the poster"), second, receive)
     });
-    set_checked_pause(None);
-    P2_QP.store(0, Ordering::SeqCst);
+    HOLD.disarm();
     assert_success!(first);
     assert_success!(second);
     assert_success!(receive);
-    assert_eq!(count("P2"), before + 1);
-    let text = report_on("P2", qp).expect("a P2 report on the QP");
+    let text = expect_one_report("P2", before, qp, "a P2 report on the QP");
     assert!(
         text.matches("NdkSend").count() == 2 && !text.contains("NdkReceive"),
         "{text}"

@@ -120,6 +120,55 @@ fn pending(status: NtStatus, signal: Arc<Signal>) -> Vec<Made> {
     }
 }
 
+/// The calls of `slots`, each made by `call`.
+fn calls_of(slots: &[&'static str], call: impl Fn(&'static str) -> Call) -> Vec<Call> {
+    slots.iter().map(|&slot| call(slot)).collect()
+}
+
+/// A call that leaves nothing for the teardown.
+fn quiet(call: impl Fn(&World) + Send + Sync + 'static) -> Call {
+    Arc::new(move |w: &World| {
+        call(w);
+        Vec::new()
+    })
+}
+
+/// A call that may pend: its status and its completion's signal.
+fn pends(call: impl Fn(&World) -> (NtStatus, Arc<Signal>) + Send + Sync + 'static) -> Call {
+    Arc::new(move |w: &World| {
+        let (status, signal) = call(w);
+        pending(status, signal)
+    })
+}
+
+/// A call through a slot that completes on `on_status`: given the context
+/// of a fresh signal of the world, it returns the slot's status.
+fn completing(call: impl Fn(&World, *mut c_void) -> NtStatus + Send + Sync + 'static) -> Call {
+    Arc::new(move |w: &World| {
+        let signal = w.signal();
+        let status = call(w, signal.ctx());
+        pending(status, signal)
+    })
+}
+
+/// A create through a slot: given the out-pointer, it returns the slot's
+/// status; the object, wrapped by `wrap`, when it succeeded.
+fn creating<T: 'static>(
+    create: impl Fn(&World, *mut *mut T) -> NtStatus + Send + Sync + 'static,
+    wrap: fn(*mut T) -> Made,
+) -> Call {
+    Arc::new(move |w: &World| {
+        let mut out = std::ptr::null_mut();
+        let status = create(w, &raw mut out);
+        created(status, out, wrap)
+    })
+}
+
+/// The object a create made, if it did.
+fn made<T, E>(result: Result<T, E>, wrap: fn(T) -> Made) -> Vec<Made> {
+    result.into_iter().map(wrap).collect()
+}
+
 /// A created object when the create succeeded.
 fn created<T>(status: NtStatus, out: *mut T, wrap: impl FnOnce(*mut T) -> Made) -> Vec<Made> {
     if status == STATUS_SUCCESS {
@@ -214,6 +263,17 @@ impl World {
     /// adapters.
     fn teardown(mut self, target: usize, made: Vec<Made>, target_done: impl FnOnce()) {
         let not = |p: *mut c_void| p as usize != target;
+        // Every object of the lists named but the target, closed, list by
+        // list.
+        macro_rules! close_others {
+            ($world:ident: $($list:ident),*) => {$(
+                for object in std::mem::take(&mut $world.$list) {
+                    if not(object.0.cast()) {
+                        assert_close(object.close());
+                    }
+                }
+            )*};
+        }
         // Connects the calls made reach the world's listeners: refuse them,
         // until every pending request of the calls has completed.
         let signals: Vec<Arc<Signal>> = made
@@ -256,26 +316,7 @@ impl World {
             // the target's, waited for below): leaked, a few bytes a race.
             std::mem::forget(incoming);
         }
-        for endpoint in std::mem::take(&mut self.endpoints) {
-            if not(endpoint.0.cast()) {
-                assert_close(endpoint.close());
-            }
-        }
-        for qp in std::mem::take(&mut self.qps) {
-            if not(qp.0.cast()) {
-                assert_close(qp.close());
-            }
-        }
-        for srq in std::mem::take(&mut self.srqs) {
-            if not(srq.0.cast()) {
-                assert_close(srq.close());
-            }
-        }
-        for mw in std::mem::take(&mut self.mws) {
-            if not(mw.0.cast()) {
-                assert_close(mw.close());
-            }
-        }
+        close_others!(self: endpoints, qps, srqs, mws);
         for region in std::mem::take(&mut self.regions) {
             if not(region.mr.0.cast()) {
                 region.close();
@@ -292,21 +333,7 @@ impl World {
             self.adapters[0].0.release_lam(&mut lam);
             drop(frmr.buffer);
         }
-        for mr in std::mem::take(&mut self.mrs) {
-            if not(mr.0.cast()) {
-                assert_close(mr.close());
-            }
-        }
-        for cq in std::mem::take(&mut self.cqs) {
-            if not(cq.0.cast()) {
-                assert_close(cq.close());
-            }
-        }
-        for pd in std::mem::take(&mut self.pds) {
-            if not(pd.0.cast()) {
-                assert_close(pd.close());
-            }
-        }
+        close_others!(self: mrs, cqs, pds);
         target_done();
         if not(self.adapters[0].0.0.cast()) {
             for mut lam in self.lams.into_inner().unwrap() {
@@ -525,116 +552,97 @@ fn adapter_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         close: None,
         close_name: "SoftNdkCloseAdapter",
     };
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkQueryAdapterInfo" => Arc::new(|w: &World| {
-                    let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
-                    let mut size = size_of::<NdkAdapterInfo>() as u32;
-                    // SAFETY: a buffer of `size` bytes.
-                    let _ = unsafe {
-                        (w.adapter().d().ndk_query_adapter_info)(
-                            w.adapter().0,
-                            info.as_mut_ptr(),
-                            &raw mut size,
-                        )
-                    };
-                    Vec::new()
-                }),
-                "NdkCreateCq" => Arc::new(|w: &World| {
-                    let watch = w.signal();
-                    match w.adapter().try_cq(16, &watch) {
-                        Ok(cq) => vec![Made::Cq(cq)],
-                        Err(_) => Vec::new(),
-                    }
-                }),
-                "NdkCreatePd" => Arc::new(|w: &World| {
-                    let mut pd = std::ptr::null_mut();
-                    // SAFETY: valid arguments.
-                    let status = unsafe {
-                        (w.adapter().d().ndk_create_pd)(
-                            w.adapter().0,
-                            None,
-                            std::ptr::null_mut(),
-                            &raw mut pd,
-                        )
-                    };
-                    created(status, pd, |p| Made::Pd(Pd(p)))
-                }),
-                "NdkCreateSharedEndpoint" => {
-                    Arc::new(
-                        |w: &World| match w.adapter().try_shared_endpoint(w.addr()) {
-                            Ok(e) => vec![Made::Endpoint(e)],
-                            Err(_) => Vec::new(),
-                        },
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkQueryAdapterInfo" => quiet(|w| {
+            let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
+            let mut size = size_of::<NdkAdapterInfo>() as u32;
+            // SAFETY: a buffer of `size` bytes.
+            let _ = unsafe {
+                (w.adapter().d().ndk_query_adapter_info)(
+                    w.adapter().0,
+                    info.as_mut_ptr(),
+                    &raw mut size,
+                )
+            };
+        }),
+        "NdkCreateCq" => Arc::new(|w: &World| {
+            let watch = w.signal();
+            made(w.adapter().try_cq(16, &watch), Made::Cq)
+        }),
+        "NdkCreatePd" => creating(
+            |w, out| {
+                // SAFETY: valid arguments.
+                unsafe {
+                    (w.adapter().d().ndk_create_pd)(w.adapter().0, None, std::ptr::null_mut(), out)
+                }
+            },
+            |p| Made::Pd(Pd(p)),
+        ),
+        "NdkCreateSharedEndpoint" => {
+            Arc::new(|w: &World| made(w.adapter().try_shared_endpoint(w.addr()), Made::Endpoint))
+        }
+        "NdkCreateConnector" => creating(
+            |w, out| {
+                // SAFETY: valid arguments.
+                unsafe {
+                    (w.adapter().d().ndk_create_connector)(
+                        w.adapter().0,
+                        None,
+                        std::ptr::null_mut(),
+                        out,
                     )
                 }
-                "NdkCreateConnector" => Arc::new(|w: &World| {
-                    let mut c = std::ptr::null_mut();
-                    // SAFETY: valid arguments.
-                    let status = unsafe {
-                        (w.adapter().d().ndk_create_connector)(
-                            w.adapter().0,
-                            None,
-                            std::ptr::null_mut(),
-                            &raw mut c,
-                        )
-                    };
-                    created(status, c, |p| Made::Connector(Connector(p)))
-                }),
-                "NdkCreateListener" => Arc::new(|w: &World| {
-                    let incoming = Incoming::new();
-                    let mut l = std::ptr::null_mut();
-                    // SAFETY: valid arguments; `incoming` is leaked below, so
-                    // it outlives the listener.
-                    let status = unsafe {
-                        (w.adapter().d().ndk_create_listener)(
-                            w.adapter().0,
-                            Some(on_connect),
-                            incoming.ctx(),
-                            None,
-                            std::ptr::null_mut(),
-                            &raw mut l,
-                        )
-                    };
-                    std::mem::forget(incoming);
-                    created(status, l, |p| Made::Listener(Listener(p)))
-                }),
-                "NdkBuildLAM" => Arc::new(|w: &World| {
-                    let (mdl, len) = w.mdl(1);
-                    let mut lam = [0_u64; 8];
-                    let mut size = size_of_val(&lam) as u32;
-                    let mut fbo = 0_u32;
-                    // SAFETY: the buffer's MDL and a LAM of `size` bytes.
-                    let status = unsafe {
-                        (w.adapter().d().ndk_build_lam)(
-                            w.adapter().0,
-                            mdl,
-                            len,
-                            None,
-                            std::ptr::null_mut(),
-                            lam.as_mut_ptr().cast(),
-                            &raw mut size,
-                            &raw mut fbo,
-                        )
-                    };
-                    if status == STATUS_SUCCESS {
-                        w.lams.lock().unwrap().push(lam.to_vec());
-                    }
-                    Vec::new()
-                }),
-                "NdkReleaseLAM" => Arc::new(|w: &World| {
-                    let lam = w.lams.lock().unwrap().pop();
-                    if let Some(mut lam) = lam {
-                        w.adapter().release_lam(&mut lam);
-                    }
-                    Vec::new()
-                }),
-                other => unknown(other),
+            },
+            |p| Made::Connector(Connector(p)),
+        ),
+        "NdkCreateListener" => Arc::new(|w: &World| {
+            let incoming = Incoming::new();
+            let mut l = std::ptr::null_mut();
+            // SAFETY: valid arguments; `incoming` is leaked below, so
+            // it outlives the listener.
+            let status = unsafe {
+                (w.adapter().d().ndk_create_listener)(
+                    w.adapter().0,
+                    Some(on_connect),
+                    incoming.ctx(),
+                    None,
+                    std::ptr::null_mut(),
+                    &raw mut l,
+                )
+            };
+            std::mem::forget(incoming);
+            created(status, l, |p| Made::Listener(Listener(p)))
+        }),
+        "NdkBuildLAM" => quiet(|w| {
+            let (mdl, len) = w.mdl(1);
+            let mut lam = [0_u64; 8];
+            let mut size = size_of_val(&lam) as u32;
+            let mut fbo = 0_u32;
+            // SAFETY: the buffer's MDL and a LAM of `size` bytes.
+            let status = unsafe {
+                (w.adapter().d().ndk_build_lam)(
+                    w.adapter().0,
+                    mdl,
+                    len,
+                    None,
+                    std::ptr::null_mut(),
+                    lam.as_mut_ptr().cast(),
+                    &raw mut size,
+                    &raw mut fbo,
+                )
+            };
+            if status == STATUS_SUCCESS {
+                w.lams.lock().unwrap().push(lam.to_vec());
             }
-        })
-        .collect();
+        }),
+        "NdkReleaseLAM" => quiet(|w| {
+            let lam = w.lams.lock().unwrap().pop();
+            if let Some(mut lam) = lam {
+                w.adapter().release_lam(&mut lam);
+            }
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -660,47 +668,34 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.srqs.push(srq);
     let pd = &world.pds[0];
     let target = slot_target(pd.0.cast(), pd.d().ndk_close_pd, "NdkClosePd");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkCreateMr" => Arc::new(|w: &World| match w.pds[0].try_mr(false) {
-                    Ok(mr) => vec![Made::Mr(mr)],
-                    Err(_) => Vec::new(),
-                }),
-                "NdkCreateMw" => Arc::new(|w: &World| {
-                    let pd = &w.pds[0];
-                    let mut mw = std::ptr::null_mut();
-                    // SAFETY: valid arguments.
-                    let status = unsafe {
-                        (pd.d().ndk_create_mw)(pd.0, None, std::ptr::null_mut(), &raw mut mw)
-                    };
-                    created(status, mw, |p| Made::Mw(Mw(p)))
-                }),
-                "NdkCreateSrq" => Arc::new(|w: &World| match w.pds[0].try_srq(16, 1, 0, None) {
-                    Ok(srq) => vec![Made::Srq(srq)],
-                    Err(_) => Vec::new(),
-                }),
-                "NdkCreateQp" => Arc::new(|w: &World| {
-                    match w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0) {
-                        Ok(qp) => vec![Made::Qp(qp)],
-                        Err(_) => Vec::new(),
-                    }
-                }),
-                "NdkCreateQpWithSrq" => Arc::new(|w: &World| {
-                    match w.pds[0].try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0) {
-                        Ok(qp) => vec![Made::Qp(qp)],
-                        Err(_) => Vec::new(),
-                    }
-                }),
-                "NdkGetPrivilegedMemoryRegionToken" => Arc::new(|w: &World| {
-                    let _ = w.pds[0].privileged_token();
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkCreateMr" => Arc::new(|w: &World| made(w.pds[0].try_mr(false), Made::Mr)),
+        "NdkCreateMw" => Arc::new(|w: &World| {
+            let pd = &w.pds[0];
+            let mut mw = std::ptr::null_mut();
+            // SAFETY: valid arguments.
+            let status =
+                unsafe { (pd.d().ndk_create_mw)(pd.0, None, std::ptr::null_mut(), &raw mut mw) };
+            created(status, mw, |p| Made::Mw(Mw(p)))
+        }),
+        "NdkCreateSrq" => Arc::new(|w: &World| made(w.pds[0].try_srq(16, 1, 0, None), Made::Srq)),
+        "NdkCreateQp" => Arc::new(|w: &World| {
+            made(
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0),
+                Made::Qp,
+            )
+        }),
+        "NdkCreateQpWithSrq" => Arc::new(|w: &World| {
+            made(
+                w.pds[0].try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0),
+                Made::Qp,
+            )
+        }),
+        "NdkGetPrivilegedMemoryRegionToken" => quiet(|w| {
+            let _ = w.pds[0].privileged_token();
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -723,40 +718,28 @@ fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.regions.push(region);
     let cq = &world.cqs[0];
     let target = slot_target(cq.0.cast(), cq.d().ndk_close_cq, "NdkCloseCq");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkResizeCq" => Arc::new(|w: &World| {
-                    let cq = &w.cqs[0];
-                    let signal = w.signal();
-                    // SAFETY: a CQ of the world; the signal lives as long.
-                    let status =
-                        unsafe { (cq.d().ndk_resize_cq)(cq.0, 128, Some(on_status), signal.ctx()) };
-                    pending(status, signal)
-                }),
-                "NdkArmCq" => Arc::new(|w: &World| {
-                    w.cqs[0].arm(NdkCqNotifyType::ANY);
-                    Vec::new()
-                }),
-                "NdkGetCqResults" => Arc::new(|w: &World| {
-                    let _ = w.cqs[0].poll(2);
-                    Vec::new()
-                }),
-                "NdkControlCqInterruptModeration" => Arc::new(|w: &World| {
-                    let cq = &w.cqs[0];
-                    // SAFETY: a CQ of the world.
-                    let _ = unsafe { (cq.d().ndk_control_cq_interrupt_moderation)(cq.0, 0, 0) };
-                    Vec::new()
-                }),
-                "NdkGetCqResultsEx" => Arc::new(|w: &World| {
-                    let _ = w.cqs[0].poll_ex(2);
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkResizeCq" => completing(|w, ctx| {
+            let cq = &w.cqs[0];
+            // SAFETY: a CQ of the world; the signal lives as long.
+            unsafe { (cq.d().ndk_resize_cq)(cq.0, 128, Some(on_status), ctx) }
+        }),
+        "NdkArmCq" => quiet(|w| {
+            w.cqs[0].arm(NdkCqNotifyType::ANY);
+        }),
+        "NdkGetCqResults" => quiet(|w| {
+            let _ = w.cqs[0].poll(2);
+        }),
+        "NdkControlCqInterruptModeration" => quiet(|w| {
+            let cq = &w.cqs[0];
+            // SAFETY: a CQ of the world.
+            let _ = unsafe { (cq.d().ndk_control_cq_interrupt_moderation)(cq.0, 0, 0) };
+        }),
+        "NdkGetCqResultsEx" => quiet(|w| {
+            let _ = w.cqs[0].poll_ex(2);
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -806,66 +789,39 @@ fn qp_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let world = pair_world();
     let qp = &world.qps[0];
     let target = slot_target(qp.0.cast(), qp.d().ndk_close_qp, "NdkCloseQp");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkFlush" => Arc::new(|w: &World| {
-                    w.qps[0].flush();
-                    Vec::new()
-                }),
-                "NdkSend" => Arc::new(|w: &World| {
-                    let _ = w.qps[0].send(1, &[w.regions[0].sge(0, 64)], 0);
-                    Vec::new()
-                }),
-                "NdkReceive" => Arc::new(|w: &World| {
-                    let _ = w.qps[0].receive(2, &[w.regions[0].sge(0, 64)]);
-                    Vec::new()
-                }),
-                "NdkBind" => Arc::new(|w: &World| {
-                    let mine = &w.regions[0];
-                    let _ =
-                        w.qps[0].bind(3, &mine.mr, &w.mws[0], mine.remote(0), 64, OP_REMOTE_READ);
-                    Vec::new()
-                }),
-                "NdkFastRegister" => Arc::new(|w: &World| {
-                    let _ = w.frmrs[0].post(&w.qps[0], 4, 0);
-                    Vec::new()
-                }),
-                "NdkInvalidate" => Arc::new(|w: &World| {
-                    let _ = w.qps[0].invalidate(5, w.mws[0].header(), 0);
-                    Vec::new()
-                }),
-                "NdkRead" => Arc::new(|w: &World| {
-                    let theirs = &w.regions[1];
-                    let _ = w.qps[0].read(
-                        6,
-                        &[w.regions[0].sge(0, 64)],
-                        theirs.remote(0),
-                        theirs.token(),
-                        0,
-                    );
-                    Vec::new()
-                }),
-                "NdkWrite" => Arc::new(|w: &World| {
-                    let theirs = &w.regions[1];
-                    let _ = w.qps[0].write(
-                        7,
-                        &[w.regions[0].sge(0, 64)],
-                        theirs.remote(0),
-                        theirs.token(),
-                        0,
-                    );
-                    Vec::new()
-                }),
-                "NdkSendAndInvalidate" => Arc::new(|w: &World| {
-                    let _ = w.qps[0].send_and_invalidate(8, &[w.regions[0].sge(0, 64)], 0, 0);
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkFlush" => quiet(|w| {
+            w.qps[0].flush();
+        }),
+        "NdkSend" => quiet(|w| {
+            let _ = w.qps[0].send(1, &[w.regions[0].sge(0, 64)], 0);
+        }),
+        "NdkReceive" => quiet(|w| {
+            let _ = w.qps[0].receive(2, &[w.regions[0].sge(0, 64)]);
+        }),
+        "NdkBind" => quiet(|w| {
+            let mine = &w.regions[0];
+            let _ = w.qps[0].bind(3, &mine.mr, &w.mws[0], mine.remote(0), 64, OP_REMOTE_READ);
+        }),
+        "NdkFastRegister" => quiet(|w| {
+            let _ = w.frmrs[0].post(&w.qps[0], 4, 0);
+        }),
+        "NdkInvalidate" => quiet(|w| {
+            let _ = w.qps[0].invalidate(5, w.mws[0].header(), 0);
+        }),
+        "NdkRead" => quiet(|w| {
+            let (sgl, theirs) = ([w.regions[0].sge(0, 64)], &w.regions[1]);
+            let _ = w.qps[0].read(6, &sgl, theirs.remote(0), theirs.token(), 0);
+        }),
+        "NdkWrite" => quiet(|w| {
+            let (sgl, theirs) = ([w.regions[0].sge(0, 64)], &w.regions[1]);
+            let _ = w.qps[0].write(7, &sgl, theirs.remote(0), theirs.token(), 0);
+        }),
+        "NdkSendAndInvalidate" => quiet(|w| {
+            let _ = w.qps[0].send_and_invalidate(8, &[w.regions[0].sge(0, 64)], 0, 0);
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -886,27 +842,17 @@ fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.srqs.push(srq);
     let srq = &world.srqs[0];
     let target = slot_target(srq.0.cast(), srq.d().ndk_close_srq, "NdkCloseSrq");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkModifySrq" => Arc::new(|w: &World| {
-                    let srq = &w.srqs[0];
-                    let signal = w.signal();
-                    // SAFETY: an SRQ of the world; the signal lives as long.
-                    let status = unsafe {
-                        (srq.d().ndk_modify_srq)(srq.0, 32, 2, Some(on_status), signal.ctx())
-                    };
-                    pending(status, signal)
-                }),
-                "NdkSrqReceive" => Arc::new(|w: &World| {
-                    let _ = w.srqs[0].receive(1, &[w.regions[0].sge(0, 64)]);
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkModifySrq" => completing(|w, ctx| {
+            let srq = &w.srqs[0];
+            // SAFETY: an SRQ of the world; the signal lives as long.
+            unsafe { (srq.d().ndk_modify_srq)(srq.0, 32, 2, Some(on_status), ctx) }
+        }),
+        "NdkSrqReceive" => quiet(|w| {
+            let _ = w.srqs[0].receive(1, &[w.regions[0].sge(0, 64)]);
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -927,62 +873,31 @@ fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.mrs.push(mr);
     let mr = &world.mrs[0];
     let target = slot_target(mr.0.cast(), mr.d().ndk_close_mr, "NdkCloseMr");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkRegisterMr" => Arc::new(|w: &World| {
-                    let mr = &w.mrs[0];
-                    let signal = w.signal();
-                    let (mdl, len) = w.mdl(0);
-                    // SAFETY: the world's buffer outlives the MR.
-                    let status = unsafe {
-                        (mr.d().ndk_register_mr)(
-                            mr.0,
-                            mdl,
-                            len,
-                            MR_ALL,
-                            Some(on_status),
-                            signal.ctx(),
-                        )
-                    };
-                    pending(status, signal)
-                }),
-                "NdkDeregisterMr" => Arc::new(|w: &World| {
-                    let mr = &w.mrs[0];
-                    let signal = w.signal();
-                    // SAFETY: an MR of the world; the signal lives as long.
-                    let status =
-                        unsafe { (mr.d().ndk_deregister_mr)(mr.0, Some(on_status), signal.ctx()) };
-                    pending(status, signal)
-                }),
-                "NdkInitializeFastRegisterMr" => Arc::new(|w: &World| {
-                    let mr = &w.mrs[0];
-                    let signal = w.signal();
-                    // SAFETY: as above.
-                    let status = unsafe {
-                        (mr.d().ndk_initialize_fast_register_mr)(
-                            mr.0,
-                            1,
-                            0,
-                            Some(on_status),
-                            signal.ctx(),
-                        )
-                    };
-                    pending(status, signal)
-                }),
-                "NdkGetRemoteTokenFromMr" => Arc::new(|w: &World| {
-                    let _ = w.mrs[0].remote_token();
-                    Vec::new()
-                }),
-                "NdkGetLocalTokenFromMr" => Arc::new(|w: &World| {
-                    let _ = w.mrs[0].local_token();
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkRegisterMr" => completing(|w, ctx| {
+            let mr = &w.mrs[0];
+            let (mdl, len) = w.mdl(0);
+            // SAFETY: the world's buffer outlives the MR.
+            unsafe { (mr.d().ndk_register_mr)(mr.0, mdl, len, MR_ALL, Some(on_status), ctx) }
+        }),
+        "NdkDeregisterMr" => completing(|w, ctx| {
+            let mr = &w.mrs[0];
+            // SAFETY: an MR of the world; the signal lives as long.
+            unsafe { (mr.d().ndk_deregister_mr)(mr.0, Some(on_status), ctx) }
+        }),
+        "NdkInitializeFastRegisterMr" => completing(|w, ctx| {
+            let mr = &w.mrs[0];
+            // SAFETY: as above.
+            unsafe { (mr.d().ndk_initialize_fast_register_mr)(mr.0, 1, 0, Some(on_status), ctx) }
+        }),
+        "NdkGetRemoteTokenFromMr" => quiet(|w| {
+            let _ = w.mrs[0].remote_token();
+        }),
+        "NdkGetLocalTokenFromMr" => quiet(|w| {
+            let _ = w.mrs[0].local_token();
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -997,18 +912,12 @@ fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.mws.push(mw);
     let mw = &world.mws[0];
     let target = slot_target(mw.0.cast(), mw.d().ndk_close_mw, "NdkCloseMw");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkGetRemoteTokenFromMw" => Arc::new(|w: &World| {
-                    let _ = w.mws[0].remote_token();
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkGetRemoteTokenFromMw" => quiet(|w| {
+            let _ = w.mws[0].remote_token();
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -1030,18 +939,12 @@ fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         e.d().ndk_close_shared_endpoint,
         "NdkCloseSharedEndpoint",
     );
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkGetLocalAddress" => Arc::new(|w: &World| {
-                    let _ = get_address(Getter::Endpoint(&w.endpoints[0]), 28);
-                    Vec::new()
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkGetLocalAddress" => quiet(|w| {
+            let _ = get_address(Getter::Endpoint(&w.endpoints[0]), 28);
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -1063,37 +966,28 @@ fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     world.listeners.push((listener, incoming, bound));
     let l = &world.listeners[0].0;
     let target = slot_target(l.0.cast(), l.d().ndk_close_listener, "NdkCloseListener");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkListen" => Arc::new(|w: &World| {
-                    let (listener, _, addr) = &w.listeners[0];
-                    let signal = w.signal();
-                    // SAFETY: a listener of the world; a 28-byte address.
-                    let status = unsafe {
-                        (listener.d().ndk_listen)(
-                            listener.0,
-                            addr.as_ptr(),
-                            addr.len(),
-                            Some(on_status),
-                            signal.ctx(),
-                        )
-                    };
-                    pending(status, signal)
-                }),
-                "NdkGetLocalAddress" => Arc::new(|w: &World| {
-                    let _ = w.listeners[0].0.local_address();
-                    Vec::new()
-                }),
-                "NdkControlConnectEvents" => Arc::new(|w: &World| {
-                    w.listeners[0].0.pause(true);
-                    Vec::new()
-                }),
-                other => unknown(other),
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkListen" => completing(|w, ctx| {
+            let (listener, _, addr) = &w.listeners[0];
+            // SAFETY: a listener of the world; a 28-byte address.
+            unsafe {
+                (listener.d().ndk_listen)(
+                    listener.0,
+                    addr.as_ptr(),
+                    addr.len(),
+                    Some(on_status),
+                    ctx,
+                )
             }
-        })
-        .collect();
+        }),
+        "NdkGetLocalAddress" => quiet(|w| {
+            let _ = w.listeners[0].0.local_address();
+        }),
+        "NdkControlConnectEvents" => quiet(|w| {
+            w.listeners[0].0.pause(true);
+        }),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 
@@ -1184,77 +1078,53 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let c = &world.connectors[0];
     assert_eq!(c.0, target_ptr);
     let target = slot_target(c.0.cast(), c.d().ndk_close_connector, "NdkCloseConnector");
-    let calls = slots
-        .iter()
-        .map(|&slot| -> Call {
-            match slot {
-                "NdkConnect" => Arc::new(|w: &World| {
-                    let (status, signal) = w.connectors[0].connect(
-                        &w.qps[0],
-                        w.addr(),
-                        w.listeners[0].2,
-                        16,
-                        16,
-                        b"hello",
-                    );
-                    pending(status, signal)
-                }),
-                "NdkConnectWithSharedEndpoint" => Arc::new(|w: &World| {
-                    // A null endpoint (refused, after the call entered)
-                    // when the world has none.
-                    let none = SharedEndpoint(std::ptr::null_mut());
-                    let (status, signal) = connect_shared(
-                        &w.connectors[0],
-                        &w.qps[0],
-                        w.endpoints.first().unwrap_or(&none),
-                        w.listeners[0].2,
-                        16,
-                        16,
-                        b"hello",
-                    );
-                    pending(status, signal)
-                }),
-                "NdkCompleteConnect" => Arc::new(|w: &World| {
-                    let events = w.signal();
-                    let (status, signal) =
-                        complete_connect_with(&w.connectors[0], Some(on_disconnect), events.ctx());
-                    pending(status, signal)
-                }),
-                "NdkAccept" => Arc::new(|w: &World| {
-                    let events = w.signal();
-                    let (status, signal) = accept_with(
-                        &w.connectors[0],
-                        &w.qps[1],
-                        (16, 16),
-                        b"welcome",
-                        (Some(on_disconnect), events.ctx()),
-                    );
-                    pending(status, signal)
-                }),
-                "NdkReject" => Arc::new(|w: &World| {
-                    let _ = w.connectors[0].reject(b"no");
-                    Vec::new()
-                }),
-                "NdkGetConnectionData" => Arc::new(|w: &World| {
-                    let _ = w.connectors[0].connection_data(64);
-                    Vec::new()
-                }),
-                "NdkGetLocalAddress" => Arc::new(|w: &World| {
-                    let _ = w.connectors[0].local_address();
-                    Vec::new()
-                }),
-                "NdkGetPeerAddress" => Arc::new(|w: &World| {
-                    let _ = w.connectors[0].peer_address();
-                    Vec::new()
-                }),
-                "NdkDisconnect" => Arc::new(|w: &World| {
-                    let (status, signal) = w.connectors[0].disconnect();
-                    pending(status, signal)
-                }),
-                other => unknown(other),
-            }
-        })
-        .collect();
+    let calls = calls_of(slots, |slot| match slot {
+        "NdkConnect" => pends(|w| {
+            w.connectors[0].connect(&w.qps[0], w.addr(), w.listeners[0].2, 16, 16, b"hello")
+        }),
+        "NdkConnectWithSharedEndpoint" => pends(|w| {
+            // A null endpoint (refused, after the call entered)
+            // when the world has none.
+            let none = SharedEndpoint(std::ptr::null_mut());
+            connect_shared(
+                &w.connectors[0],
+                &w.qps[0],
+                w.endpoints.first().unwrap_or(&none),
+                w.listeners[0].2,
+                16,
+                16,
+                b"hello",
+            )
+        }),
+        "NdkCompleteConnect" => pends(|w| {
+            let events = w.signal();
+            complete_connect_with(&w.connectors[0], Some(on_disconnect), events.ctx())
+        }),
+        "NdkAccept" => pends(|w| {
+            let events = w.signal();
+            accept_with(
+                &w.connectors[0],
+                &w.qps[1],
+                (16, 16),
+                b"welcome",
+                (Some(on_disconnect), events.ctx()),
+            )
+        }),
+        "NdkReject" => quiet(|w| {
+            let _ = w.connectors[0].reject(b"no");
+        }),
+        "NdkGetConnectionData" => quiet(|w| {
+            let _ = w.connectors[0].connection_data(64);
+        }),
+        "NdkGetLocalAddress" => quiet(|w| {
+            let _ = w.connectors[0].local_address();
+        }),
+        "NdkGetPeerAddress" => quiet(|w| {
+            let _ = w.connectors[0].peer_address();
+        }),
+        "NdkDisconnect" => pends(|w| w.connectors[0].disconnect()),
+        other => unknown(other),
+    });
     (world, target, calls)
 }
 

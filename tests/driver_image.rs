@@ -527,10 +527,7 @@ fn test_wsk_declarations_are_exported_and_have_a_floor() {
             exports[*module].contains(name),
             "{module} exports {name} (mingw import library)"
         );
-        let floor = MINIMUM_BUILDS
-            .iter()
-            .find(|(m, n, _, _)| m == module && *n == name)
-            .map(|(_, _, build, _)| *build);
+        let floor = minimum_build(module, name).map(|(build, _)| build);
         assert!(
             floor.is_some_and(|build| build <= FLOOR_BUILD),
             "{module}!{name} loads on build {FLOOR_BUILD}"
@@ -592,7 +589,8 @@ const NT: &str = "ntoskrnl.exe";
 const NDIS: &str = "ndis.sys";
 const NETIO: &str = "netio.sys";
 
-/// The Windows build each routine the image may import first appeared in,
+/// The Windows build each routine the image may import first appeared in
+/// (routines grouped by module, build and the guard they share),
 /// from the `NTDDI_VERSION` guard around its declaration (WDK 10.0.16299
 /// `km/wdm.h` and `km/ndis.h`; `ExAllocatePool2` from WDK 10.0.19041
 /// `wdm.h`). ndis.h guards the NDIS 6 routines with `NDIS_SUPPORT_NDIS6`
@@ -602,140 +600,119 @@ const NETIO: &str = "netio.sys";
 /// declares the WSK registration routines without a guard as well (WSK,
 /// in `netio.sys`, also first shipped with Vista). `IoReuseIrp` is
 /// `NTDDI_WINXP`; the other IRP and MDL routines `NTDDI_WIN2K`.
-const MINIMUM_BUILDS: [(&str, &str, u32, &str); 61] = [
-    (NT, "IoAllocateIrp", WIN2K, "NTDDI_WIN2K"),
-    (NT, "IoFreeIrp", WIN2K, "NTDDI_WIN2K"),
-    (NT, "IoReuseIrp", WINXP, "NTDDI_WINXP"),
-    (NT, "IoAllocateMdl", WIN2K, "NTDDI_WIN2K"),
-    (NT, "MmBuildMdlForNonPagedPool", WIN2K, "NTDDI_WIN2K"),
-    (NT, "IoFreeMdl", WIN2K, "NTDDI_WIN2K"),
-    (NETIO, "WskRegister", VISTA, "no guard (wsk.h, netio.sys)"),
+const MINIMUM_BUILDS: &[(&str, u32, &str, &[&str])] = &[
+    (
+        NT,
+        WIN2K,
+        "NTDDI_WIN2K",
+        &[
+            "IoAllocateIrp",
+            "IoFreeIrp",
+            "IoAllocateMdl",
+            "MmBuildMdlForNonPagedPool",
+            "IoFreeMdl",
+            "ExAllocatePoolWithTag",
+            "ExFreePoolWithTag",
+            "MmGetSystemRoutineAddress",
+            "KeAcquireSpinLockRaiseToDpc",
+            "KeReleaseSpinLock",
+            "KeInitializeDpc",
+            "KeInsertQueueDpc",
+            "KeInitializeTimer",
+            "KeSetTimer",
+            "KeCancelTimer",
+            "KeDelayExecutionThread",
+            "KeBugCheckEx",
+            "MmMapLockedPagesSpecifyCache",
+        ],
+    ),
+    (NT, WINXP, "NTDDI_WINXP", &["IoReuseIrp", "vDbgPrintEx"]),
     (
         NETIO,
-        "WskCaptureProviderNPI",
         VISTA,
         "no guard (wsk.h, netio.sys)",
+        &[
+            "WskRegister",
+            "WskCaptureProviderNPI",
+            "WskReleaseProviderNPI",
+            "WskDeregister",
+        ],
     ),
+    (NT, WINXP, "NTDDI_WINXPSP2", &["KeFlushQueuedDpcs"]),
     (
-        NETIO,
-        "WskReleaseProviderNPI",
-        VISTA,
-        "no guard (wsk.h, netio.sys)",
+        NT,
+        WINBLUE,
+        "NTDDI_WINBLUE",
+        &["KeQueryInterruptTimePrecise"],
     ),
-    (NETIO, "WskDeregister", VISTA, "no guard (wsk.h, netio.sys)"),
-    (NT, "ExAllocatePoolWithTag", WIN2K, "NTDDI_WIN2K"),
-    (NT, "ExFreePoolWithTag", WIN2K, "NTDDI_WIN2K"),
-    (NT, "MmGetSystemRoutineAddress", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeAcquireSpinLockRaiseToDpc", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeReleaseSpinLock", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeInitializeDpc", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeInsertQueueDpc", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeInitializeTimer", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeSetTimer", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeCancelTimer", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeFlushQueuedDpcs", WINXP, "NTDDI_WINXPSP2"),
-    (NT, "KeDelayExecutionThread", WIN2K, "NTDDI_WIN2K"),
-    (NT, "KeBugCheckEx", WIN2K, "NTDDI_WIN2K"),
-    (NT, "MmMapLockedPagesSpecifyCache", WIN2K, "NTDDI_WIN2K"),
-    (NT, "vDbgPrintEx", WINXP, "NTDDI_WINXP"),
-    (NT, "KeQueryInterruptTimePrecise", WINBLUE, "NTDDI_WINBLUE"),
     // Newer than the floor: must never be imported statically.
-    (NT, "ExAllocatePool2", WIN10_VB, "NTDDI_WIN10_VB"),
-    (NT, "memcpy", FIRST_X64, "no guard (C runtime)"),
-    (NT, "memmove", FIRST_X64, "no guard (C runtime)"),
-    (NT, "memset", FIRST_X64, "no guard (C runtime)"),
-    (NT, "memcmp", FIRST_X64, "no guard (C runtime)"),
-    (NT, "strlen", FIRST_X64, "no guard (C runtime)"),
-    (NT, "__chkstk", FIRST_X64, "x64 stack probe"),
+    (NT, WIN10_VB, "NTDDI_WIN10_VB", &["ExAllocatePool2"]),
     (
-        NDIS,
-        "NdisMRegisterMiniportDriver",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
+        NT,
+        FIRST_X64,
+        "no guard (C runtime)",
+        &["memcpy", "memmove", "memset", "memcmp", "strlen"],
     ),
+    (NT, FIRST_X64, "x64 stack probe", &["__chkstk"]),
     (
         NDIS,
-        "NdisMDeregisterMiniportDriver",
         VISTA,
         "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisSetOptionalHandlers", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (
-        NDIS,
-        "NdisMSetMiniportAttributes",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisMNetPnPEvent", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (
-        NDIS,
-        "NdisMSendNetBufferListsComplete",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisAllocateIoWorkItem", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisQueueIoWorkItem", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisFreeIoWorkItem", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisOpenConfigurationEx", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisReadConfiguration", FIRST_X64, "no guard"),
-    (NDIS, "NdisReadNetworkAddress", FIRST_X64, "no guard"),
-    (NDIS, "NdisCloseConfiguration", FIRST_X64, "no guard"),
-    (NDIS, "NdisWriteEventLogEntry", FIRST_X64, "no guard"),
-    (
-        NDIS,
-        "NdisAllocateNetBufferListPool",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
+        &[
+            "NdisMRegisterMiniportDriver",
+            "NdisMDeregisterMiniportDriver",
+            "NdisSetOptionalHandlers",
+            "NdisMSetMiniportAttributes",
+            "NdisMNetPnPEvent",
+            "NdisMSendNetBufferListsComplete",
+            "NdisAllocateIoWorkItem",
+            "NdisQueueIoWorkItem",
+            "NdisFreeIoWorkItem",
+            "NdisOpenConfigurationEx",
+            "NdisAllocateNetBufferListPool",
+            "NdisFreeNetBufferListPool",
+            "NdisAllocateMdl",
+            "NdisFreeMdl",
+            "NdisAllocateNetBufferAndNetBufferList",
+            "NdisFreeNetBufferList",
+            "NdisMIndicateReceiveNetBufferLists",
+            "NdisMIndicateStatusEx",
+            "NdisMPauseComplete",
+        ],
     ),
     (
         NDIS,
-        "NdisFreeNetBufferListPool",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisAllocateMdl", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisFreeMdl", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (
-        NDIS,
-        "NdisAllocateNetBufferAndNetBufferList",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisFreeNetBufferList", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (
-        NDIS,
-        "NdisMIndicateReceiveNetBufferLists",
-        VISTA,
-        "NDIS_SUPPORT_NDIS6",
-    ),
-    (NDIS, "NdisMIndicateStatusEx", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (NDIS, "NdisMPauseComplete", VISTA, "NDIS_SUPPORT_NDIS6"),
-    (
-        NETIO,
-        "GetUnicastIpAddressTable",
-        VISTA,
-        "no guard (netio.sys)",
-    ),
-    (NETIO, "FreeMibTable", VISTA, "no guard (netio.sys)"),
-    (
-        NETIO,
-        "GetUnicastIpAddressEntry",
-        VISTA,
-        "no guard (netio.sys)",
+        FIRST_X64,
+        "no guard",
+        &[
+            "NdisReadConfiguration",
+            "NdisReadNetworkAddress",
+            "NdisCloseConfiguration",
+            "NdisWriteEventLogEntry",
+        ],
     ),
     (
         NETIO,
-        "NotifyUnicastIpAddressChange",
         VISTA,
         "no guard (netio.sys)",
-    ),
-    (
-        NETIO,
-        "CancelMibChangeNotify2",
-        VISTA,
-        "no guard (netio.sys)",
+        &[
+            "GetUnicastIpAddressTable",
+            "FreeMibTable",
+            "GetUnicastIpAddressEntry",
+            "NotifyUnicastIpAddressChange",
+            "CancelMibChangeNotify2",
+        ],
     ),
 ];
+
+/// The minimum build of `module!name` and the guard it comes from, when
+/// `MINIMUM_BUILDS` lists it.
+fn minimum_build(module: &str, name: &str) -> Option<(u32, &'static str)> {
+    MINIMUM_BUILDS
+        .iter()
+        .find(|(m, _, _, names)| *m == module && names.contains(&name))
+        .map(|&(_, build, guard, _)| (build, guard))
+}
 
 /// The NDIS miniport version the driver registers, and the first build whose
 /// ndis.sys accepts it (NDIS 6.50: Windows 10 1507, ndis.h's "Threshold and
@@ -747,21 +724,16 @@ const NDIS_VERSION_BUILDS: [((u8, u8), u32); 1] = [((6, 50), 10240)];
 fn floor_violations(imports: &[(String, String)], ndis: (u8, u8), promised: u32) -> Vec<String> {
     let mut violations: Vec<String> = imports
         .iter()
-        .filter_map(|(module, name)| {
-            let entry = MINIMUM_BUILDS
-                .iter()
-                .find(|(m, n, _, _)| m == module && n == name);
-            match entry {
-                None => Some(format!(
-                    "{module}!{name} has no minimum build in MINIMUM_BUILDS: add it \
+        .filter_map(|(module, name)| match minimum_build(module, name) {
+            None => Some(format!(
+                "{module}!{name} has no minimum build in MINIMUM_BUILDS: add it \
                      from the NTDDI_VERSION guard of its declaration"
-                )),
-                Some((_, _, build, guard)) if *build > promised => Some(format!(
-                    "{module}!{name} needs build {build} ({guard}), the INF promises \
+            )),
+            Some((build, guard)) if build > promised => Some(format!(
+                "{module}!{name} needs build {build} ({guard}), the INF promises \
                      {promised}: resolve it at run time with MmGetSystemRoutineAddress"
-                )),
-                Some(_) => None,
-            }
+            )),
+            Some(_) => None,
         })
         .collect();
     match NDIS_VERSION_BUILDS.iter().find(|(v, _)| *v == ndis) {
@@ -854,9 +826,7 @@ fn test_floor_check_rejects_newer_routines_and_unknown_ones() {
     // Every routine the image may import has a minimum build.
     for (module, name) in REQUIRED_IMPORTS.iter().chain(OPTIONAL_IMPORTS.iter()) {
         assert!(
-            MINIMUM_BUILDS
-                .iter()
-                .any(|(m, n, _, _)| m == module && n == name),
+            minimum_build(module, name).is_some(),
             "{module}!{name} in MINIMUM_BUILDS"
         );
     }

@@ -76,6 +76,37 @@ fn receive_on_b(pair: &Pair) {
     assert_success!(pair.b_qp.receive(100, &[]));
 }
 
+/// Arms the test's fault: a receive on B, the plan `text` installed, then
+/// A's Send (context 1), which the plan's fault aims at, accepted inline.
+fn expect_send_accepted_under(pair: &Pair, text: &str) {
+    receive_on_b(pair);
+    plan(text);
+    assert_success!(pair.a_qp.send(1, &[], 0));
+}
+
+/// Both consumers got the abort's disconnect indication (X2).
+fn await_both_aborts(pair: &Pair) {
+    harness::await_abort(&pair.a_disconnects);
+    harness::await_abort(&pair.b_disconnects);
+}
+
+/// B's receive (`receive_on_b`) completes cancelled: the connection
+/// aborted under it (E5).
+fn expect_b_receive_cancelled(pair: &Pair) {
+    let b = pair.b_cq.wait_results(1);
+    assert_eq!(b[0].status, STATUS_CANCELLED);
+    assert_eq!(b[0].request_context as usize, 100);
+}
+
+/// The plan injected exactly one fault, `kind` at call `index`; then
+/// injection goes off and the pair is torn down (leniently: its connection
+/// may have aborted).
+fn expect_only_fault_then_teardown(pair: Pair, kind: u32, index: u64) {
+    assert_eq!(trace(), [(kind, index)]);
+    plan("off");
+    harness::teardown_lenient(pair);
+}
+
 // ----- inline failures -------------------------------------------------------
 
 /// L9: the first create after the plan fails inline with
@@ -126,15 +157,6 @@ fn fault_post_refused_inline_rings_earlier_deferred_rule_p24_d4() {
 
 // ----- error completions, aborts ----------------------------------------------
 
-/// E8, E5, X2: the Send completes with `STATUS_INTERNAL_ERROR`; the
-/// connection terminates: both sides get a disconnect indication and B's
-/// receive completes cancelled.
-#[test]
-fn fault_error_completion_terminates_the_connection_rule_e5_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::InternalError, harness::Transport::Local);
-}
-
 /// The NTSTATUS a completion carries for an RNIC status (the E8 table's
 /// names, spelled out here rather than taken from the provider).
 fn nt(status: WcStatus) -> NtStatus {
@@ -168,11 +190,8 @@ fn error_completion_with(status: WcStatus, transport: harness::Transport) {
     let results = pair.a_cq.wait_results(1);
     assert_eq!(results[0].status, nt(status), "seed {seed}: {status:?}");
     assert_eq!(results[0].request_context as usize, 1);
-    harness::await_abort(&pair.a_disconnects);
-    harness::await_abort(&pair.b_disconnects);
-    let b = pair.b_cq.wait_results(1);
-    assert_eq!(b[0].status, STATUS_CANCELLED);
-    assert_eq!(b[0].request_context as usize, 100);
+    await_both_aborts(&pair);
+    expect_b_receive_cancelled(&pair);
     assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_COMPLETION, 1)]);
     assert_success!(pair.a_qp.send(2, &[], 0));
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
@@ -180,33 +199,36 @@ fn error_completion_with(status: WcStatus, transport: harness::Transport) {
     harness::teardown_lenient(pair);
 }
 
-/// E8: an injected error completion of a Send may carry
-/// `STATUS_DATA_OVERRUN`, chosen by the seed.
-#[test]
-fn fault_error_completion_data_overrun_rule_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::LengthError, harness::Transport::Local);
+/// One test per injected status and transport: `error_completion_with`.
+macro_rules! error_completion_tests {
+    ($($(#[$attr:meta])* $name:ident: $status:ident over $transport:ident;)*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            let _serial = serial();
+            error_completion_with(WcStatus::$status, harness::Transport::$transport);
+        }
+    )*};
 }
 
-/// E8: ... `STATUS_ACCESS_VIOLATION`.
-#[test]
-fn fault_error_completion_access_violation_rule_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::LocalAccessError, harness::Transport::Local);
-}
-
-/// E8: ... `STATUS_INVALID_DEVICE_REQUEST`.
-#[test]
-fn fault_error_completion_invalid_device_request_rule_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::InvalidRequest, harness::Transport::Local);
-}
-
-/// E8: ... `STATUS_REMOTE_RESOURCES`.
-#[test]
-fn fault_error_completion_remote_resources_rule_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::RemoteOperationError, harness::Transport::Local);
+error_completion_tests! {
+    /// E8, E5, X2: the Send completes with `STATUS_INTERNAL_ERROR`; the
+    /// connection terminates: both sides get a disconnect indication and B's
+    /// receive completes cancelled.
+    #[test]
+    fault_error_completion_terminates_the_connection_rule_e5_e8: InternalError over Local;
+    /// E8: an injected error completion of a Send may carry
+    /// `STATUS_DATA_OVERRUN`, chosen by the seed.
+    #[test]
+    fault_error_completion_data_overrun_rule_e8: LengthError over Local;
+    /// E8: ... `STATUS_ACCESS_VIOLATION`.
+    #[test]
+    fault_error_completion_access_violation_rule_e8: LocalAccessError over Local;
+    /// E8: ... `STATUS_INVALID_DEVICE_REQUEST`.
+    #[test]
+    fault_error_completion_invalid_device_request_rule_e8: InvalidRequest over Local;
+    /// E8: ... `STATUS_REMOTE_RESOURCES`.
+    #[test]
+    fault_error_completion_remote_resources_rule_e8: RemoteOperationError over Local;
 }
 
 /// E8: a Bind's injected error is one of the two statuses E8 gives Bind
@@ -279,14 +301,13 @@ fn fault_error_completion_status_replays_by_seed_rule_e8() {
 
 // ----- over iWARP ---------------------------------------------------------------
 
-/// E8, E5, X2 over iWARP: the injected error completion fails A's Send
-/// before it goes out; A sends a Terminate (a local catastrophic error,
-/// RFC 5040 §7) and closes the stream, so B sees the abort and its receive
-/// is cancelled; A's later Sends are cancelled.
-#[test]
-fn fault_error_completion_over_iwarp_terminates_the_connection_rule_e5_e8() {
-    let _serial = serial();
-    error_completion_with(WcStatus::InternalError, harness::Transport::Iwarp);
+error_completion_tests! {
+    /// E8, E5, X2 over iWARP: the injected error completion fails A's Send
+    /// before it goes out; A sends a Terminate (a local catastrophic error,
+    /// RFC 5040 §7) and closes the stream, so B sees the abort and its
+    /// receive is cancelled; A's later Sends are cancelled.
+    #[test]
+    fault_error_completion_over_iwarp_terminates_the_connection_rule_e5_e8: InternalError over Iwarp;
 }
 
 /// The same with another status drawn from the seed, and a request
@@ -311,9 +332,7 @@ fn fault_error_completion_over_iwarp_after_a_good_send_rule_e8() {
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_DATA_OVERRUN);
     harness::await_abort(&pair.b_disconnects);
     assert_eq!(pair.b_cq.wait_results(1)[0].status, STATUS_CANCELLED);
-    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_COMPLETION, 2)]);
-    plan("off");
-    harness::teardown_lenient(pair);
+    expect_only_fault_then_teardown(pair, SOFTNDK_FAULT_KIND_COMPLETION, 2);
 }
 
 /// E5 over iWARP: B's side takes A's Send as finding no receive (it has
@@ -328,18 +347,11 @@ fn fault_receive_queue_empty_over_iwarp_terminates_rule_e5() {
     let pair = harness::Fixture::new()
         .over(harness::Transport::Iwarp)
         .pair();
-    receive_on_b(&pair);
-    plan("receive-empty@1");
-    assert_success!(pair.a_qp.send(1, &[], 0));
+    expect_send_accepted_under(&pair, "receive-empty@1");
     assert_success!(pair.a_cq.wait_results(1)[0].status, "sent");
-    harness::await_abort(&pair.a_disconnects);
-    harness::await_abort(&pair.b_disconnects);
-    let b = pair.b_cq.wait_results(1);
-    assert_eq!(b[0].status, STATUS_CANCELLED);
-    assert_eq!(b[0].request_context as usize, 100);
-    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_RECEIVE_EMPTY, 1)]);
-    plan("off");
-    harness::teardown_lenient(pair);
+    await_both_aborts(&pair);
+    expect_b_receive_cancelled(&pair);
+    expect_only_fault_then_teardown(pair, SOFTNDK_FAULT_KIND_RECEIVE_EMPTY, 1);
 }
 
 /// X2, N24, E5: the connection aborts before the Send is queued; both
@@ -348,16 +360,11 @@ fn fault_receive_queue_empty_over_iwarp_terminates_rule_e5() {
 fn fault_abort_indicates_disconnect_to_both_sides_rule_x2() {
     let _serial = serial();
     let pair = Pair::new();
-    receive_on_b(&pair);
-    plan("abort@1");
-    assert_success!(pair.a_qp.send(1, &[], 0));
-    harness::await_abort(&pair.a_disconnects);
-    harness::await_abort(&pair.b_disconnects);
+    expect_send_accepted_under(&pair, "abort@1");
+    await_both_aborts(&pair);
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
     assert_eq!(pair.b_cq.wait_results(1)[0].status, STATUS_CANCELLED);
-    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_ABORT, 1)]);
-    plan("off");
-    harness::teardown_lenient(pair);
+    expect_only_fault_then_teardown(pair, SOFTNDK_FAULT_KIND_ABORT, 1);
 }
 
 /// E5, E8: the Send finds B's receive queue empty and gives up with
@@ -366,17 +373,11 @@ fn fault_abort_indicates_disconnect_to_both_sides_rule_x2() {
 fn fault_receive_queue_empty_fails_the_send_rule_e5() {
     let _serial = serial();
     let pair = Pair::new();
-    receive_on_b(&pair);
-    plan("receive-empty@1");
-    assert_success!(pair.a_qp.send(1, &[], 0));
+    expect_send_accepted_under(&pair, "receive-empty@1");
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_REMOTE_RESOURCES);
     harness::await_abort(&pair.b_disconnects);
-    let b = pair.b_cq.wait_results(1);
-    assert_eq!(b[0].status, STATUS_CANCELLED);
-    assert_eq!(b[0].request_context as usize, 100);
-    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_RECEIVE_EMPTY, 1)]);
-    plan("off");
-    harness::teardown_lenient(pair);
+    expect_b_receive_cancelled(&pair);
+    expect_only_fault_then_teardown(pair, SOFTNDK_FAULT_KIND_RECEIVE_EMPTY, 1);
 }
 
 /// E10, E12, E13: the CQ overflows at the next completion: the armed CQ's
@@ -393,9 +394,7 @@ fn fault_cq_overflow_is_reported_through_the_arm_rule_e10() {
     assert_eq!(pair.a_cq.1.wait(), STATUS_BUFFER_OVERFLOW);
     assert!(pair.a_cq.poll(4).is_empty(), "E10: nothing reported");
     assert_eq!(pair.a_qp.receive(2, &[]), STATUS_INTERNAL_ERROR);
-    assert_eq!(trace(), [(SOFTNDK_FAULT_KIND_CQ_OVERFLOW, 1)]);
-    plan("off");
-    harness::teardown_lenient(pair);
+    expect_only_fault_then_teardown(pair, SOFTNDK_FAULT_KIND_CQ_OVERFLOW, 1);
 }
 
 // ----- asynchronous paths ----------------------------------------------------

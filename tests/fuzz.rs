@@ -1,4 +1,4 @@
-//! The call-sequence fuzzer's CI run (`src/bin/softndk-fuzz/fuzz.rs`,
+//! The call-sequence fuzzer's CI run (`src/bin/softndk-fuzz/fuzz/`,
 //! `docs/debugging.md`, "Fuzzer"): a few seeds, bounded by call count (no
 //! time limit is asserted), over the fabric with one thread (a seed replays
 //! exactly), several threads, and iWARP on 127.0.0.x. Each run must end
@@ -12,7 +12,7 @@
 
 #![cfg(not(target_os = "windows"))]
 
-#[path = "../src/bin/softndk-fuzz/fuzz.rs"]
+#[path = "../src/bin/softndk-fuzz/fuzz/mod.rs"]
 mod fuzz;
 
 use std::sync::{Mutex, PoisonError};

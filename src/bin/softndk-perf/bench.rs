@@ -301,6 +301,16 @@ fn memcpy(src: &[u8], dst: &mut [u8], size: usize, slots: usize, n: u64) -> Run 
     }
 }
 
+/// The SGE lists of `slots` messages of `size` bytes each over `region`
+/// (slot `i` at offset `i * size`), each split into `sge` SGEs.
+fn slot_sges(region: &Region, size: usize, slots: usize, sge: usize) -> Vec<Vec<NdkSge>> {
+    let mut lists: Vec<Vec<NdkSge>> = vec![Vec::new(); slots];
+    for (slot, list) in lists.iter_mut().enumerate() {
+        region.sges(slot * size, size, sge, list);
+    }
+    lists
+}
+
 /// `n` RDMA Writes (A's buffer to B's) or Reads (B's buffer into A's),
 /// `queue_depth` in flight.
 #[allow(clippy::too_many_arguments, reason = "one run's whole description")]
@@ -314,10 +324,7 @@ fn rdma(
     n: u64,
     config: &Config,
 ) -> Result<Run> {
-    let mut sges: Vec<Vec<NdkSge>> = vec![Vec::new(); slots];
-    for (slot, list) in sges.iter_mut().enumerate() {
-        a.sges(slot * size, size, config.sge, list);
-    }
+    let sges = slot_sges(a, size, slots, config.sge);
     let remote: Vec<u64> = (0..slots).map(|slot| b.address(slot * size)).collect();
     let token = b.remote_token();
     let depth = config.queue_depth as u64;
@@ -367,14 +374,8 @@ fn send(
     defer: bool,
     config: &Config,
 ) -> Result<Run> {
-    let mut sges: Vec<Vec<NdkSge>> = vec![Vec::new(); slots];
-    for (slot, list) in sges.iter_mut().enumerate() {
-        a.sges(slot * size, size, config.sge, list);
-    }
-    let mut receive_sges: Vec<Vec<NdkSge>> = vec![Vec::new(); slots];
-    for (slot, list) in receive_sges.iter_mut().enumerate() {
-        b.sges(slot * size, size, 1, list);
-    }
+    let sges = slot_sges(a, size, slots, config.sge);
+    let receive_sges = slot_sges(b, size, slots, 1);
     let receive_depth = receive_depth(config.queue_depth) as u64;
     let depth = config.queue_depth as u64;
     let barrier = Barrier::new(2);

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use softndk::abi::{
     AF_INET, InAddr, Mdl, MrFlags, NdkAdapter, NdkAdapterDispatch, NdkAdapterInfo, NdkConnector,
-    NdkConnectorDispatch, NdkCq, NdkCqDispatch, NdkCqNotifyType, NdkListener, NdkListenerDispatch,
-    NdkMr, NdkPd, NdkPdDispatch, NdkQp, NdkQpDispatch, NdkResult, NdkSge, NtStatus, OpFlags,
-    PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    NdkConnectorDispatch, NdkCq, NdkCqDispatch, NdkCqNotifyType, NdkFnWrite, NdkListener,
+    NdkListenerDispatch, NdkMr, NdkPd, NdkPdDispatch, NdkQp, NdkQpDispatch, NdkResult, NdkSge,
+    NtStatus, OpFlags, PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 use softndk::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter, SoftNdkOpenAdapterEx};
 
@@ -203,6 +203,23 @@ macro_rules! dispatch {
     }};
 }
 
+/// A wrapper of a provider object (`ptr`) and its dispatch table: usable
+/// from any thread, and `d()` reads its table.
+macro_rules! provider_object {
+    ($object:ty => $table:ty) => {
+        // SAFETY: the provider's objects may be used from any thread (I6).
+        unsafe impl Send for $object {}
+        // SAFETY: as above.
+        unsafe impl Sync for $object {}
+
+        impl $object {
+            fn d(&self) -> &'static $table {
+                dispatch!(self.ptr)
+            }
+        }
+    };
+}
+
 /// Closes an object through its table's close slot and waits for the close
 /// to complete.
 macro_rules! close_object {
@@ -228,10 +245,7 @@ pub struct Adapter {
     address: SockAddrIn,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Adapter {}
-// SAFETY: as above.
-unsafe impl Sync for Adapter {}
+provider_object!(Adapter => NdkAdapterDispatch);
 
 /// A `SOCKADDR_IN` for `ip` and `port` (host order).
 fn sockaddr(ip: [u8; 4], port: u16) -> SockAddrIn {
@@ -280,10 +294,6 @@ impl Adapter {
             ptr: adapter,
             address,
         })
-    }
-
-    fn d(&self) -> &'static NdkAdapterDispatch {
-        dispatch!(self.ptr)
     }
 
     /// `NdkQueryAdapterInfo`.
@@ -354,16 +364,9 @@ pub struct Cq {
     notifications: Arc<Signal>,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Cq {}
-// SAFETY: as above.
-unsafe impl Sync for Cq {}
+provider_object!(Cq => NdkCqDispatch);
 
 impl Cq {
-    fn d(&self) -> &'static NdkCqDispatch {
-        dispatch!(self.ptr)
-    }
-
     /// `NdkGetCqResults` into `out`; the number of results.
     pub fn poll(&self, out: &mut [NdkResult]) -> usize {
         let get = self.d().ndk_get_cq_results;
@@ -508,10 +511,7 @@ pub struct Pd {
     ptr: *mut NdkPd,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Pd {}
-// SAFETY: as above.
-unsafe impl Sync for Pd {}
+provider_object!(Pd => NdkPdDispatch);
 
 /// Queue sizes of a QP.
 #[derive(Clone, Copy, Debug)]
@@ -525,10 +525,6 @@ pub struct QpShape {
 }
 
 impl Pd {
-    fn d(&self) -> &'static NdkPdDispatch {
-        dispatch!(self.ptr)
-    }
-
     /// `NdkCreateQp` on `cq` (receive and initiator), with context `tag`.
     pub fn qp(&self, cq: &Cq, tag: usize, shape: QpShape) -> Result<Qp> {
         let create = self.d().ndk_create_qp;
@@ -746,16 +742,9 @@ pub struct Qp {
     ptr: *mut NdkQp,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Qp {}
-// SAFETY: as above.
-unsafe impl Sync for Qp {}
+provider_object!(Qp => NdkQpDispatch);
 
 impl Qp {
-    fn d(&self) -> &'static NdkQpDispatch {
-        dispatch!(self.ptr)
-    }
-
     fn count(sges: &[NdkSge]) -> u32 {
         u32::try_from(sges.len()).unwrap_or(u32::MAX)
     }
@@ -788,28 +777,33 @@ impl Qp {
 
     /// `NdkWrite` of `sges` to `remote` under `token`.
     pub fn write(&self, number: usize, sges: &[NdkSge], remote: u64, token: u32) -> Result<()> {
-        let write = self.d().ndk_write;
-        // SAFETY: as in `send`.
-        let status = unsafe {
-            write(
-                self.ptr,
-                context(number),
-                sges.as_ptr(),
-                Self::count(sges),
-                remote,
-                token,
-                0,
-            )
-        };
-        check("NdkWrite", status)
+        self.rdma(
+            "NdkWrite",
+            self.d().ndk_write,
+            number,
+            sges,
+            (remote, token),
+        )
     }
 
     /// `NdkRead` from `remote` under `token` into `sges`.
     pub fn read(&self, number: usize, sges: &[NdkSge], remote: u64, token: u32) -> Result<()> {
-        let read = self.d().ndk_read;
+        self.rdma("NdkRead", self.d().ndk_read, number, sges, (remote, token))
+    }
+
+    /// An RDMA request (`NdkWrite` and `NdkRead` share one signature):
+    /// `sges` locally, `remote` under `token` at the peer.
+    fn rdma(
+        &self,
+        what: &'static str,
+        post: NdkFnWrite,
+        number: usize,
+        sges: &[NdkSge],
+        (remote, token): (u64, u32),
+    ) -> Result<()> {
         // SAFETY: as in `send`.
         let status = unsafe {
-            read(
+            post(
                 self.ptr,
                 context(number),
                 sges.as_ptr(),
@@ -819,7 +813,7 @@ impl Qp {
                 0,
             )
         };
-        check("NdkRead", status)
+        check(what, status)
     }
 
     /// `NdkCloseQp`.
@@ -854,16 +848,9 @@ pub struct Connector {
     disconnects: Arc<Signal>,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Connector {}
-// SAFETY: as above.
-unsafe impl Sync for Connector {}
+provider_object!(Connector => NdkConnectorDispatch);
 
 impl Connector {
-    fn d(&self) -> &'static NdkConnectorDispatch {
-        dispatch!(self.ptr)
-    }
-
     /// `NdkCreateConnector` on `adapter`.
     pub fn new(adapter: &Adapter) -> Result<Self> {
         let create = adapter.d().ndk_create_connector;
@@ -1053,16 +1040,9 @@ pub struct Listener {
     incoming: Arc<Incoming>,
 }
 
-// SAFETY: the provider's objects may be used from any thread (I6).
-unsafe impl Send for Listener {}
-// SAFETY: as above.
-unsafe impl Sync for Listener {}
+provider_object!(Listener => NdkListenerDispatch);
 
 impl Listener {
-    fn d(&self) -> &'static NdkListenerDispatch {
-        dispatch!(self.ptr)
-    }
-
     /// `NdkCreateListener` on `adapter` and `NdkListen` on its address and
     /// `port` (0: any); returns the listener and the port it listens on.
     pub fn listen(adapter: &Adapter, port: u16) -> Result<(Self, u16)> {

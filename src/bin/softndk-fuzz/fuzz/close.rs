@@ -1,0 +1,200 @@
+//! Closing: a link's objects closed in a random order, and the checks that
+//! every close completes and every request has its entry.
+
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use softndk::abi::{NdkConnector, STATUS_PENDING, STATUS_SUCCESS};
+
+use super::WAIT;
+use super::fuzzer::Fuzzer;
+use super::objects::{Closable, Link, Post, table};
+use super::signal::{Signal, keep, on_event, on_status};
+
+/// Closes that pended: the close's name and the signal its completion
+/// comes on.
+type Pending = Vec<(&'static str, Arc<Signal>)>;
+
+impl Fuzzer<'_> {
+    /// Starts the close of the object `slot` holds, if any, and empties the
+    /// slot; a close that pends joins `pending`.
+    fn close<T: Closable>(&mut self, slot: &mut *mut T, pending: &mut Pending) {
+        let object = std::mem::replace(slot, ptr::null_mut());
+        if object.is_null() {
+            return;
+        }
+        let what = T::CLOSE;
+        let close = T::close_slot(table(object));
+        let closed = Signal::new();
+        // SAFETY: a live object (taken out of its slot, so closed once) and
+        // its own close slot.
+        let status = unsafe { close(object.cast(), Some(on_event), closed.ctx()) };
+        self.call(what, status);
+        match status {
+            STATUS_SUCCESS => self.out.closed += 1,
+            STATUS_PENDING => pending.push((what, closed)),
+            other => {
+                self.finding(&format!(
+                    "{what} returned {:#010x} (L18: a close never fails)",
+                    other.cast_unsigned()
+                ));
+            }
+        }
+    }
+
+    /// Waits for the closes that pended; whether every one completed.
+    fn wait_closes(&mut self, pending: Pending) -> bool {
+        let mut all = true;
+        for (what, signal) in pending {
+            if signal.wait().is_some() {
+                self.out.closed += 1;
+            } else {
+                all = false;
+                self.finding(&format!(
+                    "{what} pended and its close never completed within {WAIT:?} (L18, L21)"
+                ));
+            }
+        }
+        all
+    }
+
+    /// Closes a link in a random order: connectors (after a disconnect or
+    /// not) and QPs first, then the CQs are drained and checked, then the
+    /// MWs, MRs (deregistered or not), CQs and PDs.
+    pub(super) fn close_link(&mut self, mut link: Link) {
+        if self.config.trace {
+            eprintln!(
+                "fuzz t{}   closing link {} noise {}",
+                self.thread, link.id, link.noise
+            );
+        }
+        if self.rng.chance(50) {
+            for i in 0..2 {
+                if self.rng.chance(50) {
+                    self.disconnect(&mut link, i);
+                }
+            }
+        }
+        // QPs and connectors, in a random order.
+        let mut order = [0_usize, 1, 2, 3];
+        self.shuffle(&mut order);
+        let mut pending = Vec::new();
+        for what in order {
+            let side = &mut link.sides[what / 2];
+            if what % 2 == 0 {
+                self.close(&mut side.qp, &mut pending);
+            } else {
+                self.close(&mut side.connector, &mut pending);
+            }
+        }
+        // Connectors of connect events the fuzzer did not accept, then the
+        // listener.
+        let extras: Vec<usize> = link
+            .incoming
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .map(|(_, extra)| extra)
+            .collect();
+        for extra in extras {
+            let mut extra: *mut NdkConnector = ptr::with_exposed_provenance_mut(extra);
+            self.close(&mut extra, &mut pending);
+        }
+        self.close(&mut link.listener, &mut pending);
+        let closed = self.wait_closes(pending);
+        if closed {
+            let incoming = Arc::clone(&link.incoming);
+            self.bury(incoming);
+        } else {
+            keep(&link.incoming);
+        }
+        for i in 0..2 {
+            if closed {
+                let disconnects = Arc::clone(&link.sides[i].disconnects);
+                self.bury(disconnects);
+            }
+            for done in std::mem::take(&mut link.sides[i].disconnecting) {
+                if done.wait().is_none() {
+                    self.finding("NdkDisconnect pended and never completed, though its connector's close did (X1, L21)");
+                }
+            }
+        }
+        // L21: with the QPs closed, every request has its entry.
+        for i in 0..2 {
+            if link.sides[i].cq.is_null() {
+                continue;
+            }
+            self.drain(&mut link, i);
+            let left: Vec<Post> = link.sides[i]
+                .outstanding
+                .drain()
+                .map(|(_, p)| p)
+                .filter(|p| !p.silent)
+                .collect();
+            if closed
+                && let Some(first) = left.first()
+                && !self.cq_failed(&link.sides[i])
+            {
+                self.finding(&format!(
+                    "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {}",
+                    left.len(),
+                    first.what,
+                    first.call
+                ));
+            }
+        }
+        // The rest, in a random order.
+        let mut order = [0_usize, 1, 2, 3, 4, 5, 6, 7];
+        self.shuffle(&mut order);
+        let mut pending = Vec::new();
+        for what in order {
+            let side = &mut link.sides[what / 4];
+            match what % 4 {
+                0 => self.close(&mut side.mw, &mut pending),
+                1 => {
+                    let mr = side.mr;
+                    if !mr.is_null() && side.registered && self.rng.chance(50) {
+                        let done = Signal::new();
+                        // SAFETY: a live, registered MR.
+                        let status = unsafe {
+                            (table(mr).ndk_deregister_mr)(mr, Some(on_status), done.ctx())
+                        };
+                        self.call("NdkDeregisterMr", status);
+                        let _ = self.finish("NdkDeregisterMr", status, &done);
+                    }
+                    self.close(&mut side.mr, &mut pending);
+                }
+                2 => self.close(&mut side.cq, &mut pending),
+                _ => self.close(&mut side.pd, &mut pending),
+            }
+        }
+        let closed = self.wait_closes(pending) && closed;
+        for side in &mut link.sides {
+            self.out.notifications += side.notes.count.load(Ordering::SeqCst);
+            if closed {
+                self.graveyard.push_back(Arc::clone(&side.notes));
+                side.notes.closed.store(true, Ordering::SeqCst);
+            }
+            if let Some(buffer) = side.buffer.take() {
+                if !buffer.guards_intact() {
+                    self.finding(
+                        "bytes around a registered buffer were written: a bounds check missed",
+                    );
+                }
+                if closed {
+                    drop(buffer);
+                } else {
+                    // The device may still own the bytes.
+                    std::mem::forget(buffer);
+                }
+            }
+            if !closed {
+                // Callbacks may still come: their contexts must outlive them.
+                std::mem::forget(Arc::clone(&side.notes));
+                std::mem::forget(Arc::clone(&side.disconnects));
+            }
+        }
+    }
+}

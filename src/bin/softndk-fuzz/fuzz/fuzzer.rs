@@ -1,0 +1,209 @@
+//! One thread of a run: its state, its bookkeeping of calls and findings,
+//! and its loop of random steps.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use softndk::abi::{NtStatus, STATUS_PENDING};
+
+use super::objects::{Adapter, Link};
+use super::rng::Rng;
+use super::signal::Signal;
+use super::{Config, Outcome, WAIT};
+
+/// One thread of a run.
+pub(super) struct Fuzzer<'a> {
+    pub(super) thread: usize,
+    pub(super) rng: Rng,
+    pub(super) adapters: &'a [Adapter],
+    pub(super) config: &'a Config,
+    pub(super) budget: u64,
+    pub(super) next_context: usize,
+    pub(super) out: Outcome,
+    pub(super) links: Vec<Link>,
+    /// The current link's noise: the percentage of parameters made invalid
+    /// (0 on a clean link).
+    pub(super) noise: u64,
+    /// Signals of objects whose close completed, kept a while so that a
+    /// callback after the close (L22) is counted rather than a use after
+    /// free.
+    pub(super) graveyard: std::collections::VecDeque<Arc<Signal>>,
+}
+
+/// How many closed objects' signals a thread keeps watching.
+pub(super) const GRAVEYARD: usize = 256;
+
+/// A failed set-up step: the message, and whether it is a finding.
+pub(super) struct SetupFailed(pub(super) String);
+
+impl<'a> Fuzzer<'a> {
+    pub(super) fn new(
+        thread: usize,
+        config: &'a Config,
+        adapters: &'a [Adapter],
+        budget: u64,
+    ) -> Self {
+        let salt = (thread as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        Self {
+            thread,
+            rng: Rng::new(config.seed ^ salt),
+            adapters,
+            config,
+            budget,
+            next_context: 0,
+            out: Outcome::default(),
+            links: Vec::new(),
+            graveyard: std::collections::VecDeque::new(),
+            noise: 0,
+        }
+    }
+
+    /// Marks `signal`'s object closed and watches it for late callbacks
+    /// (L22) until it leaves the graveyard.
+    pub(super) fn bury(&mut self, signal: Arc<Signal>) {
+        signal.closed.store(true, Ordering::SeqCst);
+        self.graveyard.push_back(signal);
+        while self.graveyard.len() > GRAVEYARD {
+            if let Some(old) = self.graveyard.pop_front() {
+                self.check_grave(&old);
+            }
+        }
+    }
+
+    pub(super) fn check_grave(&mut self, signal: &Signal) {
+        let late = signal.late.swap(0, Ordering::SeqCst);
+        if late != 0 {
+            self.finding(&format!(
+                "{late} callback(s) came after their object's close completed (L22)"
+            ));
+        }
+    }
+
+    /// Counts one provider call and traces it.
+    pub(super) fn call(&mut self, what: &str, status: NtStatus) {
+        self.out.calls += 1;
+        if self.config.trace {
+            eprintln!(
+                "fuzz t{} #{}: {what} -> {:#010x}",
+                self.thread,
+                self.out.calls,
+                status.cast_unsigned()
+            );
+        }
+    }
+
+    pub(super) fn finding(&mut self, text: &str) {
+        let mut line = String::new();
+        let _ = write!(
+            line,
+            "seed {} thread {} call {}: {text}",
+            self.config.seed, self.thread, self.out.calls
+        );
+        if self.config.trace {
+            eprintln!("fuzz FINDING {line}");
+        }
+        self.out.findings.push(line);
+    }
+
+    /// A fresh request context: unique in the process (thread in the top
+    /// bits), never null.
+    pub(super) fn context(&mut self) -> usize {
+        self.next_context += 1;
+        ((self.thread + 1) << 40) | self.next_context
+    }
+
+    /// The outcome of a call that may pend, waiting for its callback.
+    pub(super) fn finish(
+        &mut self,
+        what: &str,
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Option<(NtStatus, usize)> {
+        if returned != STATUS_PENDING {
+            return Some((returned, 0));
+        }
+        let got = signal.wait();
+        if got.is_none() {
+            self.finding(&format!(
+                "{what} returned STATUS_PENDING and never completed within {WAIT:?}"
+            ));
+        }
+        got
+    }
+
+    pub(super) fn shuffle(&mut self, items: &mut [usize]) {
+        for i in (1..items.len()).rev() {
+            let j = self.rng.index(i + 1);
+            items.swap(i, j);
+        }
+    }
+
+    /// One random step on one of the thread's links.
+    pub(super) fn step(&mut self) {
+        if self.links.len() < self.config.links && (self.links.is_empty() || self.rng.chance(5)) {
+            if let Some(link) = self.open_link() {
+                self.links.push(link);
+            }
+            return;
+        }
+        let Some(index) = (!self.links.is_empty()).then(|| self.rng.index(self.links.len())) else {
+            return;
+        };
+        let mut link = self.links.swap_remove(index);
+        self.noise = link.noise;
+        let i = self.rng.index(2);
+        let mut choice = self.rng.below(1000);
+        // A disconnected link refuses every post (X5): close it soon.
+        if link.disconnected && self.rng.chance(20) {
+            choice = 999;
+        }
+        // A consumer sizes its CQ for what it has outstanding: with the CQ
+        // possibly full, reap instead of posting (but now and then post
+        // anyway, so that overflows (E10) are exercised too).
+        let side = &link.sides[i];
+        if choice < 620 && side.outstanding.len() >= side.cq_depth as usize && !self.rng.chance(2) {
+            choice = 620;
+        }
+        match choice {
+            0..=199 => self.receive(&mut link, i),
+            200..=349 => self.send(&mut link, i, false),
+            350..=379 => self.send(&mut link, i, true),
+            380..=479 => self.rdma(&mut link, i, false),
+            480..=569 => self.rdma(&mut link, i, true),
+            570..=599 => self.bind(&mut link, i),
+            600..=619 => self.invalidate(&mut link, i),
+            620..=879 => {
+                let room = if choice == 620 {
+                    16
+                } else {
+                    self.rng.index(17)
+                };
+                self.poll(&mut link, i, room);
+            }
+            880..=979 => self.arm(&mut link, i),
+            // A flush leaves the queues in error: every later post completes
+            // cancelled (E1, E5); so rarely, for links to do work first.
+            980..=984 => self.flush(&mut link, i),
+            985..=989 => self.disconnect(&mut link, i),
+            _ => {
+                self.close_link(link);
+                return;
+            }
+        }
+        self.links.push(link);
+    }
+
+    pub(super) fn run(mut self) -> Outcome {
+        while self.out.calls < self.budget && self.out.findings.is_empty() {
+            self.step();
+        }
+        for link in std::mem::take(&mut self.links) {
+            self.close_link(link);
+        }
+        for signal in std::mem::take(&mut self.graveyard) {
+            self.check_grave(&signal);
+        }
+        self.out
+    }
+}

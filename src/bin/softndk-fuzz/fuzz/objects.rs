@@ -1,0 +1,272 @@
+//! What a thread holds: provider objects and their dispatch tables,
+//! registered buffers between guard pages, links and their sides.
+
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::Arc;
+
+use softndk::abi::{
+    AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
+    NdkMw, NdkPd, NdkQp, NdkResult, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+};
+
+use super::signal::Signal;
+
+/// A provider object type and its dispatch table.
+pub(super) trait Dispatched {
+    type Table: 'static;
+    /// The object's dispatch table. The fuzzer passes only objects the
+    /// provider created and that are still open (a safe function, so that
+    /// it can be called inside the `unsafe` block of the call it feeds).
+    fn read(object: *mut Self) -> &'static Self::Table;
+}
+
+macro_rules! dispatched {
+    ($($object:ty => $table:ty),* $(,)?) => {$(
+        impl Dispatched for $object {
+            type Table = $table;
+            fn read(object: *mut Self) -> &'static $table {
+                // SAFETY: a live object the provider created (the fuzzer
+                // passes no other): its header and dispatch pointer are
+                // readable while it is open.
+                let table = unsafe { (*object).dispatch };
+                // SAFETY: the provider's dispatch tables are static and full.
+                unsafe { &*table }
+            }
+        }
+    )*};
+}
+
+dispatched! {
+    NdkAdapter => softndk::abi::NdkAdapterDispatch,
+    NdkCq => softndk::abi::NdkCqDispatch,
+    NdkPd => softndk::abi::NdkPdDispatch,
+    NdkQp => softndk::abi::NdkQpDispatch,
+    NdkMr => softndk::abi::NdkMrDispatch,
+    NdkMw => softndk::abi::NdkMwDispatch,
+    NdkConnector => softndk::abi::NdkConnectorDispatch,
+    NdkListener => softndk::abi::NdkListenerDispatch,
+}
+
+/// A provider object the fuzzer closes through its own table's close slot.
+pub(super) trait Closable: Dispatched {
+    /// The close's name in traces and findings.
+    const CLOSE: &'static str;
+    /// The close slot of the object's table.
+    fn close_slot(table: &Self::Table) -> NdkFnCloseObject;
+}
+
+macro_rules! closable {
+    ($($object:ty => $what:literal, $slot:ident;)*) => {$(
+        impl Closable for $object {
+            const CLOSE: &'static str = $what;
+            fn close_slot(table: &Self::Table) -> NdkFnCloseObject {
+                table.$slot
+            }
+        }
+    )*};
+}
+
+closable! {
+    NdkCq => "NdkCloseCq", ndk_close_cq;
+    NdkPd => "NdkClosePd", ndk_close_pd;
+    NdkQp => "NdkCloseQp", ndk_close_qp;
+    NdkMr => "NdkCloseMr", ndk_close_mr;
+    NdkMw => "NdkCloseMw", ndk_close_mw;
+    NdkConnector => "NdkCloseConnector", ndk_close_connector;
+    NdkListener => "NdkCloseListener", ndk_close_listener;
+}
+
+/// The dispatch table of a live provider object.
+pub(super) fn table<T: Dispatched>(object: *mut T) -> &'static T::Table {
+    T::read(object)
+}
+
+/// Bytes before and after each registered buffer that nobody may write.
+pub(super) const GUARD: usize = PAGE_SIZE;
+/// The guard bytes' value.
+pub(super) const GUARD_BYTE: u8 = 0x5A;
+/// How far outside its buffer an invalid address may point (inside the
+/// guard, so a missed bounds check writes the guard instead of crashing).
+pub(super) const STRAY: u64 = 256;
+
+/// A page-aligned buffer between two guard pages, and its MDL.
+pub(super) struct Buffer {
+    pub(super) storage: Vec<u8>,
+    pub(super) start: usize,
+    pub(super) len: usize,
+    pub(super) mdl: Box<Mdl>,
+}
+
+impl Buffer {
+    pub(super) fn new(len: usize) -> Self {
+        let mut storage = vec![GUARD_BYTE; len + 2 * GUARD + PAGE_SIZE];
+        let base = storage.as_mut_ptr();
+        let start = base.align_offset(PAGE_SIZE) + GUARD;
+        storage[start..start + len].fill(0);
+        let start_va = base.wrapping_add(start);
+        let mdl = Box::new(Mdl {
+            next: ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: 0,
+            padding_0c: 0,
+            process: ptr::null_mut(),
+            mapped_system_va: ptr::null_mut(),
+            start_va: start_va.cast(),
+            byte_count: u32::try_from(len).unwrap_or(u32::MAX),
+            byte_offset: 0,
+        });
+        Self {
+            storage,
+            start,
+            len,
+            mdl,
+        }
+    }
+
+    /// The address of byte `offset` of the buffer (any offset: an invalid
+    /// address is made from one outside it).
+    pub(super) fn address(&self, offset: i64) -> u64 {
+        let base = self.storage.as_ptr().wrapping_add(self.start);
+        (base.expose_provenance() as u64).wrapping_add_signed(offset)
+    }
+
+    /// Whether every guard byte still holds its value.
+    pub(super) fn guards_intact(&self) -> bool {
+        let (before, rest) = self.storage.split_at(self.start);
+        let after = rest.get(self.len..).unwrap_or_default();
+        before.iter().chain(after).all(|&b| b == GUARD_BYTE)
+    }
+}
+
+/// An outstanding post, by request context.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Post {
+    pub(super) what: &'static str,
+    pub(super) call: u64,
+    pub(super) silent: bool,
+}
+
+/// One side of a link.
+pub(super) struct Side {
+    pub(super) adapter: usize,
+    pub(super) cq: *mut NdkCq,
+    pub(super) notes: Arc<Signal>,
+    pub(super) pd: *mut NdkPd,
+    pub(super) qp: *mut NdkQp,
+    pub(super) qp_ctx: usize,
+    pub(super) receive_sge: u32,
+    pub(super) initiator_sge: u32,
+    pub(super) inline: u32,
+    pub(super) mr: *mut NdkMr,
+    pub(super) registered: bool,
+    pub(super) buffer: Option<Buffer>,
+    pub(super) local_token: u32,
+    pub(super) remote_token: u32,
+    pub(super) mw: *mut NdkMw,
+    /// The MW's token and window (start offset, length) once a Bind was
+    /// accepted; kept after an Invalidate so that stale tokens are tried.
+    pub(super) window: Option<(u32, u64, u64)>,
+    pub(super) connector: *mut NdkConnector,
+    pub(super) disconnects: Arc<Signal>,
+    /// Completions of Disconnect calls still to come.
+    pub(super) disconnecting: Vec<Arc<Signal>>,
+    pub(super) outstanding: HashMap<usize, Post>,
+    /// Receives accepted on this side and not yet matched by a Send the
+    /// peer posted: a clean link sends only when the peer has one (over
+    /// iWARP, and on the fabric, a Send that finds no receive ends the
+    /// connection).
+    pub(super) credits: u64,
+    /// The CQ's depth. A CQ may overflow (posts to a queue in error
+    /// complete at once, E1, E5, or one is injected): whether it did is
+    /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`]).
+    pub(super) cq_depth: u32,
+}
+
+impl Side {
+    pub(super) fn new(adapter: usize) -> Self {
+        Self {
+            adapter,
+            cq: ptr::null_mut(),
+            notes: Signal::new(),
+            pd: ptr::null_mut(),
+            qp: ptr::null_mut(),
+            qp_ctx: 0,
+            receive_sge: 1,
+            initiator_sge: 1,
+            inline: 0,
+            mr: ptr::null_mut(),
+            registered: false,
+            buffer: None,
+            local_token: 0,
+            remote_token: 0,
+            mw: ptr::null_mut(),
+            window: None,
+            connector: ptr::null_mut(),
+            disconnects: Signal::new(),
+            disconnecting: Vec::new(),
+            outstanding: HashMap::new(),
+            credits: 0,
+            cq_depth: 0,
+        }
+    }
+
+    pub(super) fn buffer_len(&self) -> u64 {
+        self.buffer.as_ref().map_or(0, |b| b.len as u64)
+    }
+}
+
+/// Two connected QPs and what they need.
+pub(super) struct Link {
+    /// The link's number in its thread (for traces).
+    pub(super) id: u64,
+    /// Whether the fuzzer called Disconnect on it.
+    pub(super) disconnected: bool,
+    /// The percentage of its calls' parameters made invalid: 0 on most
+    /// links (long clean runs), up to 10 on the others.
+    pub(super) noise: u64,
+    pub(super) sides: [Side; 2],
+    pub(super) listener: *mut NdkListener,
+    /// The listener's connect events (the connectors they brought).
+    pub(super) incoming: Arc<Signal>,
+}
+
+/// An adapter opened for the run and its address.
+#[derive(Clone, Copy)]
+pub(super) struct Adapter {
+    pub(super) ptr: usize,
+    pub(super) ip: [u8; 4],
+}
+
+impl Adapter {
+    pub(super) fn ptr(self) -> *mut NdkAdapter {
+        ptr::with_exposed_provenance_mut(self.ptr)
+    }
+}
+
+/// A SOCKADDR_IN.
+pub(super) fn sockaddr(ip: [u8; 4], port: u16) -> SockAddrIn {
+    SockAddrIn {
+        sin_family: AF_INET,
+        sin_port: port.to_be(),
+        sin_addr: InAddr { bytes: ip },
+        sin_zero: [0; 8],
+    }
+}
+
+pub(super) const SOCKADDR_IN_LEN: u32 = 16;
+
+/// SGE lengths (least, most) of receives, sends and RDMA requests: a send
+/// (at most 4 × 64 bytes) always fits a receive (at least 256 bytes), so
+/// only a noisy link ends connections with E7.
+pub(super) const RECEIVE_SGE: (u64, u64) = (256, 1024);
+pub(super) const SEND_SGE: (u64, u64) = (1, 64);
+pub(super) const RDMA_SGE: (u64, u64) = (1, 1024);
+
+/// An empty result, to fill a poll buffer with.
+pub(super) const EMPTY_RESULT: NdkResult = NdkResult {
+    status: STATUS_SUCCESS,
+    bytes_transferred: 0,
+    qp_context: ptr::null_mut(),
+    request_context: ptr::null_mut(),
+};

@@ -1,0 +1,349 @@
+//! Posts: receives, sends, RDMA, binds and invalidates, valid or not, and
+//! the accounting of their inline answers.
+
+use std::ptr;
+
+use softndk::abi::{NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
+
+use super::fuzzer::Fuzzer;
+use super::objects::{Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, STRAY, Side, table};
+
+impl Fuzzer<'_> {
+    /// Accounts for a post's inline answer.
+    pub(super) fn posted(
+        &mut self,
+        link: &mut Link,
+        i: usize,
+        what: &'static str,
+        context: usize,
+        silent: bool,
+        status: NtStatus,
+    ) {
+        self.call(what, status);
+        if self.config.trace {
+            eprintln!(
+                "fuzz t{}   link {} side {i} context {context:#x}",
+                self.thread, link.id
+            );
+        }
+        if status == STATUS_SUCCESS {
+            self.out.posted += 1;
+            let call = self.out.calls;
+            let side = &mut link.sides[i];
+            if side
+                .outstanding
+                .insert(context, Post { what, call, silent })
+                .is_some()
+            {
+                self.finding(&format!(
+                    "{what}: request context {context:#x} reused by the fuzzer"
+                ));
+            }
+        } else {
+            if status == STATUS_PENDING {
+                self.finding(&format!(
+                    "{what} returned STATUS_PENDING (a work request completes through the CQ, L11)"
+                ));
+            }
+            self.out.refused += 1;
+        }
+    }
+
+    /// SGEs over side `i`'s buffer: mostly valid, sometimes with a wrong
+    /// token, an address outside the buffer, a zero length or too many.
+    pub(super) fn sges(&mut self, side: &Side, max: u32, (lo, hi): (u64, u64)) -> Vec<NdkSge> {
+        // A receive without SGEs takes only empty messages (E7): noisy
+        // links only.
+        let least = u32::from((lo, hi) == RECEIVE_SGE && self.noise == 0);
+        let n = if self.invalid() {
+            max + 1
+        } else {
+            self.rng.range(least, max)
+        };
+        let len = side.buffer_len();
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let length = lo + self.rng.below(hi - lo + 1);
+            let offset = self.rng.below(len - length + 1);
+            let mut length = length;
+            let mut address = side.buffer.as_ref().map_or(0, |b| b.address(0)) + offset;
+            let mut token = side.local_token;
+            if self.invalid() {
+                match self.rng.below(4) {
+                    0 => token = u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
+                    1 => address = address.wrapping_sub(offset + 1 + self.rng.below(STRAY - 1)),
+                    2 => length += len - offset + self.rng.below(STRAY - 1),
+                    _ => length = 0,
+                }
+            }
+            out.push(NdkSge {
+                address,
+                length: u32::try_from(length).unwrap_or(u32::MAX),
+                memory_region_token: token,
+            });
+        }
+        out
+    }
+
+    pub(super) fn trace_flags(&self, flags: u32, sges: &[NdkSge]) {
+        if self.config.trace {
+            eprintln!("fuzz t{}   flags {flags:#x} sges {sges:x?}", self.thread);
+        }
+    }
+
+    /// Whether to make this parameter invalid: with the current link's
+    /// noise, in percent (0 for a clean link).
+    pub(super) fn invalid(&mut self) -> bool {
+        self.noise != 0 && self.rng.chance(self.noise)
+    }
+
+    /// Flags for an initiator request: never SILENT_SUCCESS unless `silent`.
+    /// `solicit`: the operation takes SEND_AND_SOLICIT_EVENT (a Send); on
+    /// a noisy link a flag the operation does not take is sometimes added.
+    pub(super) fn flags(&mut self, silent: bool, solicit: bool) -> u32 {
+        let mut flags = OpFlags::empty();
+        if self.rng.chance(10) {
+            flags |= OpFlags::DEFER;
+        }
+        if solicit && self.rng.chance(15) {
+            flags |= OpFlags::SEND_AND_SOLICIT_EVENT;
+        }
+        if self.rng.chance(5) {
+            flags |= OpFlags::READ_FENCE;
+        }
+        if silent {
+            flags |= OpFlags::SILENT_SUCCESS;
+        }
+        if self.invalid() {
+            flags |= OpFlags::from_bits_retain(1 << self.rng.below(12));
+        }
+        flags.bits()
+    }
+
+    pub(super) fn receive(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        let sges = self.sges(side, side.receive_sge, RECEIVE_SGE);
+        let qp = side.qp;
+        let context = self.context();
+        // SAFETY: a live QP; every SGE names memory of the side's buffer or
+        // its guard, which outlives the QP.
+        let status = unsafe {
+            (table(qp).ndk_receive)(
+                qp,
+                ptr::without_provenance_mut(context),
+                sges.as_ptr(),
+                sges.len() as u32,
+            )
+        };
+        self.trace_flags(0, &sges);
+        self.posted(link, i, "NdkReceive", context, false, status);
+        if status == STATUS_SUCCESS {
+            link.sides[i].credits += 1;
+        }
+    }
+
+    pub(super) fn send(&mut self, link: &mut Link, i: usize, invalidate: bool) {
+        if link.sides[1 - i].credits == 0 && !self.invalid() {
+            return;
+        }
+        // Invalidating no window fails at the peer and ends the connection:
+        // on a clean link, a plain Send then.
+        let invalidate = invalidate && (link.sides[1 - i].window.is_some() || self.invalid());
+        let side = &link.sides[i];
+        let silent = self.rng.chance(5);
+        let mut flags = self.flags(silent, true);
+        let mut sges = self.sges(side, side.initiator_sge, SEND_SGE);
+        // INLINE copies from the SGEs' addresses without a token check: only
+        // with addresses inside the buffer.
+        if side.inline > 0 && self.rng.chance(20) {
+            let base = side.buffer.as_ref().map_or(0, |b| b.address(0));
+            let len = side.buffer_len();
+            let mut total = 0;
+            sges.retain(|s| s.address >= base && s.address + u64::from(s.length) <= base + len);
+            for s in &mut sges {
+                s.length = s.length.min(32);
+                total += s.length;
+            }
+            if total <= side.inline {
+                flags |= OpFlags::INLINE.bits();
+            }
+        }
+        let qp = side.qp;
+        let context = self.context();
+        let (request, sgl, n_sge) = (
+            ptr::without_provenance_mut(context),
+            sges.as_ptr(),
+            sges.len() as u32,
+        );
+        let (what, status) = if invalidate {
+            let peer = &link.sides[1 - i];
+            let token = match peer.window {
+                Some((token, ..)) if !self.invalid() => token,
+                _ => u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
+            };
+            let post = table(qp).ndk_send_and_invalidate;
+            // SAFETY: as in `receive`.
+            let status = unsafe { post(qp, request, sgl, n_sge, flags, token) };
+            ("NdkSendAndInvalidate", status)
+        } else {
+            // SAFETY: as in `receive`.
+            let status = unsafe { (table(qp).ndk_send)(qp, request, sgl, n_sge, flags) };
+            ("NdkSend", status)
+        };
+        self.trace_flags(flags, &sges);
+        // SILENT_SUCCESS may also come from a noisy link's stray flag.
+        let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
+        self.posted(link, i, what, context, silent, status);
+        if status == STATUS_SUCCESS {
+            let noisy = self.noise != 0;
+            let peer = &mut link.sides[1 - i];
+            peer.credits = peer.credits.saturating_sub(1);
+            if invalidate && !noisy {
+                peer.window = None;
+            }
+        }
+    }
+
+    /// A remote address and token on the peer: its MR, its window, or a
+    /// stray one.
+    pub(super) fn remote(&mut self, peer: &Side) -> (u64, u32, u64) {
+        let base = peer.buffer.as_ref().map_or(0, |b| b.address(0));
+        let len = peer.buffer_len();
+        let offset = self.rng.below(len);
+        let mut room = len - offset;
+        let mut token = peer.remote_token;
+        let mut address = base + offset;
+        if let Some((window_token, start, window_len)) = peer.window
+            && self.rng.chance(30)
+        {
+            token = window_token;
+            let within = self.rng.below(window_len.max(1));
+            address = base + start + within;
+            room = window_len.saturating_sub(within).max(1);
+        }
+        if self.invalid() {
+            match self.rng.below(3) {
+                0 => token = u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
+                1 => address = base.wrapping_sub(1 + self.rng.below(STRAY - 1)),
+                _ => room += self.rng.below(STRAY - 1) + 1,
+            }
+        }
+        (address, token, room)
+    }
+
+    pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
+        let silent = self.rng.chance(5);
+        let flags = self.flags(silent, false);
+        let (remote, token, room) = {
+            let peer = &link.sides[1 - i];
+            self.remote(peer)
+        };
+        let side = &link.sides[i];
+        let mut sges = self.sges(side, side.initiator_sge, RDMA_SGE);
+        // Mostly keep the total within the remote room, so that most are
+        // valid; else the provider must refuse or fail it.
+        if !self.invalid() {
+            let mut left = room;
+            for s in &mut sges {
+                let take = u64::from(s.length).min(left);
+                s.length = u32::try_from(take).unwrap_or(0);
+                left -= take;
+            }
+        }
+        let qp = side.qp;
+        let context = self.context();
+        let d = table(qp);
+        let (what, post) = if read {
+            ("NdkRead", d.ndk_read)
+        } else {
+            ("NdkWrite", d.ndk_write)
+        };
+        // SAFETY: as in `receive`; the remote address is an index.
+        let status = unsafe {
+            post(
+                qp,
+                ptr::without_provenance_mut(context),
+                sges.as_ptr(),
+                sges.len() as u32,
+                remote,
+                token,
+                flags,
+            )
+        };
+        self.trace_flags(flags, &sges);
+        // SILENT_SUCCESS may also come from a noisy link's stray flag.
+        let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
+        self.posted(link, i, what, context, silent, status);
+    }
+
+    pub(super) fn bind(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        // Binding a bound window fails the request: noisy links only.
+        if side.window.is_some() && !self.invalid() {
+            return;
+        }
+        let len = side.buffer_len();
+        let start = self.rng.below(len);
+        let mut window = 1 + self.rng.below(len - start);
+        if self.invalid() {
+            window += len;
+        }
+        let address = side.buffer.as_ref().map_or(0, |b| b.address(0)) + start;
+        let mut flags = OpFlags::empty();
+        if self.rng.chance(70) {
+            flags |= OpFlags::ALLOW_REMOTE_READ;
+        }
+        if self.rng.chance(70) {
+            flags |= OpFlags::ALLOW_REMOTE_WRITE;
+        }
+        if self.rng.chance(10) {
+            flags |= OpFlags::DEFER;
+        }
+        let (qp, mr, mw) = (side.qp, side.mr, side.mw);
+        let context = self.context();
+        // SAFETY: live QP, MR and MW; the virtual address is an index.
+        let status = unsafe {
+            (table(qp).ndk_bind)(
+                qp,
+                ptr::without_provenance_mut(context),
+                mr,
+                mw,
+                ptr::without_provenance_mut(usize::try_from(address).unwrap_or(0)),
+                usize::try_from(window).unwrap_or(0),
+                flags.bits(),
+            )
+        };
+        self.posted(link, i, "NdkBind", context, false, status);
+        if status == STATUS_SUCCESS {
+            // SAFETY: a live MW (M20: its token is readable once Bind returned).
+            let token = unsafe { (table(mw).ndk_get_remote_token_from_mw)(mw) };
+            self.call("NdkGetRemoteTokenFromMw", STATUS_SUCCESS);
+            link.sides[i].window = Some((token, start, window));
+        }
+    }
+
+    pub(super) fn invalidate(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        // Invalidating a window never bound fails the request and ends the
+        // connection: only on a noisy link.
+        if side.window.is_none() && !self.invalid() {
+            return;
+        }
+        let (qp, mw) = (side.qp, side.mw);
+        let context = self.context();
+        let flags = if self.rng.chance(10) {
+            OpFlags::DEFER.bits()
+        } else {
+            0
+        };
+        // SAFETY: live QP and MW.
+        let status = unsafe {
+            (table(qp).ndk_invalidate)(qp, ptr::without_provenance_mut(context), mw.cast(), flags)
+        };
+        self.posted(link, i, "NdkInvalidate", context, false, status);
+        // The token is stale now; a noisy link keeps trying it.
+        if status == STATUS_SUCCESS && self.noise == 0 {
+            link.sides[i].window = None;
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Reaping: polls checked against the outstanding posts, arms, flushes and
+//! disconnects.
+
+use std::time::Duration;
+
+use softndk::abi::{
+    NdkCqNotifyType, NdkResult, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_INTERNAL_ERROR,
+    STATUS_PENDING, STATUS_SUCCESS,
+};
+
+use super::WAIT;
+use super::fuzzer::Fuzzer;
+use super::objects::{EMPTY_RESULT, Link, Side, table};
+use super::signal::{Signal, on_status};
+
+impl Fuzzer<'_> {
+    /// One `NdkGetCqResults` of up to `room` entries on side `i`'s CQ; the
+    /// number taken.
+    pub(super) fn poll(&mut self, link: &mut Link, i: usize, room: usize) -> usize {
+        let mut results = [EMPTY_RESULT; 16];
+        let room = room.min(results.len());
+        let cq = link.sides[i].cq;
+        // SAFETY: a live CQ and room for `room` results.
+        let n = unsafe { (table(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), room as u32) }
+            as usize;
+        self.call("NdkGetCqResults", STATUS_SUCCESS);
+        if n > room {
+            self.finding(&format!(
+                "NdkGetCqResults returned {n} entries for room {room}"
+            ));
+        }
+        for result in results.iter().take(n.min(room)) {
+            self.reap(link, i, result);
+        }
+        n.min(room)
+    }
+
+    /// Checks one CQ entry against the outstanding posts.
+    pub(super) fn reap(&mut self, link: &mut Link, i: usize, result: &NdkResult) {
+        let context = result.request_context.addr();
+        let side = &mut link.sides[i];
+        let qp_ctx = side.qp_ctx;
+        if self.config.trace {
+            eprintln!(
+                "fuzz t{}   link {} side {i} entry {context:#x} status {:#010x}",
+                self.thread,
+                link.id,
+                result.status.cast_unsigned()
+            );
+        }
+        let side = &mut link.sides[i];
+        let Some(post) = side.outstanding.remove(&context) else {
+            self.finding(&format!(
+                "a CQ entry (status {:#010x}) for request context {context:#x}, which has no outstanding post: a duplicate or a stray (P6)",
+                result.status.cast_unsigned()
+            ));
+            return;
+        };
+        if result.qp_context.addr() != qp_ctx {
+            self.finding(&format!(
+                "{} posted at call {}: its entry carries QP context {:#x}, not {qp_ctx:#x} (P21)",
+                post.what,
+                post.call,
+                result.qp_context.addr()
+            ));
+        }
+        match result.status {
+            STATUS_SUCCESS => {
+                self.out.succeeded += 1;
+                if post.silent {
+                    self.finding(&format!(
+                        "{} posted at call {} with SILENT_SUCCESS got a successful CQ entry (P14)",
+                        post.what, post.call
+                    ));
+                }
+            }
+            STATUS_CANCELLED => self.out.flushed += 1,
+            STATUS_PENDING => {
+                self.finding(&format!(
+                    "{} posted at call {} completed with STATUS_PENDING",
+                    post.what, post.call
+                ));
+            }
+            _ => self.out.failed += 1,
+        }
+    }
+
+    /// Polls side `i`'s CQ until it is empty (bounded).
+    pub(super) fn drain(&mut self, link: &mut Link, i: usize) {
+        for _ in 0..100_000 {
+            if self.poll(link, i, 16) == 0 {
+                return;
+            }
+        }
+        self.finding("a CQ still had entries after 100000 polls");
+    }
+
+    /// Whether side `i`'s CQ reported an overflow (E10) or a fatal error
+    /// (E11) through its notification callback: from then on no further
+    /// completions are reported, so entries missing for requests accepted
+    /// before are owed nothing more (E10 overrides P6's one entry; E13
+    /// refuses every later post inline). The report comes through an arm
+    /// (E12), now or at the next one: if none came yet, the CQ is armed for
+    /// errors once and the report waited for (a healthy CQ never answers,
+    /// so this waits out [`WAIT`], on a finding only). An overflow nobody
+    /// reported stays a finding.
+    pub(super) fn cq_failed(&mut self, side: &Side) -> bool {
+        let reported = |wait| {
+            side.notes
+                .saw(&[STATUS_BUFFER_OVERFLOW, STATUS_INTERNAL_ERROR], wait)
+        };
+        let failed = reported(Duration::ZERO)
+            || (!side.cq.is_null() && {
+                // SAFETY: a live CQ (closed after this check).
+                unsafe { (table(side.cq).ndk_arm_cq)(side.cq, NdkCqNotifyType::ERRORS) };
+                self.call("NdkArmCq", STATUS_SUCCESS);
+                reported(WAIT)
+            });
+        self.out.cq_errors += u64::from(failed);
+        failed
+    }
+
+    pub(super) fn arm(&mut self, link: &mut Link, i: usize) {
+        let kind = match self.rng.below(10) {
+            0 => NdkCqNotifyType::ERRORS,
+            1..=5 => NdkCqNotifyType::ANY,
+            6..=8 => NdkCqNotifyType::SOLICITED,
+            _ => NdkCqNotifyType(self.rng.range(3, u32::MAX)),
+        };
+        let cq = link.sides[i].cq;
+        // SAFETY: a live CQ.
+        unsafe { (table(cq).ndk_arm_cq)(cq, kind) };
+        self.call("NdkArmCq", STATUS_SUCCESS);
+    }
+
+    pub(super) fn flush(&mut self, link: &mut Link, i: usize) {
+        let qp = link.sides[i].qp;
+        // SAFETY: a live QP.
+        unsafe { (table(qp).ndk_flush)(qp) };
+        self.call("NdkFlush", STATUS_SUCCESS);
+    }
+
+    pub(super) fn disconnect(&mut self, link: &mut Link, i: usize) {
+        let connector = link.sides[i].connector;
+        if connector.is_null() {
+            return;
+        }
+        let done = Signal::new();
+        // SAFETY: a live connector; `done` is kept until it completes.
+        let status =
+            unsafe { (table(connector).ndk_disconnect)(connector, Some(on_status), done.ctx()) };
+        self.call("NdkDisconnect", status);
+        link.disconnected = true;
+        if status == STATUS_PENDING {
+            link.sides[i].disconnecting.push(done);
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! Set-up: a link's objects (CQ, PD, QP, MR, MW on each side) and its
+//! connection through a listener.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use softndk::abi::{
+    MrFlags, NdkListener, NtStatus, PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+};
+
+use super::WAIT;
+use super::fuzzer::{Fuzzer, SetupFailed};
+use super::objects::{Adapter, Buffer, Link, SOCKADDR_IN_LEN, Side, sockaddr, table};
+use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
+
+impl Fuzzer<'_> {
+    /// A set-up step's status: `Ok` on success, else the failure (a finding
+    /// unless faults are injected).
+    pub(super) fn expect(&mut self, what: &str, status: NtStatus) -> Result<(), SetupFailed> {
+        if status == STATUS_SUCCESS {
+            Ok(())
+        } else {
+            Err(SetupFailed(format!(
+                "{what} failed with {:#010x}",
+                status.cast_unsigned()
+            )))
+        }
+    }
+
+    /// A set-up step that may pend, already counted with [`Fuzzer::call`]:
+    /// `returned`, or the status its completion on `signal` brought, as
+    /// [`Fuzzer::expect`] judges it; on success, the object the completion
+    /// carried (0 when none).
+    fn settle(
+        &mut self,
+        what: &str,
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Result<usize, SetupFailed> {
+        let (status, object) = self
+            .finish(what, returned, signal)
+            .unwrap_or((STATUS_PENDING, 0));
+        self.expect(what, status)?;
+        Ok(object)
+    }
+
+    /// A set-up call that may pend: counted, then settled.
+    fn step_up(
+        &mut self,
+        what: &str,
+        returned: NtStatus,
+        signal: &Arc<Signal>,
+    ) -> Result<(), SetupFailed> {
+        self.call(what, returned);
+        self.settle(what, returned, signal).map(drop)
+    }
+
+    /// A create: `create` makes the call, given the create completion's
+    /// context and the out-pointer (it passes `on_create` as the
+    /// completion). L5: a create may pend and hand its object to the
+    /// completion instead of the out-pointer. The object, or why it failed.
+    fn create<T>(
+        &mut self,
+        what: &str,
+        create: impl FnOnce(*mut c_void, *mut *mut T) -> NtStatus,
+    ) -> Result<*mut T, SetupFailed> {
+        let created = Signal::new();
+        let mut out = ptr::null_mut();
+        let status = create(created.ctx(), &raw mut out);
+        self.call(what, status);
+        let object = self.settle(what, status, &created)?;
+        Ok(if object == 0 {
+            out
+        } else {
+            ptr::with_exposed_provenance_mut(object)
+        })
+    }
+
+    /// Creates a side's CQ, PD, QP, MR (registered) and MW.
+    pub(super) fn open_side(&mut self, side: &mut Side) -> Result<(), SetupFailed> {
+        let adapter = self.adapters[side.adapter].ptr();
+        let d = table(adapter);
+        let receive_depth = self.rng.range(1, 16);
+        let initiator_depth = self.rng.range(1, 16);
+        side.receive_sge = self.rng.range(1, 4);
+        side.initiator_sge = self.rng.range(1, 4);
+        side.inline = if self.rng.chance(50) { 0 } else { 64 };
+        // Room for every entry both queues can have outstanding, so that the
+        // CQ never overflows.
+        let depth = receive_depth + initiator_depth + self.rng.range(0, 8);
+        side.cq_depth = depth;
+
+        let notes = side.notes.ctx();
+        // SAFETY: a live parent object and an out-pointer (here and in every
+        // create below); the create completion's context is kept by `create`
+        // until it came, and the CQ's notification context lives as long as
+        // the CQ.
+        side.cq = self.create("NdkCreateCq", |done, out| unsafe {
+            (d.ndk_create_cq)(
+                adapter,
+                depth,
+                Some(on_status),
+                notes,
+                ptr::null(),
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+        // SAFETY: as above.
+        side.pd = self.create("NdkCreatePd", |done, out| unsafe {
+            (d.ndk_create_pd)(adapter, Some(on_create), done, out)
+        })?;
+
+        let (pd, cq) = (side.pd, side.cq);
+        let pdd = table(pd);
+        side.qp_ctx = self.context();
+        let qp_ctx = ptr::without_provenance_mut(side.qp_ctx);
+        let (receive_sge, initiator_sge, inline) =
+            (side.receive_sge, side.initiator_sge, side.inline);
+        // SAFETY: as above.
+        side.qp = self.create("NdkCreateQp", |done, out| unsafe {
+            (pdd.ndk_create_qp)(
+                pd,
+                cq,
+                cq,
+                qp_ctx,
+                receive_depth,
+                initiator_depth,
+                receive_sge,
+                initiator_sge,
+                inline,
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+        // SAFETY: as above.
+        side.mr = self.create("NdkCreateMr", |done, out| unsafe {
+            (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
+        })?;
+
+        let len = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) * PAGE_SIZE;
+        let mut buffer = Buffer::new(len);
+        let mdl = &raw mut *buffer.mdl;
+        side.buffer = Some(buffer);
+        let flags =
+            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE)
+                .bits();
+        let done = Signal::new();
+        // SAFETY: a live MR; the MDL describes `len` bytes of the side's
+        // buffer, which is kept until the MR's close has completed.
+        let status = unsafe {
+            (table(side.mr).ndk_register_mr)(side.mr, mdl, len, flags, Some(on_status), done.ctx())
+        };
+        self.step_up("NdkRegisterMr", status, &done)?;
+        side.registered = true;
+        // SAFETY: a live, registered MR.
+        side.local_token = unsafe { (table(side.mr).ndk_get_local_token_from_mr)(side.mr) };
+        self.call("NdkGetLocalTokenFromMr", STATUS_SUCCESS);
+        // SAFETY: as above.
+        side.remote_token = unsafe { (table(side.mr).ndk_get_remote_token_from_mr)(side.mr) };
+        self.call("NdkGetRemoteTokenFromMr", STATUS_SUCCESS);
+
+        // SAFETY: as for the creates above.
+        side.mw = self.create("NdkCreateMw", |done, out| unsafe {
+            (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
+        })?;
+        Ok(())
+    }
+
+    /// Connects side 0 (connector, `NdkConnect`) to side 1 (listener,
+    /// `NdkAccept`); the listener is closed once the connection is up.
+    pub(super) fn connect(&mut self, link: &mut Link) -> Result<(), SetupFailed> {
+        let [a, b] = &mut link.sides;
+        let a_adapter = self.adapters[a.adapter];
+        let b_adapter = self.adapters[b.adapter];
+
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        a.connector = self.create("NdkCreateConnector", |done, out| unsafe {
+            (table(a_adapter.ptr()).ndk_create_connector)(
+                a_adapter.ptr(),
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+
+        let incoming = Signal::new();
+        let incoming_ctx = incoming.ctx();
+        // SAFETY: as above; `incoming` outlives the listener (it is kept
+        // until the listener's close completed).
+        let listener: *mut NdkListener = self.create("NdkCreateListener", |done, out| unsafe {
+            (table(b_adapter.ptr()).ndk_create_listener)(
+                b_adapter.ptr(),
+                Some(on_connect),
+                incoming_ctx,
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+        // The listener's close stays pending until the connector its
+        // connect event brought is closed (L24): it closes with the link.
+        link.listener = listener;
+        link.incoming = Arc::clone(&incoming);
+        let [a, b] = &mut link.sides;
+        self.listen_and_connect(a_adapter, listener, &incoming, a, b)
+    }
+
+    fn listen_and_connect(
+        &mut self,
+        a_adapter: Adapter,
+        listener: *mut NdkListener,
+        incoming: &Arc<Signal>,
+        a: &mut Side,
+        b: &mut Side,
+    ) -> Result<(), SetupFailed> {
+        let b_ip = self.adapters[b.adapter].ip;
+        let ld = table(listener);
+        let address = sockaddr(b_ip, 0);
+        let done = Signal::new();
+        // SAFETY: a live listener; the address is valid for the call.
+        let status = unsafe {
+            (ld.ndk_listen)(
+                listener,
+                (&raw const address).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                Some(on_status),
+                done.ctx(),
+            )
+        };
+        self.step_up("NdkListen", status, &done)?;
+        let mut bound = SockAddrIn::default();
+        let mut len = SOCKADDR_IN_LEN;
+        // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
+        let status = unsafe {
+            (ld.ndk_get_local_address)(listener, (&raw mut bound).cast::<SockAddr>(), &raw mut len)
+        };
+        self.call("NdkGetListenerLocalAddress", status);
+        self.expect("NdkGetListenerLocalAddress", status)?;
+        let port = u16::from_be(bound.sin_port);
+
+        let read_limit = self.rng.range(0, 16);
+        let src = sockaddr(a_adapter.ip, 0);
+        let dst = sockaddr(b_ip, port);
+        let connected = Signal::new();
+        // SAFETY: live objects; addresses valid for the call; `connected`
+        // kept until the completion.
+        let status = unsafe {
+            (table(a.connector).ndk_connect)(
+                a.connector,
+                a.qp,
+                (&raw const src).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                (&raw const dst).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                read_limit,
+                read_limit,
+                ptr::null(),
+                0,
+                Some(on_status),
+                connected.ctx(),
+            )
+        };
+        self.call("NdkConnect", status);
+        if status != STATUS_PENDING {
+            self.expect("NdkConnect", status)?;
+        }
+        // The connect event, unless the connect fails first (an injected
+        // fault): then its completion explains the missing event at once.
+        let failed = |connected: &Signal| {
+            connected
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .first()
+                .is_some_and(|&(status, _)| status != STATUS_SUCCESS)
+        };
+        let deadline = Instant::now() + WAIT;
+        let mut event = None;
+        while event.is_none() && Instant::now() < deadline {
+            if status == STATUS_PENDING && failed(&connected) {
+                break;
+            }
+            event = incoming.wait_up_to(Duration::from_millis(10));
+        }
+        let Some((_, connector)) = event else {
+            keep(incoming);
+            // The connect's own completion explains it, or it is a hang.
+            if let Some((status, _)) = self.finish("NdkConnect", status, &connected) {
+                self.expect("NdkConnect", status)?;
+            }
+            self.finding(&format!(
+                "NdkConnect: no connect event at the listener within {WAIT:?}"
+            ));
+            return Err(SetupFailed("no connect event".into()));
+        };
+        b.connector = ptr::with_exposed_provenance_mut(connector);
+        let accepted = Signal::new();
+        // SAFETY: live objects; the disconnect signal and `accepted` are kept
+        // as long as the provider may call them.
+        let accept = unsafe {
+            (table(b.connector).ndk_accept)(
+                b.connector,
+                b.qp,
+                read_limit,
+                read_limit,
+                ptr::null(),
+                0,
+                Some(on_event),
+                b.disconnects.ctx(),
+                Some(on_status),
+                accepted.ctx(),
+            )
+        };
+        self.call("NdkAccept", accept);
+        if accept != STATUS_PENDING {
+            self.expect("NdkAccept", accept)?;
+        }
+        // From here a failure leaves the accept pending: its completion
+        // comes when the connector closes, so its context must outlive that.
+        self.settle("NdkConnect", status, &connected)
+            .inspect_err(|_| keep(&accepted))?;
+        let completed = Signal::new();
+        // SAFETY: live objects; the signals are kept as above.
+        let status = unsafe {
+            (table(a.connector).ndk_complete_connect)(
+                a.connector,
+                Some(on_event),
+                a.disconnects.ctx(),
+                Some(on_status),
+                completed.ctx(),
+            )
+        };
+        self.step_up("NdkCompleteConnect", status, &completed)
+            .inspect_err(|_| keep(&accepted))?;
+        self.settle("NdkAccept", accept, &accepted).map(drop)
+    }
+
+    /// Opens a link between two random adapters; `None` when set-up failed
+    /// (a finding, unless faults are injected).
+    pub(super) fn open_link(&mut self) -> Option<Link> {
+        let a = self.rng.index(self.adapters.len());
+        let b = self.rng.index(self.adapters.len());
+        let mut link = Link {
+            id: self.out.links + self.out.setup_failed,
+            disconnected: false,
+            noise: if self.rng.chance(60) {
+                0
+            } else {
+                self.rng.below(10) + 1
+            },
+            sides: [Side::new(a), Side::new(b)],
+            listener: ptr::null_mut(),
+            incoming: Signal::new(),
+        };
+        let mut result = Ok(());
+        for i in 0..2 {
+            let mut side = std::mem::replace(&mut link.sides[i], Side::new(0));
+            result = self.open_side(&mut side);
+            link.sides[i] = side;
+            if result.is_err() {
+                break;
+            }
+        }
+        self.noise = link.noise;
+        if result.is_ok() {
+            // Receives before the connection (P8): over iWARP a Send that
+            // finds none ends the connection.
+            for i in 0..2 {
+                for _ in 0..self.rng.below(4) {
+                    self.receive(&mut link, i);
+                }
+            }
+            result = self.connect(&mut link);
+        }
+        match result {
+            Ok(()) => {
+                self.out.links += 1;
+                Some(link)
+            }
+            Err(SetupFailed(text)) => {
+                if self.config.faults.is_none() {
+                    self.finding(&format!("link set-up: {text}"));
+                }
+                self.out.setup_failed += 1;
+                self.close_link(link);
+                None
+            }
+        }
+    }
+}
