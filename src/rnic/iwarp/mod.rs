@@ -47,6 +47,7 @@ pub mod mpa;
 pub mod rdmap;
 pub mod setup;
 #[cfg(test)]
+#[cfg(not(loom))]
 mod tcp_testing;
 pub mod terminate;
 mod wire;
