@@ -22,15 +22,17 @@ fn ok(context: usize) -> Completion {
     Completion::new(WcStatus::Success, Opcode::Receive, 0, context)
 }
 
+/// Runs `f` under loom's model checker (every interleaving, at most three
+/// preemptions), or once in a plain test build; shared with `ring_tests`.
 #[cfg(loom)]
-fn model(f: impl Fn() + Sync + Send + 'static) {
+pub(super) fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(f);
 }
 
 #[cfg(not(loom))]
-fn model(f: impl Fn() + Sync + Send + 'static) {
+pub(super) fn model(f: impl Fn() + Sync + Send + 'static) {
     f();
 }
 

@@ -6,6 +6,7 @@
 //! resize racing a poll loses nothing (K4). Under `--cfg loom` every
 //! interleaving is checked; without it the same bodies run once.
 
+use super::hint_tests::model;
 use super::*;
 #[cfg(loom)]
 use loom::thread;
@@ -36,18 +37,6 @@ fn distinct(n: usize) -> Completion {
     c.invalidated_key = u32::try_from(n).unwrap() + 0x1000;
     c.solicited = n % 2 == 1;
     c
-}
-
-#[cfg(loom)]
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
-
-#[cfg(not(loom))]
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    f();
 }
 
 /// K1 across the lock-free hand-off: a poller racing a pusher on a ring
