@@ -94,10 +94,11 @@ impl SoftNdkFaults {
     };
 }
 
-assert_layout!(layout_softndk_fault_call: SoftNdkFaultCall, size = 0x10, align = 8, {
-    kind: 0x0, reserved: 0x4, index: 0x8,
-});
-
-assert_layout!(layout_softndk_faults: SoftNdkFaults, size = 0x150, align = 8, {
-    size: 0x0, schedule_count: 0x4, seed: 0x8, rates: 0x10, schedule: 0x50,
-});
+assert_layouts! {
+    layout_softndk_fault_call: SoftNdkFaultCall, size 0x10, align 8 {
+        kind: 0x0, reserved: 0x4, index: 0x8,
+    }
+    layout_softndk_faults: SoftNdkFaults, size 0x150, align 8 {
+        size: 0x0, schedule_count: 0x4, seed: 0x8, rates: 0x10, schedule: 0x50,
+    }
+}

@@ -99,6 +99,49 @@ macro_rules! assert_layout {
     };
 }
 
+/// A file's table of layouts: one [`assert_layout!`] per row.
+///
+/// Each row reads `test_name: Type, size S, align A { field: offset, ... }`,
+/// the numbers of one ndk-abi.md (or header) table, and expands to the same
+/// `const` block and named `#[test]` as `assert_layout!` does for it, so every
+/// row still fails the build when a field or slot moves.
+macro_rules! assert_layouts {
+    ($(
+        $test:ident : $ty:ty, size $size:literal, align $align:literal
+        { $($field:ident : $offset:literal),* $(,)? }
+    )*) => {
+        $(
+            assert_layout!($test: $ty, size = $size, align = $align, { $($field: $offset),* });
+        )*
+    };
+}
+
+/// Ties each `NDIS_SIZEOF_*` constant to its declaration.
+///
+/// An `NDIS_SIZEOF_*` is "the size through the last member" of its structure:
+/// each row `NDIS_SIZEOF_X => Type { last_member: MemberType }` asserts at
+/// compile time (x86-64) that the constant equals the offset of that member
+/// plus its size, so neither the constant nor the layout can drift from the
+/// other.
+macro_rules! assert_sizeof_through {
+    ($($size:expr => $ty:ty { $field:ident : $field_ty:ty }),* $(,)?) => {
+        #[cfg(target_arch = "x86_64")]
+        const _: () = {
+            const fn widen(size: u16) -> usize {
+                size as usize
+            }
+            $(
+                assert!(
+                    widen($size)
+                        == ::core::mem::offset_of!($ty, $field)
+                            + ::core::mem::size_of::<$field_ty>(),
+                    concat!("wrong ", stringify!($size), ": not through ", stringify!($field)),
+                );
+            )*
+        };
+    };
+}
+
 mod consts;
 mod fault;
 mod ndis;

@@ -321,140 +321,73 @@ pub struct NdisNdkLocalEndpoints {
 // Layout assertions
 // ---------------------------------------------------------------------------
 
-assert_layout!(layout_ndis_object_header: NdisObjectHeader, size = 0x4, align = 2, {
-    type_: 0x0,
-    revision: 0x1,
-    size: 0x2,
-});
-
-assert_layout!(layout_ndis_driver_optional_handlers: NdisDriverOptionalHandlers,
-    size = 0x4, align = 2, { header: 0x0 });
-
-assert_layout!(layout_ndis_ndk_provider_characteristics: NdisNdkProviderCharacteristics,
-    size = 0x18, align = 8, {
-    header: 0x00,
-    flags: 0x04,
-    open_ndk_adapter_handler: 0x08,
-    close_ndk_adapter_handler: 0x10,
-});
-
-assert_layout!(layout_ndis_open_ndk_adapter_parameters: NdisOpenNdkAdapterParameters,
-    size = 0xC, align = 4, {
-    version: 0x0,
-    switch_id: 0x4,
-    vport_id: 0x8,
-});
-
-assert_layout!(layout_ndis_miniport_adapter_ndk_attributes: NdisMiniportAdapterNdkAttributes,
-    size = 0x10, align = 8, {
-    header: 0x0,
-    enabled: 0x4,
-    padding_05: 0x5,
-    ndk_capabilities: 0x8,
-});
-
-assert_layout!(layout_ndis_ndk_capabilities: NdisNdkCapabilities, size = 0x38, align = 8, {
-    header: 0x00,
-    flags: 0x04,
-    max_qp_count: 0x08,
-    max_cq_count: 0x0C,
-    max_mr_count: 0x10,
-    max_pd_count: 0x14,
-    max_inbound_read_limit: 0x18,
-    max_outbound_read_limit: 0x1C,
-    max_mw_count: 0x20,
-    max_srq_count: 0x24,
-    missing_counter_mask: 0x28,
-    ndk_info: 0x30,
-});
-
-assert_layout!(layout_ndis_ndk_performance_counters: NdisNdkPerformanceCounters,
-    size = 0xF0, align = 8, {
-    connect: 0x00,
-    accept: 0x08,
-    connect_failure: 0x10,
-    connection_error: 0x18,
-    active_connection: 0x20,
-    reserved01: 0x28,
-    reserved02: 0x30,
-    reserved03: 0x38,
-    reserved04: 0x40,
-    reserved05: 0x48,
-    reserved06: 0x50,
-    reserved07: 0x58,
-    reserved08: 0x60,
-    reserved09: 0x68,
-    reserved10: 0x70,
-    reserved11: 0x78,
-    reserved12: 0x80,
-    reserved13: 0x88,
-    reserved14: 0x90,
-    reserved15: 0x98,
-    reserved16: 0xA0,
-    reserved17: 0xA8,
-    reserved18: 0xB0,
-    reserved19: 0xB8,
-    reserved20: 0xC0,
-    cq_error: 0xC8,
-    rdma_in_octets: 0xD0,
-    rdma_out_octets: 0xD8,
-    rdma_in_frames: 0xE0,
-    rdma_out_frames: 0xE8,
-});
-
-assert_layout!(layout_ndis_ndk_statistics_info: NdisNdkStatisticsInfo, size = 0xF8, align = 8, {
-    header: 0x00,
-    flags: 0x04,
-    counter_set: 0x08,
-});
-
-assert_layout!(layout_ndis_ndk_connection_entry: NdisNdkConnectionEntry,
-    size = 0x40, align = 4, {
-    local: 0x00,
-    remote: 0x1C,
-    user_mode_owner: 0x38,
-    padding_39: 0x39,
-    owner_pid: 0x3C,
-});
-
-// Variable-size: sizeof with the one declared entry, and where the array starts.
-assert_layout!(layout_ndis_ndk_connections: NdisNdkConnections, size = 0x50, align = 4, {
-    header: 0x00,
-    flags: 0x04,
-    count: 0x08,
-    nd_connections_mappedto_tcp_connections: 0x0C,
-    padding_0d: 0x0D,
-    connections: 0x10,
-});
-
-assert_layout!(layout_ndis_ndk_local_endpoint_entry: NdisNdkLocalEndpointEntry,
-    size = 0x24, align = 4, {
-    local: 0x00,
-    user_mode_owner: 0x1C,
-    listener: 0x1D,
-    padding_1e: 0x1E,
-    owner_pid: 0x20,
-});
-
-// Variable-size: sizeof with the one declared entry, and where the array starts.
-assert_layout!(layout_ndis_ndk_local_endpoints: NdisNdkLocalEndpoints, size = 0x34, align = 4, {
-    header: 0x00,
-    flags: 0x04,
-    count: 0x08,
-    nd_local_endpoints_mappedto_tcp_local_endpoints: 0x0C,
-    padding_0d: 0x0D,
-    local_endpoints: 0x10,
-});
-
-/// Widens an `NDIS_SIZEOF_*` (`USHORT`) constant for comparison with `size_of`.
-#[cfg(target_arch = "x86_64")]
-const fn widen(size: u16) -> usize {
-    size as usize
+assert_layouts! {
+    layout_ndis_object_header: NdisObjectHeader, size 0x4, align 2 {
+        type_: 0x0, revision: 0x1, size: 0x2,
+    }
+    layout_ndis_driver_optional_handlers: NdisDriverOptionalHandlers, size 0x4, align 2 {
+        header: 0x0,
+    }
+    layout_ndis_ndk_provider_characteristics: NdisNdkProviderCharacteristics, size 0x18, align 8 {
+        header: 0x00, flags: 0x04, open_ndk_adapter_handler: 0x08, close_ndk_adapter_handler: 0x10,
+    }
+    layout_ndis_open_ndk_adapter_parameters: NdisOpenNdkAdapterParameters, size 0xC, align 4 {
+        version: 0x0, switch_id: 0x4, vport_id: 0x8,
+    }
+    layout_ndis_miniport_adapter_ndk_attributes:
+        NdisMiniportAdapterNdkAttributes, size 0x10, align 8 {
+        header: 0x0, enabled: 0x4, padding_05: 0x5, ndk_capabilities: 0x8,
+    }
+    layout_ndis_ndk_capabilities: NdisNdkCapabilities, size 0x38, align 8 {
+        header: 0x00, flags: 0x04, max_qp_count: 0x08, max_cq_count: 0x0C, max_mr_count: 0x10,
+        max_pd_count: 0x14, max_inbound_read_limit: 0x18, max_outbound_read_limit: 0x1C,
+        max_mw_count: 0x20, max_srq_count: 0x24, missing_counter_mask: 0x28, ndk_info: 0x30,
+    }
+    layout_ndis_ndk_performance_counters: NdisNdkPerformanceCounters, size 0xF0, align 8 {
+        connect: 0x00, accept: 0x08, connect_failure: 0x10, connection_error: 0x18,
+        active_connection: 0x20, reserved01: 0x28, reserved02: 0x30, reserved03: 0x38,
+        reserved04: 0x40, reserved05: 0x48, reserved06: 0x50, reserved07: 0x58, reserved08: 0x60,
+        reserved09: 0x68, reserved10: 0x70, reserved11: 0x78, reserved12: 0x80, reserved13: 0x88,
+        reserved14: 0x90, reserved15: 0x98, reserved16: 0xA0, reserved17: 0xA8, reserved18: 0xB0,
+        reserved19: 0xB8, reserved20: 0xC0, cq_error: 0xC8, rdma_in_octets: 0xD0,
+        rdma_out_octets: 0xD8, rdma_in_frames: 0xE0, rdma_out_frames: 0xE8,
+    }
+    layout_ndis_ndk_statistics_info: NdisNdkStatisticsInfo, size 0xF8, align 8 {
+        header: 0x00, flags: 0x04, counter_set: 0x08,
+    }
+    layout_ndis_ndk_connection_entry: NdisNdkConnectionEntry, size 0x40, align 4 {
+        local: 0x00, remote: 0x1C, user_mode_owner: 0x38, padding_39: 0x39, owner_pid: 0x3C,
+    }
+    // Variable-size: sizeof with the one declared entry, and where the array starts.
+    layout_ndis_ndk_connections: NdisNdkConnections, size 0x50, align 4 {
+        header: 0x00, flags: 0x04, count: 0x08, nd_connections_mappedto_tcp_connections: 0x0C,
+        padding_0d: 0x0D, connections: 0x10,
+    }
+    layout_ndis_ndk_local_endpoint_entry: NdisNdkLocalEndpointEntry, size 0x24, align 4 {
+        local: 0x00, user_mode_owner: 0x1C, listener: 0x1D, padding_1e: 0x1E, owner_pid: 0x20,
+    }
+    // Variable-size: sizeof with the one declared entry, and where the array starts.
+    layout_ndis_ndk_local_endpoints: NdisNdkLocalEndpoints, size 0x34, align 4 {
+        header: 0x00, flags: 0x04, count: 0x08,
+        nd_local_endpoints_mappedto_tcp_local_endpoints: 0x0C, padding_0d: 0x0D,
+        local_endpoints: 0x10,
+    }
 }
 
 // §5.8: each NDIS_SIZEOF_* is "the size through the last member" of its
 // structure; on x64 that equals the whole `size_of`. Check both readings, so
 // that neither the constant nor the layout can drift from the other.
+assert_sizeof_through! {
+    super::consts::NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1 =>
+        NdisNdkProviderCharacteristics { close_ndk_adapter_handler: CloseNdkAdapterHandler },
+    super::consts::NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1 =>
+        NdisMiniportAdapterNdkAttributes { ndk_capabilities: *mut NdisNdkCapabilities },
+    super::consts::NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1 =>
+        NdisNdkCapabilities { ndk_info: *mut NdkAdapterInfo },
+    super::consts::NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1 =>
+        NdisNdkStatisticsInfo { counter_set: NdisNdkPerformanceCounters },
+}
+
 #[cfg(target_arch = "x86_64")]
 const _: () = {
     use core::mem::offset_of;
@@ -469,34 +402,20 @@ const _: () = {
         ndis_sizeof_ndk_local_endpoints_revision_1,
     };
 
-    assert!(
-        widen(NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1)
-            == offset_of!(NdisNdkProviderCharacteristics, close_ndk_adapter_handler)
-                + size_of::<CloseNdkAdapterHandler>()
-    );
+    /// Widens an `NDIS_SIZEOF_*` (`USHORT`) constant for comparison with `size_of`.
+    const fn widen(size: u16) -> usize {
+        size as usize
+    }
+
     assert!(
         widen(NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1)
             == size_of::<NdisNdkProviderCharacteristics>()
     );
     assert!(
         widen(NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1)
-            == offset_of!(NdisMiniportAdapterNdkAttributes, ndk_capabilities)
-                + size_of::<*mut NdisNdkCapabilities>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1)
             == size_of::<NdisMiniportAdapterNdkAttributes>()
     );
-    assert!(
-        widen(NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1)
-            == offset_of!(NdisNdkCapabilities, ndk_info) + size_of::<*mut NdkAdapterInfo>()
-    );
     assert!(widen(NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1) == size_of::<NdisNdkCapabilities>());
-    assert!(
-        widen(NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1)
-            == offset_of!(NdisNdkStatisticsInfo, counter_set)
-                + size_of::<NdisNdkPerformanceCounters>()
-    );
     assert!(
         widen(NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1) == size_of::<NdisNdkStatisticsInfo>()
     );

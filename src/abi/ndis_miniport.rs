@@ -18,8 +18,9 @@
 //! copied), and each type's doc comment says which source confirms its
 //! layout: "PDB" (offsets read from the symbol dump), or "computed" (natural
 //! x64 alignment of the header's declaration, not confirmed from symbols).
-//! Every size and field offset the driver relies on is asserted with
-//! [`assert_layout!`], exactly like the NDK structures.
+//! Every size and field offset the driver relies on is asserted in each
+//! submodule's [`assert_layouts!`] table, and every `NDIS_SIZEOF_*` in its
+//! [`assert_sizeof_through!`] table, exactly like the NDK structures.
 //!
 //! Structures that NDIS allocates and that have grown with NDIS versions
 //! (`NDIS_OID_REQUEST`, `NET_BUFFER_LIST`, `NET_BUFFER`) are declared as the

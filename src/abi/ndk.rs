@@ -552,204 +552,99 @@ pub struct WskProviderNdkDispatch {
 // Layout assertions
 // ---------------------------------------------------------------------------
 
-assert_layout!(layout_ndk_object_header_reserved_block: NdkObjectHeaderReservedBlock,
-    size = 0x20, align = 8, { rf: 0x0 });
-
-assert_layout!(layout_ndk_object_header: NdkObjectHeader, size = 0x28, align = 8, {
-    version: 0x00,
-    object_type: 0x04,
-    ndk_reserved: 0x08,
-});
-
-assert_layout!(layout_ndk_adapter: NdkAdapter, size = 0x30, align = 8, {
-    header: 0x00, dispatch: 0x28,
-});
-assert_layout!(layout_ndk_qp: NdkQp, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-assert_layout!(layout_ndk_cq: NdkCq, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-assert_layout!(layout_ndk_mr: NdkMr, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-assert_layout!(layout_ndk_mw: NdkMw, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-assert_layout!(layout_ndk_pd: NdkPd, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-assert_layout!(layout_ndk_shared_endpoint: NdkSharedEndpoint, size = 0x30, align = 8, {
-    header: 0x00, dispatch: 0x28,
-});
-assert_layout!(layout_ndk_connector: NdkConnector, size = 0x30, align = 8, {
-    header: 0x00, dispatch: 0x28,
-});
-assert_layout!(layout_ndk_listener: NdkListener, size = 0x30, align = 8, {
-    header: 0x00, dispatch: 0x28,
-});
-assert_layout!(layout_ndk_srq: NdkSrq, size = 0x30, align = 8, { header: 0x00, dispatch: 0x28 });
-
-assert_layout!(layout_ndk_adapter_info: NdkAdapterInfo, size = 0x68, align = 8, {
-    version: 0x00,
-    vendor_id: 0x04,
-    device_id: 0x08,
-    padding_0c: 0x0C,
-    max_registration_size: 0x10,
-    max_window_size: 0x18,
-    frmr_page_count: 0x20,
-    max_initiator_request_sge: 0x24,
-    max_receive_request_sge: 0x28,
-    max_read_request_sge: 0x2C,
-    max_transfer_length: 0x30,
-    max_inline_data_size: 0x34,
-    max_inbound_read_limit: 0x38,
-    max_outbound_read_limit: 0x3C,
-    max_receive_queue_depth: 0x40,
-    max_initiator_queue_depth: 0x44,
-    max_srq_depth: 0x48,
-    max_cq_depth: 0x4C,
-    large_request_threshold: 0x50,
-    max_caller_data: 0x54,
-    max_callee_data: 0x58,
-    adapter_flags: 0x5C,
-    rdma_technology: 0x60,
-    padding_64: 0x64,
-});
-
-assert_layout!(layout_ndk_sge: NdkSge, size = 0x10, align = 8, {
-    address: 0x0,
-    length: 0x8,
-    memory_region_token: 0xC,
-});
-
-assert_layout!(layout_ndk_result: NdkResult, size = 0x18, align = 8, {
-    status: 0x00,
-    bytes_transferred: 0x04,
-    qp_context: 0x08,
-    request_context: 0x10,
-});
-
-assert_layout!(layout_ndk_result_ex: NdkResultEx, size = 0x28, align = 8, {
-    status: 0x00,
-    bytes_transferred: 0x04,
-    qp_context: 0x08,
-    request_context: 0x10,
-    type_: 0x18,
-    provider_error_code: 0x1C,
-    type_specific_completion_output: 0x20,
-});
-
-// Variable-size: sizeof with the one declared entry, and where the array starts
-// (§3.6: 0x10 + 8 × AdapterPageCount).
-assert_layout!(layout_ndk_logical_address_mapping: NdkLogicalAddressMapping,
-    size = 0x18, align = 8, {
-    adapter_context: 0x00,
-    adapter_page_count: 0x08,
-    padding_0c: 0x0C,
-    adapter_page_array: 0x10,
-});
-
-assert_layout!(layout_ndk_extension_interface: NdkExtensionInterface, size = 0x8, align = 8, {
-    dispatch: 0x0,
-});
-
-assert_layout!(layout_ndk_adapter_dispatch: NdkAdapterDispatch, size = 0x48, align = 8, {
-    ndk_query_extension: 0x00,
-    ndk_query_adapter_info: 0x08,
-    ndk_create_cq: 0x10,
-    ndk_create_pd: 0x18,
-    ndk_create_shared_endpoint: 0x20,
-    ndk_create_connector: 0x28,
-    ndk_create_listener: 0x30,
-    ndk_build_lam: 0x38,
-    ndk_release_lam: 0x40,
-});
-
-assert_layout!(layout_ndk_cq_dispatch: NdkCqDispatch, size = 0x38, align = 8, {
-    ndk_close_cq: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_resize_cq: 0x10,
-    ndk_arm_cq: 0x18,
-    ndk_get_cq_results: 0x20,
-    ndk_control_cq_interrupt_moderation: 0x28,
-    ndk_get_cq_results_ex: 0x30,
-});
-
-assert_layout!(layout_ndk_mr_dispatch: NdkMrDispatch, size = 0x38, align = 8, {
-    ndk_close_mr: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_register_mr: 0x10,
-    ndk_deregister_mr: 0x18,
-    ndk_initialize_fast_register_mr: 0x20,
-    ndk_get_remote_token_from_mr: 0x28,
-    ndk_get_local_token_from_mr: 0x30,
-});
-
-assert_layout!(layout_ndk_mw_dispatch: NdkMwDispatch, size = 0x18, align = 8, {
-    ndk_close_mw: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_get_remote_token_from_mw: 0x10,
-});
-
-assert_layout!(layout_ndk_srq_dispatch: NdkSrqDispatch, size = 0x20, align = 8, {
-    ndk_close_srq: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_modify_srq: 0x10,
-    ndk_srq_receive: 0x18,
-});
-
-assert_layout!(layout_ndk_qp_dispatch: NdkQpDispatch, size = 0x58, align = 8, {
-    ndk_close_qp: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_flush: 0x10,
-    ndk_send: 0x18,
-    ndk_receive: 0x20,
-    ndk_bind: 0x28,
-    ndk_fast_register: 0x30,
-    ndk_invalidate: 0x38,
-    ndk_read: 0x40,
-    ndk_write: 0x48,
-    ndk_send_and_invalidate: 0x50,
-});
-
-assert_layout!(layout_ndk_pd_dispatch: NdkPdDispatch, size = 0x40, align = 8, {
-    ndk_close_pd: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_create_mr: 0x10,
-    ndk_create_mw: 0x18,
-    ndk_create_srq: 0x20,
-    ndk_create_qp: 0x28,
-    ndk_create_qp_with_srq: 0x30,
-    ndk_get_privileged_memory_region_token: 0x38,
-});
-
-assert_layout!(layout_ndk_shared_endpoint_dispatch: NdkSharedEndpointDispatch,
-    size = 0x18, align = 8, {
-    ndk_close_shared_endpoint: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_get_local_address: 0x10,
-});
-
-assert_layout!(layout_ndk_connector_dispatch: NdkConnectorDispatch, size = 0x58, align = 8, {
-    ndk_close_connector: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_connect: 0x10,
-    ndk_connect_with_shared_endpoint: 0x18,
-    ndk_complete_connect: 0x20,
-    ndk_accept: 0x28,
-    ndk_reject: 0x30,
-    ndk_get_connection_data: 0x38,
-    ndk_get_local_address: 0x40,
-    ndk_get_peer_address: 0x48,
-    ndk_disconnect: 0x50,
-});
-
-assert_layout!(layout_ndk_listener_dispatch: NdkListenerDispatch, size = 0x28, align = 8, {
-    ndk_close_listener: 0x00,
-    ndk_query_extension: 0x08,
-    ndk_listen: 0x10,
-    ndk_get_local_address: 0x18,
-    ndk_control_connect_events: 0x20,
-});
-
-assert_layout!(layout_ndk_extension_adapter_rss_dispatch: NdkExtensionAdapterRssDispatch,
-    size = 0x8, align = 8, {
-    ndk_get_rss_processor_info: 0x00,
-});
-
-assert_layout!(layout_wsk_provider_ndk_dispatch: WskProviderNdkDispatch,
-    size = 0x10, align = 8, {
-    wsk_open_ndk_adapter: 0x00,
-    wsk_close_ndk_adapter: 0x08,
-});
+assert_layouts! {
+    layout_ndk_object_header_reserved_block: NdkObjectHeaderReservedBlock, size 0x20, align 8 {
+        rf: 0x0,
+    }
+    layout_ndk_object_header: NdkObjectHeader, size 0x28, align 8 {
+        version: 0x00, object_type: 0x04, ndk_reserved: 0x08,
+    }
+    layout_ndk_adapter: NdkAdapter, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_qp: NdkQp, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_cq: NdkCq, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_mr: NdkMr, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_mw: NdkMw, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_pd: NdkPd, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_shared_endpoint: NdkSharedEndpoint, size 0x30, align 8 {
+        header: 0x00, dispatch: 0x28,
+    }
+    layout_ndk_connector: NdkConnector, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_listener: NdkListener, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_srq: NdkSrq, size 0x30, align 8 { header: 0x00, dispatch: 0x28 }
+    layout_ndk_adapter_info: NdkAdapterInfo, size 0x68, align 8 {
+        version: 0x00, vendor_id: 0x04, device_id: 0x08, padding_0c: 0x0C,
+        max_registration_size: 0x10, max_window_size: 0x18, frmr_page_count: 0x20,
+        max_initiator_request_sge: 0x24, max_receive_request_sge: 0x28, max_read_request_sge: 0x2C,
+        max_transfer_length: 0x30, max_inline_data_size: 0x34, max_inbound_read_limit: 0x38,
+        max_outbound_read_limit: 0x3C, max_receive_queue_depth: 0x40,
+        max_initiator_queue_depth: 0x44, max_srq_depth: 0x48, max_cq_depth: 0x4C,
+        large_request_threshold: 0x50, max_caller_data: 0x54, max_callee_data: 0x58,
+        adapter_flags: 0x5C, rdma_technology: 0x60, padding_64: 0x64,
+    }
+    layout_ndk_sge: NdkSge, size 0x10, align 8 {
+        address: 0x0, length: 0x8, memory_region_token: 0xC,
+    }
+    layout_ndk_result: NdkResult, size 0x18, align 8 {
+        status: 0x00, bytes_transferred: 0x04, qp_context: 0x08, request_context: 0x10,
+    }
+    layout_ndk_result_ex: NdkResultEx, size 0x28, align 8 {
+        status: 0x00, bytes_transferred: 0x04, qp_context: 0x08, request_context: 0x10, type_: 0x18,
+        provider_error_code: 0x1C, type_specific_completion_output: 0x20,
+    }
+    // Variable-size: sizeof with the one declared entry, and where the array starts
+    // (§3.6: 0x10 + 8 × AdapterPageCount).
+    layout_ndk_logical_address_mapping: NdkLogicalAddressMapping, size 0x18, align 8 {
+        adapter_context: 0x00, adapter_page_count: 0x08, padding_0c: 0x0C, adapter_page_array: 0x10,
+    }
+    layout_ndk_extension_interface: NdkExtensionInterface, size 0x8, align 8 { dispatch: 0x0 }
+    layout_ndk_adapter_dispatch: NdkAdapterDispatch, size 0x48, align 8 {
+        ndk_query_extension: 0x00, ndk_query_adapter_info: 0x08, ndk_create_cq: 0x10,
+        ndk_create_pd: 0x18, ndk_create_shared_endpoint: 0x20, ndk_create_connector: 0x28,
+        ndk_create_listener: 0x30, ndk_build_lam: 0x38, ndk_release_lam: 0x40,
+    }
+    layout_ndk_cq_dispatch: NdkCqDispatch, size 0x38, align 8 {
+        ndk_close_cq: 0x00, ndk_query_extension: 0x08, ndk_resize_cq: 0x10, ndk_arm_cq: 0x18,
+        ndk_get_cq_results: 0x20, ndk_control_cq_interrupt_moderation: 0x28,
+        ndk_get_cq_results_ex: 0x30,
+    }
+    layout_ndk_mr_dispatch: NdkMrDispatch, size 0x38, align 8 {
+        ndk_close_mr: 0x00, ndk_query_extension: 0x08, ndk_register_mr: 0x10,
+        ndk_deregister_mr: 0x18, ndk_initialize_fast_register_mr: 0x20,
+        ndk_get_remote_token_from_mr: 0x28, ndk_get_local_token_from_mr: 0x30,
+    }
+    layout_ndk_mw_dispatch: NdkMwDispatch, size 0x18, align 8 {
+        ndk_close_mw: 0x00, ndk_query_extension: 0x08, ndk_get_remote_token_from_mw: 0x10,
+    }
+    layout_ndk_srq_dispatch: NdkSrqDispatch, size 0x20, align 8 {
+        ndk_close_srq: 0x00, ndk_query_extension: 0x08, ndk_modify_srq: 0x10, ndk_srq_receive: 0x18,
+    }
+    layout_ndk_qp_dispatch: NdkQpDispatch, size 0x58, align 8 {
+        ndk_close_qp: 0x00, ndk_query_extension: 0x08, ndk_flush: 0x10, ndk_send: 0x18,
+        ndk_receive: 0x20, ndk_bind: 0x28, ndk_fast_register: 0x30, ndk_invalidate: 0x38,
+        ndk_read: 0x40, ndk_write: 0x48, ndk_send_and_invalidate: 0x50,
+    }
+    layout_ndk_pd_dispatch: NdkPdDispatch, size 0x40, align 8 {
+        ndk_close_pd: 0x00, ndk_query_extension: 0x08, ndk_create_mr: 0x10, ndk_create_mw: 0x18,
+        ndk_create_srq: 0x20, ndk_create_qp: 0x28, ndk_create_qp_with_srq: 0x30,
+        ndk_get_privileged_memory_region_token: 0x38,
+    }
+    layout_ndk_shared_endpoint_dispatch: NdkSharedEndpointDispatch, size 0x18, align 8 {
+        ndk_close_shared_endpoint: 0x00, ndk_query_extension: 0x08, ndk_get_local_address: 0x10,
+    }
+    layout_ndk_connector_dispatch: NdkConnectorDispatch, size 0x58, align 8 {
+        ndk_close_connector: 0x00, ndk_query_extension: 0x08, ndk_connect: 0x10,
+        ndk_connect_with_shared_endpoint: 0x18, ndk_complete_connect: 0x20, ndk_accept: 0x28,
+        ndk_reject: 0x30, ndk_get_connection_data: 0x38, ndk_get_local_address: 0x40,
+        ndk_get_peer_address: 0x48, ndk_disconnect: 0x50,
+    }
+    layout_ndk_listener_dispatch: NdkListenerDispatch, size 0x28, align 8 {
+        ndk_close_listener: 0x00, ndk_query_extension: 0x08, ndk_listen: 0x10,
+        ndk_get_local_address: 0x18, ndk_control_connect_events: 0x20,
+    }
+    layout_ndk_extension_adapter_rss_dispatch: NdkExtensionAdapterRssDispatch, size 0x8, align 8 {
+        ndk_get_rss_processor_info: 0x00,
+    }
+    layout_wsk_provider_ndk_dispatch: WskProviderNdkDispatch, size 0x10, align 8 {
+        wsk_open_ndk_adapter: 0x00, wsk_close_ndk_adapter: 0x08,
+    }
+}

@@ -119,22 +119,14 @@ pub type UnicastIpAddressChangeCallback = unsafe extern "system" fn(
 /// mode).
 pub type NetioStatus = NtStatus;
 
-assert_layout!(layout_mib_unicast_ip_address_row: MibUnicastIpAddressRow, size = 0x50, align = 8, {
-    address: 0x00,
-    interface_luid: 0x20,
-    interface_index: 0x28,
-    prefix_origin: 0x2C,
-    suffix_origin: 0x30,
-    valid_lifetime: 0x34,
-    preferred_lifetime: 0x38,
-    on_link_prefix_length: 0x3C,
-    skip_as_source: 0x3D,
-    dad_state: 0x40,
-    scope_id: 0x44,
-    creation_time_stamp: 0x48,
-});
-
-assert_layout!(layout_mib_unicast_ip_address_table: MibUnicastIpAddressTable, size = 0x58, align = 8, {
-    num_entries: 0x00,
-    table: 0x08,
-});
+assert_layouts! {
+    layout_mib_unicast_ip_address_row: MibUnicastIpAddressRow, size 0x50, align 8 {
+        address: 0x00, interface_luid: 0x20, interface_index: 0x28, prefix_origin: 0x2C,
+        suffix_origin: 0x30, valid_lifetime: 0x34, preferred_lifetime: 0x38,
+        on_link_prefix_length: 0x3C, skip_as_source: 0x3D, dad_state: 0x40, scope_id: 0x44,
+        creation_time_stamp: 0x48,
+    }
+    layout_mib_unicast_ip_address_table: MibUnicastIpAddressTable, size 0x58, align 8 {
+        num_entries: 0x00, table: 0x08,
+    }
+}

@@ -231,65 +231,28 @@ pub struct Mdl {
     pub byte_offset: u32,
 }
 
-assert_layout!(layout_ndk_version: NdkVersion, size = 0x4, align = 2, {
-    major: 0x0,
-    minor: 0x2,
-});
-
-assert_layout!(layout_guid: Guid, size = 0x10, align = 4, {
-    data1: 0x0,
-    data2: 0x4,
-    data3: 0x6,
-    data4: 0x8,
-});
-
-assert_layout!(layout_group_affinity: GroupAffinity, size = 0x10, align = 8, {
-    mask: 0x0,
-    group: 0x8,
-    reserved: 0xA,
-});
-
-assert_layout!(layout_sock_addr: SockAddr, size = 0x10, align = 2, {
-    sa_family: 0x0,
-    sa_data: 0x2,
-});
-
-assert_layout!(layout_in_addr: InAddr, size = 0x4, align = 4, { bytes: 0x0 });
-
-assert_layout!(layout_in6_addr: In6Addr, size = 0x10, align = 2, { bytes: 0x0 });
-
-assert_layout!(layout_sock_addr_in: SockAddrIn, size = 0x10, align = 4, {
-    sin_family: 0x0,
-    sin_port: 0x2,
-    sin_addr: 0x4,
-    sin_zero: 0x8,
-});
-
-assert_layout!(layout_sock_addr_in6: SockAddrIn6, size = 0x1C, align = 4, {
-    sin6_family: 0x00,
-    sin6_port: 0x02,
-    sin6_flowinfo: 0x04,
-    sin6_addr: 0x08,
-    sin6_scope_id: 0x18,
-});
-
-assert_layout!(layout_sock_addr_inet: SockAddrInet, size = 0x1C, align = 4, {
-    ipv4: 0x0,
-    ipv6: 0x0,
-    si_family: 0x0,
-});
-
-assert_layout!(layout_mdl: Mdl, size = 0x30, align = 8, {
-    next: 0x00,
-    size: 0x08,
-    mdl_flags: 0x0A,
-    padding_0c: 0x0C,
-    process: 0x10,
-    mapped_system_va: 0x18,
-    start_va: 0x20,
-    byte_count: 0x28,
-    byte_offset: 0x2C,
-});
+assert_layouts! {
+    layout_ndk_version: NdkVersion, size 0x4, align 2 { major: 0x0, minor: 0x2 }
+    layout_guid: Guid, size 0x10, align 4 { data1: 0x0, data2: 0x4, data3: 0x6, data4: 0x8 }
+    layout_group_affinity: GroupAffinity, size 0x10, align 8 {
+        mask: 0x0, group: 0x8, reserved: 0xA,
+    }
+    layout_sock_addr: SockAddr, size 0x10, align 2 { sa_family: 0x0, sa_data: 0x2 }
+    layout_in_addr: InAddr, size 0x4, align 4 { bytes: 0x0 }
+    layout_in6_addr: In6Addr, size 0x10, align 2 { bytes: 0x0 }
+    layout_sock_addr_in: SockAddrIn, size 0x10, align 4 {
+        sin_family: 0x0, sin_port: 0x2, sin_addr: 0x4, sin_zero: 0x8,
+    }
+    layout_sock_addr_in6: SockAddrIn6, size 0x1C, align 4 {
+        sin6_family: 0x00, sin6_port: 0x02, sin6_flowinfo: 0x04, sin6_addr: 0x08,
+        sin6_scope_id: 0x18,
+    }
+    layout_sock_addr_inet: SockAddrInet, size 0x1C, align 4 { ipv4: 0x0, ipv6: 0x0, si_family: 0x0 }
+    layout_mdl: Mdl, size 0x30, align 8 {
+        next: 0x00, size: 0x08, mdl_flags: 0x0A, padding_0c: 0x0C, process: 0x10,
+        mapped_system_va: 0x18, start_va: 0x20, byte_count: 0x28, byte_offset: 0x2C,
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 const _: () = {

@@ -690,148 +690,65 @@ pub struct WskProviderDatagramDispatch {
 
 // --- Layouts (x86-64) ----------------------------------------------------------
 
-assert_layout!(layout_io_status_block: IoStatusBlock, size = 0x10, align = 8, {
-    status: 0x00,
-    information: 0x08,
-});
-
-assert_layout!(layout_io_stack_location: IoStackLocation, size = 0x48, align = 8, {
-    major_function: 0x00,
-    control: 0x03,
-    parameters: 0x08,
-    device_object: 0x28,
-    file_object: 0x30,
-    completion_routine: 0x38,
-    context: 0x40,
-});
-
-assert_layout!(layout_irp: Irp, size = 0xD0, align = 8, {
-    mdl_address: 0x08,
-    flags: 0x10,
-    associated_irp: 0x18,
-    thread_list_entry: 0x20,
-    io_status: 0x30,
-    requestor_mode: 0x40,
-    stack_count: 0x42,
-    current_location: 0x43,
-    cancel: 0x44,
-    user_iosb: 0x48,
-    user_event: 0x50,
-    overlay: 0x58,
-    cancel_routine: 0x68,
-    user_buffer: 0x70,
-    tail_overlay: 0x78,
-    current_stack_location: 0xB8,
-    tail_rest: 0xC0,
-});
-
-assert_layout!(layout_wsk_socket: WskSocket, size = 0x8, align = 8, { dispatch: 0x0 });
-
-assert_layout!(layout_wsk_buf: WskBuf, size = 0x18, align = 8, {
-    mdl: 0x00,
-    offset: 0x08,
-    length: 0x10,
-});
-
-assert_layout!(layout_wsk_data_indication: WskDataIndication, size = 0x20, align = 8, {
-    next: 0x00,
-    buffer: 0x08,
-});
-
-assert_layout!(layout_wsk_event_callback_control: WskEventCallbackControl, size = 0x10, align = 8, {
-    npi_id: 0x00,
-    event_mask: 0x08,
-});
-
-assert_layout!(layout_wsk_registration: WskRegistration, size = 0x18, align = 8, {
-    reserved_registration_state: 0x00,
-    reserved_registration_context: 0x08,
-    reserved_registration_lock: 0x10,
-});
-
-assert_layout!(layout_wsk_client_npi: WskClientNpi, size = 0x10, align = 8, {
-    client_context: 0x00,
-    dispatch: 0x08,
-});
-
-assert_layout!(layout_wsk_provider_npi: WskProviderNpi, size = 0x10, align = 8, {
-    client: 0x00,
-    dispatch: 0x08,
-});
-
-assert_layout!(layout_wsk_client_dispatch: WskClientDispatch, size = 0x10, align = 8, {
-    version: 0x00,
-    reserved: 0x02,
-    wsk_client_event: 0x08,
-});
-
-assert_layout!(layout_wsk_client_listen_dispatch: WskClientListenDispatch, size = 0x18, align = 8, {
-    wsk_accept_event: 0x00,
-    wsk_inspect_event: 0x08,
-    wsk_abort_event: 0x10,
-});
-
-assert_layout!(layout_wsk_client_connection_dispatch: WskClientConnectionDispatch, size = 0x18, align = 8, {
-    wsk_receive_event: 0x00,
-    wsk_disconnect_event: 0x08,
-    wsk_send_backlog_event: 0x10,
-});
-
-assert_layout!(layout_wsk_provider_dispatch: WskProviderDispatch, size = 0x38, align = 8, {
-    version: 0x00,
-    reserved: 0x02,
-    wsk_socket: 0x08,
-    wsk_socket_connect: 0x10,
-    wsk_control_client: 0x18,
-    wsk_get_address_info: 0x20,
-    wsk_free_address_info: 0x28,
-    wsk_get_name_info: 0x30,
-});
-
-assert_layout!(layout_wsk_provider_basic_dispatch: WskProviderBasicDispatch, size = 0x10, align = 8, {
-    wsk_control_socket: 0x00,
-    wsk_close_socket: 0x08,
-});
-
-assert_layout!(layout_wsk_provider_listen_dispatch: WskProviderListenDispatch, size = 0x30, align = 8, {
-    basic: 0x00,
-    wsk_bind: 0x10,
-    wsk_accept: 0x18,
-    wsk_inspect_complete: 0x20,
-    wsk_get_local_address: 0x28,
-});
-
-assert_layout!(layout_wsk_provider_connection_dispatch: WskProviderConnectionDispatch, size = 0x58, align = 8, {
-    basic: 0x00,
-    wsk_bind: 0x10,
-    wsk_connect: 0x18,
-    wsk_get_local_address: 0x20,
-    wsk_get_remote_address: 0x28,
-    wsk_send: 0x30,
-    wsk_receive: 0x38,
-    wsk_disconnect: 0x40,
-    wsk_release: 0x48,
-    wsk_connect_ex: 0x50,
-});
-
-assert_layout!(layout_wsk_datagram_indication: WskDatagramIndication, size = 0x38, align = 8, {
-    next: 0x00,
-    buffer: 0x08,
-    control_info: 0x20,
-    control_info_length: 0x28,
-    remote_address: 0x30,
-});
-
-assert_layout!(layout_wsk_client_datagram_dispatch: WskClientDatagramDispatch, size = 0x8, align = 8, {
-    wsk_receive_from_event: 0x00,
-});
-
-assert_layout!(layout_wsk_provider_datagram_dispatch: WskProviderDatagramDispatch, size = 0x40, align = 8, {
-    basic: 0x00,
-    wsk_bind: 0x10,
-    wsk_send_to: 0x18,
-    wsk_receive_from: 0x20,
-    wsk_release: 0x28,
-    wsk_get_local_address: 0x30,
-    wsk_send_messages: 0x38,
-});
+assert_layouts! {
+    layout_io_status_block: IoStatusBlock, size 0x10, align 8 { status: 0x00, information: 0x08 }
+    layout_io_stack_location: IoStackLocation, size 0x48, align 8 {
+        major_function: 0x00, control: 0x03, parameters: 0x08, device_object: 0x28,
+        file_object: 0x30, completion_routine: 0x38, context: 0x40,
+    }
+    layout_irp: Irp, size 0xD0, align 8 {
+        mdl_address: 0x08, flags: 0x10, associated_irp: 0x18, thread_list_entry: 0x20,
+        io_status: 0x30, requestor_mode: 0x40, stack_count: 0x42, current_location: 0x43,
+        cancel: 0x44, user_iosb: 0x48, user_event: 0x50, overlay: 0x58, cancel_routine: 0x68,
+        user_buffer: 0x70, tail_overlay: 0x78, current_stack_location: 0xB8, tail_rest: 0xC0,
+    }
+    layout_wsk_socket: WskSocket, size 0x8, align 8 { dispatch: 0x0 }
+    layout_wsk_buf: WskBuf, size 0x18, align 8 { mdl: 0x00, offset: 0x08, length: 0x10 }
+    layout_wsk_data_indication: WskDataIndication, size 0x20, align 8 { next: 0x00, buffer: 0x08 }
+    layout_wsk_event_callback_control: WskEventCallbackControl, size 0x10, align 8 {
+        npi_id: 0x00, event_mask: 0x08,
+    }
+    layout_wsk_registration: WskRegistration, size 0x18, align 8 {
+        reserved_registration_state: 0x00, reserved_registration_context: 0x08,
+        reserved_registration_lock: 0x10,
+    }
+    layout_wsk_client_npi: WskClientNpi, size 0x10, align 8 { client_context: 0x00, dispatch: 0x08 }
+    layout_wsk_provider_npi: WskProviderNpi, size 0x10, align 8 { client: 0x00, dispatch: 0x08 }
+    layout_wsk_client_dispatch: WskClientDispatch, size 0x10, align 8 {
+        version: 0x00, reserved: 0x02, wsk_client_event: 0x08,
+    }
+    layout_wsk_client_listen_dispatch: WskClientListenDispatch, size 0x18, align 8 {
+        wsk_accept_event: 0x00, wsk_inspect_event: 0x08, wsk_abort_event: 0x10,
+    }
+    layout_wsk_client_connection_dispatch: WskClientConnectionDispatch, size 0x18, align 8 {
+        wsk_receive_event: 0x00, wsk_disconnect_event: 0x08, wsk_send_backlog_event: 0x10,
+    }
+    layout_wsk_provider_dispatch: WskProviderDispatch, size 0x38, align 8 {
+        version: 0x00, reserved: 0x02, wsk_socket: 0x08, wsk_socket_connect: 0x10,
+        wsk_control_client: 0x18, wsk_get_address_info: 0x20, wsk_free_address_info: 0x28,
+        wsk_get_name_info: 0x30,
+    }
+    layout_wsk_provider_basic_dispatch: WskProviderBasicDispatch, size 0x10, align 8 {
+        wsk_control_socket: 0x00, wsk_close_socket: 0x08,
+    }
+    layout_wsk_provider_listen_dispatch: WskProviderListenDispatch, size 0x30, align 8 {
+        basic: 0x00, wsk_bind: 0x10, wsk_accept: 0x18, wsk_inspect_complete: 0x20,
+        wsk_get_local_address: 0x28,
+    }
+    layout_wsk_provider_connection_dispatch: WskProviderConnectionDispatch, size 0x58, align 8 {
+        basic: 0x00, wsk_bind: 0x10, wsk_connect: 0x18, wsk_get_local_address: 0x20,
+        wsk_get_remote_address: 0x28, wsk_send: 0x30, wsk_receive: 0x38, wsk_disconnect: 0x40,
+        wsk_release: 0x48, wsk_connect_ex: 0x50,
+    }
+    layout_wsk_datagram_indication: WskDatagramIndication, size 0x38, align 8 {
+        next: 0x00, buffer: 0x08, control_info: 0x20, control_info_length: 0x28,
+        remote_address: 0x30,
+    }
+    layout_wsk_client_datagram_dispatch: WskClientDatagramDispatch, size 0x8, align 8 {
+        wsk_receive_from_event: 0x00,
+    }
+    layout_wsk_provider_datagram_dispatch: WskProviderDatagramDispatch, size 0x40, align 8 {
+        basic: 0x00, wsk_bind: 0x10, wsk_send_to: 0x18, wsk_receive_from: 0x20, wsk_release: 0x28,
+        wsk_get_local_address: 0x30, wsk_send_messages: 0x38,
+    }
+}

@@ -163,69 +163,35 @@ pub struct NdisMiniportAdapterGeneralAttributes {
     pub power_management_capabilities_ex: *const NdisPmCapabilities,
 }
 
-assert_layout!(layout_ndis_miniport_adapter_registration_attributes:
-    NdisMiniportAdapterRegistrationAttributes, size = 0x20, align = 8, {
-    header: 0x00,
-    miniport_adapter_context: 0x08,
-    attribute_flags: 0x10,
-    check_for_hang_time_in_seconds: 0x14,
-    interface_type: 0x18,
-});
-
-assert_layout!(layout_ndis_pm_capabilities: NdisPmCapabilities, size = 0x3C, align = 4, {
-    header: 0x00,
-    flags: 0x04,
-    supported_wol_packet_patterns: 0x08,
-    num_total_wol_patterns: 0x0C,
-    max_wol_pattern_size: 0x10,
-    max_wol_pattern_offset: 0x14,
-    max_wol_packet_save_buffer: 0x18,
-    supported_protocol_offloads: 0x1C,
-    num_arp_offload_ipv4_addresses: 0x20,
-    num_ns_offload_ipv6_addresses: 0x24,
-    min_magic_packet_wake_up: 0x28,
-    min_pattern_wake_up: 0x2C,
-    min_link_change_wake_up: 0x30,
-    supported_wake_up_events: 0x34,
-    media_specific_wake_up_events: 0x38,
-});
-
-assert_layout!(layout_ndis_miniport_adapter_general_attributes:
-    NdisMiniportAdapterGeneralAttributes, size = 0xE0, align = 8, {
-    header: 0x00,
-    flags: 0x04,
-    media_type: 0x08,
-    physical_medium_type: 0x0C,
-    mtu_size: 0x10,
-    max_xmit_link_speed: 0x18,
-    xmit_link_speed: 0x20,
-    max_rcv_link_speed: 0x28,
-    rcv_link_speed: 0x30,
-    media_connect_state: 0x38,
-    media_duplex_state: 0x3C,
-    lookahead_size: 0x40,
-    power_management_capabilities: 0x48,
-    mac_options: 0x50,
-    supported_packet_filters: 0x54,
-    max_multicast_list_size: 0x58,
-    mac_address_length: 0x5C,
-    permanent_mac_address: 0x5E,
-    current_mac_address: 0x7E,
-    recv_scale_capabilities: 0xA0,
-    access_type: 0xA8,
-    direction_type: 0xAC,
-    connection_type: 0xB0,
-    if_type: 0xB4,
-    if_connector_present: 0xB6,
-    supported_statistics: 0xB8,
-    supported_pause_functions: 0xBC,
-    data_back_fill_size: 0xC0,
-    context_back_fill_size: 0xC4,
-    supported_oid_list: 0xC8,
-    supported_oid_list_length: 0xD0,
-    auto_negotiation_flags: 0xD4,
-    power_management_capabilities_ex: 0xD8,
-});
+assert_layouts! {
+    layout_ndis_miniport_adapter_registration_attributes:
+        NdisMiniportAdapterRegistrationAttributes, size 0x20, align 8 {
+        header: 0x00, miniport_adapter_context: 0x08, attribute_flags: 0x10,
+        check_for_hang_time_in_seconds: 0x14, interface_type: 0x18,
+    }
+    layout_ndis_pm_capabilities: NdisPmCapabilities, size 0x3C, align 4 {
+        header: 0x00, flags: 0x04, supported_wol_packet_patterns: 0x08,
+        num_total_wol_patterns: 0x0C, max_wol_pattern_size: 0x10, max_wol_pattern_offset: 0x14,
+        max_wol_packet_save_buffer: 0x18, supported_protocol_offloads: 0x1C,
+        num_arp_offload_ipv4_addresses: 0x20, num_ns_offload_ipv6_addresses: 0x24,
+        min_magic_packet_wake_up: 0x28, min_pattern_wake_up: 0x2C, min_link_change_wake_up: 0x30,
+        supported_wake_up_events: 0x34, media_specific_wake_up_events: 0x38,
+    }
+    layout_ndis_miniport_adapter_general_attributes:
+        NdisMiniportAdapterGeneralAttributes, size 0xE0, align 8 {
+        header: 0x00, flags: 0x04, media_type: 0x08, physical_medium_type: 0x0C, mtu_size: 0x10,
+        max_xmit_link_speed: 0x18, xmit_link_speed: 0x20, max_rcv_link_speed: 0x28,
+        rcv_link_speed: 0x30, media_connect_state: 0x38, media_duplex_state: 0x3C,
+        lookahead_size: 0x40, power_management_capabilities: 0x48, mac_options: 0x50,
+        supported_packet_filters: 0x54, max_multicast_list_size: 0x58, mac_address_length: 0x5C,
+        permanent_mac_address: 0x5E, current_mac_address: 0x7E, recv_scale_capabilities: 0xA0,
+        access_type: 0xA8, direction_type: 0xAC, connection_type: 0xB0, if_type: 0xB4,
+        if_connector_present: 0xB6, supported_statistics: 0xB8, supported_pause_functions: 0xBC,
+        data_back_fill_size: 0xC0, context_back_fill_size: 0xC4, supported_oid_list: 0xC8,
+        supported_oid_list_length: 0xD0, auto_negotiation_flags: 0xD4,
+        power_management_capabilities_ex: 0xD8,
+    }
+}
 
 /// `NDIS_OBJECT_TYPE_MINIPORT_ADAPTER_REGISTRATION_ATTRIBUTES` (0x9E).
 pub const NDIS_OBJECT_TYPE_MINIPORT_ADAPTER_REGISTRATION_ATTRIBUTES: u8 = 0x9E;
@@ -310,28 +276,13 @@ pub const NCF_VIRTUAL: u32 = 0x0000_0001;
 /// `IF_TYPE_ETHERNET_CSMACD` (6) [H ipifcons.h]: the INF's `*IfType`.
 pub const IF_TYPE_ETHERNET_CSMACD: NetIfType = 6;
 
-// Each NDIS_SIZEOF_* here is "the size through the last member": tie them to
-// the declarations so neither can drift.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(
-        widen(NDIS_SIZEOF_MINIPORT_ADAPTER_REGISTRATION_ATTRIBUTES_REVISION_2)
-            == offset_of!(NdisMiniportAdapterRegistrationAttributes, interface_type)
-                + size_of::<NdisInterfaceType>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_MINIPORT_ADAPTER_GENERAL_ATTRIBUTES_REVISION_2)
-            == offset_of!(
-                NdisMiniportAdapterGeneralAttributes,
-                power_management_capabilities_ex
-            ) + size_of::<*const NdisPmCapabilities>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_NDIS_PM_CAPABILITIES_REVISION_2)
-            == offset_of!(NdisPmCapabilities, media_specific_wake_up_events) + size_of::<u32>()
-    );
-};
+assert_sizeof_through! {
+    NDIS_SIZEOF_MINIPORT_ADAPTER_REGISTRATION_ATTRIBUTES_REVISION_2 =>
+        NdisMiniportAdapterRegistrationAttributes { interface_type: NdisInterfaceType },
+    NDIS_SIZEOF_MINIPORT_ADAPTER_GENERAL_ATTRIBUTES_REVISION_2 =>
+        NdisMiniportAdapterGeneralAttributes {
+            power_management_capabilities_ex: *const NdisPmCapabilities
+        },
+    NDIS_SIZEOF_NDIS_PM_CAPABILITIES_REVISION_2 =>
+        NdisPmCapabilities { media_specific_wake_up_events: u32 },
+}

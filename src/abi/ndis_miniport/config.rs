@@ -78,29 +78,18 @@ pub struct NdisConfigurationParameter {
     pub parameter_data: NdisConfigurationParameterData,
 }
 
-assert_layout!(layout_unicode_string: UnicodeString, size = 0x10, align = 8, {
-    length: 0x0,
-    maximum_length: 0x2,
-    buffer: 0x8,
-});
-
-assert_layout!(layout_ndis_configuration_object: NdisConfigurationObject,
-    size = 0x18, align = 8, {
-    header: 0x00,
-    ndis_handle: 0x08,
-    flags: 0x10,
-});
-
-assert_layout!(layout_binary_data: BinaryData, size = 0x10, align = 8, {
-    length: 0x0,
-    buffer: 0x8,
-});
-
-assert_layout!(layout_ndis_configuration_parameter: NdisConfigurationParameter,
-    size = 0x18, align = 8, {
-    parameter_type: 0x0,
-    parameter_data: 0x8,
-});
+assert_layouts! {
+    layout_unicode_string: UnicodeString, size 0x10, align 8 {
+        length: 0x0, maximum_length: 0x2, buffer: 0x8,
+    }
+    layout_ndis_configuration_object: NdisConfigurationObject, size 0x18, align 8 {
+        header: 0x00, ndis_handle: 0x08, flags: 0x10,
+    }
+    layout_binary_data: BinaryData, size 0x10, align 8 { length: 0x0, buffer: 0x8 }
+    layout_ndis_configuration_parameter: NdisConfigurationParameter, size 0x18, align 8 {
+        parameter_type: 0x0, parameter_data: 0x8,
+    }
+}
 
 /// `NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT` (0xA9).
 pub const NDIS_OBJECT_TYPE_CONFIGURATION_OBJECT: u8 = 0xA9;
@@ -110,16 +99,6 @@ pub const NDIS_CONFIGURATION_OBJECT_REVISION_1: u8 = 1;
 /// `NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1`: through `Flags`.
 pub const NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1: u16 = 0x14;
 
-// Each NDIS_SIZEOF_* here is "the size through the last member": tie them to
-// the declarations so neither can drift.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(
-        widen(NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1)
-            == offset_of!(NdisConfigurationObject, flags) + size_of::<u32>()
-    );
-};
+assert_sizeof_through! {
+    NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1 => NdisConfigurationObject { flags: u32 },
+}

@@ -69,32 +69,6 @@ pub struct NetBuffer {
     pub padding_2c: u32,
 }
 
-assert_layout!(layout_net_buffer_list: NetBufferList, size = 0x90, align = 16, {
-    next: 0x00,
-    first_net_buffer: 0x08,
-    context: 0x10,
-    parent_net_buffer_list: 0x18,
-    ndis_pool_handle: 0x20,
-    ndis_reserved: 0x30,
-    protocol_reserved: 0x40,
-    miniport_reserved: 0x60,
-    scratch: 0x70,
-    source_handle: 0x78,
-    nbl_flags: 0x80,
-    child_ref_count: 0x84,
-    flags: 0x88,
-    status: 0x8C,
-});
-
-assert_layout!(layout_net_buffer: NetBuffer, size = 0x30, align = 8, {
-    next: 0x00,
-    current_mdl: 0x08,
-    current_mdl_offset: 0x10,
-    data_length: 0x18,
-    mdl_chain: 0x20,
-    data_offset: 0x28,
-});
-
 /// `NDIS_SEND_FLAGS_DISPATCH_LEVEL` (0x1): the send handler runs at
 /// DISPATCH_LEVEL.
 pub const NDIS_SEND_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
@@ -129,16 +103,6 @@ pub struct NetBufferListPoolParameters {
     pub data_size: u32,
 }
 
-assert_layout!(layout_net_buffer_list_pool_parameters: NetBufferListPoolParameters,
-    size = 0x14, align = 4, {
-    header: 0x00,
-    protocol_id: 0x04,
-    allocate_net_buffer: 0x05,
-    context_size: 0x08,
-    pool_tag: 0x0C,
-    data_size: 0x10,
-});
-
 /// `NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`.
 pub const NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1: u8 = 1;
 /// `NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1`: through
@@ -170,16 +134,6 @@ pub struct NdisLinkState {
     /// `AutoNegotiationFlags`.
     pub auto_negotiation_flags: u32,
 }
-
-assert_layout!(layout_ndis_link_state: NdisLinkState, size = 0x28, align = 8, {
-    header: 0x00,
-    media_connect_state: 0x04,
-    media_duplex_state: 0x08,
-    xmit_link_speed: 0x10,
-    rcv_link_speed: 0x18,
-    pause_functions: 0x20,
-    auto_negotiation_flags: 0x24,
-});
 
 /// `NDIS_LINK_STATE_REVISION_1`.
 pub const NDIS_LINK_STATE_REVISION_1: u8 = 1;
@@ -223,19 +177,31 @@ pub struct NdisStatusIndication {
     pub ndis_reserved: [*mut c_void; 4],
 }
 
-assert_layout!(layout_ndis_status_indication: NdisStatusIndication, size = 0x70, align = 8, {
-    header: 0x00,
-    source_handle: 0x08,
-    port_number: 0x10,
-    status_code: 0x14,
-    flags: 0x18,
-    destination_handle: 0x20,
-    request_id: 0x28,
-    status_buffer: 0x30,
-    status_buffer_size: 0x38,
-    guid: 0x3C,
-    ndis_reserved: 0x50,
-});
+assert_layouts! {
+    layout_net_buffer_list: NetBufferList, size 0x90, align 16 {
+        next: 0x00, first_net_buffer: 0x08, context: 0x10, parent_net_buffer_list: 0x18,
+        ndis_pool_handle: 0x20, ndis_reserved: 0x30, protocol_reserved: 0x40,
+        miniport_reserved: 0x60, scratch: 0x70, source_handle: 0x78, nbl_flags: 0x80,
+        child_ref_count: 0x84, flags: 0x88, status: 0x8C,
+    }
+    layout_net_buffer: NetBuffer, size 0x30, align 8 {
+        next: 0x00, current_mdl: 0x08, current_mdl_offset: 0x10, data_length: 0x18, mdl_chain: 0x20,
+        data_offset: 0x28,
+    }
+    layout_net_buffer_list_pool_parameters: NetBufferListPoolParameters, size 0x14, align 4 {
+        header: 0x00, protocol_id: 0x04, allocate_net_buffer: 0x05, context_size: 0x08,
+        pool_tag: 0x0C, data_size: 0x10,
+    }
+    layout_ndis_link_state: NdisLinkState, size 0x28, align 8 {
+        header: 0x00, media_connect_state: 0x04, media_duplex_state: 0x08, xmit_link_speed: 0x10,
+        rcv_link_speed: 0x18, pause_functions: 0x20, auto_negotiation_flags: 0x24,
+    }
+    layout_ndis_status_indication: NdisStatusIndication, size 0x70, align 8 {
+        header: 0x00, source_handle: 0x08, port_number: 0x10, status_code: 0x14, flags: 0x18,
+        destination_handle: 0x20, request_id: 0x28, status_buffer: 0x30, status_buffer_size: 0x38,
+        guid: 0x3C, ndis_reserved: 0x50,
+    }
+}
 
 /// `NDIS_OBJECT_TYPE_STATUS_INDICATION` (0x98).
 pub const NDIS_OBJECT_TYPE_STATUS_INDICATION: u8 = 0x98;
@@ -259,24 +225,10 @@ pub const NDIS_RETURN_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
 /// `NDIS_DEFAULT_PORT_NUMBER` (0).
 pub const NDIS_DEFAULT_PORT_NUMBER: u32 = 0;
 
-// Each NDIS_SIZEOF_* is "the size through the last member": tie them to the
-// declarations.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(
-        widen(NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1)
-            == offset_of!(NetBufferListPoolParameters, data_size) + size_of::<u32>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_LINK_STATE_REVISION_1)
-            == offset_of!(NdisLinkState, auto_negotiation_flags) + size_of::<u32>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_STATUS_INDICATION_REVISION_1)
-            == offset_of!(NdisStatusIndication, ndis_reserved) + size_of::<[*mut c_void; 4]>()
-    );
-};
+assert_sizeof_through! {
+    NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1 =>
+        NetBufferListPoolParameters { data_size: u32 },
+    NDIS_SIZEOF_LINK_STATE_REVISION_1 => NdisLinkState { auto_negotiation_flags: u32 },
+    NDIS_SIZEOF_STATUS_INDICATION_REVISION_1 =>
+        NdisStatusIndication { ndis_reserved: [*mut c_void; 4] },
+}

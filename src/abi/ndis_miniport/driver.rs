@@ -217,47 +217,26 @@ pub struct NdisMiniportInitParameters {
     pub pci_device_custom_properties: *mut c_void,
 }
 
-assert_layout!(layout_ndis_miniport_driver_characteristics: NdisMiniportDriverCharacteristics,
-    size = 0x98, align = 8, {
-    header: 0x00,
-    major_ndis_version: 0x04,
-    minor_ndis_version: 0x05,
-    major_driver_version: 0x06,
-    minor_driver_version: 0x07,
-    flags: 0x08,
-    set_options_handler: 0x10,
-    initialize_handler_ex: 0x18,
-    halt_handler_ex: 0x20,
-    unload_handler: 0x28,
-    pause_handler: 0x30,
-    restart_handler: 0x38,
-    oid_request_handler: 0x40,
-    send_net_buffer_lists_handler: 0x48,
-    return_net_buffer_lists_handler: 0x50,
-    cancel_send_handler: 0x58,
-    check_for_hang_handler_ex: 0x60,
-    reset_handler_ex: 0x68,
-    device_pnp_event_notify_handler: 0x70,
-    shutdown_handler_ex: 0x78,
-    cancel_oid_request_handler: 0x80,
-    direct_oid_request_handler: 0x88,
-    cancel_direct_oid_request_handler: 0x90,
-});
-
-assert_layout!(layout_net_luid: NetLuid, size = 0x8, align = 8, { value: 0x0 });
-
-assert_layout!(layout_ndis_miniport_init_parameters: NdisMiniportInitParameters,
-    size = 0x40, align = 8, {
-    header: 0x00,
-    flags: 0x04,
-    allocated_resources: 0x08,
-    im_device_instance_context: 0x10,
-    miniport_add_device_context: 0x18,
-    if_index: 0x20,
-    net_luid: 0x28,
-    default_port_auth_states: 0x30,
-    pci_device_custom_properties: 0x38,
-});
+assert_layouts! {
+    layout_ndis_miniport_driver_characteristics:
+        NdisMiniportDriverCharacteristics, size 0x98, align 8 {
+        header: 0x00, major_ndis_version: 0x04, minor_ndis_version: 0x05,
+        major_driver_version: 0x06, minor_driver_version: 0x07, flags: 0x08,
+        set_options_handler: 0x10, initialize_handler_ex: 0x18, halt_handler_ex: 0x20,
+        unload_handler: 0x28, pause_handler: 0x30, restart_handler: 0x38, oid_request_handler: 0x40,
+        send_net_buffer_lists_handler: 0x48, return_net_buffer_lists_handler: 0x50,
+        cancel_send_handler: 0x58, check_for_hang_handler_ex: 0x60, reset_handler_ex: 0x68,
+        device_pnp_event_notify_handler: 0x70, shutdown_handler_ex: 0x78,
+        cancel_oid_request_handler: 0x80, direct_oid_request_handler: 0x88,
+        cancel_direct_oid_request_handler: 0x90,
+    }
+    layout_net_luid: NetLuid, size 0x8, align 8 { value: 0x0 }
+    layout_ndis_miniport_init_parameters: NdisMiniportInitParameters, size 0x40, align 8 {
+        header: 0x00, flags: 0x04, allocated_resources: 0x08, im_device_instance_context: 0x10,
+        miniport_add_device_context: 0x18, if_index: 0x20, net_luid: 0x28,
+        default_port_auth_states: 0x30, pci_device_custom_properties: 0x38,
+    }
+}
 
 /// The NDIS major version SoftNDK registers (`MajorNdisVersion`).
 pub const NDIS_MINIPORT_MAJOR_VERSION: u8 = 6;
@@ -278,19 +257,7 @@ pub const NDIS_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2: u8 = 2;
 /// `CancelDirectOidRequestHandler`.
 pub const NDIS_SIZEOF_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2: u16 = 0x98;
 
-// Each NDIS_SIZEOF_* here is "the size through the last member": tie them to
-// the declarations so neither can drift.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(
-        widen(NDIS_SIZEOF_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2)
-            == offset_of!(
-                NdisMiniportDriverCharacteristics,
-                cancel_direct_oid_request_handler
-            ) + size_of::<Option<MiniportCancelDirectOidRequest>>()
-    );
-};
+assert_sizeof_through! {
+    NDIS_SIZEOF_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2 =>
+        NdisMiniportDriverCharacteristics { cancel_direct_oid_request_handler: Option<MiniportCancelDirectOidRequest> },
+}

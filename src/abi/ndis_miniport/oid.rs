@@ -123,54 +123,28 @@ pub struct NdisOidRequest {
     pub reserved2: u16,
 }
 
-assert_layout!(layout_ndis_oid_query: NdisOidQuery, size = 0x20, align = 8, {
-    oid: 0x00,
-    information_buffer: 0x08,
-    information_buffer_length: 0x10,
-    bytes_written: 0x14,
-    bytes_needed: 0x18,
-});
-
-assert_layout!(layout_ndis_oid_set: NdisOidSet, size = 0x20, align = 8, {
-    oid: 0x00,
-    information_buffer: 0x08,
-    information_buffer_length: 0x10,
-    bytes_read: 0x14,
-    bytes_needed: 0x18,
-});
-
-assert_layout!(layout_ndis_oid_method: NdisOidMethod, size = 0x28, align = 8, {
-    oid: 0x00,
-    information_buffer: 0x08,
-    input_buffer_length: 0x10,
-    output_buffer_length: 0x14,
-    method_id: 0x18,
-    bytes_written: 0x1C,
-    bytes_read: 0x20,
-    bytes_needed: 0x24,
-});
-
-assert_layout!(layout_ndis_oid_request_data: NdisOidRequestData, size = 0x28, align = 8, {
-    query_information: 0x0,
-    set_information: 0x0,
-    method_information: 0x0,
-});
-
-assert_layout!(layout_ndis_oid_request: NdisOidRequest, size = 0xF0, align = 8, {
-    header: 0x00,
-    request_type: 0x04,
-    port_number: 0x08,
-    timeout: 0x0C,
-    request_id: 0x10,
-    request_handle: 0x18,
-    data: 0x20,
-    ndis_reserved: 0x48,
-    miniport_reserved: 0xC8,
-    source_reserved: 0xD8,
-    supported_revision: 0xE8,
-    reserved1: 0xE9,
-    reserved2: 0xEA,
-});
+assert_layouts! {
+    layout_ndis_oid_query: NdisOidQuery, size 0x20, align 8 {
+        oid: 0x00, information_buffer: 0x08, information_buffer_length: 0x10, bytes_written: 0x14,
+        bytes_needed: 0x18,
+    }
+    layout_ndis_oid_set: NdisOidSet, size 0x20, align 8 {
+        oid: 0x00, information_buffer: 0x08, information_buffer_length: 0x10, bytes_read: 0x14,
+        bytes_needed: 0x18,
+    }
+    layout_ndis_oid_method: NdisOidMethod, size 0x28, align 8 {
+        oid: 0x00, information_buffer: 0x08, input_buffer_length: 0x10, output_buffer_length: 0x14,
+        method_id: 0x18, bytes_written: 0x1C, bytes_read: 0x20, bytes_needed: 0x24,
+    }
+    layout_ndis_oid_request_data: NdisOidRequestData, size 0x28, align 8 {
+        query_information: 0x0, set_information: 0x0, method_information: 0x0,
+    }
+    layout_ndis_oid_request: NdisOidRequest, size 0xF0, align 8 {
+        header: 0x00, request_type: 0x04, port_number: 0x08, timeout: 0x0C, request_id: 0x10,
+        request_handle: 0x18, data: 0x20, ndis_reserved: 0x48, miniport_reserved: 0xC8,
+        source_reserved: 0xD8, supported_revision: 0xE8, reserved1: 0xE9, reserved2: 0xEA,
+    }
+}
 
 /// `NDIS_OBJECT_TYPE_OID_REQUEST` (0x96).
 pub const NDIS_OBJECT_TYPE_OID_REQUEST: u8 = 0x96;

@@ -67,35 +67,21 @@ pub struct NdisInterruptModerationParameters {
     pub interrupt_moderation: NdisInterruptModeration,
 }
 
-assert_layout!(layout_ndis_statistics_info: NdisStatisticsInfo, size = 0x98, align = 8, {
-    header: 0x00,
-    supported_statistics: 0x04,
-    if_in_discards: 0x08,
-    if_in_errors: 0x10,
-    if_hc_in_octets: 0x18,
-    if_hc_in_ucast_pkts: 0x20,
-    if_hc_in_multicast_pkts: 0x28,
-    if_hc_in_broadcast_pkts: 0x30,
-    if_hc_out_octets: 0x38,
-    if_hc_out_ucast_pkts: 0x40,
-    if_hc_out_multicast_pkts: 0x48,
-    if_hc_out_broadcast_pkts: 0x50,
-    if_out_errors: 0x58,
-    if_out_discards: 0x60,
-    if_hc_in_ucast_octets: 0x68,
-    if_hc_in_multicast_octets: 0x70,
-    if_hc_in_broadcast_octets: 0x78,
-    if_hc_out_ucast_octets: 0x80,
-    if_hc_out_multicast_octets: 0x88,
-    if_hc_out_broadcast_octets: 0x90,
-});
-
-assert_layout!(layout_ndis_interrupt_moderation_parameters: NdisInterruptModerationParameters,
-    size = 0xC, align = 4, {
-    header: 0x0,
-    flags: 0x4,
-    interrupt_moderation: 0x8,
-});
+assert_layouts! {
+    layout_ndis_statistics_info: NdisStatisticsInfo, size 0x98, align 8 {
+        header: 0x00, supported_statistics: 0x04, if_in_discards: 0x08, if_in_errors: 0x10,
+        if_hc_in_octets: 0x18, if_hc_in_ucast_pkts: 0x20, if_hc_in_multicast_pkts: 0x28,
+        if_hc_in_broadcast_pkts: 0x30, if_hc_out_octets: 0x38, if_hc_out_ucast_pkts: 0x40,
+        if_hc_out_multicast_pkts: 0x48, if_hc_out_broadcast_pkts: 0x50, if_out_errors: 0x58,
+        if_out_discards: 0x60, if_hc_in_ucast_octets: 0x68, if_hc_in_multicast_octets: 0x70,
+        if_hc_in_broadcast_octets: 0x78, if_hc_out_ucast_octets: 0x80,
+        if_hc_out_multicast_octets: 0x88, if_hc_out_broadcast_octets: 0x90,
+    }
+    layout_ndis_interrupt_moderation_parameters:
+        NdisInterruptModerationParameters, size 0xC, align 4 {
+        header: 0x0, flags: 0x4, interrupt_moderation: 0x8,
+    }
+}
 
 /// `NDIS_STATISTICS_INFO_REVISION_1`.
 pub const NDIS_STATISTICS_INFO_REVISION_1: u8 = 1;

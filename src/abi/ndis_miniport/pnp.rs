@@ -78,50 +78,26 @@ pub struct NetDevicePnpEvent {
     pub padding_2c: u32,
 }
 
-assert_layout!(layout_net_pnp_event: NetPnpEvent, size = 0x98, align = 8, {
-    net_event: 0x00,
-    buffer: 0x08,
-    buffer_length: 0x10,
-    ndis_reserved: 0x18,
-    transport_reserved: 0x38,
-    tdi_reserved: 0x58,
-    tdi_client_reserved: 0x78,
-});
-
-assert_layout!(layout_net_pnp_event_notification: NetPnpEventNotification,
-    size = 0xB0, align = 8, {
-    header: 0x00,
-    port_number: 0x04,
-    net_pnp_event: 0x08,
-    flags: 0xA0,
-    switch_id: 0xA4,
-    vport_id: 0xA8,
-});
-
-assert_layout!(layout_net_device_pnp_event: NetDevicePnpEvent, size = 0x30, align = 8, {
-    header: 0x00,
-    port_number: 0x04,
-    device_pnp_event: 0x08,
-    information_buffer: 0x10,
-    information_buffer_length: 0x18,
-    ndis_reserved: 0x1C,
-});
+assert_layouts! {
+    layout_net_pnp_event: NetPnpEvent, size 0x98, align 8 {
+        net_event: 0x00, buffer: 0x08, buffer_length: 0x10, ndis_reserved: 0x18,
+        transport_reserved: 0x38, tdi_reserved: 0x58, tdi_client_reserved: 0x78,
+    }
+    layout_net_pnp_event_notification: NetPnpEventNotification, size 0xB0, align 8 {
+        header: 0x00, port_number: 0x04, net_pnp_event: 0x08, flags: 0xA0, switch_id: 0xA4,
+        vport_id: 0xA8,
+    }
+    layout_net_device_pnp_event: NetDevicePnpEvent, size 0x30, align 8 {
+        header: 0x00, port_number: 0x04, device_pnp_event: 0x08, information_buffer: 0x10,
+        information_buffer_length: 0x18, ndis_reserved: 0x1C,
+    }
+}
 
 /// `NET_PNP_EVENT_NOTIFICATION_REVISION_1`.
 pub const NET_PNP_EVENT_NOTIFICATION_REVISION_1: u8 = 1;
 /// `NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1`: through `Flags`.
 pub const NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1: u16 = 0xA4;
 
-// Each NDIS_SIZEOF_* here is "the size through the last member": tie them to
-// the declarations so neither can drift.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(
-        widen(NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1)
-            == offset_of!(NetPnpEventNotification, flags) + size_of::<u32>()
-    );
-};
+assert_sizeof_through! {
+    NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1 => NetPnpEventNotification { flags: u32 },
+}
