@@ -26,40 +26,40 @@ pub const NDK_VERSION_2_1: NdkVersion = NdkVersion { major: 2, minor: 1 };
 // §5.1 NDK_OBJECT_TYPE
 // ---------------------------------------------------------------------------
 
-/// `NDK_OBJECT_TYPE` (§5.1): the type tag in `NDK_OBJECT_HEADER.ObjectType`.
-///
-/// A C enum (4-byte MSVC `int`); every value is non-negative, so `u32` carries
-/// the same bits.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NdkObjectType(pub u32);
+c_enum! {
+    /// `NDK_OBJECT_TYPE` (§5.1): the type tag in `NDK_OBJECT_HEADER.ObjectType`.
+    ///
+    /// A C enum (4-byte MSVC `int`); every value is non-negative, so `u32` carries
+    /// the same bits.
+    pub struct NdkObjectType(pub u32) {
+        /// `NdkObjectTypeUndefined`: never valid in a header.
+        const UNDEFINED = 0x0;
+        /// `NdkObjectTypeAdapter`: [`NdkAdapter`](super::NdkAdapter).
+        const ADAPTER = 0x1;
+        /// `NdkObjectTypeQp`: [`NdkQp`](super::NdkQp).
+        const QP = 0x2;
+        /// `NdkObjectTypeCq`: [`NdkCq`](super::NdkCq).
+        const CQ = 0x3;
+        /// `NdkObjectTypeMr`: [`NdkMr`](super::NdkMr).
+        const MR = 0x4;
+        /// `NdkObjectTypeMw`: [`NdkMw`](super::NdkMw).
+        const MW = 0x5;
+        /// `NdkObjectTypePd`: [`NdkPd`](super::NdkPd).
+        const PD = 0x6;
+        /// `NdkObjectTypeSharedEndpoint`: [`NdkSharedEndpoint`](super::NdkSharedEndpoint).
+        const SHARED_ENDPOINT = 0x7;
+        /// `NdkObjectTypeConnector`: [`NdkConnector`](super::NdkConnector).
+        const CONNECTOR = 0x8;
+        /// `NdkObjectTypeListener`: [`NdkListener`](super::NdkListener).
+        const LISTENER = 0x9;
+        /// `NdkObjectTypeSrq`: [`NdkSrq`](super::NdkSrq).
+        const SRQ = 0xA;
+        /// `NdkObjectTypeMax`: one past the last type; a bound, not a type.
+        const MAX = 0xB;
+    }
+}
 
 impl NdkObjectType {
-    /// `NdkObjectTypeUndefined`: never valid in a header.
-    pub const UNDEFINED: Self = Self(0x0);
-    /// `NdkObjectTypeAdapter`: [`NdkAdapter`](super::NdkAdapter).
-    pub const ADAPTER: Self = Self(0x1);
-    /// `NdkObjectTypeQp`: [`NdkQp`](super::NdkQp).
-    pub const QP: Self = Self(0x2);
-    /// `NdkObjectTypeCq`: [`NdkCq`](super::NdkCq).
-    pub const CQ: Self = Self(0x3);
-    /// `NdkObjectTypeMr`: [`NdkMr`](super::NdkMr).
-    pub const MR: Self = Self(0x4);
-    /// `NdkObjectTypeMw`: [`NdkMw`](super::NdkMw).
-    pub const MW: Self = Self(0x5);
-    /// `NdkObjectTypePd`: [`NdkPd`](super::NdkPd).
-    pub const PD: Self = Self(0x6);
-    /// `NdkObjectTypeSharedEndpoint`: [`NdkSharedEndpoint`](super::NdkSharedEndpoint).
-    pub const SHARED_ENDPOINT: Self = Self(0x7);
-    /// `NdkObjectTypeConnector`: [`NdkConnector`](super::NdkConnector).
-    pub const CONNECTOR: Self = Self(0x8);
-    /// `NdkObjectTypeListener`: [`NdkListener`](super::NdkListener).
-    pub const LISTENER: Self = Self(0x9);
-    /// `NdkObjectTypeSrq`: [`NdkSrq`](super::NdkSrq).
-    pub const SRQ: Self = Self(0xA);
-    /// `NdkObjectTypeMax`: one past the last type; a bound, not a type.
-    pub const MAX: Self = Self(0xB);
-
     /// The type's short name for diagnostics (`"QP"`), `"object"` for a value
     /// that is no type.
     pub const fn name(self) -> &'static str {
@@ -83,35 +83,33 @@ impl NdkObjectType {
 // §5.2 NDK_OPERATION_TYPE
 // ---------------------------------------------------------------------------
 
-/// `NDK_OPERATION_TYPE` (§5.2): the operation a completion reports in
-/// `NDK_RESULT_EX.Type`.
-///
-/// A C enum (4-byte MSVC `int`). `RECEIVE_AND_INVALIDATE` is 0x8001, not a
-/// sign-extended 0xFFFF8001 (ndk-abi.md §6 item 2).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NdkOperationType(pub u32);
-
-impl NdkOperationType {
-    /// `NdkOperationTypeReceive`: an `NdkReceive` / `NdkSrqReceive` completion.
-    pub const RECEIVE: Self = Self(0x1);
-    /// `NdkOperationTypeReceiveAndInvalidate`: a receive completion caused by a
-    /// peer's `SendAndInvalidate`; `TypeSpecificCompletionOutput` holds the
-    /// invalidated token.
-    pub const RECEIVE_AND_INVALIDATE: Self = Self(0x8001);
-    /// `NdkOperationTypeSend`: an `NdkSend` completion, also the sender side of
-    /// `NdkSendAndInvalidate`.
-    pub const SEND: Self = Self(0x2);
-    /// `NdkOperationTypeFastRegister`: `NdkFastRegister`.
-    pub const FAST_REGISTER: Self = Self(0x4);
-    /// `NdkOperationTypeBind`: `NdkBind`.
-    pub const BIND: Self = Self(0x8);
-    /// `NdkOperationTypeInvalidate`: `NdkInvalidate`.
-    pub const INVALIDATE: Self = Self(0x10);
-    /// `NdkOperationTypeRead`: `NdkRead`.
-    pub const READ: Self = Self(0x20);
-    /// `NdkOperationTypeWrite`: `NdkWrite`.
-    pub const WRITE: Self = Self(0x40);
+c_enum! {
+    /// `NDK_OPERATION_TYPE` (§5.2): the operation a completion reports in
+    /// `NDK_RESULT_EX.Type`.
+    ///
+    /// A C enum (4-byte MSVC `int`). `RECEIVE_AND_INVALIDATE` is 0x8001, not a
+    /// sign-extended 0xFFFF8001 (ndk-abi.md §6 item 2).
+    pub struct NdkOperationType(pub u32) {
+        /// `NdkOperationTypeReceive`: an `NdkReceive` / `NdkSrqReceive` completion.
+        const RECEIVE = 0x1;
+        /// `NdkOperationTypeReceiveAndInvalidate`: a receive completion caused by a
+        /// peer's `SendAndInvalidate`; `TypeSpecificCompletionOutput` holds the
+        /// invalidated token.
+        const RECEIVE_AND_INVALIDATE = 0x8001;
+        /// `NdkOperationTypeSend`: an `NdkSend` completion, also the sender side of
+        /// `NdkSendAndInvalidate`.
+        const SEND = 0x2;
+        /// `NdkOperationTypeFastRegister`: `NdkFastRegister`.
+        const FAST_REGISTER = 0x4;
+        /// `NdkOperationTypeBind`: `NdkBind`.
+        const BIND = 0x8;
+        /// `NdkOperationTypeInvalidate`: `NdkInvalidate`.
+        const INVALIDATE = 0x10;
+        /// `NdkOperationTypeRead`: `NdkRead`.
+        const READ = 0x20;
+        /// `NdkOperationTypeWrite`: `NdkWrite`.
+        const WRITE = 0x40;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -193,23 +191,21 @@ bitflags::bitflags! {
 // §5.5 CQ arm types
 // ---------------------------------------------------------------------------
 
-/// `NDK_CQ_NOTIFY_*` (§5.5): the `Type` argument of `NdkArmCq`.
-///
-/// In C a set of `#define`s for a `ULONG` parameter; a `#[repr(transparent)]`
-/// newtype over `u32` has the same ABI, so [`NdkFnArmCq`](super::NdkFnArmCq)
-/// takes it directly, and any value a consumer passes is representable.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NdkCqNotifyType(pub u32);
-
-impl NdkCqNotifyType {
-    /// `NDK_CQ_NOTIFY_ERRORS` (0x0): CQ errors only (overrun, catastrophic failure).
-    pub const ERRORS: Self = Self(0x0);
-    /// `NDK_CQ_NOTIFY_ANY` (0x1): the next successful completion.
-    pub const ANY: Self = Self(0x1);
-    /// `NDK_CQ_NOTIFY_SOLICITED` (0x2): a receive completion for a send that
-    /// carried `SEND_AND_SOLICIT_EVENT`; error completions always match.
-    pub const SOLICITED: Self = Self(0x2);
+c_enum! {
+    /// `NDK_CQ_NOTIFY_*` (§5.5): the `Type` argument of `NdkArmCq`.
+    ///
+    /// In C a set of `#define`s for a `ULONG` parameter; a `#[repr(transparent)]`
+    /// newtype over `u32` has the same ABI, so [`NdkFnArmCq`](super::NdkFnArmCq)
+    /// takes it directly, and any value a consumer passes is representable.
+    pub struct NdkCqNotifyType(pub u32) {
+        /// `NDK_CQ_NOTIFY_ERRORS` (0x0): CQ errors only (overrun, catastrophic failure).
+        const ERRORS = 0x0;
+        /// `NDK_CQ_NOTIFY_ANY` (0x1): the next successful completion.
+        const ANY = 0x1;
+        /// `NDK_CQ_NOTIFY_SOLICITED` (0x2): a receive completion for a send that
+        /// carried `SEND_AND_SOLICIT_EVENT`; error completions always match.
+        const SOLICITED = 0x2;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -249,27 +245,25 @@ bitflags::bitflags! {
 // §5.7 NDK_RDMA_TECHNOLOGY
 // ---------------------------------------------------------------------------
 
-/// `NDK_RDMA_TECHNOLOGY` (§5.7): `NDK_ADAPTER_INFO.RdmaTechnology`; the non-zero
-/// values are also the `*NetworkDirectTechnology` INF values (§5.13).
-///
-/// A C enum (4-byte MSVC `int`).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NdkRdmaTechnology(pub u32);
-
-impl NdkRdmaTechnology {
-    /// `NdkUndefined`.
-    pub const UNDEFINED: Self = Self(0x0);
-    /// `NdkiWarp`: iWARP.
-    pub const IWARP: Self = Self(0x1);
-    /// `NdkInfiniBand`: InfiniBand.
-    pub const INFINIBAND: Self = Self(0x2);
-    /// `NdkRoCE`: RoCE.
-    pub const ROCE: Self = Self(0x3);
-    /// `NdkRoCEv2`: RoCE v2.
-    pub const ROCE_V2: Self = Self(0x4);
-    /// `NdkMaxTechnology`: one past the last technology; a bound.
-    pub const MAX_TECHNOLOGY: Self = Self(0x5);
+c_enum! {
+    /// `NDK_RDMA_TECHNOLOGY` (§5.7): `NDK_ADAPTER_INFO.RdmaTechnology`; the non-zero
+    /// values are also the `*NetworkDirectTechnology` INF values (§5.13).
+    ///
+    /// A C enum (4-byte MSVC `int`).
+    pub struct NdkRdmaTechnology(pub u32) {
+        /// `NdkUndefined`.
+        const UNDEFINED = 0x0;
+        /// `NdkiWarp`: iWARP.
+        const IWARP = 0x1;
+        /// `NdkInfiniBand`: InfiniBand.
+        const INFINIBAND = 0x2;
+        /// `NdkRoCE`: RoCE.
+        const ROCE = 0x3;
+        /// `NdkRoCEv2`: RoCE v2.
+        const ROCE_V2 = 0x4;
+        /// `NdkMaxTechnology`: one past the last technology; a bound.
+        const MAX_TECHNOLOGY = 0x5;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -532,20 +526,18 @@ pub const SOFTNDK_FAULTS_ENTRY_SIZE: usize = 16;
 // §5.10 PnP event codes
 // ---------------------------------------------------------------------------
 
-/// `NET_PNP_EVENT_CODE` (§5.10), the NDK members only.
-///
-/// A C enum (4-byte MSVC `int`). The two values are computed from the enum
-/// order (the member before them, `NetEventIMReEnableDevice`, is 12).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NetPnpEventCode(pub u32);
-
-impl NetPnpEventCode {
-    /// `NetEventNDKEnable` (13): NDK was turned on.
-    pub const NDK_ENABLE: Self = Self(0xD);
-    /// `NetEventNDKDisable` (14): NDK was turned off; NDIS closes every open
-    /// `NDK_ADAPTER` of the adapter.
-    pub const NDK_DISABLE: Self = Self(0xE);
+c_enum! {
+    /// `NET_PNP_EVENT_CODE` (§5.10), the NDK members only.
+    ///
+    /// A C enum (4-byte MSVC `int`). The two values are computed from the enum
+    /// order (the member before them, `NetEventIMReEnableDevice`, is 12).
+    pub struct NetPnpEventCode(pub u32) {
+        /// `NetEventNDKEnable` (13): NDK was turned on.
+        const NDK_ENABLE = 0xD;
+        /// `NetEventNDKDisable` (14): NDK was turned off; NDIS closes every open
+        /// `NDK_ADAPTER` of the adapter.
+        const NDK_DISABLE = 0xE;
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -17,9 +17,9 @@
 //!   function-type parameters drop the Hungarian `p`/`pNdk` prefix.
 //! * Rust types follow the C types: a C enum (`NDK_OBJECT_TYPE`,
 //!   `NDK_OPERATION_TYPE`, `NDK_RDMA_TECHNOLOGY`; 4-byte MSVC `int`s) is a
-//!   `#[repr(transparent)]` newtype over `u32` with associated constants, so any
-//!   value a consumer writes is representable (a Rust `enum` would make an
-//!   unknown value undefined behaviour). A `ULONG` flags word stays `u32` in
+//!   `#[repr(transparent)]` newtype over `u32` with associated constants,
+//!   declared with `c_enum!`, so any value a consumer writes is representable
+//!   (a Rust `enum` would make an unknown value undefined behaviour). A `ULONG` flags word stays `u32` in
 //!   structs and signatures; the [`OpFlags`], [`MrFlags`], [`AdapterFlags`] and
 //!   [`CounterMask`] bitflags build and inspect those words (`.bits()`,
 //!   `from_bits_retain`). `BOOLEAN` is [`Boolean`] (`u8`), for the same reason
@@ -118,13 +118,14 @@ macro_rules! assert_layouts {
 
 /// Ties each `NDIS_SIZEOF_*` constant to its declaration.
 ///
-/// An `NDIS_SIZEOF_*` is "the size through the last member" of its structure:
-/// each row `NDIS_SIZEOF_X => Type { last_member: MemberType }` asserts at
-/// compile time (x86-64) that the constant equals the offset of that member
-/// plus its size, so neither the constant nor the layout can drift from the
-/// other.
-macro_rules! assert_sizeof_through {
-    ($($size:expr => $ty:ty { $field:ident : $field_ty:ty }),* $(,)?) => {
+/// An `NDIS_SIZEOF_*` (a `USHORT`) is "the size through the last member" of
+/// its structure. Each row asserts at compile time (x86-64) one reading of it,
+/// so that neither the constant nor the layout can drift from the other:
+/// `NDIS_SIZEOF_X => Type { last_member: MemberType }` that it equals the
+/// offset of that member plus its size; `NDIS_SIZEOF_X => Type` that it
+/// equals the whole `size_of::<Type>()` (no tail padding).
+macro_rules! assert_ndis_sizeof {
+    ($($size:expr => $ty:ty $({ $field:ident : $field_ty:ty })?),* $(,)?) => {
         #[cfg(target_arch = "x86_64")]
         const _: () = {
             const fn widen(size: u16) -> usize {
@@ -132,13 +133,50 @@ macro_rules! assert_sizeof_through {
             }
             $(
                 assert!(
-                    widen($size)
-                        == ::core::mem::offset_of!($ty, $field)
-                            + ::core::mem::size_of::<$field_ty>(),
-                    concat!("wrong ", stringify!($size), ": not through ", stringify!($field)),
+                    widen($size) == assert_ndis_sizeof!(@end $ty $(, $field, $field_ty)?),
+                    concat!(
+                        "wrong ",
+                        stringify!($size),
+                        ": not the size of ",
+                        stringify!($ty),
+                        $(" through ", stringify!($field),)?
+                    ),
                 );
             )*
         };
+    };
+    (@end $ty:ty) => {
+        ::core::mem::size_of::<$ty>()
+    };
+    (@end $ty:ty, $field:ident, $field_ty:ty) => {
+        ::core::mem::offset_of!($ty, $field) + ::core::mem::size_of::<$field_ty>()
+    };
+}
+
+/// Declares C enums the way the conventions above keep them.
+///
+/// Each `pub struct Name(pub u32) { const MEMBER = value; ... }` becomes a
+/// `#[repr(transparent)]` newtype over `u32` (any value a consumer writes stays
+/// representable) with `Clone, Copy, Debug, Default, PartialEq, Eq, Hash` and
+/// one associated constant per member; doc comments and attributes are kept on
+/// the type and on each member. Further methods go in a separate `impl`.
+macro_rules! c_enum {
+    ($(
+        $(#[$meta:meta])*
+        pub struct $name:ident(pub u32) {
+            $( $(#[$member_meta:meta])* const $member:ident = $value:expr; )*
+        }
+    )*) => {
+        $(
+            $(#[$meta])*
+            #[repr(transparent)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+            pub struct $name(pub u32);
+
+            impl $name {
+                $( $(#[$member_meta])* pub const $member: Self = Self($value); )*
+            }
+        )*
     };
 }
 

@@ -377,17 +377,24 @@ assert_layouts! {
 // §5.8: each NDIS_SIZEOF_* is "the size through the last member" of its
 // structure; on x64 that equals the whole `size_of`. Check both readings, so
 // that neither the constant nor the layout can drift from the other.
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     super::consts::NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1 =>
         NdisNdkProviderCharacteristics { close_ndk_adapter_handler: CloseNdkAdapterHandler },
+    super::consts::NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1 =>
+        NdisNdkProviderCharacteristics,
     super::consts::NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1 =>
         NdisMiniportAdapterNdkAttributes { ndk_capabilities: *mut NdisNdkCapabilities },
+    super::consts::NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1 =>
+        NdisMiniportAdapterNdkAttributes,
     super::consts::NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1 =>
         NdisNdkCapabilities { ndk_info: *mut NdkAdapterInfo },
+    super::consts::NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1 => NdisNdkCapabilities,
     super::consts::NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1 =>
         NdisNdkStatisticsInfo { counter_set: NdisNdkPerformanceCounters },
+    super::consts::NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1 => NdisNdkStatisticsInfo,
 }
 
+// The variable-size answers: header size, entry size and the size of n entries.
 #[cfg(target_arch = "x86_64")]
 const _: () = {
     use core::mem::offset_of;
@@ -395,30 +402,8 @@ const _: () = {
     use super::consts::{
         NDIS_NDK_CONNECTION_ENTRY_SIZE, NDIS_NDK_CONNECTIONS_HEADER_SIZE,
         NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE, NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE,
-        NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1,
-        NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1,
-        NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1,
-        NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1, ndis_sizeof_ndk_connections_revision_1,
-        ndis_sizeof_ndk_local_endpoints_revision_1,
+        ndis_sizeof_ndk_connections_revision_1, ndis_sizeof_ndk_local_endpoints_revision_1,
     };
-
-    /// Widens an `NDIS_SIZEOF_*` (`USHORT`) constant for comparison with `size_of`.
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-
-    assert!(
-        widen(NDIS_SIZEOF_NDK_PROVIDER_CHARACTERISTICS_REVISION_1)
-            == size_of::<NdisNdkProviderCharacteristics>()
-    );
-    assert!(
-        widen(NDIS_SIZEOF_MINIPORT_ADAPTER_NDK_ATTRIBUTES_REVISION_1)
-            == size_of::<NdisMiniportAdapterNdkAttributes>()
-    );
-    assert!(widen(NDIS_SIZEOF_NDK_CAPABILITIES_REVISION_1) == size_of::<NdisNdkCapabilities>());
-    assert!(
-        widen(NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1) == size_of::<NdisNdkStatisticsInfo>()
-    );
 
     assert!(NDIS_NDK_CONNECTIONS_HEADER_SIZE == offset_of!(NdisNdkConnections, connections));
     assert!(NDIS_NDK_CONNECTION_ENTRY_SIZE == size_of::<NdisNdkConnectionEntry>());

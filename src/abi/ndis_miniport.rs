@@ -20,7 +20,7 @@
 //! x64 alignment of the header's declaration, not confirmed from symbols).
 //! Every size and field offset the driver relies on is asserted in each
 //! submodule's [`assert_layouts!`] table, and every `NDIS_SIZEOF_*` in its
-//! [`assert_sizeof_through!`] table, exactly like the NDK structures.
+//! [`assert_ndis_sizeof!`] table, exactly like the NDK structures.
 //!
 //! Structures that NDIS allocates and that have grown with NDIS versions
 //! (`NDIS_OID_REQUEST`, `NET_BUFFER_LIST`, `NET_BUFFER`) are declared as the

@@ -276,7 +276,7 @@ pub const NCF_VIRTUAL: u32 = 0x0000_0001;
 /// `IF_TYPE_ETHERNET_CSMACD` (6) [H ipifcons.h]: the INF's `*IfType`.
 pub const IF_TYPE_ETHERNET_CSMACD: NetIfType = 6;
 
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     NDIS_SIZEOF_MINIPORT_ADAPTER_REGISTRATION_ATTRIBUTES_REVISION_2 =>
         NdisMiniportAdapterRegistrationAttributes { interface_type: NdisInterfaceType },
     NDIS_SIZEOF_MINIPORT_ADAPTER_GENERAL_ATTRIBUTES_REVISION_2 =>

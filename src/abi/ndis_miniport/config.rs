@@ -99,6 +99,6 @@ pub const NDIS_CONFIGURATION_OBJECT_REVISION_1: u8 = 1;
 /// `NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1`: through `Flags`.
 pub const NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1: u16 = 0x14;
 
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     NDIS_SIZEOF_CONFIGURATION_OBJECT_REVISION_1 => NdisConfigurationObject { flags: u32 },
 }

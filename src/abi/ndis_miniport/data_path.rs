@@ -225,7 +225,7 @@ pub const NDIS_RETURN_FLAGS_DISPATCH_LEVEL: u32 = 0x0000_0001;
 /// `NDIS_DEFAULT_PORT_NUMBER` (0).
 pub const NDIS_DEFAULT_PORT_NUMBER: u32 = 0;
 
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     NDIS_SIZEOF_NET_BUFFER_LIST_POOL_PARAMETERS_REVISION_1 =>
         NetBufferListPoolParameters { data_size: u32 },
     NDIS_SIZEOF_LINK_STATE_REVISION_1 => NdisLinkState { auto_negotiation_flags: u32 },

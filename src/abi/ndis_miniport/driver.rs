@@ -257,7 +257,7 @@ pub const NDIS_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2: u8 = 2;
 /// `CancelDirectOidRequestHandler`.
 pub const NDIS_SIZEOF_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2: u16 = 0x98;
 
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     NDIS_SIZEOF_MINIPORT_DRIVER_CHARACTERISTICS_REVISION_2 =>
         NdisMiniportDriverCharacteristics { cancel_direct_oid_request_handler: Option<MiniportCancelDirectOidRequest> },
 }

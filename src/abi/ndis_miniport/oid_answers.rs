@@ -131,17 +131,7 @@ pub const NDIS_STATISTICS_FLAGS_VALID_MULTICAST_BYTES_XMIT: u32 = 0x0010_0000;
 /// `NDIS_STATISTICS_FLAGS_VALID_BROADCAST_BYTES_XMIT` (0x200000).
 pub const NDIS_STATISTICS_FLAGS_VALID_BROADCAST_BYTES_XMIT: u32 = 0x0020_0000;
 
-// Each NDIS_SIZEOF_* here is "the size through the last member": tie them to
-// the declarations so neither can drift.
-#[cfg(target_arch = "x86_64")]
-const _: () = {
-    use core::mem::size_of;
-    const fn widen(size: u16) -> usize {
-        size as usize
-    }
-    assert!(widen(NDIS_SIZEOF_STATISTICS_INFO_REVISION_1) == size_of::<NdisStatisticsInfo>());
-    assert!(
-        widen(NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1)
-            == size_of::<NdisInterruptModerationParameters>()
-    );
-};
+assert_ndis_sizeof! {
+    NDIS_SIZEOF_STATISTICS_INFO_REVISION_1 => NdisStatisticsInfo,
+    NDIS_SIZEOF_INTERRUPT_MODERATION_PARAMETERS_REVISION_1 => NdisInterruptModerationParameters,
+}

@@ -98,6 +98,6 @@ pub const NET_PNP_EVENT_NOTIFICATION_REVISION_1: u8 = 1;
 /// `NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1`: through `Flags`.
 pub const NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1: u16 = 0xA4;
 
-assert_sizeof_through! {
+assert_ndis_sizeof! {
     NDIS_SIZEOF_NET_PNP_EVENT_NOTIFICATION_REVISION_1 => NetPnpEventNotification { flags: u32 },
 }
