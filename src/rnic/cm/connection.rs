@@ -310,7 +310,7 @@ pub(super) struct Request<'a> {
 /// A request a listener admitted (`ListenerRec::admit`): the listener's
 /// events and key, the binding it came through, and the four-tuple seen
 /// from the listener's side.
-pub(super) struct Incoming {
+pub(super) struct Admitted {
     pub(super) events: Arc<dyn ListenerEvents>,
     pub(super) listener: Key,
     pub(super) binding: BindingRef,
@@ -453,14 +453,14 @@ impl State {
         let pkey = self.connectors.insert(passive)?;
         // Nothing below fails: the room was reserved above.
         self.start_request(&request, Some(pkey), None);
-        let incoming = Incoming {
+        let admitted = Admitted {
             events: l_events,
             listener,
             binding: l_binding,
             local: dst,
             remote: local,
         };
-        self.deliver_request(fabric, incoming, pkey, actions);
+        self.deliver_request(fabric, admitted, pkey, actions);
         Ok(())
     }
 
@@ -500,24 +500,24 @@ impl State {
         }
     }
 
-    /// The passive connector `pkey` of a request `incoming` admitted is
+    /// The passive connector `pkey` of the request `admitted` is
     /// handed to its listener's consumer: N7, one reference on the
     /// listener's endpoint per connector; its four-tuple (reserved by the
     /// caller); N12, a place in the backlog; N4, the connect event.
     pub(super) fn deliver_request(
         &mut self,
         fabric: &Arc<Fabric>,
-        incoming: Incoming,
+        admitted: Admitted,
         pkey: Key,
         actions: &mut Actions,
     ) {
-        let Incoming {
+        let Admitted {
             events,
             listener,
             binding,
             local,
             remote,
-        } = incoming;
+        } = admitted;
         self.add_ref(binding);
         self.add_tuple(binding, local.ip, remote);
         if let Some(l) = self.listeners.get_mut(listener) {
@@ -603,9 +603,9 @@ impl State {
         self.fail_rejected(key, data, refused, actions);
     }
 
-    /// Connector `key`'s peer rejected the connection with `data` (N16, kept
-    /// for `connection_data`, N18): `key` fails and `callout` completes its
-    /// pending request.
+    /// Connector `key`'s attempt ends with `data` from its peer — a reject's
+    /// (N16), kept for `connection_data` (N18); none when the wire failed
+    /// otherwise: `key` fails and `callout` completes its pending request.
     pub(super) fn fail_rejected(
         &mut self,
         key: Key,

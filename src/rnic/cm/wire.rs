@@ -32,7 +32,7 @@ use core::net::SocketAddr;
 
 use super::BACKLOG;
 use super::address::{Endpoint, IpAddr};
-use super::connection::{Incoming, Request};
+use super::connection::{Admitted, Request};
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
@@ -921,14 +921,14 @@ impl State {
         passive.wire = Some(Arc::clone(conn));
         let pkey = self.connectors.insert(passive)?;
         *conn.key.lock() = Some(pkey);
-        let incoming = Incoming {
+        let admitted = Admitted {
             events,
             listener,
             binding: l_binding,
             local,
             remote,
         };
-        self.deliver_request(fabric, incoming, pkey, actions);
+        self.deliver_request(fabric, admitted, pkey, actions);
         Ok(())
     }
 
