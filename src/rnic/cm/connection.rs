@@ -9,12 +9,13 @@ use super::connector::Connector;
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
-    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Role, State, count_failure, qp_key,
+    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Role, State, count_established,
+    count_failure, qp_key,
 };
-use super::types::{CloseState, CmError, ConnState, ConnectionData, ReadLimits};
-use super::wire::WireOp;
+use super::types::{CloseState, CmError, ConnState, ConnectionData, ListenerEvents, ReadLimits};
+use super::wire::{WireConn, WireOp};
+use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::qp;
 use crate::rnic::qp::{Qp, QpState};
 
@@ -253,6 +254,33 @@ impl State {
     }
 }
 
+/// The first close of a record marks it `closing` and goes on with it; a
+/// second close finds the first still pending, and the close of a record
+/// already gone is done (L21).
+fn begin_close<T>(
+    rec: Option<&mut T>,
+    closing: fn(&mut T) -> &mut bool,
+) -> Result<&mut T, CloseState> {
+    let rec = rec.ok_or(CloseState::Done)?;
+    if core::mem::replace(closing(rec), true) {
+        return Err(CloseState::Pending);
+    }
+    Ok(rec)
+}
+
+/// The outcome of a close (L21): done once the record `settled` (it is
+/// gone); else pending, and the record, still there, keeps `close_pending`
+/// so that its last callback reports the close.
+fn close_outcome(settled: bool, close_pending: Option<&mut bool>) -> CloseState {
+    if settled {
+        return CloseState::Done;
+    }
+    if let Some(flag) = close_pending {
+        *flag = true;
+    }
+    CloseState::Pending
+}
+
 /// Takes a connection off the devices' `active_connection` counters.
 fn uncount(rec: &mut ConnectorRec) {
     if core::mem::take(&mut rec.counted)
@@ -264,6 +292,30 @@ fn uncount(rec: &mut ConnectorRec) {
             |n| Some(n.saturating_sub(1)),
         );
     }
+}
+
+/// An active connector's request as `connect` prepared it: its QP, its
+/// binding and four-tuple (`local` to `dst`), its limits (N20) and private
+/// data.
+pub(super) struct Request<'a> {
+    pub(super) key: Key,
+    pub(super) qp: &'a Arc<Qp>,
+    pub(super) binding: BindingRef,
+    pub(super) local: Endpoint,
+    pub(super) dst: Endpoint,
+    pub(super) own: ReadLimits,
+    pub(super) payload: Vec<u8>,
+}
+
+/// A request a listener admitted (`ListenerRec::admit`): the listener's
+/// events and key, the binding it came through, and the four-tuple seen
+/// from the listener's side.
+pub(super) struct Admitted {
+    pub(super) events: Arc<dyn ListenerEvents>,
+    pub(super) listener: Key,
+    pub(super) binding: BindingRef,
+    pub(super) local: Endpoint,
+    pub(super) remote: Endpoint,
 }
 
 /// Where a connection's local endpoint comes from.
@@ -339,7 +391,16 @@ impl State {
             }
         };
         let any_port = matches!(source, Source::Address(src) if src.port == 0);
-        let outcome = self.request(fabric, key, qp, binding, local, dst, own, payload, actions);
+        let request = Request {
+            key,
+            qp,
+            binding,
+            local,
+            dst,
+            own,
+            payload,
+        };
+        let outcome = self.request(fabric, request, actions);
         if outcome.is_ok()
             && any_port
             && let Some(wire) = self.connectors.get(key).and_then(|rec| rec.wire.as_ref())
@@ -355,32 +416,23 @@ impl State {
         outcome
     }
 
-    /// Sends the request of `key` from `local` to `dst`: finds the listener
-    /// and creates the passive connector that its connect event hands over.
-    #[expect(clippy::too_many_arguments, reason = "the parts of a request")]
+    /// Sends `request`: finds the listener and creates the passive
+    /// connector that its connect event hands over.
     fn request(
         &mut self,
         fabric: &Arc<Fabric>,
-        key: Key,
-        qp: &Arc<Qp>,
-        binding: BindingRef,
-        local: Endpoint,
-        dst: Endpoint,
-        own: ReadLimits,
-        payload: Vec<u8>,
+        mut request: Request<'_>,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
-        if let Some(rec) = self.connectors.get(key)
+        if let Some(rec) = self.connectors.get(request.key)
             && let Some(wire) = self.wire_of(rec.node)
         {
-            return self.wire_request(
-                fabric, &wire, key, qp, binding, local, dst, own, payload, actions,
-            );
+            return self.wire_request(fabric, &wire, request, actions);
         }
-        // N11: one connection per four-tuple.
-        if self.has_tuple(binding, local.ip, dst) {
-            return Err(CmError::AddressAlreadyExists);
-        }
+        let Request {
+            key, local, dst, ..
+        } = request;
+        self.reserve_request(&request)?;
         let dst_node = self.owner(dst.ip).ok_or(CmError::HostUnreachable)?;
         let listener = self
             .find_listener(dst_node, dst.ip, dst.port)
@@ -392,39 +444,94 @@ impl State {
         let l_binding = l.admit()?;
         let l_limits = l.limits;
         let l_events = Arc::clone(&l.events);
-        self.bound_qps
-            .try_reserve(1)
-            .map_err(|_| CmError::Resources)?;
-        self.reserve_tuple(binding)?;
         self.reserve_tuple(l_binding)?;
         let mut passive =
             ConnectorRec::passive(dst_node, l_limits, listener, l_binding, dst, local);
         passive.peer = Some(key);
-        passive.peer_limits = own;
-        passive.peer_data = payload;
+        passive.peer_limits = request.own;
+        passive.peer_data = core::mem::take(&mut request.payload);
         let pkey = self.connectors.insert(passive)?;
         // Nothing below fails: the room was reserved above.
-        // N7: one reference on the listener's endpoint per connector.
-        self.add_ref(l_binding);
-        self.add_tuple(binding, local.ip, dst);
-        self.add_tuple(l_binding, dst.ip, local);
-        self.bound_qps.push(qp_key(qp));
+        self.start_request(&request, Some(pkey), None);
+        let admitted = Admitted {
+            events: l_events,
+            listener,
+            binding: l_binding,
+            local: dst,
+            remote: local,
+        };
+        self.deliver_request(fabric, admitted, pkey, actions);
+        Ok(())
+    }
+
+    /// Reserves what sending `request` takes on this side, after N11: one
+    /// connection per four-tuple.
+    pub(super) fn reserve_request(&mut self, request: &Request<'_>) -> Result<(), CmError> {
+        let Request {
+            binding,
+            local,
+            dst,
+            ..
+        } = *request;
+        if self.has_tuple(binding, local.ip, dst) {
+            return Err(CmError::AddressAlreadyExists);
+        }
+        self.bound_qps
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        self.reserve_tuple(binding)
+    }
+
+    /// `request` is sent, to the local record `peer` or over `wire`: its
+    /// four-tuple and QP are taken (in the room `reserve_request` made) and
+    /// the connector is `Connecting`.
+    pub(super) fn start_request(
+        &mut self,
+        request: &Request<'_>,
+        peer: Option<Key>,
+        wire: Option<Arc<WireConn>>,
+    ) {
+        let r = request;
+        self.add_tuple(r.binding, r.local.ip, r.dst);
+        self.bound_qps.push(qp_key(r.qp));
+        if let Some(rec) = self.connectors.get_mut(r.key) {
+            let tuple = (r.binding, r.local, r.dst);
+            rec.start_active(r.key, r.qp, tuple, r.own, peer, wire);
+        }
+    }
+
+    /// The passive connector `pkey` of the request `admitted` is
+    /// handed to its listener's consumer: N7, one reference on the
+    /// listener's endpoint per connector; its four-tuple (reserved by the
+    /// caller); N12, a place in the backlog; N4, the connect event.
+    pub(super) fn deliver_request(
+        &mut self,
+        fabric: &Arc<Fabric>,
+        admitted: Admitted,
+        pkey: Key,
+        actions: &mut Actions,
+    ) {
+        let Admitted {
+            events,
+            listener,
+            binding,
+            local,
+            remote,
+        } = admitted;
+        self.add_ref(binding);
+        self.add_tuple(binding, local.ip, remote);
         if let Some(l) = self.listeners.get_mut(listener) {
             l.backlog += 1;
             l.callouts += 1;
         }
-        if let Some(rec) = self.connectors.get_mut(key) {
-            rec.start_active(key, qp, (binding, local, dst), own, Some(pkey), None);
-        }
         actions.push(Action::Incoming {
-            events: l_events,
+            events,
             listener,
             request: Connector {
                 fabric: Arc::clone(fabric),
                 key: pkey,
             },
         });
-        Ok(())
     }
 
     pub(super) fn accept(
@@ -455,17 +562,7 @@ impl State {
             self.fail(key);
             return Err(CmError::ConnectionAborted);
         };
-        self.bound_qps
-            .try_reserve(1)
-            .map_err(|_| CmError::Resources)?;
-        self.leave_backlog(key);
-        self.bound_qps.push(qp_key(qp));
-        if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Accepting);
-            rec.qp = Some(Arc::clone(qp));
-            rec.own_limits = Some(own);
-            rec.pending.accept = true;
-        }
+        self.start_accept(key, qp, own)?;
         if let Some(p) = self.connectors.get_mut(peer) {
             p.set_state(peer, ConnState::Replied);
             p.peer_limits = own;
@@ -477,16 +574,45 @@ impl State {
         Ok(())
     }
 
+    /// The passive connector `key` accepts with `qp` and its limits `own`
+    /// (N20): the QP is taken, the request leaves the backlog (N12) and the
+    /// connector is `Accepting` until the active side completes (N15).
+    pub(super) fn start_accept(
+        &mut self,
+        key: Key,
+        qp: &Arc<Qp>,
+        own: ReadLimits,
+    ) -> Result<(), CmError> {
+        self.bound_qps
+            .try_reserve(1)
+            .map_err(|_| CmError::Resources)?;
+        self.leave_backlog(key);
+        self.bound_qps.push(qp_key(qp));
+        if let Some(rec) = self.connectors.get_mut(key) {
+            rec.set_state(key, ConnState::Accepting);
+            rec.qp = Some(Arc::clone(qp));
+            rec.own_limits = Some(own);
+            rec.pending.accept = true;
+        }
+        Ok(())
+    }
+
     /// The active connector `key` is refused (N16): its Connect fails.
     fn refuse(&mut self, key: Key, data: Vec<u8>, actions: &mut Actions) {
         let refused = Callout::Connect(Err(CmError::ConnectionRefused));
         self.fail_rejected(key, data, refused, actions);
     }
 
-    /// Connector `key`'s peer rejected the connection with `data` (N16, kept
-    /// for `connection_data`, N18): `key` fails and `callout` completes its
-    /// pending request.
-    fn fail_rejected(&mut self, key: Key, data: Vec<u8>, callout: Callout, actions: &mut Actions) {
+    /// Connector `key`'s attempt ends with `data` from its peer — a reject's
+    /// (N16), kept for `connection_data` (N18); none when the wire failed
+    /// otherwise: `key` fails and `callout` completes its pending request.
+    pub(super) fn fail_rejected(
+        &mut self,
+        key: Key,
+        data: Vec<u8>,
+        callout: Callout,
+        actions: &mut Actions,
+    ) {
         if let Some(rec) = self.connectors.get_mut(key) {
             rec.peer_data = data;
         }
@@ -574,15 +700,8 @@ impl State {
         };
         // E5/X2: errors that end the connection come back as indications.
         // Set before the QPs connect, so that none is missed.
-        let weak = Arc::downgrade(fabric);
-        own_qp.set_events(Some(Arc::new(LostHandler {
-            fabric: Weak::clone(&weak),
-            key,
-        })));
-        peer_qp.set_events(Some(Arc::new(LostHandler {
-            fabric: weak,
-            key: peer,
-        })));
+        LostHandler::watch(&own_qp, fabric, key);
+        LostHandler::watch(&peer_qp, fabric, peer);
         // N14: a QP that is no longer idle (flushed, closed) fails this side
         // with CONNECTION_INVALID and the other with CONNECTION_ABORTED.
         let failure = if own_qp.state() != QpState::Idle {
@@ -600,31 +719,15 @@ impl State {
             self.emit(actions, peer, Callout::Accept(Err(peer_error)));
             return Err(own_error);
         }
-        own_qp
-            .device()
-            .counters
-            .connect
-            .fetch_add(1, Ordering::Relaxed);
-        peer_qp
-            .device()
-            .counters
-            .accept
-            .fetch_add(1, Ordering::Relaxed);
-        for qp in [&own_qp, &peer_qp] {
-            qp.device()
-                .counters
-                .active_connection
-                .fetch_add(1, Ordering::Relaxed);
-        }
+        count_established(&own_qp, Role::Active);
+        count_established(&peer_qp, Role::Passive);
         if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Established);
+            rec.establish(key);
             rec.peer_qp = Some(Arc::clone(&peer_qp));
-            rec.counted = true;
         }
         if let Some(p) = self.connectors.get_mut(peer) {
-            p.set_state(peer, ConnState::Established);
+            p.establish(peer);
             p.peer_qp = Some(own_qp);
-            p.counted = true;
             p.pending.accept = false;
         }
         // N15: Accept completes once the active side completed the connection.
@@ -670,13 +773,10 @@ impl State {
     }
 
     pub(super) fn close_connector(&mut self, key: Key, actions: &mut Actions) -> CloseState {
-        let Some(rec) = self.connectors.get_mut(key) else {
-            return CloseState::Done;
+        let rec = match begin_close(self.connectors.get_mut(key), |rec| &mut rec.closing) {
+            Ok(rec) => rec,
+            Err(outcome) => return outcome,
         };
-        if rec.closing {
-            return CloseState::Pending;
-        }
-        rec.closing = true;
         let attempt = matches!(
             rec.state,
             ConnState::Connecting
@@ -738,14 +838,9 @@ impl State {
     }
 
     fn close_settled(&mut self, key: Key, actions: &mut Actions) -> CloseState {
-        if self.settle(key, actions) {
-            CloseState::Done
-        } else {
-            if let Some(rec) = self.connectors.get_mut(key) {
-                rec.close_pending = true;
-            }
-            CloseState::Pending
-        }
+        let settled = self.settle(key, actions);
+        let rec = self.connectors.get_mut(key);
+        close_outcome(settled, rec.map(|rec| &mut rec.close_pending))
     }
 
     pub(super) fn connection_data(
@@ -810,13 +905,10 @@ impl State {
     }
 
     pub(super) fn close_listener(&mut self, key: Key, actions: &mut Actions) -> CloseState {
-        let Some(rec) = self.listeners.get_mut(key) else {
-            return CloseState::Done;
+        let rec = match begin_close(self.listeners.get_mut(key), |rec| &mut rec.closing) {
+            Ok(rec) => rec,
+            Err(outcome) => return outcome,
         };
-        if rec.closing {
-            return CloseState::Pending;
-        }
-        rec.closing = true;
         // L20, L21: a Listen still binding completes cancelled, and the
         // close waits for that completion to return.
         if let Some(wait) = rec.bind_wait.take()
@@ -842,13 +934,8 @@ impl State {
             }
             self.unbind(r);
         }
-        if self.settle_listener(key, actions) {
-            CloseState::Done
-        } else {
-            if let Some(rec) = self.listeners.get_mut(key) {
-                rec.close_pending = true;
-            }
-            CloseState::Pending
-        }
+        let settled = self.settle_listener(key, actions);
+        let rec = self.listeners.get_mut(key);
+        close_outcome(settled, rec.map(|rec| &mut rec.close_pending))
     }
 }

@@ -76,6 +76,18 @@ pub(super) struct LostHandler {
     pub(super) key: Key,
 }
 
+impl LostHandler {
+    /// E5/X2: errors that end the connection of connector `key` come back
+    /// from `qp` as indications; set before the QP connects, so that none is
+    /// missed.
+    pub(super) fn watch(qp: &Qp, fabric: &Arc<Fabric>, key: Key) {
+        qp.set_events(Some(Arc::new(Self {
+            fabric: Arc::downgrade(fabric),
+            key,
+        })));
+    }
+}
+
 impl QpEvents for LostHandler {
     fn connection_lost(&self) {
         if let Some(fabric) = self.fabric.upgrade() {

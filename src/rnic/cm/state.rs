@@ -296,6 +296,13 @@ impl ConnectorRec {
         self.timed_out = false;
     }
 
+    /// The connection is up on this side, and counted in
+    /// `active_connection` (`count_established`).
+    pub(super) fn establish(&mut self, key: Key) {
+        self.set_state(key, ConnState::Established);
+        self.counted = true;
+    }
+
     /// Whether every QP of the connection has finished its DMA (X1b).
     pub(super) fn quiescent(&self) -> bool {
         self.qp.as_ref().is_none_or(|qp| qp.is_quiescent())
@@ -418,6 +425,19 @@ pub(super) const EPHEMERAL_SPAN: u32 = EPHEMERAL_LAST as u32 - EPHEMERAL_FIRST a
 
 pub(super) fn qp_key(qp: &Arc<Qp>) -> usize {
     Arc::as_ptr(qp).addr()
+}
+
+/// A connection is established on `qp`'s device: counted in `connect`
+/// (the active side) or `accept` (the passive one), and in
+/// `active_connection` until `uncount`.
+pub(super) fn count_established(qp: &Arc<Qp>, role: Role) {
+    let counters = &qp.device().counters;
+    let side = match role {
+        Role::Active => &counters.connect,
+        Role::Passive => &counters.accept,
+    };
+    side.fetch_add(1, Ordering::Relaxed);
+    counters.active_connection.fetch_add(1, Ordering::Relaxed);
 }
 
 pub(super) fn count_failure(qp: Option<&Arc<Qp>>) {

@@ -32,11 +32,11 @@ use core::net::SocketAddr;
 
 use super::BACKLOG;
 use super::address::{Endpoint, IpAddr};
-use super::connector::Connector;
+use super::connection::{Admitted, Request};
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
-    Action, Actions, BindingRef, Callout, ConnectorRec, Ending, Role, State, qp_key,
+    Action, Actions, Callout, ConnectorRec, Ending, Role, State, count_established,
 };
 use super::types::{CmError, ConnState, ReadLimits};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -862,49 +862,25 @@ impl State {
 
     /// Connect over the wire (the `request` of a wire device): the
     /// connector waits for TCP and the MPA reply.
-    #[expect(clippy::too_many_arguments, reason = "the parts of a request")]
     pub(super) fn wire_request(
         &mut self,
         fabric: &Arc<Fabric>,
         wire: &Wire,
-        key: Key,
-        qp: &Arc<Qp>,
-        binding: BindingRef,
-        local: Endpoint,
-        dst: Endpoint,
-        own: ReadLimits,
-        payload: Vec<u8>,
+        mut request: Request<'_>,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
-        if self.has_tuple(binding, local.ip, dst) {
-            return Err(CmError::AddressAlreadyExists);
-        }
-        self.bound_qps
-            .try_reserve(1)
-            .map_err(|_| CmError::Resources)?;
-        self.reserve_tuple(binding)?;
-        let conn = Arc::new(WireConn::new(fabric, wire, Some(key), None));
+        self.reserve_request(&request)?;
+        let conn = Arc::new(WireConn::new(fabric, wire, Some(request.key), None));
         *conn.start.lock() = Some(Start {
-            qp: Arc::clone(qp),
-            limits: own,
-            payload,
+            qp: Arc::clone(request.qp),
+            limits: request.own,
+            payload: core::mem::take(&mut request.payload),
         });
-        self.add_tuple(binding, local.ip, dst);
-        self.bound_qps.push(qp_key(qp));
-        if let Some(rec) = self.connectors.get_mut(key) {
-            rec.start_active(
-                key,
-                qp,
-                (binding, local, dst),
-                own,
-                None,
-                Some(Arc::clone(&conn)),
-            );
-        }
+        self.start_request(&request, None, Some(Arc::clone(&conn)));
         actions.push(Action::Wire(WireOp::Connect {
             conn,
-            local,
-            remote: dst,
+            local: request.local,
+            remote: request.dst,
         }));
         Ok(())
     }
@@ -926,21 +902,11 @@ impl State {
             .listeners
             .get(listener)
             .ok_or(CmError::ConnectionRefused)?;
-        if l.paused || l.closing || l.backlog >= BACKLOG {
-            return Err(CmError::ConnectionRefused);
-        }
-        let (l_binding, _) = l.listening.ok_or(CmError::ConnectionRefused)?;
+        let l_binding = l.admit()?;
         let (node, l_limits, events) = (l.node, l.limits, Arc::clone(&l.events));
         self.reserve_tuple(l_binding)?;
         let data = super::fabric::copy_data(&request.private_data)?;
-        let mut passive = ConnectorRec::new(node, l_limits);
-        passive.state = ConnState::Requested;
-        passive.role = Role::Passive;
-        passive.listener = Some(listener);
-        passive.binding = Some(l_binding);
-        passive.tuple = Some((l_binding, local.ip, remote));
-        passive.local = Some(local);
-        passive.remote = Some(remote);
+        let mut passive = ConnectorRec::passive(node, l_limits, listener, l_binding, local, remote);
         // The initiator's own limits, as it sent them; without the RFC 6581
         // block, the device's (so that this side's own apply, N20).
         passive.peer_limits = ReadLimits::new(
@@ -955,20 +921,14 @@ impl State {
         passive.wire = Some(Arc::clone(conn));
         let pkey = self.connectors.insert(passive)?;
         *conn.key.lock() = Some(pkey);
-        self.add_ref(l_binding);
-        self.add_tuple(l_binding, local.ip, remote);
-        if let Some(l) = self.listeners.get_mut(listener) {
-            l.backlog += 1;
-            l.callouts += 1;
-        }
-        actions.push(Action::Incoming {
+        let admitted = Admitted {
             events,
             listener,
-            request: Connector {
-                fabric: Arc::clone(fabric),
-                key: pkey,
-            },
-        });
+            binding: l_binding,
+            local,
+            remote,
+        };
+        self.deliver_request(fabric, admitted, pkey, actions);
         Ok(())
     }
 
@@ -980,9 +940,7 @@ impl State {
         };
         match rec.state {
             ConnState::Connecting => {
-                rec.peer_data = data;
-                self.fail(key);
-                self.emit(actions, key, Callout::Connect(Err(error)));
+                self.fail_rejected(key, data, Callout::Connect(Err(error)), actions);
             }
             // N14, N15, N16: the peer gave up; CompleteConnect, Accept or
             // Reject find out.
@@ -1039,13 +997,10 @@ impl State {
         if rec.state != ConnState::Accepting {
             return;
         }
-        rec.set_state(key, ConnState::Established);
+        rec.establish(key);
         rec.pending.accept = false;
-        rec.counted = true;
         if let Some(qp) = &rec.qp {
-            let counters = &qp.device().counters;
-            counters.accept.fetch_add(1, Ordering::Relaxed);
-            counters.active_connection.fetch_add(1, Ordering::Relaxed);
+            count_established(qp, Role::Passive);
         }
         self.emit(actions, key, Callout::Accept(Ok(())));
     }
@@ -1061,9 +1016,7 @@ impl State {
         payload: Vec<u8>,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
-        let Some(rec) = self.connectors.get(key) else {
-            return Err(CmError::ConnectionInvalid);
-        };
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let Some(conn) = rec.wire.clone() else {
             return Err(CmError::ConnectionInvalid);
         };
@@ -1075,22 +1028,9 @@ impl State {
         if qp.state() != QpState::Idle {
             return Err(CmError::ConnectionInvalid);
         }
-        self.bound_qps
-            .try_reserve(1)
-            .map_err(|_| CmError::Resources)?;
-        self.leave_backlog(key);
-        self.bound_qps.push(qp_key(qp));
-        // E5/X2: set before the link can connect the QP.
-        qp.set_events(Some(Arc::new(LostHandler {
-            fabric: Arc::downgrade(fabric),
-            key,
-        })));
-        if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Accepting);
-            rec.qp = Some(Arc::clone(qp));
-            rec.own_limits = Some(own);
-            rec.pending.accept = true;
-        }
+        self.start_accept(key, qp, own)?;
+        // Before the link can connect the QP (after the lock).
+        LostHandler::watch(qp, fabric, key);
         actions.push(Action::Wire(WireOp::Accept {
             conn,
             qp: Arc::clone(qp),
@@ -1108,9 +1048,7 @@ impl State {
         key: Key,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
-        let Some(rec) = self.connectors.get(key) else {
-            return Err(CmError::ConnectionInvalid);
-        };
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let (Some(conn), Some(qp)) = (rec.wire.clone(), rec.qp.clone()) else {
             return Err(CmError::ConnectionInvalid);
         };
@@ -1125,16 +1063,10 @@ impl State {
             actions.push(Action::Wire(WireOp::Abandon(conn, true)));
             return Err(CmError::ConnectionInvalid);
         }
-        qp.set_events(Some(Arc::new(LostHandler {
-            fabric: Arc::downgrade(fabric),
-            key,
-        })));
-        let counters = &qp.device().counters;
-        counters.connect.fetch_add(1, Ordering::Relaxed);
-        counters.active_connection.fetch_add(1, Ordering::Relaxed);
+        LostHandler::watch(&qp, fabric, key);
+        count_established(&qp, Role::Active);
         if let Some(rec) = self.connectors.get_mut(key) {
-            rec.set_state(key, ConnState::Established);
-            rec.counted = true;
+            rec.establish(key);
         }
         conn.linked.store(true, Ordering::Release);
         actions.push(Action::Wire(WireOp::Complete(conn)));
@@ -1149,9 +1081,7 @@ impl State {
         payload: Vec<u8>,
         actions: &mut Actions,
     ) -> Result<(), CmError> {
-        let Some(rec) = self.connectors.get(key) else {
-            return Err(CmError::ConnectionInvalid);
-        };
+        let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let (state, dead) = (rec.state, rec.wire_dead);
         let Some(conn) = rec.wire.clone() else {
             return Err(CmError::ConnectionInvalid);
