@@ -934,6 +934,7 @@ pub fn accept_with(
     data: &[u8],
     (event, event_context): (Option<NdkFnDisconnectEventCallback>, *mut c_void),
 ) -> (NtStatus, Arc<Signal>) {
+    let (data, len) = c_array(data);
     // SAFETY: live objects; data valid for the call; the caller keeps the
     // event context alive.
     requested(|done, ctx| unsafe {
@@ -942,8 +943,8 @@ pub fn accept_with(
             qp.0,
             ird,
             ord,
-            data.as_ptr().cast(),
-            u32::try_from(data.len()).unwrap(),
+            data.cast(),
+            len,
             event,
             event_context,
             done,
@@ -962,6 +963,7 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
+    let (data, data_len) = c_array(data);
     // SAFETY: live objects; address and data valid for the call.
     requested(|done, ctx| unsafe {
         (connector.d().ndk_connect_with_shared_endpoint)(
@@ -972,8 +974,8 @@ pub fn connect_shared(
             dst.len(),
             ird,
             ord,
-            data.as_ptr().cast(),
-            u32::try_from(data.len()).unwrap(),
+            data.cast(),
+            data_len,
             done,
             ctx,
         )
