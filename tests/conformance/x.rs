@@ -51,6 +51,15 @@ fn expect_b_answers_a(pair: &Pair) {
     assert_success!(ys.outcome(y), "B's Disconnect completes");
 }
 
+/// A calls Disconnect, which must pend until B answers (X1), and B is told
+/// (X2): the signal of A's Disconnect.
+fn expect_a_disconnect_pends(pair: &Pair) -> Arc<Signal> {
+    let (x, xs) = pair.a_conn.disconnect();
+    assert_eq!(x, STATUS_PENDING, "Disconnect pends");
+    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
+    xs
+}
+
 /// Both sides call Disconnect, neither waiting for the other's indication:
 /// the outcomes of A's and of B's.
 fn both_disconnect(pair: &Pair) -> (NtStatus, NtStatus) {
@@ -70,9 +79,7 @@ fn both_disconnect(pair: &Pair) -> (NtStatus, NtStatus) {
 #[test]
 fn x1_disconnect_pends_until_the_peer_disconnects() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING, "Disconnect pends");
-    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
+    let xs = expect_a_disconnect_pends(&pair);
     assert_eq!(
         settled_count(&xs),
         0,
@@ -91,9 +98,7 @@ fn x1_disconnect_pends_until_the_peer_disconnects() {
 #[test]
 fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     assert_eq!(settled_count(&xs), 0, "B has not answered yet");
     finish_close(close_connector_async(&pair.b_conn));
     assert_success!(xs.wait(), "B's close answered");
@@ -112,9 +117,7 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 0);
     let b_mem = Mem::all(&pair.b_pd, 4096, 2);
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     // B's own error completion (a local one: see `abort`).
     assert_success!(pair.b_qp.write(
         0xBAD,
@@ -142,9 +145,7 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
 #[test]
 fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
         xs.all(),
