@@ -126,7 +126,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let listener = server.listener(&incoming);
     assert_success!(listener.listen(server_addr.with_port(445)));
     let client_conn = client.connector();
-    let (status, connected) = client_conn.connect(
+    let connecting = client_conn.connect(
         &client_qp,
         client_addr,
         server_addr.with_port(445),
@@ -137,12 +137,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let server_conn = incoming.wait_nth(1);
     let (_, _, _, data, len) = server_conn.connection_data(64);
     assert_eq!(&data[..len as usize], b"smb2");
-    let server_disconnects = Signal::new();
-    let (accept, accepted) = server_conn.accept(&server_qp, 16, 16, b"ok", &server_disconnects);
-    assert_success!(connected.outcome(status));
-    let client_disconnects = Signal::new();
-    assert_success!(client_conn.complete_connect(&client_disconnects));
-    assert_success!(accepted.outcome(accept));
+    let conn = Conn::expect_accepted(client_conn, connecting, server_conn, &server_qp, b"ok");
 
     let mut cb = Vec::new(); // client completion backlog
     let mut sb = Vec::new(); // server completion backlog
@@ -343,12 +338,12 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     assert!(server_cq.poll(16).is_empty() && sb.is_empty());
 
     // --- Graceful disconnect and close of everything ------------------------
-    let (a, a_done) = client_conn.disconnect();
+    let (a, a_done) = conn.active.disconnect();
     assert!(
-        server_disconnects.wait() == STATUS_SUCCESS,
+        conn.b_disconnects.wait() == STATUS_SUCCESS,
         "the server learns of the client's disconnect (X2)"
     );
-    let (b, b_done) = server_conn.disconnect();
+    let (b, b_done) = conn.passive.disconnect();
     assert_success!(a_done.outcome(a), "client Disconnect (X1)");
     assert_success!(b_done.outcome(b), "server Disconnect");
     // The outstanding receives are flushed with the disconnect (E3).
@@ -357,8 +352,8 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let flushed = server_cq.wait_results(CREDITS);
     assert!(flushed.iter().all(|r| r.status == STATUS_CANCELLED));
 
-    assert_success!(client_conn.close());
-    assert_success!(server_conn.close());
+    assert_success!(conn.active.close());
+    assert_success!(conn.passive.close());
     listener.close();
     fast.close();
     server_mr.close();

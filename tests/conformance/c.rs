@@ -489,6 +489,12 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
 // C6: merging two arms
 // ---------------------------------------------------------------------------
 
+// The arms of C6's table, by their short names.
+const ANY: NdkCqNotifyType = NdkCqNotifyType::ANY;
+const ERRORS: NdkCqNotifyType = NdkCqNotifyType::ERRORS;
+const SOLICITED: NdkCqNotifyType = NdkCqNotifyType::SOLICITED;
+use Merged::{Any, Errors, Solicited};
+
 /// The arm in force, as its behaviour shows.
 #[derive(Debug, PartialEq, Eq)]
 enum Merged {
@@ -539,82 +545,55 @@ fn merged(first: NdkCqNotifyType, second: NdkCqNotifyType) -> Merged {
 // rule C6
 #[test]
 fn c6_any_then_any_is_any() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ANY, NdkCqNotifyType::ANY),
-        Merged::Any
-    );
+    assert_eq!(merged(ANY, ANY), Any);
 }
 
 // rule C6
 #[test]
 fn c6_any_then_errors_is_any() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ANY, NdkCqNotifyType::ERRORS),
-        Merged::Any
-    );
+    assert_eq!(merged(ANY, ERRORS), Any);
 }
 
 // rule C6
 #[test]
 fn c6_any_then_solicited_is_any() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ANY, NdkCqNotifyType::SOLICITED),
-        Merged::Any
-    );
+    assert_eq!(merged(ANY, SOLICITED), Any);
 }
 
 // rule C6
 #[test]
 fn c6_errors_then_any_is_any() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ERRORS, NdkCqNotifyType::ANY),
-        Merged::Any
-    );
+    assert_eq!(merged(ERRORS, ANY), Any);
 }
 
 // rule C6
 // see also E12
 #[test]
 fn c6_errors_then_errors_is_errors() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ERRORS, NdkCqNotifyType::ERRORS),
-        Merged::Errors
-    );
+    assert_eq!(merged(ERRORS, ERRORS), Errors);
 }
 
 // rule C6
 #[test]
 fn c6_errors_then_solicited_merges_to_solicited() {
-    assert_eq!(
-        merged(NdkCqNotifyType::ERRORS, NdkCqNotifyType::SOLICITED),
-        Merged::Solicited
-    );
+    assert_eq!(merged(ERRORS, SOLICITED), Solicited);
 }
 
 // rule C6
 #[test]
 fn c6_solicited_then_any_is_any() {
-    assert_eq!(
-        merged(NdkCqNotifyType::SOLICITED, NdkCqNotifyType::ANY),
-        Merged::Any
-    );
+    assert_eq!(merged(SOLICITED, ANY), Any);
 }
 
 // rule C6
 #[test]
 fn c6_solicited_then_errors_stays_solicited() {
-    assert_eq!(
-        merged(NdkCqNotifyType::SOLICITED, NdkCqNotifyType::ERRORS),
-        Merged::Solicited
-    );
+    assert_eq!(merged(SOLICITED, ERRORS), Solicited);
 }
 
 // rule C6
 // see also P17
 #[test]
 fn c6_solicited_then_solicited_is_solicited() {
-    assert_eq!(
-        merged(NdkCqNotifyType::SOLICITED, NdkCqNotifyType::SOLICITED),
-        Merged::Solicited
-    );
+    assert_eq!(merged(SOLICITED, SOLICITED), Solicited);
 }

@@ -137,6 +137,27 @@ fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
     await_abort(&pair.a_disconnects);
 }
 
+/// Fills `buffer` with pattern `seed` ([`bytes`]): what it holds before the
+/// test moves anything.
+fn fill(buffer: &mut Buffer, seed: u8) -> Vec<u8> {
+    let before = bytes(buffer.len, seed);
+    buffer.bytes_mut().copy_from_slice(&before);
+    before
+}
+
+/// Fast-registers `frmr` on B's QP with each of `flags` in turn (request
+/// contexts `context + i`), invalidating it after each (contexts
+/// `context + 10 + i`): every FastRegister and Invalidate must succeed.
+fn expect_fast_registers(pair: &Pair, frmr: &Frmr, flags: &[u32], context: usize) {
+    for (i, &flags) in flags.iter().enumerate() {
+        assert_success!(frmr.post(&pair.b_qp, context + i, flags), "{flags:#x}");
+        expect(&pair.b_cq, context + i, STATUS_SUCCESS);
+        let invalidate = context + 10 + i;
+        assert_success!(pair.b_qp.invalidate(invalidate, frmr.mr.header(), 0));
+        expect(&pair.b_cq, invalidate, STATUS_SUCCESS);
+    }
+}
+
 /// A's Write of the bytes of `local` to `remote` / `token` of B; returns
 /// its completion status.
 fn a_writes(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
@@ -381,9 +402,7 @@ fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     assert!(sink.bytes()[0x30 + len..].iter().all(|&b| b == 0));
 
     assert_close(mr.close());
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src, sink]);
 }
 
 /// A chain of MDLs virtually contiguous from the made-up index `va` (as
@@ -445,9 +464,7 @@ fn m2_register_mr_over_a_chain_mapped_apart() {
     assert_success!(a_reads(&pair, sink.sge(0x30, len), va + at as u64, token));
     assert_eq!(&sink.bytes()[0x30..0x30 + len], &now[at..at + len]);
     assert_close(mr.close());
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src, sink]);
     drop(mdls);
 }
 
@@ -559,9 +576,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     assert_eq!(&sink.bytes()[..0x800], &now[0x1100..0x1900]);
 
     assert_close(mr.close());
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src, sink]);
 }
 
 /// M4: the MDL's virtual address is only the index of the region's first
@@ -962,9 +977,7 @@ fn assert_rights<T: Fn(&Pair) -> Target>(
 fn fast_registered(flags: u32) -> impl Fn(&Pair) -> Target {
     move |pair: &Pair| {
         let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, true);
-        frmr.buffer
-            .bytes_mut()
-            .copy_from_slice(&bytes(2 * PAGE, 0x45));
+        fill(&mut frmr.buffer, 0x45);
         assert_success!(frmr.post(&pair.b_qp, 0xF5, flags));
         expect(&pair.b_cq, 0xF5, STATUS_SUCCESS);
         Target::Fast(frmr)
@@ -1055,33 +1068,23 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         assert_close(mr.close());
     }
     let frmr = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0, 1, true);
-    for (i, flags) in [
+    let all_rights = [
         READ_SINK,
         READ_SINK | OP_LOCAL_WRITE,
         READ_SINK | OP_REMOTE_READ,
         READ_SINK | OP_REMOTE_WRITE | OP_REMOTE_READ,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        assert_success!(frmr.post(&pair.b_qp, 10 + i, flags), "{flags:#x}");
-        expect(&pair.b_cq, 10 + i, STATUS_SUCCESS);
-        assert_success!(pair.b_qp.invalidate(20 + i, frmr.mr.header(), 0));
-        expect(&pair.b_cq, 20 + i, STATUS_SUCCESS);
-    }
+    ];
+    expect_fast_registers(&pair, &frmr, &all_rights, 10);
     frmr.close(&pair.b);
     // READ_SINK is no remote right: an MR initialized without RemoteAccess
     // takes it.
     let local_only = Frmr::new(&pair.b, &pair.b_pd, PAGE, 0, 1, false);
-    for (i, flags) in [READ_SINK, READ_SINK | OP_LOCAL_WRITE]
-        .into_iter()
-        .enumerate()
-    {
-        assert_success!(local_only.post(&pair.b_qp, 40 + i, flags), "{flags:#x}");
-        expect(&pair.b_cq, 40 + i, STATUS_SUCCESS);
-        assert_success!(pair.b_qp.invalidate(50 + i, local_only.mr.header(), 0));
-        expect(&pair.b_cq, 50 + i, STATUS_SUCCESS);
-    }
+    expect_fast_registers(
+        &pair,
+        &local_only,
+        &[READ_SINK, READ_SINK | OP_LOCAL_WRITE],
+        40,
+    );
     local_only.close(&pair.b);
 
     // A Read into privileged-token SGEs over a LAM, across two pages.
@@ -1420,10 +1423,7 @@ fn m12_tokens_are_readable_once_registration_completed() {
 
     assert_close(fast.close());
     pair.b.release_lam(&mut lam);
-    target.close();
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [target, src, sink]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1592,9 +1592,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
     ));
     assert_eq!(sink.bytes(), src.bytes());
     frmr.close(&pair.b);
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src, sink]);
 }
 
 /// M15: a FastRegister asking for remote read or write on an MR initialized
@@ -1605,8 +1603,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
 fn m15_remote_rights_need_remote_access_at_initialization() {
     let pair = Pair::new();
     let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, false);
-    let before = bytes(2 * PAGE, 22);
-    frmr.buffer.bytes_mut().copy_from_slice(&before);
+    let before = fill(&mut frmr.buffer, 22);
     for (i, flags) in [
         OP_REMOTE_READ,
         OP_REMOTE_WRITE,
@@ -1648,9 +1645,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
     ));
     assert_eq!(&sink.bytes()[..0x300], &now[0xE80..0x1180]);
     frmr.close(&pair.b);
-    src.close();
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src, sink]);
 }
 
 /// M16: FastRegister maps page-aligned logical pages that need not be
@@ -1663,8 +1658,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
 fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let pair = Pair::new();
     let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 6 * PAGE, 0, 4, true);
-    let before = bytes(6 * PAGE, 24);
-    frmr.buffer.bytes_mut().copy_from_slice(&before);
+    let before = fill(&mut frmr.buffer, 24);
     let order = [3_usize, 0, 5, 1];
     let pages: Vec<u64> = order.iter().map(|&p| frmr.pages[p]).collect();
     let fbo = 0x234_usize;
@@ -1992,9 +1986,7 @@ fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     assert_success!(a_writes(&pair, src.sge(0, 0x200), r.remote(0x100), token));
     assert_placed(r.bytes(), &before, 0x100, &src.bytes()[..0x200]);
     assert_close(mw.close());
-    r.close();
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [r, src]);
 }
 
 /// One connection of the M21 test: QPs on A and B with their own CQs.
@@ -2036,13 +2028,8 @@ impl Conn {
     }
 
     fn close(self) {
-        self.link.close();
-        assert_closed([
-            self.a_qp.close(),
-            self.b_qp.close(),
-            self.a_cq.close(),
-            self.b_cq.close(),
-        ]);
+        self.link
+            .close_with((self.a_qp, self.b_qp), (self.a_cq, self.b_cq));
     }
 }
 
@@ -2202,9 +2189,7 @@ fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
         r.token()
     ));
     assert_placed(r.bytes(), &before, 0x10, &src.bytes()[..0x100]);
-    r.close();
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [r, src]);
 }
 
 /// M24, C2: SendAndInvalidate invalidates the named token at the receiver

@@ -36,71 +36,12 @@ fn assert_fails((status, signal): (NtStatus, Arc<Signal>), expected: NtStatus, w
     }
 }
 
-/// Starts a Connect that must be accepted later (returned STATUS_PENDING).
-fn start_connect(
-    connector: &Connector,
-    qp: &Qp,
-    src: Addr,
-    dst: Addr,
-    data: &[u8],
-) -> (NtStatus, Arc<Signal>) {
-    let started = connector.connect(qp, src, dst, 16, 16, data);
-    assert_eq!(started.0, STATUS_PENDING, "Connect starts and pends");
-    started
-}
-
-/// A Connect of `a`'s QP to the listener at `dst` (with `data`), pending,
-/// and the request it delivered, the `nth` connect event of `incoming`:
-/// the active connector, its Connect and the passive connector.
-fn request(
-    (a, qp): (&End, &Qp),
-    dst: Addr,
-    incoming: &Incoming,
-    nth: usize,
-    data: &[u8],
-) -> (Connector, (NtStatus, Arc<Signal>), Connector) {
-    let active = a.adapter.connector();
-    let connecting = start_connect(&active, qp, a.addr, dst, data);
-    let passive = incoming.wait_nth(nth);
-    (active, connecting, passive)
-}
-
-/// The passive side rejects a request ([`request`]): the Connect fails
+/// The passive side rejects a request ([`connect_request`]): the Connect fails
 /// with STATUS_CONNECTION_REFUSED (N16); both connectors close.
 fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
     assert_closes_succeed!(passive, active);
-}
-
-/// The last step of a request the passive side accepted, once the Connect
-/// completed: CompleteConnect and then the Accept's outcome succeed (N13):
-/// the connection.
-fn complete(
-    active: Connector,
-    passive: Connector,
-    accepted: (NtStatus, Arc<Signal>),
-    b_disconnects: Arc<Signal>,
-) -> Conn {
-    let a_disconnects = Signal::new();
-    assert_success!(active.complete_connect(&a_disconnects));
-    assert_success!(outcome(accepted));
-    Conn::of(active, passive, a_disconnects, b_disconnects)
-}
-
-/// The passive side accepts a request ([`request`]) with `b_qp`: the
-/// Connect, the CompleteConnect and the Accept succeed (N13): the
-/// connection.
-fn accept(
-    active: Connector,
-    connecting: (NtStatus, Arc<Signal>),
-    passive: Connector,
-    b_qp: &Qp,
-) -> Conn {
-    let b_disconnects = Signal::new();
-    let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
-    assert_success!(outcome(connecting));
-    complete(active, passive, accepted, b_disconnects)
 }
 
 /// Both sides' QPs, connected through `listener` of `b`, then a message
@@ -162,8 +103,8 @@ fn n1_connections_work_over_ipv6() {
 fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     let (a, b) = End::two();
     let v6 = End::open(Transport::default().addresses(Family::V6).0);
-    let fixed_port = Transport::default().explicit_port(b.addr);
-    let v6_port = Transport::default().explicit_port(v6.addr);
+    let fixed_port = b.explicit_port();
+    let v6_port = v6.explicit_port();
     let incoming = Incoming::new();
 
     // Listen.
@@ -247,9 +188,7 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
     for listener in [short, v6_listener, long] {
         assert_success!(listener.close());
     }
-    qp.close();
-    a.close();
-    b.close();
+    close_ends([qp], (a, b));
     v6.close();
 }
 
@@ -265,7 +204,7 @@ fn n2_addresses_are_sockaddr_in_or_in6_with_the_bytes_supplied() {
 fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
     for end in End::one_per_family() {
         let addr = end.addr;
-        let fixed_port = Transport::default().explicit_port(addr);
+        let fixed_port = end.explicit_port();
         let incoming = Incoming::new();
         let first = end.adapter.listener(&incoming);
         let second = end.adapter.listener(&incoming);
@@ -311,7 +250,7 @@ fn n3_listen_on_port_0_picks_an_ephemeral_port_reported_by_get_local_address() {
 #[test]
 fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
     let (a, _) = End::two();
-    let fixed_port = Transport::default().explicit_port(a.addr);
+    let fixed_port = a.explicit_port();
     let incoming = Incoming::new();
     let (first, _, addr) = a.listen(0);
     let second = a.adapter.listener(&incoming);
@@ -340,7 +279,7 @@ fn n3_listen_on_an_address_in_use_fails_sharing_violation() {
 #[test]
 fn n3_listen_on_an_address_not_of_this_adapter_fails_invalid_address() {
     let (a, b) = End::two();
-    let fixed_port = Transport::default().explicit_port(a.addr);
+    let fixed_port = a.explicit_port();
     let (v6, _) = fresh_v6();
     let incoming = Incoming::new();
     let listener = a.adapter.listener(&incoming);
@@ -499,11 +438,7 @@ fn n6_closing_listener_turns_away_new_requests_at_once() {
     assert_success!(late.close());
     conn.close();
     assert_success!(closed.wait(), "the close completes after the connectors'");
-    for qp in [a_qp, b_qp, late_qp] {
-        qp.close();
-    }
-    a.close();
-    b.close();
+    close_ends([a_qp, b_qp, late_qp], (a, b));
 }
 
 /// N7: a listener's endpoint counts one reference for the listener and one
@@ -568,7 +503,7 @@ fn n8_accepted_connector_uses_the_listener_endpoint() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
-    let fixed_port = Transport::default().explicit_port(b.addr);
+    let fixed_port = b.explicit_port();
     let (listener, incoming, listen_addr) = b.listen(fixed_port);
     assert_eq!(listen_addr, b.addr.with_port(fixed_port));
     let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
@@ -599,7 +534,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     // An explicit port.
     let a_qp2 = a.qp(0xA2);
     let b_qp2 = b.qp(0xB2);
-    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
+    let src = a.explicit_addr();
     let conn = Conn::establish(&a.adapter, src, &a_qp2, listen_addr, &incoming, 2, &b_qp2);
     assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
     let probe = a.adapter.listener(&Incoming::new());
@@ -620,11 +555,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
     assert_success!(conn.active.close());
     assert_success!(probe.listen(src), "released by the close");
     assert_closes_succeed!(conn.passive, probe, listener);
-    for qp in [a_qp, b_qp, a_qp2, b_qp2] {
-        qp.close();
-    }
-    a.close();
-    b.close();
+    close_ends([a_qp, b_qp, a_qp2, b_qp2], (a, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -638,7 +569,7 @@ fn n8_connect_owns_a_dedicated_endpoint_released_when_the_connector_closes() {
 fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
     for end in End::one_per_family() {
         let addr = end.addr;
-        let fixed_port = Transport::default().explicit_port(addr);
+        let fixed_port = end.explicit_port();
         let ephemeral = end
             .adapter
             .try_shared_endpoint(addr.with_port(0))
@@ -672,7 +603,7 @@ fn n9_shared_endpoint_port_0_is_ephemeral_and_reported() {
 #[test]
 fn n9_shared_endpoint_fails_like_listen() {
     let (a, b) = End::two();
-    let fixed_port = Transport::default().explicit_port(a.addr);
+    let fixed_port = a.explicit_port();
     let (listener, _incoming, listen_addr) = a.listen(0);
     assert_eq!(
         a.adapter.try_shared_endpoint(listen_addr).err(),
@@ -715,20 +646,22 @@ fn n9_shared_endpoint_fails_like_listen() {
 #[test]
 fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
+    let src = a.explicit_addr();
     let endpoint = a
         .adapter
         .try_shared_endpoint(src)
         .expect("CreateSharedEndpoint");
     let active = a.adapter.connector();
-    let (status, connected) = connect_shared(&active, &a_qp, &endpoint, listen_addr, 16, 16, b"s");
-    assert_eq!(status, STATUS_PENDING);
+    let connecting = connect_shared(&active, &a_qp, &endpoint, listen_addr, 16, 16, b"s");
+    assert_eq!(connecting.0, STATUS_PENDING);
     let passive = incoming.wait_nth(1);
-    let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
-    assert_success!(connected.outcome(status));
-    assert_success!(active.complete_connect(&Signal::new()));
-    assert_success!(outcome(accepted));
+    // The disconnect signals are callback contexts: kept to the end.
+    let Conn {
+        active,
+        passive,
+        a_disconnects: _a_disconnects,
+        b_disconnects: _b_disconnects,
+    } = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
 
     let closing = close_endpoint_async(endpoint);
@@ -775,20 +708,15 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
     let shared = |n: usize, dst: Addr, incoming: &Incoming, nth: usize| -> Conn {
         let (a_qp, b_qp) = &qps[n];
         let active = a.adapter.connector();
-        let (status, connected) = connect_shared(&active, a_qp, &endpoint, dst, 16, 16, b"");
+        let connecting = connect_shared(&active, a_qp, &endpoint, dst, 16, 16, b"");
+        let status = connecting.0;
         assert_eq!(
             status, STATUS_PENDING,
             "ConnectWithSharedEndpoint to {dst:?}"
         );
-        let passive = incoming.wait_nth(nth);
-        let b_disconnects = Signal::new();
-        let accepted = passive.accept(b_qp, 16, 16, b"", &b_disconnects);
-        assert_success!(connected.outcome(status));
-        let a_disconnects = Signal::new();
-        assert_success!(active.complete_connect(&a_disconnects));
-        assert_success!(outcome(accepted));
-        assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
-        Conn::of(active, passive, a_disconnects, b_disconnects)
+        let conn = Conn::expect_accepted(active, connecting, incoming.wait_nth(nth), b_qp, b"");
+        assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
+        conn
     };
     let first = shared(0, dst1, &in1, 1);
     let second = shared(1, dst2, &in2, 1);
@@ -824,7 +752,7 @@ fn n11_shared_endpoint_connections_need_distinct_destinations() {
 #[test]
 fn n12_connect_without_a_listener_is_refused() {
     let (a, b) = End::two();
-    let fixed_port = Transport::default().explicit_port(b.addr);
+    let fixed_port = b.explicit_port();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let connector = a.adapter.connector();
@@ -855,7 +783,7 @@ fn n12_connect_without_a_listener_is_refused() {
 #[test]
 fn n12_connect_failures_name_their_cause() {
     let (a, b) = End::two();
-    let fixed_port = Transport::default().explicit_port(a.addr);
+    let fixed_port = a.explicit_port();
     let (listener, incoming, listen_addr) = b.listen(0);
     let (v6, _) = fresh_v6();
     let (busy, _, busy_addr) = a.listen(0);
@@ -991,7 +919,8 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"hello");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"hello");
     assert_eq!(
         settled_count(&connecting.1),
         0,
@@ -1046,7 +975,8 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         STATUS_CONNECTION_INVALID,
         "never connected",
     );
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -1058,7 +988,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         "a passive connector",
     );
     // The refused calls changed nothing: the connection is made.
-    let conn = accept(active, connecting, passive, &b_qp);
+    let conn = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
     assert_fails(
         complete_connect_with(&conn.active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -1075,7 +1005,8 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
@@ -1104,7 +1035,8 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let b_disconnects = Signal::new();
     let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
@@ -1129,7 +1061,8 @@ fn n15_accept_completes_only_after_complete_connect() {
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
@@ -1155,7 +1088,8 @@ fn n16_passive_reject_refuses_the_active_connect() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
@@ -1174,7 +1108,8 @@ fn n16_passive_reject_refuses_the_active_connect() {
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
@@ -1199,7 +1134,8 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
 
     // Passive side.
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
     await_peer_gone(&passive);
@@ -1207,7 +1143,8 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_success!(passive.close());
 
     // Active side.
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 2, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 2, b"");
     let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
@@ -1225,12 +1162,9 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
 /// `MaxCallerData` bytes reach the peer whole.
 #[test]
 fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
-    let (a, b) = End::two();
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let max = a.adapter.info().max_caller_data as usize;
     assert!(max > 0);
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
     let long = vec![0x5A_u8; max + 1];
     let connector = a.adapter.connector();
     assert_fails(
@@ -1266,13 +1200,11 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
 /// exactly `MaxCalleeData` bytes reach the active side whole.
 #[test]
 fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
-    let (a, b) = End::two();
+    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
     let max = b.adapter.info().max_callee_data as usize;
     assert!(max > 0);
-    let a_qp = a.qp(0xA);
-    let b_qp = b.qp(0xB);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let long = vec![0xA5_u8; max + 1];
     assert_fails(
         passive.accept(&b_qp, 16, 16, &long, &Signal::new()),
@@ -1292,7 +1224,7 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     let (status, _, _, data, len) = active.connection_data(max + 8);
     assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
-    complete(active, passive, accepted, b_disconnects).close();
+    Conn::expect_completed(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1362,7 +1294,7 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
     let (active, connecting, passive) =
-        request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1393,7 +1325,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
     let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
     assert_success!(outcome(connecting));
     check_connection_data(&active, callee);
-    complete(active, passive, accepted, b_disconnects).close();
+    Conn::expect_completed(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1404,7 +1336,8 @@ fn n18_empty_private_data_has_rds_0() {
     let (a, b) = End::two();
     let a_qp = a.qp(0xA);
     let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
@@ -1458,7 +1391,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     let got = connection_data_into(&active, None, 0, true);
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
-    complete(active, passive, accepted, b_disconnects).close();
+    Conn::expect_completed(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 
@@ -1469,7 +1402,8 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"from a");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"from a");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&b_qp, 16, 16, b"from b", &b_disconnects);
     // After Accept, before the connection is complete.
@@ -1481,7 +1415,7 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
     );
     assert_eq!(&buffer, b"from a");
     assert_success!(outcome(connecting));
-    let conn = complete(active, passive, accepted, b_disconnects);
+    let conn = Conn::expect_completed(active, passive, accepted, b_disconnects);
     // After CompleteConnect and Accept completed.
     for (connector, sent) in [(&conn.active, b"from b"), (&conn.passive, b"from a")] {
         let got = connection_data_into(connector, Some(&mut buffer), 6, true);
@@ -1548,7 +1482,7 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
             Some((c_in.min(s_out), c_out.min(s_in))),
             "case {n}: the active side's effective limits"
         );
-        complete(active, passive, accepted, b_disconnects).close();
+        Conn::expect_completed(active, passive, accepted, b_disconnects).close();
         a_qp.close();
         b_qp.close();
     }
@@ -1569,7 +1503,7 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
     assert_success!(connecting.outcome(status));
     let limits = connection_data_into(&active, None, 0, true).limits;
     assert_eq!(limits, Some((1, 1)), "effective limits");
-    let conn = complete(active, passive, accepted, b_disconnects);
+    let conn = Conn::expect_completed(active, passive, accepted, b_disconnects);
 
     let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
     let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
@@ -1641,7 +1575,7 @@ fn check_getter(getter: Getter<'_>, expected: Addr) {
 fn n22_address_getters_report_the_bytes_written_or_needed() {
     for family in [Family::V4, Family::V6] {
         let (a, b) = Fixture::new().family(family).ends();
-        let fixed_port = Transport::default().explicit_port(a.addr);
+        let fixed_port = a.explicit_port();
         let a_qp = a.qp(0xA);
         let b_qp = b.qp(0xB);
         let (listener, incoming, listen_addr) = b.listen(0);
@@ -1692,7 +1626,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
         );
         assert!(bytes.iter().all(|&x| x == 0xEE));
     }
-    let src = a.addr.with_port(Transport::default().explicit_port(a.addr));
+    let src = a.explicit_addr();
     let connecting = start_connect(&active, &a_qp, src, listen_addr, b"");
     assert_eq!(
         address_of(Getter::ConnectorLocal(&active)),
@@ -1702,7 +1636,7 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
     let passive = incoming.wait_nth(1);
     assert_eq!(address_of(Getter::ConnectorLocal(&passive)), listen_addr);
     assert_eq!(address_of(Getter::ConnectorPeer(&passive)), src);
-    let conn = accept(active, connecting, passive, &b_qp);
+    let conn = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
     assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
     assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
     conn.close();
@@ -2033,7 +1967,7 @@ fn n27_loopback_connection_on_one_adapter() {
 #[test]
 fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
     let (a, b) = End::two();
-    let fixed_port = Transport::default().explicit_port(b.addr);
+    let fixed_port = b.explicit_port();
     let a_qp = a.qp(0xA);
     let b_qp = b.qp(0xB);
     let a_mem = Mem::all(&a.pd, 4096, 0);
@@ -2093,7 +2027,8 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) = request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     std::thread::sleep(SETTLE * 6);
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();
@@ -2102,7 +2037,7 @@ fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
     // The active consumer, too, may take its time before CompleteConnect.
     std::thread::sleep(SETTLE * 6);
     assert_eq!(accepted.1.count(), 0);
-    complete(active, passive, accepted, b_disconnects).close();
+    Conn::expect_completed(active, passive, accepted, b_disconnects).close();
     close_stage(listener, [a_qp, b_qp], (a, b));
 }
 

@@ -38,6 +38,11 @@ struct Fixture {
     inbox: Region,
 }
 
+/// A receive completion as (request context, status, bytes transferred).
+fn received(r: &NdkResult) -> (usize, NtStatus, u32) {
+    (r.request_context as usize, r.status, r.bytes_transferred)
+}
+
 /// B's QP context for connection `i`.
 const fn qp_context(i: usize) -> usize {
     0xB0 + i
@@ -91,6 +96,19 @@ impl Fixture {
         self.srq.receive(context, &[self.inbox.sge(offset, len)])
     }
 
+    /// Empty receives with the request contexts given, each accepted.
+    fn post_empty(&self, contexts: std::ops::Range<usize>) {
+        for context in contexts {
+            assert_success!(self.post(context, 0, 0), "SrqReceive {context}");
+        }
+    }
+
+    /// Waits for the `n`th notification; each so far was STATUS_SUCCESS.
+    fn expect_notified(&self, n: usize) {
+        assert_success!(self.notes.wait_nth(n), "notification {n}");
+        assert_eq!(self.notes.all(), vec![STATUS_SUCCESS; n]);
+    }
+
     /// A Send of `len` bytes of the pattern at `offset` on connection
     /// `conn`, and its completion at A; returns B's receive completion.
     fn send(&self, conn: usize, offset: usize, len: usize) -> NdkResult {
@@ -121,13 +139,7 @@ impl Fixture {
             assert_empty(&c.b_rcq);
         }
         for c in self.conns {
-            c.link.close();
-            assert_closed([
-                c.a_qp.close(),
-                c.b_qp.close(),
-                c.a_cq.close(),
-                c.b_rcq.close(),
-            ]);
+            c.link.close_with((c.a_qp, c.b_qp), (c.a_cq, c.b_rcq));
         }
         assert_close(self.srq.close());
         self.src.close();
@@ -191,24 +203,10 @@ fn q2_srq_qp_completions_go_to_its_own_receive_cq_with_its_context() {
     assert_success!(f.post(10, 0, 0x100));
     assert_success!(f.post(11, 0x100, 0x100));
     let got = f.send(1, 0x20, 0x90);
-    assert_eq!(
-        (
-            got.request_context as usize,
-            got.status,
-            got.bytes_transferred
-        ),
-        (10, STATUS_SUCCESS, 0x90)
-    );
+    assert_eq!(received(&got), (10, STATUS_SUCCESS, 0x90));
     assert_empty(&f.conns[0].b_rcq);
     let got = f.send(0, 0x200, 0x100);
-    assert_eq!(
-        (
-            got.request_context as usize,
-            got.status,
-            got.bytes_transferred
-        ),
-        (11, STATUS_SUCCESS, 0x100)
-    );
+    assert_eq!(received(&got), (11, STATUS_SUCCESS, 0x100));
     assert_empty(&f.conns[1].b_rcq);
     assert_empty(&f.b_icq);
     assert_eq!(&f.inbox.bytes()[..0x90], &f.src.bytes()[0x20..0xB0]);
@@ -329,14 +327,7 @@ fn q3_srq_receives_complete_like_receives() {
     assert_eq!(c.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
     // Connection 0 takes the next receive.
     let got = f.send(0, 0x100, 0x40);
-    assert_eq!(
-        (
-            got.request_context as usize,
-            got.status,
-            got.bytes_transferred
-        ),
-        (7, STATUS_SUCCESS, 0x40)
-    );
+    assert_eq!(received(&got), (7, STATUS_SUCCESS, 0x40));
     assert_eq!(&f.inbox.bytes()[0x300..0x340], &f.src.bytes()[0x100..0x140]);
     assert_close(mw.close());
     window_region.close();
@@ -349,9 +340,7 @@ fn q3_srq_receives_complete_like_receives() {
 #[test]
 fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
     let f = Fixture::new(16, 1, 0, true, 1);
-    for i in 0..4 {
-        assert_success!(f.post(i, 0, 0));
-    }
+    f.post_empty(0..4);
     assert_success!(f.srq.modify(0, 3));
     assert_eq!(f.consume(0), 0); // 3 left: not below 3.
     assert_eq!(f.notes.count(), 0);
@@ -361,8 +350,7 @@ fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
     // consumer that re-arms at 2 with threshold 2 is not notified at once.
     assert_success!(f.srq.modify(0, 2));
     assert_eq!(f.consume(0), 2);
-    assert_success!(f.notes.wait_nth(2));
-    assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
+    f.expect_notified(2);
     assert_eq!(f.consume(0), 3);
     f.close();
 }
@@ -376,8 +364,7 @@ fn q4_arming_below_the_threshold_notifies_at_once() {
     assert_success!(f.post(1, 0, 0));
     assert_success!(f.post(2, 0, 0));
     assert_success!(f.srq.modify(0, 3));
-    assert_success!(f.notes.wait_nth(2), "at ModifySrq");
-    assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
+    f.expect_notified(2); // At ModifySrq.
     assert_eq!(f.consume(0), 1);
     assert_eq!(f.consume(0), 2);
     // Not armed with a threshold at or below the count.
@@ -395,9 +382,7 @@ fn q4_arming_below_the_threshold_notifies_at_once() {
 #[test]
 fn q5_one_notification_disarms_until_modify() {
     let f = Fixture::new(16, 1, 0, true, 2);
-    for i in 0..8 {
-        assert_success!(f.post(i, 0, 0));
-    }
+    f.post_empty(0..8);
     assert_success!(f.srq.modify(0, 6));
     assert_eq!(f.consume(0), 0);
     assert_eq!(f.consume(1), 1);
@@ -412,8 +397,7 @@ fn q5_one_notification_disarms_until_modify() {
     // Re-armed with a threshold above the count: notified at once (Q4),
     // and this is the second notification: none came in between.
     assert_success!(f.srq.modify(0, 2));
-    assert_success!(f.notes.wait_nth(2));
-    assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
+    f.expect_notified(2);
     assert_eq!(f.consume(1), 7);
     assert_eq!(f.notes.count(), 2);
     f.close();
@@ -426,9 +410,7 @@ fn q5_one_notification_disarms_until_modify() {
 #[test]
 fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     let f = Fixture::new(4, 1, 0, true, 1);
-    for i in 0..4 {
-        assert_success!(f.post(i, 0, 0));
-    }
+    f.post_empty(0..4);
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // Depth 0: kept; threshold 3 arms.
     let completions = Signal::new();
@@ -444,9 +426,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // A new depth with threshold 0: the threshold (3) and the arm stay.
     assert_success!(f.srq.modify(8, 0));
-    for i in 4..8 {
-        assert_success!(f.post(i, 0, 0));
-    }
+    f.post_empty(4..8);
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     for i in 0..5 {
         assert_eq!(f.consume(0), i); // 7, 6, 5, 4, 3 left.
@@ -459,8 +439,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
     assert_success!(f.srq.modify(0, 1));
-    assert_success!(f.notes.wait_nth(2));
-    assert_eq!(f.notes.all(), [STATUS_SUCCESS, STATUS_SUCCESS]);
+    f.expect_notified(2);
     f.close();
 }
 
@@ -485,14 +464,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     assert_success!(f.srq.modify(8, 0));
     for i in 0..8 {
         let got = f.send(0, 0x40 * i, 0x40);
-        assert_eq!(
-            (
-                got.request_context as usize,
-                got.status,
-                got.bytes_transferred
-            ),
-            (i, STATUS_SUCCESS, 0x40)
-        );
+        assert_eq!(received(&got), (i, STATUS_SUCCESS, 0x40));
         assert_eq!(
             &f.inbox.bytes()[0x100 * i..0x100 * i + 0x40],
             &f.src.bytes()[0x40 * i..0x40 * (i + 1)]
@@ -501,8 +473,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
     assert_success!(f.srq.modify(0, 1));
-    assert_success!(f.notes.wait());
-    assert_eq!(f.notes.count(), 1);
+    f.expect_notified(1);
     f.close();
 }
 
@@ -514,9 +485,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
 fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     // Receives 0 to 2 posted, the SRQ modified, the receives consumed.
     let post_modify_consume = |f: &Fixture, threshold: u32| {
-        for i in 0..3 {
-            assert_success!(f.post(i, 0, 0));
-        }
+        f.post_empty(0..3);
         assert_success!(f.srq.modify(16, threshold));
         for i in 0..3 {
             assert_eq!(f.consume(0), i);
@@ -531,8 +500,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
     assert_success!(f.srq.modify(0, 1));
-    assert_success!(f.notes.wait());
-    assert_eq!(f.notes.count(), 1);
+    f.expect_notified(1);
     f.close();
 }
 

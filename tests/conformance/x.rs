@@ -23,22 +23,49 @@ fn sorted(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
 }
 
 /// Aborts the connection of `pair` with an error completion (E5): an RDMA
-/// Write of A gathering from a token A's MR never issued. A local error,
-/// so the failed completion is A's on any transport (a remote one, over
-/// iWARP, would return as the peer's Terminate after A's Write completed
-/// successfully, RFC 5040 §7). Returns A's failed completion.
-fn abort(pair: &Pair, a_mem: &Mem, b_mem: &Mem) -> NdkResult {
-    assert_success!(pair.a_qp.write(
-        0xBAD,
-        &[a_mem.bad_sge(0, 64)],
-        b_mem.remote(0),
-        b_mem.token(),
-        0
-    ));
+/// Write of A gathering from a token A's MR never issued, to a page of B. A
+/// local error, so the failed completion is A's on any transport (a remote
+/// one, over iWARP, would return as the peer's Terminate after A's Write
+/// completed successfully, RFC 5040 §7). Returns the page of memory made on
+/// each side (A's filled with 1s, B's with 0s), for the test to use and
+/// close.
+fn abort(pair: &Pair) -> (Mem, Mem) {
+    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
+    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
+    let (remote, token) = (b_mem.remote(0), b_mem.token());
+    let bad = [a_mem.bad_sge(0, 64)];
+    assert_success!(pair.a_qp.write(0xBAD, &bad, remote, token, 0));
     let failed = pair.a_cq.wait_results(1);
     assert_eq!(failed[0].request_context as usize, 0xBAD);
     assert_ne!(failed[0].status, STATUS_SUCCESS, "the Write failed");
-    failed[0]
+    (a_mem, b_mem)
+}
+
+/// A disconnects; B, once told (X2), answers with its own Disconnect: both
+/// Disconnects must complete with STATUS_SUCCESS (X1).
+fn expect_b_answers_a(pair: &Pair) {
+    let (x, xs) = pair.a_conn.disconnect();
+    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
+    let (y, ys) = pair.b_conn.disconnect();
+    assert_success!(xs.outcome(x), "A's Disconnect completes");
+    assert_success!(ys.outcome(y), "B's Disconnect completes");
+}
+
+/// A calls Disconnect, which must pend until B answers (X1), and B is told
+/// (X2): the signal of A's Disconnect.
+fn expect_a_disconnect_pends(pair: &Pair) -> Arc<Signal> {
+    let (x, xs) = pair.a_conn.disconnect();
+    assert_eq!(x, STATUS_PENDING, "Disconnect pends");
+    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
+    xs
+}
+
+/// Both sides call Disconnect, neither waiting for the other's indication:
+/// the outcomes of A's and of B's.
+fn both_disconnect(pair: &Pair) -> (NtStatus, NtStatus) {
+    let (x, xs) = pair.a_conn.disconnect();
+    let (y, ys) = pair.b_conn.disconnect();
+    (xs.outcome(x), ys.outcome(y))
 }
 
 // ---------------------------------------------------------------------------
@@ -52,9 +79,7 @@ fn abort(pair: &Pair, a_mem: &Mem, b_mem: &Mem) -> NdkResult {
 #[test]
 fn x1_disconnect_pends_until_the_peer_disconnects() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING, "Disconnect pends");
-    assert_success!(pair.b_disconnects.wait(), "B is told (X2)");
+    let xs = expect_a_disconnect_pends(&pair);
     assert_eq!(
         settled_count(&xs),
         0,
@@ -73,9 +98,7 @@ fn x1_disconnect_pends_until_the_peer_disconnects() {
 #[test]
 fn x1_the_peer_closing_its_connector_completes_the_disconnect() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     assert_eq!(settled_count(&xs), 0, "B has not answered yet");
     finish_close(close_connector_async(&pair.b_conn));
     assert_success!(xs.wait(), "B's close answered");
@@ -94,9 +117,7 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 0);
     let b_mem = Mem::all(&pair.b_pd, 4096, 2);
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     // B's own error completion (a local one: see `abort`).
     assert_success!(pair.b_qp.write(
         0xBAD,
@@ -113,9 +134,7 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
     assert_eq!(settled_count(&pair.b_disconnects), 1);
     assert_eq!(pair.a_disconnects.count(), 0, "A had disconnected itself");
     assert!(a_mem.bytes().iter().all(|&x| x == 0));
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// X1 with L20: closing the connector while its Disconnect waits for the
@@ -126,9 +145,7 @@ fn x1_an_abort_during_the_wait_fails_the_disconnect_connection_aborted() {
 #[test]
 fn x1_closing_the_connector_ends_the_wait_for_the_peer() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_eq!(x, STATUS_PENDING);
-    assert_success!(pair.b_disconnects.wait());
+    let xs = expect_a_disconnect_pends(&pair);
     finish_close(close_connector_async(&pair.a_conn));
     assert_eq!(
         xs.all(),
@@ -237,8 +254,7 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
     for mem in sources {
         mem.close();
     }
-    target.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [target]);
 }
 
 /// X1: when the connection was aborted (an error completion ended it, E5)
@@ -247,18 +263,12 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
 #[test]
 fn x1_disconnect_of_an_aborted_connection_fails_connection_aborted() {
     let pair = Pair::new();
-    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
-    abort(&pair, &a_mem, &b_mem);
+    let (a_mem, b_mem) = abort(&pair);
     assert_success!(pair.a_disconnects.wait());
     assert_success!(pair.b_disconnects.wait());
-    let (x, xs) = pair.a_conn.disconnect();
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_CONNECTION_ABORTED);
-    assert_eq!(ys.outcome(y), STATUS_CONNECTION_ABORTED);
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    let aborted = STATUS_CONNECTION_ABORTED;
+    assert_eq!(both_disconnect(&pair), (aborted, aborted));
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 // ---------------------------------------------------------------------------
@@ -270,11 +280,7 @@ fn x1_disconnect_of_an_aborted_connection_fails_connection_aborted() {
 #[test]
 fn x2_peer_disconnect_is_indicated_unless_the_consumer_disconnected_first() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_success!(pair.b_disconnects.wait(), "indicated to B");
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x));
-    assert_success!(ys.outcome(y));
+    expect_b_answers_a(&pair);
     assert_eq!(
         settled_count(&pair.a_disconnects),
         0,
@@ -289,19 +295,13 @@ fn x2_peer_disconnect_is_indicated_unless_the_consumer_disconnected_first() {
 #[test]
 fn x2_abort_is_indicated_to_both_consumers() {
     let pair = Pair::new();
-    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
-    abort(&pair, &a_mem, &b_mem);
+    let (a_mem, b_mem) = abort(&pair);
     assert_success!(pair.a_disconnects.wait(), "indicated to A");
     assert_success!(pair.b_disconnects.wait(), "indicated to B");
-    let (x, xs) = pair.a_conn.disconnect();
-    let (y, ys) = pair.b_conn.disconnect();
-    let _ = (xs.outcome(x), ys.outcome(y));
+    let _ = both_disconnect(&pair);
     assert_eq!(settled_count(&pair.a_disconnects), 1);
     assert_eq!(pair.b_disconnects.count(), 1);
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// X2: closing a connected connector without Disconnect is a graceful
@@ -387,9 +387,8 @@ unsafe extern "system" fn disconnect_in_callback(ctx: *mut c_void) {
 #[test]
 fn x3_disconnect_from_inside_the_indication_completes_once() {
     let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, 16, 16, b"");
-    let passive = incoming.wait_nth(1);
+    let (active, (status, connecting), passive) =
+        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
     let replier = Arc::new(Replier::default());
     replier
         .connector
@@ -487,11 +486,7 @@ fn x4_indication_neither_loses_nor_duplicates_completions() {
     a_mem.buffer.bytes_mut()[..4].copy_from_slice(b"last");
     assert_success!(pair.a_qp.send(0x50, &[a_mem.sge(0, 4)], 0));
     assert_success!(pair.a_cq.wait_results(1)[0].status, "sent");
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_success!(pair.b_disconnects.wait());
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x));
-    assert_success!(ys.outcome(y));
+    expect_b_answers_a(&pair);
     let results = pair.b_cq.wait_results(4);
     assert_eq!(
         sorted(&results),
@@ -510,9 +505,7 @@ fn x4_indication_neither_loses_nor_duplicates_completions() {
     assert_eq!(&b_mem.bytes()[..4], b"last");
     std::thread::sleep(SETTLE);
     assert!(pair.b_cq.poll(8).is_empty(), "no duplicate");
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// Asserts that every work request on `qp` fails inline with
@@ -539,15 +532,10 @@ fn x5_posts_after_disconnect_fail_connection_invalid() {
     let pair = Pair::new();
     let a_mem = Mem::all(&pair.a_pd, 4096, 0);
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
-    let (x, xs) = pair.a_conn.disconnect();
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x));
-    assert_success!(ys.outcome(y));
+    assert_eq!(both_disconnect(&pair), (STATUS_SUCCESS, STATUS_SUCCESS));
     assert_posts_refused(&pair.a_qp, &pair.a_cq, &a_mem, &b_mem, "A");
     assert_posts_refused(&pair.b_qp, &pair.b_cq, &b_mem, &a_mem, "B");
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// X5: a disconnected connector cannot be reused — a second Disconnect,
@@ -558,10 +546,7 @@ fn x5_posts_after_disconnect_fail_connection_invalid() {
 #[test]
 fn x5_disconnected_connector_and_qp_cannot_be_reused() {
     let pair = Pair::new();
-    let (x, xs) = pair.a_conn.disconnect();
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x));
-    assert_success!(ys.outcome(y));
+    assert_eq!(both_disconnect(&pair), (STATUS_SUCCESS, STATUS_SUCCESS));
     let (_, listen_addr, _) = pair.listener.local_address();
     let (_, a_addr, _) = pair.a_conn.local_address();
     let a_addr = a_addr.with_port(0);
@@ -604,21 +589,8 @@ fn x5_disconnected_connector_and_qp_cannot_be_reused() {
         "Accept with a disconnected QP"
     );
     assert_eq!(settled_count(&accepted), 0);
-    let b_disconnects = Signal::new();
-    let accepted = passive.accept(&fresh_b, 16, 16, b"", &b_disconnects);
-    assert_success!(connecting.outcome(c_status));
-    let a_disconnects = Signal::new();
-    assert_success!(connector.complete_connect(&a_disconnects));
-    assert_success!(accepted.1.outcome(accepted.0));
-    Conn {
-        active: connector,
-        passive,
-        a_disconnects,
-        b_disconnects,
-    }
-    .close();
-    fresh_a.close();
-    fresh_b.close();
+    Conn::expect_accepted(connector, (c_status, connecting), passive, &fresh_b, b"").close();
+    assert_closed([fresh_a.close(), fresh_b.close()]);
     close_pair(pair);
 }
 
@@ -632,11 +604,7 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
     let b_mem = Mem::all(&pair.b_pd, 4096, 0);
     assert_success!(pair.a_qp.receive(0xA1, &[a_mem.sge(0, 64)]));
     assert_success!(pair.b_qp.receive(0xB1, &[b_mem.sge(0, 64)]));
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_success!(pair.b_disconnects.wait());
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x));
-    assert_success!(ys.outcome(y));
+    expect_b_answers_a(&pair);
     assert_eq!(
         sorted(&pair.a_cq.wait_results(1)),
         [(0xA1, STATUS_CANCELLED)]
@@ -662,10 +630,7 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
     assert!(a_mem.bytes().iter().all(|&x| x == 0), "B reached A");
     assert!(b_mem.bytes().iter().all(|&x| x == 0), "A reached B");
     assert!(pair.a_cq.poll(4).is_empty() && pair.b_cq.poll(4).is_empty());
-    for mem in [a_mem, b_mem, a_src, b_src] {
-        mem.close();
-    }
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem, a_src, b_src]);
 }
 
 /// X6: a Disconnect that completes with a failure (the connection had been
@@ -674,20 +639,14 @@ fn x6_after_disconnect_completes_nothing_flows_either_way() {
 #[test]
 fn x6_after_a_failed_disconnect_the_connection_is_fully_closed() {
     let pair = Pair::new();
-    let a_mem = Mem::all(&pair.a_pd, 4096, 1);
-    let b_mem = Mem::all(&pair.b_pd, 4096, 0);
-    abort(&pair, &a_mem, &b_mem);
+    let (a_mem, b_mem) = abort(&pair);
     assert_success!(pair.b_disconnects.wait());
-    let (x, xs) = pair.a_conn.disconnect();
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_eq!(xs.outcome(x), STATUS_CONNECTION_ABORTED);
-    assert_eq!(ys.outcome(y), STATUS_CONNECTION_ABORTED);
+    let aborted = STATUS_CONNECTION_ABORTED;
+    assert_eq!(both_disconnect(&pair), (aborted, aborted));
     assert_posts_refused(&pair.a_qp, &pair.a_cq, &a_mem, &b_mem, "A");
     assert_posts_refused(&pair.b_qp, &pair.b_cq, &b_mem, &a_mem, "B");
     assert!(b_mem.bytes().iter().all(|&x| x == 0));
-    a_mem.close();
-    b_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem, b_mem]);
 }
 
 /// X7 (consumer): Disconnect with requests still outstanding — receives,
@@ -708,11 +667,7 @@ fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
     }
     std::thread::sleep(SETTLE);
     assert!(pair.a_cq.poll(8).is_empty(), "the Sends wait for receives");
-    let (x, xs) = pair.a_conn.disconnect();
-    assert_success!(pair.b_disconnects.wait());
-    let (y, ys) = pair.b_conn.disconnect();
-    assert_success!(xs.outcome(x), "the Disconnect completes");
-    assert_success!(ys.outcome(y));
+    expect_b_answers_a(&pair);
     let expected: Vec<(usize, NtStatus)> = (0..3)
         .map(|i| (0x70 + i, STATUS_CANCELLED))
         .chain((0..3).map(|i| (0x80 + i, STATUS_CANCELLED)))
@@ -721,8 +676,7 @@ fn x7_disconnect_with_outstanding_requests_flushes_them_and_completes() {
     std::thread::sleep(SETTLE);
     assert!(pair.a_cq.poll(8).is_empty(), "each exactly once");
     assert!(pair.b_cq.poll(8).is_empty(), "no Send reached B");
-    a_mem.close();
-    close_pair(pair);
+    close_pair_with_regions(pair, [a_mem]);
 }
 
 /// X7: the same when the consumer closes the connector (a graceful

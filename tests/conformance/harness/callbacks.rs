@@ -7,11 +7,56 @@ use super::*;
 // Callbacks
 // ---------------------------------------------------------------------------
 
+/// What callbacks hand over, in the order they came, for a test to count
+/// and wait on (statuses for a [`Signal`], connectors for an [`Incoming`]).
+pub struct Arrivals<T> {
+    items: Mutex<Vec<T>>,
+    cv: Condvar,
+}
+
+impl<T> Default for Arrivals<T> {
+    fn default() -> Self {
+        Self {
+            items: Mutex::new(Vec::new()),
+            cv: Condvar::new(),
+        }
+    }
+}
+
+impl<T: Copy> Arrivals<T> {
+    fn push(&self, item: T) {
+        self.items.lock().unwrap().push(item);
+        self.cv.notify_all();
+    }
+
+    fn all(&self) -> Vec<T> {
+        self.items.lock().unwrap().clone()
+    }
+
+    fn count(&self) -> usize {
+        self.items.lock().unwrap().len()
+    }
+
+    /// Waits for the `n`th (1-based) arrival, failing the test (naming
+    /// `what`) when it has not come within [`WAIT`].
+    fn wait_nth(&self, n: usize, what: &str) -> T {
+        let guard = self.items.lock().unwrap();
+        let (guard, timeout) = self
+            .cv
+            .wait_timeout_while(guard, WAIT, |items| items.len() < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "{what} #{n} did not arrive within {WAIT:?}"
+        );
+        guard[n - 1]
+    }
+}
+
 /// Collects the statuses of request completions (or of any status callback).
 #[derive(Default)]
 pub struct Signal {
-    statuses: Mutex<Vec<NtStatus>>,
-    cv: Condvar,
+    statuses: Arrivals<NtStatus>,
     /// Runs (once) inside the next callback, before it returns.
     hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
@@ -31,8 +76,7 @@ impl Signal {
         if let Some(hook) = hook {
             hook();
         }
-        self.statuses.lock().unwrap().push(status);
-        self.cv.notify_all();
+        self.statuses.push(status);
     }
 
     /// Runs `hook` inside the next callback recorded here, on the thread
@@ -43,25 +87,16 @@ impl Signal {
 
     /// Statuses so far.
     pub fn all(&self) -> Vec<NtStatus> {
-        self.statuses.lock().unwrap().clone()
+        self.statuses.all()
     }
 
     pub fn count(&self) -> usize {
-        self.statuses.lock().unwrap().len()
+        self.statuses.count()
     }
 
     /// Waits for the `n`th (1-based) callback and returns its status.
     pub fn wait_nth(&self, n: usize) -> NtStatus {
-        let guard = self.statuses.lock().unwrap();
-        let (guard, timeout) = self
-            .cv
-            .wait_timeout_while(guard, WAIT, |s| s.len() < n)
-            .unwrap();
-        assert!(
-            !timeout.timed_out(),
-            "callback #{n} did not arrive within {WAIT:?}"
-        );
-        guard[n - 1]
+        self.statuses.wait_nth(n, "callback")
     }
 
     /// Waits for the first callback.
@@ -123,8 +158,7 @@ pub unsafe extern "system" fn on_disconnect(ctx: *mut c_void) {
 /// Incoming connectors of a listener.
 #[derive(Default)]
 pub struct Incoming {
-    connectors: Mutex<Vec<usize>>,
-    cv: Condvar,
+    connectors: Arrivals<usize>,
 }
 
 impl Incoming {
@@ -135,17 +169,11 @@ impl Incoming {
         Arc::as_ptr(self).cast_mut().cast()
     }
     pub fn count(&self) -> usize {
-        self.connectors.lock().unwrap().len()
+        self.connectors.count()
     }
     /// Waits for the `n`th (1-based) incoming connector.
     pub fn wait_nth(&self, n: usize) -> Connector {
-        let guard = self.connectors.lock().unwrap();
-        let (guard, timeout) = self
-            .cv
-            .wait_timeout_while(guard, WAIT, |c| c.len() < n)
-            .unwrap();
-        assert!(!timeout.timed_out(), "connect event #{n} did not arrive");
-        Connector(guard[n - 1] as *mut NdkConnector)
+        Connector(self.connectors.wait_nth(n, "connect event") as *mut NdkConnector)
     }
 }
 
@@ -153,8 +181,7 @@ impl Incoming {
 pub unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
     // SAFETY: tests pass `Incoming::ctx` of an Incoming they keep alive.
     let incoming = unsafe { &*ctx.cast::<Incoming>() };
-    incoming.connectors.lock().unwrap().push(connector as usize);
-    incoming.cv.notify_all();
+    incoming.connectors.push(connector as usize);
 }
 
 /// How long a check waits to see that a callback does *not* come (only to

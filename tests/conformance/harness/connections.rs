@@ -477,6 +477,13 @@ impl Link {
         assert_close(self.b_conn.close());
         assert_close(self.listener.close());
     }
+
+    /// [`close`](Self::close), then the QPs the link connected and their
+    /// CQs (A's and B's of each), every close L18 checked.
+    pub fn close_with(self, (a_qp, b_qp): (Qp, Qp), (a_cq, b_cq): (Cq, Cq)) {
+        self.close();
+        assert_closed([a_qp.close(), b_qp.close(), a_cq.close(), b_cq.close()]);
+    }
 }
 
 /// One side of a connection a test builds itself: an adapter and a PD
@@ -556,6 +563,17 @@ impl End {
             addr,
             Box::new(|a| a.cq(1024)),
         )
+    }
+
+    /// A port a test may name explicitly on this end's address
+    /// ([`Transport::explicit_port`]).
+    pub fn explicit_port(&self) -> u16 {
+        Transport::default().explicit_port(self.addr)
+    }
+
+    /// This end's address with an [`explicit_port`](Self::explicit_port).
+    pub fn explicit_addr(&self) -> Addr {
+        self.addr.with_port(self.explicit_port())
     }
 
     fn made(adapter: Adapter, addr: Addr, make_cq: MakeCq<'_>) -> Self {
@@ -778,6 +796,14 @@ pub fn close_pair(pair: Pair) {
     reap_pair(pair, Closed::default(), Early::default(), false);
 }
 
+/// Closes the test's regions, then [`close_pair`].
+pub fn close_pair_with_regions<const N: usize>(pair: Pair, regions: [Region; N]) {
+    for region in regions {
+        region.close();
+    }
+    close_pair(pair);
+}
+
 /// [`close_pair`] but for what the test closed itself.
 pub fn close_pair_except(pair: Pair, closed: Closed) {
     reap_pair(pair, closed, Early::default(), false);
@@ -873,28 +899,51 @@ impl Conn {
         peer_qp: &Qp,
     ) -> Self {
         let active = adapter.connector();
-        let (status, connected) = active.connect(qp, src, dst, 16, 16, b"hello");
+        let connecting = active.connect(qp, src, dst, 16, 16, b"hello");
+        let status = connecting.0;
         assert!(
             status == STATUS_PENDING || status == STATUS_SUCCESS,
             "Connect returned {status:#x}"
         );
         let passive = incoming.wait_nth(nth);
+        Self::expect_accepted(active, connecting, passive, peer_qp, b"welcome")
+    }
+
+    /// Accepts, with `qp`, read limits 16 / 16 and `data`, the request
+    /// `passive` that `active`'s Connect (`connecting`: its return value and
+    /// signal) delivered; the Connect, the CompleteConnect and the Accept
+    /// must all succeed (N13). The connection.
+    pub fn expect_accepted(
+        active: Connector,
+        (status, connected): (NtStatus, Arc<Signal>),
+        passive: Connector,
+        qp: &Qp,
+        data: &[u8],
+    ) -> Self {
         let b_disconnects = Signal::new();
-        let (accept, accepted) = passive.accept(peer_qp, 16, 16, b"welcome", &b_disconnects);
+        let (accept, accepted) = passive.accept(qp, 16, 16, data, &b_disconnects);
         assert!(
             accept == STATUS_PENDING || accept == STATUS_SUCCESS,
             "Accept returned {accept:#x}"
         );
         assert_success!(connected.outcome(status), "Connect completion");
+        Self::expect_completed(active, passive, (accept, accepted), b_disconnects)
+    }
+
+    /// The last step of an accepted request once the Connect completed:
+    /// CompleteConnect, then the Accept's outcome (`accepted`: its return
+    /// value and signal), must succeed (N13). The connection, whose passive
+    /// side reports its disconnects to `b_disconnects`.
+    pub fn expect_completed(
+        active: Connector,
+        passive: Connector,
+        (accept, accepted): (NtStatus, Arc<Signal>),
+        b_disconnects: Arc<Signal>,
+    ) -> Self {
         let a_disconnects = Signal::new();
         assert_success!(active.complete_connect(&a_disconnects), "CompleteConnect");
         assert_success!(accepted.outcome(accept), "Accept completion");
-        Self {
-            active,
-            passive,
-            a_disconnects,
-            b_disconnects,
-        }
+        Self::of(active, passive, a_disconnects, b_disconnects)
     }
 
     /// Disconnects both sides (any outcome) and closes both connectors.
@@ -910,6 +959,35 @@ impl Conn {
             );
         }
     }
+}
+
+/// Starts a Connect that must be accepted later (returned STATUS_PENDING).
+pub fn start_connect(
+    connector: &Connector,
+    qp: &Qp,
+    src: Addr,
+    dst: Addr,
+    data: &[u8],
+) -> (NtStatus, Arc<Signal>) {
+    let started = connector.connect(qp, src, dst, 16, 16, data);
+    assert_eq!(started.0, STATUS_PENDING, "Connect starts and pends");
+    started
+}
+
+/// A Connect of `a`'s QP to the listener at `dst` (with `data`), pending,
+/// and the request it delivered, the `nth` connect event of `incoming`:
+/// the active connector, its Connect and the passive connector.
+pub fn connect_request(
+    (a, qp): (&End, &Qp),
+    dst: Addr,
+    incoming: &Incoming,
+    nth: usize,
+    data: &[u8],
+) -> (Connector, (NtStatus, Arc<Signal>), Connector) {
+    let active = a.adapter.connector();
+    let connecting = start_connect(&active, qp, a.addr, dst, data);
+    let passive = incoming.wait_nth(nth);
+    (active, connecting, passive)
 }
 
 /// `NdkCompleteConnect` with an optional disconnect callback: its return
@@ -934,6 +1012,7 @@ pub fn accept_with(
     data: &[u8],
     (event, event_context): (Option<NdkFnDisconnectEventCallback>, *mut c_void),
 ) -> (NtStatus, Arc<Signal>) {
+    let (data, len) = c_array(data);
     // SAFETY: live objects; data valid for the call; the caller keeps the
     // event context alive.
     requested(|done, ctx| unsafe {
@@ -942,8 +1021,8 @@ pub fn accept_with(
             qp.0,
             ird,
             ord,
-            data.as_ptr().cast(),
-            u32::try_from(data.len()).unwrap(),
+            data.cast(),
+            len,
             event,
             event_context,
             done,
@@ -962,6 +1041,7 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
+    let (data, data_len) = c_array(data);
     // SAFETY: live objects; address and data valid for the call.
     requested(|done, ctx| unsafe {
         (connector.d().ndk_connect_with_shared_endpoint)(
@@ -972,8 +1052,8 @@ pub fn connect_shared(
             dst.len(),
             ird,
             ord,
-            data.as_ptr().cast(),
-            u32::try_from(data.len()).unwrap(),
+            data.cast(),
+            data_len,
             done,
             ctx,
         )
@@ -1172,6 +1252,15 @@ impl Unconnected {
         self.a.close();
         self.b.close();
     }
+}
+
+/// Closes the QPs given (any outcome), then both ends.
+pub fn close_ends<const N: usize>(qps: [Qp; N], (a, b): (End, End)) {
+    for qp in qps {
+        qp.close();
+    }
+    a.close();
+    b.close();
 }
 
 /// Closes what a [`Stage`] opened once the test is done: the QPs given

@@ -244,6 +244,18 @@ fn close_waiting((header, close): CloseSlot) -> NtStatus {
     status
 }
 
+/// A slice as the C ABI takes it: a pointer to its first element and its
+/// length (an SGE list, a page list, private data).
+pub fn c_array<T>(items: &[T]) -> (*const T, u32) {
+    (items.as_ptr(), u32::try_from(items.len()).unwrap())
+}
+
+/// A request's context as the C ABI takes it: the test's number, returned
+/// in the request's result.
+pub fn c_context(context: usize) -> *mut c_void {
+    context as *mut c_void
+}
+
 /// Makes a Create call synchronously, the one way the harness creates: no
 /// completion callback, so the object is there when the call returns
 /// (`call` gets the three trailing arguments every Create slot takes —
@@ -401,36 +413,28 @@ impl Adapter {
 
     /// BuildLam over `buffer`; returns (status, LAM bytes, FBO).
     pub fn build_lam(&self, buffer: &mut Buffer) -> (NtStatus, Vec<u64>, u32) {
-        let mut size = 0_u32;
-        let mut fbo = 0_u32;
-        // SAFETY: size query with no buffer.
-        let status = unsafe {
-            (self.d().ndk_build_lam)(
-                self.0,
-                buffer.mdl(),
-                buffer.len,
-                None,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                &raw mut size,
-                &raw mut fbo,
-            )
+        let (mdl, len) = (buffer.mdl(), buffer.len);
+        let (mut size, mut fbo) = (0_u32, 0_u32);
+        let build = |lam: *mut NdkLogicalAddressMapping, size: &mut u32, fbo: &mut u32| {
+            // SAFETY: a live adapter and the buffer's MDL; `lam` is null (a
+            // size query) or a buffer of `*size` bytes.
+            unsafe {
+                (self.d().ndk_build_lam)(
+                    self.0,
+                    mdl,
+                    len,
+                    None,
+                    std::ptr::null_mut(),
+                    lam,
+                    size,
+                    fbo,
+                )
+            }
         };
+        let status = build(std::ptr::null_mut(), &mut size, &mut fbo);
         assert_eq!(status, STATUS_BUFFER_TOO_SMALL, "size query");
         let mut storage = vec![0_u64; (size as usize).div_ceil(8)];
-        // SAFETY: a buffer of `size` bytes.
-        let status = unsafe {
-            (self.d().ndk_build_lam)(
-                self.0,
-                buffer.mdl(),
-                buffer.len,
-                None,
-                std::ptr::null_mut(),
-                storage.as_mut_ptr().cast(),
-                &raw mut size,
-                &raw mut fbo,
-            )
-        };
+        let status = build(storage.as_mut_ptr().cast(), &mut size, &mut fbo);
         (status, storage, fbo)
     }
 
@@ -697,15 +701,9 @@ object! {
 
 impl Srq {
     pub fn receive(&self, context: usize, sges: &[NdkSge]) -> NtStatus {
+        let (sges, count) = c_array(sges);
         // SAFETY: a live SRQ and an SGE array.
-        unsafe {
-            (self.d().ndk_srq_receive)(
-                self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
-            )
-        }
+        unsafe { (self.d().ndk_srq_receive)(self.0, c_context(context), sges, count) }
     }
 
     pub fn modify(&self, depth: u32, threshold: u32) -> NtStatus {
@@ -722,16 +720,9 @@ object! {
 
 impl Qp {
     pub fn send(&self, context: usize, sges: &[NdkSge], flags: u32) -> NtStatus {
+        let (sges, count) = c_array(sges);
         // SAFETY: a live QP and an SGE array valid for the call.
-        unsafe {
-            (self.d().ndk_send)(
-                self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
-                flags,
-            )
-        }
+        unsafe { (self.d().ndk_send)(self.0, c_context(context), sges, count, flags) }
     }
 
     pub fn send_and_invalidate(
@@ -741,29 +732,16 @@ impl Qp {
         flags: u32,
         token: u32,
     ) -> NtStatus {
+        let (sges, count) = c_array(sges);
+        let slot = self.d().ndk_send_and_invalidate;
         // SAFETY: as above.
-        unsafe {
-            (self.d().ndk_send_and_invalidate)(
-                self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
-                flags,
-                token,
-            )
-        }
+        unsafe { slot(self.0, c_context(context), sges, count, flags, token) }
     }
 
     pub fn receive(&self, context: usize, sges: &[NdkSge]) -> NtStatus {
+        let (sges, count) = c_array(sges);
         // SAFETY: as above.
-        unsafe {
-            (self.d().ndk_receive)(
-                self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
-            )
-        }
+        unsafe { (self.d().ndk_receive)(self.0, c_context(context), sges, count) }
     }
 
     pub fn write(
@@ -797,13 +775,14 @@ impl Qp {
         (remote, token): (u64, u32),
         flags: u32,
     ) -> NtStatus {
+        let (sges, count) = c_array(sges);
         // SAFETY: a live QP and an SGE array valid for the call.
         unsafe {
             slot(
                 self.0,
-                context as *mut c_void,
-                sges.as_ptr(),
-                u32::try_from(sges.len()).unwrap(),
+                c_context(context),
+                sges,
+                count,
                 remote,
                 token,
                 flags,
@@ -820,18 +799,9 @@ impl Qp {
         len: usize,
         flags: u32,
     ) -> NtStatus {
+        let (context, va) = (c_context(context), va as *mut c_void);
         // SAFETY: live objects.
-        unsafe {
-            (self.d().ndk_bind)(
-                self.0,
-                context as *mut c_void,
-                mr.0,
-                mw.0,
-                va as *mut c_void,
-                len,
-                flags,
-            )
-        }
+        unsafe { (self.d().ndk_bind)(self.0, context, mr.0, mw.0, va, len, flags) }
     }
 
     #[allow(clippy::too_many_arguments, reason = "mirrors NdkFastRegister")]
@@ -845,14 +815,15 @@ impl Qp {
         base: u64,
         flags: u32,
     ) -> NtStatus {
+        let (pages, count) = c_array(pages);
         // SAFETY: live objects and a page array valid for the call.
         unsafe {
             (self.d().ndk_fast_register)(
                 self.0,
-                context as *mut c_void,
+                c_context(context),
                 mr.0,
-                u32::try_from(pages.len()).unwrap(),
-                pages.as_ptr().cast(),
+                count,
+                pages.cast(),
                 fbo,
                 len,
                 base as *mut c_void,
@@ -863,7 +834,7 @@ impl Qp {
 
     pub fn invalidate(&self, context: usize, target: *mut NdkObjectHeader, flags: u32) -> NtStatus {
         // SAFETY: a live QP and target.
-        unsafe { (self.d().ndk_invalidate)(self.0, context as *mut c_void, target, flags) }
+        unsafe { (self.d().ndk_invalidate)(self.0, c_context(context), target, flags) }
     }
 
     pub fn flush(&self) {
@@ -900,6 +871,7 @@ impl Connector {
         (ird, ord): (u32, u32),
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
+        let (data, data_len) = c_array(data);
         // SAFETY: live objects; both addresses are 28-byte buffers, at least
         // the lengths given; data valid for the call.
         requested(|done, ctx| unsafe {
@@ -912,8 +884,8 @@ impl Connector {
                 dst_len.min(28),
                 ird,
                 ord,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
+                data.cast(),
+                data_len,
                 done,
                 ctx,
             )
@@ -941,14 +913,9 @@ impl Connector {
     }
 
     pub fn reject(&self, data: &[u8]) -> NtStatus {
+        let (data, len) = c_array(data);
         // SAFETY: a live connector; data valid for the call.
-        unsafe {
-            (self.d().ndk_reject)(
-                self.0,
-                data.as_ptr().cast(),
-                u32::try_from(data.len()).unwrap(),
-            )
-        }
+        unsafe { (self.d().ndk_reject)(self.0, data.cast(), len) }
     }
 
     /// GetConnectionData: (status, inbound, outbound, data, reported length).
