@@ -357,9 +357,7 @@ fn e6_inline_failure_leaves_the_qp_working() {
 /// ND_REMOTE_ERROR).
 #[test]
 fn e7_receive_too_small_overflows_and_terminates() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 7, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    let (pair, a_mem, b_mem) = pair_sending(4096, 7);
     assert_success!(pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]));
     assert_success!(pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]));
     // On the fabric the second Send waits behind the first; over iWARP the
@@ -432,9 +430,7 @@ fn scenario(
     a_expected: &[(usize, NtStatus, NdkOperationType)],
     b_expected: &[(usize, NtStatus, NdkOperationType)],
 ) {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 4096, 9, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_patterns(4096, 8, 9);
     let b_recv = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
     run(&pair, &a_mem, &b_mem, &b_recv);
     for (cq, expected, side) in [(&pair.a_cq, a_expected, "A"), (&pair.b_cq, b_expected, "B")] {
@@ -460,9 +456,7 @@ fn scenario(
 fn e8_completion_statuses_fit_their_operation() {
     // A Write with a bad remote token; every kind of request posted
     // afterwards is cancelled.
-    let pair = Pair::new();
-    let a = Region::pattern(&pair.a_pd, 4096, 10, MR_LOCAL_WRITE);
-    let b = Region::pattern(&pair.b_pd, 4096, 11, MR_REMOTE);
+    let (pair, a, b) = pair_with_patterns(4096, 10, 11);
     let mw = pair.a_pd.mw();
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let qp = &pair.a_qp;
@@ -618,9 +612,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     // At the receiver: a receive that completes with an error (too small,
     // E7) satisfies the receiver's SOLICITED arm, though the Send was not
     // solicited; so does a receive cancelled by a flush.
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    let (pair, a_mem, b_mem) = pair_sending(4096, 14);
     pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
     assert_success!(pair.b_qp.receive(20, &[b_mem.sge(0, 8)]));
     assert_success!(pair.a_qp.send(21, &[a_mem.sge(0, 64)], 0));

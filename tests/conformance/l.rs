@@ -1799,31 +1799,42 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
 // L15–L17: closing from inside a completion
 // ---------------------------------------------------------------------------
 
-/// A hook for a [`Watch`] that closes `object` through `close` from inside
-/// the first callback, logging the close completion in `log` and its return
-/// value in `returned`.
-fn close_inside(
-    (object, close): CloseSlot,
-    log: &Arc<Signal>,
-    returned: &Arc<Mutex<Option<NtStatus>>>,
-) -> impl FnMut(NtStatus) + Send + 'static {
-    let object = object as usize;
-    let log = Arc::clone(log);
-    let returned = Arc::clone(returned);
-    move |_| {
-        let mut slot = returned.lock().unwrap();
-        if slot.is_none() {
-            // SAFETY: the object is alive: this callback holds it (L15), and
-            // it is closed only here.
-            let status = unsafe {
-                close(
-                    object as *mut NdkObjectHeader,
-                    Some(on_tagged_close),
-                    log.ctx(),
-                )
-            };
-            *slot = Some(status);
-        }
+/// A close the consumer makes from inside the first callback a [`Watch`]
+/// delivers: its completion is logged in `log`, its return value kept.
+struct CloseInside {
+    log: Arc<Signal>,
+    returned: Arc<Mutex<Option<NtStatus>>>,
+}
+
+impl CloseInside {
+    /// Hooks the close of `object` through `close` into `watch`'s first
+    /// callback.
+    fn hook(watch: &Watch, (object, close): CloseSlot) -> Self {
+        let object = object as usize;
+        let log = Signal::new();
+        let returned = Arc::new(Mutex::new(None));
+        let (hook_log, hook_returned) = (Arc::clone(&log), Arc::clone(&returned));
+        watch.set_hook(move |_| {
+            let mut slot = hook_returned.lock().unwrap();
+            if slot.is_none() {
+                // SAFETY: the object is alive: this callback holds it (L15),
+                // and it is closed only here.
+                let status = unsafe {
+                    close(
+                        object as *mut NdkObjectHeader,
+                        Some(on_tagged_close),
+                        hook_log.ctx(),
+                    )
+                };
+                *slot = Some(status);
+            }
+        });
+        Self { log, returned }
+    }
+
+    /// What the close returned (the callback has run).
+    fn status(&self) -> NtStatus {
+        self.returned.lock().unwrap().expect("closed inside")
     }
 }
 
@@ -1834,9 +1845,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     let far = Far::new();
     let connector = near.adapter.connector();
     let watch = Watch::new();
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(connector.close_slot(), &log, &returned));
+    let inside = CloseInside::hook(&watch, connector.close_slot());
     let status = connect_with(
         &connector,
         &near.qp,
@@ -1852,12 +1861,12 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     assert_success!(passive.reject(b""));
     watch.wait_returned(1);
     assert_eq!(watch.all(), vec![STATUS_CONNECTION_REFUSED]);
-    let close_status = returned.lock().unwrap().expect("closed inside");
+    let close_status = inside.status();
     assert!(
         close_status == STATUS_SUCCESS || close_status == STATUS_PENDING,
         "L18: {close_status:#x}"
     );
-    finish_close_logged(close_status, &log);
+    finish_close_logged(close_status, &inside.log);
     // L16: the provider left the closed connector alone; the QP it had tied
     // is free again and everything closes.
     std::thread::sleep(SETTLE_BRIEF);
@@ -1874,9 +1883,7 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     let p = Pair::new();
     let (a_status, a_signal) = p.a_conn.disconnect();
     let watch = Watch::new();
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(p.b_conn.close_slot(), &log, &returned));
+    let inside = CloseInside::hook(&watch, p.b_conn.close_slot());
     // SAFETY: a live connector; the watch outlives the completion.
     let status = unsafe { (p.b_conn.d().ndk_disconnect)(p.b_conn.0, Some(on_watch), watch.ctx()) };
     // The connector may be closed by now (L15): it is not touched again.
@@ -1886,21 +1893,15 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     );
     watch.wait_returned(1);
     let _ = a_signal.outcome(a_status);
-    let close_status = returned.lock().unwrap().expect("closed inside");
-    finish_close_logged(close_status, &log);
+    let close_status = inside.status();
+    finish_close_logged(close_status, &inside.log);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.entered(),
         1,
         "L8/L22: one completion, nothing after the close"
     );
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            ..Closed::default()
-        },
-    );
+    teardown_except(p, Closed::B_CONN);
 }
 
 // rule L15, L23, L24
@@ -1908,13 +1909,11 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
 fn l15_cq_closed_inside_its_own_notification() {
     let watch = Watch::new();
     let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(spout.cq.close_slot(), &log, &returned));
+    let inside = CloseInside::hook(&watch, spout.cq.close_slot());
     spout.cq.arm(NdkCqNotifyType::ANY);
     spout.emit(1);
     watch.wait_returned(1);
-    let close_status = returned.lock().unwrap().expect("closed inside");
+    let close_status = inside.status();
     assert_eq!(
         close_status, STATUS_PENDING,
         "L23/L24: callback running, QP open"
@@ -1922,12 +1921,12 @@ fn l15_cq_closed_inside_its_own_notification() {
     // More completions: nothing is delivered after the close (L22).
     spout.emit(2);
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L24: the QP still holds the CQ");
+    assert_eq!(inside.log.count(), 0, "L24: the QP still holds the CQ");
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_success!(qp.close());
-    finish_close_logged(close_status, &log);
+    finish_close_logged(close_status, &inside.log);
     assert_eq!(watch.entered(), 1, "L22");
     assert_success!(pd.close());
     adapter.close();
@@ -2193,10 +2192,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
         (outcome, indications.count())
     });
     watch.wait_entered(1);
-    // SAFETY: a live connector; the watch outlives the close.
-    let close_status = unsafe {
-        (connector.d().ndk_close_connector)(connector.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let close_status = close_watched(connector.close_slot(), &watch);
     assert_eq!(close_status, STATUS_PENDING, "L21: a completion is running");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
@@ -2261,10 +2257,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         signal.outcome(status)
     });
     watch.wait_entered(1);
-    // SAFETY: a live listener; the watch outlives the close.
-    let status = unsafe {
-        (listener.d().ndk_close_listener)(listener.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(listener.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L21: its connect event is running");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
@@ -2333,10 +2326,7 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
     });
     watch.wait_entered(1);
     assert_eq!(watch.all(), vec![EVENT], "X2: B learns of the disconnect");
-    // SAFETY: a live connector; the watch outlives the close.
-    let status = unsafe {
-        (passive.d().ndk_close_connector)(passive.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(passive.close_slot(), &watch);
     assert_eq!(
         status, STATUS_PENDING,
         "L21: its disconnect event is running"
@@ -2381,8 +2371,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         unsafe { arm(cq_ptr as *mut NdkCq, NdkCqNotifyType::ANY) };
     });
     watch.wait_entered(1);
-    // SAFETY: a live CQ; the watch outlives the close.
-    let status = unsafe { (cq.d().ndk_close_cq)(cq.0.cast(), Some(on_watch_close), watch.ctx()) };
+    let status = close_watched(cq.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L23: its notification is running");
     // The adapter's close waits for that callback as well (L27).
     let adapter_ptr = adapter.0 as usize;
@@ -2419,10 +2408,7 @@ fn l22_no_notification_after_the_cq_close() {
     let watch = Watch::new();
     let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
     spout.cq.arm(NdkCqNotifyType::ANY);
-    // SAFETY: a live CQ; the watch outlives the close.
-    let status = unsafe {
-        (spout.cq.d().ndk_close_cq)(spout.cq.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(spout.cq.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
     // Completions for the armed, closing CQ: no notification.
     spout.emit(1);
@@ -2470,13 +2456,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
             "L22: after a STATUS_SUCCESS close: {entries:x?}"
         );
     }
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            ..Closed::default()
-        },
-    );
+    teardown_except(p, Closed::B_CONN);
 }
 
 // ---------------------------------------------------------------------------
@@ -2506,9 +2486,7 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     assert_eq!((cq_status, pd_status), (STATUS_PENDING, STATUS_PENDING));
     // The QP's close pends (tied); its completion will block.
     let qp_watch = Watch::gated();
-    // SAFETY: a live QP; the watch outlives the close.
-    let qp_status =
-        unsafe { (qp.d().ndk_close_qp)(qp.0.cast(), Some(on_watch_close), qp_watch.ctx()) };
+    let qp_status = close_watched(qp.close_slot(), &qp_watch);
     assert_eq!(qp_status, STATUS_PENDING, "L14: the connector holds the QP");
     // The adapter's close, from another thread: it must wait for all of it.
     let adapter_ptr = adapter.0 as usize;
