@@ -326,6 +326,15 @@ impl Far {
         }
     }
 
+    /// A QP of the far adapter's own, to accept with: with its CQ and PD,
+    /// in the order [`close_near_and_far`] takes them.
+    fn qp(&self) -> (Qp, Cq, Pd) {
+        let cq = self.adapter.cq(16);
+        let pd = self.adapter.pd();
+        let qp = pd.qp(&cq, &cq, 0xF);
+        (qp, cq, pd)
+    }
+
     /// Closes the incoming connectors `n` so far, the listener and the adapter.
     fn close(self, n: usize) {
         for i in 1..=n {
@@ -381,6 +390,19 @@ impl Near {
             pd,
             qp,
         }
+    }
+
+    /// NdkConnect of the near QP through `connector` to `far`'s listener,
+    /// with the test's own completion callback and context
+    /// ([`connect_with`]).
+    fn connect_to(
+        &self,
+        connector: &Connector,
+        far: &Far,
+        callback: NdkFnRequestCompletion,
+        context: *mut c_void,
+    ) -> NtStatus {
+        connect_with(connector, &self.qp, self.addr, far.at, callback, context)
     }
 }
 
@@ -1846,14 +1868,7 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     let connector = near.adapter.connector();
     let watch = Watch::new();
     let inside = CloseInside::hook(&watch, connector.close_slot());
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_watch,
-        watch.ctx(),
-    );
+    let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     // The peer turns it down: the Connect fails in the peer's Reject call, and
@@ -1952,9 +1967,7 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     recv0(&near.qp, 0x77);
     assert_eq!(connected.count(), 0);
     // The peer accepts; the calls made meanwhile changed nothing.
-    let far_cq = far.adapter.cq(16);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let passive = far.incoming.wait_nth(1);
     let (_, _, _, data, _) = passive.connection_data(16);
     assert_eq!(&data[..5], b"early");
@@ -2132,14 +2145,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     let far = Far::new();
     let connector = near.adapter.connector();
     let log = Signal::new();
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_status,
-        log.ctx(),
-    );
+    let status = near.connect_to(&connector, &far, on_status, log.ctx());
     assert_eq!(status, STATUS_PENDING);
     let _passive = far.incoming.wait_nth(1);
     // Nobody accepts; the close cancels the Connect, whose completion comes
@@ -2163,21 +2169,12 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
 fn l21_connector_close_waits_for_its_running_connect_completion() {
     let near = Near::new();
     let far = Far::new();
-    let far_cq = far.adapter.cq(8);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let connector = near.adapter.connector();
     // The Connect completion and the close completion share one gated watch:
     // its log orders them and it flags overlap.
     let watch = Watch::gated();
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_watch,
-        watch.ctx(),
-    );
+    let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     let passive_ptr = passive.0 as usize;
@@ -2289,9 +2286,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
 fn l21_connector_close_waits_for_its_running_disconnect_event() {
     let near = Near::new();
     let far = Far::new();
-    let far_cq = far.adapter.cq(8);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let connector = near.adapter.connector();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     let passive = far.incoming.wait_nth(1);
@@ -2836,6 +2831,17 @@ mod close_race {
         (status, done)
     }
 
+    /// A never-connected QP on one side, its CQ reporting to the `watch`
+    /// returned, and a zeroed region to receive into.
+    fn lone_qp() -> (Side, Arc<Signal>, Cq, Qp, Region) {
+        let side = Side::two().0;
+        let watch = Signal::new();
+        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
+        let qp = side.pd.qp(&cq, &cq, 1);
+        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        (side, watch, cq, qp, mine)
+    }
+
     /// A connected pair whose A side CQ reports to `watch`, armed.
     fn armed_pair() -> (Pair, Arc<Signal>) {
         let pair = Pair::new();
@@ -2891,11 +2897,7 @@ mod close_race {
     /// outlives the flush.
     #[test]
     fn l17_qp_closed_by_another_thread_during_flush_stays_alive_until_it_returns() {
-        let side = Side::two().0;
-        let watch = Signal::new();
-        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
-        let qp = side.pd.qp(&cq, &cq, 1);
-        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        let (side, watch, cq, qp, mine) = lone_qp();
         assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
         cq.arm(NdkCqNotifyType::ANY);
         let rx = close_inside_next_callback(&watch, qp_target(&qp));
@@ -2955,11 +2957,7 @@ mod close_race {
     /// closes inside the notification the arm delivers.
     #[test]
     fn l17_cq_closed_by_another_thread_during_an_arm_stays_alive_until_it_returns() {
-        let side = Side::two().0;
-        let watch = Signal::new();
-        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
-        let qp = side.pd.qp(&cq, &cq, 1);
-        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        let (side, watch, cq, qp, mine) = lone_qp();
         assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
         qp.flush();
         assert_close(qp.close());
