@@ -1922,8 +1922,7 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
 // rule L15, L23, L24
 #[test]
 fn l15_cq_closed_inside_its_own_notification() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let (spout, watch) = watched_spout(16);
     let inside = CloseInside::hook(&watch, spout.cq.close_slot());
     spout.cq.arm(NdkCqNotifyType::ANY);
     spout.emit(1);
@@ -2057,8 +2056,7 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
 // rule L19, L22, L25, C3
 #[test]
 fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let (spout, watch) = watched_spout(16);
     spout.emit(1);
     let log = Signal::new();
     let status = close_with(spout.cq.close_slot(), &log);
@@ -2400,8 +2398,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
 // rule L22, L21
 #[test]
 fn l22_no_notification_after_the_cq_close() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let (spout, watch) = watched_spout(16);
     spout.cq.arm(NdkCqNotifyType::ANY);
     let status = close_watched(spout.cq.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L24: its QP is open");

@@ -1,7 +1,8 @@
 //! Arrange steps the families share beyond [`Fixture`]: the memory a
 //! data-path test starts with on a fresh [`Pair`] (the layouts that are not
-//! [`pair_with_memory`]'s), and a close started through a saved
-//! [`CloseSlot`] whose completion goes to a [`Watch`].
+//! [`pair_with_memory`]'s), a [`Spout`] on a watched CQ, and a close
+//! started through a saved [`CloseSlot`] whose completion goes to a
+//! [`Watch`].
 
 use super::*;
 
@@ -44,4 +45,12 @@ pub fn close_watched((header, close): CloseSlot, watch: &Arc<Watch>) -> NtStatus
     // SAFETY: a live object and the close slot of its table; `watch`
     // outlives the close (tests wait for its completion).
     unsafe { close(header, Some(on_watch_close), watch.ctx()) }
+}
+
+/// A [`Spout`] whose CQ of `depth` entries delivers its notifications to
+/// the fresh [`Watch`] returned with it.
+pub fn watched_spout(depth: u32) -> (Spout, Arc<Watch>) {
+    let watch = Watch::new();
+    let spout = Spout::new(|adapter| watched_cq(adapter, depth, &watch));
+    (spout, watch)
 }
