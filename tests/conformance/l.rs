@@ -667,9 +667,11 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     watch.wait_returned(1);
     assert_eq!(&sink.bytes()[..8], b"reserved");
     // The MR's header too, and while its PD's close is pending.
-    let pd_log = Signal::new();
-    let status = close_with(p.b_pd.close_slot(), &pd_log);
-    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR and a QP");
+    let closing = Closing::start(p.b_pd.close_slot());
+    assert_eq!(
+        closing.status, STATUS_PENDING,
+        "L24: the PD has an MR and a QP"
+    );
     for (object, kind, name) in pair_objects(&p) {
         assert_header(object, kind, version, name);
     }
@@ -683,7 +685,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
             ..Closed::default()
         },
     );
-    finish_close_logged(status, &pd_log);
+    closing.finish();
 }
 
 // rule L4
@@ -1587,13 +1589,16 @@ fn l24_pd_close_pends_until_its_mr_is_closed() {
     let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
-    let log = Signal::new();
-    let status = close_with(pd.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
+    let closing = Closing::start(pd.close_slot());
+    assert_eq!(closing.status, STATUS_PENDING, "L24: the PD has an MR");
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L24: completed before its MR closed");
+    assert_eq!(
+        closing.log.count(),
+        0,
+        "L24: completed before its MR closed"
+    );
     assert_success!(mr.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     adapter.close();
 }
 
@@ -1609,43 +1614,45 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     let qp = pd
         .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
         .expect("CreateQpWithSrq");
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(pd_close.status, STATUS_PENDING);
     // The SRQ is an antecedent of the QP: its close pends too.
-    let srq_log = Signal::new();
-    let srq_status = close_with(srq.close_slot(), &srq_log);
-    assert_eq!(srq_status, STATUS_PENDING, "L24: the SRQ has a QP");
+    let srq_close = Closing::start(srq.close_slot());
+    assert_eq!(srq_close.status, STATUS_PENDING, "L24: the SRQ has a QP");
     // So is the CQ.
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    assert_eq!(cq_status, STATUS_PENDING, "L24: the CQ has a QP");
+    let cq_close = Closing::start(cq.close_slot());
+    assert_eq!(cq_close.status, STATUS_PENDING, "L24: the CQ has a QP");
     for slot in [mw.close_slot(), fast.close_slot()] {
         close_and_wait(slot);
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_log.count(), 0, "L24: the PD still has successors");
+        assert_eq!(pd_close.log.count(), 0, "L24: the PD still has successors");
     }
-    assert_eq!(srq_log.count() + cq_log.count(), 0, "L24: the QP is open");
+    assert_eq!(
+        srq_close.log.count() + cq_close.log.count(),
+        0,
+        "L24: the QP is open"
+    );
     close_and_wait(qp.close_slot());
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(srq_status, &srq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    srq_close.finish();
+    pd_close.finish();
     adapter.close();
 }
 
 /// L14: the close of `held` pends while `holder` is open, even once the
 /// pair's connectors are disconnected; it completes after `holder`'s close.
 fn assert_tied(p: &Pair, held: CloseSlot, holder: CloseSlot, what: &str) {
-    let log = Signal::new();
-    let status = close_with(held, &log);
-    assert_eq!(status, STATUS_PENDING, "L14: {what}");
+    let closing = Closing::start(held);
+    assert_eq!(closing.status, STATUS_PENDING, "L14: {what}");
     disconnect_both(Some(&p.a_conn), Some(&p.b_conn));
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L14: tied until the connector closes");
-    let holder_log = Signal::new();
-    let holder_status = close_with(holder, &holder_log);
-    finish_close_logged(holder_status, &holder_log);
-    finish_close_logged(status, &log);
+    assert_eq!(
+        closing.log.count(),
+        0,
+        "L14: tied until the connector closes"
+    );
+    Closing::start(holder).finish();
+    closing.finish();
 }
 
 /// One `#[test]` per L14 tie of a connected [`Pair`]: the close of the
@@ -1695,14 +1702,16 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
     let (status, signal) = connect_shared(&connector, &near.qp, &endpoint, far.at, 1, 1, b"");
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
-    let log = Signal::new();
-    let ep_status = close_with(endpoint.close_slot(), &log);
-    assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
+    let ep_close = Closing::start(endpoint.close_slot());
+    assert_eq!(
+        ep_close.status, STATUS_PENDING,
+        "L14/N10: the connector holds it"
+    );
     assert_success!(passive.reject(b""));
     assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
     std::thread::sleep(SETTLE_BRIEF);
     close_and_wait(connector.close_slot());
-    finish_close_logged(ep_status, &log);
+    ep_close.finish();
     close_and_wait(passive.close_slot());
     close_and_wait(near.qp.close_slot());
     close_and_wait(near.cq.close_slot());
@@ -1721,12 +1730,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let qp = pd.qp(&cq, &cq, 1);
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    assert_eq!(cq_status, STATUS_PENDING);
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(pd_close.status, STATUS_PENDING);
+    let cq_close = Closing::start(cq.close_slot());
+    assert_eq!(cq_close.status, STATUS_PENDING);
     // A consumer breaking L14 / L19: creates from the closing PD, naming the
     // closing CQ. Refused, or created and then held like any successor.
     let late_mw = create("CreateMw on a closing PD", |cc, ctx, out| {
@@ -1741,17 +1748,17 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     close_and_wait(qp.close_slot());
     if let Ok(late) = late_qp {
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(cq_log.count(), 0, "L24: the late QP holds the CQ");
+        assert_eq!(cq_close.log.count(), 0, "L24: the late QP holds the CQ");
         close_and_wait(late.close_slot());
     }
     if let Ok(late) = late_mw {
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_log.count(), 0, "L24: the late MW holds the PD");
+        assert_eq!(pd_close.log.count(), 0, "L24: the late MW holds the PD");
         let mw = Mw(late);
         close_and_wait(mw.close_slot());
     }
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    pd_close.finish();
     adapter.close();
 }
 
@@ -1760,12 +1767,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
 #[test]
 fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     let p = Pair::new();
-    let pd_log = Signal::new();
-    let pd_status = close_with(p.a_pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
-    let b_pd_log = Signal::new();
-    let b_pd_status = close_with(p.b_pd.close_slot(), &b_pd_log);
-    assert_eq!(b_pd_status, STATUS_PENDING);
+    let a_pd_close = Closing::start(p.a_pd.close_slot());
+    assert_eq!(a_pd_close.status, STATUS_PENDING);
+    let b_pd_close = Closing::start(p.b_pd.close_slot());
+    assert_eq!(b_pd_close.status, STATUS_PENDING);
     // The QPs of the closing PDs still carry traffic both ways.
     for i in 0..3 {
         recv0(&p.b_qp, 10 + i);
@@ -1788,9 +1793,11 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
         "L25"
     );
     // The exception: a closing listener turns requests away at once (N6).
-    let listener_log = Signal::new();
-    let listener_status = close_with(p.listener.close_slot(), &listener_log);
-    assert_eq!(listener_status, STATUS_PENDING, "N7: its connector is open");
+    let listener_close = Closing::start(p.listener.close_slot());
+    assert_eq!(
+        listener_close.status, STATUS_PENDING,
+        "N7: its connector is open"
+    );
     let extra_cq = p.a.cq(8);
     let extra_pd = p.a.pd();
     let extra_qp = extra_pd.qp(&extra_cq, &extra_cq, 0xE);
@@ -1812,9 +1819,9 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
             ..Closed::default()
         },
     );
-    finish_close_logged(pd_status, &pd_log);
-    finish_close_logged(b_pd_status, &b_pd_log);
-    finish_close_logged(listener_status, &listener_log);
+    a_pd_close.finish();
+    b_pd_close.finish();
+    listener_close.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -2001,10 +2008,9 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     let zoo = Zoo::new();
     let mut pending = Vec::new();
     for slot in zoo.antecedents().into_iter().rev() {
-        let log = Signal::new();
-        let status = close_with(slot, &log);
-        assert_eq!(status, STATUS_PENDING, "L24");
-        pending.push((status, log));
+        let closing = Closing::start(slot);
+        assert_eq!(closing.status, STATUS_PENDING, "L24");
+        pending.push(closing);
     }
     // A second close of a closing object is quiet (L19) and adds no completion.
     for slot in [zoo.pd.close_slot(), zoo.cq.close_slot()] {
@@ -2020,8 +2026,8 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     for slot in zoo.successors() {
         close_and_wait(slot);
     }
-    for (status, log) in pending {
-        finish_close_logged(status, &log);
+    for closing in pending {
+        closing.finish();
     }
     zoo.adapter.close();
 }
@@ -2032,9 +2038,8 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
-    let log = Signal::new();
-    let status = close_with(pd.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING);
+    let closing = Closing::start(pd.close_slot());
+    assert_eq!(closing.status, STATUS_PENDING);
     // Breaches while the PD is still alive.
     let _ = pd.privileged_token();
     let (query, _) = query_extension(pd.0.cast(), pd.d().ndk_query_extension, &UNKNOWN_EXTENSION);
@@ -2043,12 +2048,12 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     let second = close_with(pd.close_slot(), &again);
     assert_success!(second, "L19: a second close returns quietly");
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(again.count() + log.count(), 0);
+    assert_eq!(again.count() + closing.log.count(), 0);
     // The MR still works (L25) and closes; then the PD's one close completion.
     let mut buffer = Buffer::new(PAGE, 0, 0);
     assert_success!(mr.register(&mut buffer, 0));
     assert_success!(mr.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     assert_eq!(again.count(), 0, "L19: one close completion");
     adapter.close();
 }
@@ -2058,9 +2063,8 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
 fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
     let (spout, watch) = watched_spout(16);
     spout.emit(1);
-    let log = Signal::new();
-    let status = close_with(spout.cq.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
+    let closing = Closing::start(spout.cq.close_slot());
+    assert_eq!(closing.status, STATUS_PENDING, "L24: its QP is open");
     // Every CQ call while the close pends: no crash, no notification.
     spout.cq.arm(NdkCqNotifyType::ANY);
     let _ = spout.cq.poll(4);
@@ -2083,12 +2087,12 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
         "L19: a second close returns quietly"
     );
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count() + again.count(), 0);
+    assert_eq!(closing.log.count() + again.count(), 0);
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_success!(qp.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     assert_eq!(again.count(), 0);
     assert_eq!(
         watch.entered(),
@@ -2111,8 +2115,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     send0(&p.a_qp, 3, Transport::default().held());
     std::thread::sleep(SETTLE_BRIEF);
     assert!(p.a_cq.poll(4).is_empty(), "all three are outstanding");
-    let log = Signal::new();
-    let status = close_with(p.a_qp.close_slot(), &log);
+    let closing = Closing::start(p.a_qp.close_slot());
     // The close itself starts the flush: they complete before the close does
     // (the connector still holds the QP).
     let mut flushed = summary(&p.a_cq.wait_results(3));
@@ -2133,7 +2136,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
             ..Closed::default()
         },
     );
-    finish_close_logged(status, &log);
+    closing.finish();
 }
 
 // rule L20, L21, L22
@@ -2471,11 +2474,12 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
         qp,
         ..
     } = near;
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!((cq_status, pd_status), (STATUS_PENDING, STATUS_PENDING));
+    let cq_close = Closing::start(cq.close_slot());
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(
+        (cq_close.status, pd_close.status),
+        (STATUS_PENDING, STATUS_PENDING)
+    );
     // The QP's close pends (tied); its completion will block.
     let qp_watch = Watch::gated();
     let qp_status = close_watched(qp.close_slot(), &qp_watch);
@@ -2500,12 +2504,12 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     qp_watch.wait_entered(1);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        cq_log.count(),
+        cq_close.log.count(),
         0,
         "L26: the CQ closed under its QP's close completion"
     );
     assert_eq!(
-        pd_log.count(),
+        pd_close.log.count(),
         0,
         "L26: the PD closed under its QP's close completion"
     );
@@ -2515,8 +2519,8 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     );
     qp_watch.open();
     let _ = closing_connector.join().unwrap();
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    pd_close.finish();
     assert_success!(closing_adapter.join().unwrap());
     assert!(connected.count() <= 1);
     assert!(!qp_watch.overlapped());

@@ -54,3 +54,27 @@ pub fn watched_spout(depth: u32) -> (Spout, Arc<Watch>) {
     let spout = Spout::new(|adapter| watched_cq(adapter, depth, &watch));
     (spout, watch)
 }
+
+/// A close a test started through a saved [`CloseSlot`] with
+/// [`close_with`] (L18 checked): what it returned, and the log its one
+/// completion (if it pended) lands in.
+pub struct Closing {
+    pub status: NtStatus,
+    pub log: Arc<Signal>,
+}
+
+impl Closing {
+    /// Starts the close through `slot`, its completion logged in a fresh
+    /// [`Signal`].
+    pub fn start(slot: CloseSlot) -> Self {
+        let log = Signal::new();
+        let status = close_with(slot, &log);
+        Self { status, log }
+    }
+
+    /// Waits for the close to complete ([`finish_close_logged`]: one
+    /// completion if it pended, none if not).
+    pub fn finish(self) {
+        finish_close_logged(self.status, &self.log);
+    }
+}
