@@ -60,15 +60,17 @@ struct Zoo {
 
 impl Zoo {
     fn new() -> Self {
-        let addr = own_address();
-        let adapter = open_adapter(addr);
-        let cq = adapter.cq(64);
-        let pd = adapter.pd();
+        let Near {
+            addr,
+            adapter,
+            cq,
+            pd,
+            qp,
+        } = Near::new();
         let mr = pd.mr(false);
         let fast_mr = pd.mr(true);
         let mw = pd.mw();
         let srq = pd.try_srq(16, 1, 0, None).expect("CreateSrq");
-        let qp = pd.qp(&cq, &cq, 0x200);
         let srq_qp = pd
             .try_qp_with_srq(&cq, &cq, &srq, 0x201, 16, 1, 0)
             .expect("CreateQpWithSrq");
@@ -1583,13 +1585,20 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
 // L14, L24, L25: antecedents and successors
 // ---------------------------------------------------------------------------
 
-// rule L24, L14, L18
-#[test]
-fn l24_pd_close_pends_until_its_mr_is_closed() {
+/// A PD on an adapter of its own with one MR, and the PD's close, started
+/// (it pends until the MR closes, L24).
+fn pd_closing_over_an_mr() -> (Adapter, Pd, Mr, Closing) {
     let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let closing = Closing::start(pd.close_slot());
+    (adapter, pd, mr, closing)
+}
+
+// rule L24, L14, L18
+#[test]
+fn l24_pd_close_pends_until_its_mr_is_closed() {
+    let (adapter, _, mr, closing) = pd_closing_over_an_mr();
     assert_eq!(closing.status, STATUS_PENDING, "L24: the PD has an MR");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
@@ -2035,10 +2044,7 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
 // rule L19, L18, L25
 #[test]
 fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
-    let adapter = open_adapter(own_address());
-    let pd = adapter.pd();
-    let mr = pd.mr(false);
-    let closing = Closing::start(pd.close_slot());
+    let (adapter, pd, mr, closing) = pd_closing_over_an_mr();
     assert_eq!(closing.status, STATUS_PENDING);
     // Breaches while the PD is still alive.
     let _ = pd.privileged_token();
