@@ -394,6 +394,13 @@ impl Near {
         }
     }
 
+    /// Closes the QP, the CQ and the PD, each close succeeding at once
+    /// (nothing holds them any more), then the adapter.
+    fn close(self) {
+        assert_closes_succeed!(self.qp, self.cq, self.pd);
+        self.adapter.close();
+    }
+
     /// NdkConnect of the near QP through `connector` to `far`'s listener,
     /// with the test's own completion callback and context
     /// ([`connect_with`]).
@@ -1722,13 +1729,8 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
     close_and_wait(connector.close_slot());
     ep_close.finish();
     close_and_wait(passive.close_slot());
-    close_and_wait(near.qp.close_slot());
-    close_and_wait(near.cq.close_slot());
-    close_and_wait(near.pd.close_slot());
-    near.adapter.close();
-    let status = far.listener.close();
-    assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
-    far.adapter.close();
+    near.close();
+    far.close(0);
 }
 
 // rule L14, L19, L25
@@ -2213,8 +2215,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     );
     let (accept, _) = accepting.join().unwrap();
     assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
-    assert_closes_succeed!(near.qp, near.cq, near.pd);
-    near.adapter.close();
+    near.close();
     close_and_wait(far_qp.close_slot());
     close_and_wait(far_cq.close_slot());
     close_and_wait(far_pd.close_slot());
@@ -2282,8 +2283,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
     close_and_wait(connector.close_slot());
-    assert_closes_succeed!(near.qp, near.cq, near.pd);
-    near.adapter.close();
+    near.close();
     far.close();
 }
 
