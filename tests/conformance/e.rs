@@ -206,11 +206,16 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     for i in 0..3 {
         assert_success!(srq.receive(i + 1, &[b_mem.sge(i * 256, 256)]));
     }
-    let a_qp1 = a.pd.qp(&a_cq, &a_cq, 0xA1);
-    let b_qp1 =
-        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB1, 16, 4, 64)
-            .unwrap();
-    let link1 = a.connect(&a_qp1, &b, &b_qp1);
+    // A QP on A connected to one of B's on the SRQ (each with its context).
+    let connect_on_srq = |a_context, b_context| {
+        let a_qp = a.pd.qp(&a_cq, &a_cq, a_context);
+        let b_qp =
+            b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, b_context, 16, 4, 64);
+        let b_qp = b_qp.expect("CreateQpWithSrq");
+        let link = a.connect(&a_qp, &b, &b_qp);
+        (a_qp, b_qp, link)
+    };
+    let (a_qp1, b_qp1, link1) = connect_on_srq(0xA1, 0xB1);
     b_qp1.flush();
     assert_empty(&b_cq);
     link1.close();
@@ -219,11 +224,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     assert_empty(&b_cq);
     assert_empty(&a_cq);
     // A second QP on the SRQ gets the three receives.
-    let a_qp2 = a.pd.qp(&a_cq, &a_cq, 0xA2);
-    let b_qp2 =
-        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB2, 16, 4, 64)
-            .unwrap();
-    let link2 = a.connect(&a_qp2, &b, &b_qp2);
+    let (a_qp2, b_qp2, link2) = connect_on_srq(0xA2, 0xB2);
     for i in 0..3 {
         assert_success!(a_qp2.send(10 + i, &[a_mem.sge(i * 100, 100)], 0));
     }
