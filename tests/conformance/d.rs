@@ -16,10 +16,8 @@ use super::harness::*;
 /// the flag, completes in full with the data where it belongs.
 #[test]
 fn d1_defer_accepted_on_every_initiator_request() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 4096, 1, MR_LOCAL_WRITE);
+    let (pair, a_src, b_mem) = pair_with_patterns(4096, 1, 2);
     let a_sink = Region::new(&pair.a_pd, 4096, 0, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 4096, 2, MR_REMOTE);
     let b_recv = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, true);
@@ -245,10 +243,8 @@ fn d3_defer_changes_nothing_about_completions() {
 /// and with no further post.
 #[test]
 fn d4_inline_failure_rings_earlier_deferred_requests() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 8192, 6, MR_LOCAL_WRITE);
+    let (pair, a_src, b_mem) = pair_with_memory(8192, 6);
     let read_only = Region::new(&pair.a_pd, 4096, 0, 0);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
     let a_mw = pair.a_pd.mw();
     let local_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let max_transfer = pair.a.info().max_transfer_length as usize;

@@ -206,11 +206,16 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     for i in 0..3 {
         assert_success!(srq.receive(i + 1, &[b_mem.sge(i * 256, 256)]));
     }
-    let a_qp1 = a.pd.qp(&a_cq, &a_cq, 0xA1);
-    let b_qp1 =
-        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB1, 16, 4, 64)
-            .unwrap();
-    let link1 = a.connect(&a_qp1, &b, &b_qp1);
+    // A QP on A connected to one of B's on the SRQ (each with its context).
+    let connect_on_srq = |a_context, b_context| {
+        let a_qp = a.pd.qp(&a_cq, &a_cq, a_context);
+        let b_qp =
+            b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, b_context, 16, 4, 64);
+        let b_qp = b_qp.expect("CreateQpWithSrq");
+        let link = a.connect(&a_qp, &b, &b_qp);
+        (a_qp, b_qp, link)
+    };
+    let (a_qp1, b_qp1, link1) = connect_on_srq(0xA1, 0xB1);
     b_qp1.flush();
     assert_empty(&b_cq);
     link1.close();
@@ -219,11 +224,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     assert_empty(&b_cq);
     assert_empty(&a_cq);
     // A second QP on the SRQ gets the three receives.
-    let a_qp2 = a.pd.qp(&a_cq, &a_cq, 0xA2);
-    let b_qp2 =
-        b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, 0xB2, 16, 4, 64)
-            .unwrap();
-    let link2 = a.connect(&a_qp2, &b, &b_qp2);
+    let (a_qp2, b_qp2, link2) = connect_on_srq(0xA2, 0xB2);
     for i in 0..3 {
         assert_success!(a_qp2.send(10 + i, &[a_mem.sge(i * 100, 100)], 0));
     }
@@ -357,9 +358,7 @@ fn e6_inline_failure_leaves_the_qp_working() {
 /// ND_REMOTE_ERROR).
 #[test]
 fn e7_receive_too_small_overflows_and_terminates() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 7, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    let (pair, a_mem, b_mem) = pair_sending(4096, 7);
     assert_success!(pair.b_qp.receive(10, &[b_mem.sge(0, 8), b_mem.sge(100, 8)]));
     assert_success!(pair.b_qp.receive(11, &[b_mem.sge(1024, 1024)]));
     // On the fabric the second Send waits behind the first; over iWARP the
@@ -383,14 +382,7 @@ fn e7_receive_too_small_overflows_and_terminates() {
     }
     assert_eq!(
         summary_ex(&wait_results_ex(&pair.a_cq, 2)),
-        [
-            (
-                1,
-                Transport::default().peer_refused(STATUS_REMOTE_RESOURCES),
-                T::SEND
-            ),
-            (2, STATUS_CANCELLED, T::SEND)
-        ]
+        [(1, peer_refused(), T::SEND), (2, STATUS_CANCELLED, T::SEND)]
     );
     // Terminated: later requests are cancelled on both sides.
     assert_success!(pair.b_qp.receive(12, &[b_mem.sge(1024, 1024)]));
@@ -432,9 +424,7 @@ fn scenario(
     a_expected: &[(usize, NtStatus, NdkOperationType)],
     b_expected: &[(usize, NtStatus, NdkOperationType)],
 ) {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 4096, 9, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_patterns(4096, 8, 9);
     let b_recv = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
     run(&pair, &a_mem, &b_mem, &b_recv);
     for (cq, expected, side) in [(&pair.a_cq, a_expected, "A"), (&pair.b_cq, b_expected, "B")] {
@@ -454,21 +444,17 @@ fn scenario(
 }
 
 /// E8 (NDSPI v2; this provider's behaviour): a completion carries only a
-/// status its operation can report — checked on every error this provider
-/// produces, and on the cancellations that follow, for every operation.
+/// status its operation can report — checked here on the cancellations that
+/// follow an error, for every operation, and on every other error this
+/// provider produces by the `e8_*_fits` scenarios below.
 #[test]
 fn e8_completion_statuses_fit_their_operation() {
     // A Write with a bad remote token; every kind of request posted
     // afterwards is cancelled.
-    let pair = Pair::new();
-    let a = Region::pattern(&pair.a_pd, 4096, 10, MR_LOCAL_WRITE);
-    let b = Region::pattern(&pair.b_pd, 4096, 11, MR_REMOTE);
+    let (pair, a, b) = pair_with_patterns(4096, 10, 11);
     let mw = pair.a_pd.mw();
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let qp = &pair.a_qp;
-    // Over iWARP a Write or Send the peer refuses completes successfully
-    // (`Transport::peer_refused`, below); `failing_write` fails at A there.
-    let peer_refused = Transport::default().peer_refused(STATUS_REMOTE_RESOURCES);
     assert_success!(failing_write(qp, 1, &a, 8, b.remote(0), b.token() ^ 1));
     assert_success!(qp.bind(2, &a.mr, &mw, a.remote(0), 64, OP_REMOTE_READ));
     assert_success!(frmr.post(qp, 3, 0));
@@ -495,85 +481,115 @@ fn e8_completion_statuses_fit_their_operation() {
     frmr.close(&pair.a);
     assert_close(mw.close());
     teardown_closing(pair, [a, b]);
+}
 
-    scenario(
-        "Read past the region",
+/// The completion status of a Send or Write the peer refused
+/// ([`Transport::peer_refused`]: over iWARP it completes successfully;
+/// `failing_write` fails at A there).
+fn peer_refused() -> NtStatus {
+    Transport::default().peer_refused(STATUS_REMOTE_RESOURCES)
+}
+
+/// One `#[test]` per E8 failure [`scenario`] on a fresh pair: the closure
+/// posts (`|pair, a_mem, b_mem, b_recv|`); then A's and B's CQs hold
+/// exactly the entries listed, each with a status its operation may report.
+macro_rules! e8_scenarios {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident() { $run:expr, A: $a_expected:expr, B: $b_expected:expr $(,)? }
+    )*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            scenario(stringify!($name), $run, &$a_expected, &$b_expected);
+        }
+    )*};
+}
+
+e8_scenarios! {
+    /// E8: a Read past the remote region fails with REMOTE_RESOURCES.
+    #[test]
+    fn e8_read_past_the_region_fits() {
         |p, a, b, _| {
-            assert_success!(
-                p.a_qp
-                    .read(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0)
-            );
+            assert_success!(p.a_qp.read(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0));
         },
-        &[(1, STATUS_REMOTE_RESOURCES, T::READ)],
-        &[],
-    );
-    scenario(
-        "Read, bad token",
+        A: [(1, STATUS_REMOTE_RESOURCES, T::READ)],
+        B: [],
+    }
+
+    /// E8: a Read with a bad remote token fails with ACCESS_VIOLATION.
+    #[test]
+    fn e8_read_with_a_bad_token_fits() {
         |p, a, b, _| {
-            assert_success!(
-                p.a_qp
-                    .read(1, &[a.sge(0, 64)], b.remote(0), b.token() ^ 2, 0)
-            );
+            assert_success!(p.a_qp.read(1, &[a.sge(0, 64)], b.remote(0), b.token() ^ 2, 0));
         },
-        &[(1, STATUS_ACCESS_VIOLATION, T::READ)],
-        &[],
-    );
-    scenario(
-        "Write past the region",
+        A: [(1, STATUS_ACCESS_VIOLATION, T::READ)],
+        B: [],
+    }
+
+    /// E8: a Write past the remote region is refused by the peer.
+    #[test]
+    fn e8_write_past_the_region_fits() {
         |p, a, b, _| {
-            assert_success!(
-                p.a_qp
-                    .write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0)
-            );
+            assert_success!(p.a_qp.write(1, &[a.sge(0, 256)], b.remote(4000), b.token(), 0));
         },
-        &[(1, peer_refused, T::WRITE)],
-        &[],
-    );
-    scenario(
-        "receive too small",
+        A: [(1, peer_refused(), T::WRITE)],
+        B: [],
+    }
+
+    /// E8: a Send into a receive too small overflows the receive.
+    #[test]
+    fn e8_receive_too_small_fits() {
         |p, a, _, r| {
             assert_success!(p.b_qp.receive(10, &[r.sge(0, 16)]));
             assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
-        &[(1, peer_refused, T::SEND)],
-        &[(10, STATUS_BUFFER_OVERFLOW, T::RECEIVE)],
-    );
-    scenario(
-        "Send, bad local token",
+        A: [(1, peer_refused(), T::SEND)],
+        B: [(10, STATUS_BUFFER_OVERFLOW, T::RECEIVE)],
+    }
+
+    /// E8: a Send gathering with a bad local token fails at A; B's receive
+    /// is cancelled.
+    #[test]
+    fn e8_send_with_a_bad_local_token_fits() {
         |p, a, _, r| {
             assert_success!(p.b_qp.receive(10, &[r.sge(0, 64)]));
             let mut sge = a.sge(0, 64);
             sge.memory_region_token ^= 0x77;
             assert_success!(p.a_qp.send(1, &[sge], 0));
         },
-        &[(1, STATUS_ACCESS_VIOLATION, T::SEND)],
-        &[(10, STATUS_CANCELLED, T::RECEIVE)],
-    );
-    scenario(
-        "receive, bad local token",
+        A: [(1, STATUS_ACCESS_VIOLATION, T::SEND)],
+        B: [(10, STATUS_CANCELLED, T::RECEIVE)],
+    }
+
+    /// E8: a receive scattering with a bad local token fails at B.
+    #[test]
+    fn e8_receive_with_a_bad_local_token_fits() {
         |p, a, _, r| {
             let mut sge = r.sge(0, 64);
             sge.memory_region_token ^= 0x77;
             assert_success!(p.b_qp.receive(10, &[sge]));
             assert_success!(p.a_qp.send(1, &[a.sge(0, 64)], 0));
         },
-        &[(1, peer_refused, T::SEND)],
-        &[(10, STATUS_ACCESS_VIOLATION, T::RECEIVE)],
-    );
-    scenario(
-        "SendAndInvalidate of a token the peer cannot invalidate",
+        A: [(1, peer_refused(), T::SEND)],
+        B: [(10, STATUS_ACCESS_VIOLATION, T::RECEIVE)],
+    }
+
+    /// E8: a SendAndInvalidate of a token the peer cannot invalidate fails
+    /// B's receive with INVALID_DEVICE_REQUEST.
+    #[test]
+    fn e8_send_and_invalidate_of_a_foreign_token_fits() {
         |p, a, _, r| {
             assert_success!(p.b_qp.receive(10, &[r.sge(0, 64)]));
-            assert_success!(
-                p.a_qp
-                    .send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD)
-            );
+            assert_success!(p.a_qp.send_and_invalidate(1, &[a.sge(0, 64)], 0, 0x0BAD_0BAD));
         },
-        &[(1, peer_refused, T::SEND)],
-        &[(10, STATUS_INVALID_DEVICE_REQUEST, T::RECEIVE)],
-    );
-    scenario(
-        "Invalidate of an unbound window",
+        A: [(1, peer_refused(), T::SEND)],
+        B: [(10, STATUS_INVALID_DEVICE_REQUEST, T::RECEIVE)],
+    }
+
+    /// E8: an Invalidate of a window never bound completes with
+    /// INVALID_DEVICE_REQUEST.
+    #[test]
+    fn e8_invalidate_of_an_unbound_window_fits() {
         |p, _, _, _| {
             let mw = p.a_pd.mw();
             assert_success!(p.a_qp.invalidate(1, mw.header(), 0));
@@ -585,9 +601,9 @@ fn e8_completion_statuses_fit_their_operation() {
             assert!(allowed(got[0].type_, got[0].status));
             assert_close(mw.close());
         },
-        &[],
-        &[],
-    );
+        A: [],
+        B: [],
+    }
 }
 
 /// E9: a request that completes with an error satisfies a SOLICITED arm (a
@@ -618,9 +634,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
     // At the receiver: a receive that completes with an error (too small,
     // E7) satisfies the receiver's SOLICITED arm, though the Send was not
     // solicited; so does a receive cancelled by a flush.
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 14, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
+    let (pair, a_mem, b_mem) = pair_sending(4096, 14);
     pair.b_cq.arm(NdkCqNotifyType::SOLICITED);
     assert_success!(pair.b_qp.receive(20, &[b_mem.sge(0, 8)]));
     assert_success!(pair.a_qp.send(21, &[a_mem.sge(0, 64)], 0));
@@ -630,13 +644,7 @@ fn e9_error_completion_satisfies_solicited_and_any_arms() {
         [(20, STATUS_BUFFER_OVERFLOW)]
     );
     pair.a_cq.arm(NdkCqNotifyType::SOLICITED);
-    assert_eq!(
-        summary(&pair.a_cq.wait_results(1)),
-        [(
-            21,
-            Transport::default().peer_refused(STATUS_REMOTE_RESOURCES)
-        )]
-    );
+    assert_eq!(summary(&pair.a_cq.wait_results(1)), [(21, peer_refused())]);
     assert_success!(pair.a_qp.receive(22, &[a_mem.sge(1024, 64)]));
     pair.a_qp.flush();
     assert_success!(pair.a_cq.1.wait());

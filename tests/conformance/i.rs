@@ -577,10 +577,8 @@ fn i5_inline_buffers_may_be_reused_once_the_post_returns() {
     only_on_fabric!(
         "a Send waits for the peer's receive on the fabric; over iWARP it goes at once and, with no receive posted, the peer terminates (RFC 5040)"
     );
-    let pair = Pair::new();
+    let (pair, a_src, b_mem) = pair_with_memory(4096, 6);
     let b_recv = Region::new(&pair.b_pd, 4096, 0, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 4096, 0, MR_REMOTE);
-    let a_src = Region::pattern(&pair.a_pd, 4096, 6, MR_LOCAL_WRITE);
     let original: Vec<u8> = (0..200).map(|i| (i * 7 + 3) as u8).collect();
     {
         let mut heap = original.clone();

@@ -117,8 +117,7 @@ fn k2_resize_above_max_cq_depth_is_invalid_parameter() {
 // see also A8
 #[test]
 fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 4, &watch));
+    let (spout, watch) = watched_spout(4);
     let flags = AdapterFlags::from_bits_retain(spout.adapter.info().adapter_flags);
     assert!(
         flags.contains(AdapterFlags::CQ_RESIZE_SUPPORTED),
@@ -156,8 +155,7 @@ fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
 // rule K4
 #[test]
 fn k4_resize_below_the_count_is_buffer_overflow_and_changes_nothing() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 8, &watch));
+    let (spout, watch) = watched_spout(8);
     for context in 1..=5 {
         spout.emit(context);
     }
@@ -211,8 +209,7 @@ fn k4_resize_keeps_every_completion_in_order() {
 // rule K5
 #[test]
 fn k5_a_cq_starts_without_interrupt_moderation() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 64, &watch));
+    let (spout, watch) = watched_spout(64);
     // Unmoderated: every armed completion notifies at once, one at a time.
     for i in 1..=5 {
         spout.cq.arm(NdkCqNotifyType::ANY);
@@ -243,8 +240,7 @@ fn k6_both_knobs_unused_is_invalid_parameter_mix_where_supported() {
 // rule K7, K8, K10
 #[test]
 fn k7_the_newest_settings_win_and_never_stall_notifications() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 64, &watch));
+    let (spout, watch) = watched_spout(64);
     let supported = moderation_supported(&spout.adapter);
     // Moderation on (count 32), then off: the newest call wins, so a single
     // completion notifies without waiting for 31 more.
@@ -296,8 +292,7 @@ fn k8_moderation_without_the_flag_is_not_supported_and_never_pending() {
 // see also I6
 #[test]
 fn k9_moderation_misused_concurrently_stays_safe() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 512, &watch));
+    let (spout, watch) = watched_spout(512);
     let cq = &spout.cq;
     // A consumer breaking K9: calls without the flag, from two threads at
     // once on one CQ, while completions are queued and the CQ armed.
@@ -332,8 +327,7 @@ fn k9_moderation_misused_concurrently_stays_safe() {
 // rule K10, K1
 #[test]
 fn k10_moderation_never_loses_reorders_or_duplicates_completions() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 256, &watch));
+    let (spout, watch) = watched_spout(256);
     let mut got = Vec::new();
     let settings = [(0, 0), (10, 4), (MAXULONG, 8), (50, MAXULONG), (0, 1)];
     for (round, (interval, count)) in settings.into_iter().enumerate() {

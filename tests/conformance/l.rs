@@ -60,15 +60,17 @@ struct Zoo {
 
 impl Zoo {
     fn new() -> Self {
-        let addr = own_address();
-        let adapter = open_adapter(addr);
-        let cq = adapter.cq(64);
-        let pd = adapter.pd();
+        let Near {
+            addr,
+            adapter,
+            cq,
+            pd,
+            qp,
+        } = Near::new();
         let mr = pd.mr(false);
         let fast_mr = pd.mr(true);
         let mw = pd.mw();
         let srq = pd.try_srq(16, 1, 0, None).expect("CreateSrq");
-        let qp = pd.qp(&cq, &cq, 0x200);
         let srq_qp = pd
             .try_qp_with_srq(&cq, &cq, &srq, 0x201, 16, 1, 0)
             .expect("CreateQpWithSrq");
@@ -326,6 +328,15 @@ impl Far {
         }
     }
 
+    /// A QP of the far adapter's own, to accept with: with its CQ and PD,
+    /// in the order [`close_near_and_far`] takes them.
+    fn qp(&self) -> (Qp, Cq, Pd) {
+        let cq = self.adapter.cq(16);
+        let pd = self.adapter.pd();
+        let qp = pd.qp(&cq, &cq, 0xF);
+        (qp, cq, pd)
+    }
+
     /// Closes the incoming connectors `n` so far, the listener and the adapter.
     fn close(self, n: usize) {
         for i in 1..=n {
@@ -381,6 +392,26 @@ impl Near {
             pd,
             qp,
         }
+    }
+
+    /// Closes the QP, the CQ and the PD, each close succeeding at once
+    /// (nothing holds them any more), then the adapter.
+    fn close(self) {
+        assert_closes_succeed!(self.qp, self.cq, self.pd);
+        self.adapter.close();
+    }
+
+    /// NdkConnect of the near QP through `connector` to `far`'s listener,
+    /// with the test's own completion callback and context
+    /// ([`connect_with`]).
+    fn connect_to(
+        &self,
+        connector: &Connector,
+        far: &Far,
+        callback: NdkFnRequestCompletion,
+        context: *mut c_void,
+    ) -> NtStatus {
+        connect_with(connector, &self.qp, self.addr, far.at, callback, context)
     }
 }
 
@@ -645,9 +676,11 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     watch.wait_returned(1);
     assert_eq!(&sink.bytes()[..8], b"reserved");
     // The MR's header too, and while its PD's close is pending.
-    let pd_log = Signal::new();
-    let status = close_with(p.b_pd.close_slot(), &pd_log);
-    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR and a QP");
+    let closing = Closing::start(p.b_pd.close_slot());
+    assert_eq!(
+        closing.status, STATUS_PENDING,
+        "L24: the PD has an MR and a QP"
+    );
     for (object, kind, name) in pair_objects(&p) {
         assert_header(object, kind, version, name);
     }
@@ -661,7 +694,7 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
             ..Closed::default()
         },
     );
-    finish_close_logged(status, &pd_log);
+    closing.finish();
 }
 
 // rule L4
@@ -1559,19 +1592,29 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
 // L14, L24, L25: antecedents and successors
 // ---------------------------------------------------------------------------
 
-// rule L24, L14, L18
-#[test]
-fn l24_pd_close_pends_until_its_mr_is_closed() {
+/// A PD on an adapter of its own with one MR, and the PD's close, started
+/// (it pends until the MR closes, L24).
+fn pd_closing_over_an_mr() -> (Adapter, Pd, Mr, Closing) {
     let adapter = open_adapter(own_address());
     let pd = adapter.pd();
     let mr = pd.mr(false);
-    let log = Signal::new();
-    let status = close_with(pd.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING, "L24: the PD has an MR");
+    let closing = Closing::start(pd.close_slot());
+    (adapter, pd, mr, closing)
+}
+
+// rule L24, L14, L18
+#[test]
+fn l24_pd_close_pends_until_its_mr_is_closed() {
+    let (adapter, _, mr, closing) = pd_closing_over_an_mr();
+    assert_eq!(closing.status, STATUS_PENDING, "L24: the PD has an MR");
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L24: completed before its MR closed");
+    assert_eq!(
+        closing.log.count(),
+        0,
+        "L24: completed before its MR closed"
+    );
     assert_success!(mr.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     adapter.close();
 }
 
@@ -1587,43 +1630,45 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     let qp = pd
         .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
         .expect("CreateQpWithSrq");
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(pd_close.status, STATUS_PENDING);
     // The SRQ is an antecedent of the QP: its close pends too.
-    let srq_log = Signal::new();
-    let srq_status = close_with(srq.close_slot(), &srq_log);
-    assert_eq!(srq_status, STATUS_PENDING, "L24: the SRQ has a QP");
+    let srq_close = Closing::start(srq.close_slot());
+    assert_eq!(srq_close.status, STATUS_PENDING, "L24: the SRQ has a QP");
     // So is the CQ.
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    assert_eq!(cq_status, STATUS_PENDING, "L24: the CQ has a QP");
+    let cq_close = Closing::start(cq.close_slot());
+    assert_eq!(cq_close.status, STATUS_PENDING, "L24: the CQ has a QP");
     for slot in [mw.close_slot(), fast.close_slot()] {
         close_and_wait(slot);
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_log.count(), 0, "L24: the PD still has successors");
+        assert_eq!(pd_close.log.count(), 0, "L24: the PD still has successors");
     }
-    assert_eq!(srq_log.count() + cq_log.count(), 0, "L24: the QP is open");
+    assert_eq!(
+        srq_close.log.count() + cq_close.log.count(),
+        0,
+        "L24: the QP is open"
+    );
     close_and_wait(qp.close_slot());
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(srq_status, &srq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    srq_close.finish();
+    pd_close.finish();
     adapter.close();
 }
 
 /// L14: the close of `held` pends while `holder` is open, even once the
 /// pair's connectors are disconnected; it completes after `holder`'s close.
 fn assert_tied(p: &Pair, held: CloseSlot, holder: CloseSlot, what: &str) {
-    let log = Signal::new();
-    let status = close_with(held, &log);
-    assert_eq!(status, STATUS_PENDING, "L14: {what}");
+    let closing = Closing::start(held);
+    assert_eq!(closing.status, STATUS_PENDING, "L14: {what}");
     disconnect_both(Some(&p.a_conn), Some(&p.b_conn));
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L14: tied until the connector closes");
-    let holder_log = Signal::new();
-    let holder_status = close_with(holder, &holder_log);
-    finish_close_logged(holder_status, &holder_log);
-    finish_close_logged(status, &log);
+    assert_eq!(
+        closing.log.count(),
+        0,
+        "L14: tied until the connector closes"
+    );
+    Closing::start(holder).finish();
+    closing.finish();
 }
 
 /// One `#[test]` per L14 tie of a connected [`Pair`]: the close of the
@@ -1673,19 +1718,18 @@ fn l14_connect_with_shared_endpoint_ties_the_endpoint() {
     let (status, signal) = connect_shared(&connector, &near.qp, &endpoint, far.at, 1, 1, b"");
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
-    let log = Signal::new();
-    let ep_status = close_with(endpoint.close_slot(), &log);
-    assert_eq!(ep_status, STATUS_PENDING, "L14/N10: the connector holds it");
+    let ep_close = Closing::start(endpoint.close_slot());
+    assert_eq!(
+        ep_close.status, STATUS_PENDING,
+        "L14/N10: the connector holds it"
+    );
     assert_success!(passive.reject(b""));
     assert_eq!(signal.wait(), STATUS_CONNECTION_REFUSED);
     std::thread::sleep(SETTLE_BRIEF);
     close_and_wait(connector.close_slot());
-    finish_close_logged(ep_status, &log);
+    ep_close.finish();
     close_and_wait(passive.close_slot());
-    close_and_wait(near.qp.close_slot());
-    close_and_wait(near.cq.close_slot());
-    close_and_wait(near.pd.close_slot());
-    near.adapter.close();
+    near.close();
     let status = far.listener.close();
     assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
     far.adapter.close();
@@ -1699,12 +1743,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     let pd = adapter.pd();
     let mr = pd.mr(false);
     let qp = pd.qp(&cq, &cq, 1);
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    assert_eq!(cq_status, STATUS_PENDING);
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(pd_close.status, STATUS_PENDING);
+    let cq_close = Closing::start(cq.close_slot());
+    assert_eq!(cq_close.status, STATUS_PENDING);
     // A consumer breaking L14 / L19: creates from the closing PD, naming the
     // closing CQ. Refused, or created and then held like any successor.
     let late_mw = create("CreateMw on a closing PD", |cc, ctx, out| {
@@ -1719,17 +1761,17 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     close_and_wait(qp.close_slot());
     if let Ok(late) = late_qp {
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(cq_log.count(), 0, "L24: the late QP holds the CQ");
+        assert_eq!(cq_close.log.count(), 0, "L24: the late QP holds the CQ");
         close_and_wait(late.close_slot());
     }
     if let Ok(late) = late_mw {
         std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_log.count(), 0, "L24: the late MW holds the PD");
+        assert_eq!(pd_close.log.count(), 0, "L24: the late MW holds the PD");
         let mw = Mw(late);
         close_and_wait(mw.close_slot());
     }
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    pd_close.finish();
     adapter.close();
 }
 
@@ -1738,12 +1780,10 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
 #[test]
 fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     let p = Pair::new();
-    let pd_log = Signal::new();
-    let pd_status = close_with(p.a_pd.close_slot(), &pd_log);
-    assert_eq!(pd_status, STATUS_PENDING);
-    let b_pd_log = Signal::new();
-    let b_pd_status = close_with(p.b_pd.close_slot(), &b_pd_log);
-    assert_eq!(b_pd_status, STATUS_PENDING);
+    let a_pd_close = Closing::start(p.a_pd.close_slot());
+    assert_eq!(a_pd_close.status, STATUS_PENDING);
+    let b_pd_close = Closing::start(p.b_pd.close_slot());
+    assert_eq!(b_pd_close.status, STATUS_PENDING);
     // The QPs of the closing PDs still carry traffic both ways.
     for i in 0..3 {
         recv0(&p.b_qp, 10 + i);
@@ -1766,9 +1806,11 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
         "L25"
     );
     // The exception: a closing listener turns requests away at once (N6).
-    let listener_log = Signal::new();
-    let listener_status = close_with(p.listener.close_slot(), &listener_log);
-    assert_eq!(listener_status, STATUS_PENDING, "N7: its connector is open");
+    let listener_close = Closing::start(p.listener.close_slot());
+    assert_eq!(
+        listener_close.status, STATUS_PENDING,
+        "N7: its connector is open"
+    );
     let extra_cq = p.a.cq(8);
     let extra_pd = p.a.pd();
     let extra_qp = extra_pd.qp(&extra_cq, &extra_cq, 0xE);
@@ -1790,40 +1832,51 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
             ..Closed::default()
         },
     );
-    finish_close_logged(pd_status, &pd_log);
-    finish_close_logged(b_pd_status, &b_pd_log);
-    finish_close_logged(listener_status, &listener_log);
+    a_pd_close.finish();
+    b_pd_close.finish();
+    listener_close.finish();
 }
 
 // ---------------------------------------------------------------------------
 // L15–L17: closing from inside a completion
 // ---------------------------------------------------------------------------
 
-/// A hook for a [`Watch`] that closes `object` through `close` from inside
-/// the first callback, logging the close completion in `log` and its return
-/// value in `returned`.
-fn close_inside(
-    (object, close): CloseSlot,
-    log: &Arc<Signal>,
-    returned: &Arc<Mutex<Option<NtStatus>>>,
-) -> impl FnMut(NtStatus) + Send + 'static {
-    let object = object as usize;
-    let log = Arc::clone(log);
-    let returned = Arc::clone(returned);
-    move |_| {
-        let mut slot = returned.lock().unwrap();
-        if slot.is_none() {
-            // SAFETY: the object is alive: this callback holds it (L15), and
-            // it is closed only here.
-            let status = unsafe {
-                close(
-                    object as *mut NdkObjectHeader,
-                    Some(on_tagged_close),
-                    log.ctx(),
-                )
-            };
-            *slot = Some(status);
-        }
+/// A close the consumer makes from inside the first callback a [`Watch`]
+/// delivers: its completion is logged in `log`, its return value kept.
+struct CloseInside {
+    log: Arc<Signal>,
+    returned: Arc<Mutex<Option<NtStatus>>>,
+}
+
+impl CloseInside {
+    /// Hooks the close of `object` through `close` into `watch`'s first
+    /// callback.
+    fn hook(watch: &Watch, (object, close): CloseSlot) -> Self {
+        let object = object as usize;
+        let log = Signal::new();
+        let returned = Arc::new(Mutex::new(None));
+        let (hook_log, hook_returned) = (Arc::clone(&log), Arc::clone(&returned));
+        watch.set_hook(move |_| {
+            let mut slot = hook_returned.lock().unwrap();
+            if slot.is_none() {
+                // SAFETY: the object is alive: this callback holds it (L15),
+                // and it is closed only here.
+                let status = unsafe {
+                    close(
+                        object as *mut NdkObjectHeader,
+                        Some(on_tagged_close),
+                        hook_log.ctx(),
+                    )
+                };
+                *slot = Some(status);
+            }
+        });
+        Self { log, returned }
+    }
+
+    /// What the close returned (the callback has run).
+    fn status(&self) -> NtStatus {
+        self.returned.lock().unwrap().expect("closed inside")
     }
 }
 
@@ -1834,17 +1887,8 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     let far = Far::new();
     let connector = near.adapter.connector();
     let watch = Watch::new();
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(connector.close_slot(), &log, &returned));
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_watch,
-        watch.ctx(),
-    );
+    let inside = CloseInside::hook(&watch, connector.close_slot());
+    let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     // The peer turns it down: the Connect fails in the peer's Reject call, and
@@ -1852,12 +1896,12 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     assert_success!(passive.reject(b""));
     watch.wait_returned(1);
     assert_eq!(watch.all(), vec![STATUS_CONNECTION_REFUSED]);
-    let close_status = returned.lock().unwrap().expect("closed inside");
+    let close_status = inside.status();
     assert!(
         close_status == STATUS_SUCCESS || close_status == STATUS_PENDING,
         "L18: {close_status:#x}"
     );
-    finish_close_logged(close_status, &log);
+    finish_close_logged(close_status, &inside.log);
     // L16: the provider left the closed connector alone; the QP it had tied
     // is free again and everything closes.
     std::thread::sleep(SETTLE_BRIEF);
@@ -1874,9 +1918,7 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     let p = Pair::new();
     let (a_status, a_signal) = p.a_conn.disconnect();
     let watch = Watch::new();
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(p.b_conn.close_slot(), &log, &returned));
+    let inside = CloseInside::hook(&watch, p.b_conn.close_slot());
     // SAFETY: a live connector; the watch outlives the completion.
     let status = unsafe { (p.b_conn.d().ndk_disconnect)(p.b_conn.0, Some(on_watch), watch.ctx()) };
     // The connector may be closed by now (L15): it is not touched again.
@@ -1886,35 +1928,26 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     );
     watch.wait_returned(1);
     let _ = a_signal.outcome(a_status);
-    let close_status = returned.lock().unwrap().expect("closed inside");
-    finish_close_logged(close_status, &log);
+    let close_status = inside.status();
+    finish_close_logged(close_status, &inside.log);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
         watch.entered(),
         1,
         "L8/L22: one completion, nothing after the close"
     );
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            ..Closed::default()
-        },
-    );
+    teardown_except(p, Closed::B_CONN);
 }
 
 // rule L15, L23, L24
 #[test]
 fn l15_cq_closed_inside_its_own_notification() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
-    let log = Signal::new();
-    let returned = Arc::new(Mutex::new(None));
-    watch.set_hook(close_inside(spout.cq.close_slot(), &log, &returned));
+    let (spout, watch) = watched_spout(16);
+    let inside = CloseInside::hook(&watch, spout.cq.close_slot());
     spout.cq.arm(NdkCqNotifyType::ANY);
     spout.emit(1);
     watch.wait_returned(1);
-    let close_status = returned.lock().unwrap().expect("closed inside");
+    let close_status = inside.status();
     assert_eq!(
         close_status, STATUS_PENDING,
         "L23/L24: callback running, QP open"
@@ -1922,12 +1955,12 @@ fn l15_cq_closed_inside_its_own_notification() {
     // More completions: nothing is delivered after the close (L22).
     spout.emit(2);
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 0, "L24: the QP still holds the CQ");
+    assert_eq!(inside.log.count(), 0, "L24: the QP still holds the CQ");
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_success!(qp.close());
-    finish_close_logged(close_status, &log);
+    finish_close_logged(close_status, &inside.log);
     assert_eq!(watch.entered(), 1, "L22");
     assert_success!(pd.close());
     adapter.close();
@@ -1953,9 +1986,7 @@ fn l17_further_calls_before_an_earlier_completion_arrives() {
     recv0(&near.qp, 0x77);
     assert_eq!(connected.count(), 0);
     // The peer accepts; the calls made meanwhile changed nothing.
-    let far_cq = far.adapter.cq(16);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let passive = far.incoming.wait_nth(1);
     let (_, _, _, data, _) = passive.connection_data(16);
     assert_eq!(&data[..5], b"early");
@@ -1990,10 +2021,9 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     let zoo = Zoo::new();
     let mut pending = Vec::new();
     for slot in zoo.antecedents().into_iter().rev() {
-        let log = Signal::new();
-        let status = close_with(slot, &log);
-        assert_eq!(status, STATUS_PENDING, "L24");
-        pending.push((status, log));
+        let closing = Closing::start(slot);
+        assert_eq!(closing.status, STATUS_PENDING, "L24");
+        pending.push(closing);
     }
     // A second close of a closing object is quiet (L19) and adds no completion.
     for slot in [zoo.pd.close_slot(), zoo.cq.close_slot()] {
@@ -2009,8 +2039,8 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     for slot in zoo.successors() {
         close_and_wait(slot);
     }
-    for (status, log) in pending {
-        finish_close_logged(status, &log);
+    for closing in pending {
+        closing.finish();
     }
     zoo.adapter.close();
 }
@@ -2018,12 +2048,8 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
 // rule L19, L18, L25
 #[test]
 fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
-    let adapter = open_adapter(own_address());
-    let pd = adapter.pd();
-    let mr = pd.mr(false);
-    let log = Signal::new();
-    let status = close_with(pd.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING);
+    let (adapter, pd, mr, closing) = pd_closing_over_an_mr();
+    assert_eq!(closing.status, STATUS_PENDING);
     // Breaches while the PD is still alive.
     let _ = pd.privileged_token();
     let (query, _) = query_extension(pd.0.cast(), pd.d().ndk_query_extension, &UNKNOWN_EXTENSION);
@@ -2032,12 +2058,12 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     let second = close_with(pd.close_slot(), &again);
     assert_success!(second, "L19: a second close returns quietly");
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(again.count() + log.count(), 0);
+    assert_eq!(again.count() + closing.log.count(), 0);
     // The MR still works (L25) and closes; then the PD's one close completion.
     let mut buffer = Buffer::new(PAGE, 0, 0);
     assert_success!(mr.register(&mut buffer, 0));
     assert_success!(mr.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     assert_eq!(again.count(), 0, "L19: one close completion");
     adapter.close();
 }
@@ -2045,12 +2071,10 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
 // rule L19, L22, L25, C3
 #[test]
 fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let (spout, watch) = watched_spout(16);
     spout.emit(1);
-    let log = Signal::new();
-    let status = close_with(spout.cq.close_slot(), &log);
-    assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
+    let closing = Closing::start(spout.cq.close_slot());
+    assert_eq!(closing.status, STATUS_PENDING, "L24: its QP is open");
     // Every CQ call while the close pends: no crash, no notification.
     spout.cq.arm(NdkCqNotifyType::ANY);
     let _ = spout.cq.poll(4);
@@ -2073,12 +2097,12 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
         "L19: a second close returns quietly"
     );
     std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count() + again.count(), 0);
+    assert_eq!(closing.log.count() + again.count(), 0);
     let Spout {
         adapter, pd, qp, ..
     } = spout;
     assert_success!(qp.close());
-    finish_close_logged(status, &log);
+    closing.finish();
     assert_eq!(again.count(), 0);
     assert_eq!(
         watch.entered(),
@@ -2101,8 +2125,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     send0(&p.a_qp, 3, Transport::default().held());
     std::thread::sleep(SETTLE_BRIEF);
     assert!(p.a_cq.poll(4).is_empty(), "all three are outstanding");
-    let log = Signal::new();
-    let status = close_with(p.a_qp.close_slot(), &log);
+    let closing = Closing::start(p.a_qp.close_slot());
     // The close itself starts the flush: they complete before the close does
     // (the connector still holds the QP).
     let mut flushed = summary(&p.a_cq.wait_results(3));
@@ -2123,7 +2146,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
             ..Closed::default()
         },
     );
-    finish_close_logged(status, &log);
+    closing.finish();
 }
 
 // rule L20, L21, L22
@@ -2133,14 +2156,7 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     let far = Far::new();
     let connector = near.adapter.connector();
     let log = Signal::new();
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_status,
-        log.ctx(),
-    );
+    let status = near.connect_to(&connector, &far, on_status, log.ctx());
     assert_eq!(status, STATUS_PENDING);
     let _passive = far.incoming.wait_nth(1);
     // Nobody accepts; the close cancels the Connect, whose completion comes
@@ -2164,21 +2180,12 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
 fn l21_connector_close_waits_for_its_running_connect_completion() {
     let near = Near::new();
     let far = Far::new();
-    let far_cq = far.adapter.cq(8);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let connector = near.adapter.connector();
     // The Connect completion and the close completion share one gated watch:
     // its log orders them and it flags overlap.
     let watch = Watch::gated();
-    let status = connect_with(
-        &connector,
-        &near.qp,
-        near.addr,
-        far.at,
-        on_watch,
-        watch.ctx(),
-    );
+    let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
     assert_eq!(status, STATUS_PENDING);
     let passive = far.incoming.wait_nth(1);
     let passive_ptr = passive.0 as usize;
@@ -2193,10 +2200,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
         (outcome, indications.count())
     });
     watch.wait_entered(1);
-    // SAFETY: a live connector; the watch outlives the close.
-    let close_status = unsafe {
-        (connector.d().ndk_close_connector)(connector.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let close_status = close_watched(connector.close_slot(), &watch);
     assert_eq!(close_status, STATUS_PENDING, "L21: a completion is running");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
@@ -2213,8 +2217,7 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     );
     let (accept, _) = accepting.join().unwrap();
     assert!(accept != STATUS_PENDING, "the Accept finished: {accept:#x}");
-    assert_closes_succeed!(near.qp, near.cq, near.pd);
-    near.adapter.close();
+    near.close();
     close_and_wait(far_qp.close_slot());
     close_and_wait(far_cq.close_slot());
     close_and_wait(far_pd.close_slot());
@@ -2261,10 +2264,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         signal.outcome(status)
     });
     watch.wait_entered(1);
-    // SAFETY: a live listener; the watch outlives the close.
-    let status = unsafe {
-        (listener.d().ndk_close_listener)(listener.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(listener.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L21: its connect event is running");
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
@@ -2285,8 +2285,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     finish_close_logged(passive_status, &passive_log);
     watch.set_hook(|_| {});
     close_and_wait(connector.close_slot());
-    assert_closes_succeed!(near.qp, near.cq, near.pd);
-    near.adapter.close();
+    near.close();
     far.close();
 }
 
@@ -2296,9 +2295,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
 fn l21_connector_close_waits_for_its_running_disconnect_event() {
     let near = Near::new();
     let far = Far::new();
-    let far_cq = far.adapter.cq(8);
-    let far_pd = far.adapter.pd();
-    let far_qp = far_pd.qp(&far_cq, &far_cq, 0xF);
+    let (far_qp, far_cq, far_pd) = far.qp();
     let connector = near.adapter.connector();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     let passive = far.incoming.wait_nth(1);
@@ -2333,10 +2330,7 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
     });
     watch.wait_entered(1);
     assert_eq!(watch.all(), vec![EVENT], "X2: B learns of the disconnect");
-    // SAFETY: a live connector; the watch outlives the close.
-    let status = unsafe {
-        (passive.d().ndk_close_connector)(passive.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(passive.close_slot(), &watch);
     assert_eq!(
         status, STATUS_PENDING,
         "L21: its disconnect event is running"
@@ -2381,8 +2375,7 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         unsafe { arm(cq_ptr as *mut NdkCq, NdkCqNotifyType::ANY) };
     });
     watch.wait_entered(1);
-    // SAFETY: a live CQ; the watch outlives the close.
-    let status = unsafe { (cq.d().ndk_close_cq)(cq.0.cast(), Some(on_watch_close), watch.ctx()) };
+    let status = close_watched(cq.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L23: its notification is running");
     // The adapter's close waits for that callback as well (L27).
     let adapter_ptr = adapter.0 as usize;
@@ -2416,13 +2409,9 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
 // rule L22, L21
 #[test]
 fn l22_no_notification_after_the_cq_close() {
-    let watch = Watch::new();
-    let spout = Spout::new(|adapter| watched_cq(adapter, 16, &watch));
+    let (spout, watch) = watched_spout(16);
     spout.cq.arm(NdkCqNotifyType::ANY);
-    // SAFETY: a live CQ; the watch outlives the close.
-    let status = unsafe {
-        (spout.cq.d().ndk_close_cq)(spout.cq.0.cast(), Some(on_watch_close), watch.ctx())
-    };
+    let status = close_watched(spout.cq.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L24: its QP is open");
     // Completions for the armed, closing CQ: no notification.
     spout.emit(1);
@@ -2470,13 +2459,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
             "L22: after a STATUS_SUCCESS close: {entries:x?}"
         );
     }
-    teardown_except(
-        p,
-        Closed {
-            b_conn: true,
-            ..Closed::default()
-        },
-    );
+    teardown_except(p, Closed::B_CONN);
 }
 
 // ---------------------------------------------------------------------------
@@ -2499,16 +2482,15 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
         qp,
         ..
     } = near;
-    let cq_log = Signal::new();
-    let cq_status = close_with(cq.close_slot(), &cq_log);
-    let pd_log = Signal::new();
-    let pd_status = close_with(pd.close_slot(), &pd_log);
-    assert_eq!((cq_status, pd_status), (STATUS_PENDING, STATUS_PENDING));
+    let cq_close = Closing::start(cq.close_slot());
+    let pd_close = Closing::start(pd.close_slot());
+    assert_eq!(
+        (cq_close.status, pd_close.status),
+        (STATUS_PENDING, STATUS_PENDING)
+    );
     // The QP's close pends (tied); its completion will block.
     let qp_watch = Watch::gated();
-    // SAFETY: a live QP; the watch outlives the close.
-    let qp_status =
-        unsafe { (qp.d().ndk_close_qp)(qp.0.cast(), Some(on_watch_close), qp_watch.ctx()) };
+    let qp_status = close_watched(qp.close_slot(), &qp_watch);
     assert_eq!(qp_status, STATUS_PENDING, "L14: the connector holds the QP");
     // The adapter's close, from another thread: it must wait for all of it.
     let adapter_ptr = adapter.0 as usize;
@@ -2530,12 +2512,12 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     qp_watch.wait_entered(1);
     std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        cq_log.count(),
+        cq_close.log.count(),
         0,
         "L26: the CQ closed under its QP's close completion"
     );
     assert_eq!(
-        pd_log.count(),
+        pd_close.log.count(),
         0,
         "L26: the PD closed under its QP's close completion"
     );
@@ -2545,8 +2527,8 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
     );
     qp_watch.open();
     let _ = closing_connector.join().unwrap();
-    finish_close_logged(cq_status, &cq_log);
-    finish_close_logged(pd_status, &pd_log);
+    cq_close.finish();
+    pd_close.finish();
     assert_success!(closing_adapter.join().unwrap());
     assert!(connected.count() <= 1);
     assert!(!qp_watch.overlapped());
@@ -2858,6 +2840,17 @@ mod close_race {
         (status, done)
     }
 
+    /// A never-connected QP on one side, its CQ reporting to the `watch`
+    /// returned, and a zeroed region to receive into.
+    fn lone_qp() -> (Side, Arc<Signal>, Cq, Qp, Region) {
+        let side = Side::two().0;
+        let watch = Signal::new();
+        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
+        let qp = side.pd.qp(&cq, &cq, 1);
+        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        (side, watch, cq, qp, mine)
+    }
+
     /// A connected pair whose A side CQ reports to `watch`, armed.
     fn armed_pair() -> (Pair, Arc<Signal>) {
         let pair = Pair::new();
@@ -2913,11 +2906,7 @@ mod close_race {
     /// outlives the flush.
     #[test]
     fn l17_qp_closed_by_another_thread_during_flush_stays_alive_until_it_returns() {
-        let side = Side::two().0;
-        let watch = Signal::new();
-        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
-        let qp = side.pd.qp(&cq, &cq, 1);
-        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        let (side, watch, cq, qp, mine) = lone_qp();
         assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
         cq.arm(NdkCqNotifyType::ANY);
         let rx = close_inside_next_callback(&watch, qp_target(&qp));
@@ -2977,11 +2966,7 @@ mod close_race {
     /// closes inside the notification the arm delivers.
     #[test]
     fn l17_cq_closed_by_another_thread_during_an_arm_stays_alive_until_it_returns() {
-        let side = Side::two().0;
-        let watch = Signal::new();
-        let cq = side.adapter.try_cq(16, &watch).expect("CreateCq");
-        let qp = side.pd.qp(&cq, &cq, 1);
-        let mine = Region::new(&side.pd, 4096, 0, MR_LOCAL_WRITE);
+        let (side, watch, cq, qp, mine) = lone_qp();
         assert_eq!(qp.receive(1, &[mine.sge(0, 64)]), STATUS_SUCCESS);
         qp.flush();
         assert_close(qp.close());

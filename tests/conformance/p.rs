@@ -585,11 +585,9 @@ fn p8_receive_posted_before_connect_is_used_after() {
 /// inline with STATUS_DATA_OVERRUN (NDSPI v2) and leaves no entry.
 #[test]
 fn p9_too_many_sges_refused_with_data_overrun() {
-    let pair = Pair::new();
+    let (pair, a_mem, b_mem) = pair_with_patterns(8192, 10, 11);
     let info = pair.a.info();
     let read_max = info.max_read_request_sge as usize;
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 10, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 8192, 11, MR_REMOTE);
     let sges = |n: usize, at: usize| -> Vec<NdkSge> {
         (0..n).map(|i| a_mem.sge(at + i * 16, 16)).collect()
     };
@@ -1002,10 +1000,8 @@ impl Poster {
 /// each is honoured (silent requests leave no entry, the others complete).
 #[test]
 fn p18_every_documented_flag_is_accepted() {
-    let pair = Pair::new();
-    let a_src = Region::pattern(&pair.a_pd, 8192, 19, MR_LOCAL_WRITE);
+    let (pair, a_src, b_mem) = pair_with_patterns(8192, 19, 20);
     let a_sink = Region::new(&pair.a_pd, 8192, 0, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 8192, 20, MR_REMOTE);
     let b_recv = Region::new(&pair.b_pd, 32 * 64, 0, MR_LOCAL_WRITE);
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, true);
@@ -1189,9 +1185,7 @@ fn p18_every_documented_flag_is_accepted() {
 /// the opaque remote token.
 #[test]
 fn p19_remote_address_in_host_order_with_consumer_offset() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 21, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 8192, 22, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_patterns(8192, 21, 22);
     let token = b_mem.token();
     let base = b_mem.buffer.va();
     let qp = &pair.a_qp;
@@ -1222,9 +1216,7 @@ fn p19_remote_address_in_host_order_with_consumer_offset() {
 /// else as its completion status.
 #[test]
 fn p20_read_past_the_remote_region_fails_remote_resources() {
-    let pair = Pair::new();
-    let sink = Region::new(&pair.a_pd, 4096, 0, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 4096, 23, MR_REMOTE);
+    let (pair, sink, b_mem) = pair_reading(4096, 23);
     let status = pair.a_qp.read(
         1,
         &[sink.sge(0, 256)],
@@ -1291,9 +1283,7 @@ fn p21_entries_carry_request_and_qp_context_and_receive_bytes() {
 /// completion of a SendAndInvalidate has type Send.
 #[test]
 fn p22_result_ex_type_names_the_operation() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 25, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 4096, 26, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_patterns(4096, 25, 26);
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let b_mw = pair.b_pd.mw();
@@ -1346,9 +1336,7 @@ fn p23_completions_in_post_order_within_a_qp() {
     only_on_fabric!(
         "a Send waits for the peer's receive on the fabric; over iWARP it goes at once and, with no receive posted, the peer terminates (RFC 5040)"
     );
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 8192, 27, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 8192, 28, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_patterns(8192, 27, 28);
     let (remote, token) = (b_mem.remote(0), b_mem.token());
     let qp = &pair.a_qp;
     // Sends first, receives later: the Sends wait, and the Writes and Reads

@@ -87,11 +87,17 @@ pub fn settle_engine() {
     }
 }
 
+pub mod arrange;
 pub mod callbacks;
 pub mod connections;
 pub mod objects;
 pub mod reaping;
 
+#[allow(
+    unused_imports,
+    reason = "binaries that include the harness without the families"
+)]
+pub use arrange::*;
 pub use callbacks::*;
 pub use connections::*;
 pub use objects::*;
