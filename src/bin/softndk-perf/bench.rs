@@ -280,6 +280,12 @@ pub fn bandwidth(link: &Link, op: Op, size: usize, config: &Config) -> Result<Ba
     Ok(Bandwidth { run, memcpy })
 }
 
+/// The slot after `slot` in a rotation over `slots` of them (message `i`
+/// uses slot `i % slots`).
+fn next_slot(slot: usize, slots: usize) -> usize {
+    if slot + 1 >= slots { 0 } else { slot + 1 }
+}
+
 /// `n` copies of `size` bytes from slot `i % slots` of `src` to the same
 /// slot of `dst`.
 fn memcpy(src: &[u8], dst: &mut [u8], size: usize, slots: usize, n: u64) -> Run {
@@ -288,10 +294,7 @@ fn memcpy(src: &[u8], dst: &mut [u8], size: usize, slots: usize, n: u64) -> Run 
     for _ in 0..n {
         let at = slot * size;
         black_box(&mut dst[at..at + size]).copy_from_slice(black_box(&src[at..at + size]));
-        slot += 1;
-        if slot == slots {
-            slot = 0;
-        }
+        slot = next_slot(slot, slots);
     }
     Run {
         iterations: n,
@@ -341,10 +344,7 @@ fn rdma(
                 qp.read(number, &sges[slot], remote[slot], token)?;
             }
             posted += 1;
-            slot += 1;
-            if slot == slots {
-                slot = 0;
-            }
+            slot = next_slot(slot, slots);
         }
         let got = link.a.cq.wait(&mut results, config.armed)?;
         for result in &results[..got] {
@@ -434,10 +434,7 @@ fn send(
                     let number = usize::try_from(posted).unwrap_or(usize::MAX);
                     qp.send(number, &sges[slot], flags)?;
                     posted += 1;
-                    slot += 1;
-                    if slot == slots {
-                        slot = 0;
-                    }
+                    slot = next_slot(slot, slots);
                 }
                 let got = link.a.cq.wait(&mut results, config.armed)?;
                 for result in &results[..got] {
