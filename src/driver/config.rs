@@ -186,7 +186,6 @@ pub const fn checked_callback_bound(value: Option<u32>) -> u32 {
     }
 }
 
-
 /// `*NetworkDirect`: NDK may be enabled unless the value is present and 0
 /// (a missing value means the INF default, 1: rule A22).
 #[must_use]

@@ -283,7 +283,6 @@ static EX_ALLOCATE_POOL2_NAME: [u16; 15] = super::ascii_utf16("ExAllocatePool2")
 /// need no other synchronisation.
 static EX_ALLOCATE_POOL2: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 
-
 /// Looks up, once, the kernel routines newer than the floor (Windows 10
 /// 1809, build 17763) that the image uses when present: `ExAllocatePool2`.
 /// Called first thing in `DriverEntry`, at PASSIVE_LEVEL (what
