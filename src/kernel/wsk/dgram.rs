@@ -276,8 +276,9 @@ impl WskDatagram {
         }
         client.socket_opened();
         let context = Arc::into_raw(Arc::clone(&this)).cast_mut().cast::<c_void>();
+        let routine = setup::completed::<Self, { setup::CREATE }>;
         // SAFETY: a new, idle IRP; the context is the socket's reference.
-        unsafe { this.control_irp.prepare(setup::created::<Self>, context) };
+        unsafe { this.control_irp.prepare(routine, context) };
         let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
         let dispatch = client.dispatch();
         // SAFETY: a captured provider; the client table is static; the IRP

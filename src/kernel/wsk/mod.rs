@@ -1146,8 +1146,9 @@ pub fn listen(
     let context = Arc::into_raw(Arc::clone(&listener))
         .cast_mut()
         .cast::<c_void>();
+    let routine = setup::completed::<WskListener, { setup::CREATE }>;
     // SAFETY: a new, idle IRP.
-    unsafe { listener.irp.prepare(setup::created::<WskListener>, context) };
+    unsafe { listener.irp.prepare(routine, context) };
     let dispatch = client.dispatch();
     let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
     // SAFETY: a captured provider; the dispatch table is static; the IRP

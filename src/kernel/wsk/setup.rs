@@ -3,10 +3,10 @@
 //! ([`super::WskListener`]) and the datagram socket ([`super::WskDatagram`]).
 //! Their completion routines are the same logic over two kinds of object,
 //! so they are written once here, generic over [`Setup`], and instantiated
-//! per kind (`created::<WskListener>`...).
+//! per kind (`completed::<WskListener, CREATE>`...).
 //!
 //! The object's socket reference (`Arc::into_raw`, given to WSK as the
-//! context of every request here) is released by [`closed`] once
+//! context of every request here) is released by `closed` once
 //! `WskCloseSocket` completed, or by a failed setup when there is no socket
 //! to close.
 
@@ -65,10 +65,11 @@ fn context_of<S: Setup>(this: &S) -> *mut c_void {
 /// Issues `WskCloseSocket`; [`closed`] follows.
 pub(super) fn start_close<S: Setup>(this: &S) {
     let socket = this.socket().load(Ordering::Acquire);
+    let routine = completed::<S, CLOSE>;
     // SAFETY: the control IRP is idle: close is issued once the setup's last
     // request completed (from its completion routine, or once the phase says
     // the setup is over), and only once (the phase moves to closing first).
-    unsafe { this.control_irp().prepare(closed::<S>, context_of(this)) };
+    unsafe { this.control_irp().prepare(routine, context_of(this)) };
     let (_, close) = this.bind_and_close();
     // SAFETY: a live socket with nothing outstanding; the IRP stays valid
     // until its completion (the socket's reference keeps the object).
@@ -85,12 +86,21 @@ fn fail<S: Setup>(this: &S, status: NtStatus, context: *mut c_void) {
     drop(unsafe { Arc::from_raw(context.cast::<S>().cast_const()) });
 }
 
-/// `WskSocket` completed: enable the events, then bind.
+/// The request a [`completed`] instance finishes (its `REQUEST`).
+pub(super) const CREATE: u8 = 0;
+/// `WskBind`.
+const BIND: u8 = 1;
+/// `WskCloseSocket`.
+const CLOSE: u8 = 2;
+
+/// The completion routine of every request here, one instance per kind of
+/// socket and request (`completed::<WskListener, CREATE>`...): takes the
+/// outcome and a reference for the routine's length, then runs the step.
 ///
 /// # Safety
 /// An IRP completion routine: `irp` is the object's control IRP, completed,
 /// and `context` its socket reference (`Arc::into_raw` of an `S`).
-pub(super) unsafe extern "system" fn created<S: Setup>(
+pub(super) unsafe extern "system" fn completed<S: Setup, const REQUEST: u8>(
     _device: *mut c_void,
     irp: *mut Irp,
     context: *mut c_void,
@@ -99,15 +109,25 @@ pub(super) unsafe extern "system" fn created<S: Setup>(
     let (status, information) = unsafe { outcome(irp) };
     // SAFETY: the context is the socket's reference.
     let this = unsafe { borrow_arc::<S>(context) };
-    let socket = information as *mut WskSocket;
+    match REQUEST {
+        CREATE => created(&*this, status, information as *mut WskSocket, context),
+        BIND => bound(&*this, status),
+        _ => closed(this, context),
+    }
+    STATUS_MORE_PROCESSING_REQUIRED
+}
+
+/// `WskSocket` completed (`socket`: the new socket): enable the events,
+/// then bind.
+fn created<S: Setup>(this: &S, status: NtStatus, socket: *mut WskSocket, context: *mut c_void) {
     if status < 0 || socket.is_null() {
         let status = if status < 0 {
             status
         } else {
             STATUS_INSUFFICIENT_RESOURCES
         };
-        fail(&*this, status, context);
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        fail(this, status, context);
+        return;
     }
     this.socket().store(socket, Ordering::Release);
     // SAFETY: the socket the provider just made.
@@ -115,52 +135,30 @@ pub(super) unsafe extern "system" fn created<S: Setup>(
     if enabled < 0 {
         this.ready(Err(enabled));
         this.enter(Step::Closing);
-        start_close(&*this);
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        start_close(this);
+        return;
     }
     this.enter(Step::Binding);
     // SAFETY: the IRP completed (this routine) and is ours again.
-    unsafe { this.control_irp().prepare(bound::<S>, context) };
+    unsafe { this.control_irp().prepare(completed::<S, BIND>, context) };
     let (bind, _) = this.bind_and_close();
     // SAFETY: a live socket; the address lives in the object, kept by the
     // socket's reference; the IRP stays valid until its completion.
     let _ = unsafe { bind(socket, this.local().cast(), 0, this.control_irp().as_ptr()) };
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskBind` completed: open, or closed again on failure or when close was
 /// asked for meanwhile.
-///
-/// # Safety
-/// As [`created`].
-unsafe extern "system" fn bound<S: Setup>(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our IRP, completed.
-    let (status, _) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference.
-    let this = unsafe { borrow_arc::<S>(context) };
+fn bound<S: Setup>(this: &S, status: NtStatus) {
     let close_now = this.bind_done(status >= 0);
     this.ready(if status < 0 { Err(status) } else { Ok(()) });
     if close_now {
-        start_close(&*this);
+        start_close(this);
     }
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskCloseSocket` completed: the socket's reference goes.
-///
-/// # Safety
-/// As [`created`].
-unsafe extern "system" fn closed<S: Setup>(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the socket's reference.
-    let this = unsafe { borrow_arc::<S>(context) };
+fn closed<S: Setup>(this: Arc<S>, context: *mut c_void) {
     this.socket()
         .store(core::ptr::null_mut(), Ordering::Release);
     this.enter(Step::Closed);
@@ -171,5 +169,4 @@ unsafe extern "system" fn closed<S: Setup>(
     // which nothing touches it (STATUS_MORE_PROCESSING_REQUIRED: the I/O
     // manager leaves the IRP alone).
     drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
 }
