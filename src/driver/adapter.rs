@@ -87,23 +87,36 @@ pub struct TxSnapshot {
     pub broadcast: FrameCount,
 }
 
+impl FrameCount {
+    /// Both counts added, each saturating.
+    #[must_use]
+    pub const fn saturating_add(self, other: Self) -> Self {
+        Self {
+            frames: self.frames.saturating_add(other.frames),
+            octets: self.octets.saturating_add(other.octets),
+        }
+    }
+}
+
 impl TxSnapshot {
+    /// Every kind together.
+    #[must_use]
+    pub const fn total(&self) -> FrameCount {
+        self.unicast
+            .saturating_add(self.multicast)
+            .saturating_add(self.broadcast)
+    }
+
     /// All frames.
     #[must_use]
     pub const fn frames(&self) -> u64 {
-        self.unicast
-            .frames
-            .saturating_add(self.multicast.frames)
-            .saturating_add(self.broadcast.frames)
+        self.total().frames
     }
 
     /// All bytes.
     #[must_use]
     pub const fn octets(&self) -> u64 {
-        self.unicast
-            .octets
-            .saturating_add(self.multicast.octets)
-            .saturating_add(self.broadcast.octets)
+        self.total().octets
     }
 }
 
@@ -149,14 +162,7 @@ pub struct Adapter {
     ether: SpinLock<Option<Arc<super::ether::EtherPort>>>,
 }
 
-impl core::fmt::Debug for Adapter {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Adapter")
-            .field("config", &self.config)
-            .field("ndk", &self.ndk)
-            .finish_non_exhaustive()
-    }
-}
+crate::kernel::log::debug_fields!(Adapter { config, ndk });
 
 impl Adapter {
     /// A new adapter: NDK enabled exactly when `*NetworkDirect` permits it,

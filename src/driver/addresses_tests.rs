@@ -268,8 +268,8 @@ fn test_two_interfaces_cannot_own_one_address_rule_n1() {
 // ----- the NDIS path ---------------------------------------------------
 
 /// An adapter as `MiniportInitializeEx` builds it, over the NDIS provider,
-/// with its address tracker.
-fn ndis_adapter() -> (Adapter, AddressTracker) {
+/// with its address tracker for the interface `luid`.
+pub(crate) fn ndis_adapter(luid: NetLuid) -> (Adapter, AddressTracker) {
     let raw = RawConfig {
         network_direct: Some(1),
         ..RawConfig::default()
@@ -277,7 +277,7 @@ fn ndis_adapter() -> (Adapter, AddressTracker) {
     let config = AdapterConfig::from_raw(&raw, 1);
     let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
     let provider = crate::provider::ndis::factory(&device).unwrap();
-    let tracker = AddressTracker::new(LUID, &device).unwrap();
+    let tracker = AddressTracker::new(luid, &device).unwrap();
     let adapter = Adapter::new(config, generated_mac(1), device, provider);
     (adapter, tracker)
 }
@@ -413,7 +413,7 @@ impl Open {
 
 #[test]
 fn test_ndis_path_listens_and_connects_on_owned_addresses_only() {
-    let (adapter, t) = ndis_adapter();
+    let (adapter, t) = ndis_adapter(LUID);
     t.load(
         t.begin().unwrap(),
         &[
@@ -464,7 +464,7 @@ fn test_ndis_path_listens_and_connects_on_owned_addresses_only() {
 
 #[test]
 fn test_ndis_path_sees_addresses_that_come_and_go_while_open() {
-    let (adapter, t) = ndis_adapter();
+    let (adapter, t) = ndis_adapter(LUID);
     let stack = Stack::default();
     let open = Open(adapter.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
     let queue = Mutex::new(Vec::new());
@@ -485,7 +485,7 @@ fn test_ndis_path_sees_addresses_that_come_and_go_while_open() {
 
 #[test]
 fn test_address_changes_race_with_open_and_close() {
-    let (adapter, t) = ndis_adapter();
+    let (adapter, t) = ndis_adapter(LUID);
     let stack = Stack::default();
     std::thread::scope(|s| {
         s.spawn(|| {

@@ -186,25 +186,6 @@ pub const fn checked_callback_bound(value: Option<u32>) -> u32 {
     }
 }
 
-/// UTF-16 of an ASCII keyword, for an `NDIS_STRING` built at compile time.
-///
-/// # Panics
-/// At compile time only (it is meant for `const` items): when `N` is not the
-/// keyword's length or the keyword is not ASCII.
-#[must_use]
-pub const fn ascii_utf16<const N: usize>(text: &str) -> [u16; N] {
-    let bytes = text.as_bytes();
-    assert!(bytes.len() == N, "N must be the keyword's length");
-    let mut out = [0_u16; N];
-    let mut i = 0;
-    while i < N {
-        assert!(bytes[i].is_ascii(), "keywords are ASCII");
-        out[i] = bytes[i] as u16;
-        i += 1;
-    }
-    out
-}
-
 /// `*NetworkDirect`: NDK may be enabled unless the value is present and 0
 /// (a missing value means the INF default, 1: rule A22).
 #[must_use]
@@ -646,7 +627,7 @@ mod tests {
 
     #[test]
     fn test_ascii_utf16_keyword() {
-        const W: [u16; 14] = ascii_utf16("*NetworkDirect");
+        const W: [u16; 14] = crate::kernel::ascii_utf16("*NetworkDirect");
         assert_eq!(W[0], u16::from(b'*'));
         assert_eq!(String::from_utf16(&W).unwrap(), keyword::NETWORK_DIRECT);
     }

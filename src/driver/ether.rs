@@ -137,14 +137,7 @@ pub struct EtherPort {
     rx_kinds: [[AtomicU64; 2]; 3],
 }
 
-impl core::fmt::Debug for EtherPort {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("EtherPort")
-            .field("peers", &self.peers)
-            .field("port", &self.port)
-            .finish_non_exhaustive()
-    }
-}
+crate::kernel::log::debug_fields!(EtherPort { peers, port });
 
 /// A zeroed buffer of `len` bytes, or `None` when memory runs out.
 fn zeroed(len: usize) -> Option<Box<[u8]>> {

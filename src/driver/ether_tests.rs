@@ -27,19 +27,25 @@ struct Sink {
     links: Mutex<Vec<bool>>,
 }
 
+/// The port behind a played upper layer's weak reference, and a copy of the
+/// `len` bytes at `offset` of its receive buffer `index` (the frame an
+/// indication hands up, copied out as a protocol would).
+pub(super) fn received(
+    port: &Mutex<Option<std::sync::Weak<EtherPort>>>,
+    index: usize,
+    offset: usize,
+    len: usize,
+) -> (Arc<EtherPort>, Vec<u8>) {
+    let port = port.lock().unwrap().clone().unwrap().upgrade().unwrap();
+    let frame = port
+        .with_rx_buffer(index, |b| b[offset..offset + len].to_vec())
+        .unwrap();
+    (port, frame)
+}
+
 impl FrameSink for Sink {
     fn indicate(&self, index: usize, offset: usize, len: usize) {
-        let port = self
-            .port
-            .lock()
-            .unwrap()
-            .clone()
-            .unwrap()
-            .upgrade()
-            .unwrap();
-        let frame = port
-            .with_rx_buffer(index, |b| b[offset..offset + len].to_vec())
-            .unwrap();
+        let (port, frame) = received(&self.port, index, offset, len);
         self.frames.lock().unwrap().push(frame);
         if self.keep.load(std::sync::atomic::Ordering::Relaxed) {
             self.kept.lock().unwrap().push(index);

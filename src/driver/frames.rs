@@ -374,14 +374,7 @@ pub struct FramePath {
     ticker: Arc<Ticker>,
 }
 
-impl core::fmt::Debug for FramePath {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("FramePath")
-            .field("port", &self.port)
-            .field("receiver", &self.receiver)
-            .finish_non_exhaustive()
-    }
-}
+crate::kernel::log::debug_fields!(FramePath { port, receiver });
 
 /// What [`FramePath::new`] needs besides the clock and WSK.
 #[derive(Clone, Copy, Debug)]

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use super::ether::{EtherPort, FrameSink, RX_BUFFERS, TxOutcome};
+use super::ether_tests::received;
 use super::frames::{FramePath, NblOps, PathConfig, RX_LOW_WATER, TICK_MS};
 use crate::abi::{NtStatus, STATUS_DEVICE_NOT_READY};
 use crate::kernel::sync::atomic::Ordering;
@@ -42,17 +43,7 @@ struct Table {
 
 impl NblOps for Table {
     fn indicate(&self, index: usize, offset: usize, len: usize, resources: bool) {
-        let port = self
-            .port
-            .lock()
-            .unwrap()
-            .clone()
-            .unwrap()
-            .upgrade()
-            .unwrap();
-        let bytes = port
-            .with_rx_buffer(index, |b| b[offset..offset + len].to_vec())
-            .unwrap();
+        let (_, bytes) = received(&self.port, index, offset, len);
         self.indications.lock().unwrap().push(Indication {
             index,
             bytes,

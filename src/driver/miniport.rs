@@ -50,7 +50,7 @@ use crate::rnic::device::{Device, EngineMode};
 use super::adapter::Adapter;
 use super::addresses::AddressTracker;
 use super::attributes::{self, MiniportHandlers, NdisBlocks};
-use super::config::{self, AdapterConfig, MAC_LEN, Peers, RawConfig, ascii_utf16, keyword};
+use super::config::{self, AdapterConfig, MAC_LEN, Peers, RawConfig, keyword};
 use super::frames::{FramePath, PathConfig};
 use super::ndis_sys as ndis;
 use super::netio_sys as netio;
@@ -230,7 +230,7 @@ fn ndis_string(text: &'static [u16]) -> UnicodeString {
 macro_rules! wide {
     ($text:expr) => {{
         const N: usize = $text.len();
-        static WIDE: [u16; N] = ascii_utf16::<N>($text);
+        static WIDE: [u16; N] = $crate::kernel::ascii_utf16::<N>($text);
         &WIDE
     }};
 }

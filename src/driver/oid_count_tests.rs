@@ -6,29 +6,16 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 use std::sync::Mutex;
 
-use super::adapter::Adapter;
-use super::addresses::AddressTracker;
-use super::addresses::tests::{Open, close, row};
-use super::config::{AdapterConfig, RawConfig, generated_mac};
+use super::addresses::tests::{Open, close, ndis_adapter, row};
 use crate::abi::{IP_DAD_STATE_PREFERRED, NDK_VERSION_1_2, NetLuid, STATUS_SUCCESS};
-use crate::rnic::Limits;
 use crate::rnic::cm::IpAddr;
-use crate::rnic::device::{Device, EngineMode};
 
 #[test]
 fn local_endpoints_oid_reports_more_than_a_batch_rule_a20() {
     let luid = NetLuid {
         value: 0x0006_0000_0077_0000,
     };
-    let raw = RawConfig {
-        network_direct: Some(1),
-        ..RawConfig::default()
-    };
-    let config = AdapterConfig::from_raw(&raw, 1);
-    let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let provider = crate::provider::ndis::factory(&device).unwrap();
-    let tracker = AddressTracker::new(luid, &device).unwrap();
-    let adapter = Adapter::new(config, generated_mac(1), device, provider);
+    let (adapter, tracker) = ndis_adapter(luid);
     let ip = IpAddr::V4([198, 51, 100, 77]);
     tracker.load(
         tracker.begin().unwrap(),

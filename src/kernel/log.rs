@@ -98,6 +98,23 @@ macro_rules! klog {
     };
 }
 
+/// Implements `Debug` for a struct by showing only the named fields and
+/// marking the rest as left out (`finish_non_exhaustive`): for objects whose
+/// other fields are locks, counters or references that say nothing useful.
+/// `debug_fields!(Adapter { config, ndk })`.
+macro_rules! debug_fields {
+    ($type:ident { $($field:ident),+ $(,)? }) => {
+        impl ::core::fmt::Debug for $type {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!($type))
+                    $(.field(::core::stringify!($field), &self.$field))+
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use debug_fields;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,3 +72,24 @@ pub mod time;
 pub mod timers;
 #[cfg(not(loom))]
 pub mod wsk;
+
+/// An ASCII string as UTF-16 code units, at compile time: the kernel's
+/// routine names (`MmGetSystemRoutineAddress`) and the driver's registry
+/// keywords (`NDIS_STRING`) are built with it.
+///
+/// # Panics
+/// At compile time only (it is meant for `const` and `static` items): when
+/// `N` is not the string's length or the string is not ASCII.
+#[must_use]
+pub const fn ascii_utf16<const N: usize>(text: &str) -> [u16; N] {
+    let bytes = text.as_bytes();
+    assert!(bytes.len() == N, "N must be the string's length");
+    let mut out = [0_u16; N];
+    let mut i = 0;
+    while i < N {
+        assert!(bytes[i].is_ascii(), "an ASCII string");
+        out[i] = bytes[i] as u16;
+        i += 1;
+    }
+    out
+}

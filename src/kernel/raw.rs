@@ -275,28 +275,13 @@ type ExAllocatePool2Fn =
     unsafe extern "system" fn(flags: u64, number_of_bytes: usize, tag: u32) -> *mut c_void;
 
 /// `"ExAllocatePool2"` in UTF-16, for `MmGetSystemRoutineAddress`.
-static EX_ALLOCATE_POOL2_NAME: [u16; 15] = ascii_to_utf16("ExAllocatePool2");
+static EX_ALLOCATE_POOL2_NAME: [u16; 15] = super::ascii_utf16("ExAllocatePool2");
 
 /// The kernel's `ExAllocatePool2`, or null: before [`init`] has run, and on
 /// kernels older than Windows 10 2004, which do not export it. Written only
 /// by [`init`]; every value it ever holds is a correct choice, so readers
 /// need no other synchronisation.
 static EX_ALLOCATE_POOL2: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-
-/// An ASCII string as UTF-16 code units, at compile time (a length mismatch
-/// fails the build).
-const fn ascii_to_utf16<const N: usize>(text: &str) -> [u16; N] {
-    let bytes = text.as_bytes();
-    assert!(bytes.len() == N, "length of the UTF-16 name");
-    let mut out = [0_u16; N];
-    let mut i = 0;
-    while i < N {
-        assert!(bytes[i].is_ascii(), "an ASCII routine name");
-        out[i] = bytes[i] as u16;
-        i += 1;
-    }
-    out
-}
 
 /// Looks up, once, the kernel routines newer than the floor (Windows 10
 /// 1809, build 17763) that the image uses when present: `ExAllocatePool2`.

@@ -160,14 +160,7 @@ pub struct Device {
 /// The next [`Device::serial`].
 static NEXT_SERIAL: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
 
-impl core::fmt::Debug for Device {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Device")
-            .field("limits", &self.limits)
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
-}
+crate::kernel::log::debug_fields!(Device { limits, mode });
 
 /// A reservation of one object of a limited kind; released when dropped.
 #[derive(Debug)]

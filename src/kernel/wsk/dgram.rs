@@ -45,12 +45,13 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::irp::{BufferMdl, OwnedIrp, outcome};
-use super::{WskClient, borrow_arc, enable_events, from_sockaddr, socket_table, to_sockaddr};
+use super::setup::{self, Setup};
+use super::{WskClient, borrow_arc, from_sockaddr, socket_table, to_sockaddr};
 use crate::abi::{
-    AF_INET, AF_INET6, IPPROTO_UDP, Irp, NtStatus, SOCK_DGRAM, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED, STATUS_SUCCESS, SockAddrInet,
-    WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf, WskClientDatagramDispatch,
-    WskDatagramIndication, WskProviderDatagramDispatch, WskSocket,
+    AF_INET, AF_INET6, IPPROTO_UDP, Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, SOCK_DGRAM,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED,
+    STATUS_SUCCESS, SockAddrInet, WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf,
+    WskClientDatagramDispatch, WskDatagramIndication, WskProviderDatagramDispatch, WskSocket,
 };
 use crate::kernel::mdl::{MAX_CHAIN, copy_from_chain};
 use crate::kernel::sync::SpinLock;
@@ -275,8 +276,9 @@ impl WskDatagram {
         }
         client.socket_opened();
         let context = Arc::into_raw(Arc::clone(&this)).cast_mut().cast::<c_void>();
+        let routine = setup::completed::<Self, { setup::CREATE }>;
         // SAFETY: a new, idle IRP; the context is the socket's reference.
-        unsafe { this.control_irp.prepare(created, context) };
+        unsafe { this.control_irp.prepare(routine, context) };
         let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
         let dispatch = client.dispatch();
         // SAFETY: a captured provider; the client table is static; the IRP
@@ -326,10 +328,6 @@ impl WskDatagram {
             });
         }
         Some(list.into_boxed_slice())
-    }
-
-    fn context(&self) -> *mut c_void {
-        core::ptr::from_ref(self).cast_mut().cast()
     }
 
     fn dispatch(&self) -> &WskProviderDatagramDispatch {
@@ -397,7 +395,7 @@ impl WskDatagram {
             self.close_due(&mut state)
         };
         if close_now {
-            self.start_close();
+            setup::start_close(self);
         }
     }
 
@@ -458,27 +456,56 @@ impl WskDatagram {
             self.close_due(&mut state)
         };
         if close_now {
-            self.start_close();
+            setup::start_close(self);
         }
     }
+}
 
-    fn start_close(&self) {
-        let socket = self.socket.load(Ordering::Acquire);
-        // SAFETY: the control IRP is idle (setup is over: phase was Open).
-        unsafe { self.control_irp.prepare(closed, self.context()) };
-        let dispatch = self.dispatch();
-        // SAFETY: a live socket with nothing outstanding; the IRP stays
-        // valid until its completion.
-        let _ = unsafe { (dispatch.basic.wsk_close_socket)(socket, self.control_irp.as_ptr()) };
+impl Setup for WskDatagram {
+    const EVENTS: u32 = WSK_EVENT_RECEIVE_FROM;
+
+    fn client(&self) -> &WskClient {
+        &self.client
     }
 
-    /// The setup failed at `status` with no socket to close.
-    fn fail(&self, status: NtStatus, context: *mut c_void) {
-        self.state.lock().phase = Phase::Closed;
-        self.events.ready(Err(status));
-        self.client.socket_gone();
-        // SAFETY: the socket's reference, given up (there is no socket).
-        drop(unsafe { Arc::from_raw(context.cast::<Self>().cast_const()) });
+    fn socket(&self) -> &AtomicPtr<WskSocket> {
+        &self.socket
+    }
+
+    fn control_irp(&self) -> &OwnedIrp {
+        &self.control_irp
+    }
+
+    fn local(&self) -> *mut SockAddrInet {
+        self.local.get()
+    }
+
+    fn bind_and_close(&self) -> (PfnWskBind, PfnWskCloseSocket) {
+        let dispatch = self.dispatch();
+        (dispatch.wsk_bind, dispatch.basic.wsk_close_socket)
+    }
+
+    fn ready(&self, result: Result<(), NtStatus>) {
+        self.events.ready(result);
+    }
+
+    fn enter(&self, step: setup::Step) {
+        self.state.lock().phase = match step {
+            setup::Step::Binding => Phase::Binding,
+            setup::Step::Closing => Phase::Closing,
+            setup::Step::Closed => Phase::Closed,
+        };
+    }
+
+    fn bind_done(&self, ok: bool) -> bool {
+        let mut state = self.state.lock();
+        if ok {
+            state.phase = Phase::Open;
+            self.close_due(&mut state)
+        } else {
+            state.phase = Phase::Closing;
+            true
+        }
     }
 }
 
@@ -491,99 +518,6 @@ impl Drop for WskDatagram {
         // reference is gone), so nothing reads the slots.
         drop(unsafe { Box::from_raw(storage) });
     }
-}
-
-/// `WskSocket` (datagram) completed: enable the receive-from event, then
-/// bind.
-unsafe extern "system" fn created(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our IRP, completed.
-    let (status, information) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference.
-    let this = unsafe { borrow_arc::<WskDatagram>(context) };
-    let socket = information as *mut WskSocket;
-    if status < 0 || socket.is_null() {
-        let status = if status < 0 {
-            status
-        } else {
-            STATUS_INSUFFICIENT_RESOURCES
-        };
-        this.fail(status, context);
-        return STATUS_MORE_PROCESSING_REQUIRED;
-    }
-    this.socket.store(socket, Ordering::Release);
-    // SAFETY: the socket the provider just made.
-    let enabled = unsafe { enable_events(socket, WSK_EVENT_RECEIVE_FROM) };
-    if enabled < 0 {
-        this.events.ready(Err(enabled));
-        this.state.lock().phase = Phase::Closing;
-        this.start_close();
-        return STATUS_MORE_PROCESSING_REQUIRED;
-    }
-    this.state.lock().phase = Phase::Binding;
-    // SAFETY: the IRP completed (this routine) and is ours again.
-    unsafe { this.control_irp.prepare(bound, context) };
-    let dispatch = this.dispatch();
-    // SAFETY: a live socket; the address lives in this object, kept by the
-    // socket's reference; the IRP stays valid until its completion.
-    let _ = unsafe {
-        (dispatch.wsk_bind)(
-            socket,
-            this.local.get().cast(),
-            0,
-            this.control_irp.as_ptr(),
-        )
-    };
-    STATUS_MORE_PROCESSING_REQUIRED
-}
-
-/// `WskBind` completed: open, or closed again on failure or when close was
-/// asked for meanwhile.
-unsafe extern "system" fn bound(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our IRP, completed.
-    let (status, _) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference.
-    let this = unsafe { borrow_arc::<WskDatagram>(context) };
-    let close_now = {
-        let mut state = this.state.lock();
-        if status < 0 {
-            state.phase = Phase::Closing;
-            true
-        } else {
-            state.phase = Phase::Open;
-            this.close_due(&mut state)
-        }
-    };
-    this.events
-        .ready(if status < 0 { Err(status) } else { Ok(()) });
-    if close_now {
-        this.start_close();
-    }
-    STATUS_MORE_PROCESSING_REQUIRED
-}
-
-/// `WskCloseSocket` completed: the socket's reference goes.
-unsafe extern "system" fn closed(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the socket's reference.
-    let this = unsafe { borrow_arc::<WskDatagram>(context) };
-    this.socket.store(core::ptr::null_mut(), Ordering::Release);
-    this.state.lock().phase = Phase::Closed;
-    this.client.socket_gone();
-    // SAFETY: the socket's reference, given up now that it is closed.
-    drop(unsafe { Arc::from_raw(context.cast::<WskDatagram>().cast_const()) });
-    drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskSendTo` completed: the slot is free again.

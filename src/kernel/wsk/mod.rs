@@ -62,6 +62,7 @@ mod irp;
 mod net;
 #[cfg(test)]
 mod net_tests;
+mod setup;
 #[cfg(target_os = "windows")]
 mod sys;
 #[cfg(test)]
@@ -77,12 +78,12 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::abi::{
     AF_INET, AF_INET6, Guid, IPPROTO_TCP, In6Addr, InAddr, Irp, NPI_WSK_INTERFACE_ID, NtStatus,
-    SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET, STATUS_CONNECTION_REFUSED,
-    STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
-    STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED, STATUS_NETWORK_UNREACHABLE,
-    STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn, SockAddrIn6, SockAddrInet,
-    WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE, WSK_FLAG_ABORTIVE,
-    WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
+    PfnWskBind, PfnWskCloseSocket, SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET,
+    STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_INVALID_PARAMETER, STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED,
+    STATUS_NETWORK_UNREACHABLE, STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    SockAddrIn6, SockAddrInet, WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE,
+    WSK_FLAG_ABORTIVE, WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
     WskClientListenDispatch, WskDataIndication, WskEventCallbackControl, WskProviderBasicDispatch,
     WskProviderConnectionDispatch, WskProviderDispatch, WskProviderListenDispatch, WskProviderNpi,
     WskSocket,
@@ -1145,8 +1146,9 @@ pub fn listen(
     let context = Arc::into_raw(Arc::clone(&listener))
         .cast_mut()
         .cast::<c_void>();
+    let routine = setup::completed::<WskListener, { setup::CREATE }>;
     // SAFETY: a new, idle IRP.
-    unsafe { listener.irp.prepare(listen_created, context) };
+    unsafe { listener.irp.prepare(routine, context) };
     let dispatch = client.dispatch();
     let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
     // SAFETY: a captured provider; the dispatch table is static; the IRP
@@ -1171,10 +1173,6 @@ pub fn listen(
 }
 
 impl WskListener {
-    fn context(&self) -> *mut c_void {
-        core::ptr::from_ref(self).cast_mut().cast()
-    }
-
     fn listen_dispatch(&self) -> &WskProviderListenDispatch {
         let socket = self.socket.load(Ordering::Acquire);
         // SAFETY: the listener's socket is live while requests are issued on
@@ -1200,120 +1198,59 @@ impl WskListener {
             }
         };
         if start {
-            self.start_close();
+            setup::start_close(self);
         }
     }
+}
 
-    fn start_close(&self) {
-        let socket = self.socket.load(Ordering::Acquire);
-        // SAFETY: the IRP is idle (the phase left Binding/Creating).
-        unsafe { self.irp.prepare(listen_closed, self.context()) };
+impl setup::Setup for WskListener {
+    // The accepted sockets inherit receive and disconnect.
+    const EVENTS: u32 = WSK_EVENT_ACCEPT | WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT;
+
+    fn client(&self) -> &WskClient {
+        &self.client
+    }
+
+    fn socket(&self) -> &AtomicPtr<WskSocket> {
+        &self.socket
+    }
+
+    fn control_irp(&self) -> &OwnedIrp {
+        &self.irp
+    }
+
+    fn local(&self) -> *mut SockAddrInet {
+        self.local.get()
+    }
+
+    fn bind_and_close(&self) -> (PfnWskBind, PfnWskCloseSocket) {
         let dispatch = self.listen_dispatch();
-        // SAFETY: a live socket with nothing outstanding; the IRP stays valid
-        // until its completion.
-        let _ = unsafe { (dispatch.basic.wsk_close_socket)(socket, self.irp.as_ptr()) };
+        (dispatch.wsk_bind, dispatch.basic.wsk_close_socket)
     }
 
-    /// The setup failed at `status`: report it and give up the reference
-    /// held for the (absent or closed) socket.
-    fn fail(&self, status: NtStatus, context: *mut c_void) {
-        self.state.lock().phase = ListenPhase::Failed;
-        self.events.ready(Err(status));
-        self.client.socket_gone();
-        // SAFETY: the socket's reference, given up.
-        drop(unsafe { Arc::from_raw(context.cast::<WskListener>().cast_const()) });
+    fn ready(&self, result: Result<(), NtStatus>) {
+        self.events.ready(result);
     }
-}
 
-/// `WskSocket` (listen) completed: enable the events, then bind.
-unsafe extern "system" fn listen_created(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our IRP, completed.
-    let (status, information) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference to the listener.
-    let this = unsafe { borrow_arc::<WskListener>(context) };
-    let socket = information as *mut WskSocket;
-    if status < 0 || socket.is_null() {
-        this.fail(
-            if status < 0 {
-                status
-            } else {
-                STATUS_INSUFFICIENT_RESOURCES
-            },
-            context,
-        );
-        return STATUS_MORE_PROCESSING_REQUIRED;
+    fn enter(&self, step: setup::Step) {
+        self.state.lock().phase = match step {
+            setup::Step::Binding => ListenPhase::Binding,
+            setup::Step::Closing => ListenPhase::Closing,
+            setup::Step::Closed => ListenPhase::Failed,
+        };
     }
-    this.socket.store(socket, Ordering::Release);
-    // SAFETY: the socket the provider just made.
-    let enabled = unsafe {
-        enable_events(
-            socket,
-            WSK_EVENT_ACCEPT | WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT,
-        )
-    };
-    if enabled < 0 {
-        this.events.ready(Err(enabled));
-        this.state.lock().phase = ListenPhase::Closing;
-        this.start_close();
-        return STATUS_MORE_PROCESSING_REQUIRED;
-    }
-    this.state.lock().phase = ListenPhase::Binding;
-    // SAFETY: the IRP completed (this routine) and is ours again.
-    unsafe { this.irp.prepare(listen_bound, context) };
-    let dispatch = this.listen_dispatch();
-    // SAFETY: a live socket; the address lives in the listener, kept by the
-    // socket's reference; the IRP stays valid until its completion.
-    let _ = unsafe { (dispatch.wsk_bind)(socket, this.local.get().cast(), 0, this.irp.as_ptr()) };
-    STATUS_MORE_PROCESSING_REQUIRED
-}
 
-/// `WskBind` completed: listening (a listen socket listens once bound).
-unsafe extern "system" fn listen_bound(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our IRP, completed.
-    let (status, _) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference to the listener.
-    let this = unsafe { borrow_arc::<WskListener>(context) };
-    let close_now = {
-        let mut state = this.state.lock();
-        if status < 0 || state.close_wanted {
+    /// A listen socket listens once bound.
+    fn bind_done(&self, ok: bool) -> bool {
+        let mut state = self.state.lock();
+        if !ok || state.close_wanted {
             state.phase = ListenPhase::Closing;
             true
         } else {
             state.phase = ListenPhase::Listening;
             false
         }
-    };
-    this.events
-        .ready(if status < 0 { Err(status) } else { Ok(()) });
-    if close_now {
-        this.start_close();
     }
-    STATUS_MORE_PROCESSING_REQUIRED
-}
-
-/// `WskCloseSocket` (listen) completed: the socket's reference goes.
-unsafe extern "system" fn listen_closed(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the socket's reference to the listener.
-    let this = unsafe { borrow_arc::<WskListener>(context) };
-    this.socket.store(core::ptr::null_mut(), Ordering::Release);
-    this.state.lock().phase = ListenPhase::Failed;
-    this.client.socket_gone();
-    // SAFETY: the socket's reference, given up now that it is closed.
-    drop(unsafe { Arc::from_raw(context.cast::<WskListener>().cast_const()) });
-    drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskAcceptEvent`: a connection arrived on the listening socket.

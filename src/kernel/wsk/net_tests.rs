@@ -2,6 +2,7 @@
 //! tests' WSK provider, with a played clock.
 
 use super::fake::Provider;
+use super::tests::Recorder;
 use super::*;
 use crate::abi::STATUS_DEVICE_NOT_READY;
 use crate::kernel::tcp::{
@@ -30,35 +31,7 @@ impl WskSource for Source {
     }
 }
 
-#[derive(Default)]
-struct Events {
-    received: Mutex<Vec<u8>>,
-    writable: AtomicUsize,
-    closed: Mutex<Vec<bool>>,
-}
-
-impl StreamEvents for Events {
-    fn received(&self, bytes: &[u8]) {
-        self.received.lock().unwrap().extend_from_slice(bytes);
-    }
-    fn writable(&self) {
-        self.writable.fetch_add(1, Ordering::Relaxed);
-    }
-    fn closed(&self, abortive: bool) {
-        self.closed.lock().unwrap().push(abortive);
-    }
-}
-
-impl Events {
-    fn bytes(&self) -> Vec<u8> {
-        self.received.lock().unwrap().clone()
-    }
-    fn closes(&self) -> Vec<bool> {
-        self.closed.lock().unwrap().clone()
-    }
-}
-
-type Accepted = (Arc<dyn Stream>, SocketAddr, Arc<Events>);
+type Accepted = (Arc<dyn Stream>, SocketAddr, Arc<Recorder>);
 
 #[derive(Default)]
 struct Acceptor {
@@ -72,7 +45,7 @@ impl AcceptEvents for Acceptor {
     }
 
     fn accepted(&self, connection: Connected) -> Option<Arc<dyn StreamEvents>> {
-        let events = Arc::new(Events::default());
+        let events = Arc::new(Recorder::default());
         self.accepted
             .lock()
             .unwrap()
@@ -87,7 +60,7 @@ type Outcome = Result<(Arc<dyn Stream>, SocketAddr), NetError>;
 #[derive(Default)]
 struct Connector {
     results: Mutex<Vec<Outcome>>,
-    events: Arc<Events>,
+    events: Arc<Recorder>,
 }
 
 impl NetConnectEvents for Connector {
@@ -149,9 +122,9 @@ struct Pair {
     s: Setup,
     listening: Box<dyn crate::kernel::tcp::Listening>,
     client: Arc<dyn Stream>,
-    client_events: Arc<Events>,
+    client_events: Arc<Recorder>,
     server: Arc<dyn Stream>,
-    server_events: Arc<Events>,
+    server_events: Arc<Recorder>,
 }
 
 fn pair(capacity: usize) -> Pair {
@@ -246,11 +219,11 @@ fn test_net_send_under_back_pressure_takes_what_fits_then_reports_writable() {
         if offered == data.len() {
             break;
         }
-        let before = p.client_events.writable.load(Ordering::Relaxed);
+        let before = p.client_events.writables();
         p.s.provider.hold_sends(false);
         p.s.provider.run();
         p.s.provider.hold_sends(true);
-        assert!(p.client_events.writable.load(Ordering::Relaxed) > before);
+        assert!(p.client_events.writables() > before);
         offered += p.client.send(&data[offered..]);
     }
     p.s.provider.hold_sends(false);

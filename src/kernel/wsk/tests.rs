@@ -9,8 +9,9 @@ use std::sync::atomic::AtomicBool;
 
 // --- Recorders -----------------------------------------------------------------
 
+/// A stream's events, recorded (also `net_tests`').
 #[derive(Default)]
-struct Recorder {
+pub(super) struct Recorder {
     received: Mutex<Vec<u8>>,
     writable: Mutex<usize>,
     closed: Mutex<Vec<bool>>,
@@ -29,13 +30,13 @@ impl StreamEvents for Recorder {
 }
 
 impl Recorder {
-    fn bytes(&self) -> Vec<u8> {
+    pub(super) fn bytes(&self) -> Vec<u8> {
         self.received.lock().unwrap().clone()
     }
-    fn closes(&self) -> Vec<bool> {
+    pub(super) fn closes(&self) -> Vec<bool> {
         self.closed.lock().unwrap().clone()
     }
-    fn writables(&self) -> usize {
+    pub(super) fn writables(&self) -> usize {
         *self.writable.lock().unwrap()
     }
 }
