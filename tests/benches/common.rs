@@ -1,14 +1,15 @@
-//! What the two benchmarks (`rnic.rs`, `wire.rs`) share: registered memory
-//! and a CQ notifier that ignores everything. Included by both with
-//! `#[path]`.
+//! What the two benchmarks (`rnic.rs`, `wire.rs`) share: registered memory,
+//! a CQ notifier that ignores everything and the wait for one completion.
+//! Included by both with `#[path]`.
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use softndk::rnic::cq::{CqEvent, CqNotify};
+use softndk::rnic::cq::{Cq, CqEvent, CqNotify};
 use softndk::rnic::memory::Span;
 use softndk::rnic::mr::{Mr, Pd};
-use softndk::rnic::{Access, Sge};
+use softndk::rnic::{Access, Completion, Opcode, Sge, WcStatus};
 
 /// A CQ notifier that ignores everything: the benchmark polls.
 pub struct Quiet;
@@ -62,5 +63,25 @@ impl Drop for Region {
         // each one), so the close is immediate and no copy is in flight.
         let _ = self.mr.close(Box::new(|| {}));
         black_box(&self.bytes);
+    }
+}
+
+/// Polls `cq` until it returns one completion (for a minute at most).
+pub fn wait_one(cq: &Cq) -> Completion {
+    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let mut spins = 0_u32;
+    loop {
+        if cq.poll(&mut out) == 1 {
+            return out[0];
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            assert!(Instant::now() < deadline, "no completion in a minute");
+            // Two cores: let the deferred-work and stream threads have one.
+            std::thread::yield_now();
+        }
     }
 }

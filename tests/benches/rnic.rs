@@ -30,7 +30,7 @@ use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
 
 #[path = "common.rs"]
 mod common;
-use common::{Quiet, Region};
+use common::{Quiet, Region, wait_one};
 
 /// Bytes of the Send.
 const SEND_LEN: usize = 64;
@@ -154,24 +154,6 @@ impl Drop for Fixture {
     }
 }
 
-/// Polls `cq` until it returns one completion.
-fn wait_one(cq: &Cq) -> Completion {
-    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
-    let mut spins = 0_u32;
-    loop {
-        if cq.poll(&mut out) == 1 {
-            return out[0];
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            // Two cores: let the deferred-work threads have one.
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// The benchmark measures the success path only.
 fn check(completion: Completion, opcode: Opcode, context: usize) {
     assert_eq!(
@@ -254,43 +236,41 @@ fn main() {
     let plan = if full { FULL } else { SMOKE };
     let mut rows = Vec::new();
 
-    let copy_small = memcpy(plan, SEND_LEN);
-    let copy_large = memcpy(plan, WRITE_LEN);
-    rows.push(Row {
-        operation: "64 B copy_from_slice",
-        mode: "-",
-        ns: copy_small,
-        baseline: copy_small,
-    });
-    for (mode, name) in [
-        (EngineMode::Inline, "inline"),
-        (EngineMode::Deferred, "deferred"),
-    ] {
-        let mut fixture = Fixture::new(mode);
+    // Each operation after its baseline, a copy of as many bytes.
+    let operations: [(&str, usize, &str, fn(&mut Fixture)); 2] = [
+        (
+            "64 B copy_from_slice",
+            SEND_LEN,
+            "64 B send -> receive",
+            Fixture::send_receive,
+        ),
+        (
+            "1 MiB copy_from_slice",
+            WRITE_LEN,
+            "1 MiB RDMA write",
+            Fixture::write,
+        ),
+    ];
+    for (copy, len, operation, op) in operations {
+        let baseline = memcpy(plan, len);
         rows.push(Row {
-            operation: "64 B send -> receive",
-            mode: name,
-            ns: measure(plan, || fixture.send_receive()),
-            baseline: copy_small,
+            operation: copy,
+            mode: "-",
+            ns: baseline,
+            baseline,
         });
-    }
-    rows.push(Row {
-        operation: "1 MiB copy_from_slice",
-        mode: "-",
-        ns: copy_large,
-        baseline: copy_large,
-    });
-    for (mode, name) in [
-        (EngineMode::Inline, "inline"),
-        (EngineMode::Deferred, "deferred"),
-    ] {
-        let mut fixture = Fixture::new(mode);
-        rows.push(Row {
-            operation: "1 MiB RDMA write",
-            mode: name,
-            ns: measure(plan, || fixture.write()),
-            baseline: copy_large,
-        });
+        for (mode, name) in [
+            (EngineMode::Inline, "inline"),
+            (EngineMode::Deferred, "deferred"),
+        ] {
+            let mut fixture = Fixture::new(mode);
+            rows.push(Row {
+                operation,
+                mode: name,
+                ns: measure(plan, || op(&mut fixture)),
+                baseline,
+            });
+        }
     }
 
     if !full {
