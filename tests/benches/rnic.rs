@@ -224,6 +224,9 @@ fn memcpy(plan: Plan, len: usize) -> f64 {
     })
 }
 
+/// An operation the fixture measures.
+type Op = fn(&mut Fixture);
+
 struct Row {
     operation: &'static str,
     mode: &'static str,
@@ -236,13 +239,13 @@ fn main() {
     let plan = if full { FULL } else { SMOKE };
     let mut rows = Vec::new();
 
-    // Each operation after its baseline, a copy of as many bytes.
-    let operations: [(&str, usize, &str, fn(&mut Fixture)); 2] = [
+    // Each operation after its baseline: a copy of as many bytes.
+    let operations = [
         (
             "64 B copy_from_slice",
             SEND_LEN,
             "64 B send -> receive",
-            Fixture::send_receive,
+            Fixture::send_receive as Op,
         ),
         (
             "1 MiB copy_from_slice",
