@@ -23,14 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softndk::rnic::cq::Cq;
-use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::device::EngineMode;
 use softndk::rnic::mr::Pd;
-use softndk::rnic::qp::{self, Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use softndk::rnic::qp::{self, Payload, Qp};
+use softndk::rnic::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 #[path = "common.rs"]
 mod common;
-use common::{Quiet, Region, wait_one};
+use common::{Region, qp_on_own_device, wait_one};
 
 /// Bytes of the Send.
 const SEND_LEN: usize = 64;
@@ -54,19 +54,7 @@ struct Side {
 
 impl Side {
     fn new(mode: EngineMode, context: usize) -> Self {
-        let device = Device::new(Limits::DEFAULT, mode).expect("device");
-        let pd = Pd::new(&device).expect("pd");
-        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
-        let (scq, rcq) = (cq(), cq());
-        let config = QpConfig {
-            context,
-            receive_depth: 256,
-            initiator_depth: 256,
-            max_receive_sge: 1,
-            max_initiator_sge: 1,
-            inline_size: 0,
-        };
-        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        let (qp, scq, rcq, pd) = qp_on_own_device(mode, context, 256);
         Self { qp, scq, rcq, pd }
     }
 }

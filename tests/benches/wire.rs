@@ -43,18 +43,18 @@ use std::time::{Duration, Instant};
 
 use softndk::kernel::net::{StreamEvents, TcpByteStream};
 use softndk::rnic::cq::Cq;
-use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::device::EngineMode;
 use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
 use softndk::rnic::iwarp::link::{ByteStream, Link};
 use softndk::rnic::iwarp::mpa;
 use softndk::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
 use softndk::rnic::mr::Pd;
-use softndk::rnic::qp::{Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use softndk::rnic::qp::{Payload, Qp};
+use softndk::rnic::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 #[path = "common.rs"]
 mod common;
-use common::{Quiet, Region, wait_one};
+use common::{Region, qp_on_own_device, wait_one};
 
 /// Message sizes.
 const SIZES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
@@ -179,19 +179,7 @@ struct Side {
 
 impl Side {
     fn new(context: usize) -> Self {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).expect("device");
-        let pd = Pd::new(&device).expect("pd");
-        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
-        let (scq, rcq) = (cq(), cq());
-        let config = QpConfig {
-            context,
-            receive_depth: 64,
-            initiator_depth: 64,
-            max_receive_sge: 1,
-            max_initiator_sge: 1,
-            inline_size: 0,
-        };
-        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        let (qp, scq, rcq, pd) = qp_on_own_device(EngineMode::Inline, context, 64);
         Self {
             qp,
             scq,
