@@ -351,7 +351,8 @@ fn respond(args: &Args) -> Result<String, String> {
             }
             other => other,
         };
-        flush_responder(&mut stream, &mut responder)?;
+        let sent = send_out(&mut stream, responder.output())?;
+        responder.advance_output(sent);
         match event {
             Ok(Some(Event::Established(established))) => break established,
             Ok(Some(other)) => return Err(format!("unexpected event {other:?}")),
@@ -400,26 +401,13 @@ fn configure(stream: &TcpStream) -> Result<(), String> {
         .map_err(|e| format!("socket options: {e}"))
 }
 
-fn flush_responder(stream: &mut TcpStream, responder: &mut Responder) -> Result<(), String> {
-    let n = responder.output().len();
-    if n > 0 {
-        stream
-            .write_all(responder.output())
-            .map_err(|e| format!("write: {e}"))?;
-        responder.advance_output(n);
-    }
-    Ok(())
-}
-
-fn flush_initiator(stream: &mut TcpStream, initiator: &mut Initiator) -> Result<(), String> {
-    let n = initiator.output().len();
-    if n > 0 {
-        stream
-            .write_all(initiator.output())
-            .map_err(|e| format!("write: {e}"))?;
-        initiator.advance_output(n);
-    }
-    Ok(())
+/// Writes all of a setup side's pending `output`; how many bytes, for its
+/// `advance_output`.
+fn send_out(stream: &mut TcpStream, output: &[u8]) -> Result<usize, String> {
+    stream
+        .write_all(output)
+        .map_err(|e| format!("write: {e}"))?;
+    Ok(output.len())
 }
 
 /// Why one initiator attempt ended without a verdict.
@@ -464,8 +452,9 @@ fn initiate_once(args: &Args, mut stream: TcpStream, deadline: Instant) -> Resul
     let mut initiator =
         Initiator::new(&config, &[], 0).map_err(|e| format!("Initiator::new: {e:?}"))?;
     let request = initiator.output().to_vec();
-    if flush_initiator(&mut stream, &mut initiator).is_err() {
-        return Ok(Attempt::NotListening);
+    match send_out(&mut stream, initiator.output()) {
+        Ok(sent) => initiator.advance_output(sent),
+        Err(_) => return Ok(Attempt::NotListening),
     }
     let mut raw = Vec::new();
     let mut buf = vec![0_u8; 65536];
@@ -497,7 +486,8 @@ fn initiate_once(args: &Args, mut stream: TcpStream, deadline: Instant) -> Resul
         if matches!(event, Ok(Some(Event::Established(_)))) && !pending.is_empty() {
             sleep(args.rtr_delay);
         }
-        flush_initiator(&mut stream, &mut initiator)?;
+        let sent = send_out(&mut stream, initiator.output())?;
+        initiator.advance_output(sent);
         match event {
             Ok(None) => {}
             Ok(Some(Event::Established(established))) => {

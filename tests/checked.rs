@@ -106,6 +106,13 @@ fn expect_one_report(rule: &str, before: u64, object: usize, what: &str) -> Stri
     report_on(rule, object).unwrap_or_else(|| panic!("{what}"))
 }
 
+/// A report's text names each of `names` (slots, tokens, addresses).
+fn expect_naming(text: &str, names: &[&str]) {
+    for name in names {
+        assert!(text.contains(name), "{name} not in {text}");
+    }
+}
+
 #[test]
 fn checked_set_mode_refuses_unknown_values() {
     let _serial = serial();
@@ -138,10 +145,7 @@ fn checked_defer_chain_left_unrung_at_flush_is_reported_rule_d5() {
     assert_success!(pair.a_qp.send(1, &[], DEFER));
     pair.a_qp.flush();
     let text = expect_one_report("D5", before, pair.a_qp.0 as usize, "a D5 report on the QP");
-    assert!(
-        text.contains("NdkFlush") && text.contains("NdkSend"),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkFlush", "NdkSend"]);
     let results = pair.a_cq.wait_results(1);
     assert_eq!(results.len(), 1);
     harness::teardown_lenient(pair);
@@ -174,10 +178,7 @@ fn checked_defer_chain_left_unrung_at_disconnect_is_reported_rule_d5() {
     let _ = a_done.outcome(a);
     let _ = b_done.outcome(b);
     let text = expect_one_report("D5", before, pair.a_qp.0 as usize, "a D5 report on the QP");
-    assert!(
-        text.contains("NdkDisconnect") && text.contains("NdkSend"),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkDisconnect", "NdkSend"]);
     harness::teardown_lenient(pair);
 }
 
@@ -318,10 +319,7 @@ fn checked_concurrent_reap_and_arm_on_one_cq_is_reported_rule_c1() {
     });
     HOLD.disarm();
     let text = expect_one_report("C1", before, cq, "a C1 report on the CQ");
-    assert!(
-        text.contains("NdkArmCq") && text.contains("NdkGetCqResults"),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkArmCq", "NdkGetCqResults"]);
     pair.teardown();
 }
 
@@ -417,7 +415,7 @@ fn checked_token_used_after_local_invalidate_is_reported_rule_m22() {
         "an M22 report on the QP",
     );
     let token = format!("{:#x}", frmr.mr.local_token());
-    assert!(text.contains("NdkSend") && text.contains(&token), "{text}");
+    expect_naming(&text, &["NdkSend", &token]);
     let results = pair.a_cq.wait_results(1);
     assert_ne!(results[0].status, STATUS_SUCCESS, "the Send still fails");
     frmr.close(&pair.a);
@@ -481,10 +479,7 @@ fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
     ok(2);
     assert_success!(a_qp.write(8, &[local.sge(0, 16)], frmr.base(), token, 0));
     let text = expect_one_report("M22", before, a_qp.0 as usize, "an M22 report on A's QP");
-    assert!(
-        text.contains("NdkWrite") && text.contains("its remote token"),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkWrite", "its remote token"]);
     let _ = end.cq.wait_results(1);
     link.close();
     harness::assert_close(a_qp.close());
@@ -493,6 +488,23 @@ fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
     local.close();
     end.close();
     other.close();
+}
+
+/// M33's two privileged-token SGEs of 16 bytes, for `lam` built with
+/// first-byte offset `fbo`: one inside its first page, one far outside
+/// every LAM of the adapter.
+fn sges_around_lam(lam: &[u64], fbo: u32, token: u32) -> (NdkSge, NdkSge) {
+    let page = harness::lam_pages(lam)[0];
+    let inside = NdkSge {
+        address: page + u64::from(fbo),
+        length: 16,
+        memory_region_token: token,
+    };
+    let outside = NdkSge {
+        address: page + 0x100_0000_0000,
+        ..inside
+    };
+    (inside, outside)
 }
 
 /// M33: a Send whose privileged-token SGE names a logical address outside
@@ -506,24 +518,14 @@ fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
     let mut buffer = Buffer::new(PAGE, 0, 0x5A);
     let (status, mut lam, fbo) = pair.a.build_lam(&mut buffer);
     assert_success!(status, "BuildLam");
-    let page = harness::lam_pages(&lam)[0];
-    let privileged = pair.a_pd.privileged_token();
+    let (inside, outside) = sges_around_lam(&lam, fbo, pair.a_pd.privileged_token());
     let receive = Region::all(&pair.b_pd, 64, 0);
     assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
     assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
     let before = count("M33");
-    let inside = NdkSge {
-        address: page + u64::from(fbo),
-        length: 16,
-        memory_region_token: privileged,
-    };
     assert_success!(pair.a_qp.send(1, &[inside], 0));
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
     assert_eq!(count("M33"), before, "an SGE inside the LAM");
-    let outside = NdkSge {
-        address: page + 0x100_0000_0000,
-        ..inside
-    };
     assert_success!(pair.a_qp.send(2, &[outside], 0));
     let text = expect_one_report(
         "M33",
@@ -532,10 +534,7 @@ fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
         "an M33 report on the QP",
     );
     let address = format!("{:#x}", outside.address);
-    assert!(
-        text.contains("NdkSend") && text.contains(&address),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkSend", &address]);
     assert_ne!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
     pair.a.release_lam(&mut lam);
     harness::teardown_closing(pair, [receive]);
@@ -556,10 +555,7 @@ fn checked_srq_receive_with_invalidated_token_is_reported_rule_m22() {
     assert_success!(srq.receive(4, &[frmr.sge(0, 16)]));
     let text = expect_one_report("M22", before, srq.0 as usize, "an M22 report on the SRQ");
     let token = format!("{:#x}", frmr.mr.local_token());
-    assert!(
-        text.contains("NdkSrqReceive") && text.contains(&token),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkSrqReceive", &token]);
     frmr.close(&pair.b);
     harness::teardown_closing(pair, [fresh]);
 }
@@ -575,26 +571,14 @@ fn checked_srq_receive_privileged_sge_outside_every_lam_is_reported_rule_m33() {
     let mut buffer = Buffer::new(PAGE, 0, 0x5A);
     let (status, mut lam, fbo) = pair.b.build_lam(&mut buffer);
     assert_success!(status, "BuildLam");
-    let page = harness::lam_pages(&lam)[0];
-    let inside = NdkSge {
-        address: page + u64::from(fbo),
-        length: 16,
-        memory_region_token: pair.b_pd.privileged_token(),
-    };
+    let (inside, outside) = sges_around_lam(&lam, fbo, pair.b_pd.privileged_token());
     let before = count("M33");
     assert_success!(srq.receive(1, &[inside]));
     assert_eq!(count("M33"), before, "an SGE inside the LAM");
-    let outside = NdkSge {
-        address: page + 0x100_0000_0000,
-        ..inside
-    };
     assert_success!(srq.receive(2, &[outside]));
     let text = expect_one_report("M33", before, srq.0 as usize, "an M33 report on the SRQ");
     let address = format!("{:#x}", outside.address);
-    assert!(
-        text.contains("NdkSrqReceive") && text.contains(&address),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkSrqReceive", &address]);
     pair.b.release_lam(&mut lam);
     harness::teardown_lenient(pair);
 }
@@ -623,10 +607,7 @@ fn checked_fast_register_page_outside_every_lam_is_reported_rule_m33() {
         pair.a_qp.0 as usize,
         "an M33 report on the QP",
     );
-    assert!(
-        text.contains("NdkFastRegister") && text.contains("page"),
-        "{text}"
-    );
+    expect_naming(&text, &["NdkFastRegister", "page"]);
     assert_ne!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
     frmr.close(&pair.a);
     harness::teardown_lenient(pair);
@@ -743,10 +724,7 @@ fn checked_callback_that_blocks_is_reported_rule_i3() {
     assert_success!(SoftNdkSetCheckedCallbackBound(100_000));
     assert_eq!(after, before + 1);
     let text = report_on("I3", cq).expect("an I3 report on the CQ");
-    assert!(
-        text.contains("the CQ notification callback") && text.contains("2000 us"),
-        "{text}"
-    );
+    expect_naming(&text, &["the CQ notification callback", "2000 us"]);
     watch.set_hook(|_| {});
     assert_eq!(pair.a_cq.poll(4).len(), 1);
     harness::teardown_closing(pair, [receive]);

@@ -513,6 +513,32 @@ fn unknown(slot: &str) -> ! {
     panic!("{slot}: a new slot? add its call to tests/close_race.rs")
 }
 
+/// L17, one `#[test]` per object type: every slot of its table raced against its
+/// close ([`race_table`]), in the world its function builds.
+macro_rules! l17_tests {
+    ($(fn $name:ident() = $object_type:ident, $build:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                race_table(NdkObjectType::$object_type, $build);
+            }
+        )*
+    };
+}
+
+l17_tests! {
+    fn l17_adapter_closed_while_each_slot_is_inside() = ADAPTER, adapter_world;
+    fn l17_pd_closed_while_each_slot_is_inside() = PD, pd_world;
+    fn l17_cq_closed_while_each_slot_is_inside() = CQ, cq_world;
+    fn l17_qp_closed_while_each_slot_is_inside() = QP, qp_world;
+    fn l17_srq_closed_while_each_slot_is_inside() = SRQ, srq_world;
+    fn l17_mr_closed_while_each_slot_is_inside() = MR, mr_world;
+    fn l17_mw_closed_while_each_slot_is_inside() = MW, mw_world;
+    fn l17_shared_endpoint_closed_while_each_slot_is_inside() = SHARED_ENDPOINT, endpoint_world;
+    fn l17_listener_closed_while_each_slot_is_inside() = LISTENER, listener_world;
+    fn l17_connector_closed_while_each_slot_is_inside() = CONNECTOR, connector_world;
+}
+
 // ---------------------------------------------------------------------------
 // Per object type: its world and its calls
 // ---------------------------------------------------------------------------
@@ -646,11 +672,6 @@ fn adapter_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
-#[test]
-fn l17_adapter_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::ADAPTER, adapter_world);
-}
-
 /// An adapter with a CQ (notifying a signal of the world) and a PD.
 fn with_pd() -> World {
     let mut world = opened();
@@ -699,11 +720,6 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
-#[test]
-fn l17_pd_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::PD, pd_world);
-}
-
 fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     // A flushed receive: one completion waits in the CQ, so an arm fires
@@ -741,11 +757,6 @@ fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_cq_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::CQ, cq_world);
 }
 
 /// A connected pair's A side, as a world: adapters A and B, CQ, PD and QP
@@ -825,11 +836,6 @@ fn qp_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
-#[test]
-fn l17_qp_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::QP, qp_world);
-}
-
 fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let watch = world.signal();
@@ -854,11 +860,6 @@ fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_srq_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::SRQ, srq_world);
 }
 
 fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -901,11 +902,6 @@ fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     (world, target, calls)
 }
 
-#[test]
-fn l17_mr_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::MR, mr_world);
-}
-
 fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let mw = world.pds[0].mw();
@@ -919,11 +915,6 @@ fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_mw_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::MW, mw_world);
 }
 
 fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -946,11 +937,6 @@ fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_shared_endpoint_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::SHARED_ENDPOINT, endpoint_world);
 }
 
 fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
@@ -989,11 +975,6 @@ fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_listener_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::LISTENER, listener_world);
 }
 
 /// Two ends with a QP each and a listener on B ([`Fixture::stage`]), as a
@@ -1126,9 +1107,4 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         other => unknown(other),
     });
     (world, target, calls)
-}
-
-#[test]
-fn l17_connector_closed_while_each_slot_is_inside() {
-    race_table(NdkObjectType::CONNECTOR, connector_world);
 }

@@ -61,14 +61,16 @@ fn driver_image() -> &'static Path {
     })
 }
 
-fn read_image() -> Vec<u8> {
-    std::fs::read(driver_image()).expect("read softndk.sys")
+/// The driver image, parsed (read once: every test reads the same file).
+fn image() -> PeFile64<'static> {
+    static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let data = DATA.get_or_init(|| std::fs::read(driver_image()).expect("read softndk.sys"));
+    PeFile64::parse(data.as_slice()).expect("a PE32+ image")
 }
 
 #[test]
 fn test_image_is_amd64_native_subsystem() {
-    let data = read_image();
-    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let file = image();
     let nt = file.nt_headers();
     assert_eq!(
         nt.file_header().machine.get(LE),
@@ -87,8 +89,7 @@ fn test_image_is_amd64_native_subsystem() {
 
 #[test]
 fn test_image_entry_point_is_driver_entry() {
-    let data = read_image();
-    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let file = image();
     let entry = file.entry();
     assert_ne!(
         entry,
@@ -113,8 +114,7 @@ fn test_image_entry_point_is_driver_entry() {
 
 /// Every import of the image as (module, function).
 fn imports() -> Vec<(String, String)> {
-    let data = read_image();
-    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let file = image();
     file.imports()
         .expect("import table")
         .map(|import| {
@@ -225,8 +225,7 @@ fn test_image_imports_nothing_undeclared() {
 
 #[test]
 fn test_image_has_no_tls_or_crt_initialisers() {
-    let data = read_image();
-    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let file = image();
     let tls = file.data_directory(pe::IMAGE_DIRECTORY_ENTRY_TLS);
     assert!(
         tls.is_none_or(|dir| dir.virtual_address.get(LE) == 0 && dir.size.get(LE) == 0),
@@ -344,8 +343,7 @@ fn test_image_imports_exactly_what_the_driver_needs() {
 
 #[test]
 fn test_image_exports_only_driver_entry() {
-    let data = read_image();
-    let file = PeFile64::parse(&*data).expect("a PE32+ image");
+    let file = image();
     let names: Vec<String> = file
         .exports()
         .expect("export table")

@@ -311,20 +311,33 @@ fn test_inf_root_enumerated_virtual_ethernet() {
     );
 }
 
+/// The registry values the install section writes.
+fn install_registry() -> BTreeMap<(String, String), String> {
+    let inf = inx();
+    inf.registry(&install_section(&inf))
+}
+
+/// `field` of `keyword`'s UI entry (`HKR, Ndi\params\<keyword>, <field>`).
+fn keyword_value(
+    registry: &BTreeMap<(String, String), String>,
+    keyword: &str,
+    field: &str,
+) -> String {
+    let key = format!("ndi\\params\\{}", keyword.to_lowercase());
+    registry
+        .get(&(key, field.to_owned()))
+        .cloned()
+        .unwrap_or_else(|| panic!("{keyword}: {field} missing"))
+}
+
 /// The keyword's UI entry: its type, default and enum values.
 fn keyword_ui(
     registry: &BTreeMap<(String, String), String>,
     keyword: &str,
 ) -> (String, String, Vec<String>) {
-    let key = format!("ndi\\params\\{}", keyword.to_lowercase());
-    let get = |name: &str| {
-        registry
-            .get(&(key.clone(), name.to_owned()))
-            .cloned()
-            .unwrap_or_else(|| panic!("{keyword}: {name} missing"))
-    };
+    let get = |field: &str| keyword_value(registry, keyword, field);
     assert!(!get("paramdesc").is_empty(), "{keyword} has a UI entry");
-    let enum_key = format!("{key}\\enum");
+    let enum_key = format!("ndi\\params\\{}\\enum", keyword.to_lowercase());
     let values = registry
         .keys()
         .filter(|(k, _)| *k == enum_key)
@@ -335,8 +348,7 @@ fn keyword_ui(
 
 #[test]
 fn test_inf_upper_range_ndis5_and_network_direct_enum_rule_a22() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
+    let registry = install_registry();
     assert_eq!(
         registry
             .get(&("ndi\\interfaces".to_owned(), "upperrange".to_owned()))
@@ -425,8 +437,7 @@ fn test_inf_no_roce_frame_size_keyword_on_iwarp_rule_a24() {
 
 #[test]
 fn test_inf_network_address_keyword() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
+    let registry = install_registry();
     let (kind, default, _) = keyword_ui(&registry, keyword::NETWORK_ADDRESS);
     assert_eq!(kind, "edit");
     assert_eq!(default, "", "empty: the generated address");
@@ -437,8 +448,7 @@ fn test_inf_network_address_keyword() {
 /// default is `config::DEFAULT_VNI`, as `config::vni` reads it.
 #[test]
 fn test_inf_vxlan_peers_and_vni_keywords() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
+    let registry = install_registry();
     let (kind, default, _) = keyword_ui(&registry, keyword::PEERS);
     assert_eq!(kind, "edit");
     assert_eq!(default, "", "no peer by default");
@@ -446,13 +456,7 @@ fn test_inf_vxlan_peers_and_vni_keywords() {
     let (kind, default, _) = keyword_ui(&registry, keyword::VNI);
     assert_eq!(kind, "dword");
     assert_eq!(default, config::DEFAULT_VNI.to_string());
-    let key = format!("ndi\\params\\{}", keyword::VNI.to_lowercase());
-    let get = |name: &str| {
-        registry
-            .get(&(key.clone(), name.to_owned()))
-            .unwrap_or_else(|| panic!("SoftNdkVni: {name} missing"))
-            .clone()
-    };
+    let get = |field: &str| keyword_value(&registry, keyword::VNI, field);
     let (min, max): (u32, u32) = (get("min").parse().unwrap(), get("max").parse().unwrap());
     assert_eq!((min, max), (1, config::MAX_VNI));
     assert_eq!(config::vni(Some(min)), min);
@@ -469,8 +473,7 @@ fn test_inf_vxlan_peers_and_vni_keywords() {
 /// `config::checked_mode` reads them.
 #[test]
 fn test_inf_checked_mode_keywords_off_by_default() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
+    let registry = install_registry();
     for name in [keyword::CHECKED, keyword::CHECKED_STOP] {
         let (kind, default, values) = keyword_ui(&registry, name);
         assert_eq!(kind, "enum", "{name}");
@@ -488,16 +491,9 @@ fn test_inf_checked_mode_keywords_off_by_default() {
 /// (1 ms), 1 to 10 000 000, as `config::checked_callback_bound` reads it.
 #[test]
 fn test_inf_checked_callback_bound_keyword() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
+    let registry = install_registry();
     let name = keyword::CHECKED_CALLBACK_US;
-    let get = |field: &str| {
-        let key = format!("ndi\\params\\{}", name.to_lowercase());
-        registry
-            .get(&(key, field.to_owned()))
-            .cloned()
-            .unwrap_or_else(|| panic!("{name}: {field} missing"))
-    };
+    let get = |field: &str| keyword_value(&registry, name, field);
     let (kind, default, _) = keyword_ui(&registry, name);
     assert_eq!((kind.as_str(), default.as_str()), ("dword", "1000"));
     assert_eq!(get("min"), "1");
@@ -515,15 +511,8 @@ fn test_inf_checked_callback_bound_keyword() {
 /// the defaults mean off.
 #[test]
 fn test_inf_fault_keywords_off_by_default() {
-    let inf = inx();
-    let registry = inf.registry(&install_section(&inf));
-    let get = |keyword: &str, name: &str| {
-        let key = format!("ndi\\params\\{}", keyword.to_lowercase());
-        registry
-            .get(&(key, name.to_owned()))
-            .cloned()
-            .unwrap_or_else(|| panic!("{keyword}: {name} missing"))
-    };
+    let registry = install_registry();
+    let get = |keyword: &str, field: &str| keyword_value(&registry, keyword, field);
     for (name, max) in [
         (keyword::FAULT_SEED, "4294967295"),
         (keyword::FAULT_RATE, "1000000"),

@@ -379,14 +379,7 @@ fn pings_both_ways(tag: &str, underlay: &Underlay) {
     let vx0 = mac_of(b, "vx0");
     let tap0 = mac_of(a, "tap0");
     assert_eq!(bridge.learned(vx0), Some(peer));
-    let fdb_args = ["netns", "exec", b, "bridge", "fdb", "show", "dev", "vx0"];
-    let fdb_out = run("ip", &fdb_args);
-    assert!(
-        fdb_out.status.success(),
-        "{}",
-        describe(&fdb_args, &fdb_out)
-    );
-    let fdb = String::from_utf8_lossy(&fdb_out.stdout);
+    let fdb = ip(&["netns", "exec", b, "bridge", "fdb", "show", "dev", "vx0"]);
     let tap0_text = tap0
         .0
         .iter()

@@ -351,6 +351,17 @@ fn serve_one(
         }
     };
     let outcome = serve_connected(&mut session, &connector, args, number);
+    end_connection(outcome, connector, session)
+}
+
+/// Ends a connection whatever its `outcome`: disconnects and closes the
+/// connector, then closes the session. The first failure wins, the
+/// outcome's first.
+fn end_connection<T>(
+    outcome: Result<T, String>,
+    connector: Connector,
+    session: Session,
+) -> Result<T, String> {
     let end = connector.disconnect();
     let closed = connector.close();
     let session_closed = session.close();
@@ -526,14 +537,9 @@ fn client(args: &Args) -> Result<String, String> {
         }
     };
     let outcome = client_connected(&mut session, &connector, &adapter, args);
-    let end = connector.disconnect();
-    let closed = connector.close();
-    let session_closed = session.close();
+    let ended = end_connection(outcome, connector, session);
     let adapter_closed = adapter.close();
-    let result = outcome?;
-    end?;
-    closed?;
-    session_closed?;
+    let result = ended?;
     adapter_closed?;
     Ok(result)
 }

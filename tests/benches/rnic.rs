@@ -23,14 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softndk::rnic::cq::Cq;
-use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::device::EngineMode;
 use softndk::rnic::mr::Pd;
-use softndk::rnic::qp::{self, Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use softndk::rnic::qp::{self, Payload, Qp};
+use softndk::rnic::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 #[path = "common.rs"]
 mod common;
-use common::{Quiet, Region};
+use common::{Region, qp_on_own_device, wait_one};
 
 /// Bytes of the Send.
 const SEND_LEN: usize = 64;
@@ -54,19 +54,7 @@ struct Side {
 
 impl Side {
     fn new(mode: EngineMode, context: usize) -> Self {
-        let device = Device::new(Limits::DEFAULT, mode).expect("device");
-        let pd = Pd::new(&device).expect("pd");
-        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
-        let (scq, rcq) = (cq(), cq());
-        let config = QpConfig {
-            context,
-            receive_depth: 256,
-            initiator_depth: 256,
-            max_receive_sge: 1,
-            max_initiator_sge: 1,
-            inline_size: 0,
-        };
-        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        let (qp, scq, rcq, pd) = qp_on_own_device(mode, context, 256);
         Self { qp, scq, rcq, pd }
     }
 }
@@ -154,24 +142,6 @@ impl Drop for Fixture {
     }
 }
 
-/// Polls `cq` until it returns one completion.
-fn wait_one(cq: &Cq) -> Completion {
-    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
-    let mut spins = 0_u32;
-    loop {
-        if cq.poll(&mut out) == 1 {
-            return out[0];
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            // Two cores: let the deferred-work threads have one.
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// The benchmark measures the success path only.
 fn check(completion: Completion, opcode: Opcode, context: usize) {
     assert_eq!(
@@ -242,6 +212,9 @@ fn memcpy(plan: Plan, len: usize) -> f64 {
     })
 }
 
+/// An operation the fixture measures.
+type Op = fn(&mut Fixture);
+
 struct Row {
     operation: &'static str,
     mode: &'static str,
@@ -254,43 +227,41 @@ fn main() {
     let plan = if full { FULL } else { SMOKE };
     let mut rows = Vec::new();
 
-    let copy_small = memcpy(plan, SEND_LEN);
-    let copy_large = memcpy(plan, WRITE_LEN);
-    rows.push(Row {
-        operation: "64 B copy_from_slice",
-        mode: "-",
-        ns: copy_small,
-        baseline: copy_small,
-    });
-    for (mode, name) in [
-        (EngineMode::Inline, "inline"),
-        (EngineMode::Deferred, "deferred"),
-    ] {
-        let mut fixture = Fixture::new(mode);
+    // Each operation after its baseline: a copy of as many bytes.
+    let operations = [
+        (
+            "64 B copy_from_slice",
+            SEND_LEN,
+            "64 B send -> receive",
+            Fixture::send_receive as Op,
+        ),
+        (
+            "1 MiB copy_from_slice",
+            WRITE_LEN,
+            "1 MiB RDMA write",
+            Fixture::write,
+        ),
+    ];
+    for (copy, len, operation, op) in operations {
+        let baseline = memcpy(plan, len);
         rows.push(Row {
-            operation: "64 B send -> receive",
-            mode: name,
-            ns: measure(plan, || fixture.send_receive()),
-            baseline: copy_small,
+            operation: copy,
+            mode: "-",
+            ns: baseline,
+            baseline,
         });
-    }
-    rows.push(Row {
-        operation: "1 MiB copy_from_slice",
-        mode: "-",
-        ns: copy_large,
-        baseline: copy_large,
-    });
-    for (mode, name) in [
-        (EngineMode::Inline, "inline"),
-        (EngineMode::Deferred, "deferred"),
-    ] {
-        let mut fixture = Fixture::new(mode);
-        rows.push(Row {
-            operation: "1 MiB RDMA write",
-            mode: name,
-            ns: measure(plan, || fixture.write()),
-            baseline: copy_large,
-        });
+        for (mode, name) in [
+            (EngineMode::Inline, "inline"),
+            (EngineMode::Deferred, "deferred"),
+        ] {
+            let mut fixture = Fixture::new(mode);
+            rows.push(Row {
+                operation,
+                mode: name,
+                ns: measure(plan, || op(&mut fixture)),
+                baseline,
+            });
+        }
     }
 
     if !full {

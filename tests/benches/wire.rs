@@ -43,18 +43,18 @@ use std::time::{Duration, Instant};
 
 use softndk::kernel::net::{StreamEvents, TcpByteStream};
 use softndk::rnic::cq::Cq;
-use softndk::rnic::device::{Device, EngineMode};
+use softndk::rnic::device::EngineMode;
 use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
 use softndk::rnic::iwarp::link::{ByteStream, Link};
 use softndk::rnic::iwarp::mpa;
 use softndk::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
 use softndk::rnic::mr::Pd;
-use softndk::rnic::qp::{Payload, Qp, QpConfig};
-use softndk::rnic::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use softndk::rnic::qp::{Payload, Qp};
+use softndk::rnic::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 #[path = "common.rs"]
 mod common;
-use common::{Quiet, Region};
+use common::{Region, qp_on_own_device, wait_one};
 
 /// Message sizes.
 const SIZES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
@@ -179,19 +179,7 @@ struct Side {
 
 impl Side {
     fn new(context: usize) -> Self {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).expect("device");
-        let pd = Pd::new(&device).expect("pd");
-        let cq = || Arc::new(Cq::new(1024, Arc::new(Quiet)).expect("cq"));
-        let (scq, rcq) = (cq(), cq());
-        let config = QpConfig {
-            context,
-            receive_depth: 64,
-            initiator_depth: 64,
-            max_receive_sge: 1,
-            max_initiator_sge: 1,
-            inline_size: 0,
-        };
-        let qp = Qp::new(&pd, &rcq, &scq, None, config).expect("qp");
+        let (qp, scq, rcq, pd) = qp_on_own_device(EngineMode::Inline, context, 64);
         Self {
             qp,
             scq,
@@ -273,17 +261,7 @@ impl Pair {
         // arrived: a Send gets it there.
         let ping_src = region(&a.pd, 64, 1, Access::empty());
         let ping_dst = region(&b.pd, 64, 0, Access::LOCAL_WRITE);
-        b.qp.post_receive(0, &[ping_dst.sge(64)])
-            .expect("post receive");
-        a.qp.post_send(
-            0,
-            Payload::Sges(&[ping_src.sge(64)]),
-            WrFlags::empty(),
-            None,
-        )
-        .expect("post send");
-        check(wait_one(&a.scq), Opcode::Send, 0, 64);
-        check(wait_one(&b.rcq), Opcode::Receive, 0, 64);
+        send_64((&a, &b), 0, &ping_src, &ping_dst);
         b.seen.wait(|s| s.up);
         assert_eq!(ping_dst.bytes, ping_src.bytes);
         Self { a, b, mulpdu }
@@ -297,23 +275,20 @@ impl Drop for Pair {
     }
 }
 
-/// Polls `cq` until it returns one completion.
-fn wait_one(cq: &Cq) -> Completion {
-    let mut out = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0)];
-    let deadline = Instant::now() + Duration::from_mins(1);
-    let mut spins = 0_u32;
-    loop {
-        if cq.poll(&mut out) == 1 {
-            return out[0];
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            assert!(Instant::now() < deadline, "no completion in a minute");
-            std::thread::yield_now();
-        }
-    }
+/// A 64-byte Send of `src` from A to B's `dst` with request context
+/// `context`: B's receive completes, then A's Send.
+fn send_64((a, b): (&Side, &Side), context: usize, src: &Region, dst: &Region) {
+    b.qp.post_receive(context, &[dst.sge(64)])
+        .expect("post receive");
+    a.qp.post_send(
+        context,
+        Payload::Sges(&[src.sge(64)]),
+        WrFlags::empty(),
+        None,
+    )
+    .expect("post send");
+    check(wait_one(&b.rcq), Opcode::Receive, context, 64);
+    check(wait_one(&a.scq), Opcode::Send, context, 64);
 }
 
 /// Polls `cq` once: the completions queued now.
@@ -479,17 +454,7 @@ fn rdma(pair: &Pair, op: Op, size: usize, plan: Plan) -> (f64, Option<f64>) {
         if op == Op::Write {
             // A Write completes when the stream took it: a Send behind it
             // is received once every Write before it is placed.
-            b.qp.post_receive(9, &[fence_dst.sge(64)])
-                .expect("post receive");
-            a.qp.post_send(
-                9,
-                Payload::Sges(&[fence_src.sge(64)]),
-                WrFlags::empty(),
-                None,
-            )
-            .expect("post send");
-            check(wait_one(&b.rcq), Opcode::Receive, 9, 64);
-            check(wait_one(&a.scq), Opcode::Send, 9, 64);
+            send_64((a, b), 9, &fence_src, &fence_dst);
         }
         let secs = start.elapsed().as_secs_f64();
         let cpu = cpu_secs().zip(cpu_start).map(|(end, start)| end - start);
