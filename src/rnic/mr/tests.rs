@@ -20,6 +20,11 @@ use crate::rnic::qp::{self, InvalidateTarget, Payload, PostError, Qp, QpState};
 use crate::rnic::testing::{Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq};
 use crate::rnic::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 
+/// Windows and fast regions whose requests queue behind one another (P18).
+mod queued;
+/// Regions over several spans mapped apart (M2).
+mod spans;
+
 /// Both engine modes: every data-path test runs in each.
 const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
 
