@@ -634,10 +634,7 @@ mod registered {
             // So it may be a receive buffer.
             let src = pair.a.pattern(32, 3, Access::empty());
             pair.b.qp.post_receive(7, &[dst.sge(0, 32)]).unwrap();
-            pair.a
-                .qp
-                .post_send(8, Payload::Sges(&[src.sge(0, 32)]), WrFlags::empty(), None)
-                .unwrap();
+            pair.a.send(8, &[src.sge(0, 32)], None).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             let got = one(&pair.b.rcq);
@@ -1620,10 +1617,7 @@ mod fast_mapped {
                 len: 300,
                 key,
             };
-            pair.a
-                .qp
-                .post_send(6, Payload::Sges(&[source]), WrFlags::empty(), None)
-                .unwrap();
+            pair.a.send(6, &[source], None).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             assert_eq!(one(&pair.b.rcq).bytes, 300);
@@ -1843,15 +1837,7 @@ mod fast_mapped {
         assert_status(c, Opcode::Write, WcStatus::Success);
         let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
         pair.b.qp.post_receive(21, &[recv.sge(0, 16)]).unwrap();
-        pair.a
-            .qp
-            .post_send(
-                22,
-                Payload::Sges(&[src.sge(0, 16)]),
-                WrFlags::empty(),
-                Some(rkey),
-            )
-            .unwrap();
+        pair.a.send(22, &[src.sge(0, 16)], Some(rkey)).unwrap();
         settle();
         // P22: the sender's completion is a Send.
         let sent = one(&pair.a.scq);
@@ -1905,15 +1891,7 @@ mod fast_mapped {
             pair.b.qp.post_receive(31, &[recv.sge(0, 16)]).unwrap();
             let src = pair.a.pattern(16, 2, Access::empty());
             let bogus = mr.remote_key().unwrap().wrapping_add(1 << 16);
-            pair.a
-                .qp
-                .post_send(
-                    32,
-                    Payload::Sges(&[src.sge(0, 16)]),
-                    WrFlags::empty(),
-                    Some(bogus),
-                )
-                .unwrap();
+            pair.a.send(32, &[src.sge(0, 16)], Some(bogus)).unwrap();
             settle();
             let sent = one(&pair.a.scq);
             assert_eq!(sent.opcode, Opcode::Send);
@@ -2416,15 +2394,7 @@ mod window_bound {
             let recv = pair.b.buffer(8, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(1, &[recv.sge(0, 8)]).unwrap();
             let src = pair.a.pattern(8, 1, Access::empty());
-            pair.a
-                .qp
-                .post_send(
-                    2,
-                    Payload::Sges(&[src.sge(0, 8)]),
-                    WrFlags::empty(),
-                    Some(key),
-                )
-                .unwrap();
+            pair.a.send(2, &[src.sge(0, 8)], Some(key)).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             let got = one(&pair.b.rcq);
@@ -2545,10 +2515,7 @@ mod privileged {
                 len: 400,
                 key,
             };
-            pair.a
-                .qp
-                .post_send(2, Payload::Sges(&[source]), WrFlags::empty(), None)
-                .unwrap();
+            pair.a.send(2, &[source], None).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             assert_eq!(one(&pair.b.rcq).bytes, 400);

@@ -1525,13 +1525,7 @@ mod connected_flags {
             let inbox = pair.b.buffer(32, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(2, &[inbox.sge(0, 32)]).unwrap();
             pair.a
-                .qp
-                .post_send(
-                    3,
-                    Payload::Sges(&[src.sge(0, 20)]),
-                    WrFlags::empty(),
-                    Some(fast.rkey()),
-                )
+                .send(3, &[src.sge(0, 20)], Some(fast.rkey()))
                 .unwrap();
             pair.settle();
             let sent = pair.a.scq.drain();
@@ -1618,13 +1612,7 @@ mod connected_flags {
                 WrFlags::empty(),
             )
             .unwrap();
-            a.qp.post_send(
-                7,
-                Payload::Sges(&[kit.src.sge(32, 16)]),
-                WrFlags::empty(),
-                Some(key),
-            )
-            .unwrap();
+            a.send(7, &[kit.src.sge(32, 16)], Some(key)).unwrap();
             a.qp.post_invalidate(
                 8,
                 InvalidateTarget::Mw(Arc::clone(&kit.mw)),

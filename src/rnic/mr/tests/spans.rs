@@ -88,15 +88,7 @@ fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
         let receive = [region.sge(0x1230, 0x10), region.sge(0x1600, 0x600)];
         pair.b.qp.post_receive(1, &receive).unwrap();
         let src = pair.a.pattern(0x610, 9, Access::empty());
-        pair.a
-            .qp
-            .post_send(
-                2,
-                Payload::Sges(&[src.sge(0, 0x610)]),
-                WrFlags::empty(),
-                None,
-            )
-            .unwrap();
+        pair.a.send(2, &[src.sge(0, 0x610)], None).unwrap();
         settle();
         assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
         let got = one(&pair.b.rcq);
@@ -111,10 +103,7 @@ fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
         let sink = pair.a.buffer(0x500, 0, Access::LOCAL_WRITE);
         pair.a.qp.post_receive(3, &[sink.sge(0, 0x500)]).unwrap();
         let gather = [region.sge(0x1233, 3), region.sge(0x1A00, 0x400)];
-        pair.b
-            .qp
-            .post_send(4, Payload::Sges(&gather), WrFlags::empty(), None)
-            .unwrap();
+        pair.b.send(4, &gather, None).unwrap();
         settle();
         assert_status(one(&pair.b.scq), Opcode::Send, WcStatus::Success);
         assert_status(one(&pair.a.rcq), Opcode::Receive, WcStatus::Success);
