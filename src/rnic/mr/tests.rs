@@ -198,6 +198,18 @@ fn write_pattern(
     (src, c)
 }
 
+/// Sends `src` from side a, settles, expects the Send and the receive side
+/// b posted before to succeed; returns the receive's completion.
+#[track_caller]
+fn send_received(pair: &Pair, src: &[Sge]) -> Completion {
+    pair.a.send(8, src, None).unwrap();
+    settle();
+    assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
+    let got = one(&pair.b.rcq);
+    assert_status(got, Opcode::Receive, WcStatus::Success);
+    got
+}
+
 /// Posts an RDMA Read from side a into `dst`, settles, returns its completion.
 fn read(pair: &Pair, dst: &[Sge], raddr: u64, rkey: u32, flags: WrFlags) -> Completion {
     pair.a.qp.post_read(2, dst, raddr, rkey, flags).unwrap();
@@ -634,11 +646,7 @@ mod registered {
             // So it may be a receive buffer.
             let src = pair.a.pattern(32, 3, Access::empty());
             pair.b.qp.post_receive(7, &[dst.sge(0, 32)]).unwrap();
-            pair.a.send(8, &[src.sge(0, 32)], None).unwrap();
-            settle();
-            assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
-            let got = one(&pair.b.rcq);
-            assert_status(got, Opcode::Receive, WcStatus::Success);
+            let got = send_received(&pair, &[src.sge(0, 32)]);
             assert_eq!(got.bytes, 32);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
         }

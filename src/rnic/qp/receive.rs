@@ -77,7 +77,7 @@ enum TakenFrom<'a> {
         context: usize,
     },
     /// The SRQ, which copied it out whole.
-    Srq(RecvWqe),
+    Srq(&'a RecvWqe),
 }
 
 /// The receive queue of a QP without SRQ.
@@ -165,7 +165,7 @@ impl Qp {
             TakenFrom::Queue { q, slot, context } => {
                 RecvWqe::copied(context, slot, cap, &q.counts, &q.sges)
             }
-            TakenFrom::Srq(wqe) => wqe,
+            TakenFrom::Srq(wqe) => *wqe,
         })
     }
 
@@ -197,7 +197,7 @@ impl Qp {
                     context: wqe.context,
                     nsge: wqe.nsge,
                 };
-                *many = Some(wqe);
+                *many = Some(*wqe);
                 taken
             }
         })
@@ -226,7 +226,7 @@ impl Qp {
             if taken.is_err() {
                 self.taken.fetch_sub(1, Ordering::SeqCst);
             }
-            return taken.map(|wqe| copy_out(TakenFrom::Srq(wqe)));
+            return taken.map(|wqe| copy_out(TakenFrom::Srq(&wqe)));
         }
         let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
         let mut q = rq.lock();

@@ -1555,7 +1555,6 @@ mod connected_flags {
     }
 
     #[test]
-    #[expect(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
     fn test_connected_completion_order_is_post_order_for_mixed_ops_rule_p23() {
         use Opcode::{Bind, FastRegister, Invalidate, Read, Send, Write};
         both(|mode| {

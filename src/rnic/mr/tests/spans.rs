@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::super::{Denied, Progress};
-use super::{ALL, MODES, assert_status, len32, one, settle, wide};
+use super::{ALL, MODES, assert_status, len32, one, send_received, settle, wide};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::EngineMode;
 use crate::rnic::qp::{Payload, QpState};
@@ -88,11 +88,7 @@ fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
         let receive = [region.sge(0x1230, 0x10), region.sge(0x1600, 0x600)];
         pair.b.qp.post_receive(1, &receive).unwrap();
         let src = pair.a.pattern(0x610, 9, Access::empty());
-        pair.a.send(2, &[src.sge(0, 0x610)], None).unwrap();
-        settle();
-        assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
-        let got = one(&pair.b.rcq);
-        assert_status(got, Opcode::Receive, WcStatus::Success);
+        let got = send_received(&pair, &[src.sge(0, 0x610)]);
         assert_eq!(got.bytes, 0x610);
         model[0x1230..0x1240].copy_from_slice(&src.buffer.bytes()[..0x10]);
         model[0x1600..0x1C00].copy_from_slice(&src.buffer.bytes()[0x10..]);
