@@ -1521,10 +1521,7 @@ fn test_receive_that_wakes_a_failing_send_does_not_deadlock_inline_rule_i4() {
         let src = pair.a.pattern(100, 1, Access::empty());
         let dst = pair.b.buffer(10, 0, Access::LOCAL_WRITE);
         let sges = [src.sge(0, 100)];
-        pair.a
-            .qp
-            .post_send(1, Payload::Sges(&sges), WrFlags::empty(), None)
-            .unwrap();
+        pair.a.send(1, &sges, None).unwrap();
         // The Send waits for a receive (RNR); this one is too small for it.
         pair.b.qp.post_receive(2, &[dst.sge(0, 10)]).unwrap();
         (pair.a.scq.drain(), pair.b.rcq.drain())

@@ -1388,11 +1388,3 @@ impl Device {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
-
-#[cfg(test)]
-#[cfg(not(loom))]
-mod tests_queued;
-
-#[cfg(test)]
-#[cfg(not(loom))]
-mod tests_spans;

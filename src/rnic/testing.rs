@@ -17,8 +17,8 @@ use super::cq::{Cq, CqEvent, CqNotify};
 use super::device::{Device, EngineMode};
 use super::memory::Span;
 use super::mr::{Mr, Pd};
-use super::qp::{self, Qp, QpConfig};
-use super::types::{Access, Completion, Limits, PAGE_SIZE, Sge};
+use super::qp::{self, Payload, PostError, Qp, QpConfig};
+use super::types::{Access, Completion, Limits, PAGE_SIZE, Sge, WrFlags};
 use crate::kernel::sync::Arc;
 
 /// A notifier that records every event.
@@ -380,6 +380,21 @@ impl Side {
     /// Registers a fresh pattern buffer.
     pub fn pattern(&self, len: usize, seed: u8, access: Access) -> Registered {
         Registered::new(&self.pd, Buffer::pattern(len, seed), access)
+    }
+
+    /// Posts a Send of `sges` (request `context`, no flag), a
+    /// SendAndInvalidate of the peer's token `invalidate` when given (C2).
+    ///
+    /// # Errors
+    /// What [`Qp::post_send`] refuses inline.
+    pub fn send(
+        &self,
+        context: usize,
+        sges: &[Sge],
+        invalidate: Option<u32>,
+    ) -> Result<(), PostError> {
+        self.qp
+            .post_send(context, Payload::Sges(sges), WrFlags::empty(), invalidate)
     }
 }
 

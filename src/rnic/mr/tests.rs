@@ -20,6 +20,11 @@ use crate::rnic::qp::{self, InvalidateTarget, Payload, PostError, Qp, QpState};
 use crate::rnic::testing::{Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq};
 use crate::rnic::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 
+/// Windows and fast regions whose requests queue behind one another (P18).
+mod queued;
+/// Regions over several spans mapped apart (M2).
+mod spans;
+
 /// Both engine modes: every data-path test runs in each.
 const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
 
@@ -193,6 +198,18 @@ fn write_pattern(
     (src, c)
 }
 
+/// Sends `src` from side a, settles, expects the Send and the receive side
+/// b posted before to succeed; returns the receive's completion.
+#[track_caller]
+fn send_received(pair: &Pair, src: &[Sge]) -> Completion {
+    pair.a.send(8, src, None).unwrap();
+    settle();
+    assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
+    let got = one(&pair.b.rcq);
+    assert_status(got, Opcode::Receive, WcStatus::Success);
+    got
+}
+
 /// Posts an RDMA Read from side a into `dst`, settles, returns its completion.
 fn read(pair: &Pair, dst: &[Sge], raddr: u64, rkey: u32, flags: WrFlags) -> Completion {
     pair.a.qp.post_read(2, dst, raddr, rkey, flags).unwrap();
@@ -222,6 +239,7 @@ struct Mapping<'a> {
     len: u64,
     base: u64,
     access: Access,
+    flags: WrFlags,
 }
 
 impl<'a> Mapping<'a> {
@@ -233,6 +251,7 @@ impl<'a> Mapping<'a> {
             len,
             base: 0,
             access: Access::empty(),
+            flags: WrFlags::empty(),
         }
     }
 
@@ -250,21 +269,29 @@ impl<'a> Mapping<'a> {
         Self { access, ..self }
     }
 
-    /// Posts a FastRegister of this mapping of `mr` on `side`, settles,
-    /// returns its completion.
+    /// Posted with `flags` (`DEFER`: held back for a later request, D2).
+    fn flags(self, flags: WrFlags) -> Self {
+        Self { flags, ..self }
+    }
+
+    /// Posts a FastRegister of this mapping of `mr` on `side`; returns what
+    /// the post returns (a refusal inline, rule P3).
+    fn post(self, side: &Side, mr: &Arc<Mr>) -> Result<(), PostError> {
+        side.qp.post_fast_register(
+            3,
+            mr,
+            self.pages,
+            self.fbo,
+            self.len,
+            self.base,
+            self.access,
+            self.flags,
+        )
+    }
+
+    /// Posts it ([`post`](Self::post)), settles, returns its completion.
     fn post_on(self, side: &Side, mr: &Arc<Mr>) -> Completion {
-        side.qp
-            .post_fast_register(
-                3,
-                mr,
-                self.pages,
-                self.fbo,
-                self.len,
-                self.base,
-                self.access,
-                WrFlags::empty(),
-            )
-            .unwrap();
+        self.post(side, mr).unwrap();
         settle();
         one(&side.scq)
     }
@@ -286,11 +313,59 @@ fn post_invalidate(side: &Side, target: InvalidateTarget) -> Completion {
     one(&side.scq)
 }
 
+/// A Bind as a QP posts it (rules M18-M21): window `mw` over `len` bytes of
+/// `mr` from `base`, with every right unless told otherwise.
+#[derive(Clone, Copy)]
+struct Binding<'a> {
+    mr: &'a Arc<Mr>,
+    mw: &'a Arc<Mw>,
+    base: u64,
+    len: u64,
+    access: Access,
+    flags: WrFlags,
+}
+
+impl<'a> Binding<'a> {
+    fn new(mr: &'a Arc<Mr>, mw: &'a Arc<Mw>, base: u64, len: u64) -> Self {
+        Self {
+            mr,
+            mw,
+            base,
+            len,
+            access: ALL,
+            flags: WrFlags::empty(),
+        }
+    }
+
+    fn access(self, access: Access) -> Self {
+        Self { access, ..self }
+    }
+
+    /// Posted with `flags` (`DEFER`: held back for a later request, D2).
+    fn flags(self, flags: WrFlags) -> Self {
+        Self { flags, ..self }
+    }
+
+    /// Posts it on `side`; returns what the post returns (a refusal inline).
+    fn post(self, side: &Side) -> Result<(), PostError> {
+        let Self {
+            mr,
+            mw,
+            base,
+            len,
+            access,
+            flags,
+        } = self;
+        side.qp.post_bind(5, mr, mw, base, len, access, flags)
+    }
+}
+
 /// Binds `mw` over `len` bytes of `mr` at `base` from `side`; returns the
 /// window's token after a successful completion.
 fn bind(side: &Side, mr: &Arc<Mr>, mw: &Arc<Mw>, base: u64, len: u64, access: Access) -> u32 {
-    side.qp
-        .post_bind(5, mr, mw, base, len, access, WrFlags::empty())
+    Binding::new(mr, mw, base, len)
+        .access(access)
+        .post(side)
         .unwrap();
     settle();
     assert_status(one(&side.scq), Opcode::Bind, WcStatus::Success);
@@ -446,16 +521,7 @@ mod unregistered {
             Err(MrError::InvalidState)
         );
         assert_eq!(
-            pair.a.qp.post_fast_register(
-                1,
-                &mr,
-                &[lam.page(0)],
-                0,
-                PAGE_SIZE,
-                0,
-                Access::empty(),
-                WrFlags::empty()
-            ),
+            Mapping::new(&[lam.page(0)], PAGE_SIZE).post(&pair.a, &mr),
             Err(PostError::InvalidParameter)
         );
         settle();
@@ -580,14 +646,7 @@ mod registered {
             // So it may be a receive buffer.
             let src = pair.a.pattern(32, 3, Access::empty());
             pair.b.qp.post_receive(7, &[dst.sge(0, 32)]).unwrap();
-            pair.a
-                .qp
-                .post_send(8, Payload::Sges(&[src.sge(0, 32)]), WrFlags::empty(), None)
-                .unwrap();
-            settle();
-            assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
-            let got = one(&pair.b.rcq);
-            assert_status(got, Opcode::Receive, WcStatus::Success);
+            let got = send_received(&pair, &[src.sge(0, 32)]);
             assert_eq!(got.bytes, 32);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
         }
@@ -838,16 +897,9 @@ mod registered {
         let lam = LamPages::new(&pair.a.device, 1, 0);
         assert_eq!(reg.mr.init_fast(1, true), Err(MrError::InvalidState));
         assert_eq!(
-            pair.a.qp.post_fast_register(
-                1,
-                &reg.mr,
-                &[lam.page(0)],
-                0,
-                PAGE_SIZE,
-                0,
-                ALL,
-                WrFlags::empty()
-            ),
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .post(&pair.a, &reg.mr),
             Err(PostError::InvalidParameter)
         );
         assert_eq!(
@@ -1151,16 +1203,9 @@ mod fast_uninitialized {
         let lam = LamPages::new(&pair.a.device, 1, 0);
         let mr = Mr::new(&pair.a.pd, true).unwrap();
         assert_eq!(
-            pair.a.qp.post_fast_register(
-                1,
-                &mr,
-                &[lam.page(0)],
-                0,
-                PAGE_SIZE,
-                0,
-                Access::LOCAL_WRITE,
-                WrFlags::empty()
-            ),
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(Access::LOCAL_WRITE)
+                .post(&pair.a, &mr),
             Err(PostError::InvalidParameter)
         );
         settle();
@@ -1267,16 +1312,9 @@ mod fast_idle {
                 Access::REMOTE_READ | Access::READ_SINK,
             ] {
                 assert_eq!(
-                    pair.b.qp.post_fast_register(
-                        1,
-                        &mr,
-                        &[lam.page(0)],
-                        0,
-                        PAGE_SIZE,
-                        0,
-                        access,
-                        WrFlags::empty()
-                    ),
+                    Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                        .access(access)
+                        .post(&pair.b, &mr),
                     Err(PostError::AccessViolation),
                     "{mode:?} {access:?}"
                 );
@@ -1331,9 +1369,11 @@ mod fast_idle {
         ];
         for (pages, fbo, len, base) in refused {
             assert_eq!(
-                pair.b
-                    .qp
-                    .post_fast_register(1, &mr, pages, fbo, len, base, ALL, WrFlags::empty()),
+                Mapping::new(pages, len)
+                    .fbo(fbo)
+                    .base(base)
+                    .access(ALL)
+                    .post(&pair.b, &mr),
                 Err(PostError::InvalidParameter),
                 "{} pages, fbo {fbo}, len {len}, base {base:#x}",
                 pages.len()
@@ -1366,9 +1406,10 @@ mod fast_idle {
         let lam = LamPages::new(&pair.b.device, 1, 0);
         let mr = fast(&pair.b, 1, true);
         assert_eq!(
-            pair.b
-                .qp
-                .post_fast_register(1, &mr, &[lam.page(0)], 8, 8, 0, ALL, WrFlags::empty()),
+            Mapping::new(&[lam.page(0)], 8)
+                .fbo(8)
+                .access(ALL)
+                .post(&pair.b, &mr),
             Err(PostError::InvalidParameter)
         );
         Mapping::new(&[lam.page(0)], PAGE_SIZE)
@@ -1385,16 +1426,9 @@ mod fast_idle {
         let lam = LamPages::new(&pair.b.device, 5, 0);
         let mr = fast(&pair.b, 16, true);
         assert_eq!(
-            pair.b.qp.post_fast_register(
-                1,
-                &mr,
-                &lam.page_list(),
-                0,
-                4 * PAGE_SIZE + 1,
-                0,
-                ALL,
-                WrFlags::empty()
-            ),
+            Mapping::new(&lam.page_list(), 4 * PAGE_SIZE + 1)
+                .access(ALL)
+                .post(&pair.b, &mr),
             Err(PostError::InvalidParameter)
         );
         settle();
@@ -1442,9 +1476,10 @@ mod fast_idle {
             let rkey = mr.remote_key().unwrap();
             // Deferred: held back until a request without the flag (D2), so
             // it certainly has not completed when the token is read.
-            pair.b
-                .qp
-                .post_fast_register(1, &mr, &[lam.page(0)], 0, PAGE_SIZE, 0, ALL, WrFlags::DEFER)
+            Mapping::new(&[lam.page(0)], PAGE_SIZE)
+                .access(ALL)
+                .flags(WrFlags::DEFER)
+                .post(&pair.b, &mr)
                 .unwrap();
             assert_eq!(mr.remote_key(), Some(rkey));
             settle();
@@ -1590,10 +1625,7 @@ mod fast_mapped {
                 len: 300,
                 key,
             };
-            pair.a
-                .qp
-                .post_send(6, Payload::Sges(&[source]), WrFlags::empty(), None)
-                .unwrap();
+            pair.a.send(6, &[source], None).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             assert_eq!(one(&pair.b.rcq).bytes, 300);
@@ -1813,15 +1845,7 @@ mod fast_mapped {
         assert_status(c, Opcode::Write, WcStatus::Success);
         let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
         pair.b.qp.post_receive(21, &[recv.sge(0, 16)]).unwrap();
-        pair.a
-            .qp
-            .post_send(
-                22,
-                Payload::Sges(&[src.sge(0, 16)]),
-                WrFlags::empty(),
-                Some(rkey),
-            )
-            .unwrap();
+        pair.a.send(22, &[src.sge(0, 16)], Some(rkey)).unwrap();
         settle();
         // P22: the sender's completion is a Send.
         let sent = one(&pair.a.scq);
@@ -1875,15 +1899,7 @@ mod fast_mapped {
             pair.b.qp.post_receive(31, &[recv.sge(0, 16)]).unwrap();
             let src = pair.a.pattern(16, 2, Access::empty());
             let bogus = mr.remote_key().unwrap().wrapping_add(1 << 16);
-            pair.a
-                .qp
-                .post_send(
-                    32,
-                    Payload::Sges(&[src.sge(0, 16)]),
-                    WrFlags::empty(),
-                    Some(bogus),
-                )
-                .unwrap();
+            pair.a.send(32, &[src.sge(0, 16)], Some(bogus)).unwrap();
             settle();
             let sent = one(&pair.a.scq);
             assert_eq!(sent.opcode, Opcode::Send);
@@ -1981,9 +1997,11 @@ mod fast_mapped {
             let second = LamPages::new(&pair.b.device, 1, 0x02);
             let mr = fast(&pair.b, 1, true);
             let post = |pages: &[u64], base: u64, flags: WrFlags| {
-                pair.b
-                    .qp
-                    .post_fast_register(1, &mr, pages, 0, PAGE_SIZE, base, ALL, flags)
+                Mapping::new(pages, PAGE_SIZE)
+                    .base(base)
+                    .access(ALL)
+                    .flags(flags)
+                    .post(&pair.b, &mr)
                     .unwrap();
             };
             // One chain (D2): FastRegister, Invalidate, FastRegister.
@@ -2041,9 +2059,7 @@ mod window_unbound {
             (u64::MAX - 7, 16),
         ] {
             assert_eq!(
-                pair.b
-                    .qp
-                    .post_bind(1, &reg.mr, &mw, at, len, ALL, WrFlags::empty()),
+                Binding::new(&reg.mr, &mw, at, len).post(&pair.b),
                 Err(PostError::InvalidParameter),
                 "{at:#x}+{len}"
             );
@@ -2069,15 +2085,9 @@ mod window_unbound {
             let reg = pair.b.buffer(64, 0, Access::REMOTE_READ);
             let mw = Mw::new(&pair.b.pd).unwrap();
             assert_eq!(
-                pair.b.qp.post_bind(
-                    1,
-                    &reg.mr,
-                    &mw,
-                    reg.raddr(0),
-                    64,
-                    Access::REMOTE_WRITE,
-                    WrFlags::empty()
-                ),
+                Binding::new(&reg.mr, &mw, reg.raddr(0), 64)
+                    .access(Access::REMOTE_WRITE)
+                    .post(&pair.b),
                 Err(PostError::AccessViolation)
             );
             settle();
@@ -2097,15 +2107,7 @@ mod window_unbound {
             let reg = pair.b.buffer(3 * PAGE, 0, Access::LOCAL_WRITE);
             let mw = Mw::new(&pair.b.pd).unwrap();
             assert_eq!(
-                pair.b.qp.post_bind(
-                    1,
-                    &reg.mr,
-                    &mw,
-                    reg.raddr(0),
-                    2 * PAGE_SIZE + 1,
-                    ALL,
-                    WrFlags::empty()
-                ),
+                Binding::new(&reg.mr, &mw, reg.raddr(0), 2 * PAGE_SIZE + 1).post(&pair.b),
                 Err(PostError::InvalidParameter)
             );
             // Exactly the largest window: every byte of it is reachable.
@@ -2130,9 +2132,9 @@ mod window_unbound {
             let pair = Pair::new(mode);
             let reg = pair.b.buffer(256, 0, Access::LOCAL_WRITE);
             let mw = Mw::new(&pair.b.pd).unwrap();
-            pair.b
-                .qp
-                .post_bind(1, &reg.mr, &mw, reg.raddr(0), 256, ALL, WrFlags::DEFER)
+            Binding::new(&reg.mr, &mw, reg.raddr(0), 256)
+                .flags(WrFlags::DEFER)
+                .post(&pair.b)
                 .unwrap();
             let key = mw.remote_key();
             assert_ne!(key, 0);
@@ -2160,27 +2162,11 @@ mod window_unbound {
         let mw = Mw::new(&pair.b.pd).unwrap();
         let foreign_mw = Mw::new(&other_pd).unwrap();
         assert_eq!(
-            pair.b.qp.post_bind(
-                1,
-                &foreign.mr,
-                &mw,
-                foreign.raddr(0),
-                64,
-                ALL,
-                WrFlags::empty()
-            ),
+            Binding::new(&foreign.mr, &mw, foreign.raddr(0), 64).post(&pair.b),
             Err(PostError::InvalidParameter)
         );
         assert_eq!(
-            pair.b.qp.post_bind(
-                1,
-                &mine.mr,
-                &foreign_mw,
-                mine.raddr(0),
-                64,
-                ALL,
-                WrFlags::empty()
-            ),
+            Binding::new(&mine.mr, &foreign_mw, mine.raddr(0), 64).post(&pair.b),
             Err(PostError::InvalidParameter)
         );
         settle();
@@ -2200,6 +2186,20 @@ mod window_bound {
         let mw = Mw::new(&pair.b.pd).unwrap();
         let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(1000), 5000, access);
         (pair, reg, mw, key)
+    }
+
+    /// Posts on `side`, as one chain (D2), an Invalidate of `mw` and a Bind
+    /// of it over the first 64 bytes of `reg` for remote write, the Bind with
+    /// `flags` (M21: a bound window is rebound only after an Invalidate).
+    fn rebind(side: &Side, reg: &Registered, mw: &Arc<Mw>, flags: WrFlags) {
+        side.qp
+            .post_invalidate(1, InvalidateTarget::Mw(Arc::clone(mw)), WrFlags::DEFER)
+            .unwrap();
+        Binding::new(&reg.mr, mw, reg.raddr(0), 64)
+            .access(Access::REMOTE_WRITE)
+            .flags(flags)
+            .post(side)
+            .unwrap();
     }
 
     #[test]
@@ -2280,9 +2280,8 @@ mod window_bound {
             let keys = pair.b.device.live_keys();
             // Accepted when posted (an Invalidate could be ahead of it, D2),
             // refused when it runs: the window is still bound.
-            pair.b
-                .qp
-                .post_bind(1, &reg.mr, &mw, reg.raddr(0), 16, ALL, WrFlags::empty())
+            Binding::new(&reg.mr, &mw, reg.raddr(0), 16)
+                .post(&pair.b)
                 .unwrap();
             settle();
             let c = one(&pair.b.scq);
@@ -2306,22 +2305,7 @@ mod window_bound {
     fn test_window_bound_invalidate_and_rebind_in_one_chain_rule_m21() {
         for mode in MODES {
             let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);
-            pair.b
-                .qp
-                .post_invalidate(1, InvalidateTarget::Mw(Arc::clone(&mw)), WrFlags::DEFER)
-                .unwrap();
-            pair.b
-                .qp
-                .post_bind(
-                    2,
-                    &reg.mr,
-                    &mw,
-                    reg.raddr(0),
-                    64,
-                    Access::REMOTE_WRITE,
-                    WrFlags::empty(),
-                )
-                .unwrap();
+            rebind(&pair.b, &reg, &mw, WrFlags::empty());
             // M20: the new token is readable as soon as the Bind returns.
             let new = mw.remote_key();
             assert_ne!(new, old);
@@ -2353,22 +2337,7 @@ mod window_bound {
         for mode in MODES {
             let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);
             let keys = pair.b.device.live_keys();
-            pair.b
-                .qp
-                .post_invalidate(1, InvalidateTarget::Mw(Arc::clone(&mw)), WrFlags::DEFER)
-                .unwrap();
-            pair.b
-                .qp
-                .post_bind(
-                    2,
-                    &reg.mr,
-                    &mw,
-                    reg.raddr(0),
-                    64,
-                    Access::REMOTE_WRITE,
-                    WrFlags::DEFER,
-                )
-                .unwrap();
+            rebind(&pair.b, &reg, &mw, WrFlags::DEFER);
             assert_ne!(mw.remote_key(), old);
             pair.b.qp.flush();
             settle();
@@ -2433,15 +2402,7 @@ mod window_bound {
             let recv = pair.b.buffer(8, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(1, &[recv.sge(0, 8)]).unwrap();
             let src = pair.a.pattern(8, 1, Access::empty());
-            pair.a
-                .qp
-                .post_send(
-                    2,
-                    Payload::Sges(&[src.sge(0, 8)]),
-                    WrFlags::empty(),
-                    Some(key),
-                )
-                .unwrap();
+            pair.a.send(2, &[src.sge(0, 8)], Some(key)).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             let got = one(&pair.b.rcq);
@@ -2562,10 +2523,7 @@ mod privileged {
                 len: 400,
                 key,
             };
-            pair.a
-                .qp
-                .post_send(2, Payload::Sges(&[source]), WrFlags::empty(), None)
-                .unwrap();
+            pair.a.send(2, &[source], None).unwrap();
             settle();
             assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
             assert_eq!(one(&pair.b.rcq).bytes, 400);

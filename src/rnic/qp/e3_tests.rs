@@ -6,10 +6,10 @@
 //! with an error. The window is opened here by hand: the disconnecting side
 //! enters `Disconnected` and the test calls `peer_gone` itself, later.
 
-use super::{Payload, QpState};
+use super::QpState;
 use crate::rnic::device::EngineMode;
 use crate::rnic::testing::Pair;
-use crate::rnic::types::{Opcode, WcStatus, WrFlags};
+use crate::rnic::types::{Opcode, WcStatus};
 
 #[test]
 fn test_send_into_a_disconnecting_peer_completes_cancelled_rule_e3() {
@@ -20,10 +20,7 @@ fn test_send_into_a_disconnecting_peer_completes_cancelled_rule_e3() {
         assert_eq!(was, QpState::Connected);
         let peer = peer.expect("B's peer");
         // A's runner executes a Send in the window: it waits.
-        pair.a
-            .qp
-            .post_send(1, Payload::Sges(&[]), WrFlags::empty(), None)
-            .unwrap();
+        pair.a.send(1, &[], None).unwrap();
         pair.settle();
         assert!(pair.a.scq.drain().is_empty(), "{mode:?}");
         assert_eq!(pair.a.qp.state(), QpState::Connected, "{mode:?}");

@@ -67,6 +67,19 @@ pub(crate) struct Taken {
     pub(crate) nsge: usize,
 }
 
+/// Where [`Qp::take_with`] took a receive from, for its caller to copy it out.
+enum TakenFrom<'a> {
+    /// The QP's own queue, still locked: the receive's `context` was popped
+    /// from ring `slot`, whose SGEs are still in place.
+    Queue {
+        q: &'a RecvQueue,
+        slot: usize,
+        context: usize,
+    },
+    /// The SRQ, which copied it out whole.
+    Srq(&'a RecvWqe),
+}
+
 /// The receive queue of a QP without SRQ.
 pub(crate) struct RecvQueue {
     /// Set by flush, disconnect and close: receives are then cancelled at
@@ -145,6 +158,54 @@ impl Qp {
 
     /// Takes the oldest receive for an incoming Send, from the SRQ or the
     /// receive queue; `None` (and the queue remembers the waiter) when empty.
+    /// See [`Qp::take_with`] for what the taker then owes (L21, P6).
+    pub(crate) fn take_receive(&self) -> Result<RecvWqe, NoReceive> {
+        let cap = self.config.max_receive_sge as usize;
+        self.take_with(|from| match from {
+            TakenFrom::Queue { q, slot, context } => {
+                RecvWqe::copied(context, slot, cap, &q.counts, &q.sges)
+            }
+            TakenFrom::Srq(wqe) => *wqe,
+        })
+    }
+
+    /// [`take_receive`](Self::take_receive) without building a whole
+    /// [`RecvWqe`] (512 bytes of SGEs zeroed, then moved) for the common
+    /// receive: up to [`FEW_RECV_SGE`] SGEs are copied into `few`; a receive
+    /// with more, or one of an SRQ, is left whole in `many`.
+    pub(crate) fn take_receive_into(
+        &self,
+        few: &mut [Sge; FEW_RECV_SGE],
+        many: &mut Option<RecvWqe>,
+    ) -> Result<Taken, NoReceive> {
+        let cap = self.config.max_receive_sge as usize;
+        self.take_with(|from| match from {
+            TakenFrom::Queue { q, slot, context } => {
+                let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
+                let base = slot.saturating_mul(cap);
+                if nsge > FEW_RECV_SGE {
+                    *many = Some(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges));
+                } else if let (Some(src), Some(dst)) =
+                    (q.sges.get(base..base + nsge), few.get_mut(..nsge))
+                {
+                    dst.copy_from_slice(src);
+                }
+                Taken { context, nsge }
+            }
+            TakenFrom::Srq(wqe) => {
+                let taken = Taken {
+                    context: wqe.context,
+                    nsge: wqe.nsge,
+                };
+                *many = Some(*wqe);
+                taken
+            }
+        })
+    }
+
+    /// Takes the oldest receive, from the SRQ or the receive queue, and lets
+    /// `copy_out` copy it out (under the queue's lock for a queued one); the
+    /// one place that counts a receive taken.
     ///
     /// A receive taken leaves the queue, so a flush or close no longer
     /// cancels it: its completion is owed by the taker, through
@@ -152,7 +213,7 @@ impl Qp {
     /// that its close does not complete before that entry is in the CQ
     /// (L21, P6). (The iWARP receive side takes receives on the stream's
     /// thread, concurrently with the consumer's close.)
-    pub(crate) fn take_receive(&self) -> Result<RecvWqe, NoReceive> {
+    fn take_with<R>(&self, copy_out: impl FnOnce(TakenFrom<'_>) -> R) -> Result<R, NoReceive> {
         if let Some(srq) = &self.srq {
             // Counted before the state is read: a close that changes the
             // state first sees the count or makes this take back off.
@@ -165,7 +226,7 @@ impl Qp {
             if taken.is_err() {
                 self.taken.fetch_sub(1, Ordering::SeqCst);
             }
-            return taken;
+            return taken.map(|wqe| copy_out(TakenFrom::Srq(&wqe)));
         }
         let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
         let mut q = rq.lock();
@@ -182,52 +243,11 @@ impl Qp {
         // Under the queue's lock, which `cancel_receives` takes to leave
         // `Connected` before a close looks at the count.
         self.taken.fetch_add(1, Ordering::SeqCst);
-        let cap = self.config.max_receive_sge as usize;
-        Ok(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges))
-    }
-
-    /// [`take_receive`](Self::take_receive) without building a whole
-    /// [`RecvWqe`] (512 bytes of SGEs zeroed, then moved) for the common
-    /// receive: up to [`FEW_RECV_SGE`] SGEs are copied into `few`; a receive
-    /// with more, or one of an SRQ, is left whole in `many`.
-    pub(crate) fn take_receive_into(
-        &self,
-        few: &mut [Sge; FEW_RECV_SGE],
-        many: &mut Option<RecvWqe>,
-    ) -> Result<Taken, NoReceive> {
-        if self.srq.is_some() {
-            let wqe = self.take_receive()?;
-            let taken = Taken {
-                context: wqe.context,
-                nsge: wqe.nsge,
-            };
-            *many = Some(wqe);
-            return Ok(taken);
-        }
-        let rq = self.rq.as_ref().ok_or(NoReceive::Gone)?;
-        let mut q = rq.lock();
-        if q.state != QpState::Connected {
-            // As in `take_receive` (E5).
-            return Err(NoReceive::Gone);
-        }
-        let slot = q.ring.slot_of(0);
-        let Some(context) = q.ring.pop() else {
-            q.peer_waiting = true;
-            return Err(NoReceive::Empty);
-        };
-        // Counted under the queue's lock as in `take_receive`: the taker owes
-        // `complete_taken` (L21, P6).
-        self.taken.fetch_add(1, Ordering::SeqCst);
-        let cap = self.config.max_receive_sge as usize;
-        let nsge = q.counts.get(slot).copied().unwrap_or(0).min(MAX_SGE);
-        let base = slot.saturating_mul(cap);
-        if nsge > FEW_RECV_SGE {
-            *many = Some(RecvWqe::copied(context, slot, cap, &q.counts, &q.sges));
-        } else if let (Some(src), Some(dst)) = (q.sges.get(base..base + nsge), few.get_mut(..nsge))
-        {
-            dst.copy_from_slice(src);
-        }
-        Ok(Taken { context, nsge })
+        Ok(copy_out(TakenFrom::Queue {
+            q: &q,
+            slot,
+            context,
+        }))
     }
 
     pub(super) fn cancel_receives(&self, state: QpState) {

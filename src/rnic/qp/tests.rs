@@ -49,6 +49,11 @@ fn both(f: impl Fn(EngineMode)) {
     }
 }
 
+/// Runs `f` once per engine mode, on a fresh connected pair of that mode.
+fn both_pairs(f: impl Fn(EngineMode, Pair)) {
+    both(|mode| f(mode, Pair::new(mode)));
+}
+
 /// Waits for all deferred work (a no-op for the inline engine).
 fn settle() {
     crate::kernel::deferred::flush();
@@ -709,8 +714,7 @@ mod connected {
 
     #[test]
     fn test_connected_send_moves_bytes_between_offsets_rule_p21() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(300, 1, Access::empty());
             let inbox = pair.b.buffer(512, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(0x77, &[inbox.sge(33, 300)]).unwrap();
@@ -739,8 +743,7 @@ mod connected {
 
     #[test]
     fn test_connected_send_multi_sge_with_unaligned_boundaries() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let s1 = pair.a.pattern(100, 1, Access::empty());
             let s2 = pair.a.pattern(200, 2, Access::empty());
             let (d1, d2, d3) = (
@@ -775,8 +778,7 @@ mod connected {
 
     #[test]
     fn test_connected_zero_length_send_without_sges() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let inbox = pair.b.buffer(16, 0xCC, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(1, &[]).unwrap();
             pair.b.qp.post_receive(2, &[inbox.sge(0, 16)]).unwrap();
@@ -797,8 +799,7 @@ mod connected {
 
     #[test]
     fn test_connected_write_and_read_multi_sge_with_offsets_rule_p19() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let (w1, w2) = (
                 pair.a.pattern(64, 1, Access::empty()),
                 pair.a.pattern(128, 2, Access::empty()),
@@ -981,8 +982,7 @@ mod connected {
 
     #[test]
     fn test_connected_completions_go_to_their_cqs_rule_p1() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let (a_buf, b_buf) = (pair.a.pattern(64, 1, RW), pair.b.pattern(64, 2, RW));
             pair.a.qp.post_receive(10, &[a_buf.sge(0, 64)]).unwrap();
             pair.b.qp.post_receive(20, &[b_buf.sge(0, 64)]).unwrap();
@@ -1041,8 +1041,7 @@ mod connected {
         // receiver's close never completes. (The receive path that copies a
         // few SGEs out, `take_receive_into`, once took without counting and
         // `complete_taken` then wrapped the count.)
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(48, 4, Access::empty());
             let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(7, &[inbox.sge(0, 64)]).unwrap();
@@ -1059,8 +1058,7 @@ mod connected {
         // The engine's documented choice (engine.rs): a Send that finds no
         // receive at the peer waits for one (an infinite RNR retry count),
         // so a consumer may post its receive just after the peer's Send.
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(48, 4, Access::empty());
             let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
             send(&pair.a, 1, &[src.sge(0, 48)], WrFlags::empty()).unwrap();
@@ -1084,8 +1082,7 @@ mod connected {
 
     #[test]
     fn test_connected_counters_count_octets_and_frames() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(10_000, 1, RW);
             let target = pair.b.pattern(10_000, 2, RW);
             pair.b.qp.post_receive(1, &[target.sge(0, 100)]).unwrap();
@@ -1133,8 +1130,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_inline_send_copies_bytes_at_post_time_rule_p12() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let inbox = pair.b.buffer(256, 0, Access::LOCAL_WRITE);
             let mut source = Buffer::pattern(100, 7);
             let original = source.bytes().to_vec();
@@ -1169,8 +1165,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_inline_takes_more_spans_than_max_sge_rule_p12() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let inbox = pair.b.buffer(256, 0, Access::LOCAL_WRITE);
             let mut parts: Vec<Buffer> = (0..7)
                 .map(|i| Buffer::pattern(10 + i * 5, u8::try_from(i).unwrap()))
@@ -1265,8 +1260,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_inline_write_rule_p13() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let target = pair.b.buffer(300, 0, RW);
             let mut parts: Vec<Buffer> = (0..6)
                 .map(|i| Buffer::pattern(30, 40 + u8::try_from(i).unwrap()))
@@ -1303,8 +1297,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_inline_flag_on_sges_or_read_is_refused_rule_p25() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let buf = pair.a.pattern(16, 1, RW);
             let target = pair.b.buffer(16, 0, RW);
             let bad = Err(PostError::InvalidParameter);
@@ -1320,8 +1313,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_silent_success_reports_only_failures_rule_p14() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(32, 1, Access::empty());
             let target = pair.b.buffer(64, 0, RW);
             let no_write = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
@@ -1354,8 +1346,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_read_fence_honoured_rule_p16() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let remote = pair.b.pattern(64, 9, RW);
             let staging = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
             let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
@@ -1398,8 +1389,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_solicited_flag_marks_receive_and_wakes_solicited_arm_rule_p17() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(8, 1, Access::empty());
             let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
             let key_owner = Fast::new(&pair.b, 1, 0);
@@ -1515,8 +1505,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_send_and_invalidate_completes_as_send_rule_p22_c2() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let fast = Fast::new(&pair.b, 1, 0x3C);
             fast.post(&pair.b, 1, RW, WrFlags::empty()).unwrap();
             pair.settle();
@@ -1525,13 +1514,7 @@ mod connected_flags {
             let inbox = pair.b.buffer(32, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(2, &[inbox.sge(0, 32)]).unwrap();
             pair.a
-                .qp
-                .post_send(
-                    3,
-                    Payload::Sges(&[src.sge(0, 20)]),
-                    WrFlags::empty(),
-                    Some(fast.rkey()),
-                )
+                .send(3, &[src.sge(0, 20)], Some(fast.rkey()))
                 .unwrap();
             pair.settle();
             let sent = pair.a.scq.drain();
@@ -1572,7 +1555,6 @@ mod connected_flags {
     }
 
     #[test]
-    #[expect(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
     fn test_connected_completion_order_is_post_order_for_mixed_ops_rule_p23() {
         use Opcode::{Bind, FastRegister, Invalidate, Read, Send, Write};
         both(|mode| {
@@ -1618,13 +1600,7 @@ mod connected_flags {
                 WrFlags::empty(),
             )
             .unwrap();
-            a.qp.post_send(
-                7,
-                Payload::Sges(&[kit.src.sge(32, 16)]),
-                WrFlags::empty(),
-                Some(key),
-            )
-            .unwrap();
+            a.send(7, &[kit.src.sge(32, 16)], Some(key)).unwrap();
             a.qp.post_invalidate(
                 8,
                 InvalidateTarget::Mw(Arc::clone(&kit.mw)),
@@ -1742,8 +1718,7 @@ mod connected_flags {
 
     #[test]
     fn test_connected_failed_posts_never_complete_rule_p6_d3() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(64, 1, RW);
             let target = pair.b.buffer(64, 0, RW);
             let other_pd = pair.b.pattern(8, 1, RW);
@@ -2134,8 +2109,7 @@ mod deferred {
 
     #[test]
     fn test_deferred_worked_example_one_completion_rule_d6() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let lam = LamPages::new(&pair.a.device, 2, 0x42);
             let first = Mr::new(&pair.a.pd, true).unwrap();
             first.init_fast(2, true).unwrap();
@@ -2187,8 +2161,7 @@ mod deferred {
 
     #[test]
     fn test_deferred_malformed_page_list_also_fails_inline_rule_d6() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let fast = Fast::new(&pair.a, 2, 0);
             let second = Fast::new(&pair.a, 2, 0);
             fast.post(&pair.a, 1, RW, WrFlags::DEFER).unwrap();
@@ -2217,8 +2190,7 @@ mod deferred {
 
     #[test]
     fn test_deferred_post_after_flush_is_not_held_back_rule_e5_d5() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(8, 1, RW);
             pair.a.qp.flush();
             write(&pair.a, 1, &[src.sge(0, 8)], &src, 0, WrFlags::DEFER).unwrap();
@@ -2280,8 +2252,7 @@ mod deferred {
     /// ends up mapping nothing.
     #[test]
     fn test_deferred_fast_register_pipeline_on_one_region_maps_latest_pages_rule_m16_d2() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let fast = Fast::new(&pair.a, 1, 0x11);
             let other = LamPages::new(&pair.a.device, 1, 0x22);
             let target = pair.b.buffer(16, 0, RW);
@@ -2352,8 +2323,7 @@ mod error {
 
     #[test]
     fn test_error_flush_cancels_every_pending_receive_and_request_rule_e1_e2() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(64, 1, RW);
             let target = pair.b.pattern(64, 2, RW);
             for ctx in 11..=13 {
@@ -2400,8 +2370,7 @@ mod error {
 
     #[test]
     fn test_error_completion_cancels_outstanding_and_later_requests_on_both_sides_rule_e5_e9() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(64, 1, RW);
             let target = pair.b.pattern(64, 2, RW);
             let no_write = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
@@ -2465,8 +2434,7 @@ mod error {
 
     #[test]
     fn test_error_inline_failure_does_not_harm_earlier_or_later_requests_rule_e6() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(64, 1, RW);
             let target = pair.b.buffer(64, 0, RW);
             write(&pair.a, 1, &[src.sge(0, 16)], &target, 0, WrFlags::empty()).unwrap();
@@ -2503,8 +2471,7 @@ mod error {
 
     #[test]
     fn test_error_receive_too_small_fails_both_sides_and_terminates_rule_e7() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let (lost_a, lost_b) = (watch(&pair.a.qp), watch(&pair.b.qp));
             let src = pair.a.pattern(100, 1, Access::empty());
             let inbox = pair.b.buffer(320, 0, Access::LOCAL_WRITE);
@@ -2785,8 +2752,7 @@ mod error_cancel {
 
     #[test]
     fn test_error_send_waiting_for_receive_ends_cancelled_by_flush() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(8, 1, Access::empty());
             send(&pair.a, 1, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
             pair.settle();
@@ -2810,8 +2776,7 @@ mod error_cancel {
 
     #[test]
     fn test_error_cancelled_silent_request_still_reported_rule_p15() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let src = pair.a.pattern(8, 1, RW);
             let silent = WrFlags::SILENT_SUCCESS;
             send(&pair.a, 1, &[src.sge(0, 8)], silent).unwrap();
@@ -3030,8 +2995,7 @@ mod disconnected {
 
     #[test]
     fn test_disconnected_posts_fail_inline_and_reconnect_refused_rule_x5() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let buf = pair.a.pattern(64, 1, RW);
             let fast = Fast::new(&pair.a, 1, 0);
             let mw = Mw::new(&pair.a.pd).unwrap();
@@ -3101,8 +3065,7 @@ mod disconnected {
 
     #[test]
     fn test_disconnected_outstanding_requests_cancelled_on_both_sides_rule_x6_x7() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             let (lost_a, lost_b) = (watch(&pair.a.qp), watch(&pair.b.qp));
             let a_buf = pair.a.pattern(64, 1, RW);
             let b_buf = pair.b.pattern(64, 2, RW);
@@ -3971,8 +3934,7 @@ mod connection_errors {
 
     #[test]
     fn test_flush_and_disconnect_are_not_connection_errors_rule_a18() {
-        both(|mode| {
-            let pair = Pair::new(mode);
+        both_pairs(|mode, pair| {
             pair.a.qp.flush();
             pair.b.qp.disconnect();
             pair.a.qp.disconnect();

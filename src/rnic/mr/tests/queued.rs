@@ -11,14 +11,13 @@
 
 use alloc::vec::Vec;
 
-use super::{Denied, Mr, Mw, STAGE_SLOTS};
+use super::super::{Denied, Mr, Mw, STAGE_SLOTS};
+use super::{MODES, settle};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::EngineMode;
 use crate::rnic::qp::{InvalidateTarget, PostError};
 use crate::rnic::testing::{LamPages, Pair, Registered, Side};
 use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
-
-const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
 
 /// Flags that hold a request back (all but the last of a chain) or ring.
 fn ring(last: bool) -> WrFlags {
@@ -27,10 +26,6 @@ fn ring(last: bool) -> WrFlags {
     } else {
         WrFlags::DEFER
     }
-}
-
-fn settle() {
-    crate::kernel::deferred::flush();
 }
 
 /// Opcodes and statuses of every completion `side` holds now.

@@ -7,19 +7,13 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Denied, Progress};
+use super::super::{Denied, Progress};
+use super::{ALL, MODES, assert_status, len32, one, send_received, settle, wide};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::EngineMode;
 use crate::rnic::qp::{Payload, QpState};
 use crate::rnic::testing::{Pair, Spread};
-use crate::rnic::types::{Access, Completion, Opcode, Sge, WcStatus, WrFlags};
-
-const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
-
-/// Local write and both remote rights.
-const ALL: Access = Access::LOCAL_WRITE
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_WRITE);
+use crate::rnic::types::{Access, Opcode, Sge, WcStatus, WrFlags};
 
 /// Odd lengths; the second part is one byte; a part ends mid-page.
 const LENS: [usize; 4] = [0x1234, 1, 0x7FF, 0x1003];
@@ -27,27 +21,12 @@ const LENS: [usize; 4] = [0x1234, 1, 0x7FF, 0x1003];
 /// A made-up index for the region's first byte.
 const BASE: u64 = 0x0000_7000_0000_0321;
 
-fn settle() {
-    crate::kernel::deferred::flush();
-}
-
-#[track_caller]
-fn one(all: &[Completion]) -> Completion {
-    assert_eq!(all.len(), 1, "{all:?}");
-    all[0]
-}
-
-#[track_caller]
-fn ok(c: Completion, opcode: Opcode) {
-    assert_eq!((c.opcode, c.status), (opcode, WcStatus::Success), "{c:?}");
-}
-
-fn wide(n: usize) -> u64 {
-    n as u64
-}
-
-fn len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap()
+/// A pair whose side b has a region over the spans [`LENS`] at [`BASE`],
+/// with every right, filled with pattern `seed`.
+fn spread(mode: EngineMode, seed: u8) -> (Pair, Spread) {
+    let pair = Pair::new(mode);
+    let region = Spread::new(&pair.b.pd, &LENS, seed, BASE, ALL);
+    (pair, region)
 }
 
 /// rules M2, P19: remote Writes whose target starts and ends inside
@@ -56,8 +35,7 @@ fn len32(n: usize) -> u32 {
 #[test]
 fn test_spans_remote_write_and_read_across_every_boundary_rule_m2() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let region = Spread::new(&pair.b.pd, &LENS, 3, BASE, ALL);
+        let (pair, region) = spread(mode, 3);
         let total = region.total();
         let src = pair.a.pattern(total, 7, Access::empty());
         let mut model = region.flat();
@@ -80,7 +58,7 @@ fn test_spans_remote_write_and_read_across_every_boundary_rule_m2() {
                 )
                 .unwrap();
             settle();
-            ok(one(&pair.a.scq.drain()), Opcode::Write);
+            assert_status(one(&pair.a.scq), Opcode::Write, WcStatus::Success);
             model[to..to + n].copy_from_slice(&src.buffer.bytes()[from..from + n]);
             assert_eq!(region.flat(), model, "{mode:?} {to}+{n}");
             assert!(region.guards_intact(), "{mode:?} {to}+{n}");
@@ -93,7 +71,7 @@ fn test_spans_remote_write_and_read_across_every_boundary_rule_m2() {
             .post_read(2, &sges, region.raddr(0), region.rkey(), WrFlags::empty())
             .unwrap();
         settle();
-        ok(one(&pair.a.scq.drain()), Opcode::Read);
+        assert_status(one(&pair.a.scq), Opcode::Read, WcStatus::Success);
         assert_eq!(back.buffer.bytes(), &model[..], "{mode:?}");
     }
 }
@@ -104,26 +82,13 @@ fn test_spans_remote_write_and_read_across_every_boundary_rule_m2() {
 #[test]
 fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let region = Spread::new(&pair.b.pd, &LENS, 5, BASE, ALL);
+        let (pair, region) = spread(mode, 5);
         let mut model = region.flat();
         // Scatter: two receive SGEs, 0x1230..0x1240 and 0x1600..0x1C00.
         let receive = [region.sge(0x1230, 0x10), region.sge(0x1600, 0x600)];
         pair.b.qp.post_receive(1, &receive).unwrap();
         let src = pair.a.pattern(0x610, 9, Access::empty());
-        pair.a
-            .qp
-            .post_send(
-                2,
-                Payload::Sges(&[src.sge(0, 0x610)]),
-                WrFlags::empty(),
-                None,
-            )
-            .unwrap();
-        settle();
-        ok(one(&pair.a.scq.drain()), Opcode::Send);
-        let got = one(&pair.b.rcq.drain());
-        ok(got, Opcode::Receive);
+        let got = send_received(&pair, &[src.sge(0, 0x610)]);
         assert_eq!(got.bytes, 0x610);
         model[0x1230..0x1240].copy_from_slice(&src.buffer.bytes()[..0x10]);
         model[0x1600..0x1C00].copy_from_slice(&src.buffer.bytes()[0x10..]);
@@ -134,13 +99,10 @@ fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
         let sink = pair.a.buffer(0x500, 0, Access::LOCAL_WRITE);
         pair.a.qp.post_receive(3, &[sink.sge(0, 0x500)]).unwrap();
         let gather = [region.sge(0x1233, 3), region.sge(0x1A00, 0x400)];
-        pair.b
-            .qp
-            .post_send(4, Payload::Sges(&gather), WrFlags::empty(), None)
-            .unwrap();
+        pair.b.send(4, &gather, None).unwrap();
         settle();
-        ok(one(&pair.b.scq.drain()), Opcode::Send);
-        ok(one(&pair.a.rcq.drain()), Opcode::Receive);
+        assert_status(one(&pair.b.scq), Opcode::Send, WcStatus::Success);
+        assert_status(one(&pair.a.rcq), Opcode::Receive, WcStatus::Success);
         assert_eq!(&sink.buffer.bytes()[..3], &model[0x1233..0x1236]);
         assert_eq!(&sink.buffer.bytes()[3..0x403], &model[0x1A00..0x1E00]);
         assert_eq!(pair.a.qp.state(), QpState::Connected);
@@ -153,8 +115,7 @@ fn test_spans_send_scatter_and_gather_across_boundaries_rule_m2() {
 #[test]
 fn test_spans_edges_refused_rule_m34() {
     for mode in MODES {
-        let pair = Pair::new(mode);
-        let region = Spread::new(&pair.b.pd, &LENS, 1, BASE, ALL);
+        let (pair, region) = spread(mode, 1);
         let total = region.total();
         let before = region.flat();
         let src = pair.a.pattern(8, 2, Access::empty());
@@ -170,7 +131,7 @@ fn test_spans_edges_refused_rule_m34() {
                 )
                 .unwrap();
             settle();
-            one(&pair.a.scq.drain())
+            one(&pair.a.scq)
         };
         // Local resolution of B's own SGEs (P11).
         let pd = &pair.b.pd;
@@ -189,7 +150,11 @@ fn test_spans_edges_refused_rule_m34() {
         assert_eq!(past.unwrap_err(), Denied::Range);
         let below = device.resolve_local(pd, &sge(BASE - 1, 1), ALL);
         assert_eq!(below.unwrap_err(), Denied::Range);
-        ok(write(region.raddr(wide(total - 1)), 1), Opcode::Write);
+        assert_status(
+            write(region.raddr(wide(total - 1)), 1),
+            Opcode::Write,
+            WcStatus::Success,
+        );
         assert!(region.guards_intact());
         let mut model = before.clone();
         model[total - 1] = src.buffer.bytes()[0];
@@ -206,8 +171,7 @@ fn test_spans_edges_refused_rule_m34() {
 /// ends, then the deregistration completes.
 #[test]
 fn test_spans_deregister_pends_while_a_segment_is_in_flight_rule_m11() {
-    let pair = Pair::new(EngineMode::Inline);
-    let region = Spread::new(&pair.b.pd, &LENS, 4, BASE, ALL);
+    let (pair, region) = spread(EngineMode::Inline, 4);
     let total = region.total();
     let pd = &pair.b.pd;
     let sge = Sge {
