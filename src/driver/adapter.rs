@@ -9,9 +9,7 @@
 use alloc::boxed::Box;
 use core::ptr::NonNull;
 
-use crate::abi::{
-    NDIS_STATUS_FAILURE, NDIS_STATUS_PAUSED, NDIS_STATUS_RESOURCES, NDIS_STATUS_SUCCESS,
-};
+use crate::abi::{NDIS_STATUS_FAILURE, NDIS_STATUS_PAUSED, NDIS_STATUS_SUCCESS};
 use crate::abi::{NdisStatus, NdkAdapter, NdkVersion};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
@@ -338,6 +336,7 @@ impl Adapter {
         copy: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> NdisStatus {
         use super::ether::TxOutcome;
+        use crate::abi::NDIS_STATUS_RESOURCES;
         let status = self.send_status();
         if status < 0 {
             return status;

@@ -26,6 +26,7 @@ pub trait DeferredRoutine: Send + Sync + 'static {
 /// What the platform queue holds: the platform's per-object slot (a `KDPC` in
 /// the kernel) beside the routine.
 pub(super) struct Inner<T> {
+    #[cfg_attr(loom, allow(dead_code, reason = "under loom nothing is queued"))]
     pub(super) slot: backend::DpcSlot,
     pub(super) routine: T,
 }

@@ -43,6 +43,7 @@ pub mod pd;
 pub mod qp;
 pub mod status;
 #[cfg(test)]
+#[cfg(not(loom))]
 pub(crate) mod testing;
 
 #[cfg(not(target_os = "windows"))]
