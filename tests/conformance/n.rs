@@ -1080,21 +1080,18 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
 /// request down, and the peer's Connect fails with STATUS_CONNECTION_REFUSED.
 #[test]
 fn n16_passive_reject_refuses_the_active_connect() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
     assert_eq!(
-        a_qp.send(1, &[], 0),
+        s.a_qp.send(1, &[], 0),
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
     assert_closes_succeed!(passive, active);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N16: on the active side, after Connect completed, Reject (synchronous,
@@ -1289,11 +1286,8 @@ fn check_connection_data(connector: &Connector, sent: &[u8]) {
 /// private data).
 #[test]
 fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1304,7 +1298,7 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
         }
     );
     refuse(active, connecting, passive);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N18: with a buffer, GetConnectionData copies min(length, RDS) bytes and
@@ -1332,11 +1326,8 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
 /// without writing to it.
 #[test]
 fn n18_empty_private_data_has_rds_0() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
@@ -1344,7 +1335,7 @@ fn n18_empty_private_data_has_rds_0() {
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
     assert_eq!(buffer, [0xEE; 8]);
     refuse(active, connecting, passive);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N19: GetConnectionData works on a connector delivered by a connect event
