@@ -388,26 +388,26 @@ fn settled_count_incoming(incoming: &Incoming) -> usize {
 /// it takes them again.
 #[test]
 fn n5_paused_listener_refuses_and_resumed_one_accepts() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    listener.pause(true);
-    let connector = a.adapter.connector();
+    let s = Fixture::new().staged();
+    s.listener.pause(true);
+    let connector = s.a.adapter.connector();
     assert_fails(
-        connector.connect(&a_qp, a.addr, listen_addr, 16, 16, b""),
+        connector.connect(&s.a_qp, s.a.addr, s.listen_addr, 16, 16, b""),
         STATUS_CONNECTION_REFUSED,
         "Connect to a paused listener",
     );
     assert_eq!(
-        settled_count_incoming(&incoming),
+        settled_count_incoming(&s.incoming),
         0,
         "no connect event while paused"
     );
     // Pausing twice, then resuming once, resumes.
-    listener.pause(true);
-    listener.pause(false);
+    s.listener.pause(true);
+    s.listener.pause(false);
     assert_success!(connector.close());
-    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 1, &b_qp);
+    let conn = s.establish(1);
     conn.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N6: from the moment its close is issued, a listener turns away every new
@@ -645,23 +645,23 @@ fn n9_shared_endpoint_fails_like_listen() {
 /// afterwards they are free.
 #[test]
 fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_address() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let src = a.explicit_addr();
-    let endpoint = a
-        .adapter
-        .try_shared_endpoint(src)
-        .expect("CreateSharedEndpoint");
-    let active = a.adapter.connector();
-    let connecting = connect_shared(&active, &a_qp, &endpoint, listen_addr, 16, 16, b"s");
+    let s = Fixture::new().staged();
+    let src = s.a.explicit_addr();
+    let endpoint =
+        s.a.adapter
+            .try_shared_endpoint(src)
+            .expect("CreateSharedEndpoint");
+    let active = s.a.adapter.connector();
+    let connecting = connect_shared(&active, &s.a_qp, &endpoint, s.listen_addr, 16, 16, b"s");
     assert_eq!(connecting.0, STATUS_PENDING);
-    let passive = incoming.wait_nth(1);
+    let passive = s.incoming.wait_nth(1);
     // The disconnect signals are callback contexts: kept to the end.
     let Conn {
         active,
         passive,
         a_disconnects: _a_disconnects,
         b_disconnects: _b_disconnects,
-    } = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
+    } = Conn::expect_accepted(active, connecting, passive, &s.b_qp, b"");
     assert_eq!(address_of(Getter::ConnectorLocal(&active)), src);
 
     let closing = close_endpoint_async(endpoint);
@@ -669,7 +669,7 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
         closing.0, STATUS_PENDING,
         "a connector still uses the endpoint"
     );
-    let probe = a.adapter.listener(&Incoming::new());
+    let probe = s.a.adapter.listener(&Incoming::new());
     assert_eq!(
         probe.listen(src),
         STATUS_SHARING_VIOLATION,
@@ -686,7 +686,7 @@ fn n10_shared_endpoint_close_pends_while_its_connectors_remain_and_keeps_the_add
     assert_success!(probe.listen(src), "the address and port are free");
 
     assert_closes_succeed!(passive, probe);
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N11: connections through one shared endpoint share its address and port
@@ -918,16 +918,15 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 /// (a later peer disconnect is indicated through it) and connects the QPs.
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"hello");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"hello");
     assert_eq!(
         settled_count(&connecting.1),
         0,
         "Connect pends until the peer accepts"
     );
     let b_disconnects = Signal::new();
-    let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"welcome", &b_disconnects);
+    let (accept, accepted) = passive.accept(&s.b_qp, 16, 16, b"welcome", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
     assert_success!(connecting.1.wait(), "Connect completes once accepted");
     let (status, _, _, data, len) = active.connection_data(64);
@@ -945,11 +944,11 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     );
 
     // The QPs are connected.
-    let mut a_mem = Mem::all(&a.pd, 4096, 0);
-    let b_mem = Mem::all(&b.pd, 4096, 0);
+    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
+    let b_mem = Mem::all(&s.b.pd, 4096, 0);
     ping(
-        (&a_qp, &a.cq, &mut a_mem),
-        (&b_qp, &b.cq, &b_mem),
+        (&s.a_qp, &s.a.cq, &mut a_mem),
+        (&s.b_qp, &s.b.cq, &b_mem),
         b"established",
     );
     // The disconnect callback was registered: the peer's disconnect is
@@ -960,7 +959,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
     assert_closes_succeed!(active, passive);
-    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
+    s.close_with_memory([a_mem, b_mem]);
 }
 
 /// N14: CompleteConnect on a connector that is not connecting fails with
@@ -968,15 +967,14 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
 /// accept, a passive connector, already established.
 #[test]
 fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let idle = a.adapter.connector();
+    let s = Fixture::new().staged();
+    let idle = s.a.adapter.connector();
     assert_fails(
         complete_connect_with(&idle, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
         "never connected",
     );
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) = s.request(1, b"");
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -988,7 +986,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
         "a passive connector",
     );
     // The refused calls changed nothing: the connection is made.
-    let conn = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
+    let conn = Conn::expect_accepted(active, connecting, passive, &s.b_qp, b"");
     assert_fails(
         complete_connect_with(&conn.active, None, std::ptr::null_mut()),
         STATUS_CONNECTION_INVALID,
@@ -996,7 +994,7 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
     );
     conn.close();
     assert_success!(idle.close());
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N14: CompleteConnect after the accepting peer gave up (closed its
@@ -1004,10 +1002,9 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 /// STATUS_CONNECTION_ABORTED; the QP is not connected and may connect again.
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
+    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
     // The passive consumer gives up: its close cancels its Accept (L20).
@@ -1020,25 +1017,24 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
         "the accepting peer gave up",
     );
     assert_eq!(
-        a_qp.send(1, &[], 0),
+        s.a_qp.send(1, &[], 0),
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
     assert_success!(active.close());
-    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
+    let conn = s.establish(2);
     conn.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N15: Accept completes only once the active side has called
 /// CompleteConnect (the active side's Connect completes first).
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     let b_disconnects = Signal::new();
-    let (accept, accepted) = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    let (accept, accepted) = passive.accept(&s.b_qp, 16, 16, b"", &b_disconnects);
     assert_eq!(accept, STATUS_PENDING);
     assert_success!(outcome(connecting));
     assert_eq!(
@@ -1051,7 +1047,7 @@ fn n15_accept_completes_only_after_complete_connect() {
     assert_success!(accepted.wait());
     assert_eq!(settled_count(&accepted), 1, "exactly once");
     Conn::of(active, passive, a_disconnects, b_disconnects).close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N15: Accept fails with STATUS_CONNECTION_ABORTED when the active side
@@ -1060,9 +1056,8 @@ fn n15_accept_completes_only_after_complete_connect() {
 /// usable.
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
@@ -1071,35 +1066,32 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
     );
     await_peer_gone(&passive);
     assert_fails(
-        passive.accept(&b_qp, 16, 16, b"", &Signal::new()),
+        passive.accept(&s.b_qp, 16, 16, b"", &Signal::new()),
         STATUS_CONNECTION_ABORTED,
         "Accept after the active side gave up",
     );
     assert_success!(passive.close());
-    let conn = Conn::establish(&a.adapter, a.addr, &a_qp, listen_addr, &incoming, 2, &b_qp);
+    let conn = s.establish(2);
     conn.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N16: on the passive side, Reject (synchronous, STATUS_SUCCESS) turns the
 /// request down, and the peer's Connect fails with STATUS_CONNECTION_REFUSED.
 #[test]
 fn n16_passive_reject_refuses_the_active_connect() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
     assert_eq!(
-        a_qp.send(1, &[], 0),
+        s.a_qp.send(1, &[], 0),
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
     assert_closes_succeed!(passive, active);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N16: on the active side, after Connect completed, Reject (synchronous,
@@ -1107,22 +1099,21 @@ fn n16_passive_reject_refuses_the_active_connect() {
 /// with STATUS_CONNECTION_ABORTED.
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
+    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
     assert_eq!(accepted.0, STATUS_PENDING);
     assert_success!(outcome(connecting));
     assert_success!(active.reject(b"changed my mind"));
     assert_eq!(accepted.1.wait(), STATUS_CONNECTION_ABORTED);
     assert_eq!(settled_count(&accepted.1), 1);
     assert_eq!(
-        b_qp.send(1, &[], 0),
+        s.b_qp.send(1, &[], 0),
         STATUS_CONNECTION_INVALID,
         "the QP was not connected"
     );
     assert_closes_succeed!(passive, active);
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N16: Reject returns STATUS_CONNECTION_ABORTED when the peer had already
@@ -1131,11 +1122,10 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
 /// connector after accepting).
 #[test]
 fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
+    let s = Fixture::new().staged();
 
     // Passive side.
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) = s.request(1, b"");
     assert_success!(active.close());
     assert_eq!(connecting.1.wait(), STATUS_CANCELLED);
     await_peer_gone(&passive);
@@ -1143,9 +1133,8 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_success!(passive.close());
 
     // Active side.
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 2, b"");
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &Signal::new());
+    let (active, connecting, passive) = s.request(2, b"");
+    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
     assert_success!(outcome(connecting));
     assert_success!(passive.close());
     assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
@@ -1153,7 +1142,7 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(active.close());
 
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N17: private data above `MaxCallerData` on Connect and
@@ -1162,37 +1151,45 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
 /// `MaxCallerData` bytes reach the peer whole.
 #[test]
 fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let max = a.adapter.info().max_caller_data as usize;
+    let s = Fixture::new().staged();
+    let max = s.a.adapter.info().max_caller_data as usize;
     assert!(max > 0);
     let long = vec![0x5A_u8; max + 1];
-    let connector = a.adapter.connector();
+    let connector = s.a.adapter.connector();
     assert_fails(
-        connector.connect(&a_qp, a.addr, listen_addr, 16, 16, &long),
+        connector.connect(&s.a_qp, s.a.addr, s.listen_addr, 16, 16, &long),
         STATUS_INVALID_BUFFER_SIZE,
         "Connect with MaxCallerData + 1 bytes",
     );
-    let endpoint = a
-        .adapter
-        .try_shared_endpoint(a.addr.with_port(0))
-        .expect("CreateSharedEndpoint");
+    let endpoint =
+        s.a.adapter
+            .try_shared_endpoint(s.a.addr.with_port(0))
+            .expect("CreateSharedEndpoint");
     assert_fails(
-        connect_shared(&connector, &a_qp, &endpoint, listen_addr, 16, 16, &long),
+        connect_shared(&connector, &s.a_qp, &endpoint, s.listen_addr, 16, 16, &long),
         STATUS_INVALID_BUFFER_SIZE,
         "ConnectWithSharedEndpoint with MaxCallerData + 1 bytes",
     );
-    assert_eq!(settled_count_incoming(&incoming), 0);
+    assert_eq!(settled_count_incoming(&s.incoming), 0);
     let exact: Vec<u8> = (0..max).map(|i| i as u8).collect();
-    let connecting = connect_shared(&connector, &a_qp, &endpoint, listen_addr, 16, 16, &exact);
+    let connecting = connect_shared(
+        &connector,
+        &s.a_qp,
+        &endpoint,
+        s.listen_addr,
+        16,
+        16,
+        &exact,
+    );
     assert_eq!(connecting.0, STATUS_PENDING);
-    let passive = incoming.wait_nth(1);
+    let passive = s.incoming.wait_nth(1);
     let (status, _, _, data, len) = passive.connection_data(max + 8);
     assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
     assert_success!(passive.reject(b""));
     assert_eq!(outcome(connecting), STATUS_CONNECTION_REFUSED);
     assert_closes_succeed!(passive, connector, endpoint);
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N17: private data above `MaxCalleeData` on Accept and Reject is refused
@@ -1200,14 +1197,13 @@ fn n17_private_data_over_max_caller_data_is_refused_on_connect() {
 /// exactly `MaxCalleeData` bytes reach the active side whole.
 #[test]
 fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let max = b.adapter.info().max_callee_data as usize;
+    let s = Fixture::new().staged();
+    let max = s.b.adapter.info().max_callee_data as usize;
     assert!(max > 0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let (active, connecting, passive) = s.request(1, b"");
     let long = vec![0xA5_u8; max + 1];
     assert_fails(
-        passive.accept(&b_qp, 16, 16, &long, &Signal::new()),
+        passive.accept(&s.b_qp, 16, 16, &long, &Signal::new()),
         STATUS_INVALID_BUFFER_SIZE,
         "Accept with MaxCalleeData + 1 bytes",
     );
@@ -1219,13 +1215,13 @@ fn n17_private_data_over_max_callee_data_is_refused_on_accept_and_reject() {
     assert_eq!(connecting.1.count(), 0, "the request is still unanswered");
     let exact: Vec<u8> = (0..max).map(|i| (i * 7) as u8).collect();
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, &exact, &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 16, 16, &exact, &b_disconnects);
     assert_success!(outcome(connecting));
     let (status, _, _, data, len) = active.connection_data(max + 8);
     assert_success!(status);
     assert_eq!(&data[..len as usize], &exact[..]);
     Conn::expect_completed(active, passive, accepted, b_disconnects).close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 // ---------------------------------------------------------------------------
@@ -1290,11 +1286,8 @@ fn check_connection_data(connector: &Connector, sent: &[u8]) {
 /// private data).
 #[test]
 fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"twelve bytes");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1305,7 +1298,7 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
         }
     );
     refuse(active, connecting, passive);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N18: with a buffer, GetConnectionData copies min(length, RDS) bytes and
@@ -1314,30 +1307,27 @@ fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
 /// passive side (the caller's data) and on the active side (the callee's).
 #[test]
 fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
+    let s = Fixture::new().staged();
+    let active = s.a.adapter.connector();
     let caller = b"caller's private data";
     let callee = b"the callee's answer, somewhat longer";
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, caller);
-    let passive = incoming.wait_nth(1);
+    let connecting = start_connect(&active, &s.a_qp, s.a.addr, s.listen_addr, caller);
+    let passive = s.incoming.wait_nth(1);
     check_connection_data(&passive, caller);
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, callee, &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 16, 16, callee, &b_disconnects);
     assert_success!(outcome(connecting));
     check_connection_data(&active, callee);
     Conn::expect_completed(active, passive, accepted, b_disconnects).close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N18: no private data: RDS is 0, and a query with a buffer succeeds
 /// without writing to it.
 #[test]
 fn n18_empty_private_data_has_rds_0() {
-    let (a, b) = End::two();
-    let a_qp = a.qp(0xA);
-    let (listener, incoming, listen_addr) = b.listen(0);
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
@@ -1345,7 +1335,7 @@ fn n18_empty_private_data_has_rds_0() {
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 0));
     assert_eq!(buffer, [0xEE; 8]);
     refuse(active, connecting, passive);
-    close_stage(listener, [a_qp], (a, b));
+    s.close();
 }
 
 /// N19: GetConnectionData works on a connector delivered by a connect event
@@ -1356,12 +1346,12 @@ fn n18_empty_private_data_has_rds_0() {
 /// STATUS_CONNECTION_INVALID.
 #[test]
 fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
+    let s = Fixture::new().staged();
+    let active = s.a.adapter.connector();
     let never = connection_data_into(&active, None, 0, true);
     assert_eq!(never.status, STATUS_CONNECTION_INVALID, "never connected");
-    let connecting = start_connect(&active, &a_qp, a.addr, listen_addr, b"ask");
-    let passive = incoming.wait_nth(1);
+    let connecting = start_connect(&active, &s.a_qp, s.a.addr, s.listen_addr, b"ask");
+    let passive = s.incoming.wait_nth(1);
     let pending = connection_data_into(&active, None, 0, true);
     assert_eq!(
         pending.status, STATUS_CONNECTION_INVALID,
@@ -1379,7 +1369,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((16, 16)), "the peer asked for 16 / 16");
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 8, 4, b"yes", &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 8, 4, b"yes", &b_disconnects);
     assert_success!(outcome(connecting));
     // Active, after Connect completed, before CompleteConnect.
     let got = connection_data_into(&active, Some(&mut buffer), 3, false);
@@ -1392,7 +1382,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
     assert_eq!((got.status, got.length), (STATUS_SUCCESS, 3));
     assert_eq!(got.limits, Some((4, 8)), "min(16, 4), min(16, 8)");
     Conn::expect_completed(active, passive, accepted, b_disconnects).close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N19 (consumer): GetConnectionData is not called after Accept or
@@ -1401,11 +1391,10 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 /// effective limits — and the connection is unaffected.
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"from a");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"from a");
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, b"from b", &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 16, 16, b"from b", &b_disconnects);
     // After Accept, before the connection is complete.
     let mut buffer = [0_u8; 6];
     let got = connection_data_into(&passive, Some(&mut buffer), 6, true);
@@ -1425,15 +1414,15 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         );
         assert_eq!(&buffer, sent);
     }
-    let mut a_mem = Mem::all(&a.pd, 4096, 0);
-    let b_mem = Mem::all(&b.pd, 4096, 0);
+    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
+    let b_mem = Mem::all(&s.b.pd, 4096, 0);
     ping(
-        (&a_qp, &a.cq, &mut a_mem),
-        (&b_qp, &b.cq, &b_mem),
+        (&s.a_qp, &s.a.cq, &mut a_mem),
+        (&s.b_qp, &s.b.cq, &b_mem),
         b"still fine",
     );
     conn.close();
-    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
+    s.close_with_memory([a_mem, b_mem]);
 }
 
 /// N20: the provider lowers each side's read limits to the adapter's
@@ -1494,24 +1483,24 @@ fn n20_read_limits_are_lowered_to_the_adapter_maxima_and_the_minimum_is_effectiv
 /// of 1 / 1, sixteen Reads posted at once all complete with the right data.
 #[test]
 fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
-    let (status, connecting) = active.connect(&a_qp, a.addr, listen_addr, 1, 1, b"");
-    let passive = incoming.wait_nth(1);
+    let s = Fixture::new().staged();
+    let active = s.a.adapter.connector();
+    let (status, connecting) = active.connect(&s.a_qp, s.a.addr, s.listen_addr, 1, 1, b"");
+    let passive = s.incoming.wait_nth(1);
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 1, 1, b"", &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 1, 1, b"", &b_disconnects);
     assert_success!(connecting.outcome(status));
     let limits = connection_data_into(&active, None, 0, true).limits;
     assert_eq!(limits, Some((1, 1)), "effective limits");
     let conn = Conn::expect_completed(active, passive, accepted, b_disconnects);
 
-    let a_mem = Mem::all(&a.pd, 16 * 1024, 0);
-    let mut b_mem = Mem::all(&b.pd, 16 * 1024, 0);
+    let a_mem = Mem::all(&s.a.pd, 16 * 1024, 0);
+    let mut b_mem = Mem::all(&s.b.pd, 16 * 1024, 0);
     for (i, byte) in b_mem.buffer.bytes_mut().iter_mut().enumerate() {
         *byte = (i / 1024) as u8 ^ (i as u8);
     }
     for i in 0..16 {
-        let status = a_qp.read(
+        let status = s.a_qp.read(
             0x100 + i,
             &[a_mem.sge(i * 1024, 1024)],
             b_mem.remote(i * 1024),
@@ -1521,12 +1510,12 @@ fn n21_reads_beyond_the_effective_limits_queue_and_complete() {
         assert_success!(status, "Read {i} is accepted");
     }
     assert_eq!(
-        sorted_summary(&a.cq, 16),
+        sorted_summary(&s.a.cq, 16),
         each_with(0x100..0x110, STATUS_SUCCESS)
     );
     assert_eq!(a_mem.bytes(), b_mem.bytes(), "every Read brought its bytes");
     conn.close();
-    close_stage_with_memory(listener, [a_mem, b_mem], [a_qp, b_qp], (a, b));
+    s.close_with_memory([a_mem, b_mem]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1611,8 +1600,8 @@ fn n22_address_getters_report_the_bytes_written_or_needed() {
 /// both at once.
 #[test]
 fn n23_local_address_once_connecting_peer_address_once_connected() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let active = a.adapter.connector();
+    let s = Fixture::new().staged();
+    let active = s.a.adapter.connector();
     for getter in [
         Getter::ConnectorLocal(&active),
         Getter::ConnectorPeer(&active),
@@ -1626,21 +1615,24 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
         );
         assert!(bytes.iter().all(|&x| x == 0xEE));
     }
-    let src = a.explicit_addr();
-    let connecting = start_connect(&active, &a_qp, src, listen_addr, b"");
+    let src = s.a.explicit_addr();
+    let connecting = start_connect(&active, &s.a_qp, src, s.listen_addr, b"");
     assert_eq!(
         address_of(Getter::ConnectorLocal(&active)),
         src,
         "while connecting"
     );
-    let passive = incoming.wait_nth(1);
-    assert_eq!(address_of(Getter::ConnectorLocal(&passive)), listen_addr);
+    let passive = s.incoming.wait_nth(1);
+    assert_eq!(address_of(Getter::ConnectorLocal(&passive)), s.listen_addr);
     assert_eq!(address_of(Getter::ConnectorPeer(&passive)), src);
-    let conn = Conn::expect_accepted(active, connecting, passive, &b_qp, b"");
+    let conn = Conn::expect_accepted(active, connecting, passive, &s.b_qp, b"");
     assert_eq!(address_of(Getter::ConnectorLocal(&conn.active)), src);
-    assert_eq!(address_of(Getter::ConnectorPeer(&conn.active)), listen_addr);
+    assert_eq!(
+        address_of(Getter::ConnectorPeer(&conn.active)),
+        s.listen_addr
+    );
     conn.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 // ---------------------------------------------------------------------------
@@ -1725,15 +1717,15 @@ fn n24_disconnect_callback_may_be_null() {
 /// then disconnects and closes.
 #[test]
 fn n24_disconnect_indication_at_most_once_per_connection() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
+    let s = Fixture::new().staged();
     let a_events = Signal::new();
     let b_events = Signal::new();
     let (active, passive) = connect_with_callbacks(
-        &a,
-        &a_qp,
-        &b_qp,
-        listen_addr,
-        &incoming,
+        &s.a,
+        &s.a_qp,
+        &s.b_qp,
+        s.listen_addr,
+        &s.incoming,
         1,
         Some((on_disconnect, a_events.ctx())),
         Some((on_disconnect, b_events.ctx())),
@@ -1742,16 +1734,16 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     // error ends the connection (E5), which both sides learn of (X2). (A
     // local error: a remote one returns over iWARP as B's Terminate after
     // the Write completed, RFC 5040 §7.)
-    let a_mem = Mem::all(&a.pd, 4096, 1);
-    let b_mem = Mem::all(&b.pd, 4096, 0);
-    assert_success!(a_qp.write(
+    let a_mem = Mem::all(&s.a.pd, 4096, 1);
+    let b_mem = Mem::all(&s.b.pd, 4096, 0);
+    assert_success!(s.a_qp.write(
         1,
         &[a_mem.bad_sge(0, 64)],
         b_mem.remote(0),
         b_mem.token(),
         0
     ));
-    let failed = a.cq.wait_results(1);
+    let failed = s.a.cq.wait_results(1);
     assert_ne!(failed[0].status, STATUS_SUCCESS, "the Write failed");
     assert_success!(a_events.wait(), "the abort is indicated to A");
     assert_success!(b_events.wait(), "the abort is indicated to B");
@@ -1767,7 +1759,7 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     assert_eq!(a_events.count(), 1);
     a_mem.close();
     b_mem.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N24: indicating a peer-initiated disconnect does not flush the
@@ -1776,27 +1768,27 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
 /// cancelled, E3).
 #[test]
 fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
+    let s = Fixture::new().staged();
     let b_events = Signal::new();
     let (active, passive) = connect_with_callbacks(
-        &a,
-        &a_qp,
-        &b_qp,
-        listen_addr,
-        &incoming,
+        &s.a,
+        &s.a_qp,
+        &s.b_qp,
+        s.listen_addr,
+        &s.incoming,
         1,
         None,
         Some((on_disconnect, b_events.ctx())),
     );
-    let b_mem = Mem::all(&b.pd, 4096, 0);
+    let b_mem = Mem::all(&s.b.pd, 4096, 0);
     for i in 0..4 {
-        assert_success!(b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]));
+        assert_success!(s.b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]));
     }
     let (x, xs) = active.disconnect();
     assert_success!(b_events.wait(), "B is told of A's disconnect");
     std::thread::sleep(SETTLE);
     assert_eq!(
-        summary(&b.cq.poll(16)),
+        summary(&s.b.cq.poll(16)),
         [],
         "the indication flushed nothing"
     );
@@ -1804,12 +1796,12 @@ fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
     assert_eq!(
-        sorted_summary(&b.cq, 4),
+        sorted_summary(&s.b.cq, 4),
         each_with(0x10..0x14, STATUS_CANCELLED)
     );
     assert_closes_succeed!(active, passive);
     b_mem.close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N25 (NDKPI 2.1): the Ex disconnect callback with its reason code comes
@@ -2026,19 +2018,18 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 /// after a pause the request is still pending and can be accepted.
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
-    let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = Fixture::new().stage();
-    let (active, connecting, passive) =
-        connect_request((&a, &a_qp), listen_addr, &incoming, 1, b"");
+    let s = Fixture::new().staged();
+    let (active, connecting, passive) = s.request(1, b"");
     std::thread::sleep(SETTLE * 6);
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();
-    let accepted = passive.accept(&b_qp, 16, 16, b"", &b_disconnects);
+    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &b_disconnects);
     assert_success!(outcome(connecting));
     // The active consumer, too, may take its time before CompleteConnect.
     std::thread::sleep(SETTLE * 6);
     assert_eq!(accepted.1.count(), 0);
     Conn::expect_completed(active, passive, accepted, b_disconnects).close();
-    close_stage(listener, [a_qp, b_qp], (a, b));
+    s.close();
 }
 
 /// N30 (NDSPI v2 only), as this provider behaves: the ND port space is its

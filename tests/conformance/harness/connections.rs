@@ -1216,6 +1216,80 @@ impl Fixture<'_> {
     }
 }
 
+/// A [`Stage`] owned as one value, for the tests of family N that connect
+/// step by step: [`Staged::request`] starts a connection to its listener,
+/// [`Staged::close`] closes all it opened in one call.
+pub struct Staged {
+    pub a: End,
+    pub b: End,
+    pub a_qp: Qp,
+    pub b_qp: Qp,
+    pub listener: Listener,
+    pub incoming: Arc<Incoming>,
+    pub listen_addr: Addr,
+}
+
+impl Fixture<'_> {
+    /// The fixture's two ends, QPs and a listener on B, as a [`Staged`].
+    pub fn staged(self) -> Staged {
+        let ((a, b), (a_qp, b_qp), (listener, incoming, listen_addr)) = self.stage();
+        Staged {
+            a,
+            b,
+            a_qp,
+            b_qp,
+            listener,
+            incoming,
+            listen_addr,
+        }
+    }
+}
+
+impl Staged {
+    /// A Connect of A's QP to the listener, with `data`, and the request it
+    /// delivered, the `nth` connect event ([`connect_request`]).
+    pub fn request(
+        &self,
+        nth: usize,
+        data: &[u8],
+    ) -> (Connector, (NtStatus, Arc<Signal>), Connector) {
+        connect_request(
+            (&self.a, &self.a_qp),
+            self.listen_addr,
+            &self.incoming,
+            nth,
+            data,
+        )
+    }
+
+    /// A connection of A's QP to B's through the listener, the request the
+    /// `nth` connect event ([`Conn::establish`]).
+    pub fn establish(&self, nth: usize) -> Conn {
+        let a = &self.a;
+        Conn::establish(
+            &a.adapter,
+            a.addr,
+            &self.a_qp,
+            self.listen_addr,
+            &self.incoming,
+            nth,
+            &self.b_qp,
+        )
+    }
+
+    /// Closes all the stage opened ([`close_stage`]).
+    pub fn close(self) {
+        close_stage(self.listener, [self.a_qp, self.b_qp], (self.a, self.b));
+    }
+
+    /// Closes all the stage opened and the memory given
+    /// ([`close_stage_with_memory`]).
+    pub fn close_with_memory<const M: usize>(self, mems: [Mem; M]) {
+        let qps = [self.a_qp, self.b_qp];
+        close_stage_with_memory(self.listener, mems, qps, (self.a, self.b));
+    }
+}
+
 /// Two ends of the fixture with a QP on each (contexts `0xA`, `0xB`), not
 /// yet connected: for a test that posts before the connection exists or
 /// makes its CQs itself ([`Fixture::a_cq`]), then connects with
