@@ -408,14 +408,8 @@ fn checked_token_used_after_local_invalidate_is_reported_rule_m22() {
     assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 64)]));
     let before = count("M22");
     assert_success!(pair.a_qp.send(3, &[frmr.sge(0, 16)], 0));
-    let text = expect_one_report(
-        "M22",
-        before,
-        pair.a_qp.0 as usize,
-        "an M22 report on the QP",
-    );
-    let token = format!("{:#x}", frmr.mr.local_token());
-    expect_naming(&text, &["NdkSend", &token]);
+    let token = frmr.mr.local_token().into();
+    expect_report_naming("M22", before, pair.a_qp.0 as usize, "NdkSend", token);
     let results = pair.a_cq.wait_results(1);
     assert_ne!(results[0].status, STATUS_SUCCESS, "the Send still fails");
     frmr.close(&pair.a);
@@ -490,21 +484,93 @@ fn checked_remote_token_used_after_send_and_invalidate_is_reported_rule_m22() {
     other.close();
 }
 
-/// M33's two privileged-token SGEs of 16 bytes, for `lam` built with
-/// first-byte offset `fbo`: one inside its first page, one far outside
-/// every LAM of the adapter.
-fn sges_around_lam(lam: &[u64], fbo: u32, token: u32) -> (NdkSge, NdkSge) {
-    let page = harness::lam_pages(lam)[0];
-    let inside = NdkSge {
-        address: page + u64::from(fbo),
-        length: 16,
-        memory_region_token: token,
-    };
-    let outside = NdkSge {
-        address: page + 0x100_0000_0000,
-        ..inside
-    };
-    (inside, outside)
+/// A page of `adapter` built into a LAM (the buffer kept alive with it),
+/// with M33's two privileged-token SGEs of 16 bytes (token of `pd`): one
+/// inside its first page, one far outside every LAM of the adapter.
+struct LamSges {
+    _buffer: Buffer,
+    lam: Vec<u64>,
+    inside: NdkSge,
+    outside: NdkSge,
+}
+
+impl LamSges {
+    fn build(adapter: &harness::Adapter, pd: &harness::Pd) -> Self {
+        let mut buffer = Buffer::new(PAGE, 0, 0x5A);
+        let (status, lam, fbo) = adapter.build_lam(&mut buffer);
+        assert_success!(status, "BuildLam");
+        let page = harness::lam_pages(&lam)[0];
+        assert!(
+            (fbo as usize) < PAGE,
+            "the first byte lies in the first page"
+        );
+        let inside = NdkSge {
+            address: page + u64::from(fbo),
+            length: 16,
+            memory_region_token: pd.privileged_token(),
+        };
+        let outside = NdkSge {
+            address: page + 0x100_0000_0000,
+            ..inside
+        };
+        Self {
+            _buffer: buffer,
+            lam,
+            inside,
+            outside,
+        }
+    }
+
+    fn release(mut self, adapter: &harness::Adapter) {
+        adapter.release_lam(&mut self.lam);
+    }
+}
+
+/// An SRQ rule case: one test at a time (`serial`), a connected pair whose
+/// B QP takes its receives from an SRQ (16 deep, 2 SGEs), `case` run on the
+/// pair and its SRQ, then a lenient teardown (`case` closes what it made).
+fn srq_case(case: impl FnOnce(&Pair, &harness::Srq)) {
+    let _serial = serial();
+    let pair = Fixture::new().srq(16, 2).pair();
+    let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
+    case(&pair, srq);
+    harness::teardown_lenient(pair);
+}
+
+/// Two receives of 32 bytes posted on B (requests 1 and 2), for A's Sends;
+/// the region to close at teardown.
+fn two_receives(pair: &Pair) -> Region {
+    let receive = Region::all(&pair.b_pd, 64, 0);
+    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
+    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
+    receive
+}
+
+/// One new report of `rule` on `object` (see `expect_one_report`), naming
+/// `call` and `value` formatted as hex.
+fn expect_report_naming(rule: &str, before: u64, object: usize, call: &str, value: u64) {
+    let text = expect_one_report(rule, before, object, &format!("an {rule} report"));
+    expect_naming(&text, &[call, &format!("{value:#x}")]);
+}
+
+/// The shape of a checked rule case with a correct use beside the breach:
+/// `good` (a correct use) gets no report of `rule`; `bad` (the breach, which
+/// returns the value the report must name) gets one on `object`, naming
+/// `call` and that value in hex.
+fn expect_only_breach_reported(
+    (rule, object, call): (&str, usize, &str),
+    good: impl FnOnce(),
+    bad: impl FnOnce() -> u64,
+) {
+    let before = count(rule);
+    good();
+    assert_eq!(
+        count(rule),
+        before,
+        "{rule}: the correct use is not reported"
+    );
+    let value = bad();
+    expect_report_naming(rule, before, object, call, value);
 }
 
 /// M33: a Send whose privileged-token SGE names a logical address outside
@@ -515,28 +581,21 @@ fn sges_around_lam(lam: &[u64], fbo: u32, token: u32) -> (NdkSge, NdkSge) {
 fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
     let _serial = serial();
     let pair = Pair::new();
-    let mut buffer = Buffer::new(PAGE, 0, 0x5A);
-    let (status, mut lam, fbo) = pair.a.build_lam(&mut buffer);
-    assert_success!(status, "BuildLam");
-    let (inside, outside) = sges_around_lam(&lam, fbo, pair.a_pd.privileged_token());
-    let receive = Region::all(&pair.b_pd, 64, 0);
-    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
-    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
-    let before = count("M33");
-    assert_success!(pair.a_qp.send(1, &[inside], 0));
-    assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
-    assert_eq!(count("M33"), before, "an SGE inside the LAM");
-    assert_success!(pair.a_qp.send(2, &[outside], 0));
-    let text = expect_one_report(
-        "M33",
-        before,
-        pair.a_qp.0 as usize,
-        "an M33 report on the QP",
+    let sges = LamSges::build(&pair.a, &pair.a_pd);
+    let receive = two_receives(&pair);
+    expect_only_breach_reported(
+        ("M33", pair.a_qp.0 as usize, "NdkSend"),
+        || {
+            assert_success!(pair.a_qp.send(1, &[sges.inside], 0));
+            assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
+        },
+        || {
+            assert_success!(pair.a_qp.send(2, &[sges.outside], 0));
+            sges.outside.address
+        },
     );
-    let address = format!("{:#x}", outside.address);
-    expect_naming(&text, &["NdkSend", &address]);
     assert_ne!(pair.a_cq.wait_results(1)[0].status, STATUS_SUCCESS);
-    pair.a.release_lam(&mut lam);
+    sges.release(&pair.a);
     harness::teardown_closing(pair, [receive]);
 }
 
@@ -544,20 +603,20 @@ fn checked_privileged_sge_outside_every_lam_is_reported_rule_m33() {
 /// MR the consumer invalidated is reported on the SRQ, with the token.
 #[test]
 fn checked_srq_receive_with_invalidated_token_is_reported_rule_m22() {
-    let _serial = serial();
-    let pair = Fixture::new().srq(16, 2).pair();
-    let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
-    let frmr = expect_invalidated_frmr((&pair.b, &pair.b_pd), &pair.b_qp, &pair.b_cq);
-    let before = count("M22");
-    let fresh = Region::all(&pair.b_pd, 64, 0);
-    assert_success!(srq.receive(3, &[fresh.sge(0, 64)]));
-    assert_eq!(count("M22"), before, "a valid token");
-    assert_success!(srq.receive(4, &[frmr.sge(0, 16)]));
-    let text = expect_one_report("M22", before, srq.0 as usize, "an M22 report on the SRQ");
-    let token = format!("{:#x}", frmr.mr.local_token());
-    expect_naming(&text, &["NdkSrqReceive", &token]);
-    frmr.close(&pair.b);
-    harness::teardown_closing(pair, [fresh]);
+    srq_case(|pair, srq| {
+        let frmr = expect_invalidated_frmr((&pair.b, &pair.b_pd), &pair.b_qp, &pair.b_cq);
+        let fresh = Region::all(&pair.b_pd, 64, 0);
+        expect_only_breach_reported(
+            ("M22", srq.0 as usize, "NdkSrqReceive"),
+            || assert_success!(srq.receive(3, &[fresh.sge(0, 64)])),
+            || {
+                assert_success!(srq.receive(4, &[frmr.sge(0, 16)]));
+                frmr.mr.local_token().into()
+            },
+        );
+        frmr.close(&pair.b);
+        fresh.close();
+    });
 }
 
 /// M33 on an SRQ: `NdkSrqReceive` whose privileged-token SGE names a
@@ -565,22 +624,18 @@ fn checked_srq_receive_with_invalidated_token_is_reported_rule_m22() {
 /// the LAM is not.
 #[test]
 fn checked_srq_receive_privileged_sge_outside_every_lam_is_reported_rule_m33() {
-    let _serial = serial();
-    let pair = Fixture::new().srq(16, 2).pair();
-    let srq = pair.b_srq.as_ref().expect("the fixture's SRQ");
-    let mut buffer = Buffer::new(PAGE, 0, 0x5A);
-    let (status, mut lam, fbo) = pair.b.build_lam(&mut buffer);
-    assert_success!(status, "BuildLam");
-    let (inside, outside) = sges_around_lam(&lam, fbo, pair.b_pd.privileged_token());
-    let before = count("M33");
-    assert_success!(srq.receive(1, &[inside]));
-    assert_eq!(count("M33"), before, "an SGE inside the LAM");
-    assert_success!(srq.receive(2, &[outside]));
-    let text = expect_one_report("M33", before, srq.0 as usize, "an M33 report on the SRQ");
-    let address = format!("{:#x}", outside.address);
-    expect_naming(&text, &["NdkSrqReceive", &address]);
-    pair.b.release_lam(&mut lam);
-    harness::teardown_lenient(pair);
+    srq_case(|pair, srq| {
+        let sges = LamSges::build(&pair.b, &pair.b_pd);
+        expect_only_breach_reported(
+            ("M33", srq.0 as usize, "NdkSrqReceive"),
+            || assert_success!(srq.receive(1, &[sges.inside])),
+            || {
+                assert_success!(srq.receive(2, &[sges.outside]));
+                sges.outside.address
+            },
+        );
+        sges.release(&pair.b);
+    });
 }
 
 /// M33: a FastRegister whose page array names a page outside every LAM.
@@ -613,12 +668,36 @@ fn checked_fast_register_page_outside_every_lam_is_reported_rule_m33() {
     harness::teardown_lenient(pair);
 }
 
-/// A connected pair whose A CQ notifies `watch` (whose hook the C4 and I3
-/// tests set).
-fn watched_pair(watch: &Arc<Watch>) -> Pair {
-    Fixture::new()
-        .a_cq(|adapter| harness::watched_cq(adapter, 64, watch))
-        .pair()
+/// A C4 or I3 case: one test at a time (`serial`), a connected pair whose A
+/// CQ notifies a `Watch` (whose hook `case` sets) and whose B QP holds two
+/// receives (`two_receives`); `case` runs with the watch, the pair and A's
+/// CQ handle. Then the hook is cleared, A's CQ must still hold `left`
+/// results, and the pair is torn down.
+fn watched_case(left: usize, case: impl FnOnce(&Arc<Watch>, &Pair, usize)) {
+    let _serial = serial();
+    let watch = Watch::new();
+    let pair = Fixture::new()
+        .a_cq(|adapter| harness::watched_cq(adapter, 64, &watch))
+        .pair();
+    let receive = two_receives(&pair);
+    case(&watch, &pair, pair.a_cq.0 as usize);
+    watch.set_hook(|_| {});
+    assert_eq!(pair.a_cq.poll(4).len(), left, "results left on A's CQ");
+    harness::teardown_closing(pair, [receive]);
+}
+
+/// C4's two notified Sends: A's CQ armed, then two Sends from A, each
+/// followed by the return of the callback they notify; `between` runs after
+/// the first with the C4 counter of before. Returns that counter.
+fn two_notified_sends(pair: &Pair, watch: &Watch, between: impl FnOnce(u64)) -> u64 {
+    let before = count("C4");
+    pair.a_cq.arm(NdkCqNotifyType::ANY);
+    assert_success!(pair.a_qp.send(1, &[], 0));
+    watch.wait_returned(1);
+    between(before);
+    assert_success!(pair.a_qp.send(2, &[], 0));
+    watch.wait_returned(2);
+    before
 }
 
 /// C4: A's notification callback re-arms without reaping, twice in a row
@@ -626,68 +705,44 @@ fn watched_pair(watch: &Arc<Watch>) -> Pair {
 /// satisfy such an arm at once, and the callback would loop).
 #[test]
 fn checked_callback_rearming_without_reaping_is_reported_rule_c4() {
-    let _serial = serial();
-    let watch = Watch::new();
-    let pair = watched_pair(&watch);
-    let cq = pair.a_cq.0 as usize;
-    let arm = pair.a_cq.d().ndk_arm_cq;
-    watch.set_hook(move |_| {
-        // SAFETY: the test's live CQ, armed from its own callback.
-        unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+    watched_case(2, |watch, pair, cq| {
+        let arm = pair.a_cq.d().ndk_arm_cq;
+        watch.set_hook(move |_| {
+            // SAFETY: the test's live CQ, armed from its own callback.
+            unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+        });
+        let before = two_notified_sends(pair, watch, |before| {
+            assert_eq!(count("C4"), before, "one arm without draining is legal");
+        });
+        let text = expect_one_report("C4", before, cq, "a C4 report on the CQ");
+        assert!(text.contains("NdkArmCq"), "{text}");
     });
-    let receive = Region::all(&pair.b_pd, 64, 0);
-    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
-    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
-    let before = count("C4");
-    pair.a_cq.arm(NdkCqNotifyType::ANY);
-    assert_success!(pair.a_qp.send(1, &[], 0));
-    watch.wait_returned(1);
-    assert_eq!(count("C4"), before, "one arm without draining is legal");
-    assert_success!(pair.a_qp.send(2, &[], 0));
-    watch.wait_returned(2);
-    let text = expect_one_report("C4", before, cq, "a C4 report on the CQ");
-    assert!(text.contains("NdkArmCq"), "{text}");
-    watch.set_hook(|_| {});
-    assert_eq!(pair.a_cq.poll(4).len(), 2);
-    harness::teardown_closing(pair, [receive]);
 }
 
 /// C4 kept: a callback that reaps, then re-arms, gets no report.
 #[test]
 fn checked_callback_reaping_then_rearming_gets_no_report_rule_c4() {
-    let _serial = serial();
-    let watch = Watch::new();
-    let pair = watched_pair(&watch);
-    let cq = pair.a_cq.0 as usize;
-    let (arm, reap) = (pair.a_cq.d().ndk_arm_cq, pair.a_cq.d().ndk_get_cq_results);
-    let reaped = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&reaped);
-    watch.set_hook(move |_| {
-        let mut results = [NdkResult {
-            status: 0,
-            bytes_transferred: 0,
-            qp_context: std::ptr::null_mut(),
-            request_context: std::ptr::null_mut(),
-        }; 4];
-        // SAFETY: the test's live CQ and an array of 4 results.
-        let n = unsafe { reap(cq as *mut NdkCq, results.as_mut_ptr(), 4) };
-        seen.fetch_add(n as usize, Ordering::SeqCst);
-        // SAFETY: as above.
-        unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+    watched_case(0, |watch, pair, cq| {
+        let (arm, reap) = (pair.a_cq.d().ndk_arm_cq, pair.a_cq.d().ndk_get_cq_results);
+        let reaped = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&reaped);
+        watch.set_hook(move |_| {
+            let mut results = [NdkResult {
+                status: 0,
+                bytes_transferred: 0,
+                qp_context: std::ptr::null_mut(),
+                request_context: std::ptr::null_mut(),
+            }; 4];
+            // SAFETY: the test's live CQ and an array of 4 results.
+            let n = unsafe { reap(cq as *mut NdkCq, results.as_mut_ptr(), 4) };
+            seen.fetch_add(n as usize, Ordering::SeqCst);
+            // SAFETY: as above.
+            unsafe { arm(cq as *mut NdkCq, NdkCqNotifyType::ANY) };
+        });
+        let before = two_notified_sends(pair, watch, |_| {});
+        assert_eq!(count("C4"), before);
+        assert_eq!(reaped.load(Ordering::SeqCst), 2);
     });
-    let receive = Region::all(&pair.b_pd, 64, 0);
-    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
-    assert_success!(pair.b_qp.receive(2, &[receive.sge(32, 32)]));
-    let before = count("C4");
-    pair.a_cq.arm(NdkCqNotifyType::ANY);
-    assert_success!(pair.a_qp.send(1, &[], 0));
-    watch.wait_returned(1);
-    assert_success!(pair.a_qp.send(2, &[], 0));
-    watch.wait_returned(2);
-    assert_eq!(count("C4"), before);
-    assert_eq!(reaped.load(Ordering::SeqCst), 2);
-    watch.set_hook(|_| {});
-    harness::teardown_closing(pair, [receive]);
 }
 
 /// The clock the I3 test installs: 100 ns units the test moves itself.
@@ -703,31 +758,24 @@ fn fake_clock() -> u64 {
 /// time it ran.
 #[test]
 fn checked_callback_that_blocks_is_reported_rule_i3() {
-    let _serial = serial();
-    let watch = Watch::new();
-    let pair = watched_pair(&watch);
-    let cq = pair.a_cq.0 as usize;
-    watch.set_hook(|_| {
-        FAKE_CLOCK.fetch_add(20_000, Ordering::SeqCst);
+    watched_case(1, |watch, pair, cq| {
+        watch.set_hook(|_| {
+            FAKE_CLOCK.fetch_add(20_000, Ordering::SeqCst);
+        });
+        let before = count("I3");
+        FAKE_CLOCK.store(1_000_000, Ordering::SeqCst);
+        set_checked_clock(Some(fake_clock));
+        assert_success!(SoftNdkSetCheckedCallbackBound(1000));
+        pair.a_cq.arm(NdkCqNotifyType::ANY);
+        assert_success!(pair.a_qp.send(1, &[], 0));
+        watch.wait_returned(1);
+        let after = wait_count("I3", before + 1);
+        set_checked_clock(None);
+        assert_success!(SoftNdkSetCheckedCallbackBound(100_000));
+        assert_eq!(after, before + 1);
+        let text = report_on("I3", cq).expect("an I3 report on the CQ");
+        expect_naming(&text, &["the CQ notification callback", "2000 us"]);
     });
-    let receive = Region::all(&pair.b_pd, 64, 0);
-    assert_success!(pair.b_qp.receive(1, &[receive.sge(0, 32)]));
-    let before = count("I3");
-    FAKE_CLOCK.store(1_000_000, Ordering::SeqCst);
-    set_checked_clock(Some(fake_clock));
-    assert_success!(SoftNdkSetCheckedCallbackBound(1000));
-    pair.a_cq.arm(NdkCqNotifyType::ANY);
-    assert_success!(pair.a_qp.send(1, &[], 0));
-    watch.wait_returned(1);
-    let after = wait_count("I3", before + 1);
-    set_checked_clock(None);
-    assert_success!(SoftNdkSetCheckedCallbackBound(100_000));
-    assert_eq!(after, before + 1);
-    let text = report_on("I3", cq).expect("an I3 report on the CQ");
-    expect_naming(&text, &["the CQ notification callback", "2000 us"]);
-    watch.set_hook(|_| {});
-    assert_eq!(pair.a_cq.poll(4).len(), 1);
-    harness::teardown_closing(pair, [receive]);
 }
 
 /// P2: a Send entering the initiator queue while another Send runs on it
