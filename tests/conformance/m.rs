@@ -167,6 +167,23 @@ fn a_writes(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
     r.status
 }
 
+/// A's Write of `local` to `remote` / `token` of B, which B refuses with
+/// `fabric` ([`assert_refused`]), leaves every byte of `target` as it was
+/// and ends the connection ([`assert_ended`]).
+fn expect_write_refused(
+    pair: &Pair,
+    target: &Buffer,
+    local: NdkSge,
+    remote: u64,
+    token: u32,
+    fabric: NtStatus,
+) {
+    let now = target.bytes().to_vec();
+    assert_refused(pair, a_writes(pair, local, remote, token), fabric);
+    assert_eq!(target.bytes(), &now[..], "refused Write moved bytes");
+    assert_ended(pair);
+}
+
 /// A's Read from `remote` / `token` of B into the bytes of `local`; returns
 /// its completion status.
 fn a_reads(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
@@ -653,15 +670,15 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
 
     // The real address is no index of the region.
-    let now = real.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0, 0x10), real.va(), mr.remote_token()),
+        &real,
+        src.sge(0, 0x10),
+        real.va(),
+        mr.remote_token(),
         STATUS_REMOTE_RESOURCES,
     );
-    assert_eq!(real.bytes(), &now[..]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
-    assert_ended(&pair);
 
     assert_close(mw.close());
     assert_close(mr.close());
@@ -700,14 +717,14 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     ));
     assert_placed(target.bytes(), &before, 0x30, &src.bytes()[..0x20]);
     // ... the zero-based address does not.
-    let now = target.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0, 0x20), 0x30, target.token()),
+        &target.buffer,
+        src.sge(0, 0x20),
+        0x30,
+        target.token(),
         STATUS_REMOTE_RESOURCES,
     );
-    assert_eq!(target.bytes(), &now[..]);
-    assert_ended(&pair);
     assert_close(mw.close());
     frmr.close(&pair.b);
     teardown_closing(pair, [target, src]);
@@ -1210,14 +1227,14 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     assert_ne!(new, old);
     assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
-    let now = target.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0x100, 0x100), target.remote(0x10), old),
+        &target.buffer,
+        src.sge(0x100, 0x100),
+        target.remote(0x10),
+        old,
         STATUS_ACCESS_VIOLATION,
     );
-    assert_eq!(target.bytes(), &now[..]);
-    assert_ended(&pair);
     teardown_closing(pair, [target, src]);
 
     // Without registering again.
@@ -1226,13 +1243,15 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let src = Region::pattern(&pair.a_pd, PAGE, 16, 0);
     let old = target.token();
     assert_success!(target.mr.deregister());
-    assert_refused(
+    assert_eq!(target.bytes(), &before[..]);
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), old),
+        &target.buffer,
+        src.sge(0, 0x100),
+        target.remote(0x10),
+        old,
         STATUS_ACCESS_VIOLATION,
     );
-    assert_eq!(target.bytes(), &before[..]);
-    assert_ended(&pair);
     teardown_closing(pair, [target, src]);
 }
 
@@ -1885,13 +1904,14 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     ));
     assert_eq!(&sink.bytes()[..0x80], &now[at + len - 0x80..at + len]);
     // One byte beyond the window.
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0, 0x80), r.remote(at + len - 0x7F), token),
+        &r.buffer,
+        src.sge(0, 0x80),
+        r.remote(at + len - 0x7F),
+        token,
         STATUS_REMOTE_RESOURCES,
     );
-    assert_eq!(r.bytes(), &now[..]);
-    assert_ended(&pair);
     assert_close(mw.close());
     assert_close(outside.close());
     teardown_closing(pair, [r, src, sink]);
@@ -2115,14 +2135,14 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
     assert_success!(pair.b_qp.invalidate(2, frmr.mr.header(), 0));
     let done = expect(&pair.b_cq, 2, STATUS_SUCCESS);
     assert_eq!(done.type_, NdkOperationType::INVALIDATE);
-    let now = frmr.buffer.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0x100, 0x100), frmr.base() + 0x10, token),
+        &frmr.buffer,
+        src.sge(0x100, 0x100),
+        frmr.base() + 0x10,
+        token,
         STATUS_ACCESS_VIOLATION,
     );
-    assert_eq!(frmr.buffer.bytes(), &now[..]);
-    assert_ended(&pair);
     frmr.close(&pair.b);
     teardown_closing(pair, [src]);
 }
@@ -2244,14 +2264,14 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
     assert_eq!(got.type_specific_completion_output as u32, token);
     assert_eq!(got.bytes_transferred, 0x80);
     assert_eq!(&inbox.bytes()[0x100..0x180], &src.bytes()[0x40..0xC0]);
-    let now = frmr.buffer.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(&pair, src.sge(0, 0x100), frmr.base(), token),
+        &frmr.buffer,
+        src.sge(0, 0x100),
+        frmr.base(),
+        token,
         STATUS_ACCESS_VIOLATION,
     );
-    assert_eq!(frmr.buffer.bytes(), &now[..]);
-    assert_ended(&pair);
     frmr.close(&pair.b);
     teardown_closing(pair, [src, inbox]);
 }
@@ -2792,19 +2812,14 @@ fn m32_misused_release_lam_never_reaches_memory() {
     assert_placed(buffer.bytes(), &content, 0xFC0, &src.bytes()[..0x100]);
     // Released under the mapping.
     pair.b.release_lam(&mut lam);
-    let now = buffer.bytes().to_vec();
-    assert_refused(
+    expect_write_refused(
         &pair,
-        a_writes(
-            &pair,
-            src.sge(0x100, 0x100),
-            base + 0xFC0,
-            fast.remote_token(),
-        ),
+        &buffer,
+        src.sge(0x100, 0x100),
+        base + 0xFC0,
+        fast.remote_token(),
         STATUS_ACCESS_VIOLATION,
     );
-    assert_eq!(buffer.bytes(), &now[..]);
-    assert_ended(&pair);
     assert_close(fast.close());
     teardown_closing(pair, [src]);
 }

@@ -661,9 +661,7 @@ fn p10_transfer_above_max_transfer_length_refused_with_buffer_overflow() {
 /// addresses adapter logical addresses from a LAM.
 #[test]
 fn p11_sges_address_registered_fast_registered_and_lam_memory() {
-    let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 12, MR_LOCAL_WRITE);
-    let b_mem = Region::new(&pair.b_pd, 8192, 0, MR_REMOTE);
+    let (pair, a_mem, b_mem) = pair_with_memory(8192, 12);
     let mut lam_buffer = Buffer::pattern(PAGE, 0, 13);
     let (status, mut lam, fbo) = pair.a.build_lam(&mut lam_buffer);
     assert_success!(status);
@@ -891,9 +889,7 @@ fn p15_cancelled_silent_request_produces_an_entry() {
 /// the Read fetched.
 #[test]
 fn p16_read_fence_orders_after_earlier_reads() {
-    let pair = Pair::new();
-    let sink = Region::new(&pair.a_pd, 4096, 0, MR_LOCAL_WRITE);
-    let b_mem = Region::pattern(&pair.b_pd, 8192, 17, MR_REMOTE);
+    let (pair, sink, b_mem) = pair_reading(8192, 17);
     let token = b_mem.token();
     let qp = &pair.a_qp;
     for round in 0..4_usize {

@@ -103,6 +103,17 @@ impl Fixture {
         }
     }
 
+    /// Receives of `len` bytes with the request contexts given, each at
+    /// 0x100 × its context in the inbox, each accepted.
+    fn expect_posted(&self, contexts: std::ops::Range<usize>, len: usize) {
+        for context in contexts {
+            assert_success!(
+                self.post(context, 0x100 * context, len),
+                "SrqReceive {context}"
+            );
+        }
+    }
+
     /// Waits for the `n`th notification; each so far was STATUS_SUCCESS.
     fn expect_notified(&self, n: usize) {
         assert_success!(self.notes.wait_nth(n), "notification {n}");
@@ -450,15 +461,11 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
 #[test]
 fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     let f = Fixture::new(8, 1, 0, true, 1);
-    for i in 0..5 {
-        assert_success!(f.post(i, 0x100 * i, 0x40));
-    }
+    f.expect_posted(0..5, 0x40);
     assert_eq!(f.srq.modify(4, 2), STATUS_BUFFER_OVERFLOW);
     assert_eq!(f.notes.count(), 0);
     // Still depth 8.
-    for i in 5..8 {
-        assert_success!(f.post(i, 0x100 * i, 0x40));
-    }
+    f.expect_posted(5..8, 0x40);
     assert_eq!(f.post(9, 0, 0), STATUS_NO_MORE_ENTRIES);
     // Exactly the count is fine.
     assert_success!(f.srq.modify(8, 0));
@@ -512,9 +519,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
 #[test]
 fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
     let f = Fixture::new(16, 1, 0, true, 2);
-    for i in 0..4 {
-        assert_success!(f.post(i, 0x100 * i, 0x100));
-    }
+    f.expect_posted(0..4, 0x100);
     // Connection 0 fails: A writes with a token B never issued.
     let c = &f.conns[0];
     assert_success!(
