@@ -3452,17 +3452,41 @@ mod srq {
         });
     }
 
+    /// B on its own device, receiving through an SRQ without callback,
+    /// connected to an idle A, with an inbox registered at B.
+    struct SrqLink {
+        srq: Arc<Srq>,
+        a: Side,
+        b: Side,
+        inbox: Registered,
+    }
+
+    impl SrqLink {
+        /// An SRQ of (depth, threshold) and one SGE, a receive CQ of
+        /// `rcq_depth` at B and an inbox of `inbox_len` bytes.
+        fn new(
+            mode: EngineMode,
+            (depth, threshold): (u32, u32),
+            rcq_depth: u32,
+            inbox_len: usize,
+        ) -> Self {
+            let device = Device::new(Limits::DEFAULT, mode).unwrap();
+            let pd = Pd::new(&device).unwrap();
+            let srq = Srq::new(&pd, depth, 1, threshold, None).unwrap();
+            let rcq = TestCq::new(rcq_depth);
+            let b = custom_side(&pd, TestCq::new(16), rcq, Some(&srq), 0xB);
+            let a = idle_side(mode, 0xA);
+            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
+            let inbox = Registered::new(&pd, Buffer::new(inbox_len, 0), Access::LOCAL_WRITE);
+            Self { srq, a, b, inbox }
+        }
+    }
+
     #[test]
     fn test_srq_without_callback_notifies_nothing_and_works_rule_q8() {
         both(|mode| {
-            let device = Device::new(Limits::DEFAULT, mode).unwrap();
-            let pd = Pd::new(&device).unwrap();
             // Armed and below its threshold from the start, with no callback.
-            let srq = Srq::new(&pd, 4, 1, 2, None).unwrap();
-            let b = custom_side(&pd, TestCq::new(16), TestCq::new(16), Some(&srq), 0xB);
-            let a = idle_side(mode, 0xA);
-            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
-            let inbox = Registered::new(&pd, Buffer::new(64, 0), Access::LOCAL_WRITE);
+            let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (4, 2), 16, 64);
             srq.post_receive(1, &[inbox.sge(0, 32)]).unwrap();
             srq.post_receive(2, &[inbox.sge(32, 32)]).unwrap();
             srq.modify(0, 3).unwrap();
@@ -3519,13 +3543,7 @@ mod srq {
     #[test]
     fn test_srq_qp_whose_receive_cq_overflowed_is_unusable_rule_e10_q2() {
         both(|mode| {
-            let device = Device::new(Limits::DEFAULT, mode).unwrap();
-            let pd = Pd::new(&device).unwrap();
-            let srq = Srq::new(&pd, 8, 1, 0, None).unwrap();
-            let b = custom_side(&pd, TestCq::new(16), TestCq::new(1), Some(&srq), 0xB);
-            let a = idle_side(mode, 0xA);
-            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
-            let inbox = Registered::new(&pd, Buffer::new(16, 0), Access::LOCAL_WRITE);
+            let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (8, 0), 1, 16);
             srq.post_receive(1, &[inbox.sge(0, 8)]).unwrap();
             srq.post_receive(2, &[inbox.sge(8, 8)]).unwrap();
             let src = a.pattern(8, 1, Access::empty());
