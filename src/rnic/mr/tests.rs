@@ -36,9 +36,18 @@ const ALL: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_READ)
     .union(Access::REMOTE_WRITE);
 
-/// A default device running inline.
-fn device() -> Arc<Device> {
-    Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap()
+/// A PD on a fresh inline device with `limits`.
+fn lone_pd(limits: Limits) -> (Arc<Device>, Arc<Pd>) {
+    let device = Device::new(limits, EngineMode::Inline).unwrap();
+    let pd = Pd::new(&device).unwrap();
+    (device, pd)
+}
+
+/// A new MR (`fast` or not) of a PD on a fresh inline device with `limits`.
+fn lone_mr(limits: Limits, fast: bool) -> (Arc<Device>, Arc<Pd>, Arc<Mr>) {
+    let (device, pd) = lone_pd(limits);
+    let mr = Mr::new(&pd, fast).unwrap();
+    (device, pd, mr)
 }
 
 /// Limits small enough to reach: 4-page registrations, 2-page windows,
@@ -433,9 +442,7 @@ mod unregistered {
 
     #[test]
     fn test_unregistered_tokens_unreadable_until_registered_rule_m12() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (_device, _pd, mr) = lone_mr(Limits::DEFAULT, false);
         assert!(!mr.is_fast());
         assert_eq!(mr.local_key(), None);
         assert_eq!(mr.remote_key(), None);
@@ -452,9 +459,7 @@ mod unregistered {
 
     #[test]
     fn test_unregistered_register_zero_length_refused_rule_m2() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (device, _pd, mr) = lone_mr(Limits::DEFAULT, false);
         let buffer = Buffer::new(8, 0);
         assert_eq!(
             mr.register(crate::rnic::memory::Span::empty(), buffer.addr(), ALL),
@@ -466,9 +471,7 @@ mod unregistered {
 
     #[test]
     fn test_unregistered_register_wrapping_index_range_refused_rule_m4() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (_device, pd, mr) = lone_mr(Limits::DEFAULT, false);
         let mut buffer = Buffer::new(100, 0);
         assert_eq!(
             mr.register(buffer.span(), u64::MAX - 10, ALL),
@@ -486,9 +489,7 @@ mod unregistered {
 
     #[test]
     fn test_unregistered_register_over_max_registration_size_refused_rule_m10() {
-        let device = Device::new(small_limits(), EngineMode::Inline).unwrap();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (_device, _pd, mr) = lone_mr(small_limits(), false);
         let mut big = Buffer::new(4 * PAGE + 1, 0);
         assert_eq!(
             mr.register(big.span(), big.addr(), ALL),
@@ -502,9 +503,7 @@ mod unregistered {
 
     #[test]
     fn test_unregistered_deregister_refused_rule_m11() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (_device, _pd, mr) = lone_mr(Limits::DEFAULT, false);
         let (count, finish) = counted();
         assert_eq!(mr.deregister(finish), Err(MrError::InvalidState));
         assert_eq!(calls(&count), 0, "a refused call never completes (L8)");
@@ -579,8 +578,7 @@ mod registered {
 
     #[test]
     fn test_registered_sge_must_lie_within_region_span_rule_p11() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (_device, pd) = lone_pd(Limits::DEFAULT);
         let reg = Registered::new(&pd, Buffer::new(100, 0), ALL);
         let key = reg.mr.local_key().unwrap();
         let base = reg.buffer.addr();
@@ -679,8 +677,7 @@ mod registered {
 
     #[test]
     fn test_registered_remote_rights_are_exactly_those_registered_rule_m6() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (_device, pd) = lone_pd(Limits::DEFAULT);
         let cases = [
             (Access::empty(), false, false, false),
             (Access::LOCAL_WRITE, true, false, false),
@@ -870,8 +867,7 @@ mod registered {
 
     #[test]
     fn test_registered_register_again_refused_rule_m2() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (_device, pd) = lone_pd(Limits::DEFAULT);
         let reg = Registered::new(&pd, Buffer::new(16, 0), ALL);
         let key = reg.mr.local_key().unwrap();
         let mut other = Buffer::new(16, 0);
@@ -974,8 +970,7 @@ mod deregistering {
 
     /// A registered region on its own device, with its buffer.
     fn region(access: Access) -> (Arc<Device>, Arc<Pd>, Registered) {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let reg = Registered::new(&pd, Buffer::pattern(256, 1), access);
         (device, pd, reg)
     }
@@ -1165,9 +1160,7 @@ mod fast_uninitialized {
 
     #[test]
     fn test_fast_uninitialized_tokens_unreadable_until_initialized_rule_m12() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, true).unwrap();
+        let (_device, _pd, mr) = lone_mr(Limits::DEFAULT, true);
         assert!(mr.is_fast());
         assert_eq!((mr.local_key(), mr.remote_key()), (None, None));
         mr.init_fast(4, true).unwrap();
@@ -1178,9 +1171,7 @@ mod fast_uninitialized {
 
     #[test]
     fn test_fast_uninitialized_register_and_deregister_refused_rule_m1() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, true).unwrap();
+        let (_device, _pd, mr) = lone_mr(Limits::DEFAULT, true);
         let mut buffer = Buffer::new(64, 0);
         assert_eq!(
             mr.register(buffer.span(), buffer.addr(), ALL),
@@ -1215,9 +1206,7 @@ mod fast_uninitialized {
 
     #[test]
     fn test_fast_uninitialized_page_count_above_limit_is_implementation_limit_rule_m13() {
-        let device = Device::new(small_limits(), EngineMode::Inline).unwrap();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, true).unwrap();
+        let (_device, _pd, mr) = lone_mr(small_limits(), true);
         assert_eq!(mr.init_fast(17, true), Err(MrError::ImplementationLimit));
         assert_eq!(
             mr.init_fast(u32::MAX, true),
@@ -2031,8 +2020,7 @@ mod window_unbound {
 
     #[test]
     fn test_window_unbound_starts_unbound_rule_m21() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let mw = Mw::new(&pd).unwrap();
         assert_eq!(mw.remote_key(), 0);
         assert_eq!(mw.invalidate(), Err(WcStatus::InvalidRequest));
@@ -2586,8 +2574,7 @@ mod privileged {
 
     #[test]
     fn test_privileged_token_of_another_pd_refused_rule_m27() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let other = Pd::new(&device).unwrap();
         assert_ne!(pd.privileged_key(), other.privileged_key());
         let lam = LamPages::new(&device, 1, 0);
@@ -2619,8 +2606,7 @@ mod privileged {
 
     #[test]
     fn test_privileged_released_lam_refused_rule_m32() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let key = pd.privileged_key();
         let mut lam = Lam::new(&device, 2, 0x3C);
         assert_eq!(device.live_lams(), 1);
@@ -2645,8 +2631,7 @@ mod privileged {
 
     #[test]
     fn test_privileged_lams_build_and_release_independently_rule_m28() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let key = pd.privileged_key();
         let mut outer = Lam::new(&device, 4, 0);
         // A second LAM over part of the same pages, as a consumer may build.
@@ -2684,9 +2669,7 @@ mod tokens {
 
     #[test]
     fn test_tokens_stale_token_never_resolves_after_200000_cycles_rule_m11() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (_device, pd, mr) = lone_mr(Limits::DEFAULT, false);
         let mut buffer = Buffer::new(64, 0);
         let (span, base) = (buffer.span(), buffer.addr());
         let mut seen = HashSet::with_capacity(200_000);
@@ -2734,9 +2717,7 @@ mod tokens {
             max_pd_count: 1,
             ..Limits::DEFAULT
         };
-        let device = Device::new(limits, EngineMode::Inline).unwrap();
-        let pd = Pd::new(&device).unwrap();
-        let mr = Mr::new(&pd, false).unwrap();
+        let (device, pd, mr) = lone_mr(limits, false);
         let mut buffer = Buffer::new(16, 0);
         let (span, base) = (buffer.span(), buffer.addr());
         let mut seen = HashSet::new();
@@ -2851,8 +2832,7 @@ mod tokens {
 
     #[test]
     fn test_tokens_are_nonzero_distinct_and_marked_rule_m12() {
-        let device = device();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(Limits::DEFAULT);
         let regions: Vec<Registered> = (0..64)
             .map(|_| Registered::new(&pd, Buffer::new(8, 0), ALL))
             .collect();
@@ -2876,8 +2856,7 @@ mod limits {
 
     #[test]
     fn test_limits_object_counts_enforced_and_released_on_drop_rule_a8() {
-        let device = Device::new(small_limits(), EngineMode::Inline).unwrap();
-        let pd = Pd::new(&device).unwrap();
+        let (device, pd) = lone_pd(small_limits());
         let second_pd = Pd::new(&device).unwrap();
         assert_eq!(Pd::new(&device).err(), Some(ResourceError::LimitReached));
         assert_eq!(device.live(ObjectKind::Pd), 2);

@@ -87,6 +87,14 @@ fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
         .collect()
 }
 
+/// Drains `cq` and checks it held exactly `want` (context, opcode), in
+/// order, each cancelled (E5); `mode` names the engine in a failure.
+#[track_caller]
+fn expect_cancelled(cq: &TestCq, mode: EngineMode, want: &[(usize, Opcode)]) {
+    let want: Vec<_> = want.iter().map(|&(c, o)| cancelled(c, o)).collect();
+    assert_eq!(summary(&cq.drain()), want, "{mode:?}");
+}
+
 /// How many completions carry `context`.
 fn count(completions: &[Completion], context: usize) -> usize {
     completions
@@ -623,7 +631,7 @@ mod idle {
             side.qp.post_receive(3, &[buf.sge(0, 64)]).unwrap();
             settle();
             assert!(side.scq.drain().is_empty(), "{mode:?}");
-            assert_eq!(summary(&side.rcq.drain()), [cancelled(3, Opcode::Receive)]);
+            expect_cancelled(&side.rcq, mode, &[(3, Opcode::Receive)]);
         });
     }
 
@@ -2064,24 +2072,20 @@ mod deferred {
         pair.a.qp.post_receive(12, &[src.sge(0, 64)]).unwrap();
         end(&pair);
         pair.settle();
-        let done = pair.a.scq.drain();
-        let cancelled = |ctx, op| (ctx, op, WcStatus::Cancelled);
-        assert_eq!(
-            summary(&done),
-            [
-                cancelled(1, Opcode::Write),
-                cancelled(2, Opcode::Write),
-                cancelled(3, Opcode::Write),
-                cancelled(4, Opcode::Send)
+        expect_cancelled(
+            &pair.a.scq,
+            mode,
+            &[
+                (1, Opcode::Write),
+                (2, Opcode::Write),
+                (3, Opcode::Write),
+                (4, Opcode::Send),
             ],
-            "{mode:?}"
         );
-        assert_eq!(
-            summary(&pair.a.rcq.drain()),
-            [
-                cancelled(11, Opcode::Receive),
-                cancelled(12, Opcode::Receive)
-            ]
+        expect_cancelled(
+            &pair.a.rcq,
+            mode,
+            &[(11, Opcode::Receive), (12, Opcode::Receive)],
         );
         assert_eq!(target.buffer.bytes(), pattern(64, 2), "nothing ran");
         assert!(pair.a.qp.is_quiescent());
@@ -2196,11 +2200,7 @@ mod deferred {
             write(&pair.a, 1, &[src.sge(0, 8)], &src, 0, WrFlags::DEFER).unwrap();
             pair.settle();
             // Nothing will ever ring it; it completes cancelled on its own.
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [cancelled(1, Opcode::Write)],
-                "{mode:?}"
-            );
+            expect_cancelled(&pair.a.scq, mode, &[(1, Opcode::Write)]);
         });
     }
 
@@ -2337,22 +2337,19 @@ mod error {
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
             pair.settle();
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [
-                    cancelled(1, Opcode::Send),
-                    cancelled(2, Opcode::Send),
-                    cancelled(3, Opcode::Write)
-                ],
-                "{mode:?}"
+            expect_cancelled(
+                &pair.a.scq,
+                mode,
+                &[(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)],
             );
-            assert_eq!(
-                summary(&pair.a.rcq.drain()),
-                [
-                    cancelled(11, Opcode::Receive),
-                    cancelled(12, Opcode::Receive),
-                    cancelled(13, Opcode::Receive)
-                ]
+            expect_cancelled(
+                &pair.a.rcq,
+                mode,
+                &[
+                    (11, Opcode::Receive),
+                    (12, Opcode::Receive),
+                    (13, Opcode::Receive),
+                ],
             );
             assert_eq!(pair.a.qp.state(), QpState::Error);
             assert_eq!(target.buffer.bytes(), pattern(64, 2));
@@ -2401,12 +2398,10 @@ mod error {
                 QpState::Error,
                 "the peer is terminated too"
             );
-            assert_eq!(
-                summary(&pair.b.rcq.drain()),
-                [
-                    cancelled(11, Opcode::Receive),
-                    cancelled(12, Opcode::Receive)
-                ]
+            expect_cancelled(
+                &pair.b.rcq,
+                mode,
+                &[(11, Opcode::Receive), (12, Opcode::Receive)],
             );
             assert_eq!(
                 target.buffer.bytes(),
@@ -2419,16 +2414,10 @@ mod error {
             send(&pair.b, 6, &[target.sge(0, 8)], WrFlags::SILENT_SUCCESS).unwrap();
             pair.b.qp.post_receive(7, &[target.sge(0, 8)]).unwrap();
             pair.settle();
-            assert_eq!(summary(&pair.a.scq.drain()), [cancelled(4, Opcode::Write)]);
-            assert_eq!(
-                summary(&pair.a.rcq.drain()),
-                [cancelled(5, Opcode::Receive)]
-            );
-            assert_eq!(summary(&pair.b.scq.drain()), [cancelled(6, Opcode::Send)]);
-            assert_eq!(
-                summary(&pair.b.rcq.drain()),
-                [cancelled(7, Opcode::Receive)]
-            );
+            expect_cancelled(&pair.a.scq, mode, &[(4, Opcode::Write)]);
+            expect_cancelled(&pair.a.rcq, mode, &[(5, Opcode::Receive)]);
+            expect_cancelled(&pair.b.scq, mode, &[(6, Opcode::Send)]);
+            expect_cancelled(&pair.b.rcq, mode, &[(7, Opcode::Receive)]);
         });
     }
 
@@ -2759,11 +2748,7 @@ mod error_cancel {
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
             pair.settle();
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [cancelled(1, Opcode::Send)],
-                "{mode:?}"
-            );
+            expect_cancelled(&pair.a.scq, mode, &[(1, Opcode::Send)]);
             // The receive that arrives afterwards is not consumed by it.
             let inbox = pair.b.buffer(8, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(2, &[inbox.sge(0, 8)]).unwrap();
@@ -2792,14 +2777,10 @@ mod error_cancel {
             pair.a.qp.flush();
             write(&pair.a, 3, &[src.sge(0, 8)], &src, 0, silent).unwrap();
             pair.settle();
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [
-                    cancelled(1, Opcode::Send),
-                    cancelled(2, Opcode::Write),
-                    cancelled(3, Opcode::Write)
-                ],
-                "{mode:?}"
+            expect_cancelled(
+                &pair.a.scq,
+                mode,
+                &[(1, Opcode::Send), (2, Opcode::Write), (3, Opcode::Write)],
             );
         });
     }
@@ -3079,26 +3060,21 @@ mod disconnected {
             pair.settle();
             pair.a.qp.disconnect();
             pair.settle();
-            assert_eq!(
-                summary(&pair.a.scq.drain()),
-                [
-                    cancelled(1, Opcode::Send),
-                    cancelled(2, Opcode::Send),
-                    cancelled(3, Opcode::Write)
-                ],
-                "{mode:?}"
+            expect_cancelled(
+                &pair.a.scq,
+                mode,
+                &[(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)],
             );
-            assert_eq!(
-                summary(&pair.a.rcq.drain()),
-                [
-                    cancelled(11, Opcode::Receive),
-                    cancelled(12, Opcode::Receive)
-                ]
+            expect_cancelled(
+                &pair.a.rcq,
+                mode,
+                &[(11, Opcode::Receive), (12, Opcode::Receive)],
             );
             // X6: no half-closed connection; the peer's requests end too.
-            assert_eq!(
-                summary(&pair.b.scq.drain()),
-                [cancelled(31, Opcode::Write), cancelled(32, Opcode::Send)]
+            expect_cancelled(
+                &pair.b.scq,
+                mode,
+                &[(31, Opcode::Write), (32, Opcode::Send)],
             );
             assert_eq!(
                 (pair.a.qp.state(), pair.b.qp.state()),
@@ -3476,17 +3452,41 @@ mod srq {
         });
     }
 
+    /// B on its own device, receiving through an SRQ without callback,
+    /// connected to an idle A, with an inbox registered at B.
+    struct SrqLink {
+        srq: Arc<Srq>,
+        a: Side,
+        b: Side,
+        inbox: Registered,
+    }
+
+    impl SrqLink {
+        /// An SRQ of (depth, threshold) and one SGE, a receive CQ of
+        /// `rcq_depth` at B and an inbox of `inbox_len` bytes.
+        fn new(
+            mode: EngineMode,
+            (depth, threshold): (u32, u32),
+            rcq_depth: u32,
+            inbox_len: usize,
+        ) -> Self {
+            let device = Device::new(Limits::DEFAULT, mode).unwrap();
+            let pd = Pd::new(&device).unwrap();
+            let srq = Srq::new(&pd, depth, 1, threshold, None).unwrap();
+            let rcq = TestCq::new(rcq_depth);
+            let b = custom_side(&pd, TestCq::new(16), rcq, Some(&srq), 0xB);
+            let a = idle_side(mode, 0xA);
+            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
+            let inbox = Registered::new(&pd, Buffer::new(inbox_len, 0), Access::LOCAL_WRITE);
+            Self { srq, a, b, inbox }
+        }
+    }
+
     #[test]
     fn test_srq_without_callback_notifies_nothing_and_works_rule_q8() {
         both(|mode| {
-            let device = Device::new(Limits::DEFAULT, mode).unwrap();
-            let pd = Pd::new(&device).unwrap();
             // Armed and below its threshold from the start, with no callback.
-            let srq = Srq::new(&pd, 4, 1, 2, None).unwrap();
-            let b = custom_side(&pd, TestCq::new(16), TestCq::new(16), Some(&srq), 0xB);
-            let a = idle_side(mode, 0xA);
-            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
-            let inbox = Registered::new(&pd, Buffer::new(64, 0), Access::LOCAL_WRITE);
+            let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (4, 2), 16, 64);
             srq.post_receive(1, &[inbox.sge(0, 32)]).unwrap();
             srq.post_receive(2, &[inbox.sge(32, 32)]).unwrap();
             srq.modify(0, 3).unwrap();
@@ -3543,13 +3543,7 @@ mod srq {
     #[test]
     fn test_srq_qp_whose_receive_cq_overflowed_is_unusable_rule_e10_q2() {
         both(|mode| {
-            let device = Device::new(Limits::DEFAULT, mode).unwrap();
-            let pd = Pd::new(&device).unwrap();
-            let srq = Srq::new(&pd, 8, 1, 0, None).unwrap();
-            let b = custom_side(&pd, TestCq::new(16), TestCq::new(1), Some(&srq), 0xB);
-            let a = idle_side(mode, 0xA);
-            connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
-            let inbox = Registered::new(&pd, Buffer::new(16, 0), Access::LOCAL_WRITE);
+            let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (8, 0), 1, 16);
             srq.post_receive(1, &[inbox.sge(0, 8)]).unwrap();
             srq.post_receive(2, &[inbox.sge(8, 8)]).unwrap();
             let src = a.pattern(8, 1, Access::empty());
