@@ -87,6 +87,10 @@ fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
         .collect()
 }
 
+/// A's deferred chain in the flush and disconnect tests (two Sends, then a
+/// Write), as its cancelled completions report it.
+const A_DEFERRED: [(usize, Opcode); 3] = [(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)];
+
 /// Drains `cq` and checks it held exactly `want` (context, opcode), in
 /// order, each cancelled (E5); `mode` names the engine in a failure.
 #[track_caller]
@@ -2337,11 +2341,7 @@ mod error {
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
             pair.settle();
-            expect_cancelled(
-                &pair.a.scq,
-                mode,
-                &[(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)],
-            );
+            expect_cancelled(&pair.a.scq, mode, &A_DEFERRED);
             expect_cancelled(
                 &pair.a.rcq,
                 mode,
@@ -3060,11 +3060,7 @@ mod disconnected {
             pair.settle();
             pair.a.qp.disconnect();
             pair.settle();
-            expect_cancelled(
-                &pair.a.scq,
-                mode,
-                &[(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)],
-            );
+            expect_cancelled(&pair.a.scq, mode, &A_DEFERRED);
             expect_cancelled(
                 &pair.a.rcq,
                 mode,
