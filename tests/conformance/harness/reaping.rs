@@ -155,6 +155,27 @@ pub fn request_contexts(results: &[NdkResult]) -> Vec<usize> {
     results.iter().map(|r| r.request_context as usize).collect()
 }
 
+/// The request contexts of the results, sorted.
+pub fn sorted_contexts(results: &[NdkResult]) -> Vec<usize> {
+    let mut contexts = request_contexts(results);
+    contexts.sort_unstable();
+    contexts
+}
+
+/// Asserts that every result is a success or a cancellation: a request
+/// caught by a flush or a close is completed or cancelled, never failed
+/// otherwise (D5, E2).
+pub fn expect_completed_or_cancelled(results: &[NdkResult]) {
+    for r in results {
+        assert!(
+            r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,
+            "request {}: {:#x}",
+            r.request_context as usize,
+            r.status
+        );
+    }
+}
+
 /// How long a check waits to see that a callback does *not* come (it is
 /// always followed by the positive check; no test asserts on timing).
 pub const SETTLE: Duration = Duration::from_millis(50);
