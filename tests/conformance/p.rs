@@ -507,37 +507,20 @@ fn a_mem_receive(qp: &Qp, region: &Region, context: usize, slot: usize) -> NtSta
 fn p7_initiator_post_on_unconnected_qp_fails_connection_invalid() {
     let pair = Pair::new();
     let qp = pair.a_pd.qp(&pair.a_cq, &pair.a_cq, 0xC);
-    let mem = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let mw = pair.a_pd.mw();
-    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, true);
-    let sge = [mem.sge(0, 64)];
-    let ops = [
-        ("Send", qp.send(1, &sge, 0)),
-        ("Send inline", qp.send(2, &sge, INLINE)),
-        (
-            "SendAndInvalidate",
-            qp.send_and_invalidate(3, &sge, 0, 0x1234),
-        ),
-        ("Write", qp.write(4, &sge, mem.remote(1024), mem.token(), 0)),
-        ("Read", qp.read(5, &sge, mem.remote(1024), mem.token(), 0)),
-        (
-            "Bind",
-            qp.bind(6, &mem.mr, &mw, mem.remote(0), 512, OP_REMOTE_READ),
-        ),
-        ("FastRegister", frmr.post(&qp, 7, OP_REMOTE_READ)),
-        ("Invalidate", qp.invalidate(8, mw.header(), 0)),
-        (
-            "deferred Write",
-            qp.write(9, &sge, mem.remote(1024), mem.token(), DEFER),
-        ),
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    kit.assert_all_refused(&qp, 0, "never connected");
+    // Two variants the kit does not post: an inline Send, a deferred Write.
+    let sge = [kit.mem.sge(0, 64)];
+    let (remote, token) = (kit.mem.remote(1024), kit.mem.token());
+    let variants = [
+        ("Send inline", qp.send(8, &sge, INLINE)),
+        ("deferred Write", qp.write(9, &sge, remote, token, DEFER)),
     ];
-    for (name, status) in ops {
+    for (name, status) in variants {
         assert_eq!(status, STATUS_CONNECTION_INVALID, "{name}");
     }
     assert_empty(&pair.a_cq);
-    frmr.close(&pair.a);
-    assert_close(mw.close());
-    mem.close();
+    kit.close(&pair.a);
     assert_close(qp.close());
     assert_empty(&pair.a_cq);
     pair.teardown();
@@ -1509,24 +1492,23 @@ fn p25_undocumented_flag_refused_with_invalid_parameter() {
 #[test]
 fn p25_sub_bits_of_allow_remote_write_alone_are_refused() {
     let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 31, MR_LOCAL_WRITE);
-    let a_mw = pair.a_pd.mw();
-    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, true);
+    // The region allows every access: only the flag can be what is refused.
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    let (mem, mw) = (&kit.mem, &kit.mw);
     let remote_write_bit = OP_REMOTE_WRITE & !OP_LOCAL_WRITE;
+    let qp = &pair.a_qp;
     let outcomes = [
         (
             "Bind with ALLOW_LOCAL_WRITE",
-            pair.a_qp
-                .bind(1, &a_mem.mr, &a_mw, a_mem.remote(0), 64, OP_LOCAL_WRITE),
+            qp.bind(1, &mem.mr, mw, mem.remote(0), 64, OP_LOCAL_WRITE),
         ),
         (
             "Bind with 0x20",
-            pair.a_qp
-                .bind(2, &a_mem.mr, &a_mw, a_mem.remote(0), 64, remote_write_bit),
+            qp.bind(2, &mem.mr, mw, mem.remote(0), 64, remote_write_bit),
         ),
         (
             "FastRegister with 0x20",
-            frmr.post(&pair.a_qp, 3, remote_write_bit),
+            kit.frmr.post(qp, 3, remote_write_bit),
         ),
     ];
     // Drain whatever was accepted before judging, so teardown stays clean.
@@ -1539,9 +1521,7 @@ fn p25_sub_bits_of_allow_remote_write_alone_are_refused() {
         assert_eq!(status, STATUS_INVALID_PARAMETER, "{name}");
     }
     assert_empty(&pair.a_cq);
-    frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    a_mem.close();
+    kit.close(&pair.a);
     pair.teardown();
 }
 
