@@ -953,13 +953,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     );
 
     // The QPs are connected.
-    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
-    let b_mem = Mem::all(&s.b.pd, 4096, 0);
-    ping(
-        (&s.a_qp, &s.a.cq, &mut a_mem),
-        (&s.b_qp, &s.b.cq, &b_mem),
-        b"established",
-    );
+    ping_once((&s.a, &s.a_qp), (&s.b, &s.b_qp), b"established");
     // The disconnect callback was registered: the peer's disconnect is
     // indicated through it.
     let (y, ys) = passive.disconnect();
@@ -968,7 +962,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
     assert_closes_succeed!(active, passive);
-    s.close_with_memory([a_mem, b_mem]);
+    s.close();
 }
 
 /// N14: CompleteConnect on a connector that is not connecting fails with
@@ -1409,15 +1403,9 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         );
         assert_eq!(&buffer, sent);
     }
-    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
-    let b_mem = Mem::all(&s.b.pd, 4096, 0);
-    ping(
-        (&s.a_qp, &s.a.cq, &mut a_mem),
-        (&s.b_qp, &s.b.cq, &b_mem),
-        b"still fine",
-    );
+    ping_once((&s.a, &s.a_qp), (&s.b, &s.b_qp), b"still fine");
     conn.close();
-    s.close_with_memory([a_mem, b_mem]);
+    s.close();
 }
 
 /// N20: the provider lowers each side's read limits to the adapter's
@@ -1695,13 +1683,7 @@ fn n24_disconnect_callback_may_be_null() {
         let b_qp = b.qp(0xB);
         let (active, passive) =
             connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, n + 1, None, None);
-        let mut a_mem = Mem::all(&a.pd, 4096, 0);
-        let b_mem = Mem::all(&b.pd, 4096, 0);
-        ping(
-            (&a_qp, &a.cq, &mut a_mem),
-            (&b_qp, &b.cq, &b_mem),
-            b"no callbacks",
-        );
+        ping_once((&a, &a_qp), (&b, &b_qp), b"no callbacks");
         let (first, second) = if a_first {
             (&active, &passive)
         } else {
@@ -1713,8 +1695,6 @@ fn n24_disconnect_callback_may_be_null() {
         assert_success!(xs.outcome(x));
         assert_success!(ys.outcome(y));
         assert_closes_succeed!(active, passive);
-        a_mem.close();
-        b_mem.close();
         a_qp.close();
         b_qp.close();
     }
