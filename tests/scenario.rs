@@ -250,14 +250,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         let (status, mut lam, lam_fbo) = client.build_lam(&mut client_data);
         assert_success!(status);
         assert_eq!(lam_fbo as usize, fbo);
-        let region = ClientRegion {
-            fast: &fast,
-            token: token_remote,
-            lam: &lam,
-            fbo: lam_fbo,
-            size,
-            server_reads,
-        };
+        let region = ClientRegion::new(&fast, &lam, lam_fbo, size, server_reads);
         // FastRegister (deferred) chained with the request Send (D2).
         let base = register_and_request(&client_qp, &region, round, |request| {
             client_send.stage(request)

@@ -680,14 +680,7 @@ fn client() {
         let (status, mut lam, lam_fbo) = adapter.build_lam(&mut buffer);
         assert_success!(status);
         assert_eq!(lam_fbo as usize, fbo);
-        let region = ClientRegion {
-            fast: &fast,
-            token: token_remote,
-            lam: &lam,
-            fbo: lam_fbo,
-            size,
-            server_reads,
-        };
+        let region = ClientRegion::new(&fast, &lam, lam_fbo, size, server_reads);
         // FastRegister (deferred) chained with the request Send (D2).
         register_and_request(&qp, &region, round, |request| sender.stage(request));
         let fr = q.expect(NdkOperationType::FAST_REGISTER);

@@ -109,15 +109,29 @@ pub fn message(kind: u8, seq: u32, len: usize) -> Vec<u8> {
 
 /// The client's region of round `round`: how it is registered.
 pub struct ClientRegion<'a> {
-    /// The fast-register MR and its remote token.
+    /// The fast-register MR (the server names the region by its remote
+    /// token).
     pub fast: &'a Mr,
-    pub token: u32,
     /// The buffer's logical address mapping and first-byte offset.
     pub lam: &'a [u64],
     pub fbo: u32,
     pub size: usize,
     /// The server Reads the region (else it Writes it).
     pub server_reads: bool,
+}
+
+impl<'a> ClientRegion<'a> {
+    /// `size` bytes mapped by `lam` from `fbo`, to be fast-registered
+    /// through `fast` for the server to read (`server_reads`) or write.
+    pub fn new(fast: &'a Mr, lam: &'a [u64], fbo: u32, size: usize, server_reads: bool) -> Self {
+        Self {
+            fast,
+            lam,
+            fbo,
+            size,
+            server_reads,
+        }
+    }
 }
 
 /// D2: FastRegisters round `round`'s region (deferred, context 20) chained
@@ -148,7 +162,7 @@ pub fn register_and_request(
     assert_eq!(status, STATUS_SUCCESS);
     let mut request = message(b'R', round as u32, 32);
     request[8..16].copy_from_slice(&base.to_le_bytes());
-    request[16..20].copy_from_slice(&region.token.to_le_bytes());
+    request[16..20].copy_from_slice(&region.fast.remote_token().to_le_bytes());
     request[20..28].copy_from_slice(&(region.size as u64).to_le_bytes());
     let sge = stage(&request);
     assert_eq!(qp.send(21, &[sge], 0), STATUS_SUCCESS);

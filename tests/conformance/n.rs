@@ -36,6 +36,16 @@ fn assert_fails((status, signal): (NtStatus, Arc<Signal>), expected: NtStatus, w
     }
 }
 
+/// A Send on `qp` is refused with STATUS_CONNECTION_INVALID: the QP is not
+/// connected (a failed or refused connection leaves it so).
+fn expect_not_connected(qp: &Qp) {
+    assert_eq!(
+        qp.send(1, &[], 0),
+        STATUS_CONNECTION_INVALID,
+        "the QP was not connected"
+    );
+}
+
 /// The passive side rejects a request ([`connect_request`]): the Connect fails
 /// with STATUS_CONNECTION_REFUSED (N16); both connectors close.
 fn refuse(active: Connector, connecting: (NtStatus, Arc<Signal>), passive: Connector) {
@@ -405,8 +415,7 @@ fn n5_paused_listener_refuses_and_resumed_one_accepts() {
     s.listener.pause(true);
     s.listener.pause(false);
     assert_success!(connector.close());
-    let conn = s.establish(1);
-    conn.close();
+    s.establish(1).close();
     s.close();
 }
 
@@ -944,13 +953,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     );
 
     // The QPs are connected.
-    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
-    let b_mem = Mem::all(&s.b.pd, 4096, 0);
-    ping(
-        (&s.a_qp, &s.a.cq, &mut a_mem),
-        (&s.b_qp, &s.b.cq, &b_mem),
-        b"established",
-    );
+    ping_once((&s.a, &s.a_qp), (&s.b, &s.b_qp), b"established");
     // The disconnect callback was registered: the peer's disconnect is
     // indicated through it.
     let (y, ys) = passive.disconnect();
@@ -959,7 +962,7 @@ fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishe
     assert_success!(ys.outcome(y));
     assert_success!(xs.outcome(x));
     assert_closes_succeed!(active, passive);
-    s.close_with_memory([a_mem, b_mem]);
+    s.close();
 }
 
 /// N14: CompleteConnect on a connector that is not connecting fails with
@@ -1016,14 +1019,9 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
         STATUS_CONNECTION_ABORTED,
         "the accepting peer gave up",
     );
-    assert_eq!(
-        s.a_qp.send(1, &[], 0),
-        STATUS_CONNECTION_INVALID,
-        "the QP was not connected"
-    );
+    expect_not_connected(&s.a_qp);
     assert_success!(active.close());
-    let conn = s.establish(2);
-    conn.close();
+    s.establish(2).close();
     s.close();
 }
 
@@ -1071,8 +1069,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
         "Accept after the active side gave up",
     );
     assert_success!(passive.close());
-    let conn = s.establish(2);
-    conn.close();
+    s.establish(2).close();
     s.close();
 }
 
@@ -1085,11 +1082,7 @@ fn n16_passive_reject_refuses_the_active_connect() {
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
-    assert_eq!(
-        s.a_qp.send(1, &[], 0),
-        STATUS_CONNECTION_INVALID,
-        "the QP was not connected"
-    );
+    expect_not_connected(&s.a_qp);
     assert_closes_succeed!(passive, active);
     s.close();
 }
@@ -1107,11 +1100,7 @@ fn n16_active_reject_after_connect_aborts_the_passive_accept() {
     assert_success!(active.reject(b"changed my mind"));
     assert_eq!(accepted.1.wait(), STATUS_CONNECTION_ABORTED);
     assert_eq!(settled_count(&accepted.1), 1);
-    assert_eq!(
-        s.b_qp.send(1, &[], 0),
-        STATUS_CONNECTION_INVALID,
-        "the QP was not connected"
-    );
+    expect_not_connected(&s.b_qp);
     assert_closes_succeed!(passive, active);
     s.close();
 }
@@ -1414,15 +1403,9 @@ fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
         );
         assert_eq!(&buffer, sent);
     }
-    let mut a_mem = Mem::all(&s.a.pd, 4096, 0);
-    let b_mem = Mem::all(&s.b.pd, 4096, 0);
-    ping(
-        (&s.a_qp, &s.a.cq, &mut a_mem),
-        (&s.b_qp, &s.b.cq, &b_mem),
-        b"still fine",
-    );
+    ping_once((&s.a, &s.a_qp), (&s.b, &s.b_qp), b"still fine");
     conn.close();
-    s.close_with_memory([a_mem, b_mem]);
+    s.close();
 }
 
 /// N20: the provider lowers each side's read limits to the adapter's
@@ -1639,6 +1622,9 @@ fn n23_local_address_once_connecting_peer_address_once_connected() {
 // N24–N26: disconnect events and Disconnect
 // ---------------------------------------------------------------------------
 
+/// A disconnect callback and its context (None: NULL).
+type DisconnectEvent = Option<(NdkFnDisconnectEventCallback, *mut std::ffi::c_void)>;
+
 /// Connects `a_qp` to `b_qp` with the given disconnect callbacks (None:
 /// NULL) on CompleteConnect and Accept.
 #[allow(clippy::too_many_arguments, reason = "both sides' callbacks")]
@@ -1649,8 +1635,8 @@ fn connect_with_callbacks(
     listen_addr: Addr,
     incoming: &Incoming,
     nth: usize,
-    a_event: Option<(NdkFnDisconnectEventCallback, *mut std::ffi::c_void)>,
-    b_event: Option<(NdkFnDisconnectEventCallback, *mut std::ffi::c_void)>,
+    a_event: DisconnectEvent,
+    b_event: DisconnectEvent,
 ) -> (Connector, Connector) {
     let active = a.adapter.connector();
     let connecting = start_connect(&active, a_qp, a.addr, listen_addr, b"");
@@ -1662,6 +1648,26 @@ fn connect_with_callbacks(
     assert_success!(outcome(complete_connect_with(&active, a_cb, a_ctx)));
     assert_success!(outcome(accepted));
     (active, passive)
+}
+
+/// [`connect_with_callbacks`] on the staged fixture's QPs: its first
+/// connection.
+fn staged_with_callbacks(
+    s: &Staged,
+    a_event: DisconnectEvent,
+    b_event: DisconnectEvent,
+) -> (Connector, Connector) {
+    let (a, incoming) = (&s.a, &s.incoming);
+    connect_with_callbacks(
+        a,
+        &s.a_qp,
+        &s.b_qp,
+        s.listen_addr,
+        incoming,
+        1,
+        a_event,
+        b_event,
+    )
 }
 
 /// N24: the disconnect callback of CompleteConnect and Accept is optional:
@@ -1677,13 +1683,7 @@ fn n24_disconnect_callback_may_be_null() {
         let b_qp = b.qp(0xB);
         let (active, passive) =
             connect_with_callbacks(&a, &a_qp, &b_qp, listen_addr, &incoming, n + 1, None, None);
-        let mut a_mem = Mem::all(&a.pd, 4096, 0);
-        let b_mem = Mem::all(&b.pd, 4096, 0);
-        ping(
-            (&a_qp, &a.cq, &mut a_mem),
-            (&b_qp, &b.cq, &b_mem),
-            b"no callbacks",
-        );
+        ping_once((&a, &a_qp), (&b, &b_qp), b"no callbacks");
         let (first, second) = if a_first {
             (&active, &passive)
         } else {
@@ -1695,8 +1695,6 @@ fn n24_disconnect_callback_may_be_null() {
         assert_success!(xs.outcome(x));
         assert_success!(ys.outcome(y));
         assert_closes_succeed!(active, passive);
-        a_mem.close();
-        b_mem.close();
         a_qp.close();
         b_qp.close();
     }
@@ -1720,13 +1718,8 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
     let s = Fixture::new().staged();
     let a_events = Signal::new();
     let b_events = Signal::new();
-    let (active, passive) = connect_with_callbacks(
-        &s.a,
-        &s.a_qp,
-        &s.b_qp,
-        s.listen_addr,
-        &s.incoming,
-        1,
+    let (active, passive) = staged_with_callbacks(
+        &s,
         Some((on_disconnect, a_events.ctx())),
         Some((on_disconnect, b_events.ctx())),
     );
@@ -1770,16 +1763,7 @@ fn n24_disconnect_indication_at_most_once_per_connection() {
 fn n24_peer_disconnect_indication_does_not_flush_outstanding_requests() {
     let s = Fixture::new().staged();
     let b_events = Signal::new();
-    let (active, passive) = connect_with_callbacks(
-        &s.a,
-        &s.a_qp,
-        &s.b_qp,
-        s.listen_addr,
-        &s.incoming,
-        1,
-        None,
-        Some((on_disconnect, b_events.ctx())),
-    );
+    let (active, passive) = staged_with_callbacks(&s, None, Some((on_disconnect, b_events.ctx())));
     let b_mem = Mem::all(&s.b.pd, 4096, 0);
     for i in 0..4 {
         assert_success!(s.b_qp.receive(0x10 + i, &[b_mem.sge(i * 64, 64)]));
@@ -2124,34 +2108,15 @@ fn n31_wildcard_listener_covers_the_adapter_but_never_spans_adapters() {
     assert_success!(b_listener.listen(any.with_port(port)), "another adapter");
 
     let qps: Vec<(Qp, Qp)> = (0..2).map(|i| (a.qp(0xA0 + i), b.qp(0xB0 + i))).collect();
+    let (a_port, b_port) = (a.addr.with_port(port), b.addr.with_port(port));
     // B → A's address: A's wildcard listener takes it.
-    let to_a = Conn::establish(
-        &b.adapter,
-        b.addr,
-        &qps[0].1,
-        a.addr.with_port(port),
-        &a_incoming,
-        1,
-        &qps[0].0,
-    );
-    assert_eq!(
-        address_of(Getter::ConnectorLocal(&to_a.passive)),
-        a.addr.with_port(port)
-    );
+    let (a_qp, b_qp) = (&qps[0].0, &qps[0].1);
+    let to_a = Conn::establish(&b.adapter, b.addr, b_qp, a_port, &a_incoming, 1, a_qp);
+    assert_eq!(address_of(Getter::ConnectorLocal(&to_a.passive)), a_port);
     // A → B's address: B's, not A's.
-    let to_b = Conn::establish(
-        &a.adapter,
-        a.addr,
-        &qps[1].0,
-        b.addr.with_port(port),
-        &b_incoming,
-        1,
-        &qps[1].1,
-    );
-    assert_eq!(
-        address_of(Getter::ConnectorLocal(&to_b.passive)),
-        b.addr.with_port(port)
-    );
+    let (a_qp, b_qp) = (&qps[1].0, &qps[1].1);
+    let to_b = Conn::establish(&a.adapter, a.addr, a_qp, b_port, &b_incoming, 1, b_qp);
+    assert_eq!(address_of(Getter::ConnectorLocal(&to_b.passive)), b_port);
     assert_eq!(settled_count_incoming(&a_incoming), 1);
     assert_eq!(b_incoming.count(), 1);
     to_a.close();

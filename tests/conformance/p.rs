@@ -6,13 +6,6 @@ use softndk::abi::*;
 
 use super::harness::*;
 
-/// Sorted request contexts.
-fn sorted(results: &[NdkResult]) -> Vec<usize> {
-    let mut c = request_contexts(results);
-    c.sort_unstable();
-    c
-}
-
 /// An inline SGE over `bytes` (the token is ignored, P12).
 fn inline_sge(bytes: &[u8], token: u32) -> NdkSge {
     NdkSge {
@@ -192,11 +185,15 @@ fn p2_concurrent_posts_on_one_queue_or_on_two_queues_complete_exactly_once() {
     let a_done = pair.a_cq.wait_results(expected.len() + 32);
     expected.extend(5000..5032);
     expected.sort_unstable();
-    assert_eq!(sorted(&a_done), expected, "each accepted post exactly once");
+    assert_eq!(
+        sorted_contexts(&a_done),
+        expected,
+        "each accepted post exactly once"
+    );
     let b_done = pair.b_cq.wait_results(64 + 32);
     let mut b_expected: Vec<usize> = (7000..7064).chain(9000..9032).collect();
     b_expected.sort_unstable();
-    assert_eq!(sorted(&b_done), b_expected);
+    assert_eq!(sorted_contexts(&b_done), b_expected);
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
     for region in [a_mem, b_mem, b_src] {
@@ -266,7 +263,10 @@ fn p3_breached_serialization_stays_memory_safe() {
         }
     });
     let sent = pair.a_cq.wait_results(2 * PER_THREAD);
-    assert_eq!(sorted(&sent), (0..2 * PER_THREAD).collect::<Vec<_>>());
+    assert_eq!(
+        sorted_contexts(&sent),
+        (0..2 * PER_THREAD).collect::<Vec<_>>()
+    );
     assert!(sent.iter().all(|r| r.status == STATUS_SUCCESS));
     let received = pair.b_cq.wait_results(2 * PER_THREAD);
     let mut ids = Vec::new();
@@ -301,26 +301,29 @@ fn with_room(mut post: impl FnMut() -> NtStatus) -> NtStatus {
     status
 }
 
-/// Posts `n` Writes (contexts `0..n`) from a thread; after `trigger` posts
-/// the thread and the main thread meet, and the main thread runs `race`
-/// while the thread goes on posting. Returns the contexts accepted and the
-/// statuses refused.
+/// How many Writes [`race_posts`] posts, and after how many the race starts.
+const RACED: usize = 300;
+const RACE_AFTER: usize = 100;
+
+/// Posts [`RACED`] Writes of `sge` to the start of `target` (contexts
+/// `0..RACED`) from a thread; after [`RACE_AFTER`] posts the thread and the
+/// main thread meet, and the main thread runs `race` while the thread goes
+/// on posting. Returns the contexts accepted and the statuses refused.
 fn race_posts(
     pair: &Pair,
     sge: NdkSge,
-    (remote, token): (u64, u32),
-    n: usize,
-    trigger: usize,
+    target: &Region,
     race: impl FnOnce(),
 ) -> (Vec<usize>, Vec<NtStatus>) {
+    let (remote, token) = (target.remote(0), target.token());
     let meet = Barrier::new(2);
     let a_qp = &pair.a_qp;
     std::thread::scope(|s| {
         let poster = s.spawn(|| {
             let mut accepted = Vec::new();
             let mut refused = Vec::new();
-            for i in 0..n {
-                if i == trigger {
+            for i in 0..RACED {
+                if i == RACE_AFTER {
                     meet.wait();
                 }
                 // A full queue is not the race under test.
@@ -337,6 +340,18 @@ fn race_posts(
     })
 }
 
+/// Waits for A's completions of the posts `accepted` names: each exactly
+/// once, each successful or cancelled (P4, P5).
+fn expect_each_completed_once(pair: &Pair, accepted: &[usize]) {
+    let done = pair.a_cq.wait_results(accepted.len());
+    assert_eq!(
+        sorted_contexts(&done),
+        accepted,
+        "each accepted post exactly once"
+    );
+    expect_completed_or_cancelled(&done);
+}
+
 /// P4: NdkFlush racing a work-request call on the same QP: each racing
 /// request is refused inline or accepted and completed exactly once
 /// (cancelled if the flush caught it) — never lost, never twice.
@@ -344,26 +359,11 @@ fn race_posts(
 fn p4_flush_racing_posts_loses_and_duplicates_nothing() {
     let (pair, a_src, b_mem) = pair_with_memory(4096, 5);
     let sge = a_src.sge(0, 64);
-    let (accepted, refused) = race_posts(
-        &pair,
-        sge,
-        (b_mem.remote(0), b_mem.token()),
-        300,
-        100,
-        || pair.a_qp.flush(),
-    );
-    let done = pair.a_cq.wait_results(accepted.len());
-    assert_eq!(sorted(&done), accepted, "each accepted post exactly once");
-    for r in &done {
-        assert!(
-            r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,
-            "{:#x}",
-            r.status
-        );
-    }
+    let (accepted, refused) = race_posts(&pair, sge, &b_mem, || pair.a_qp.flush());
+    expect_each_completed_once(&pair, &accepted);
     // Refused posts (none expected: a flushed QP accepts and cancels) left
     // no entry: the accepted ones account for every entry.
-    assert_eq!(accepted.len() + refused.len(), 300);
+    assert_eq!(accepted.len() + refused.len(), RACED);
     assert_empty(&pair.a_cq);
     // Once the flush has returned, a post is accepted and cancelled.
     assert_success!(
@@ -384,26 +384,13 @@ fn p5_connector_close_racing_posts_loses_and_duplicates_nothing() {
     let (pair, a_src, b_mem) = pair_with_memory(4096, 6);
     let sge = a_src.sge(0, 64);
     let mut closing = None;
-    let (accepted, refused) = race_posts(
-        &pair,
-        sge,
-        (b_mem.remote(0), b_mem.token()),
-        300,
-        100,
-        || closing = Some(close_connector_async(&pair.a_conn)),
-    );
+    let (accepted, refused) = race_posts(&pair, sge, &b_mem, || {
+        closing = Some(close_connector_async(&pair.a_conn));
+    });
     for status in &refused {
         assert_eq!(*status, STATUS_CONNECTION_INVALID);
     }
-    let done = pair.a_cq.wait_results(accepted.len());
-    assert_eq!(sorted(&done), accepted, "each accepted post exactly once");
-    for r in &done {
-        assert!(
-            r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,
-            "{:#x}",
-            r.status
-        );
-    }
+    expect_each_completed_once(&pair, &accepted);
     assert_empty(&pair.a_cq);
     a_src.close();
     b_mem.close();
@@ -499,9 +486,9 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
     assert_success!(pair.b_qp.send(21, &[b_mem.sge(4096, 8)], 0));
     // Entries for every success that was not silent: 1, 3, 6, 7, 9, 11, 15.
     let done = pair.a_cq.wait_results(7);
-    assert_eq!(sorted(&done), [1, 3, 6, 7, 9, 11, 15]);
+    assert_eq!(sorted_contexts(&done), [1, 3, 6, 7, 9, 11, 15]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
-    assert_eq!(sorted(&pair.b_cq.wait_results(2)), [20, 21]);
+    assert_eq!(sorted_contexts(&pair.b_cq.wait_results(2)), [20, 21]);
     assert_empty(&pair.a_cq);
     assert_empty(&pair.b_cq);
     a_frmr.close(&pair.a);
@@ -520,37 +507,20 @@ fn a_mem_receive(qp: &Qp, region: &Region, context: usize, slot: usize) -> NtSta
 fn p7_initiator_post_on_unconnected_qp_fails_connection_invalid() {
     let pair = Pair::new();
     let qp = pair.a_pd.qp(&pair.a_cq, &pair.a_cq, 0xC);
-    let mem = Region::pattern(&pair.a_pd, 4096, 8, MR_LOCAL_WRITE);
-    let mw = pair.a_pd.mw();
-    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, true);
-    let sge = [mem.sge(0, 64)];
-    let ops = [
-        ("Send", qp.send(1, &sge, 0)),
-        ("Send inline", qp.send(2, &sge, INLINE)),
-        (
-            "SendAndInvalidate",
-            qp.send_and_invalidate(3, &sge, 0, 0x1234),
-        ),
-        ("Write", qp.write(4, &sge, mem.remote(1024), mem.token(), 0)),
-        ("Read", qp.read(5, &sge, mem.remote(1024), mem.token(), 0)),
-        (
-            "Bind",
-            qp.bind(6, &mem.mr, &mw, mem.remote(0), 512, OP_REMOTE_READ),
-        ),
-        ("FastRegister", frmr.post(&qp, 7, OP_REMOTE_READ)),
-        ("Invalidate", qp.invalidate(8, mw.header(), 0)),
-        (
-            "deferred Write",
-            qp.write(9, &sge, mem.remote(1024), mem.token(), DEFER),
-        ),
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    kit.assert_all_refused(&qp, 0, "never connected");
+    // Two variants the kit does not post: an inline Send, a deferred Write.
+    let sge = [kit.mem.sge(0, 64)];
+    let (remote, token) = (kit.mem.remote(1024), kit.mem.token());
+    let variants = [
+        ("Send inline", qp.send(8, &sge, INLINE)),
+        ("deferred Write", qp.write(9, &sge, remote, token, DEFER)),
     ];
-    for (name, status) in ops {
+    for (name, status) in variants {
         assert_eq!(status, STATUS_CONNECTION_INVALID, "{name}");
     }
     assert_empty(&pair.a_cq);
-    frmr.close(&pair.a);
-    assert_close(mw.close());
-    mem.close();
+    kit.close(&pair.a);
     assert_close(qp.close());
     assert_empty(&pair.a_cq);
     pair.teardown();
@@ -1522,24 +1492,23 @@ fn p25_undocumented_flag_refused_with_invalid_parameter() {
 #[test]
 fn p25_sub_bits_of_allow_remote_write_alone_are_refused() {
     let pair = Pair::new();
-    let a_mem = Region::pattern(&pair.a_pd, 4096, 31, MR_LOCAL_WRITE);
-    let a_mw = pair.a_pd.mw();
-    let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, true);
+    // The region allows every access: only the flag can be what is refused.
+    let kit = Kit::new(&pair.a, &pair.a_pd);
+    let (mem, mw) = (&kit.mem, &kit.mw);
     let remote_write_bit = OP_REMOTE_WRITE & !OP_LOCAL_WRITE;
+    let qp = &pair.a_qp;
     let outcomes = [
         (
             "Bind with ALLOW_LOCAL_WRITE",
-            pair.a_qp
-                .bind(1, &a_mem.mr, &a_mw, a_mem.remote(0), 64, OP_LOCAL_WRITE),
+            qp.bind(1, &mem.mr, mw, mem.remote(0), 64, OP_LOCAL_WRITE),
         ),
         (
             "Bind with 0x20",
-            pair.a_qp
-                .bind(2, &a_mem.mr, &a_mw, a_mem.remote(0), 64, remote_write_bit),
+            qp.bind(2, &mem.mr, mw, mem.remote(0), 64, remote_write_bit),
         ),
         (
             "FastRegister with 0x20",
-            frmr.post(&pair.a_qp, 3, remote_write_bit),
+            kit.frmr.post(qp, 3, remote_write_bit),
         ),
     ];
     // Drain whatever was accepted before judging, so teardown stays clean.
@@ -1552,9 +1521,7 @@ fn p25_sub_bits_of_allow_remote_write_alone_are_refused() {
         assert_eq!(status, STATUS_INVALID_PARAMETER, "{name}");
     }
     assert_empty(&pair.a_cq);
-    frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    a_mem.close();
+    kit.close(&pair.a);
     pair.teardown();
 }
 
@@ -1694,7 +1661,7 @@ fn e1_initiator_post_on_qp_flushed_while_connected_completes_cancelled() {
     for (name, status) in kit.post_all(&pair.a_qp, 0) {
         assert_success!(status, "{name} on a flushed connected QP");
     }
-    let mut got = sorted(&pair.a_cq.wait_results(7));
+    let mut got = sorted_contexts(&pair.a_cq.wait_results(7));
     got.dedup();
     assert_eq!(got, (1..=7).collect::<Vec<_>>());
     let statuses: Vec<NtStatus> = pair.a_cq.poll(16).iter().map(|r| r.status).collect();

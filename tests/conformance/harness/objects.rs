@@ -16,20 +16,21 @@ pub struct Addr {
 }
 
 impl Addr {
-    pub fn v4(ip: [u8; 4], port: u16) -> Self {
+    /// An address of `family` with `ip` at bytes `at` and `port`
+    /// (SOCKADDR_IN and SOCKADDR_IN6 share the family and port fields).
+    fn of(family: AddressFamily, at: std::ops::Range<usize>, ip: &[u8], port: u16) -> Self {
         let mut bytes = [0_u8; 28];
-        bytes[..2].copy_from_slice(&AF_INET.to_ne_bytes());
-        bytes[2..4].copy_from_slice(&port.to_be_bytes());
-        bytes[4..8].copy_from_slice(&ip);
-        Self { bytes }
+        bytes[..2].copy_from_slice(&family.to_ne_bytes());
+        bytes[at].copy_from_slice(ip);
+        Self { bytes }.with_port(port)
+    }
+
+    pub fn v4(ip: [u8; 4], port: u16) -> Self {
+        Self::of(AF_INET, 4..8, &ip, port)
     }
 
     pub fn v6(ip: [u8; 16], port: u16) -> Self {
-        let mut bytes = [0_u8; 28];
-        bytes[..2].copy_from_slice(&AF_INET6.to_ne_bytes());
-        bytes[2..4].copy_from_slice(&port.to_be_bytes());
-        bytes[8..24].copy_from_slice(&ip);
-        Self { bytes }
+        Self::of(AF_INET6, 8..24, &ip, port)
     }
 
     /// `::1`.

@@ -155,6 +155,27 @@ pub fn request_contexts(results: &[NdkResult]) -> Vec<usize> {
     results.iter().map(|r| r.request_context as usize).collect()
 }
 
+/// The request contexts of the results, sorted.
+pub fn sorted_contexts(results: &[NdkResult]) -> Vec<usize> {
+    let mut contexts = request_contexts(results);
+    contexts.sort_unstable();
+    contexts
+}
+
+/// Asserts that every result is a success or a cancellation: a request
+/// caught by a flush or a close is completed or cancelled, never failed
+/// otherwise (D5, E2).
+pub fn expect_completed_or_cancelled(results: &[NdkResult]) {
+    for r in results {
+        assert!(
+            r.status == STATUS_SUCCESS || r.status == STATUS_CANCELLED,
+            "request {}: {:#x}",
+            r.request_context as usize,
+            r.status
+        );
+    }
+}
+
 /// How long a check waits to see that a callback does *not* come (it is
 /// always followed by the positive check; no test asserts on timing).
 pub const SETTLE: Duration = Duration::from_millis(50);
@@ -208,14 +229,19 @@ pub fn each_with(contexts: std::ops::Range<usize>, status: NtStatus) -> Vec<(usi
     contexts.map(|context| (context, status)).collect()
 }
 
-/// [`ping`]s `there` from A's QP to B's, then `back` from B's to A's: each
-/// QP completes on its end's CQ and sends and receives through a page of
-/// memory of its end's PD (closed after).
-pub fn ping_both_ways((a, a_qp): (&End, &Qp), (b, b_qp): (&End, &Qp), there: &[u8], back: &[u8]) {
+/// [`ping`]s `payload` from A's QP to B's: each QP completes on its end's
+/// CQ and sends or receives through a page of memory of its end's PD
+/// (closed after). Proof that the two QPs are connected to each other.
+pub fn ping_once((a, a_qp): (&End, &Qp), (b, b_qp): (&End, &Qp), payload: &[u8]) {
     let mut a_mem = Mem::all(&a.pd, 4096, 0);
-    let mut b_mem = Mem::all(&b.pd, 4096, 0);
-    ping((a_qp, &a.cq, &mut a_mem), (b_qp, &b.cq, &b_mem), there);
-    ping((b_qp, &b.cq, &mut b_mem), (a_qp, &a.cq, &a_mem), back);
+    let b_mem = Mem::all(&b.pd, 4096, 0);
+    ping((a_qp, &a.cq, &mut a_mem), (b_qp, &b.cq, &b_mem), payload);
     a_mem.close();
     b_mem.close();
+}
+
+/// [`ping_once`]s `there` from A's QP to B's, then `back` from B's to A's.
+pub fn ping_both_ways(a: (&End, &Qp), b: (&End, &Qp), there: &[u8], back: &[u8]) {
+    ping_once(a, b, there);
+    ping_once(b, a, back);
 }
