@@ -275,47 +275,50 @@ impl Conn {
 
     /// Bytes received from the stream, in order.
     pub fn received(&self, bytes: &[u8], now: u64) {
-        let report = {
-            let mut phase = self.phase.lock();
-            match &mut *phase {
-                Phase::Linked(link) => {
-                    let link = Arc::clone(link);
-                    drop(phase);
-                    link.receive(bytes);
-                    return;
-                }
+        self.on_phase(
+            |link| link.receive(bytes),
+            |phase| match phase {
                 Phase::Draining(_, established) | Phase::Replied(_, established) => {
                     established.leftover.extend_from_slice(bytes);
                     Report::None
                 }
                 Phase::Setup(machine) => {
                     let result = machine.receive(bytes, now);
-                    self.step(&mut phase, result)
+                    self.step(phase, result)
                 }
-                Phase::Rejecting(_) | Phase::Over => Report::None,
-            }
-        };
-        self.report(report);
+                Phase::Linked(_) | Phase::Rejecting(_) | Phase::Over => Report::None,
+            },
+        );
     }
 
     /// The stream has room again: the setup's output, then the link's.
     pub fn writable(&self) {
-        let report = {
-            let mut phase = self.phase.lock();
-            match &mut *phase {
-                Phase::Linked(link) => {
-                    let link = Arc::clone(link);
-                    drop(phase);
-                    link.writable();
-                    return;
-                }
+        self.on_phase(
+            |link| link.writable(),
+            |phase| match phase {
                 Phase::Setup(machine) => {
                     self.flush(machine);
                     Report::None
                 }
-                Phase::Draining(..) | Phase::Rejecting(_) => self.drained(&mut phase),
-                Phase::Replied(..) | Phase::Over => Report::None,
+                Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
+                Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
+            },
+        );
+    }
+
+    /// A stream event: once the data path runs, `linked` gets the link with
+    /// the lock released; before, `setup` steps the phase under the lock
+    /// and what it asks is reported after.
+    fn on_phase(&self, linked: impl FnOnce(&Link), setup: impl FnOnce(&mut Phase) -> Report) {
+        let report = {
+            let mut phase = self.phase.lock();
+            if let Phase::Linked(link) = &*phase {
+                let link = Arc::clone(link);
+                drop(phase);
+                linked(&link);
+                return;
             }
+            setup(&mut phase)
         };
         self.report(report);
     }
