@@ -293,17 +293,14 @@ impl Conn {
 
     /// The stream has room again: the setup's output, then the link's.
     pub fn writable(&self) {
-        self.on_phase(
-            |link| link.writable(),
-            |phase| match phase {
-                Phase::Setup(machine) => {
-                    self.flush(machine);
-                    Report::None
-                }
-                Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
-                Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
-            },
-        );
+        self.on_phase(Link::writable, |phase| match phase {
+            Phase::Setup(machine) => {
+                self.flush(machine);
+                Report::None
+            }
+            Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
+            Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
+        });
     }
 
     /// A stream event: once the data path runs, `linked` gets the link with
