@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use softndk::kernel::net::{StreamEvents, TcpByteStream};
 use softndk::rnic::cq::Cq;
 use softndk::rnic::device::EngineMode;
-use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
+use softndk::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, ConnParts, Finish, LinkParams};
 use softndk::rnic::iwarp::link::{ByteStream, Link};
 use softndk::rnic::iwarp::mpa;
 use softndk::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
@@ -190,16 +190,23 @@ impl Side {
         }
     }
 
-    /// Starts `stream`'s events towards the connection `make` builds.
+    /// Starts `stream`'s events towards the connection `make` builds from
+    /// its parts (the link built with `params`, its events to `seen`).
     fn start(
         &mut self,
         stream: &Arc<TcpByteStream>,
-        make: impl FnOnce(Arc<dyn ByteStream>) -> Arc<Conn>,
+        params: LinkParams,
+        make: impl FnOnce(ConnParts) -> Arc<Conn>,
     ) {
-        let conn = make(Arc::new(Tcp(
-            Arc::clone(stream),
-            std::env::var_os("WIRE_NO_LEND").is_none(),
-        )));
+        let conn = make(ConnParts {
+            stream: Arc::new(Tcp(
+                Arc::clone(stream),
+                std::env::var_os("WIRE_NO_LEND").is_none(),
+            )),
+            params,
+            events: Arc::clone(&self.seen) as Arc<dyn ConnEvents>,
+            now: now_ms(),
+        });
         let glue = Arc::new(Glue::default());
         let _ = glue.0.set(Arc::clone(&conn));
         stream.start(glue).expect("start");
@@ -238,23 +245,23 @@ impl Pair {
             ord: READ_DEPTH,
             ..InitiatorConfig::default()
         };
-        let (qp, events) = (Arc::clone(&a.qp), Arc::clone(&a.seen));
-        a.start(&client, |stream| {
-            Conn::initiate(&qp, stream, &config, b"", params, events, now_ms()).expect("initiate")
+        let qp = Arc::clone(&a.qp);
+        a.start(&client, params, |parts| {
+            Conn::initiate(&qp, parts, &config, b"", Finish::AtReply).expect("initiate")
         });
-        let (qp, events) = (Arc::clone(&b.qp), Arc::clone(&b.seen));
+        let qp = Arc::clone(&b.qp);
         let responder = ResponderConfig {
             crc,
             ..ResponderConfig::default()
         };
-        b.start(&server, |stream| {
-            Conn::respond(&qp, stream, responder, params, events, now_ms())
+        b.start(&server, params, |parts| {
+            Conn::respond(Some(&qp), parts, responder)
         });
         b.seen.wait(|s| s.request);
         b.conn
             .as_ref()
             .expect("started")
-            .accept(READ_DEPTH, READ_DEPTH, b"", now_ms())
+            .accept(None, READ_DEPTH, READ_DEPTH, b"", now_ms())
             .expect("accept");
         a.seen.wait(|s| s.up);
         // Without RTR the responder is up once the initiator's first FPDU

@@ -44,7 +44,7 @@ use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::kernel::tcp::{
     AcceptEvents, ConnectEvents, Connected, Listening, Net, NetError, Stream, StreamEvents, Timer,
 };
-use crate::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, LinkParams};
+use crate::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, ConnParts, Finish, LinkParams};
 use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, MAX_IRD_ORD, RtrKinds};
 use crate::rnic::iwarp::setup::{Established, InitiatorConfig, PeerRequest, ResponderConfig};
@@ -398,8 +398,8 @@ impl WireConn {
                 let Some(setup) = conn.conn() else { return };
                 let now = conn.now();
                 // IRD = what this side takes (inbound), ORD = what it issues.
-                let result = setup.accept_with(
-                    &qp,
+                let result = setup.accept(
+                    Some(&qp),
                     ird_ord(limits.inbound),
                     ird_ord(limits.outbound),
                     &payload,
@@ -645,14 +645,18 @@ impl WireConn {
         let sink = self.sink();
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
         let pipe: Arc<dyn ByteStream> = Arc::new(Pipe::new(connected.stream, &self.wire, self));
-        let started = Conn::initiate_held(
+        let parts = ConnParts {
+            stream: pipe,
+            params: link_params(connected.mss),
+            events,
+            now: self.now(),
+        };
+        let started = Conn::initiate(
             &start.qp,
-            pipe,
+            parts,
             &config,
             &start.payload,
-            link_params(connected.mss),
-            events,
-            self.now(),
+            Finish::AtComplete,
         );
         if let Ok(conn) = started {
             *self.conn.lock() = Some(conn);
@@ -794,14 +798,13 @@ impl AcceptEvents for Accepted {
         };
         let sink = conn.sink();
         let events: Arc<dyn ConnEvents> = Arc::clone(&sink) as Arc<dyn ConnEvents>;
-        let setup = Conn::respond_unbound(
-            None,
-            Arc::new(Pipe::new(connection.stream, &self.wire, &conn)),
-            config,
-            link_params(connection.mss),
+        let parts = ConnParts {
+            stream: Arc::new(Pipe::new(connection.stream, &self.wire, &conn)),
+            params: link_params(connection.mss),
             events,
-            self.wire.net.now_ms(),
-        );
+            now: self.wire.net.now_ms(),
+        };
+        let setup = Conn::respond(None, parts, config);
         *conn.conn.lock() = Some(setup);
         {
             let mut pending = self.pending.lock();

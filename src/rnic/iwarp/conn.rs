@@ -61,7 +61,7 @@ pub trait ConnEvents: Send + Sync {
     fn established(&self, link: &Arc<Link>, private_data: &[u8]);
     /// The attempt failed; the stream is closed.
     fn failed(&self, failure: ConnFailure);
-    /// Initiator started with [`Conn::initiate_held`]: the responder
+    /// Initiator started with [`Conn::initiate`] with [`Finish::AtComplete`]: the responder
     /// accepted (`established`: what was agreed, the reply's private data).
     /// The link starts, and the RTR goes out, at [`Conn::complete`] (N13).
     fn replied(&self, established: &Established) {
@@ -125,7 +125,7 @@ impl Machine {
 enum Phase {
     /// The MPA exchange runs.
     Setup(Machine),
-    /// Initiator started with [`Conn::initiate_held`]: the reply accepted
+    /// Initiator started with [`Conn::initiate`] with [`Finish::AtComplete`]: the reply accepted
     /// the request; the RTR (if any) waits in the machine's output until
     /// [`Conn::complete`]. Bytes received meanwhile are kept in
     /// `established.leftover`.
@@ -176,105 +176,72 @@ impl core::fmt::Debug for Conn {
     }
 }
 
+/// What either side of a connection starts with, besides its QP and its
+/// side's MPA configuration.
+pub struct ConnParts {
+    /// The connected (initiator) or accepted (responder) stream.
+    pub stream: Arc<dyn ByteStream>,
+    /// What the link is built with once the setup succeeded.
+    pub params: LinkParams,
+    /// Who hears what the connection learns.
+    pub events: Arc<dyn ConnEvents>,
+    /// The clock in ms when the setup starts (its first wait counts from
+    /// it).
+    pub now: u64,
+}
+
+/// Where an initiator's connection stops once the reply accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// Nowhere: the RTR (if any) goes out and the link starts at once.
+    AtReply,
+    /// At [`ConnEvents::replied`]: the RTR and the link wait for
+    /// [`Conn::complete`], as NDK's Connect completes at the reply and
+    /// CompleteConnect finishes the connection (N13).
+    AtComplete,
+}
+
 impl Conn {
-    /// Starts the initiator's side on a connected `stream`: the MPA request
-    /// (IRD/ORD from `config`: the consumer's read limits, N20) with
-    /// `private_data` is offered at once. `now` is the clock in ms.
+    /// Starts the initiator's side on a connected stream (`parts`): the MPA
+    /// request (IRD/ORD from `config`: the consumer's read limits, N20) with
+    /// `private_data` is offered at once; `finish` says whether the
+    /// connection waits for [`Self::complete`] after the reply.
     ///
     /// # Errors
     /// The request cannot be built (private data too long, IRD/ORD out of
     /// range): nothing was sent.
     pub fn initiate(
         qp: &Arc<Qp>,
-        stream: Arc<dyn ByteStream>,
+        parts: ConnParts,
         config: &InitiatorConfig,
         private_data: &[u8],
-        params: LinkParams,
-        events: Arc<dyn ConnEvents>,
-        now: u64,
+        finish: Finish,
     ) -> Result<Arc<Self>, SetupError> {
-        Self::start(qp, stream, config, private_data, params, events, now, false)
-    }
-
-    /// As [`Self::initiate`], but the connection stops once the reply
-    /// accepted the request ([`ConnEvents::replied`]): the RTR and the link
-    /// wait for [`Self::complete`], as NDK's Connect completes at the reply
-    /// and CompleteConnect finishes the connection (N13).
-    ///
-    /// # Errors
-    /// As [`Self::initiate`].
-    pub fn initiate_held(
-        qp: &Arc<Qp>,
-        stream: Arc<dyn ByteStream>,
-        config: &InitiatorConfig,
-        private_data: &[u8],
-        params: LinkParams,
-        events: Arc<dyn ConnEvents>,
-        now: u64,
-    ) -> Result<Arc<Self>, SetupError> {
-        Self::start(qp, stream, config, private_data, params, events, now, true)
-    }
-
-    #[expect(clippy::too_many_arguments, reason = "the parts of an initiator")]
-    fn start(
-        qp: &Arc<Qp>,
-        stream: Arc<dyn ByteStream>,
-        config: &InitiatorConfig,
-        private_data: &[u8],
-        params: LinkParams,
-        events: Arc<dyn ConnEvents>,
-        now: u64,
-        held: bool,
-    ) -> Result<Arc<Self>, SetupError> {
-        let machine = Initiator::new(config, private_data, now)?;
-        let conn = Arc::new(Self {
-            qp: SpinLock::new(Some(Arc::clone(qp))),
-            stream,
-            params,
-            initiator: true,
-            held,
-            phase: SpinLock::new(Phase::Setup(Machine::Initiator(machine))),
-            events,
-        });
+        let machine = Initiator::new(config, private_data, parts.now)?;
+        let held = finish == Finish::AtComplete;
+        let conn = Self::new(Some(qp), parts, held, Machine::Initiator(machine));
         conn.writable();
         Ok(conn)
     }
 
-    /// Starts the responder's side on an accepted `stream`: it awaits the
-    /// request.
+    /// Starts the responder's side on an accepted stream (`parts`): it
+    /// awaits the request. `qp` `None`: the QP is not known yet and comes
+    /// with [`Self::accept`], as NDK's Accept names it.
     #[must_use]
-    pub fn respond(
-        qp: &Arc<Qp>,
-        stream: Arc<dyn ByteStream>,
-        config: ResponderConfig,
-        params: LinkParams,
-        events: Arc<dyn ConnEvents>,
-        now: u64,
-    ) -> Arc<Self> {
-        Self::respond_unbound(Some(qp), stream, config, params, events, now)
+    pub fn respond(qp: Option<&Arc<Qp>>, parts: ConnParts, config: ResponderConfig) -> Arc<Self> {
+        let machine = Responder::new(config, parts.now);
+        Self::new(qp, parts, false, Machine::Responder(Box::new(machine)))
     }
 
-    /// Starts the responder's side before its QP is known (`qp` `None`):
-    /// the QP comes with [`Self::accept_with`], as NDK's Accept names it.
-    #[must_use]
-    pub fn respond_unbound(
-        qp: Option<&Arc<Qp>>,
-        stream: Arc<dyn ByteStream>,
-        config: ResponderConfig,
-        params: LinkParams,
-        events: Arc<dyn ConnEvents>,
-        now: u64,
-    ) -> Arc<Self> {
+    fn new(qp: Option<&Arc<Qp>>, parts: ConnParts, held: bool, machine: Machine) -> Arc<Self> {
         Arc::new(Self {
             qp: SpinLock::new(qp.map(Arc::clone)),
-            stream,
-            params,
-            initiator: false,
-            held: false,
-            phase: SpinLock::new(Phase::Setup(Machine::Responder(Box::new(Responder::new(
-                config, now,
-            ))))),
-            events,
+            stream: parts.stream,
+            params: parts.params,
+            initiator: matches!(machine, Machine::Initiator(_)),
+            held,
+            phase: SpinLock::new(Phase::Setup(machine)),
+            events: parts.events,
         })
     }
 
@@ -308,47 +275,47 @@ impl Conn {
 
     /// Bytes received from the stream, in order.
     pub fn received(&self, bytes: &[u8], now: u64) {
-        let report = {
-            let mut phase = self.phase.lock();
-            match &mut *phase {
-                Phase::Linked(link) => {
-                    let link = Arc::clone(link);
-                    drop(phase);
-                    link.receive(bytes);
-                    return;
-                }
+        self.on_phase(
+            |link| link.receive(bytes),
+            |phase| match phase {
                 Phase::Draining(_, established) | Phase::Replied(_, established) => {
                     established.leftover.extend_from_slice(bytes);
                     Report::None
                 }
                 Phase::Setup(machine) => {
                     let result = machine.receive(bytes, now);
-                    self.step(&mut phase, result)
+                    self.step(phase, result)
                 }
-                Phase::Rejecting(_) | Phase::Over => Report::None,
-            }
-        };
-        self.report(report);
+                Phase::Linked(_) | Phase::Rejecting(_) | Phase::Over => Report::None,
+            },
+        );
     }
 
     /// The stream has room again: the setup's output, then the link's.
     pub fn writable(&self) {
+        self.on_phase(Link::writable, |phase| match phase {
+            Phase::Setup(machine) => {
+                self.flush(machine);
+                Report::None
+            }
+            Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
+            Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
+        });
+    }
+
+    /// A stream event: once the data path runs, `linked` gets the link with
+    /// the lock released; before, `setup` steps the phase under the lock
+    /// and what it asks is reported after.
+    fn on_phase(&self, linked: impl FnOnce(&Link), setup: impl FnOnce(&mut Phase) -> Report) {
         let report = {
             let mut phase = self.phase.lock();
-            match &mut *phase {
-                Phase::Linked(link) => {
-                    let link = Arc::clone(link);
-                    drop(phase);
-                    link.writable();
-                    return;
-                }
-                Phase::Setup(machine) => {
-                    self.flush(machine);
-                    Report::None
-                }
-                Phase::Draining(..) | Phase::Rejecting(_) => self.drained(&mut phase),
-                Phase::Replied(..) | Phase::Over => Report::None,
+            if let Phase::Linked(link) = &*phase {
+                let link = Arc::clone(link);
+                drop(phase);
+                linked(&link);
+                return;
             }
+            setup(&mut phase)
         };
         self.report(report);
     }
@@ -375,40 +342,17 @@ impl Conn {
     }
 
     /// Responder: accepts the request with this side's read limits (N20)
-    /// and `private_data`.
+    /// and `private_data`; `qp` names the QP when the responder started
+    /// without one ([`Self::respond`] with `None`), which the link connects
+    /// once the setup is over.
     ///
     /// # Errors
     /// Local mistakes (private data too long, IRD/ORD out of range) and
-    /// [`SetupError::WrongState`] (no request waiting) change nothing. A
-    /// passed decision deadline ends the attempt: it is reported through
-    /// [`ConnEvents::failed`] and this returns `Ok`.
+    /// [`SetupError::WrongState`] (no request waiting, or no QP named at
+    /// either step) change nothing. A passed decision deadline ends the
+    /// attempt: it is reported through [`ConnEvents::failed`] and this
+    /// returns `Ok`.
     pub fn accept(
-        &self,
-        ird: u16,
-        ord: u16,
-        private_data: &[u8],
-        now: u64,
-    ) -> Result<(), SetupError> {
-        self.accept_inner(None, ird, ord, private_data, now)
-    }
-
-    /// Responder started with [`Self::respond_unbound`]: accepts with `qp`,
-    /// which the link connects once the setup is over.
-    ///
-    /// # Errors
-    /// As [`Self::accept`].
-    pub fn accept_with(
-        &self,
-        qp: &Arc<Qp>,
-        ird: u16,
-        ord: u16,
-        private_data: &[u8],
-        now: u64,
-    ) -> Result<(), SetupError> {
-        self.accept_inner(Some(qp), ird, ord, private_data, now)
-    }
-
-    fn accept_inner(
         &self,
         qp: Option<&Arc<Qp>>,
         ird: u16,
@@ -466,7 +410,7 @@ impl Conn {
         Ok(())
     }
 
-    /// Initiator started with [`Self::initiate_held`], after
+    /// Initiator started with [`Self::initiate`] with [`Finish::AtComplete`], after
     /// [`ConnEvents::replied`]: sends the RTR (if one was agreed) and starts
     /// the link ([`ConnEvents::established`] follows, or
     /// [`ConnEvents::failed`] when the QP cannot be connected).

@@ -60,6 +60,24 @@ use super::mpa::{MpaError, Negotiated, RtrKinds};
 use super::rdmap::RdmapError;
 use super::terminate::{LlpCode, MAX_TERMINATE_LEN, TermCode};
 
+/// The output both machines give their caller, from their `out`
+/// ([`buffers::Outbox`]): declared once for [`Initiator`] and [`Responder`].
+macro_rules! output_methods {
+    () => {
+        /// Bytes to write to the stream next.
+        #[must_use]
+        pub fn output(&self) -> &[u8] {
+            self.out.pending()
+        }
+
+        /// Drops the first `n` bytes of [`Self::output`], written by the
+        /// caller.
+        pub fn advance_output(&mut self, n: usize) {
+            self.out.advance(n);
+        }
+    };
+}
+
 mod buffers;
 mod initiator;
 mod responder;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::kernel::net::{StreamEvents, TcpByteStream};
 use crate::kernel::sync::{Arc, Weak};
-use crate::rnic::iwarp::conn::Conn;
+use crate::rnic::iwarp::conn::{Conn, ConnEvents, ConnParts, LinkParams};
 use crate::rnic::iwarp::link::ByteStream;
 use crate::rnic::qp::QpState;
 use crate::rnic::testing::{Side, TestCq};
@@ -24,6 +24,21 @@ pub(crate) const WAIT: Duration = Duration::from_secs(20);
 /// The clock a `Conn` runs on, in ms.
 pub(crate) fn now() -> u64 {
     crate::kernel::time::now_100ns() / 10_000
+}
+
+/// A connection's parts on `stream`, its link built with `params`, its
+/// setup starting [`now`].
+pub(crate) fn parts(
+    stream: Arc<dyn ByteStream>,
+    params: LinkParams,
+    events: Arc<dyn ConnEvents>,
+) -> ConnParts {
+    ConnParts {
+        stream,
+        params,
+        events,
+        now: now(),
+    }
 }
 
 /// Polls `done` until it holds, failing after [`WAIT`] (bounded in count

@@ -14,7 +14,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Mutex;
 
-use super::{Conn, ConnEvents, ConnFailure, LinkParams};
+use super::{Conn, ConnEvents, ConnFailure, Finish, LinkParams};
 use crate::kernel::net::TcpByteStream;
 use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::device::{Device, EngineMode};
@@ -23,7 +23,7 @@ use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
 use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig, SetupError};
-use crate::rnic::iwarp::tcp_testing::{self, Glue, WAIT, now, sockets, wait_until};
+use crate::rnic::iwarp::tcp_testing::{self, Glue, WAIT, now, parts, sockets, wait_until};
 use crate::rnic::iwarp::terminate::{
     Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
@@ -138,19 +138,23 @@ fn start(
 
 fn initiator(side: &Side, socket: TcpStream, config: &InitiatorConfig) -> End {
     start(socket, |stream, seen| {
-        Conn::initiate(&side.qp, stream, config, b"", PARAMS, seen, now()).unwrap()
+        Conn::initiate(
+            &side.qp,
+            parts(stream, PARAMS, seen),
+            config,
+            b"",
+            Finish::AtReply,
+        )
+        .unwrap()
     })
 }
 
 fn responder(side: &Side, socket: TcpStream) -> End {
     start(socket, |stream, seen| {
         Conn::respond(
-            &side.qp,
-            stream,
+            Some(&side.qp),
+            parts(stream, PARAMS, seen),
             ResponderConfig::default(),
-            PARAMS,
-            seen,
-            now(),
         )
     })
 }
@@ -161,7 +165,7 @@ fn connect_pair(a: &Side, b: &Side) -> (End, End) {
     let ea = initiator(a, client, &InitiatorConfig::default());
     let eb = responder(b, server);
     assert!(matches!(eb.seen.next(), Seen::Request));
-    eb.conn.accept(1, 1, b"", now()).unwrap();
+    eb.conn.accept(None, 1, 1, b"", now()).unwrap();
     assert!(matches!(ea.seen.next(), Seen::Up));
     assert!(matches!(eb.seen.next(), Seen::Up));
     (ea, eb)
@@ -442,7 +446,7 @@ fn hostile_connection(side: &Side, crc: bool, local_responds: bool) -> (End, Hos
         };
         peer.send(&Hostile::frame(&MpaFrame::request(crc, enhanced, &[])));
         assert!(matches!(end.seen.next(), Seen::Request));
-        end.conn.accept(1, 1, b"", now()).unwrap();
+        end.conn.accept(None, 1, 1, b"", now()).unwrap();
         let reply = peer.read_frame(FrameKind::Reply);
         let (reply, _) = MpaFrame::parse(&reply, FrameKind::Reply).unwrap();
         assert!(!reply.reject && reply.crc == crc);

@@ -8,14 +8,14 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::sync::Mutex;
 
-use super::{Conn, ConnEvents, ConnFailure, LinkParams};
+use super::{Conn, ConnEvents, ConnFailure, Finish, LinkParams};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::iwarp::link::Link;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
 use crate::rnic::iwarp::tcp_testing::{
-    Glue, WAIT, completions, now, sockets, start, wait_state, wait_until,
+    Glue, WAIT, completions, now, parts, sockets, start, wait_state, wait_until,
 };
 use crate::rnic::qp::{Payload, QpState};
 use crate::rnic::testing::{CONFIG, Side};
@@ -80,7 +80,14 @@ fn initiator(side: &Side, socket: TcpStream, config: &InitiatorConfig, data: &[u
     let seen = Arc::new(Recorder::default());
     let events = Arc::clone(&seen);
     let started = start(socket, |stream| {
-        Conn::initiate(&side.qp, stream, config, data, PARAMS, events, now()).unwrap()
+        Conn::initiate(
+            &side.qp,
+            parts(stream, PARAMS, events),
+            config,
+            data,
+            Finish::AtReply,
+        )
+        .unwrap()
     });
     End {
         conn: started.conn,
@@ -95,7 +102,7 @@ fn responder(side: &Side, socket: TcpStream, config: ResponderConfig) -> End {
     let seen = Arc::new(Recorder::default());
     let events = Arc::clone(&seen);
     let started = start(socket, |stream| {
-        Conn::respond(&side.qp, stream, config, PARAMS, events, now())
+        Conn::respond(Some(&side.qp), parts(stream, PARAMS, events), config)
     });
     End {
         conn: started.conn,
@@ -131,7 +138,7 @@ fn test_connect_accept_private_data_and_read_limits_rule_n20() {
         };
         assert_eq!(request.private_data, b"hello");
         assert_eq!((request.ird, request.ord), (Some(4), Some(1)));
-        eb.conn.accept(2, 3, b"welcome", now()).unwrap();
+        eb.conn.accept(None, 2, 3, b"welcome", now()).unwrap();
         let Seen::Up(data, limits_a) = ea.seen.next() else {
             panic!("initiator not up");
         };
@@ -264,7 +271,7 @@ fn test_graceful_disconnect_both_ways() {
         let ea = initiator(&a, client, &InitiatorConfig::default(), b"");
         let eb = responder(&b, server, ResponderConfig::default());
         assert!(matches!(eb.seen.next(), Seen::Request(_)));
-        eb.conn.accept(1, 1, b"", now()).unwrap();
+        eb.conn.accept(None, 1, 1, b"", now()).unwrap();
         assert!(matches!(ea.seen.next(), Seen::Up(..)));
         assert!(matches!(eb.seen.next(), Seen::Up(..)));
         let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };

@@ -10,7 +10,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use std::sync::Mutex;
 
-use super::tests::{RW, config, linked_sides, statuses};
+use super::tests::{Linked, RW, config, statuses};
 use super::{ByteStream, Link};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
@@ -18,7 +18,6 @@ use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::Message;
 use crate::rnic::qp::Payload;
-use crate::rnic::testing::Side;
 use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// One direction: bytes taken and not yet delivered, within a window.
@@ -97,34 +96,23 @@ impl ByteStream for LendPipe {
 }
 
 struct Wire {
-    a: Side,
-    b: Side,
-    la: Arc<Link>,
-    lb: Arc<Link>,
-    ab: Arc<LendPipe>,
-    ba: Arc<LendPipe>,
-    /// Every byte delivered a → b.
-    log_ab: Mutex<Vec<u8>>,
+    linked: Linked<LendPipe>,
     chunk: usize,
+}
+
+impl core::ops::Deref for Wire {
+    type Target = Linked<LendPipe>;
+    fn deref(&self) -> &Linked<LendPipe> {
+        &self.linked
+    }
 }
 
 impl Wire {
     fn new(window: usize, chunk: usize, crc: bool, lends: bool) -> Self {
         let cfg = config(crc, 4);
-        let (ab, ba) = (LendPipe::new(window, lends), LendPipe::new(window, lends));
-        let (a, b, la, lb) = linked_sides(
-            EngineMode::Inline,
-            (Arc::clone(&ab) as _, Arc::clone(&ba) as _),
-            (cfg, cfg),
-        );
+        let pipes = (LendPipe::new(window, lends), LendPipe::new(window, lends));
         Self {
-            a,
-            b,
-            la,
-            lb,
-            ab,
-            ba,
-            log_ab: Mutex::new(Vec::new()),
+            linked: Linked::new(EngineMode::Inline, pipes, (cfg, cfg)),
             chunk,
         }
     }

@@ -57,20 +57,22 @@ impl Chunks {
     }
 }
 
+/// A pipe pair with its two linked sides and the pipe's own bookkeeping.
 struct Wire {
-    a: Side,
-    b: Side,
-    la: Arc<Link>,
-    lb: Arc<Link>,
-    ab: Arc<Pipe>,
-    ba: Arc<Pipe>,
-    /// Every byte delivered a → b and b → a.
-    log_ab: Mutex<Vec<u8>>,
+    linked: Linked<Pipe>,
+    /// Every byte delivered b → a (a → b: `linked.log_ab`).
     log_ba: Mutex<Vec<u8>>,
     close_seen: Mutex<(bool, bool)>,
     chunks: Mutex<Chunks>,
     max_chunk: usize,
     crc: bool,
+}
+
+impl core::ops::Deref for Wire {
+    type Target = Linked<Pipe>;
+    fn deref(&self) -> &Linked<Pipe> {
+        &self.linked
+    }
 }
 
 pub(super) const MULPDU: u16 = 64;
@@ -89,20 +91,44 @@ pub(super) fn config(crc: bool, ord: u32) -> LinkConfig {
     }
 }
 
-/// A QP on each of two fresh devices (`mode`), A sending into `streams.0`
-/// and B into `streams.1`, linked with `configs`: (A, B, A's link, B's).
-pub(super) fn linked_sides(
-    mode: EngineMode,
-    streams: (Arc<dyn ByteStream>, Arc<dyn ByteStream>),
-    configs: (LinkConfig, LinkConfig),
-) -> (Side, Side, Arc<Link>, Arc<Link>) {
-    let da = Device::new(Limits::DEFAULT, mode).unwrap();
-    let db = Device::new(Limits::DEFAULT, mode).unwrap();
-    let a = Side::new(&da, 0xA, CONFIG);
-    let b = Side::new(&db, 0xB, CONFIG);
-    let la = connect(&a.qp, streams.0, configs.0).unwrap();
-    let lb = connect(&b.qp, streams.1, configs.1).unwrap();
-    (a, b, la, lb)
+/// A QP on each of two fresh devices, A sending into the pipe `ab` and B
+/// into `ba`, each through its link (`la`, `lb`): what the in-memory wires
+/// of these tests and `lend_tests.rs` share.
+pub(super) struct Linked<P> {
+    pub(super) a: Side,
+    pub(super) b: Side,
+    pub(super) la: Arc<Link>,
+    pub(super) lb: Arc<Link>,
+    pub(super) ab: Arc<P>,
+    pub(super) ba: Arc<P>,
+    /// Every byte delivered a → b.
+    pub(super) log_ab: Mutex<Vec<u8>>,
+}
+
+impl<P: ByteStream + 'static> Linked<P> {
+    /// Links the two sides (devices in `mode`) over the pipes `(ab, ba)`
+    /// with `configs` (A's, B's).
+    pub(super) fn new(
+        mode: EngineMode,
+        (ab, ba): (Arc<P>, Arc<P>),
+        configs: (LinkConfig, LinkConfig),
+    ) -> Self {
+        let da = Device::new(Limits::DEFAULT, mode).unwrap();
+        let db = Device::new(Limits::DEFAULT, mode).unwrap();
+        let a = Side::new(&da, 0xA, CONFIG);
+        let b = Side::new(&db, 0xB, CONFIG);
+        let la = connect(&a.qp, Arc::clone(&ab) as _, configs.0).unwrap();
+        let lb = connect(&b.qp, Arc::clone(&ba) as _, configs.1).unwrap();
+        Self {
+            a,
+            b,
+            la,
+            lb,
+            ab,
+            ba,
+            log_ab: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl Wire {
@@ -128,20 +154,8 @@ impl Wire {
                 closed: Mutex::new(None),
             })
         };
-        let (ab, ba) = (pipe(), pipe());
-        let (a, b, la, lb) = linked_sides(
-            mode,
-            (Arc::clone(&ab) as _, Arc::clone(&ba) as _),
-            (cfg, cfg_b),
-        );
         Self {
-            a,
-            b,
-            la,
-            lb,
-            ab,
-            ba,
-            log_ab: Mutex::new(Vec::new()),
+            linked: Linked::new(mode, (pipe(), pipe()), (cfg, cfg_b)),
             log_ba: Mutex::new(Vec::new()),
             close_seen: Mutex::new((false, false)),
             chunks: Mutex::new(Chunks(seed | 1)),

@@ -83,16 +83,7 @@ impl Responder {
         }
     }
 
-    /// Bytes to write to the stream next.
-    #[must_use]
-    pub fn output(&self) -> &[u8] {
-        self.out.pending()
-    }
-
-    /// Drops the first `n` bytes of [`Self::output`], written by the caller.
-    pub fn advance_output(&mut self, n: usize) {
-        self.out.advance(n);
-    }
+    output_methods!();
 
     /// When [`Self::tick`] must be called at the latest, while waiting.
     #[must_use]
