@@ -124,7 +124,7 @@ fn fail<S: Setup>(this: &S, status: NtStatus, context: *mut c_void) {
 }
 
 /// The request a [`completed`] instance finishes (its `REQUEST`).
-pub(super) const CREATE: u8 = 0;
+const CREATE: u8 = 0;
 /// `WskBind`.
 const BIND: u8 = 1;
 /// `WskCloseSocket`.
