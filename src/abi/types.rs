@@ -231,6 +231,27 @@ pub struct Mdl {
     pub byte_offset: u32,
 }
 
+impl Mdl {
+    /// A lone header (no next MDL, no process, no flags, not mapped)
+    /// describing `byte_count` bytes at `start_va + byte_offset`; `size` is
+    /// the header's own 0x30 bytes. A caller that sets `mdl_flags` or
+    /// `mapped_system_va` does so with struct update syntax.
+    #[must_use]
+    pub const fn over(start_va: *mut c_void, byte_offset: u32, byte_count: u32) -> Self {
+        Self {
+            next: core::ptr::null_mut(),
+            size: 0x30,
+            mdl_flags: 0,
+            padding_0c: 0,
+            process: core::ptr::null_mut(),
+            mapped_system_va: core::ptr::null_mut(),
+            start_va,
+            byte_count,
+            byte_offset,
+        }
+    }
+}
+
 assert_layouts! {
     layout_ndk_version: NdkVersion, size 0x4, align 2 { major: 0x0, minor: 0x2 }
     layout_guid: Guid, size 0x10, align 4 { data1: 0x0, data2: 0x4, data3: 0x6, data4: 0x8 }

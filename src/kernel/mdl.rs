@@ -187,18 +187,13 @@ mod tests {
 
     fn mdl_over(buf: &mut [u8], flags: i16) -> Mdl {
         let base = buf.as_mut_ptr();
+        // An unaligned "page start" is fine on the host: only the sum with
+        // `byte_offset` is used.
+        let start_va = base.wrapping_sub(3).cast::<c_void>();
         Mdl {
-            next: core::ptr::null_mut(),
-            size: 0x30,
             mdl_flags: flags,
-            padding_0c: 0,
-            process: core::ptr::null_mut(),
             mapped_system_va: base.cast::<c_void>(),
-            // An unaligned "page start" is fine on the host: only the sum
-            // with `byte_offset` is used.
-            start_va: base.wrapping_sub(3).cast::<c_void>(),
-            byte_count: u32::try_from(buf.len()).unwrap(),
-            byte_offset: 3,
+            ..Mdl::over(start_va, 3, u32::try_from(buf.len()).unwrap())
         }
     }
 

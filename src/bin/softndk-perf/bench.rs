@@ -256,9 +256,15 @@ pub fn bandwidth(link: &Link, op: Op, size: usize, config: &Config) -> Result<Ba
         for (slot, bytes) in src.bytes_mut().chunks_exact_mut(size).enumerate() {
             fill(bytes, seed(op as u64, size, run_number, slot));
         }
+        let buffers = Buffers {
+            a: &a,
+            b: &b,
+            size,
+            slots,
+        };
         let run = match op {
-            Op::Write | Op::Read => rdma(link, op, &a, &b, size, slots, n, config)?,
-            Op::Send => send(link, &a, &b, size, slots, n, false, config)?,
+            Op::Write | Op::Read => rdma(link, op, buffers, n, config)?,
+            Op::Send => send(link, buffers, n, false, config)?,
         };
         let (src, dst) = if op == Op::Read { (&b, &a) } else { (&a, &b) };
         let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
@@ -314,19 +320,21 @@ fn slot_sges(region: &Region, size: usize, slots: usize, sge: usize) -> Vec<Vec<
     lists
 }
 
-/// `n` RDMA Writes (A's buffer to B's) or Reads (B's buffer into A's),
-/// `queue_depth` in flight.
-#[allow(clippy::too_many_arguments, reason = "one run's whole description")]
-fn rdma(
-    link: &Link,
-    op: Op,
-    a: &Region,
-    b: &Region,
+/// The buffers of one run: `slots` message slots of `size` bytes in A's
+/// region and as many in B's (slot `i` at offset `i * size`; message `i`
+/// uses slot `i % slots`).
+#[derive(Clone, Copy)]
+struct Buffers<'r> {
+    a: &'r Region,
+    b: &'r Region,
     size: usize,
     slots: usize,
-    n: u64,
-    config: &Config,
-) -> Result<Run> {
+}
+
+/// `n` RDMA Writes (A's buffer to B's) or Reads (B's buffer into A's),
+/// `queue_depth` in flight.
+fn rdma(link: &Link, op: Op, buffers: Buffers<'_>, n: u64, config: &Config) -> Result<Run> {
+    let Buffers { a, b, size, slots } = buffers;
     let sges = slot_sges(a, size, slots, config.sge);
     let remote: Vec<u64> = (0..slots).map(|slot| b.address(slot * size)).collect();
     let token = b.remote_token();
@@ -363,17 +371,8 @@ fn rdma(
 /// `n` Sends from A's buffer into receives that a second thread posts on B
 /// and reaps, `queue_depth` in flight; with `defer`, each batch of posts is
 /// one chain of `NDK_OP_FLAG_DEFER` requests rung by its last.
-#[allow(clippy::too_many_arguments, reason = "one run's whole description")]
-fn send(
-    link: &Link,
-    a: &Region,
-    b: &Region,
-    size: usize,
-    slots: usize,
-    n: u64,
-    defer: bool,
-    config: &Config,
-) -> Result<Run> {
+fn send(link: &Link, buffers: Buffers<'_>, n: u64, defer: bool, config: &Config) -> Result<Run> {
+    let Buffers { a, b, size, slots } = buffers;
     let sges = slot_sges(a, size, slots, config.sge);
     let receive_sges = slot_sges(b, size, slots, 1);
     let receive_depth = receive_depth(config.queue_depth) as u64;
@@ -494,7 +493,13 @@ pub fn rate(link: &Link, config: &Config) -> Result<Rate> {
                         seed(0x5E4D + u64::from(defer), size, run_number, slot),
                     );
                 }
-                let run = send(link, &a, &b, size, slots, n, defer, config)?;
+                let buffers = Buffers {
+                    a: &a,
+                    b: &b,
+                    size,
+                    slots,
+                };
+                let run = send(link, buffers, n, defer, config)?;
                 let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
                 verify("Send", a.bytes(), b.bytes(), size, used)?;
                 Ok((run, ()))

@@ -600,17 +600,7 @@ impl Memory {
         let start_va = storage.as_ptr().wrapping_add(start).cast_mut().cast();
         let byte_count =
             u32::try_from(len).map_err(|_| format!("a region of {len} bytes is too large"))?;
-        let mdl = Box::new(Mdl {
-            next: ptr::null_mut(),
-            size: 0x30,
-            mdl_flags: 0,
-            padding_0c: 0,
-            process: ptr::null_mut(),
-            mapped_system_va: ptr::null_mut(),
-            start_va,
-            byte_count,
-            byte_offset: 0,
-        });
+        let mdl = Box::new(Mdl::over(start_va, 0, byte_count));
         Ok(Self {
             storage,
             start,

@@ -20,7 +20,7 @@ pub fn draw(report: &Report, path: &Path) -> Result<()> {
         return Err("--plot needs at least one bandwidth test (--op write, read or send)".into());
     }
     let error = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
-    let mut sizes: Vec<u64> = report.bandwidth.iter().map(|r| r.size).collect();
+    let mut sizes: Vec<u64> = report.bandwidth.iter().map(|r| r.timed.size).collect();
     sizes.sort_unstable();
     sizes.dedup();
     // memcpy at each size: the mean of the memcpy figures measured beside
@@ -31,7 +31,7 @@ pub fn draw(report: &Report, path: &Path) -> Result<()> {
             let at: Vec<f64> = report
                 .bandwidth
                 .iter()
-                .filter(|r| r.size == s)
+                .filter(|r| r.timed.size == s)
                 .map(|r| r.memcpy_gb_per_s)
                 .collect();
             (float(s), at.iter().sum::<f64>() / float(at.len() as u64))
@@ -118,8 +118,8 @@ fn draw_operations(chart: &mut Chart<'_>, report: &Report) -> std::result::Resul
             let points: Vec<(f64, f64)> = report
                 .bandwidth
                 .iter()
-                .filter(|r| r.op == op && r.engine == engine)
-                .map(|r| (float(r.size), r.gb_per_s))
+                .filter(|r| r.timed.op == op && r.timed.engine == engine)
+                .map(|r| (float(r.timed.size), r.gb_per_s))
                 .collect();
             if points.is_empty() {
                 continue;

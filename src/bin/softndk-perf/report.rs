@@ -52,21 +52,44 @@ pub struct Settings {
     pub duration_s: Option<f64>,
 }
 
-/// One bandwidth figure.
+/// What a bandwidth or ping-pong figure timed, and the completions its run
+/// counted (the first fields of its JSON row).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BandwidthRow {
+pub struct Timed {
     /// `write`, `read` or `send`.
     pub op: String,
     /// `inline` or `deferred`.
     pub engine: String,
     /// Bytes per message.
     pub size: u64,
-    /// Messages timed.
+    /// Messages (bandwidth) or round trips (ping-pong) timed.
     pub iterations: u64,
-    /// Successful initiator completions counted.
+    /// Successful initiator completions counted (on the timing side).
     pub completions: u64,
-    /// Successful receive completions counted (Send only, else 0).
+    /// Successful receive completions counted (on the timing side; 0 for
+    /// a Write or Read).
     pub receive_completions: u64,
+}
+
+impl Timed {
+    /// Its line of the table: `test`, its engine, size and count, then
+    /// `figures` (the result, the baseline and their ratio).
+    fn line(&self, out: &mut String, test: &str, figures: [&str; 3]) {
+        let [result, baseline, ratio] = figures;
+        let (bytes, iters) = (size(self.size), count(self.iterations));
+        line(
+            out,
+            [test, &self.engine, &bytes, &iters, result, baseline, ratio],
+        );
+    }
+}
+
+/// One bandwidth figure.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BandwidthRow {
+    /// What was timed.
+    #[serde(flatten)]
+    pub timed: Timed,
     /// Seconds.
     pub seconds: f64,
     /// Bandwidth, 10^9 bytes per second.
@@ -82,18 +105,9 @@ pub struct BandwidthRow {
 /// One ping-pong figure.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LatencyRow {
-    /// `send`.
-    pub op: String,
-    /// `inline` or `deferred`.
-    pub engine: String,
-    /// Bytes per message.
-    pub size: u64,
-    /// Round trips timed.
-    pub iterations: u64,
-    /// Successful send completions counted on the timing side.
-    pub completions: u64,
-    /// Successful receive completions counted on the timing side.
-    pub receive_completions: u64,
+    /// What was timed (op `send`).
+    #[serde(flatten)]
+    pub timed: Timed,
     /// Median half round trip.
     pub median_ns: f64,
     /// 99th percentile half round trip.
@@ -170,9 +184,9 @@ impl Report {
             .bandwidth
             .iter()
             .filter(|r| {
-                r.engine == "inline"
-                    && (r.op == "write" || r.op == "read")
-                    && (1 << 20..=8 << 20).contains(&r.size)
+                r.timed.engine == "inline"
+                    && (r.timed.op == "write" || r.timed.op == "read")
+                    && (1 << 20..=8 << 20).contains(&r.timed.size)
             })
             .map(|r| r.vs_memcpy)
             .reduce(f64::min);
@@ -187,7 +201,7 @@ impl Report {
             });
         }
         let busy = |row: &LatencyRow| row.cacheline_median_ns > CONTENDED_HANDOFF_NS;
-        let inline_latency = self.latency.iter().find(|r| r.engine == "inline");
+        let inline_latency = self.latency.iter().find(|r| r.timed.engine == "inline");
         if let Some(row) = inline_latency {
             goals.push(Goal {
                 name: "64 B Send/Recv half RTT vs cache-line hand-off (inline)".into(),
@@ -216,7 +230,7 @@ impl Report {
                 judged: true,
             });
         }
-        let deferred_latency = self.latency.iter().find(|r| r.engine == "deferred");
+        let deferred_latency = self.latency.iter().find(|r| r.timed.engine == "deferred");
         if let (Some(inline), Some(deferred)) = (inline_latency, deferred_latency) {
             let ratio = deferred.median_ns / inline.median_ns;
             goals.push(Goal {
@@ -256,18 +270,15 @@ impl Report {
             "test", "engine", "bytes", "iters", "result", "baseline (same run)", "ratio"
         );
         for row in &self.bandwidth {
-            let test = match row.op.as_str() {
+            let test = match row.timed.op.as_str() {
                 "write" => "RDMA Write",
                 "read" => "RDMA Read",
                 _ => "Send",
             };
-            line(
+            row.timed.line(
                 &mut out,
+                test,
                 [
-                    test,
-                    &row.engine,
-                    &size(row.size),
-                    &count(row.iterations),
                     &format!(
                         "{:>8.3} GB/s {:>8.3} Mmsg/s",
                         row.gb_per_s,
@@ -279,13 +290,10 @@ impl Report {
             );
         }
         for row in &self.latency {
-            line(
+            row.timed.line(
                 &mut out,
+                "Send/Recv half RTT",
                 [
-                    "Send/Recv half RTT",
-                    &row.engine,
-                    &size(row.size),
-                    &count(row.iterations),
                     &format!(
                         "{} p99 {} p99.9 {}",
                         ns(row.median_ns),
@@ -331,7 +339,7 @@ impl Report {
                      each have a core (the machine was busy), so the latency goals of this \
                      run are not judged; run again on a quieter machine",
                     ns(row.cacheline_median_ns),
-                    row.engine
+                    row.timed.engine
                 );
             }
         }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use crate::bench::{self, Config, Op, Timing};
 use crate::ndk::{Link, QpShape, Result};
 use crate::options::{self, Engine, Options, Test};
-use crate::report::{BandwidthRow, LatencyRow, Machine, RateFigure, RateRow, Report, Settings};
+use crate::report::{
+    BandwidthRow, LatencyRow, Machine, RateFigure, RateRow, Report, Settings, Timed,
+};
 
 /// The tool's entry point.
 pub fn main() -> ExitCode {
@@ -177,12 +179,7 @@ fn measure(options: &Options, engine: Engine) -> Result<Report> {
         ));
         let figure = bench::latency(&link, &config)?;
         report.latency.push(LatencyRow {
-            op: "send".into(),
-            engine: mode.into(),
-            size: bench::SMALL as u64,
-            iterations: figure.run.iterations,
-            completions: figure.run.completions,
-            receive_completions: figure.run.receive_completions,
+            timed: timed(Op::Send, mode, bench::SMALL, &figure.run),
             median_ns: figure.half.median,
             p99_ns: figure.half.p99,
             p999_ns: figure.half.p999,
@@ -220,17 +217,24 @@ fn bandwidth_row(op: Op, engine: &str, size: usize, figure: &bench::Bandwidth) -
     let memcpy_bytes = bench::float(figure.memcpy.iterations) * bench::float(size as u64);
     let memcpy_gb_per_s = memcpy_bytes / figure.memcpy.seconds / 1e9;
     BandwidthRow {
-        op: format!("{op:?}").to_lowercase(),
-        engine: engine.into(),
-        size: size as u64,
-        iterations: figure.run.iterations,
-        completions: figure.run.completions,
-        receive_completions: figure.run.receive_completions,
+        timed: timed(op, engine, size, &figure.run),
         seconds: figure.run.seconds,
         gb_per_s,
         msg_per_s: bench::float(figure.run.iterations) / figure.run.seconds,
         memcpy_gb_per_s,
         vs_memcpy: gb_per_s / memcpy_gb_per_s,
+    }
+}
+
+/// What `run` timed: `op` of `size` bytes on the `engine`.
+fn timed(op: Op, engine: &str, size: usize, run: &bench::Run) -> Timed {
+    Timed {
+        op: format!("{op:?}").to_lowercase(),
+        engine: engine.into(),
+        size: size as u64,
+        iterations: run.iterations,
+        completions: run.completions,
+        receive_completions: run.receive_completions,
     }
 }
 

@@ -48,7 +48,7 @@ use super::irp::{BufferMdl, OwnedIrp, outcome};
 use super::setup::{self, Setup};
 use super::{WskClient, borrow_arc, from_sockaddr, socket_table, to_sockaddr};
 use crate::abi::{
-    AF_INET, AF_INET6, IPPROTO_UDP, Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, SOCK_DGRAM,
+    IPPROTO_UDP, Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, SOCK_DGRAM,
     STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED,
     STATUS_SUCCESS, SockAddrInet, WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf,
     WskClientDatagramDispatch, WskDatagramIndication, WskProviderDatagramDispatch, WskSocket,
@@ -274,31 +274,7 @@ impl WskDatagram {
         for slot in &this.slots {
             slot.owner.store(owner, Ordering::Release);
         }
-        client.socket_opened();
-        let context = Arc::into_raw(Arc::clone(&this)).cast_mut().cast::<c_void>();
-        let routine = setup::completed::<Self, { setup::CREATE }>;
-        // SAFETY: a new, idle IRP; the context is the socket's reference.
-        unsafe { this.control_irp.prepare(routine, context) };
-        let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
-        let dispatch = client.dispatch();
-        // SAFETY: a captured provider; the client table is static; the IRP
-        // stays valid until its completion (the socket's reference keeps
-        // this object).
-        let _ = unsafe {
-            (dispatch.wsk_socket)(
-                client.npi.client,
-                family,
-                SOCK_DGRAM,
-                IPPROTO_UDP,
-                WSK_FLAG_DATAGRAM_SOCKET,
-                context,
-                (&raw const DATAGRAM_DISPATCH).cast(),
-                core::ptr::null_mut(),
-                core::ptr::null_mut(),
-                core::ptr::null_mut(),
-                this.control_irp.as_ptr(),
-            )
-        };
+        setup::create(&this, local.is_ipv4());
         Ok(this)
     }
 
@@ -463,6 +439,11 @@ impl WskDatagram {
 
 impl Setup for WskDatagram {
     const EVENTS: u32 = WSK_EVENT_RECEIVE_FROM;
+    const KIND: (u16, u32, u32) = (SOCK_DGRAM, IPPROTO_UDP, WSK_FLAG_DATAGRAM_SOCKET);
+
+    fn event_table() -> *const c_void {
+        (&raw const DATAGRAM_DISPATCH).cast()
+    }
 
     fn client(&self) -> &WskClient {
         &self.client

@@ -692,16 +692,13 @@ fn pieces(data: &[u8], piece: usize, pad: u8) -> Vec<Vec<u8>> {
 fn chain_of(storage: &mut [Vec<u8>]) -> Vec<Mdl> {
     let mut chain: Vec<Mdl> = storage
         .iter_mut()
-        .map(|stored| Mdl {
-            next: core::ptr::null_mut(),
-            size: 0x30,
-            mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
-            padding_0c: 0,
-            process: core::ptr::null_mut(),
-            mapped_system_va: stored.as_mut_ptr().cast(),
-            start_va: stored.as_mut_ptr().cast(),
-            byte_count: u32::try_from(stored.len()).unwrap(),
-            byte_offset: 0,
+        .map(|stored| {
+            let len = u32::try_from(stored.len()).unwrap();
+            Mdl {
+                mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
+                mapped_system_va: stored.as_mut_ptr().cast(),
+                ..Mdl::over(stored.as_mut_ptr().cast(), 0, len)
+            }
         })
         .collect();
     let base = chain.as_mut_ptr();

@@ -212,15 +212,9 @@ mod imp {
 
     pub(super) unsafe fn mdl_for(buf: NonNull<u8>, len: u32) -> Option<NonNull<Mdl>> {
         let mdl = crate::kernel::mem::try_box(Mdl {
-            next: core::ptr::null_mut(),
-            size: 0x30,
             mdl_flags: MDL_SOURCE_IS_NONPAGED_POOL,
-            padding_0c: 0,
-            process: core::ptr::null_mut(),
             mapped_system_va: buf.as_ptr().cast(),
-            start_va: buf.as_ptr().cast(),
-            byte_count: len,
-            byte_offset: 0,
+            ..Mdl::over(buf.as_ptr().cast(), 0, len)
         })?;
         NonNull::new(alloc::boxed::Box::into_raw(mdl))
     }

@@ -1142,33 +1142,7 @@ pub fn listen(
         local: UnsafeCell::new(to_sockaddr(local)),
         send_capacity,
     });
-    client.socket_opened();
-    let context = Arc::into_raw(Arc::clone(&listener))
-        .cast_mut()
-        .cast::<c_void>();
-    let routine = setup::completed::<WskListener, { setup::CREATE }>;
-    // SAFETY: a new, idle IRP.
-    unsafe { listener.irp.prepare(routine, context) };
-    let dispatch = client.dispatch();
-    let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
-    // SAFETY: a captured provider; the dispatch table is static; the IRP
-    // stays valid until its completion (the socket's reference keeps the
-    // listener).
-    let _ = unsafe {
-        (dispatch.wsk_socket)(
-            client.npi.client,
-            family,
-            SOCK_STREAM,
-            IPPROTO_TCP,
-            WSK_FLAG_LISTEN_SOCKET,
-            context,
-            (&raw const LISTEN_DISPATCH).cast(),
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-            listener.irp.as_ptr(),
-        )
-    };
+    setup::create(&listener, local.is_ipv4());
     Ok(listener)
 }
 
@@ -1206,6 +1180,11 @@ impl WskListener {
 impl setup::Setup for WskListener {
     // The accepted sockets inherit receive and disconnect.
     const EVENTS: u32 = WSK_EVENT_ACCEPT | WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT;
+    const KIND: (u16, u32, u32) = (SOCK_STREAM, IPPROTO_TCP, WSK_FLAG_LISTEN_SOCKET);
+
+    fn event_table() -> *const c_void {
+        (&raw const LISTEN_DISPATCH).cast()
+    }
 
     fn client(&self) -> &WskClient {
         &self.client

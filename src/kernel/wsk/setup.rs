@@ -1,9 +1,10 @@
 //! The life of a socket that is set up in two requests on one IRP — create,
 //! then bind — and closed with a third on the same IRP: the listening socket
 //! ([`super::WskListener`]) and the datagram socket ([`super::WskDatagram`]).
-//! Their completion routines are the same logic over two kinds of object,
-//! so they are written once here, generic over [`Setup`], and instantiated
-//! per kind (`completed::<WskListener, CREATE>`...).
+//! Their creation request and completion routines are the same logic over
+//! two kinds of object, so they are written once here, generic over
+//! [`Setup`], and instantiated per kind ([`create`],
+//! `completed::<WskListener, CREATE>`...).
 //!
 //! The object's socket reference (`Arc::into_raw`, given to WSK as the
 //! context of every request here) is released by `closed` once
@@ -17,7 +18,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 use super::irp::{OwnedIrp, outcome};
 use super::{borrow_arc, enable_events};
 use crate::abi::{
-    Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, STATUS_INSUFFICIENT_RESOURCES,
+    AF_INET, AF_INET6, Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_MORE_PROCESSING_REQUIRED, SockAddrInet, WskSocket,
 };
 
@@ -37,6 +38,10 @@ pub(super) enum Step {
 pub(super) trait Setup: Send + Sync + Sized + 'static {
     /// The events enabled as soon as the socket exists.
     const EVENTS: u32;
+    /// `WskSocket`'s socket type, protocol and `WSK_FLAG_*` for this kind.
+    const KIND: (u16, u32, u32);
+    /// The kind's own dispatch table (its event callbacks), for `WskSocket`.
+    fn event_table() -> *const c_void;
     /// The captured provider the socket was opened on.
     fn client(&self) -> &super::WskClient;
     /// The provider's socket (null until created and after closed).
@@ -60,6 +65,38 @@ pub(super) trait Setup: Send + Sync + Sized + 'static {
 /// from (`Arc::into_raw` and `Arc::as_ptr` agree).
 fn context_of<S: Setup>(this: &S) -> *mut c_void {
     core::ptr::from_ref(this).cast_mut().cast()
+}
+
+/// Takes the socket's reference (the context of every request here) and
+/// issues `WskSocket` for an IPv4 or IPv6 (`ipv4`) socket of `S`'s kind;
+/// the completion of [`CREATE`] follows, then the bind.
+pub(super) fn create<S: Setup>(this: &Arc<S>, ipv4: bool) {
+    let client = this.client();
+    client.socket_opened();
+    let context = Arc::into_raw(Arc::clone(this)).cast_mut().cast::<c_void>();
+    // SAFETY: a new, idle IRP; the context is the socket's reference.
+    unsafe { this.control_irp().prepare(completed::<S, CREATE>, context) };
+    let family = if ipv4 { AF_INET } else { AF_INET6 };
+    let (socket_type, protocol, flags) = S::KIND;
+    let dispatch = client.dispatch();
+    // SAFETY: a captured provider; the kind's table is static; the IRP
+    // stays valid until its completion (the socket's reference keeps the
+    // object).
+    let _ = unsafe {
+        (dispatch.wsk_socket)(
+            client.npi.client,
+            family,
+            socket_type,
+            protocol,
+            flags,
+            context,
+            S::event_table(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            this.control_irp().as_ptr(),
+        )
+    };
 }
 
 /// Issues `WskCloseSocket`; [`closed`] follows.
@@ -87,7 +124,7 @@ fn fail<S: Setup>(this: &S, status: NtStatus, context: *mut c_void) {
 }
 
 /// The request a [`completed`] instance finishes (its `REQUEST`).
-pub(super) const CREATE: u8 = 0;
+const CREATE: u8 = 0;
 /// `WskBind`.
 const BIND: u8 = 1;
 /// `WskCloseSocket`.

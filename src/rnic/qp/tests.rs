@@ -399,6 +399,20 @@ impl Kit {
         }
     }
 
+    /// Posts from A a Bind of its window over the first `len` bytes of
+    /// `bindable`, for remote Reads.
+    fn bind_readable(&self, context: usize, len: u64, flags: WrFlags) -> Result<(), PostError> {
+        self.a().qp.post_bind(
+            context,
+            &self.bindable.mr,
+            &self.mw,
+            self.bindable.raddr(0),
+            len,
+            Access::REMOTE_READ,
+            flags,
+        )
+    }
+
     /// Maps B's fast region through B's own QP (set-up for a
     /// SendAndInvalidate), waiting for it so that it is mapped before A's
     /// next request runs.
@@ -1595,16 +1609,7 @@ mod connected_flags {
                 WrFlags::empty(),
             )
             .unwrap();
-            a.qp.post_bind(
-                4,
-                &kit.bindable.mr,
-                &kit.mw,
-                kit.bindable.raddr(0),
-                16,
-                Access::REMOTE_READ,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            kit.bind_readable(4, 16, WrFlags::empty()).unwrap();
             kit.a_fast.post(a, 5, RW, WrFlags::empty()).unwrap();
             a.qp.post_invalidate(
                 6,
@@ -1856,16 +1861,7 @@ mod deferred {
                 .unwrap();
         }
         let d = WrFlags::DEFER;
-        a.qp.post_bind(
-            1,
-            &kit.bindable.mr,
-            &kit.mw,
-            kit.bindable.raddr(0),
-            64,
-            Access::REMOTE_READ,
-            d,
-        )
-        .unwrap();
+        kit.bind_readable(1, 64, d).unwrap();
         kit.a_fast.post(a, 2, RW, d).unwrap();
         a.qp.post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&kit.a_fast.mr)), d)
             .unwrap();
@@ -2220,17 +2216,7 @@ mod deferred {
         both(|mode| {
             let kit = Kit::new(mode);
             let a = kit.a();
-            let bind = |ctx, flags| {
-                a.qp.post_bind(
-                    ctx,
-                    &kit.bindable.mr,
-                    &kit.mw,
-                    kit.bindable.raddr(0),
-                    32,
-                    Access::REMOTE_READ,
-                    flags,
-                )
-            };
+            let bind = |ctx, flags| kit.bind_readable(ctx, 32, flags);
             bind(1, WrFlags::DEFER).unwrap();
             a.qp.post_invalidate(2, InvalidateTarget::Mw(Arc::clone(&kit.mw)), WrFlags::DEFER)
                 .unwrap();
@@ -2678,18 +2664,7 @@ mod error {
                     .unwrap();
             });
             check_statuses(mode, (Bind, InvalidRequest), |k| {
-                k.a()
-                    .qp
-                    .post_bind(
-                        1,
-                        &k.bindable.mr,
-                        &k.mw,
-                        k.bindable.raddr(0),
-                        8,
-                        Access::REMOTE_READ,
-                        WrFlags::DEFER,
-                    )
-                    .unwrap();
+                k.bind_readable(1, 8, WrFlags::DEFER).unwrap();
                 assert_eq!(
                     k.bindable.mr.deregister(Box::new(|| {})),
                     Ok(crate::rnic::mr::Progress::Done)
@@ -2710,18 +2685,7 @@ mod error {
             });
             check_statuses(mode, (Bind, Cancelled), |k| {
                 let d = WrFlags::DEFER;
-                k.a()
-                    .qp
-                    .post_bind(
-                        1,
-                        &k.bindable.mr,
-                        &k.mw,
-                        k.bindable.raddr(0),
-                        8,
-                        Access::REMOTE_READ,
-                        d,
-                    )
-                    .unwrap();
+                k.bind_readable(1, 8, d).unwrap();
                 k.a_fast.post(k.a(), 2, RW, d).unwrap();
                 k.a()
                     .qp

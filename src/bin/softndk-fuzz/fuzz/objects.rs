@@ -105,17 +105,8 @@ impl Buffer {
         let start = base.align_offset(PAGE_SIZE) + GUARD;
         storage[start..start + len].fill(0);
         let start_va = base.wrapping_add(start);
-        let mdl = Box::new(Mdl {
-            next: ptr::null_mut(),
-            size: 0x30,
-            mdl_flags: 0,
-            padding_0c: 0,
-            process: ptr::null_mut(),
-            mapped_system_va: ptr::null_mut(),
-            start_va: start_va.cast(),
-            byte_count: u32::try_from(len).unwrap_or(u32::MAX),
-            byte_offset: 0,
-        });
+        let byte_count = u32::try_from(len).unwrap_or(u32::MAX);
+        let mdl = Box::new(Mdl::over(start_va.cast(), 0, byte_count));
         Self {
             storage,
             start,
