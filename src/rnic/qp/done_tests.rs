@@ -55,19 +55,67 @@ fn pair(mode: EngineMode, scq_depth: u32, depth: u32) -> Pair {
     Pair { a, b }
 }
 
-/// A Write of chunk `ctx` of `src` to chunk `ctx` of `target`, under `key`.
-fn write(
-    side: &Side,
-    ctx: usize,
-    src: &Registered,
-    target: &Registered,
+/// A chain's pair (as [`pair`]), a pattern source of 16 chunks on A and a
+/// zeroed target of as many on B, and the target's token.
+struct Chain {
+    pair: Pair,
+    src: Registered,
+    target: Registered,
     key: u32,
-    flags: WrFlags,
-) -> Result<(), PostError> {
-    let at = (ctx * CHUNK) as u64;
-    let sge: Sge = src.sge(at, CHUNK as u32);
-    side.qp
-        .post_write(ctx, Payload::Sges(&[sge]), target.raddr(at), key, flags)
+}
+
+impl Chain {
+    fn new(mode: EngineMode, scq_depth: u32, depth: u32, seed: u8) -> Self {
+        let pair = pair(mode, scq_depth, depth);
+        let src = pair.a.pattern(16 * CHUNK, seed, RW);
+        let target = pair.b.buffer(16 * CHUNK, 0, RW);
+        let key = target.rkey();
+        Self {
+            pair,
+            src,
+            target,
+            key,
+        }
+    }
+
+    /// A Write of chunk `ctx` of the source to chunk `ctx` of the target,
+    /// under `key`.
+    fn write_with(&self, ctx: usize, key: u32, flags: WrFlags) -> Result<(), PostError> {
+        let at = (ctx * CHUNK) as u64;
+        let sge: Sge = self.src.sge(at, CHUNK as u32);
+        self.pair.a.qp.post_write(
+            ctx,
+            Payload::Sges(&[sge]),
+            self.target.raddr(at),
+            key,
+            flags,
+        )
+    }
+
+    /// [`write_with`](Self::write_with) the target's own token.
+    fn write(&self, ctx: usize, flags: WrFlags) -> Result<(), PostError> {
+        self.write_with(ctx, self.key, flags)
+    }
+
+    /// Writes `contexts` as one chain: each `DEFER` but the last, which
+    /// rings the doorbell for all (D2).
+    fn write_chain(&self, contexts: core::ops::Range<usize>) {
+        let last = contexts.end - 1;
+        for ctx in contexts {
+            let flags = if ctx < last {
+                WrFlags::DEFER
+            } else {
+                WrFlags::empty()
+            };
+            self.write(ctx, flags).unwrap();
+        }
+    }
+
+    /// Whether chunk `ctx` of the target holds chunk `ctx` of the source.
+    fn moved(&self, ctx: usize) -> bool {
+        let chunk = ctx * CHUNK..(ctx + 1) * CHUNK;
+        self.target.buffer.bytes()[chunk.clone()] == self.src.buffer.bytes()[chunk]
+    }
 }
 
 /// (context, opcode, status) of each completion `side`'s initiator CQ holds.
@@ -79,36 +127,27 @@ fn completions(side: &Side) -> Vec<(usize, Opcode, WcStatus)> {
         .collect()
 }
 
-/// Whether chunk `ctx` of `target` holds chunk `ctx` of `src`.
-fn moved(src: &Registered, target: &Registered, ctx: usize) -> bool {
-    let chunk = ctx * CHUNK..(ctx + 1) * CHUNK;
-    target.buffer.bytes()[chunk.clone()] == src.buffer.bytes()[chunk]
-}
-
 #[test]
 fn test_chain_of_mixed_ops_completes_in_post_order_without_silent_ones_rule_p23_p14() {
     for mode in [EngineMode::Inline, EngineMode::Deferred] {
-        let pair = pair(mode, 64, 8);
-        let (a, b) = (&pair.a, &pair.b);
-        let src = a.pattern(8 * CHUNK, 1, RW);
-        let target = b.buffer(8 * CHUNK, 0, RW);
+        let chain = Chain::new(mode, 64, 8, 1);
+        let (a, b) = (&chain.pair.a, &chain.pair.b);
         let sink = a.buffer(CHUNK, 0, RW);
         let inbox = b.buffer(CHUNK, 0, RW);
         b.qp.post_receive(20, &[inbox.sge(0, CHUNK as u32)])
             .unwrap();
         let defer = WrFlags::DEFER;
         let silent = WrFlags::DEFER | WrFlags::SILENT_SUCCESS;
-        let key = target.rkey();
-        write(a, 1, &src, &target, key, defer).unwrap();
-        write(a, 2, &src, &target, key, silent).unwrap();
+        chain.write(1, defer).unwrap();
+        chain.write(2, silent).unwrap();
         let read = [sink.sge(0, CHUNK as u32)];
-        a.qp.post_read(3, &read, target.raddr(CHUNK as u64), key, defer)
-            .unwrap();
-        let send = [src.sge(0, CHUNK as u32)];
+        let at = chain.target.raddr(CHUNK as u64);
+        a.qp.post_read(3, &read, at, chain.key, defer).unwrap();
+        let send = [chain.src.sge(0, CHUNK as u32)];
         a.qp.post_send(4, Payload::Sges(&send), silent, None)
             .unwrap();
-        write(a, 6, &src, &target, key, WrFlags::empty()).unwrap();
-        pair.settle();
+        chain.write(6, WrFlags::empty()).unwrap();
+        chain.pair.settle();
         let ok = |ctx, op| (ctx, op, WcStatus::Success);
         assert_eq!(
             completions(a),
@@ -119,11 +158,9 @@ fn test_chain_of_mixed_ops_completes_in_post_order_without_silent_ones_rule_p23_
             ],
             "{mode:?}: post order, silent successes left out"
         );
-        assert!(
-            [1, 2, 6].iter().all(|&ctx| moved(&src, &target, ctx)),
-            "{mode:?}"
-        );
-        assert_eq!(sink.buffer.bytes(), &src.buffer.bytes()[CHUNK..2 * CHUNK]);
+        assert!([1, 2, 6].iter().all(|&ctx| chain.moved(ctx)), "{mode:?}");
+        let read_back = &chain.src.buffer.bytes()[CHUNK..2 * CHUNK];
+        assert_eq!(sink.buffer.bytes(), read_back, "{mode:?}");
         assert_eq!(b.rcq.drain().len(), 1, "{mode:?}: the silent Send arrived");
     }
 }
@@ -132,31 +169,16 @@ fn test_chain_of_mixed_ops_completes_in_post_order_without_silent_ones_rule_p23_
 fn test_chain_filling_the_queue_leaves_every_slot_free_once_completed_rule_p24() {
     for mode in [EngineMode::Inline, EngineMode::Deferred] {
         let depth = 4;
-        let pair = pair(mode, 64, depth);
-        let src = pair.a.pattern(16 * CHUNK, 2, RW);
-        let target = pair.b.buffer(16 * CHUNK, 0, RW);
-        let key = target.rkey();
+        let chain = Chain::new(mode, 64, depth, 2);
         for round in 0..3_usize {
-            for k in 0..depth as usize {
-                let flags = if k + 1 < depth as usize {
-                    WrFlags::DEFER
-                } else {
-                    WrFlags::empty()
-                };
-                write(&pair.a, round * 4 + k, &src, &target, key, flags).unwrap();
-            }
-            pair.settle();
-            let done = completions(&pair.a);
-            let want: Vec<_> = (round * 4..round * 4 + 4).collect();
-            let got: Vec<_> = done.iter().map(|c| c.0).collect();
-            assert_eq!(got, want, "{mode:?}: round {round}");
+            let contexts = round * 4..round * 4 + 4;
+            chain.write_chain(contexts.clone());
+            chain.pair.settle();
+            let got: Vec<_> = completions(&chain.pair.a).iter().map(|c| c.0).collect();
+            assert_eq!(got, contexts.collect::<Vec<_>>(), "{mode:?}: round {round}");
             // Every slot is free again: the next round fills the queue anew.
         }
-        assert_eq!(
-            write(&pair.a, 12, &src, &target, key, WrFlags::DEFER),
-            Ok(()),
-            "{mode:?}"
-        );
+        assert_eq!(chain.write(12, WrFlags::DEFER), Ok(()), "{mode:?}");
     }
 }
 
@@ -164,27 +186,18 @@ fn test_chain_filling_the_queue_leaves_every_slot_free_once_completed_rule_p24()
 fn test_chain_overflowing_the_cq_ends_the_connection_before_the_next_executes_rule_e10() {
     for mode in [EngineMode::Inline, EngineMode::Deferred] {
         // Room for two completions: the third Write's overflows the CQ.
-        let pair = pair(mode, 2, 8);
-        let src = pair.a.pattern(8 * CHUNK, 3, RW);
-        let target = pair.b.buffer(8 * CHUNK, 0, RW);
-        let key = target.rkey();
-        for ctx in 1..=5 {
-            let flags = if ctx < 5 {
-                WrFlags::DEFER
-            } else {
-                WrFlags::empty()
-            };
-            write(&pair.a, ctx, &src, &target, key, flags).unwrap();
-        }
-        pair.settle();
+        let chain = Chain::new(mode, 2, 8, 3);
+        chain.write_chain(1..6);
+        chain.pair.settle();
+        let pair = &chain.pair;
         assert!(pair.a.scq.cq.is_error(), "{mode:?}");
         let ok = |ctx| (ctx, Opcode::Write, WcStatus::Success);
         assert_eq!(completions(&pair.a), [ok(1), ok(2)], "{mode:?}");
         // The third executed before its completion overflowed; the fourth,
         // read again after the connection ended, did not execute (E10, E5).
-        assert!((1..=3).all(|ctx| moved(&src, &target, ctx)), "{mode:?}");
+        assert!((1..=3).all(|ctx| chain.moved(ctx)), "{mode:?}");
         assert!(
-            !(4..=5).any(|ctx| moved(&src, &target, ctx)),
+            !(4..=5).any(|ctx| chain.moved(ctx)),
             "{mode:?}: executed after the overflow"
         );
         assert_eq!(pair.a.qp.state(), QpState::Error, "{mode:?}");
@@ -195,25 +208,14 @@ fn test_chain_overflowing_the_cq_ends_the_connection_before_the_next_executes_ru
 #[test]
 fn test_chain_failing_in_the_middle_cancels_the_rest_rule_e5() {
     for mode in [EngineMode::Inline, EngineMode::Deferred] {
-        let pair = pair(mode, 64, 8);
-        let src = pair.a.pattern(8 * CHUNK, 4, RW);
-        let target = pair.b.buffer(8 * CHUNK, 0, RW);
-        let key = target.rkey();
+        let chain = Chain::new(mode, 64, 8, 4);
         let defer = WrFlags::DEFER;
-        write(&pair.a, 1, &src, &target, key, defer).unwrap();
-        write(&pair.a, 2, &src, &target, key ^ 0x5A5A_0000, defer).unwrap();
-        write(
-            &pair.a,
-            3,
-            &src,
-            &target,
-            key,
-            defer | WrFlags::SILENT_SUCCESS,
-        )
-        .unwrap();
-        write(&pair.a, 4, &src, &target, key, WrFlags::empty()).unwrap();
-        pair.settle();
-        let done = completions(&pair.a);
+        chain.write(1, defer).unwrap();
+        chain.write_with(2, chain.key ^ 0x5A5A_0000, defer).unwrap();
+        chain.write(3, defer | WrFlags::SILENT_SUCCESS).unwrap();
+        chain.write(4, WrFlags::empty()).unwrap();
+        chain.pair.settle();
+        let done = completions(&chain.pair.a);
         assert_eq!(done.len(), 4, "{mode:?}: {done:?}");
         assert_eq!(done[0], (1, Opcode::Write, WcStatus::Success), "{mode:?}");
         assert_eq!((done[1].0, done[1].1), (2, Opcode::Write), "{mode:?}");
@@ -230,8 +232,8 @@ fn test_chain_failing_in_the_middle_cancels_the_rest_rule_e5() {
             ],
             "{mode:?}"
         );
-        assert!(moved(&src, &target, 1), "{mode:?}");
-        assert!(!(2..=4).any(|ctx| moved(&src, &target, ctx)), "{mode:?}");
-        assert_eq!(pair.a.qp.state(), QpState::Error, "{mode:?}");
+        assert!(chain.moved(1), "{mode:?}");
+        assert!(!(2..=4).any(|ctx| chain.moved(ctx)), "{mode:?}");
+        assert_eq!(chain.pair.a.qp.state(), QpState::Error, "{mode:?}");
     }
 }
