@@ -589,9 +589,5 @@ mod tests;
 #[cfg(not(loom))]
 mod e3_tests;
 
-#[cfg(test)]
-#[cfg(not(loom))]
-mod done_tests;
-
 #[cfg(all(test, loom))]
 mod loom_tests;

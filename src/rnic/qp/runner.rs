@@ -443,3 +443,7 @@ impl Done {
         })
     }
 }
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod done_tests;

@@ -8,10 +8,10 @@
 //! (P24), a CQ overflow in the middle of a chain (E10) and a failure in the
 //! middle of a chain (E5).
 
-use super::{Payload, PostError, Qp, QpConfig, QpState};
 use crate::kernel::sync::Arc;
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::mr::Pd;
+use crate::rnic::qp::{Payload, PostError, Qp, QpConfig, QpState, connect};
 use crate::rnic::testing::{CONFIG, Pair, Registered, Side, TestCq};
 use crate::rnic::types::{Access, Limits, Opcode, Sge, WcStatus, WrFlags};
 
@@ -51,7 +51,7 @@ fn pair(mode: EngineMode, scq_depth: u32, depth: u32) -> Pair {
         qp,
     };
     let b = Side::new(&Device::new(Limits::DEFAULT, mode).unwrap(), 0xB, config);
-    super::connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
+    connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
     Pair { a, b }
 }
 
