@@ -201,8 +201,10 @@ impl Qp {
     pub(super) fn process(self: &Arc<Self>) {
         let mut scratch = Scratch::new();
         let mut tokens = engine::Tokens::default();
-        // A request that succeeded and waits to be removed and reported.
-        let mut done: Option<SendWqe> = None;
+        // A Send, Write or Read that succeeded and waits to be removed and
+        // reported: only what its completion needs, not the request (a copy
+        // of the request is moved and dropped once, not carried round).
+        let mut done: Option<Done> = None;
         // The peer as the send queue named it for the last request: cloned
         // again only when that changes, not per request (two atomic counts
         // on a line the peer's threads share; docs/performance.md).
@@ -214,16 +216,17 @@ impl Qp {
                     sq.ring.pop();
                     sq.rung = sq.rung.saturating_sub(1);
                 }
-                if let Some(link) = sq.link.clone() {
+                if let Some(link) = &sq.link {
+                    let link = Arc::clone(link);
                     drop(sq);
-                    if let Some(wqe) = done.take() {
-                        self.report(&wqe, WcStatus::Success);
+                    if let Some(done) = done.take() {
+                        self.report_done(done);
                     }
                     // The iWARP data path: FPDUs out, completions in post order.
                     link.run(self);
                     return;
                 }
-                let next = self.copy_rung_into(&sq, 0, &mut scratch);
+                let next = self.copy_rung_into(&sq, &mut scratch);
                 let same_peer = match (&peer, &sq.peer) {
                     (Some(held), Some(now)) => Arc::ptr_eq(held, now),
                     (None, None) => true,
@@ -239,8 +242,8 @@ impl Qp {
                 (next, sq.state, replaced)
             };
             drop(replaced);
-            if let Some(wqe) = done.take()
-                && self.report(&wqe, WcStatus::Success)
+            if let Some(done) = done.take()
+                && self.report_done(done)
             {
                 // Its completion ended the connection (a CQ overflow): the
                 // next request, still queued, is read again in that light.
@@ -267,15 +270,9 @@ impl Qp {
                 }
                 _ => WcStatus::Cancelled,
             };
-            if status.is_success()
-                && matches!(
-                    wqe.op,
-                    SendOp::Send { .. } | SendOp::Write { .. } | SendOp::Read { .. }
-                )
-            {
-                done = Some(wqe);
-            } else {
-                self.retire(&wqe, status);
+            match Done::of(&wqe, status) {
+                Some(succeeded) => done = Some(succeeded),
+                None => self.retire(&wqe, status),
             }
         }
     }
@@ -303,40 +300,52 @@ impl Qp {
         if index >= sq.rung {
             return None;
         }
-        let wqe = sq.ring.get(index)?.clone();
-        let slot = sq.ring.slot_of(index);
-        let sge_base = slot.saturating_mul(self.sge_cap);
-        let nsge = wqe.nsge.min(MAX_SGE);
-        if let (Some(src), Some(dst)) =
-            (sq.sges.get(sge_base..sge_base + nsge), sges.get_mut(..nsge))
-        {
-            dst.copy_from_slice(src);
-        }
-        let inline_base = slot.saturating_mul(self.inline_cap);
-        let n = wqe.inline_len.min(MAX_INLINE);
-        if let (Some(src), Some(dst)) = (
-            sq.inline.get(inline_base..inline_base + n),
-            inline.get_mut(..n),
-        ) {
-            dst.copy_from_slice(src);
-        }
-        Some(wqe)
+        let (slot, wqe) = sq.ring.get_with_slot(index)?;
+        self.copy_data(sq, slot, wqe, sges, inline);
+        Some(wqe.clone())
     }
 
-    /// [`copy_rung`](Self::copy_rung) into `scratch`, which makes room for
-    /// many SGEs or long inline data only for a request that has them.
-    pub(super) fn copy_rung_into(
+    /// The head request of `sq`, when rung, copied as
+    /// [`copy_rung`](Self::copy_rung) does into `scratch`, which makes room
+    /// for many SGEs or long inline data only for a request that has them.
+    pub(super) fn copy_rung_into(&self, sq: &SendQueue, scratch: &mut Scratch) -> Option<SendWqe> {
+        if sq.rung == 0 {
+            return None;
+        }
+        let (slot, wqe) = sq.ring.get_with_slot(0)?;
+        let (sges, inline) = scratch.room(wqe.nsge, wqe.inline_len);
+        self.copy_data(sq, slot, wqe, sges, inline);
+        Some(wqe.clone())
+    }
+
+    /// Copies the SGEs and inline bytes of `wqe`, queued in `slot`.
+    fn copy_data(
         &self,
         sq: &SendQueue,
-        index: usize,
-        scratch: &mut Scratch,
-    ) -> Option<SendWqe> {
-        let (nsge, inline_len) = {
-            let wqe = sq.ring.get(index)?;
-            (wqe.nsge, wqe.inline_len)
-        };
-        let (sges, inline) = scratch.room(nsge, inline_len);
-        self.copy_rung(sq, index, sges, inline)
+        slot: usize,
+        wqe: &SendWqe,
+        sges: &mut [Sge],
+        inline: &mut [u8],
+    ) {
+        let nsge = wqe.nsge.min(MAX_SGE);
+        if nsge > 0 {
+            let sge_base = slot.saturating_mul(self.sge_cap);
+            if let (Some(src), Some(dst)) =
+                (sq.sges.get(sge_base..sge_base + nsge), sges.get_mut(..nsge))
+            {
+                dst.copy_from_slice(src);
+            }
+        }
+        let n = wqe.inline_len.min(MAX_INLINE);
+        if n > 0 {
+            let inline_base = slot.saturating_mul(self.inline_cap);
+            if let (Some(src), Some(dst)) = (
+                sq.inline.get(inline_base..inline_base + n),
+                inline.get_mut(..n),
+            ) {
+                dst.copy_from_slice(src);
+            }
+        }
     }
 
     /// The ring slot of the `index`th queued request and its opcode.
@@ -370,16 +379,7 @@ impl Qp {
             SendOp::FastRegister { mr, slot } => mr.unstage(*slot),
             _ => {}
         }
-        let mut ended = false;
-        // P14/P15: silent success produces nothing; failures always report.
-        if !(status.is_success() && wqe.flags.contains(WrFlags::SILENT_SUCCESS)) {
-            ended = !self.complete_initiator(Completion::new(
-                status,
-                wqe.op.opcode(),
-                self.config.context,
-                wqe.context,
-            ));
-        }
+        let mut ended = self.complete(status, wqe.op.opcode(), wqe.flags, wqe.context);
         if !status.is_success() && status != WcStatus::Cancelled {
             // E5: an error completion terminates the connection.
             self.terminate();
@@ -387,4 +387,63 @@ impl Qp {
         }
         ended
     }
+
+    /// [`report`](Self::report) for a Send, Write or Read that succeeded:
+    /// nothing to release, nothing to terminate.
+    fn report_done(self: &Arc<Self>, done: Done) -> bool {
+        self.complete(WcStatus::Success, done.opcode, done.flags, done.context)
+    }
+
+    /// Queues the completion of a request unless it is a silent success;
+    /// `true` when the CQ refused it and the connection ended.
+    fn complete(
+        self: &Arc<Self>,
+        status: WcStatus,
+        opcode: Opcode,
+        flags: WrFlags,
+        context: usize,
+    ) -> bool {
+        // P14/P15: silent success produces nothing; failures always report.
+        if status.is_success() && flags.contains(WrFlags::SILENT_SUCCESS) {
+            return false;
+        }
+        !self.complete_initiator(Completion::new(
+            status,
+            opcode,
+            self.config.context,
+            context,
+        ))
+    }
 }
+
+/// What the completion of a Send, Write or Read that succeeded needs: all
+/// [`Qp::report_done`] reads, so the runner carries this instead of the
+/// request until it removes the request from the ring.
+#[derive(Clone, Copy)]
+struct Done {
+    opcode: Opcode,
+    flags: WrFlags,
+    context: usize,
+}
+
+impl Done {
+    /// For `wqe` completed with `status`, when it is a Send, Write or Read
+    /// that succeeded (removed together with the copy of the next request);
+    /// `None` when it is retired on its own (a failure, E5, or an operation
+    /// with something to release).
+    fn of(wqe: &SendWqe, status: WcStatus) -> Option<Self> {
+        let data = matches!(
+            wqe.op,
+            SendOp::Send { .. } | SendOp::Write { .. } | SendOp::Read { .. }
+        );
+        (data && status.is_success()).then(|| Self {
+            opcode: wqe.op.opcode(),
+            flags: wqe.flags,
+            context: wqe.context,
+        })
+    }
+}
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod done_tests;
