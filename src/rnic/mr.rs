@@ -307,21 +307,25 @@ enum MrState {
     Fast(Box<Fast>),
 }
 
+/// The bit of `Mr::users` that says a deregistration or close waits for
+/// the uses to end; the other bits count them.
+const PENDING: usize = 1 << (usize::BITS - 1);
+
 /// A memory region.
 pub struct Mr {
     pd: Arc<Pd>,
     _slot: Slot,
     fast: bool,
     state: SpinLock<MrState>,
-    /// Segments currently resolved against the region (in-flight DMA).
+    /// Uses of the region (in-flight DMA: segments, runner caches), plus
+    /// [`PENDING`] (set under the state lock) while the state is
+    /// `Deregistering`: only then must the use that ends last take the state
+    /// lock to finish it (without it every request took that lock once per
+    /// segment, docs/performance.md). One atomic for both, so that of a use
+    /// ending last and a deregistration starting, the later read-modify-write
+    /// sees the other (see `Use::drop`); two (`SeqCst`) flags did the same
+    /// but loom cannot check that pattern.
     users: AtomicUsize,
-    /// Set (under the state lock) while the state is `Deregistering`: only
-    /// then must the segment that ends the last use take the state lock to
-    /// finish it. Without it every request took that lock once per segment
-    /// (docs/performance.md). `SeqCst` with `users`, so that of a segment
-    /// dropping the last use and a deregistration starting, at least one
-    /// sees the other (see `Use::drop`).
-    pending: AtomicBool,
     /// Set (under the state lock) while the state is `Registered`, cleared
     /// (under the state lock, before the token leaves the device's table)
     /// when it leaves that state: what a [`TokenCache`] hit checks instead
@@ -356,7 +360,6 @@ impl Mr {
             fast,
             state: SpinLock::new(state),
             users: AtomicUsize::new(0),
-            pending: AtomicBool::new(false),
             registered: AtomicBool::new(false),
         }))
     }
@@ -456,7 +459,7 @@ impl Mr {
                     finish: Some(finish),
                     close: None,
                 };
-                self.pending.store(true, Ordering::SeqCst);
+                self.users.fetch_or(PENDING, Ordering::AcqRel);
                 drop(state);
                 self.pd.remove_key(key);
                 // The last use may have ended between the check and now, and
@@ -477,13 +480,15 @@ impl Mr {
     fn finish_if_idle(&self) {
         let (finish, close) = {
             let mut state = self.state.lock();
-            if self.users.load(Ordering::SeqCst) != 0 {
+            // Uses left, or nothing pending (finished already).
+            if self.users.load(Ordering::Acquire) != PENDING {
                 return;
             }
             match &mut *state {
                 MrState::Deregistering { finish, close } => {
                     let callbacks = (finish.take(), close.take());
-                    self.pending.store(false, Ordering::SeqCst);
+                    // No use can start: the state is not `Registered`.
+                    self.users.fetch_and(!PENDING, Ordering::AcqRel);
                     *state = if self.fast {
                         MrState::FastUninitialized
                     } else {
@@ -777,7 +782,7 @@ impl Mr {
     /// Whether a region may be closed now; otherwise close must wait for the
     /// in-flight uses (the provider pends the close).
     pub fn in_use(&self) -> bool {
-        self.users.load(Ordering::Acquire) != 0
+        self.users.load(Ordering::Acquire) & !PENDING != 0
     }
 
     /// Releases the region's tokens at close. Returns `Pending` when DMA is
@@ -795,7 +800,11 @@ impl Mr {
             };
             // Cached resolutions stop here (see `CacheEntry::resolve`).
             self.registered.store(false, Ordering::Release);
-            if self.users.load(Ordering::Acquire) == 0 {
+            if self.users.load(Ordering::Acquire) & !PENDING == 0 {
+                // A deregistration pending meanwhile: its last use ended
+                // just now; that use's `finish_if_idle`, if it comes, finds
+                // nothing pending.
+                self.users.fetch_and(!PENDING, Ordering::AcqRel);
                 *state = if self.fast {
                     MrState::FastUninitialized
                 } else {
@@ -817,7 +826,7 @@ impl Mr {
                 finish: deregistration,
                 close: Some(finish),
             };
-            self.pending.store(true, Ordering::SeqCst);
+            self.users.fetch_or(PENDING, Ordering::AcqRel);
             key
         };
         if let Some(key) = key {
@@ -1264,13 +1273,12 @@ struct Use(Arc<Mr>);
 
 impl Drop for Use {
     fn drop(&mut self) {
-        // The last use ended: a deregistration or close waiting for it is
-        // finished here. If this thread does not see `pending` set, the
-        // deregistering thread sets it before it reads `users` (both
-        // `SeqCst`), so it sees this drop's 0 and finishes itself.
-        let mr = &self.0;
-        if mr.users.fetch_sub(1, Ordering::SeqCst) == 1 && mr.pending.load(Ordering::SeqCst) {
-            mr.finish_if_idle();
+        // The last use ended with a deregistration or close waiting for it:
+        // it is finished here. If `PENDING` was set after this decrement,
+        // the deregistering thread's `fetch_or` saw no use left, and its
+        // `finish_if_idle` finishes.
+        if self.0.users.fetch_sub(1, Ordering::AcqRel) == PENDING | 1 {
+            self.0.finish_if_idle();
         }
     }
 }
@@ -1410,7 +1418,7 @@ impl TokenCache {
         for slot in &mut self.0 {
             if let Some(entry) = slot {
                 entry.busy = false;
-                if entry.region.0.pending.load(Ordering::Acquire) {
+                if entry.region.0.users.load(Ordering::Acquire) & PENDING != 0 {
                     *slot = None;
                 }
             }
