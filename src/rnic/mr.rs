@@ -887,33 +887,49 @@ impl Mr {
     /// A use of the region, taken under its state lock (`_state` is the
     /// guard), so that a concurrent deregistration either sees it or ran
     /// before (and then the caller saw no registration).
-    fn new_use(self: &Arc<Self>, _state: &MrState) -> Use {
-        self.users.fetch_add(1, Ordering::AcqRel);
+    fn new_use(self: &Arc<Self>, state: &MrState) -> Use {
+        self.count_use(state);
         Use(Arc::clone(self))
+    }
+
+    /// Counts a use, under the state lock (see [`new_use`](Self::new_use));
+    /// the caller wraps the count in a [`Use`].
+    fn count_use(&self, _state: &MrState) {
+        self.users.fetch_add(1, Ordering::AcqRel);
     }
 
     /// A cache entry for `key` of PD `pd` (a runner pass's use of the
     /// region, and what resolutions need), while registered under `key`.
-    fn cache_entry(self: &Arc<Self>, key: u32, pd: u32) -> Result<CacheEntry, Denied> {
-        let state = self.state.lock();
-        match &*state {
-            MrState::Registered {
+    /// Takes the caller's reference to the region: a miss costs no more
+    /// reference counting than the table lookup's.
+    fn cache_entry(self: Arc<Self>, key: u32, pd: u32) -> Result<CacheEntry, Denied> {
+        let (base, len, access, memory) = {
+            let state = self.state.lock();
+            let MrState::Registered {
                 key: current,
                 memory,
                 base,
                 access,
-            } if *current == key => Ok(CacheEntry {
-                key,
-                pd,
-                base: *base,
-                len: memory.len(),
-                access: *access,
-                memory: memory.clone(),
-                busy: false,
-                region: self.new_use(&state),
-            }),
-            _ => Err(Denied::Token),
-        }
+            } = &*state
+            else {
+                return Err(Denied::Token);
+            };
+            if *current != key {
+                return Err(Denied::Token);
+            }
+            self.count_use(&state);
+            (*base, memory.len(), *access, memory.clone())
+        };
+        Ok(CacheEntry {
+            key,
+            pd,
+            base,
+            len,
+            access,
+            memory,
+            busy: false,
+            region: Use(self),
+        })
     }
 
     /// The memory of one run of a fast mapping: up to `max` bytes at byte
