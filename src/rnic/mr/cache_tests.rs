@@ -155,12 +155,18 @@ fn test_cache_request_after_deregistration_began_fails_as_through_table_rule_m11
     let (calls, finish) = counted();
     assert_eq!(f.region.mr.deregister(finish), Ok(Progress::Pending));
     // Through the entry, still held by this request (hit path)...
-    assert_eq!(f.through(&mut cache, &sge, Access::empty()), Err(Denied::Token));
+    assert_eq!(
+        f.through(&mut cache, &sge, Access::empty()),
+        Err(Denied::Token)
+    );
     // ... and after the entry was released (miss path): as the table says.
     drop(seg);
     cache.between_requests();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    assert_eq!(f.through(&mut cache, &sge, Access::empty()), Err(Denied::Token));
+    assert_eq!(
+        f.through(&mut cache, &sge, Access::empty()),
+        Err(Denied::Token)
+    );
     assert_eq!(f.table(&sge, Access::empty()), Err(Denied::Token));
 }
 
@@ -172,7 +178,10 @@ fn test_cache_close_while_cached_refuses_the_token_rule_l21() {
     assert_eq!(f.through(&mut cache, &sge, Access::empty()), Ok(64));
     let (closed, close) = counted();
     assert_eq!(f.region.mr.close(close), Progress::Pending);
-    assert_eq!(f.through(&mut cache, &sge, Access::empty()), Err(Denied::Token));
+    assert_eq!(
+        f.through(&mut cache, &sge, Access::empty()),
+        Err(Denied::Token)
+    );
     cache.between_requests();
     assert_eq!(closed.load(Ordering::SeqCst), 1);
 }
@@ -359,9 +368,18 @@ fn test_cache_deregistration_pending_mid_chain_completes_before_chain_ends_rule_
     scq.arm(ArmType::Any);
     // The first Send reads `first`; three more read `rest`. All but the
     // last are deferred, so that one pass of the runner executes all four.
-    let sends = [first.sge(0, LEN32), rest.sge(0, LEN32), rest.sge(0, LEN32), rest.sge(0, LEN32)];
+    let sends = [
+        first.sge(0, LEN32),
+        rest.sge(0, LEN32),
+        rest.sge(0, LEN32),
+        rest.sge(0, LEN32),
+    ];
     for (i, sge) in sends.iter().enumerate() {
-        let flags = if i < 3 { WrFlags::DEFER } else { WrFlags::empty() };
+        let flags = if i < 3 {
+            WrFlags::DEFER
+        } else {
+            WrFlags::empty()
+        };
         a.post_send(i, Payload::Sges(&[*sge]), flags, None).unwrap();
     }
     assert_eq!(*notifier.progress.lock().unwrap(), Some(Progress::Pending));
