@@ -8,7 +8,7 @@ use alloc::boxed::Box;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Denied, Finish, Mr, Pd, Progress, TokenCache};
+use super::{Denied, Finish, Mr, Pd, Progress, Segment, TokenCache};
 use crate::kernel::sync::Arc;
 use crate::rnic::cq::{ArmType, Cq, CqEvent, CqNotify};
 use crate::rnic::device::{Device, EngineMode};
@@ -60,6 +60,17 @@ impl Fixture {
             .map(|seg| seg.len())
     }
 
+    /// A pass's cache after a request over the whole region (its segment
+    /// dropped): the entry holds the pass's use.
+    fn warm(&self) -> TokenCache {
+        let mut cache = TokenCache::default();
+        assert_eq!(
+            self.through(&mut cache, &self.sge(), Access::empty()),
+            Ok(64)
+        );
+        cache
+    }
+
     fn users(&self) -> usize {
         uses(&self.region)
     }
@@ -85,9 +96,8 @@ fn counted() -> (Arc<AtomicUsize>, Finish) {
 #[test]
 fn test_cache_hit_takes_no_use_of_its_own_rule_m11() {
     let f = Fixture::new();
-    let mut cache = TokenCache::default();
+    let mut cache = f.warm();
     let sge = f.sge();
-    assert_eq!(f.through(&mut cache, &sge, Access::empty()), Ok(64));
     // The pass holds one use; segments through it hold none.
     assert_eq!(f.users(), 1);
     let segments: Vec<_> = (0..3)
@@ -106,8 +116,18 @@ fn test_cache_hit_takes_no_use_of_its_own_rule_m11() {
     assert_eq!(f.users(), 0, "the pass's end releases its use");
 }
 
-#[test]
-fn test_cache_deregistration_waits_for_live_segments_then_completes_once_rule_m11() {
+/// A request's segment, resolved through a pass's cache, alive when the
+/// region's deregistration starts: the deregistration pends.
+struct Pended {
+    f: Fixture,
+    cache: TokenCache,
+    sge: Sge,
+    seg: Segment,
+    /// Calls of the deregistration's callback.
+    calls: Arc<AtomicUsize>,
+}
+
+fn pended() -> Pended {
     let f = Fixture::new();
     let mut cache = TokenCache::default();
     let sge = f.sge();
@@ -116,6 +136,24 @@ fn test_cache_deregistration_waits_for_live_segments_then_completes_once_rule_m1
         .unwrap();
     let (calls, finish) = counted();
     assert_eq!(f.region.mr.deregister(finish), Ok(Progress::Pending));
+    Pended {
+        f,
+        cache,
+        sge,
+        seg,
+        calls,
+    }
+}
+
+#[test]
+fn test_cache_deregistration_waits_for_live_segments_then_completes_once_rule_m11() {
+    let Pended {
+        f,
+        mut cache,
+        seg,
+        calls,
+        ..
+    } = pended();
     // The request in progress still holds its segment: the memory stays.
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(seg.run(0, 64).unwrap().len(), 64);
@@ -132,8 +170,7 @@ fn test_cache_deregistration_waits_for_live_segments_then_completes_once_rule_m1
 #[test]
 fn test_cache_pass_end_completes_pending_deregistration_and_close_rules_l21_l22() {
     let f = Fixture::new();
-    let mut cache = TokenCache::default();
-    assert_eq!(f.through(&mut cache, &f.sge(), Access::empty()), Ok(64));
+    let cache = f.warm();
     let (deregistered, finish) = counted();
     assert_eq!(f.region.mr.deregister(finish), Ok(Progress::Pending));
     let (closed, close) = counted();
@@ -146,14 +183,13 @@ fn test_cache_pass_end_completes_pending_deregistration_and_close_rules_l21_l22(
 
 #[test]
 fn test_cache_request_after_deregistration_began_fails_as_through_table_rule_m11() {
-    let f = Fixture::new();
-    let mut cache = TokenCache::default();
-    let sge = f.sge();
-    let seg = cache
-        .resolve_local(f.pd.device(), &f.pd, &sge, Access::empty())
-        .unwrap();
-    let (calls, finish) = counted();
-    assert_eq!(f.region.mr.deregister(finish), Ok(Progress::Pending));
+    let Pended {
+        f,
+        mut cache,
+        sge,
+        seg,
+        calls,
+    } = pended();
     // Through the entry, still held by this request (hit path)...
     assert_eq!(
         f.through(&mut cache, &sge, Access::empty()),
@@ -173,9 +209,8 @@ fn test_cache_request_after_deregistration_began_fails_as_through_table_rule_m11
 #[test]
 fn test_cache_close_while_cached_refuses_the_token_rule_l21() {
     let f = Fixture::new();
-    let mut cache = TokenCache::default();
+    let mut cache = f.warm();
     let sge = f.sge();
-    assert_eq!(f.through(&mut cache, &sge, Access::empty()), Ok(64));
     let (closed, close) = counted();
     assert_eq!(f.region.mr.close(close), Progress::Pending);
     assert_eq!(
@@ -277,8 +312,7 @@ fn same_as_table(case: fn(&Fixture) -> (Sge, Access), expected: Denied) {
     assert_eq!(f.table(&sge, need), Err(expected), "table");
     let mut cold = TokenCache::default();
     assert_eq!(f.through(&mut cold, &sge, need), Err(expected), "cold");
-    let mut warm = TokenCache::default();
-    assert_eq!(f.through(&mut warm, &f.sge(), Access::empty()), Ok(64));
+    let mut warm = f.warm();
     warm.between_requests();
     assert_eq!(f.through(&mut warm, &sge, need), Err(expected), "warm");
     // The refusal left the entry as it was.
