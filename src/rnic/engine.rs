@@ -183,11 +183,24 @@ fn transfer(dst: &SegList<'_>, src: &Source<'_>) -> Result<(), ()> {
 
 /// The regions a runner's pass resolved, by token: its own QP's and the
 /// peer's (receive SGEs). Lives for one pass of the runner, so that a chain
-/// of requests over the same regions looks each token up once.
+/// of requests over the same regions looks each token up once and then
+/// resolves it with no lock and no count (see [`TokenCache`]); its uses of
+/// the regions end with the pass (drop).
 #[derive(Default)]
 pub(crate) struct Tokens {
     local: TokenCache,
     peer: TokenCache,
+}
+
+impl Tokens {
+    /// Between two requests, when no segment is alive: releases the regions
+    /// a deregistration or close waits for (M11, L8). Called by `execute`,
+    /// and by the runner for a request that does not execute (cancelled or
+    /// failed by fault injection).
+    pub(crate) fn between_requests(&mut self) {
+        self.local.between_requests();
+        self.peer.between_requests();
+    }
 }
 
 /// Resolves a QP's own SGEs (rule P11), through `cache`, into `list`
@@ -220,6 +233,9 @@ pub(crate) fn execute(
     data: &Data<'_>,
     tokens: &mut Tokens,
 ) -> Option<WcStatus> {
+    // No segment of an earlier request is alive: each was dropped before
+    // `execute` returned.
+    tokens.between_requests();
     // What a Send or a Write carries: its inline bytes, or its SGEs
     // resolved against the QP's PD (P11); a Read's SGEs are its sink.
     let carries = matches!(wqe.op, SendOp::Send { .. } | SendOp::Write { .. });

@@ -16,8 +16,9 @@
 //! window gets a fresh remote token at every Bind, so a token of an earlier
 //! binding is refused for ever (M23, M34).
 //!
-//! DMA safety: a resolved [`Segment`] holds a use count on its region, and a
-//! deregistration that finds the region in use completes only when the last
+//! DMA safety: a resolved [`Segment`] is covered by a use of its region (its
+//! own, or that of the runner's [`TokenCache`] it was resolved through), and
+//! a deregistration that finds the region in use completes only when the last
 //! use ends (rule M11: DeregisterMr may pend), so the consumer never frees
 //! memory under an in-flight copy.
 
@@ -225,6 +226,7 @@ struct Fast {
 }
 
 /// The memory of a registered region (rule M2).
+#[derive(Clone)]
 enum Memory {
     /// One span: a single MDL, or a chain whose mappings continue one
     /// another. Segments over it are plain spans (the fast path).
@@ -242,6 +244,44 @@ impl Memory {
             Self::Many(list) => list.len(),
         }
     }
+
+    /// The `len` bytes at byte `offset`, which the caller checked lie inside
+    /// (rule P11).
+    fn segment(&self, offset: u64, len: u64) -> Result<SegmentKind, Denied> {
+        Ok(match self {
+            Self::One(span) => SegmentKind::Contiguous(
+                span.sub(
+                    usize::try_from(offset).map_err(|_| Denied::Range)?,
+                    usize::try_from(len).map_err(|_| Denied::Range)?,
+                )
+                .ok_or(Denied::Range)?,
+            ),
+            Self::Many(list) => SegmentKind::Spans {
+                list: Arc::clone(list),
+                offset,
+            },
+        })
+    }
+}
+
+/// The rights and range checks of every resolution (rules P11, M34): `len`
+/// bytes at index `addr` for `need`, in a region or mapping of `region_len`
+/// bytes indexed from `base` granting `access`. Returns the byte offset.
+fn check(
+    (base, region_len, access): (u64, u64, Access),
+    addr: u64,
+    len: u64,
+    need: Access,
+) -> Result<u64, Denied> {
+    if !access.contains(need) {
+        return Err(Denied::Rights);
+    }
+    let offset = addr.checked_sub(base).ok_or(Denied::Range)?;
+    let end = offset.checked_add(len).ok_or(Denied::Range)?;
+    if end > region_len {
+        return Err(Denied::Range);
+    }
+    Ok(offset)
 }
 
 enum MrState {
@@ -267,21 +307,30 @@ enum MrState {
     Fast(Box<Fast>),
 }
 
+/// The bit of `Mr::users` that says a deregistration or close waits for
+/// the uses to end; the other bits count them.
+const PENDING: usize = 1 << (usize::BITS - 1);
+
 /// A memory region.
 pub struct Mr {
     pd: Arc<Pd>,
     _slot: Slot,
     fast: bool,
     state: SpinLock<MrState>,
-    /// Segments currently resolved against the region (in-flight DMA).
+    /// Uses of the region (in-flight DMA: segments, runner caches), plus
+    /// [`PENDING`] (set under the state lock) while the state is
+    /// `Deregistering`: only then must the use that ends last take the state
+    /// lock to finish it (without it every request took that lock once per
+    /// segment, docs/performance.md). One atomic for both, so that of a use
+    /// ending last and a deregistration starting, the later read-modify-write
+    /// sees the other (see `Use::drop`); two (`SeqCst`) flags did the same
+    /// but loom cannot check that pattern.
     users: AtomicUsize,
-    /// Set (under the state lock) while the state is `Deregistering`: only
-    /// then must the segment that ends the last use take the state lock to
-    /// finish it. Without it every request took that lock once per segment
-    /// (docs/performance.md). `SeqCst` with `users`, so that of a segment
-    /// dropping the last use and a deregistration starting, at least one
-    /// sees the other (see `Segment::drop`).
-    pending: AtomicBool,
+    /// Set (under the state lock) while the state is `Registered`, cleared
+    /// (under the state lock, before the token leaves the device's table)
+    /// when it leaves that state: what a [`TokenCache`] hit checks instead
+    /// of taking the lock.
+    registered: AtomicBool,
 }
 
 impl core::fmt::Debug for Mr {
@@ -311,7 +360,7 @@ impl Mr {
             fast,
             state: SpinLock::new(state),
             users: AtomicUsize::new(0),
-            pending: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
         }))
     }
 
@@ -385,6 +434,7 @@ impl Mr {
             base,
             access: access.normalized(),
         };
+        self.registered.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -400,6 +450,8 @@ impl Mr {
             let MrState::Registered { key, .. } = *state else {
                 return Err(MrError::InvalidState);
             };
+            // Cached resolutions stop here (see `CacheEntry::resolve`).
+            self.registered.store(false, Ordering::Release);
             if self.users.load(Ordering::Acquire) == 0 {
                 *state = MrState::Unregistered;
             } else {
@@ -407,7 +459,7 @@ impl Mr {
                     finish: Some(finish),
                     close: None,
                 };
-                self.pending.store(true, Ordering::SeqCst);
+                self.users.fetch_or(PENDING, Ordering::AcqRel);
                 drop(state);
                 self.pd.remove_key(key);
                 // The last use may have ended between the check and now, and
@@ -428,13 +480,15 @@ impl Mr {
     fn finish_if_idle(&self) {
         let (finish, close) = {
             let mut state = self.state.lock();
-            if self.users.load(Ordering::SeqCst) != 0 {
+            // Uses left, or nothing pending (finished already).
+            if self.users.load(Ordering::Acquire) != PENDING {
                 return;
             }
             match &mut *state {
                 MrState::Deregistering { finish, close } => {
                     let callbacks = (finish.take(), close.take());
-                    self.pending.store(false, Ordering::SeqCst);
+                    // No use can start: the state is not `Registered`.
+                    self.users.fetch_and(!PENDING, Ordering::AcqRel);
                     *state = if self.fast {
                         MrState::FastUninitialized
                     } else {
@@ -728,7 +782,7 @@ impl Mr {
     /// Whether a region may be closed now; otherwise close must wait for the
     /// in-flight uses (the provider pends the close).
     pub fn in_use(&self) -> bool {
-        self.users.load(Ordering::Acquire) != 0
+        self.users.load(Ordering::Acquire) & !PENDING != 0
     }
 
     /// Releases the region's tokens at close. Returns `Pending` when DMA is
@@ -744,7 +798,13 @@ impl Mr {
                 MrState::Deregistering { finish, .. } => (None, finish.take()),
                 _ => (None, None),
             };
-            if self.users.load(Ordering::Acquire) == 0 {
+            // Cached resolutions stop here (see `CacheEntry::resolve`).
+            self.registered.store(false, Ordering::Release);
+            if self.users.load(Ordering::Acquire) & !PENDING == 0 {
+                // A deregistration pending meanwhile: its last use ended
+                // just now; that use's `finish_if_idle`, if it comes, finds
+                // nothing pending.
+                self.users.fetch_and(!PENDING, Ordering::AcqRel);
                 *state = if self.fast {
                     MrState::FastUninitialized
                 } else {
@@ -766,7 +826,7 @@ impl Mr {
                 finish: deregistration,
                 close: Some(finish),
             };
-            self.pending.store(true, Ordering::SeqCst);
+            self.users.fetch_or(PENDING, Ordering::AcqRel);
             key
         };
         if let Some(key) = key {
@@ -779,7 +839,8 @@ impl Mr {
     }
 
     /// Resolves `len` bytes at index `addr` against this region for `need`;
-    /// with `registration`, only while registered under that token.
+    /// with `registration`, only while registered under that token. The
+    /// segment holds a use of its own.
     fn resolve(
         self: &Arc<Self>,
         addr: u64,
@@ -793,72 +854,81 @@ impl Mr {
         {
             return Err(Denied::Token);
         }
-        let (base, region_len, access, source) = match &*state {
+        let kind = match &*state {
             MrState::Registered {
                 memory,
                 base,
                 access,
                 ..
-            } => (*base, memory.len(), *access, None),
-            MrState::Fast(fast) if fast.mapped => (
-                fast.active.base,
-                fast.active.len,
-                fast.active.access,
-                Some(fast.generation),
-            ),
-            _ => return Err(Denied::Token),
-        };
-        if !access.contains(need) {
-            return Err(Denied::Rights);
-        }
-        // Rule P11 / M34: the range must lie within the region's span.
-        let offset = addr.checked_sub(base).ok_or(Denied::Range)?;
-        let end = offset.checked_add(len).ok_or(Denied::Range)?;
-        if end > region_len {
-            return Err(Denied::Range);
-        }
-        let kind = match (source, &*state) {
-            (
-                None,
-                MrState::Registered {
-                    memory: Memory::One(span),
-                    ..
-                },
-            ) => {
-                let sub = span
-                    .sub(
-                        usize::try_from(offset).map_err(|_| Denied::Range)?,
-                        usize::try_from(len).map_err(|_| Denied::Range)?,
-                    )
-                    .ok_or(Denied::Range)?;
-                SegmentKind::Contiguous(sub)
+            } => {
+                let offset = check((*base, memory.len(), *access), addr, len, need)?;
+                memory.segment(offset, len)?
             }
-            (
-                None,
-                MrState::Registered {
-                    memory: Memory::Many(list),
-                    ..
-                },
-            ) => SegmentKind::Spans {
-                list: Arc::clone(list),
-                offset,
-            },
-            (Some(generation), _) => SegmentKind::Fast {
-                mr: Arc::clone(self),
-                offset,
-                generation,
-            },
+            MrState::Fast(fast) if fast.mapped => {
+                let map = &fast.active;
+                let offset = check((map.base, map.len, map.access), addr, len, need)?;
+                SegmentKind::Fast {
+                    mr: Arc::clone(self),
+                    offset,
+                    generation: fast.generation,
+                }
+            }
             _ => return Err(Denied::Token),
         };
-        // INVARIANT: the use count covers the segment until it drops, and is
-        // taken under the state lock, so a concurrent deregistration either
-        // sees it or ran before (and then `resolve` saw no registration).
-        self.users.fetch_add(1, Ordering::AcqRel);
+        let holder = Some(self.new_use(&state));
         drop(state);
         Ok(Segment {
             kind,
             len,
-            holder: Some(Arc::clone(self)),
+            _holder: holder,
+        })
+    }
+
+    /// A use of the region, taken under its state lock (`_state` is the
+    /// guard), so that a concurrent deregistration either sees it or ran
+    /// before (and then the caller saw no registration).
+    fn new_use(self: &Arc<Self>, state: &MrState) -> Use {
+        self.count_use(state);
+        Use(Arc::clone(self))
+    }
+
+    /// Counts a use, under the state lock (see [`new_use`](Self::new_use));
+    /// the caller wraps the count in a [`Use`].
+    fn count_use(&self, _state: &MrState) {
+        self.users.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A cache entry for `key` of PD `pd` (a runner pass's use of the
+    /// region, and what resolutions need), while registered under `key`.
+    /// Takes the caller's reference to the region: a miss costs no more
+    /// reference counting than the table lookup's.
+    fn cache_entry(self: Arc<Self>, key: u32, pd: u32) -> Result<CacheEntry, Denied> {
+        let (base, len, access, memory) = {
+            let state = self.state.lock();
+            let MrState::Registered {
+                key: current,
+                memory,
+                base,
+                access,
+            } = &*state
+            else {
+                return Err(Denied::Token);
+            };
+            if *current != key {
+                return Err(Denied::Token);
+            }
+            self.count_use(&state);
+            (*base, memory.len(), *access, memory.clone())
+        };
+        Ok(CacheEntry {
+            key,
+            pd,
+            base,
+            len,
+            access,
+            memory,
+            busy: false,
+            region: Use(self),
         })
     }
 
@@ -1213,12 +1283,30 @@ enum SegmentKind {
     },
 }
 
-/// A resolved piece of memory a request reads or writes, holding a use of its
-/// region until dropped.
+/// A use of a region: while one lives, a deregistration or close of the
+/// region waits (rules M11, L8, L21, L22). Made by `Mr::new_use`.
+struct Use(Arc<Mr>);
+
+impl Drop for Use {
+    fn drop(&mut self) {
+        // The last use ended with a deregistration or close waiting for it:
+        // it is finished here. If `PENDING` was set after this decrement,
+        // the deregistering thread's `fetch_or` saw no use left, and its
+        // `finish_if_idle` finishes.
+        if self.0.users.fetch_sub(1, Ordering::AcqRel) == PENDING | 1 {
+            self.0.finish_if_idle();
+        }
+    }
+}
+
+/// A resolved piece of memory a request reads or writes. Its region's memory
+/// stays registered until it drops: it holds a use of its own, or (resolved
+/// through a [`TokenCache`]) the cache's use covers it.
 pub struct Segment {
     kind: SegmentKind,
     len: u64,
-    holder: Option<Arc<Mr>>,
+    /// Its own use, dropped with it; `None` when a cache's use covers it.
+    _holder: Option<Use>,
 }
 
 impl core::fmt::Debug for Segment {
@@ -1229,21 +1317,6 @@ impl core::fmt::Debug for Segment {
     }
 }
 
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // The last use ended: a deregistration or close waiting for it is
-        // finished here. If this thread does not see `pending` set, the
-        // deregistering thread sets it before it reads `users` (both
-        // `SeqCst`), so it sees this drop's 0 and finishes itself.
-        if let Some(mr) = self.holder.take()
-            && mr.users.fetch_sub(1, Ordering::SeqCst) == 1
-            && mr.pending.load(Ordering::SeqCst)
-        {
-            mr.finish_if_idle();
-        }
-    }
-}
-
 impl Segment {
     /// A segment over memory that is not a region (privileged-token LAM
     /// memory, or a buffer the caller vouches for).
@@ -1251,7 +1324,7 @@ impl Segment {
         Self {
             kind: SegmentKind::Contiguous(span),
             len: span.len() as u64,
-            holder: None,
+            _holder: None,
         }
     }
 
@@ -1283,20 +1356,95 @@ impl Segment {
     }
 }
 
-/// The region a local token named when a QP's runner last resolved it, so
-/// that the next request of the same pass over the same token skips the
-/// device's token table (one lock and two atomic counts per SGE;
-/// docs/performance.md). Only regions registered by `Register` are kept: a
-/// fast-register region's mapping changes under its token.
+/// Entries of a [`TokenCache`]: a pass over more regions than this resolves
+/// the others through the device's token table, as without a cache.
+pub(crate) const CACHE_ENTRIES: usize = 2;
+
+/// A region a runner pass resolved a local token to: the pass's one use of
+/// it, and what a resolution needs, read under the region's lock when the
+/// entry was made. While the region stays registered under `key` none of
+/// this changes: it cannot leave `Deregistering` (hence be registered again)
+/// while the entry's use lives.
+struct CacheEntry {
+    key: u32,
+    /// The PD the token was checked against (P11).
+    pd: u32,
+    base: u64,
+    len: u64,
+    access: Access,
+    memory: Memory,
+    /// Resolved for the request in progress: segments it covers may be
+    /// alive, so the entry is neither replaced nor released before the
+    /// request ends.
+    busy: bool,
+    region: Use,
+}
+
+impl CacheEntry {
+    /// Resolves through the entry: one load and the range and rights
+    /// checks, no lock, no count; the segment holds no use of its own.
+    ///
+    /// Why this is as safe as the table (M11, L8, L21, L22): `registered`
+    /// is cleared under the region's lock before its token leaves the
+    /// table, so a request that sees it set could have resolved the token
+    /// through the table at that moment too; one posted after the
+    /// deregistration returned sees it clear (the post orders after the
+    /// clearing) and fails as through the table (`Denied::Token`). If the
+    /// deregistration starts just after the load, the request executed
+    /// before it; the deregistration then finds the entry's use, pends,
+    /// and completes (once, by the last `Use::drop`) when the cache
+    /// releases the use: between requests, so after this request's
+    /// segments are gone, or at the end of the pass.
+    fn resolve(&mut self, addr: u64, len: u64, need: Access) -> Result<Segment, Denied> {
+        if !self.region.0.registered.load(Ordering::Acquire) {
+            return Err(Denied::Token);
+        }
+        let offset = check((self.base, self.len, self.access), addr, len, need)?;
+        let kind = self.memory.segment(offset, len)?;
+        self.busy = true;
+        Ok(Segment {
+            kind,
+            len,
+            _holder: None,
+        })
+    }
+}
+
+/// The regions a QP's runner resolved local tokens to during one pass, so
+/// that the next requests of the pass over the same tokens take no lock and
+/// no count (docs/performance.md, "Region resolution without a lock"). Only
+/// regions registered by `Register` are kept: a fast-register region's
+/// mapping changes under its token, and windows are remote-only.
+///
+/// Each entry holds a use of its region, released at the end of the pass
+/// (drop), or between requests once a deregistration or close of the region
+/// is pending, so that a runner finding new requests for ever never makes
+/// one wait for ever. Segments resolved through the cache must not outlive
+/// the request they were resolved for (the engine drops them before
+/// `execute` returns), and [`between_requests`](Self::between_requests) is
+/// called only when no such segment is alive.
 #[derive(Default)]
-pub(crate) struct TokenCache(Option<(u32, Arc<Mr>)>);
+pub(crate) struct TokenCache([Option<CacheEntry>; CACHE_ENTRIES]);
 
 impl TokenCache {
-    /// [`Device::resolve_local`], through the cache: a cached token is
-    /// resolved against its region only while that region is still
-    /// registered under it (what the token table would say: a region leaves
-    /// the table when it leaves `Registered`), with the same range and
-    /// rights checks.
+    /// Marks the start of a request: no segment resolved through the cache
+    /// is alive. Releases the entries of regions whose deregistration or
+    /// close is pending (they wait for this use).
+    pub(crate) fn between_requests(&mut self) {
+        for slot in &mut self.0 {
+            if let Some(entry) = slot {
+                entry.busy = false;
+                if entry.region.0.users.load(Ordering::Acquire) & PENDING != 0 {
+                    *slot = None;
+                }
+            }
+        }
+    }
+
+    /// [`Device::resolve_local`], through the cache: same checks, same
+    /// refusals. A miss makes an entry when one is free or not used by the
+    /// request in progress; otherwise it resolves through the table, into
+    /// a segment holding a use of its own.
     pub(crate) fn resolve_local(
         &mut self,
         device: &Device,
@@ -1304,18 +1452,31 @@ impl TokenCache {
         sge: &Sge,
         need: Access,
     ) -> Result<Segment, Denied> {
-        if let Some((key, mr)) = &self.0
-            && *key == sge.key
+        let len = u64::from(sge.len);
+        let pd_id = pd.id();
+        if let Some(entry) = self
+            .0
+            .iter_mut()
+            .flatten()
+            .find(|e| e.key == sge.key && e.pd == pd_id)
         {
-            return mr.resolve(sge.addr, u64::from(sge.len), need, Some(*key));
+            return entry.resolve(sge.addr, len, need);
         }
-        let seg = device.resolve_local(pd, sge, need)?;
-        if let Some(mr) = &seg.holder
-            && !mr.is_fast()
-        {
-            self.0 = Some((sge.key, Arc::clone(mr)));
+        let Some(mr) = device.local_region(pd, sge)? else {
+            return device.resolve_logical_sge(sge);
+        };
+        let free = self
+            .0
+            .iter_mut()
+            .find(|slot| slot.as_ref().is_none_or(|e| !e.busy));
+        match free {
+            Some(slot) if !mr.is_fast() => {
+                // The entry replaced, if any, covers no live segment.
+                let entry = slot.insert(mr.cache_entry(sge.key, pd_id)?);
+                entry.resolve(sge.addr, len, need)
+            }
+            _ => mr.resolve(sge.addr, len, need, None),
         }
-        Ok(seg)
     }
 }
 
@@ -1326,23 +1487,33 @@ impl Device {
     /// [`Denied`] when the token is not one of `pd`'s, the range leaves the
     /// region, or the right is missing.
     pub fn resolve_local(&self, pd: &Pd, sge: &Sge, need: Access) -> Result<Segment, Denied> {
+        match self.local_region(pd, sge)? {
+            Some(mr) => mr.resolve(sge.addr, u64::from(sge.len), need, None),
+            None => self.resolve_logical_sge(sge),
+        }
+    }
+
+    /// The region a local SGE's token names on a QP of `pd`, or `None` for
+    /// `pd`'s privileged token.
+    fn local_region(&self, pd: &Pd, sge: &Sge) -> Result<Option<Arc<Mr>>, Denied> {
         if keys::is_remote(sge.key) {
             return Err(Denied::Token);
         }
-        let len = u64::from(sge.len);
         if sge.key == pd.privileged_key() {
-            // M27: local read and write by logical address inside a live LAM.
-            return self
-                .resolve_logical(sge.addr, len)
-                .map(Segment::from_span)
-                .ok_or(Denied::Range);
+            return Ok(None);
         }
         match self.key_target(sge.key) {
-            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => {
-                mr.resolve(sge.addr, len, need, None)
-            }
+            Some(KeyTarget::Mr(mr)) if mr.pd().id() == pd.id() => Ok(Some(mr)),
             _ => Err(Denied::Token),
         }
+    }
+
+    /// M27: a privileged-token SGE reads and writes by logical address,
+    /// inside a live LAM.
+    fn resolve_logical_sge(&self, sge: &Sge) -> Result<Segment, Denied> {
+        self.resolve_logical(sge.addr, u64::from(sge.len))
+            .map(Segment::from_span)
+            .ok_or(Denied::Range)
     }
 
     /// Resolves a remote access arriving on QP `qp` of `pd` (rules P19, M34).
@@ -1388,3 +1559,10 @@ impl Device {
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod cache_tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;

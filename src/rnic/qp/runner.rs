@@ -258,7 +258,10 @@ impl Qp {
                 _ => None,
             };
             let status = match (state, &peer, injected) {
-                (_, _, Some(index)) => fault::error_status(wqe.op.opcode(), index),
+                (_, _, Some(index)) => {
+                    tokens.between_requests();
+                    fault::error_status(wqe.op.opcode(), index)
+                }
                 (QpState::Connected, Some(peer), None) => {
                     let data = scratch.data(&wqe);
                     match engine::execute(self, peer, &wqe, &data, &mut tokens) {
@@ -268,7 +271,14 @@ impl Qp {
                         None => return,
                     }
                 }
-                _ => WcStatus::Cancelled,
+                // Nothing executes: the regions a deregistration or close
+                // waits for are released here as `execute` does, so that a
+                // pass that only cancels (a consumer posting on after the
+                // connection ended) cannot keep them for ever (M11, E5).
+                _ => {
+                    tokens.between_requests();
+                    WcStatus::Cancelled
+                }
             };
             match Done::of(&wqe, status) {
                 Some(succeeded) => done = Some(succeeded),
