@@ -589,5 +589,9 @@ mod tests;
 #[cfg(not(loom))]
 mod e3_tests;
 
+#[cfg(test)]
+#[cfg(not(loom))]
+mod quiet_tests;
+
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -95,8 +95,16 @@ impl Qp {
     /// the receives, and kicks the runner to cancel the initiator queue.
     /// Returns the state it left, and the peer when leaving a connection for
     /// good.
+    ///
+    /// An empty queue (and no iWARP link, whose runner also handles the
+    /// state change) leaves the runner nothing to do: no pass is scheduled,
+    /// so a QP with nothing outstanding is quiet at once (X1 b, L21) — on
+    /// the deferred engine, an empty pass picked up by the worker before the
+    /// caller looked used to make a close or disconnect pend. A post after
+    /// the state change kicks the runner itself; one before it is in the
+    /// queue, seen here under the same lock.
     pub(super) fn enter(self: &Arc<Self>, state: QpState) -> (QpState, Option<Arc<Self>>) {
-        let (was, peer) = {
+        let (was, peer, kick) = {
             let mut sq = self.sq.lock();
             let was = sq.state;
             if was == QpState::Disconnected {
@@ -109,10 +117,12 @@ impl Qp {
             } else {
                 None
             };
-            (was, peer)
+            (was, peer, !sq.ring.is_empty() || sq.link.is_some())
         };
         self.cancel_receives(state);
-        self.kick();
+        if kick {
+            self.kick();
+        }
         (was, peer)
     }
 
