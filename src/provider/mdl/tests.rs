@@ -59,18 +59,13 @@ impl Chain {
             .iter_mut()
             .map(|piece| {
                 let offset = (at % PAGE as u64) as u32;
+                let start_va = core::ptr::without_provenance_mut(
+                    usize::try_from(at - u64::from(offset)).unwrap(),
+                );
                 let mdl = Mdl {
-                    next: core::ptr::null_mut(),
-                    size: 0x30,
                     mdl_flags: MDL_MAPPED_TO_SYSTEM_VA,
-                    padding_0c: 0,
-                    process: core::ptr::null_mut(),
                     mapped_system_va: piece.bytes_mut().as_mut_ptr().cast(),
-                    start_va: core::ptr::without_provenance_mut(
-                        usize::try_from(at - u64::from(offset)).unwrap(),
-                    ),
-                    byte_count: u32::try_from(piece.len).unwrap(),
-                    byte_offset: offset,
+                    ..Mdl::over(start_va, offset, u32::try_from(piece.len).unwrap())
                 };
                 at += piece.len as u64;
                 mdl

@@ -120,17 +120,11 @@ pub struct Buffer {
 )]
 pub fn mdl_at(first: *mut u8, len: usize) -> Box<Mdl> {
     let offset = first as usize % PAGE;
-    Box::new(Mdl {
-        next: std::ptr::null_mut(),
-        size: 0x30,
-        mdl_flags: 0,
-        padding_0c: 0,
-        process: std::ptr::null_mut(),
-        mapped_system_va: std::ptr::null_mut(),
-        start_va: first.wrapping_sub(offset).cast(),
-        byte_count: u32::try_from(len).unwrap(),
-        byte_offset: u32::try_from(offset).unwrap(),
-    })
+    Box::new(Mdl::over(
+        first.wrapping_sub(offset).cast(),
+        u32::try_from(offset).unwrap(),
+        u32::try_from(len).unwrap(),
+    ))
 }
 
 impl Buffer {
