@@ -587,11 +587,7 @@ mod tests;
 
 #[cfg(test)]
 #[cfg(not(loom))]
-mod e3_tests;
-
-#[cfg(test)]
-#[cfg(not(loom))]
-mod quiet_tests;
+mod state_tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
