@@ -14,7 +14,7 @@ use crate::rnic::cq::{ArmType, Cq, CqEvent, CqNotify};
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::keys::REMOTE_BIT;
 use crate::rnic::qp::{self, Payload, Qp};
-use crate::rnic::testing::{Buffer, CONFIG, Registered, Side, TestCq};
+use crate::rnic::testing::{Buffer, CONFIG, Registered, Side, TestCq, drain};
 use crate::rnic::types::{Access, Limits, Sge, WcStatus, WrFlags};
 
 /// Bytes of the regions of these tests.
@@ -349,14 +349,16 @@ same_as_table! {
 
 /// A send CQ whose first notification deregisters a region (the consumer
 /// reacting to a completion while the runner's pass goes on), with a
-/// callback that records how many receives had completed at the peer when
-/// the deregistration completed.
+/// callback that records how many completions a watched CQ held when the
+/// deregistration completed.
 struct DeregisterOnFirst {
     mr: Mutex<Option<Arc<Mr>>>,
-    peer_rcq: Arc<Cq>,
+    /// Named after the CQs are made (it may be the send CQ itself); the
+    /// test takes it out again, which ends that cycle.
+    watched: Mutex<Option<Arc<Cq>>>,
     progress: Mutex<Option<Progress>>,
-    /// Receives completed at the peer when the deregistration completed,
-    /// plus one (0: not yet).
+    /// Completions in `watched` when the deregistration completed, plus one
+    /// (0: not yet).
     seen: Arc<AtomicUsize>,
 }
 
@@ -365,102 +367,117 @@ impl CqNotify for DeregisterOnFirst {
         let Some(mr) = self.mr.lock().unwrap().take() else {
             return;
         };
-        let peer_rcq = Arc::clone(&self.peer_rcq);
+        let Some(watched) = self.watched.lock().unwrap().clone() else {
+            return;
+        };
         let seen = Arc::clone(&self.seen);
         let progress = mr.deregister(Box::new(move || {
-            seen.store(peer_rcq.len() + 1, Ordering::SeqCst);
+            seen.store(watched.len() + 1, Ordering::SeqCst);
         }));
         *self.progress.lock().unwrap() = progress.ok();
     }
     fn close_complete(&self) {}
+}
+
+/// A QP `a` on an inline device, connected to `b` on another, whose send
+/// CQ's first notification (armed for any completion) deregisters `first`.
+struct Deregistering {
+    a: Arc<Qp>,
+    b: Side,
+    pd: Arc<Pd>,
+    first: Registered,
+    notifier: Arc<DeregisterOnFirst>,
+    scq: Arc<Cq>,
+    _rcq: TestCq,
+}
+
+impl Deregistering {
+    fn new() -> Self {
+        let device_a = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device_b = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let b = Side::new(&device_b, 0xB, CONFIG);
+        let pd = Pd::new(&device_a).unwrap();
+        let first = Registered::new(&pd, Buffer::pattern(LEN, 1), Access::empty());
+        let notifier = Arc::new(DeregisterOnFirst {
+            mr: Mutex::new(Some(Arc::clone(&first.mr))),
+            watched: Mutex::new(None),
+            progress: Mutex::new(None),
+            seen: Arc::new(AtomicUsize::new(0)),
+        });
+        let scq = Arc::new(Cq::new(64, Arc::clone(&notifier) as Arc<dyn CqNotify>).unwrap());
+        let rcq = TestCq::new(64);
+        let a = Qp::new(&pd, &rcq.cq, &scq, None, CONFIG).unwrap();
+        qp::connect(&a, &b.qp, (16, 16), (16, 16)).unwrap();
+        scq.arm(ArmType::Any);
+        Self {
+            a,
+            b,
+            pd,
+            first,
+            notifier,
+            scq,
+            _rcq: rcq,
+        }
+    }
+
+    /// Counts `cq`'s completions when the deregistration completes.
+    fn watch(&self, cq: &Arc<Cq>) {
+        *self.notifier.watched.lock().unwrap() = Some(Arc::clone(cq));
+    }
+
+    /// Posts one Send per SGE, all but the last deferred, so that one pass
+    /// of the runner executes them all.
+    fn send_chain(&self, sges: &[Sge]) {
+        for (i, sge) in sges.iter().enumerate() {
+            let flags = if i + 1 < sges.len() {
+                WrFlags::DEFER
+            } else {
+                WrFlags::empty()
+            };
+            self.a
+                .post_send(i, Payload::Sges(&[*sge]), flags, None)
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for Deregistering {
+    fn drop(&mut self) {
+        self.notifier.watched.lock().unwrap().take();
+    }
 }
 
 #[test]
 fn test_cache_deregistration_pending_mid_chain_completes_before_chain_ends_rule_m11() {
-    let device_a = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let device_b = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let b = Side::new(&device_b, 0xB, CONFIG);
-    let pd = Pd::new(&device_a).unwrap();
-    let first = Registered::new(&pd, Buffer::pattern(LEN, 1), Access::empty());
-    let rest = Registered::new(&pd, Buffer::pattern(LEN, 2), Access::empty());
-    let notifier = Arc::new(DeregisterOnFirst {
-        mr: Mutex::new(Some(Arc::clone(&first.mr))),
-        peer_rcq: Arc::clone(&b.rcq.cq),
-        progress: Mutex::new(None),
-        seen: Arc::new(AtomicUsize::new(0)),
-    });
-    let scq = Arc::new(Cq::new(64, Arc::clone(&notifier) as Arc<dyn CqNotify>).unwrap());
-    let rcq = TestCq::new(64);
-    let a = Qp::new(&pd, &rcq.cq, &scq, None, CONFIG).unwrap();
-    qp::connect(&a, &b.qp, (16, 16), (16, 16)).unwrap();
-    let sink = b.buffer(4 * LEN, 0, Access::LOCAL_WRITE);
+    let f = Deregistering::new();
+    f.watch(&f.b.rcq.cq);
+    let rest = Registered::new(&f.pd, Buffer::pattern(LEN, 2), Access::empty());
+    let sink = f.b.buffer(4 * LEN, 0, Access::LOCAL_WRITE);
     for i in 0..4_u32 {
         let context = usize::try_from(i).unwrap();
-        b.qp.post_receive(context, &[sink.sge(u64::from(LEN32 * i), LEN32)])
+        f.b.qp
+            .post_receive(context, &[sink.sge(u64::from(LEN32 * i), LEN32)])
             .unwrap();
     }
-    scq.arm(ArmType::Any);
-    // The first Send reads `first`; three more read `rest`. All but the
-    // last are deferred, so that one pass of the runner executes all four.
-    let sends = [
-        first.sge(0, LEN32),
+    // The first Send reads `first`; three more read `rest`.
+    f.send_chain(&[
+        f.first.sge(0, LEN32),
         rest.sge(0, LEN32),
         rest.sge(0, LEN32),
         rest.sge(0, LEN32),
-    ];
-    for (i, sge) in sends.iter().enumerate() {
-        let flags = if i < 3 {
-            WrFlags::DEFER
-        } else {
-            WrFlags::empty()
-        };
-        a.post_send(i, Payload::Sges(&[*sge]), flags, None).unwrap();
-    }
-    assert_eq!(*notifier.progress.lock().unwrap(), Some(Progress::Pending));
+    ]);
+    assert_eq!(
+        *f.notifier.progress.lock().unwrap(),
+        Some(Progress::Pending)
+    );
     // Completed when the second Send started (one receive done at the peer),
     // not when the pass ended (four).
-    assert_eq!(notifier.seen.load(Ordering::SeqCst), 2);
-    let mut out = [crate::rnic::types::Completion::new(
-        WcStatus::Success,
-        crate::rnic::types::Opcode::Send,
-        0,
-        0,
-    ); 8];
-    let n = scq.poll(&mut out);
-    assert_eq!(n, 4);
-    assert!(out[..n].iter().all(|c| c.status == WcStatus::Success));
-    assert_eq!(b.rcq.drain().len(), 4);
-    assert_eq!(&sink.buffer.bytes()[..LEN], first.buffer.bytes());
-}
-
-/// A send CQ whose first notification (an error completion) deregisters a
-/// region, recording how many completions the CQ itself held when the
-/// deregistration completed. The CQ is named after it is made (`cq`), and
-/// taken out again by the test, which ends the cycle.
-struct DeregisterOnError {
-    mr: Mutex<Option<Arc<Mr>>>,
-    cq: Mutex<Option<Arc<Cq>>>,
-    progress: Mutex<Option<Progress>>,
-    /// Completions in `cq` when the deregistration completed, plus one
-    /// (0: not yet).
-    seen: Arc<AtomicUsize>,
-}
-
-impl CqNotify for DeregisterOnError {
-    fn notify(&self, _event: CqEvent) {
-        let Some(mr) = self.mr.lock().unwrap().take() else {
-            return;
-        };
-        let Some(cq) = self.cq.lock().unwrap().clone() else {
-            return;
-        };
-        let seen = Arc::clone(&self.seen);
-        let progress = mr.deregister(Box::new(move || {
-            seen.store(cq.len() + 1, Ordering::SeqCst);
-        }));
-        *self.progress.lock().unwrap() = progress.ok();
-    }
-    fn close_complete(&self) {}
+    assert_eq!(f.notifier.seen.load(Ordering::SeqCst), 2);
+    let sent = drain(&f.scq);
+    assert_eq!(sent.len(), 4);
+    assert!(sent.iter().all(|c| c.status == WcStatus::Success));
+    assert_eq!(f.b.rcq.drain().len(), 4);
+    assert_eq!(&sink.buffer.bytes()[..LEN], f.first.buffer.bytes());
 }
 
 /// A pass that stops executing (its first request failed and ended the
@@ -470,49 +487,22 @@ impl CqNotify for DeregisterOnError {
 /// for ever).
 #[test]
 fn test_cache_deregistration_pending_while_pass_cancels_completes_before_pass_ends_rule_m11_e5() {
-    let device_a = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let device_b = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let b = Side::new(&device_b, 0xB, CONFIG);
-    let pd = Pd::new(&device_a).unwrap();
-    let first = Registered::new(&pd, Buffer::pattern(LEN, 1), Access::empty());
-    let notifier = Arc::new(DeregisterOnError {
-        mr: Mutex::new(Some(Arc::clone(&first.mr))),
-        cq: Mutex::new(None),
-        progress: Mutex::new(None),
-        seen: Arc::new(AtomicUsize::new(0)),
-    });
-    let scq = Arc::new(Cq::new(64, Arc::clone(&notifier) as Arc<dyn CqNotify>).unwrap());
-    *notifier.cq.lock().unwrap() = Some(Arc::clone(&scq));
-    let rcq = TestCq::new(64);
-    let a = Qp::new(&pd, &rcq.cq, &scq, None, CONFIG).unwrap();
-    qp::connect(&a, &b.qp, (16, 16), (16, 16)).unwrap();
+    let f = Deregistering::new();
+    f.watch(&f.scq);
     // E7: a receive smaller than the message fails the first Send (after
     // its own SGE was resolved through the cache), which ends the connection.
-    let sink = b.buffer(LEN, 0, Access::LOCAL_WRITE);
-    b.qp.post_receive(0, &[sink.sge(0, LEN32 / 2)]).unwrap();
-    scq.arm(ArmType::Any);
-    for i in 0..4_usize {
-        let flags = if i < 3 {
-            WrFlags::DEFER
-        } else {
-            WrFlags::empty()
-        };
-        a.post_send(i, Payload::Sges(&[first.sge(0, LEN32)]), flags, None)
-            .unwrap();
-    }
-    assert_eq!(*notifier.progress.lock().unwrap(), Some(Progress::Pending));
+    let sink = f.b.buffer(LEN, 0, Access::LOCAL_WRITE);
+    f.b.qp.post_receive(0, &[sink.sge(0, LEN32 / 2)]).unwrap();
+    f.send_chain(&[f.first.sge(0, LEN32); 4]);
+    assert_eq!(
+        *f.notifier.progress.lock().unwrap(),
+        Some(Progress::Pending)
+    );
     // Completed at the second request (one completion queued, the first
     // Send's error), not when the pass ended (four).
-    assert_eq!(notifier.seen.load(Ordering::SeqCst), 2);
-    let mut out = [crate::rnic::types::Completion::new(
-        WcStatus::Success,
-        crate::rnic::types::Opcode::Send,
-        0,
-        0,
-    ); 8];
-    let n = scq.poll(&mut out);
-    assert_eq!(n, 4);
-    assert_eq!(out[0].status, WcStatus::RemoteOperationError);
-    assert!(out[1..n].iter().all(|c| c.status == WcStatus::Cancelled));
-    notifier.cq.lock().unwrap().take();
+    assert_eq!(f.notifier.seen.load(Ordering::SeqCst), 2);
+    let sent = drain(&f.scq);
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].status, WcStatus::RemoteOperationError);
+    assert!(sent[1..].iter().all(|c| c.status == WcStatus::Cancelled));
 }
