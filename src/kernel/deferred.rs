@@ -31,6 +31,47 @@ pub(super) struct Inner<T> {
     pub(super) routine: T,
 }
 
+/// The kernel backends' half of the queue's strong reference: each insertion
+/// of a `KDPC` that queues it carries one `Arc::into_raw` of its `Inner` as
+/// the DPC's argument 1, which the DPC routine takes back when it runs. Said
+/// here once for the raw and the wdk backend, which differ only in their
+/// bindings.
+#[cfg(target_os = "windows")]
+impl<T: DeferredRoutine> Inner<T> {
+    /// Queues `this` with `insert` (the backend's `KeInsertQueueDpc` of the
+    /// slot, given argument 1; whether that queued the DPC), giving the
+    /// insertion a strong reference when it queued.
+    pub(super) fn insert_with_reference(
+        this: &Arc<Self>,
+        insert: impl FnOnce(*mut core::ffi::c_void) -> bool,
+    ) -> bool {
+        let reference = Arc::into_raw(Arc::clone(this));
+        if insert(reference.cast_mut().cast()) {
+            return true;
+        }
+        // Already queued: that insertion carries its own reference; drop ours.
+        // SAFETY: `reference` came from `Arc::into_raw` above and the kernel
+        // did not take it (nothing was queued), so it is reclaimed exactly
+        // once here.
+        drop(unsafe { Arc::from_raw(reference) });
+        false
+    }
+
+    /// The DPC routine's body: takes back the reference of the insertion
+    /// that is running and runs the routine.
+    ///
+    /// # Safety
+    /// `argument` is argument 1 of an insertion by
+    /// [`insert_with_reference`](Self::insert_with_reference) that queued,
+    /// and the kernel runs each such insertion exactly once.
+    pub(super) unsafe fn run_inserted(argument: *mut core::ffi::c_void) {
+        // SAFETY: the reference `insert_with_reference` gave the insertion
+        // (caller contract), reclaimed once.
+        let inner = unsafe { Arc::from_raw(argument.cast::<Self>().cast_const()) };
+        inner.routine.run();
+    }
+}
+
 /// A routine that can be scheduled to run later (a DPC in the kernel).
 pub struct Deferred<T: DeferredRoutine> {
     inner: Arc<Inner<T>>,

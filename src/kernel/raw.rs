@@ -171,11 +171,10 @@ unsafe extern "system" fn dpc_trampoline<T: DeferredRoutine>(
     argument1: *mut c_void,
     _argument2: *mut c_void,
 ) {
-    // SAFETY: `dpc_schedule` inserted this DPC with `Arc::into_raw` of an
-    // `Inner<T>` as argument 1, and the kernel runs each successful insertion
-    // exactly once, so this reclaims that one strong reference.
-    let inner = unsafe { Arc::from_raw(argument1.cast::<Inner<T>>().cast_const()) };
-    inner.routine.run();
+    // SAFETY: `dpc_schedule` inserted this DPC with
+    // `Inner::insert_with_reference`, and the kernel runs each successful
+    // insertion exactly once.
+    unsafe { Inner::<T>::run_inserted(argument1) };
 }
 
 pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
@@ -192,24 +191,12 @@ pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
 }
 
 pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
-    let reference = Arc::into_raw(Arc::clone(inner));
-    // SAFETY: the KDPC was initialized by `dpc_init`; the strong reference passed
-    // as argument 1 keeps the KDPC and the routine alive until the DPC has run.
-    let queued = unsafe {
-        KeInsertQueueDpc(
-            inner.slot.dpc.get(),
-            reference.cast_mut().cast(),
-            core::ptr::null_mut(),
-        )
-    };
-    if queued == 0 {
-        // Already queued: that insertion carries its own reference; drop ours.
-        // SAFETY: `reference` came from `Arc::into_raw` above and was not handed
-        // to the kernel, so it is reclaimed exactly once here.
-        drop(unsafe { Arc::from_raw(reference) });
-        return false;
-    }
-    true
+    Inner::insert_with_reference(inner, |reference| {
+        // SAFETY: the KDPC was initialized by `dpc_init`; the strong reference
+        // passed as argument 1 keeps the KDPC and the routine alive until the
+        // DPC has run.
+        unsafe { KeInsertQueueDpc(inner.slot.dpc.get(), reference, core::ptr::null_mut()) != 0 }
+    })
 }
 
 pub(super) fn dpc_flush() {

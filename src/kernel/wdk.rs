@@ -69,10 +69,9 @@ unsafe extern "C" fn dpc_trampoline<T: DeferredRoutine>(
     argument1: PVOID,
     _argument2: PVOID,
 ) {
-    // SAFETY: `dpc_schedule` inserted the DPC with `Arc::into_raw` of an
-    // `Inner<T>` as argument 1; each insertion runs once.
-    let inner = unsafe { Arc::from_raw(argument1.cast::<Inner<T>>().cast_const()) };
-    inner.routine.run();
+    // SAFETY: `dpc_schedule` inserted the DPC with
+    // `Inner::insert_with_reference`; each insertion runs once.
+    unsafe { Inner::<T>::run_inserted(argument1) };
 }
 
 pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
@@ -87,21 +86,10 @@ pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
 }
 
 pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
-    let reference = Arc::into_raw(Arc::clone(inner));
-    // SAFETY: initialized KDPC; the reference keeps it alive until the DPC ran.
-    let queued = unsafe {
-        KeInsertQueueDpc(
-            inner.slot.dpc.get(),
-            reference.cast_mut().cast::<c_void>(),
-            core::ptr::null_mut(),
-        )
-    };
-    if queued == 0 {
-        // SAFETY: `reference` was not handed to the kernel; reclaimed once.
-        drop(unsafe { Arc::from_raw(reference) });
-        return false;
-    }
-    true
+    Inner::insert_with_reference(inner, |reference| {
+        // SAFETY: initialized KDPC; the reference keeps it alive until the DPC ran.
+        unsafe { KeInsertQueueDpc(inner.slot.dpc.get(), reference, core::ptr::null_mut()) != 0 }
+    })
 }
 
 pub(super) fn dpc_flush() {
