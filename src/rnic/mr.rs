@@ -786,7 +786,13 @@ impl Mr {
     }
 
     /// Releases the region's tokens at close. Returns `Pending` when DMA is
-    /// still in flight; `finish` then runs when it ends.
+    /// still in flight; `finish` then runs when it ends, after a pending
+    /// deregistration's callback. `Done` when no use is left: a pending
+    /// deregistration's callback has then run here, or is being run by the
+    /// thread whose use just ended (its `finish_if_idle` took it first), so
+    /// a caller that must complete the close after the deregistration (L21)
+    /// holds the object open until that callback ran, as the provider's MR
+    /// does (model: `loom_tests`, the close racing the last use).
     pub fn close(&self, finish: Finish) -> Progress {
         let key = {
             let mut state = self.state.lock();

@@ -88,3 +88,70 @@ fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
         );
     });
 }
+
+/// A close racing the end of the last use of a region whose deregistration
+/// pends (rules M11, L8, L21, L22): whichever of the two sees no use left
+/// first finishes, the deregistration's callback runs exactly once, and the
+/// close's runs exactly once, after it, when the close pended and never when
+/// it was done at once. Explores `close` finding the last use just ended
+/// before that use's own `finish_if_idle` ran (it finishes the
+/// deregistration itself). A close done at once may return while the
+/// thread that ended the last use is still running the deregistration's
+/// callback: the provider's MR holds itself open while its DeregisterMr is
+/// owed, so its close completes after that completion (L21; `provider::mr`).
+#[test]
+fn test_loom_close_racing_last_use_of_pending_deregistration_finishes_each_once_in_order() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let (device, pd, mr, sge) = region();
+        // The pass's use: one resolution through the cache.
+        let mut cache = TokenCache::default();
+        let seg = cache
+            .resolve_local(&device, &pd, &sge, Access::empty())
+            .unwrap();
+        // The order in which the callbacks ran: 1 for the first, 2 for the
+        // second (0: not run; more than one run would count past 2).
+        let calls = Arc::new(AtomicUsize::new(0));
+        let deregistered = Arc::new(AtomicUsize::new(0));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let use_ended = Arc::new(AtomicBool::new(false));
+        let progress = {
+            let (calls, deregistered) = (Arc::clone(&calls), Arc::clone(&deregistered));
+            mr.deregister(Box::new(move || {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                assert_eq!(deregistered.swap(n, Ordering::SeqCst), 0, "ran twice");
+            }))
+            .unwrap()
+        };
+        assert_eq!(progress, Progress::Pending, "a use lives: M11");
+        let ending = {
+            let use_ended = Arc::clone(&use_ended);
+            loom::thread::spawn(move || {
+                drop(seg);
+                drop(cache);
+                use_ended.store(true, Ordering::SeqCst);
+            })
+        };
+        let before_close = use_ended.load(Ordering::SeqCst);
+        let progress = {
+            let (calls, closed) = (Arc::clone(&calls), Arc::clone(&closed));
+            mr.close(Box::new(move || {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                assert_eq!(closed.swap(n, Ordering::SeqCst), 0, "ran twice");
+            }))
+        };
+        // The use ended before the close began: nothing to wait for.
+        assert!(
+            !(before_close && progress == Progress::Pending),
+            "the close pended with no use left"
+        );
+        ending.join().unwrap();
+        assert_eq!(deregistered.load(Ordering::SeqCst), 1, "L8: once, first");
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            if progress == Progress::Pending { 2 } else { 0 },
+            "L21/L22: a pended close completes once, after the deregistration"
+        );
+    });
+}
