@@ -19,6 +19,13 @@ fn sends(p: &Pair, contexts: &[usize], flags: u32) {
     }
 }
 
+/// `watch` once nothing more is due for it (after [`SETTLE_BRIEF`]): for
+/// counting the callbacks that ran, and seeing that no further one did.
+fn settled(watch: &Watch) -> &Watch {
+    std::thread::sleep(SETTLE_BRIEF);
+    watch
+}
+
 // ---------------------------------------------------------------------------
 // C1: concurrent reaping and arming
 // ---------------------------------------------------------------------------
@@ -304,9 +311,8 @@ fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
         sends(&p, &[i], 0);
         watch.wait_returned(i);
     }
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS; 3],
         "C3: each re-arm made inside the callback holds"
     );
@@ -332,8 +338,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
         "reaped: the CQ is empty again"
     );
     sends(&p, &[2], 0);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 0, "C3: not armed");
+    assert_eq!(settled(&watch).entered(), 0, "C3: not armed");
     p.b_cq.arm(NdkCqNotifyType::ANY);
     watch.wait_returned(1);
     // Another one arrives after that callback, unreaped: the next arm fires.
@@ -344,8 +349,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
     sends(&p, &[4], SOLICIT);
     p.b_cq.arm(NdkCqNotifyType::SOLICITED);
     watch.wait_returned(3);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![STATUS_SUCCESS; 3]);
+    assert_eq!(settled(&watch).all(), vec![STATUS_SUCCESS; 3]);
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
     p.teardown();
 }
@@ -362,9 +366,8 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // provider may fire at once, and SoftNDK documents that it does not
     // (docs/rnic.md).
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.entered(),
+        settled(&watch).entered(),
         1,
         "C4: fired for completions already notified"
     );
@@ -374,8 +377,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // Draining part of the backlog changes nothing either.
     assert_eq!(p.b_cq.poll(1).len(), 1);
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 2);
+    assert_eq!(settled(&watch).entered(), 2);
     sends(&p, &[3], 0);
     watch.wait_returned(3);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
@@ -417,9 +419,8 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
     // another thread: B's own Send completes on B's CQ.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     send0(&p.b_qp, 2, 0);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.entered(),
+        settled(&watch).entered(),
         1,
         "C5: a second callback ran during the first"
     );
@@ -475,8 +476,7 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
     assert_success!(status, "I4: posting from inside a callback");
     assert_eq!(entered, 1, "C5: the due callback nested inside the first");
     assert!(!watch.overlapped());
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![STATUS_SUCCESS; 2]);
+    assert_eq!(settled(&watch).all(), vec![STATUS_SUCCESS; 2]);
     let mut b: Vec<_> = summary(&p.b_cq.wait_results(2));
     b.sort_unstable();
     assert_eq!(b, vec![(2, STATUS_SUCCESS), (1001, STATUS_SUCCESS)]);
@@ -542,58 +542,39 @@ fn merged(first: NdkCqNotifyType, second: NdkCqNotifyType) -> Merged {
     Merged::Errors
 }
 
-// rule C6
-#[test]
-fn c6_any_then_any_is_any() {
-    assert_eq!(merged(ANY, ANY), Any);
+/// One `#[test]` per C6 row: arming B's CQ with the first type then the
+/// second leaves the arm [`merged`] finds in force.
+macro_rules! c6_merges {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident() { $first:ident then $second:ident is $merged:ident }
+    )*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            assert_eq!(merged($first, $second), $merged);
+        }
+    )*};
 }
 
-// rule C6
-#[test]
-fn c6_any_then_errors_is_any() {
-    assert_eq!(merged(ANY, ERRORS), Any);
-}
-
-// rule C6
-#[test]
-fn c6_any_then_solicited_is_any() {
-    assert_eq!(merged(ANY, SOLICITED), Any);
-}
-
-// rule C6
-#[test]
-fn c6_errors_then_any_is_any() {
-    assert_eq!(merged(ERRORS, ANY), Any);
-}
-
-// rule C6
-// see also E12
-#[test]
-fn c6_errors_then_errors_is_errors() {
-    assert_eq!(merged(ERRORS, ERRORS), Errors);
-}
-
-// rule C6
-#[test]
-fn c6_errors_then_solicited_merges_to_solicited() {
-    assert_eq!(merged(ERRORS, SOLICITED), Solicited);
-}
-
-// rule C6
-#[test]
-fn c6_solicited_then_any_is_any() {
-    assert_eq!(merged(SOLICITED, ANY), Any);
-}
-
-// rule C6
-#[test]
-fn c6_solicited_then_errors_stays_solicited() {
-    assert_eq!(merged(SOLICITED, ERRORS), Solicited);
-}
-
-// rule C6
-// see also P17
-#[test]
-fn c6_solicited_then_solicited_is_solicited() {
-    assert_eq!(merged(SOLICITED, SOLICITED), Solicited);
+c6_merges! {
+    // rule C6
+    #[test] fn c6_any_then_any_is_any() { ANY then ANY is Any }
+    // rule C6
+    #[test] fn c6_any_then_errors_is_any() { ANY then ERRORS is Any }
+    // rule C6
+    #[test] fn c6_any_then_solicited_is_any() { ANY then SOLICITED is Any }
+    // rule C6
+    #[test] fn c6_errors_then_any_is_any() { ERRORS then ANY is Any }
+    // rule C6
+    // see also E12
+    #[test] fn c6_errors_then_errors_is_errors() { ERRORS then ERRORS is Errors }
+    // rule C6
+    #[test] fn c6_errors_then_solicited_merges_to_solicited() { ERRORS then SOLICITED is Solicited }
+    // rule C6
+    #[test] fn c6_solicited_then_any_is_any() { SOLICITED then ANY is Any }
+    // rule C6
+    #[test] fn c6_solicited_then_errors_stays_solicited() { SOLICITED then ERRORS is Solicited }
+    // rule C6
+    // see also P17
+    #[test] fn c6_solicited_then_solicited_is_solicited() { SOLICITED then SOLICITED is Solicited }
 }
