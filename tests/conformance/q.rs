@@ -153,12 +153,24 @@ impl Fixture {
             c.link.close_with((c.a_qp, c.b_qp), (c.a_cq, c.b_rcq));
         }
         assert_close(self.srq.close());
-        self.src.close();
-        self.inbox.close();
-        assert_close(self.b_icq.close());
-        self.a.close();
-        self.b.close();
+        close_the_rest((self.src, self.inbox), self.b_icq, (self.a, self.b));
     }
+
+    /// Arms the SRQ with threshold 1 through ModifySrq while no receive is
+    /// queued: it notifies at once (Q4), the `n`th notification.
+    fn arm_empty_expect_notified(&self, n: usize) {
+        assert_success!(self.srq.modify(0, 1));
+        self.expect_notified(n);
+    }
+}
+
+/// Closes what a [`Fixture`] holds besides its connections and SRQ.
+fn close_the_rest((src, inbox): (Region, Region), b_icq: Cq, (a, b): (Side, Side)) {
+    src.close();
+    inbox.close();
+    assert_close(b_icq.close());
+    a.close();
+    b.close();
 }
 
 /// Q1: this adapter has SRQs (MaxSrqDepth > 0) and enforces its limits
@@ -449,8 +461,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(2);
+    f.arm_empty_expect_notified(2);
     f.close();
 }
 
@@ -479,8 +490,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     }
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(1);
+    f.arm_empty_expect_notified(1);
     f.close();
 }
 
@@ -506,8 +516,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     let f = Fixture::new(8, 1, 0, true, 1);
     post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(1);
+    f.arm_empty_expect_notified(1);
     f.close();
 }
 
@@ -566,30 +575,20 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
 fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     let f = Fixture::new(16, 1, 0, true, 1);
     assert_success!(f.post(1, 0, 0x40));
-    let Fixture {
-        a,
-        b,
-        b_icq,
-        srq,
-        notes,
-        conns,
-        src,
-        inbox,
-    } = f;
     let log = Signal::new();
-    assert_eq!(close_with(srq.close_slot(), &log), STATUS_PENDING);
+    assert_eq!(close_with(f.srq.close_slot(), &log), STATUS_PENDING);
     // The attached QP still consumes the SRQ's receive.
-    let c = &conns[0];
-    assert_success!(c.a_qp.send(2, &[src.sge(0, 0x40)], 0));
+    let c = &f.conns[0];
+    assert_success!(c.a_qp.send(2, &[f.src.sge(0, 0x40)], 0));
     assert_success!(c.a_cq.wait_results(1)[0].status);
     let got = c.b_rcq.wait_results(1);
     assert_eq!(
         (got[0].request_context as usize, got[0].status),
         (1, STATUS_SUCCESS)
     );
-    assert_eq!(&inbox.bytes()[..0x40], &src.bytes()[..0x40]);
+    assert_eq!(&f.inbox.bytes()[..0x40], &f.src.bytes()[..0x40]);
     assert_eq!(log.count(), 0);
-    for c in conns {
+    for c in f.conns {
         c.link.close();
         assert_close(c.a_qp.close());
         assert_eq!(log.count(), 0);
@@ -597,10 +596,6 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     }
     assert_eq!(log.wait(), CLOSED);
     assert_eq!(log.count(), 1);
-    assert_eq!(notes.count(), 0);
-    src.close();
-    inbox.close();
-    assert_close(b_icq.close());
-    a.close();
-    b.close();
+    assert_eq!(f.notes.count(), 0);
+    close_the_rest((f.src, f.inbox), f.b_icq, (f.a, f.b));
 }
