@@ -167,6 +167,32 @@ fn a_writes(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
     r.status
 }
 
+/// B fast-registers `fast` for remote write over the pages of `lam` (first
+/// byte at `fbo`, `len` bytes at `base`); the FastRegister succeeds.
+fn fast_registers_lam(
+    pair: &Pair,
+    context: usize,
+    fast: &Mr,
+    lam: &[u64],
+    (fbo, len, base): (u32, usize, u64),
+) {
+    let pages = lam_pages(lam);
+    let status = pair
+        .b_qp
+        .fast_register(context, fast, &pages, fbo, len, base, OP_REMOTE_WRITE);
+    assert_success!(status);
+    expect(&pair.b_cq, context, STATUS_SUCCESS);
+}
+
+/// A's Write of `len` bytes of a fresh pattern (`seed`) to `remote` /
+/// `token` of B, which succeeds; returns the pattern's region, to compare
+/// the placed bytes with.
+fn a_writes_pattern(pair: &Pair, seed: u8, len: usize, (remote, token): (u64, u32)) -> Region {
+    let src = Region::pattern(&pair.a_pd, PAGE, seed, 0);
+    assert_success!(a_writes(pair, src.sge(0, len), remote, token));
+    src
+}
+
 /// A's Write of `local` to `remote` / `token` of B, which B refuses with
 /// `fabric` ([`assert_refused`]), leaves every byte of `target` as it was
 /// and ends the connection ([`assert_ended`]).
@@ -1407,16 +1433,7 @@ fn m12_tokens_are_readable_once_registration_completed() {
     let (status, mut lam, _) = pair.b.build_lam(&mut lam_buffer);
     assert_success!(status);
     let base = 0x10_0000_0000;
-    assert_success!(pair.b_qp.fast_register(
-        3,
-        &fast,
-        &lam_pages(&lam),
-        0,
-        2 * PAGE,
-        base,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 3, STATUS_SUCCESS);
+    fast_registers_lam(&pair, 3, &fast, &lam, (0, 2 * PAGE, base));
     assert_success!(a_writes(
         &pair,
         src.sge(0x200, 0x300),
@@ -1799,13 +1816,7 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
     assert_empty(&pair.b_cq);
     assert_success!(post(pages, 0, 4 * PAGE, 0));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 26, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x40),
-        4 * PAGE64 - 0x40,
-        frmr.mr.remote_token()
-    ));
+    let src = a_writes_pattern(&pair, 26, 0x40, (4 * PAGE64 - 0x40, frmr.mr.remote_token()));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 5 * PAGE],
@@ -1834,13 +1845,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(frmr.mr.remote_token(), token);
-    let src = Region::pattern(&pair.a_pd, PAGE, 27, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x200),
-        frmr.base() + 0xF00,
-        token
-    ));
+    let src = a_writes_pattern(&pair, 27, 0x200, (frmr.base() + 0xF00, token));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 2 * PAGE],
@@ -1965,13 +1970,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
         OP_REMOTE_WRITE
     ));
     expect(&pair.b_cq, 4, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 33, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        writable.remote(0x40),
-        mw.remote_token()
-    ));
+    let src = a_writes_pattern(&pair, 33, 0x100, (writable.remote(0x40), mw.remote_token()));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
     teardown_with_regions(pair, [no_write, nothing, writable, src]);
@@ -2201,13 +2200,7 @@ fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
         STATUS_INVALID_PARAMETER
     );
     assert_empty(&pair.b_cq);
-    let src = Region::pattern(&pair.a_pd, PAGE, 41, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        r.remote(0x10),
-        r.token()
-    ));
+    let src = a_writes_pattern(&pair, 41, 0x100, (r.remote(0x10), r.token()));
     assert_placed(r.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     teardown_with_regions(pair, [r, src]);
 }
@@ -2792,23 +2785,8 @@ fn m32_misused_release_lam_never_reaches_memory() {
     let fast = pair.b_pd.mr(true);
     assert_success!(fast.init_fast(2, true));
     let base = 0x90_0000_0000;
-    assert_success!(pair.b_qp.fast_register(
-        1,
-        &fast,
-        &lam_pages(&lam),
-        0,
-        2 * PAGE,
-        base,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 1, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 63, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        base + 0xFC0,
-        fast.remote_token()
-    ));
+    fast_registers_lam(&pair, 1, &fast, &lam, (0, 2 * PAGE, base));
+    let src = a_writes_pattern(&pair, 63, 0x100, (base + 0xFC0, fast.remote_token()));
     assert_placed(buffer.bytes(), &content, 0xFC0, &src.bytes()[..0x100]);
     // Released under the mapping.
     pair.b.release_lam(&mut lam);
@@ -3020,16 +2998,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
         let (status, lam, fbo) = pair.b.build_lam(&mut buffer);
         assert_success!(status);
         let base = 0x80_0000_0000 + 0x100_0000 * cycle as u64 + u64::from(fbo);
-        assert_success!(pair.b_qp.fast_register(
-            10 * cycle,
-            &fast,
-            &lam_pages(&lam),
-            fbo,
-            content.len(),
-            base,
-            OP_REMOTE_WRITE
-        ));
-        expect(&pair.b_cq, 10 * cycle, STATUS_SUCCESS);
+        fast_registers_lam(&pair, 10 * cycle, &fast, &lam, (fbo, content.len(), base));
         assert_eq!((fast.local_token(), fast.remote_token()), (local, remote));
         // The peer writes through the remote token, across the page boundary.
         let at = PAGE - offset - 0x80;
