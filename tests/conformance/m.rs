@@ -401,8 +401,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
 
     assert_closed([mw.close(), fast.close(), plain.close()]);
     pair.b.release_lam(&mut lam);
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [sink]);
 }
 
 /// M2: RegisterMr registers `Length` bytes from the first MDL's address over
@@ -547,8 +546,7 @@ fn m2_register_mr_refuses_a_chain_that_is_not_contiguous() {
     let mut next = tail_mdl(&mut buffer, 0x1000);
     chain(&mut buffer, 0x1000, &mut next);
     assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_LOCAL_WRITE));
-    assert_close(mr.close());
-    assert_close(pd.close());
+    assert_closed([mr.close(), pd.close()]);
     adapter.close();
 }
 
@@ -573,8 +571,7 @@ fn m3_a_chain_shorter_than_length_is_refused() {
         STATUS_INVALID_PARAMETER
     );
     assert_success!(register_mdl(&mr, buffer.mdl(), 0x900, MR_LOCAL_WRITE));
-    assert_close(mr.close());
-    assert_close(pd.close());
+    assert_closed([mr.close(), pd.close()]);
     adapter.close();
 }
 
@@ -706,8 +703,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     );
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
 
-    assert_close(mw.close());
-    assert_close(mr.close());
+    assert_closed([mw.close(), mr.close()]);
     teardown_closing(pair, [src, sink]);
 }
 
@@ -1152,8 +1148,7 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         &src.bytes()[0x123..0x123 + PAGE],
     );
     pair.b.release_lam(&mut lam);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1506,11 +1501,9 @@ fn m13_initialize_fast_register_mr_serves_up_to_frmr_page_count() {
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 20, 0);
     assert_success!(a_writes(&pair, src.sge(0, 2 * PAGE), base, tokens.1));
     assert_placed(buffer.bytes(), &vec![0; 3 * PAGE], 0, src.bytes());
-    assert_close(fresh.close());
-    assert_close(fast.close());
+    assert_closed([fresh.close(), fast.close()]);
     pair.b.release_lam(&mut lam);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 /// An MR pointer that threads may share (the provider's objects may be used
@@ -1824,8 +1817,7 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
         &src.bytes()[..0x40],
     );
     frmr.close(&pair.b);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 /// M17: the remote token of a fast-registered MR can be read as soon as
@@ -1853,8 +1845,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
         &src.bytes()[..0x200],
     );
     frmr.close(&pair.b);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1917,8 +1908,7 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
         token,
         STATUS_REMOTE_RESOURCES,
     );
-    assert_close(mw.close());
-    assert_close(outside.close());
+    assert_closed([mw.close(), outside.close()]);
     teardown_closing(pair, [r, src, sink]);
 }
 
@@ -2559,8 +2549,7 @@ fn m28_build_lam_maps_the_pages_of_a_contiguous_chain_and_reports_the_fbo() {
     let mut lam = call.words;
     assert_eq!(lam_count(&lam), 2);
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
 }
 
 /// M28: BuildLam over a chain whose MDLs are mapped apart lists each MDL's
@@ -2590,8 +2579,7 @@ fn m28_build_lam_over_a_chain_mapped_apart() {
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     assert_eq!(&inbox.bytes()[..len], &content[..]);
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
     drop(mdls);
 }
 
@@ -2631,8 +2619,7 @@ fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
     assert_eq!(inbox.bytes(), &content[..]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE));
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
 }
 
 /// M29: BuildLam with `*pLAMSize` too small — no buffer at all, or one byte
@@ -3087,8 +3074,7 @@ fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     expect(&cq, 1, STATUS_SUCCESS);
     assert_placed(target.bytes(), &before, 0x300, &src.bytes()[..0x200]);
     link.close();
-    assert_close(qp1.close());
-    assert_close(qp2.close());
+    assert_closed([qp1.close(), qp2.close()]);
     target.close();
     src.close();
     assert_close(cq.close());
