@@ -187,8 +187,7 @@ fn e3_disconnect_cancels_outstanding_requests() {
         sorted_ex(&wait_results_ex(&pair.b_cq, 1)),
         [(40, STATUS_CANCELLED, T::SEND)]
     );
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     teardown_closing(pair, [a_mem, b_mem]);
 }
 
@@ -219,8 +218,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     b_qp1.flush();
     assert_empty(&b_cq);
     link1.close();
-    assert_close(b_qp1.close());
-    assert_close(a_qp1.close());
+    assert_closed([b_qp1.close(), a_qp1.close()]);
     assert_empty(&b_cq);
     assert_empty(&a_cq);
     // A second QP on the SRQ gets the three receives.
@@ -243,13 +241,10 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
         ]
     );
     link2.close();
-    assert_close(a_qp2.close());
-    assert_close(b_qp2.close());
-    assert_close(srq.close());
+    assert_closed([a_qp2.close(), b_qp2.close(), srq.close()]);
     a_mem.close();
     b_mem.close();
-    assert_close(a_cq.close());
-    assert_close(b_cq.close());
+    assert_closed([a_cq.close(), b_cq.close()]);
     a.close();
     b.close();
 }
@@ -302,8 +297,7 @@ fn e5_error_completion_terminates_and_cancels_the_rest() {
         summary(&pair.b_cq.wait_results(1)),
         [(12, STATUS_CANCELLED)]
     );
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     teardown_closing(pair, [a_mem, b_mem]);
 }
 
@@ -975,7 +969,6 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
         assert!(types.contains(&t), "{t:?}");
     }
     a_frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    assert_close(b_mw.close());
+    assert_closed([a_mw.close(), b_mw.close()]);
     teardown_with_regions(pair, [a_mem, b_mem]);
 }

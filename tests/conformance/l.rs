@@ -2626,8 +2626,7 @@ mod cross_nic {
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
         assert_closes_succeed!(b_srq, b_cq);
-        assert_close(a_srq.close());
-        assert_close(a_cq.close());
+        assert_closed([a_srq.close(), a_cq.close()]);
         a.close();
         b.close();
     }
@@ -2719,8 +2718,7 @@ mod cross_nic {
         assert_success!(qp.bind(6, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ));
         assert_eq!(summary(&pair.a_cq.wait_results(1)), [(6, STATUS_SUCCESS)]);
         b_frmr.close(&pair.b);
-        assert_close(a_mw.close());
-        assert_close(b_mw.close());
+        assert_closed([a_mw.close(), b_mw.close()]);
         teardown_with_regions(pair, [a_mem, b_mem]);
     }
 
@@ -2733,10 +2731,7 @@ mod cross_nic {
         let (a, b) = Side::two();
         let (a_cq, a_qp) = a.cq_and_qp(16, 1);
         let (b_cq, b_qp) = b.cq_and_qp(16, 2);
-        let incoming = Incoming::new();
-        let listener = b.adapter.listener(&incoming);
-        assert_success!(listener.listen(b.addr));
-        let (_, at, _) = listener.local_address();
+        let (listener, incoming, at) = listen_on(&b.adapter, b.addr);
         // Connect from A's connector with B's QP.
         let connector = a.adapter.connector();
         let (status, signal) = connector.connect(&b_qp, a.addr, at, 0, 0, b"");

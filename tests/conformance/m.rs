@@ -118,8 +118,7 @@ fn assert_ended(pair: &Pair) {
     expect(&pair.a_cq, 0xEEE1, STATUS_CANCELLED);
     recv0(&pair.b_qp, 0xEEE2);
     expect(&pair.b_cq, 0xEEE2, STATUS_CANCELLED);
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
 }
 
 /// Checks the status of A's Write (or Send) that B refuses — `fabric`, its
@@ -948,8 +947,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
     if !granted {
         assert_ended(&pair);
     }
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     target.close(&pair.b);
     teardown_closing(pair, [a_src, a_sink]);
     granted

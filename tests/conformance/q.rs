@@ -207,8 +207,7 @@ fn q1_adapter_offers_srqs_and_refuses_limits_above_its_maximum() {
         assert_success!(srq.receive(i, &[]));
     }
     assert_eq!(srq.receive(0, &[]), STATUS_NO_MORE_ENTRIES);
-    assert_close(srq.close());
-    assert_close(pd.close());
+    assert_closed([srq.close(), pd.close()]);
     adapter.close();
 }
 
