@@ -308,8 +308,7 @@ fn i3_callbacks_may_run_on_the_posting_thread_inside_the_call() {
         threads.iter().filter(|t| **t == poster).count()
     );
     assert_closed([qp.close(), cq.close()]);
-    mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [mem]);
 }
 
 /// The CQ and QP a notification callback drives, stored by the test once

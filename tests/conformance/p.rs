@@ -279,9 +279,7 @@ fn p3_breached_serialization_stays_memory_safe() {
     }
     ids.sort_unstable();
     assert_eq!(ids, (0..2 * PER_THREAD).collect::<Vec<_>>());
-    a_src.close();
-    b_recv.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_recv]);
 }
 
 /// Posts with `post`, again while the initiator queue is full (P24: with
@@ -748,8 +746,7 @@ fn p12_inline_send_copies_ignores_tokens_and_takes_extra_sges() {
         [(1, STATUS_SUCCESS), (2, STATUS_SUCCESS)]
     );
     assert_empty(&pair.a_cq);
-    b_recv.close();
-    pair.teardown();
+    teardown_with_regions(pair, [b_recv]);
 }
 
 /// P13: INLINE is accepted on Write too: the bytes land at the remote
@@ -778,8 +775,7 @@ fn p13_inline_write_accepted() {
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(1, STATUS_SUCCESS)]);
     assert_eq!(&b_mem.bytes()[300..400], &original[..]);
     assert_empty(&pair.a_cq);
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [b_mem]);
 }
 
 /// P14: with SILENT_SUCCESS a request that succeeds produces no CQ entry;
@@ -885,9 +881,7 @@ fn p16_read_fence_orders_after_earlier_reads() {
     assert_eq!(request_contexts(&done), [0, 1, 10, 11, 20, 21, 30, 31]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(&b_mem.bytes()[4096..6144], &b_mem.bytes()[..2048]);
-    sink.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [sink, b_mem]);
 }
 
 /// P17: SEND_AND_SOLICIT_EVENT on Send or SendAndInvalidate makes the
