@@ -19,13 +19,6 @@ fn sends(p: &Pair, contexts: &[usize], flags: u32) {
     }
 }
 
-/// `watch` once nothing more is due for it (after [`SETTLE_BRIEF`]): for
-/// counting the callbacks that ran, and seeing that no further one did.
-fn settled(watch: &Watch) -> &Watch {
-    std::thread::sleep(SETTLE_BRIEF);
-    watch
-}
-
 // ---------------------------------------------------------------------------
 // C1: concurrent reaping and arming
 // ---------------------------------------------------------------------------
@@ -269,29 +262,33 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
     // No arm: completions, no notification.
     sends(&p, &[1, 2], 0);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        p.b_cq.notifications(),
+        settled(&p.b_cq).notifications(),
         vec![],
         "C3: notified without an arm"
     );
     // An arm on an empty CQ waits for a completion, then fires once for
     // however many follow.
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications(), vec![], "C3: nothing matched yet");
+    assert_eq!(
+        settled(&p.b_cq).notifications(),
+        vec![],
+        "C3: nothing matched yet"
+    );
     sends(&p, &[3, 4, 5], 0);
     assert_success!(p.b_cq.1.wait());
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications().len(), 1, "C3: at most once per arm");
+    assert_eq!(
+        settled(&p.b_cq).notifications().len(),
+        1,
+        "C3: at most once per arm"
+    );
     // The next arm, the next notification.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[6], 0);
     assert_success!(p.b_cq.1.wait_nth(2));
     assert_eq!(p.b_cq.wait_results(1).len(), 1);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications().len(), 2);
+    assert_eq!(settled(&p.b_cq).notifications().len(), 2);
     p.teardown();
 }
 

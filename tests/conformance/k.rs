@@ -132,8 +132,11 @@ fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
         spout.emit(context);
     }
     spout.cq.arm(NdkCqNotifyType::ERRORS);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 0, "K3: 8 entries fit the new depth");
+    assert_eq!(
+        settled(&watch).entered(),
+        0,
+        "K3: 8 entries fit the new depth"
+    );
     // Shrink to exactly the count.
     assert_success!(resize(&spout.cq, 8));
     assert_eq!(cancelled(&spout.cq.poll(5)), vec![1, 2, 3, 4, 5]);
@@ -167,8 +170,7 @@ fn k4_resize_below_the_count_is_buffer_overflow_and_changes_nothing() {
     for context in 6..=8 {
         spout.emit(context);
     }
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 0, "K4: the depth changed");
+    assert_eq!(settled(&watch).entered(), 0, "K4: the depth changed");
     assert_eq!(cancelled(&spout.cq.poll(16)), (1..=8).collect::<Vec<_>>());
     // And not more than 8 either.
     for context in 9..=17 {
