@@ -136,6 +136,20 @@ fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
     await_abort(&pair.a_disconnects);
 }
 
+/// Closes B's `frmr` and the test's regions, then [`Pair::teardown`]
+/// ([`teardown_with_regions`]).
+fn teardown_with_frmr<const N: usize>(pair: Pair, frmr: Frmr, regions: [Region; N]) {
+    frmr.close(&pair.b);
+    teardown_with_regions(pair, regions);
+}
+
+/// Closes B's `frmr` and the test's regions, then tears down a pair whose
+/// connection an error may have ended ([`teardown_closing`]).
+fn teardown_closing_frmr<const N: usize>(pair: Pair, frmr: Frmr, regions: [Region; N]) {
+    frmr.close(&pair.b);
+    teardown_closing(pair, regions);
+}
+
 /// Fills `buffer` with pattern `seed` ([`bytes`]): what it holds before the
 /// test moves anything.
 fn fill(buffer: &mut Buffer, seed: u8) -> Vec<u8> {
@@ -747,8 +761,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
         STATUS_REMOTE_RESOURCES,
     );
     assert_close(mw.close());
-    frmr.close(&pair.b);
-    teardown_closing(pair, [target, src]);
+    teardown_closing_frmr(pair, frmr, [target, src]);
 
     // The same for a local SGE: zero-based, it fails with an access
     // violation and no byte moves.
@@ -1618,8 +1631,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
         frmr.mr.remote_token()
     ));
     assert_eq!(sink.bytes(), src.bytes());
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src, sink]);
+    teardown_with_frmr(pair, frmr, [src, sink]);
 }
 
 /// M15: a FastRegister asking for remote read or write on an MR initialized
@@ -1671,8 +1683,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
         frmr.mr.remote_token()
     ));
     assert_eq!(&sink.bytes()[..0x300], &now[0xE80..0x1180]);
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src, sink]);
+    teardown_with_frmr(pair, frmr, [src, sink]);
 }
 
 /// M16: FastRegister maps page-aligned logical pages that need not be
@@ -1769,8 +1780,7 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     );
     assert_eq!(frmr.buffer.bytes(), &expected[..]);
     assert_ended(&pair);
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src, sink, whole]);
+    teardown_closing_frmr(pair, frmr, [src, sink, whole]);
 }
 
 /// M16: a FastRegister whose geometry does not fit is refused inline with
@@ -1814,8 +1824,7 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
         4 * PAGE - 0x40,
         &src.bytes()[..0x40],
     );
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src]);
+    teardown_with_frmr(pair, frmr, [src]);
 }
 
 /// M17: the remote token of a fast-registered MR can be read as soon as
@@ -1842,8 +1851,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
         0xF00,
         &src.bytes()[..0x200],
     );
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src]);
+    teardown_with_frmr(pair, frmr, [src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -2130,8 +2138,7 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
         token,
         STATUS_ACCESS_VIOLATION,
     );
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src]);
+    teardown_closing_frmr(pair, frmr, [src]);
 }
 
 /// M22, M23 (NDSPI v2 only; this provider's behaviour): Invalidate of a
@@ -2253,8 +2260,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
         token,
         STATUS_ACCESS_VIOLATION,
     );
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src, inbox]);
+    teardown_closing_frmr(pair, frmr, [src, inbox]);
 }
 
 /// M24: SendAndInvalidate of a window's token invalidates the window at the
