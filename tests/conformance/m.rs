@@ -43,6 +43,22 @@ fn buffer_with(offset: usize, content: &[u8]) -> Buffer {
     buffer
 }
 
+/// A buffer of `len` bytes at `offset` into a page holding a fresh pattern
+/// (`seed`, [`bytes`]), and that pattern: what it holds before the test
+/// moves anything.
+fn pattern_buffer((len, seed): (usize, u8), offset: usize) -> (Vec<u8>, Buffer) {
+    let before = bytes(len, seed);
+    let buffer = buffer_with(offset, &before);
+    (before, buffer)
+}
+
+/// B's region registered with `flags` over a [`pattern_buffer`], and the
+/// pattern.
+fn b_region(pair: &Pair, (len, seed): (usize, u8), offset: usize, flags: u32) -> (Vec<u8>, Region) {
+    let (before, buffer) = pattern_buffer((len, seed), offset);
+    (before, Region::of(&pair.b_pd, buffer, flags))
+}
+
 /// RegisterMr of `length` bytes of the chain at `mdl` (the outcome, L8).
 fn register_mdl(mr: &Mr, mdl: *mut Mdl, length: usize, flags: u32) -> NtStatus {
     let signal = Signal::new();
@@ -156,6 +172,19 @@ fn fill(buffer: &mut Buffer, seed: u8) -> Vec<u8> {
     let before = bytes(buffer.len, seed);
     buffer.bytes_mut().copy_from_slice(&before);
     before
+}
+
+/// B's fast-register MR of `len` bytes for up to `pages` pages (`remote`:
+/// initialized with RemoteAccess) over a buffer holding a fresh pattern
+/// (`seed`), and that pattern ([`fill`]).
+fn b_frmr_filled(
+    pair: &Pair,
+    (len, pages, remote): (usize, u32, bool),
+    seed: u8,
+) -> (Frmr, Vec<u8>) {
+    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, len, 0, pages, remote);
+    let before = fill(&mut frmr.buffer, seed);
+    (frmr, before)
 }
 
 /// Fast-registers `frmr` on B's QP with each of `flags` in turn (request
@@ -348,8 +377,7 @@ fn lam_count(words: &[u64]) -> usize {
 fn m1_mr_kind_is_fixed_at_creation() {
     let pair = Pair::new();
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
-    let content = bytes(PAGE, 1);
-    let mut buffer = buffer_with(0x40, &content);
+    let (content, mut buffer) = pattern_buffer((PAGE, 1), 0x40);
 
     // A fast-register MR refuses RegisterMr, DeregisterMr and Bind.
     let fast = pair.b_pd.mr(true);
@@ -423,8 +451,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
 #[test]
 fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     let pair = Pair::new();
-    let before = bytes(3 * PAGE, 3);
-    let mut buffer = buffer_with(0x180, &before);
+    let (before, mut buffer) = pattern_buffer((3 * PAGE, 3), 0x180);
     let split = 0x1234;
     let mut rest = tail_mdl(&mut buffer, split);
     chain(&mut buffer, split, &mut rest);
@@ -594,8 +621,7 @@ fn m3_a_chain_shorter_than_length_is_refused() {
 #[test]
 fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 6);
-    let mut buffer = buffer_with(0x2A0, &before);
+    let (before, mut buffer) = pattern_buffer((2 * PAGE, 6), 0x2A0);
     let mut decoy = Buffer::new(2 * PAGE, 0x2A0, 0xEE);
     let mr = pair.b_pd.mr(false);
     assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_REMOTE));
@@ -642,8 +668,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
 fn m4_mdl_virtual_address_is_only_an_index() {
     let pair = Pair::new();
     let offset = 0x2C0;
-    let before = bytes(2 * PAGE, 8);
-    let mut real = buffer_with(offset, &before);
+    let (before, mut real) = pattern_buffer((2 * PAGE, 8), offset);
     let mut decoy = Buffer::new(2 * PAGE, offset, 0xEE);
     let index = decoy.va();
     let real_first = real.bytes_mut().as_mut_ptr();
@@ -727,8 +752,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
 #[test]
 fn m5_addresses_are_indexes_never_offsets_from_zero() {
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 11);
-    let target = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let (before, target) = b_region(&pair, (2 * PAGE, 11), 0x10, MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 12, 0);
     let mw = pair.b_pd.mw();
     assert_eq!(
@@ -1247,8 +1271,7 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
 #[test]
 fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 14);
-    let mut target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
+    let (before, mut target) = b_region(&pair, (2 * PAGE, 14), 0x90, MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
     let old = target.token();
     assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), old));
@@ -1403,8 +1426,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
 #[test]
 fn m12_tokens_are_readable_once_registration_completed() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 18);
-    let target = Region::of(&pair.b_pd, buffer_with(0x44, &before), MR_REMOTE);
+    let (before, target) = b_region(&pair, (PAGE, 18), 0x44, MR_REMOTE);
     let (local, remote) = (target.mr.local_token(), target.token());
     assert!(local != 0 && remote != 0 && local != remote);
     assert_eq!(
@@ -1641,8 +1663,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
 #[test]
 fn m15_remote_rights_need_remote_access_at_initialization() {
     let pair = Pair::new();
-    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, false);
-    let before = fill(&mut frmr.buffer, 22);
+    let (frmr, before) = b_frmr_filled(&pair, (2 * PAGE, 2, false), 22);
     for (i, flags) in [
         OP_REMOTE_READ,
         OP_REMOTE_WRITE,
@@ -1695,8 +1716,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
 #[test]
 fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let pair = Pair::new();
-    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 6 * PAGE, 0, 4, true);
-    let before = fill(&mut frmr.buffer, 24);
+    let (frmr, before) = b_frmr_filled(&pair, (6 * PAGE, 4, true), 24);
     let order = [3_usize, 0, 5, 1];
     let pages: Vec<u64> = order.iter().map(|&p| frmr.pages[p]).collect();
     let fbo = 0x234_usize;
@@ -1866,8 +1886,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
 #[test]
 fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     let pair = Pair::new();
-    let before = bytes(3 * PAGE, 28);
-    let r = Region::of(&pair.b_pd, buffer_with(0x88, &before), MR_LOCAL_WRITE);
+    let (before, r) = b_region(&pair, (3 * PAGE, 28), 0x88, MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     let (at, len) = (0xF00, 0x1200);
     let outside = pair.b_pd.mw();
@@ -1927,8 +1946,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     let pair = Pair::new();
     let no_write = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 30)), MR_REMOTE_READ);
     let nothing = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 31)), 0);
-    let before = bytes(PAGE, 32);
-    let writable = Region::of(&pair.b_pd, buffer_with(0x20, &before), MR_LOCAL_WRITE);
+    let (before, writable) = b_region(&pair, (PAGE, 32), 0x20, MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     for (name, r, flags) in [
         ("remote read region", &no_write, OP_REMOTE_WRITE),
@@ -1978,8 +1996,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
 #[test]
 fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 34);
-    let r = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let (before, r) = b_region(&pair, (PAGE, 34), 0x10, MR_REMOTE);
     let mw = pair.b_pd.mw();
     recv0(&pair.a_qp, 1);
     assert_success!(pair.b_qp.bind(
@@ -2188,8 +2205,7 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
 #[test]
 fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 40);
-    let r = Region::of(&pair.b_pd, buffer_with(0x70, &before), MR_REMOTE);
+    let (before, r) = b_region(&pair, (PAGE, 40), 0x70, MR_REMOTE);
     assert_eq!(
         pair.b_qp.invalidate(1, r.mr.header(), 0),
         STATUS_INVALID_PARAMETER
@@ -2418,8 +2434,7 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
     let token = pair.a_pd.privileged_token();
     assert_eq!(pair.a_pd.privileged_token(), token, "stable");
     let len = 2 * PAGE + 0x300;
-    let content = bytes(len, 47);
-    let mut outgoing = buffer_with(0x500, &content);
+    let (content, mut outgoing) = pattern_buffer((len, 47), 0x500);
     let (status, mut out_lam, out_fbo) = pair.a.build_lam(&mut outgoing);
     assert_eq!((status, out_fbo), (STATUS_SUCCESS, 0x500));
     let mut incoming = Buffer::new(len, 0x9A0, 0);
@@ -2593,8 +2608,7 @@ fn m28_build_lam_over_a_chain_mapped_apart() {
 #[test]
 fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
     let pair = Pair::new();
-    let content = bytes(PAGE, 50);
-    let mut real = buffer_with(0x48, &content);
+    let (content, mut real) = pattern_buffer((PAGE, 50), 0x48);
     let mut decoy = Buffer::new(PAGE, 0x48, 0xEE);
     let real_first = real.bytes_mut().as_mut_ptr();
     let decoy_first = decoy.bytes_mut().as_mut_ptr();
@@ -2720,8 +2734,7 @@ fn m31_build_lam_without_a_completion_finishes_inline() {
 #[test]
 fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
     let pair = Pair::new();
-    let content = bytes(PAGE + 0x80, 52);
-    let mut buffer = buffer_with(0x7C0, &content);
+    let (content, mut buffer) = pattern_buffer((PAGE + 0x80, 52), 0x7C0);
     let fields = mdl_fields(buffer.mdl());
     let inbox = Region::new(&pair.b_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
     let token = pair.a_pd.privileged_token();
@@ -2765,8 +2778,7 @@ fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
 #[test]
 fn m32_misused_release_lam_never_reaches_memory() {
     let pair = Pair::new();
-    let content = bytes(2 * PAGE, 62);
-    let mut buffer = buffer_with(0, &content);
+    let (content, mut buffer) = pattern_buffer((2 * PAGE, 62), 0);
     let (status, mut lam, _) = pair.b.build_lam(&mut buffer);
     assert_success!(status);
     let context = lam[0];
