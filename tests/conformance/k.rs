@@ -52,7 +52,8 @@ fn resize(cq: &Cq, depth: u32) -> NtStatus {
 
 /// Whether the adapter reports CQ interrupt moderation.
 fn moderation_supported(adapter: &Adapter) -> bool {
-    AdapterFlags::from_bits_retain(adapter.info().adapter_flags)
+    adapter
+        .flags()
         .contains(AdapterFlags::CQ_INTERRUPT_MODERATION_SUPPORTED)
 }
 
@@ -118,7 +119,7 @@ fn k2_resize_above_max_cq_depth_is_invalid_parameter() {
 #[test]
 fn k3_resize_on_an_adapter_reporting_cq_resize_supported() {
     let (spout, watch) = watched_spout(4);
-    let flags = AdapterFlags::from_bits_retain(spout.adapter.info().adapter_flags);
+    let flags = spout.adapter.flags();
     assert!(
         flags.contains(AdapterFlags::CQ_RESIZE_SUPPORTED),
         "K3: this consumer resizes only with the flag"

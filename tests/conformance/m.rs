@@ -137,6 +137,13 @@ fn assert_ended(pair: &Pair) {
     pair.assert_cqs_empty();
 }
 
+/// Checks that the connection of `pair` is over ([`assert_ended`]), then
+/// closes the test's regions and tears the pair down ([`teardown_closing`]).
+fn teardown_ended<const N: usize>(pair: Pair, regions: [Region; N]) {
+    assert_ended(&pair);
+    teardown_closing(pair, regions);
+}
+
 /// Checks the status of A's Write (or Send) that B refuses — `fabric`, its
 /// status on the fabric; over iWARP, where it completes once sent, success
 /// (`Transport::peer_refused`), or B's verdict when B's Terminate arrived
@@ -222,6 +229,22 @@ fn fast_registers_lam(
     let status = pair
         .b_qp
         .fast_register(context, fast, &pages, fbo, len, base, OP_REMOTE_WRITE);
+    assert_success!(status);
+    expect(&pair.b_cq, context, STATUS_SUCCESS);
+}
+
+/// B binds `mw` over `len` bytes at `at` of `region` with `flags`; the
+/// Bind succeeds.
+fn b_binds(
+    pair: &Pair,
+    context: usize,
+    mw: &Mw,
+    (region, at, len): (&Region, usize, usize),
+    flags: u32,
+) {
+    let status = pair
+        .b_qp
+        .bind(context, &region.mr, mw, region.remote(at), len, flags);
     assert_success!(status);
     expect(&pair.b_cq, context, STATUS_SUCCESS);
 }
@@ -625,6 +648,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let mut decoy = Buffer::new(2 * PAGE, 0x2A0, 0xEE);
     let mr = pair.b_pd.mr(false);
     assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_REMOTE));
+    let token = mr.remote_token();
     let base = buffer.va();
     // The consumer points its MDL elsewhere.
     let decoy_start = decoy.bytes_mut().as_mut_ptr();
@@ -637,21 +661,11 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 7, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let (at, len) = (0xD00, 0x200);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(3, len),
-        base + at as u64,
-        mr.remote_token()
-    ));
+    assert_success!(a_writes(&pair, src.sge(3, len), base + at as u64, token));
     assert_placed(buffer.bytes(), &before, at, &src.bytes()[3..3 + len]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
     let now = buffer.bytes().to_vec();
-    assert_success!(a_reads(
-        &pair,
-        sink.sge(0, 0x800),
-        base + 0x1100,
-        mr.remote_token()
-    ));
+    assert_success!(a_reads(&pair, sink.sge(0, 0x800), base + 0x1100, token));
     assert_eq!(&sink.bytes()[..0x800], &now[0x1100..0x1900]);
 
     assert_close(mr.close());
@@ -682,6 +696,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     unsafe { (*mdl).start_va = decoy_first.wrapping_sub(offset).cast() };
     let mr = pair.b_pd.mr(false);
     assert_success!(register_mdl(&mr, mdl, 2 * PAGE, MR_REMOTE));
+    let token = mr.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 10, 0);
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
 
@@ -691,17 +706,12 @@ fn m4_mdl_virtual_address_is_only_an_index() {
         &pair,
         src.sge(0x40, len),
         index + at as u64,
-        mr.remote_token()
+        token
     ));
     assert_placed(real.bytes(), &before, at, &src.bytes()[0x40..0x40 + len]);
     let now = real.bytes().to_vec();
     // A Read at the index.
-    assert_success!(a_reads(
-        &pair,
-        sink.sge(0, 0x500),
-        index + 0x100,
-        mr.remote_token()
-    ));
+    assert_success!(a_reads(&pair, sink.sge(0, 0x500), index + 0x100, token));
     assert_eq!(&sink.bytes()[..0x500], &now[0x100..0x600]);
     // A local SGE at the index.
     assert_success!(pair.a_qp.receive(1, &[sink.sge(PAGE, 0x80)]));
@@ -736,7 +746,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
         &real,
         src.sge(0, 0x10),
         real.va(),
-        mr.remote_token(),
+        token,
         STATUS_REMOTE_RESOURCES,
     );
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
@@ -802,8 +812,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
     expect(&pair.b_cq, 4, STATUS_ACCESS_VIOLATION);
     expect(&pair.a_cq, 3, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [target, sink]);
+    teardown_ended(pair, [target, sink]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1127,7 +1136,8 @@ fn m8_read_sinks_work_with_and_without_the_read_sink_flags() {
 fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
     let pair = Pair::new();
     assert!(
-        AdapterFlags::from_bits_retain(pair.b.info().adapter_flags)
+        pair.b
+            .flags()
             .contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED)
     );
     let mut buffer = Buffer::new(PAGE, 0x10, 0);
@@ -1325,8 +1335,7 @@ fn m11_old_local_token_is_refused_after_deregister_mr() {
     expect(&pair.b_cq, 2, STATUS_ACCESS_VIOLATION);
     expect(&pair.a_cq, 1, STATUS_CANCELLED);
     assert!(sink.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [target, sink]);
+    teardown_ended(pair, [target, sink]);
 }
 
 /// M11, L8: DeregisterMr while a peer's Writes stream into the region may
@@ -1415,8 +1424,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
         "{statuses:x?}"
     );
     assert_eq!(target.bytes(), src.bytes());
-    assert_ended(&pair);
-    teardown_closing(pair, [target, src]);
+    teardown_ended(pair, [target, src]);
 }
 
 /// M12: an MR's local and remote tokens can be read once RegisterMr or
@@ -1902,15 +1910,13 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_success!(pair.b_qp.bind(
+    b_binds(
+        &pair,
         2,
-        &r.mr,
         &mw,
-        r.remote(at),
-        len,
-        OP_REMOTE_READ | OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 2, STATUS_SUCCESS);
+        (&r, at, len),
+        OP_REMOTE_READ | OP_REMOTE_WRITE,
+    );
     let token = mw.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 29, 0);
     assert_success!(a_writes(&pair, src.sge(0x10, len), r.remote(at), token));
@@ -1964,26 +1970,10 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_success!(pair.b_qp.bind(
-        2,
-        &no_write.mr,
-        &mw,
-        no_write.remote(0),
-        0x100,
-        OP_REMOTE_READ
-    ));
-    expect(&pair.b_cq, 2, STATUS_SUCCESS);
+    b_binds(&pair, 2, &mw, (&no_write, 0, 0x100), OP_REMOTE_READ);
     assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_success!(pair.b_qp.bind(
-        4,
-        &writable.mr,
-        &mw,
-        writable.remote(0x40),
-        0x100,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 4, STATUS_SUCCESS);
+    b_binds(&pair, 4, &mw, (&writable, 0x40, 0x100), OP_REMOTE_WRITE);
     let src = a_writes_pattern(&pair, 33, 0x100, (writable.remote(0x40), mw.remote_token()));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
@@ -2194,9 +2184,8 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
     assert!(sink.bytes()[0x200..].iter().all(|&b| b == 0));
     assert_success!(pair.a_disconnects.wait());
     assert_success!(pair.b_disconnects.wait());
-    assert_ended(&pair);
     assert_close(mw.close());
-    teardown_closing(pair, [r, sink]);
+    teardown_ended(pair, [r, sink]);
 }
 
 /// M22 (consumer): Invalidate never applies to a RegisterMr MR; asked to,
@@ -2303,9 +2292,8 @@ fn m24_send_and_invalidate_invalidates_a_window() {
         a_reads(&pair, sink.sge(0, 0x10), r.remote(0), token),
         STATUS_ACCESS_VIOLATION
     );
-    assert_ended(&pair);
     assert_close(mw.close());
-    teardown_closing(pair, [r, sink]);
+    teardown_ended(pair, [r, sink]);
 }
 
 /// M24: a SendAndInvalidate naming a token the receiver does not know
@@ -2376,7 +2364,8 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
 fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     let pair = Pair::new();
     assert!(
-        AdapterFlags::from_bits_retain(pair.a.info().adapter_flags)
+        pair.a
+            .flags()
             .contains(AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED)
     );
     let src = Region::pattern(&pair.b_pd, 2 * PAGE, 46, MR_REMOTE);
@@ -2704,8 +2693,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
     expect(&pair.a_cq, 2, STATUS_ACCESS_VIOLATION);
     expect(&pair.b_cq, 1, STATUS_CANCELLED);
     assert!(inbox.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [inbox]);
+    teardown_ended(pair, [inbox]);
 }
 
 /// M31, M36: BuildLam's completion is optional: without one it finishes
@@ -2836,8 +2824,7 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
     );
     expect(&pair.b_cq, 1, STATUS_ACCESS_VIOLATION);
     assert_eq!(victim.bytes(), &victim_content[..]);
-    assert_ended(&pair);
-    teardown_closing(pair, [src]);
+    teardown_ended(pair, [src]);
 
     // FastRegister of page addresses no LAM maps / of a released LAM / of
     // the other adapter's LAM.
@@ -3062,7 +3049,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
 fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     let (side, unused) = Side::two();
     unused.close();
-    let flags = AdapterFlags::from_bits_retain(side.adapter.info().adapter_flags);
+    let flags = side.adapter.flags();
     assert!(flags.contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED));
     assert!(flags.contains(AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED));
     assert_ne!(side.pd.privileged_token(), 0);
