@@ -249,6 +249,23 @@ fn b_binds(
     expect(&pair.b_cq, context, STATUS_SUCCESS);
 }
 
+/// A Send of `sge` (request `context`) on one side's QP, whose own token
+/// does not cover it, fails there with STATUS_ACCESS_VIOLATION (a local
+/// error, E5); the other side's posted receive (`peer`: its CQ and request
+/// context) is cancelled and nothing lands in `inbox`.
+fn expect_send_refused_locally(
+    (qp, cq): (&Qp, &Cq),
+    context: usize,
+    sge: NdkSge,
+    (peer_cq, receive): (&Cq, usize),
+    inbox: &Region,
+) {
+    assert_success!(qp.send(context, &[sge], 0));
+    expect(cq, context, STATUS_ACCESS_VIOLATION);
+    expect(peer_cq, receive, STATUS_CANCELLED);
+    assert!(inbox.bytes().iter().all(|&b| b == 0), "nothing landed");
+}
+
 /// A's Write of `len` bytes of a fresh pattern (`seed`) to `remote` /
 /// `token` of B, which succeeds; returns the pattern's region, to compare
 /// the placed bytes with.
@@ -808,10 +825,13 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
         length: 0x40,
         memory_region_token: target.mr.local_token(),
     };
-    assert_success!(pair.b_qp.send(4, &[zero_based], 0));
-    expect(&pair.b_cq, 4, STATUS_ACCESS_VIOLATION);
-    expect(&pair.a_cq, 3, STATUS_CANCELLED);
-    assert!(sink.bytes().iter().all(|&b| b == 0));
+    expect_send_refused_locally(
+        (&pair.b_qp, &pair.b_cq),
+        4,
+        zero_based,
+        (&pair.a_cq, 3),
+        &sink,
+    );
     teardown_ended(pair, [target, sink]);
 }
 
@@ -1135,11 +1155,8 @@ fn m8_read_sinks_work_with_and_without_the_read_sink_flags() {
 #[test]
 fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
     let pair = Pair::new();
-    assert!(
-        pair.b
-            .flags()
-            .contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED)
-    );
+    let flags = pair.b.flags();
+    assert!(flags.contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED));
     let mut buffer = Buffer::new(PAGE, 0x10, 0);
     for flags in [
         MR_READ_SINK,
@@ -1280,6 +1297,19 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
 /// registered again (with fresh tokens that work).
 #[test]
 fn m11_old_remote_token_is_refused_after_deregister_mr() {
+    // A's Write at 0x10 of B's `target` under its `old` token is refused
+    // and moves nothing (M34).
+    let refused = |pair: &Pair, target: &Region, local: NdkSge, old: u32| {
+        let remote = target.remote(0x10);
+        expect_write_refused(
+            pair,
+            &target.buffer,
+            local,
+            remote,
+            old,
+            STATUS_ACCESS_VIOLATION,
+        );
+    };
     let pair = Pair::new();
     let (before, mut target) = b_region(&pair, (2 * PAGE, 14), 0x90, MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
@@ -1292,14 +1322,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     assert_ne!(new, old);
     assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
-    expect_write_refused(
-        &pair,
-        &target.buffer,
-        src.sge(0x100, 0x100),
-        target.remote(0x10),
-        old,
-        STATUS_ACCESS_VIOLATION,
-    );
+    refused(&pair, &target, src.sge(0x100, 0x100), old);
     teardown_closing(pair, [target, src]);
 
     // Without registering again.
@@ -1309,14 +1332,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let old = target.token();
     assert_success!(target.mr.deregister());
     assert_eq!(target.bytes(), &before[..]);
-    expect_write_refused(
-        &pair,
-        &target.buffer,
-        src.sge(0, 0x100),
-        target.remote(0x10),
-        old,
-        STATUS_ACCESS_VIOLATION,
-    );
+    refused(&pair, &target, src.sge(0, 0x100), old);
     teardown_closing(pair, [target, src]);
 }
 
@@ -1331,10 +1347,7 @@ fn m11_old_local_token_is_refused_after_deregister_mr() {
     let old = target.sge(0, 0x100);
     assert_success!(target.mr.deregister());
     assert_success!(pair.a_qp.receive(1, &[sink.sge(0, PAGE)]));
-    assert_success!(pair.b_qp.send(2, &[old], 0));
-    expect(&pair.b_cq, 2, STATUS_ACCESS_VIOLATION);
-    expect(&pair.a_cq, 1, STATUS_CANCELLED);
-    assert!(sink.bytes().iter().all(|&b| b == 0));
+    expect_send_refused_locally((&pair.b_qp, &pair.b_cq), 2, old, (&pair.a_cq, 1), &sink);
     teardown_ended(pair, [target, sink]);
 }
 
@@ -2363,11 +2376,8 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
 #[test]
 fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     let pair = Pair::new();
-    assert!(
-        pair.a
-            .flags()
-            .contains(AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED)
-    );
+    let flags = pair.a.flags();
+    assert!(flags.contains(AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED));
     let src = Region::pattern(&pair.b_pd, 2 * PAGE, 46, MR_REMOTE);
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 1, false);
     assert_success!(frmr.post(&pair.a_qp, 1, OP_LOCAL_WRITE));
@@ -2689,10 +2699,7 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
         length: 0x100,
         memory_region_token: pair.a_pd.privileged_token(),
     };
-    assert_success!(pair.a_qp.send(2, &[sge], 0));
-    expect(&pair.a_cq, 2, STATUS_ACCESS_VIOLATION);
-    expect(&pair.b_cq, 1, STATUS_CANCELLED);
-    assert!(inbox.bytes().iter().all(|&b| b == 0));
+    expect_send_refused_locally((&pair.a_qp, &pair.a_cq), 2, sge, (&pair.b_cq, 1), &inbox);
     teardown_ended(pair, [inbox]);
 }
 
