@@ -103,6 +103,13 @@ impl Fixture {
         }
     }
 
+    /// Zero-length receives with the request contexts given, then the SRQ
+    /// armed with `threshold` through ModifySrq (its depth unchanged).
+    fn post_empty_and_arm(&self, contexts: std::ops::Range<usize>, threshold: u32) {
+        self.post_empty(contexts);
+        assert_success!(self.srq.modify(0, threshold));
+    }
+
     /// Receives of `len` bytes with the request contexts given, each at
     /// 0x100 × its context in the inbox, each accepted.
     fn expect_posted(&self, contexts: std::ops::Range<usize>, len: usize) {
@@ -362,8 +369,7 @@ fn q3_srq_receives_complete_like_receives() {
 #[test]
 fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
     let f = Fixture::new(16, 1, 0, true, 1);
-    f.post_empty(0..4);
-    assert_success!(f.srq.modify(0, 3));
+    f.post_empty_and_arm(0..4, 3);
     assert_eq!(f.consume(0), 0); // 3 left: not below 3.
     assert_eq!(f.notes.count(), 0);
     assert_eq!(f.consume(0), 1); // 2 left.
@@ -404,8 +410,7 @@ fn q4_arming_below_the_threshold_notifies_at_once() {
 #[test]
 fn q5_one_notification_disarms_until_modify() {
     let f = Fixture::new(16, 1, 0, true, 2);
-    f.post_empty(0..8);
-    assert_success!(f.srq.modify(0, 6));
+    f.post_empty_and_arm(0..8, 6);
     assert_eq!(f.consume(0), 0);
     assert_eq!(f.consume(1), 1);
     assert_eq!(f.consume(0), 2); // 5 left: below 6.
