@@ -19,6 +19,12 @@ fn sends(p: &Pair, contexts: &[usize], flags: u32) {
     }
 }
 
+/// `watch` and a pair whose B CQ notifies it ([`pair_watching_b`]).
+fn watching_b(watch: Arc<Watch>) -> (Arc<Watch>, Pair) {
+    let p = pair_watching_b(&watch);
+    (watch, p)
+}
+
 // ---------------------------------------------------------------------------
 // C1: concurrent reaping and arming
 // ---------------------------------------------------------------------------
@@ -171,6 +177,12 @@ impl Window {
         }
         drop((self.region, self.local));
     }
+
+    /// Closes the window's objects, then the pair ([`teardown_except`]).
+    fn close_with(self, p: Pair) {
+        self.close();
+        teardown_except(p, Closed::default());
+    }
 }
 
 // rule C2
@@ -196,8 +208,7 @@ fn c2_receive_and_invalidate_completion_is_retrievable_with_get_cq_results() {
         status == STATUS_ACCESS_VIOLATION || status == STATUS_REMOTE_RESOURCES,
         "C2/M34: a Read through the invalidated token: {status:#x}"
     );
-    window.close();
-    teardown_except(p, Closed::default());
+    window.close_with(p);
 }
 
 // rule C2
@@ -247,8 +258,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
         vec![(5, STATUS_INVALID_DEVICE_REQUEST)],
         "C2: Invalidate of an invalidated window"
     );
-    window.close();
-    teardown_except(p, Closed::default());
+    window.close_with(p);
 }
 
 // ---------------------------------------------------------------------------
@@ -295,8 +305,7 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
 // rule C3, C5
 #[test]
 fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     let cq = p.b_cq.0 as usize;
     let arm = p.b_cq.d().ndk_arm_cq;
     watch.set_hook(move |_| {
@@ -325,8 +334,7 @@ fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
 // rule C4
 #[test]
 fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     // Queued before any callback: new.
     sends(&p, &[1], 0);
     assert_eq!(
@@ -354,8 +362,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
 // rule C4
 #[test]
 fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[1], 0);
     watch.wait_returned(1);
@@ -389,8 +396,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
 // see also I4
 #[test]
 fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
-    let watch = Watch::gated();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::gated());
     recv0(&p.b_qp, 1001);
     recv0(&p.a_qp, 2001);
     p.b_cq.arm(NdkCqNotifyType::ANY);
@@ -435,8 +441,7 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
 // see also I3, I4
 #[test]
 fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     recv0(&p.a_qp, 2001);
     let cq = p.b_cq.0 as usize;
     let arm = p.b_cq.d().ndk_arm_cq;
