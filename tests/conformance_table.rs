@@ -74,10 +74,14 @@ fn collect(dir: &Path, out: &mut BTreeSet<String>, tests_only: bool) {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             let mut after_test_attribute = false;
             for line in text.lines() {
-                let line = line.trim_start();
-                if line.starts_with("#[test]") {
+                let mut line = line.trim_start();
+                // A table's row may hold its attribute and `fn` on one line.
+                if let Some(rest) = line.strip_prefix("#[test]") {
                     after_test_attribute = true;
-                    continue;
+                    line = rest.trim_start();
+                    if line.is_empty() {
+                        continue;
+                    }
                 }
                 let Some(rest) = line
                     .strip_prefix("fn ")

@@ -46,6 +46,13 @@ fn serial() -> Serial {
     Serial(guard)
 }
 
+/// A connected pair over `transport`, made once this test holds the fault
+/// plan ([`serial`]).
+fn serial_pair(transport: harness::Transport) -> (Serial, Pair) {
+    let serial = serial();
+    (serial, harness::Fixture::new().over(transport).pair())
+}
+
 /// Installs the plan of `text` through the C entry point.
 fn plan(text: &str) {
     let text = CString::new(text).unwrap();
@@ -133,8 +140,7 @@ fn fault_create_fails_inline_with_insufficient_resources_rule_l9() {
 /// trace, and the deferred Send before it is handed over and completes.
 #[test]
 fn fault_post_refused_inline_rings_earlier_deferred_rule_p24_d4() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     receive_on_b(&pair);
     plan("post@2");
     assert_success!(pair.a_qp.send(1, &[], DEFER));
@@ -236,8 +242,7 @@ error_completion_tests! {
 /// data operation's.
 #[test]
 fn fault_error_completion_of_a_bind_keeps_to_binds_statuses_rule_e8() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     let mem = harness::Region::new(&pair.a_pd, 4096, 0, harness::MR_REMOTE);
     let mw = pair.a_pd.mw();
     // A seed whose first completion fault draws INVALID_DEVICE_REQUEST for a
@@ -314,10 +319,7 @@ error_completion_tests! {
 /// completed before it: requests before the failing one complete as usual.
 #[test]
 fn fault_error_completion_over_iwarp_after_a_good_send_rule_e8() {
-    let _serial = serial();
-    let pair = harness::Fixture::new()
-        .over(harness::Transport::Iwarp)
-        .pair();
+    let (_serial, pair) = serial_pair(harness::Transport::Iwarp);
     receive_on_b(&pair);
     let seed = (0..10_000)
         .find(|&s| fault::error_status_for(s, Opcode::Send, 2) == WcStatus::LengthError)
@@ -343,10 +345,7 @@ fn fault_error_completion_over_iwarp_after_a_good_send_rule_e8() {
 /// bytes leave), as for a queue really empty — and A then sees the abort.
 #[test]
 fn fault_receive_queue_empty_over_iwarp_terminates_rule_e5() {
-    let _serial = serial();
-    let pair = harness::Fixture::new()
-        .over(harness::Transport::Iwarp)
-        .pair();
+    let (_serial, pair) = serial_pair(harness::Transport::Iwarp);
     expect_send_accepted_under(&pair, "receive-empty@1");
     assert_success!(pair.a_cq.wait_results(1)[0].status, "sent");
     await_both_aborts(&pair);
@@ -358,8 +357,7 @@ fn fault_receive_queue_empty_over_iwarp_terminates_rule_e5() {
 /// consumers get a disconnect indication, the Send completes cancelled.
 #[test]
 fn fault_abort_indicates_disconnect_to_both_sides_rule_x2() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     expect_send_accepted_under(&pair, "abort@1");
     await_both_aborts(&pair);
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_CANCELLED);
@@ -371,8 +369,7 @@ fn fault_abort_indicates_disconnect_to_both_sides_rule_x2() {
 /// `STATUS_REMOTE_RESOURCES`; B's receive is not consumed but cancelled.
 #[test]
 fn fault_receive_queue_empty_fails_the_send_rule_e5() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     expect_send_accepted_under(&pair, "receive-empty@1");
     assert_eq!(pair.a_cq.wait_results(1)[0].status, STATUS_REMOTE_RESOURCES);
     harness::await_abort(&pair.b_disconnects);
@@ -385,8 +382,7 @@ fn fault_receive_queue_empty_fails_the_send_rule_e5() {
 /// reported, and the QP's posts fail inline from then on.
 #[test]
 fn fault_cq_overflow_is_reported_through_the_arm_rule_e10() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     assert_success!(pair.a_qp.receive(1, &[]));
     pair.a_cq.arm(NdkCqNotifyType::ANY);
     plan("cq-overflow@1");
@@ -513,8 +509,7 @@ unsafe extern "system" fn on_completed(ctx: *mut c_void, status: NtStatus) {
 /// comes exactly once, from another thread than the one that completed it.
 #[test]
 fn fault_delayed_callback_arrives_later_from_another_thread_rule_i3() {
-    let _serial = serial();
-    let pair = Pair::new();
+    let (_serial, pair) = serial_pair(harness::Transport::Local);
     let completed = Arc::new(Completed::default());
     plan("delay=1");
     // SAFETY: a live connector; `completed` outlives the completion.

@@ -346,6 +346,17 @@ fn keyword_ui(
     (get("type"), get("default"), values)
 }
 
+/// Asserts a keyword's UI type and default (`keyword_ui`'s first two),
+/// `why` saying what the default means.
+fn assert_kind_and_default(
+    (kind, default, _): &(String, String, Vec<String>),
+    expected: (&str, &str),
+    why: &str,
+) {
+    assert_eq!(kind, expected.0, "{why}");
+    assert_eq!(default, expected.1, "{why}");
+}
+
 #[test]
 fn test_inf_upper_range_ndis5_and_network_direct_enum_rule_a22() {
     let registry = install_registry();
@@ -438,9 +449,8 @@ fn test_inf_no_roce_frame_size_keyword_on_iwarp_rule_a24() {
 #[test]
 fn test_inf_network_address_keyword() {
     let registry = install_registry();
-    let (kind, default, _) = keyword_ui(&registry, keyword::NETWORK_ADDRESS);
-    assert_eq!(kind, "edit");
-    assert_eq!(default, "", "empty: the generated address");
+    let ui = keyword_ui(&registry, keyword::NETWORK_ADDRESS);
+    assert_kind_and_default(&ui, ("edit", ""), "empty: the generated address");
 }
 
 /// The virtual Ethernet's keywords (docs/ether.md): `SoftNdkPeers` a free
@@ -449,13 +459,12 @@ fn test_inf_network_address_keyword() {
 #[test]
 fn test_inf_vxlan_peers_and_vni_keywords() {
     let registry = install_registry();
-    let (kind, default, _) = keyword_ui(&registry, keyword::PEERS);
-    assert_eq!(kind, "edit");
-    assert_eq!(default, "", "no peer by default");
+    let ui = keyword_ui(&registry, keyword::PEERS);
+    assert_kind_and_default(&ui, ("edit", ""), "no peer by default");
     assert!(config::parse_peers(&[]).addrs().is_empty());
-    let (kind, default, _) = keyword_ui(&registry, keyword::VNI);
-    assert_eq!(kind, "dword");
-    assert_eq!(default, config::DEFAULT_VNI.to_string());
+    let ui = keyword_ui(&registry, keyword::VNI);
+    let default = config::DEFAULT_VNI.to_string();
+    assert_kind_and_default(&ui, ("dword", &default), "the driver's default");
     let get = |field: &str| keyword_value(&registry, keyword::VNI, field);
     let (min, max): (u32, u32) = (get("min").parse().unwrap(), get("max").parse().unwrap());
     assert_eq!((min, max), (1, config::MAX_VNI));

@@ -19,6 +19,12 @@ fn sends(p: &Pair, contexts: &[usize], flags: u32) {
     }
 }
 
+/// `watch` and a pair whose B CQ notifies it ([`pair_watching_b`]).
+fn watching_b(watch: Arc<Watch>) -> (Arc<Watch>, Pair) {
+    let p = pair_watching_b(&watch);
+    (watch, p)
+}
+
 // ---------------------------------------------------------------------------
 // C1: concurrent reaping and arming
 // ---------------------------------------------------------------------------
@@ -171,6 +177,12 @@ impl Window {
         }
         drop((self.region, self.local));
     }
+
+    /// Closes the window's objects, then the pair ([`teardown_except`]).
+    fn close_with(self, p: Pair) {
+        self.close();
+        teardown_except(p, Closed::default());
+    }
 }
 
 // rule C2
@@ -196,8 +208,7 @@ fn c2_receive_and_invalidate_completion_is_retrievable_with_get_cq_results() {
         status == STATUS_ACCESS_VIOLATION || status == STATUS_REMOTE_RESOURCES,
         "C2/M34: a Read through the invalidated token: {status:#x}"
     );
-    window.close();
-    teardown_except(p, Closed::default());
+    window.close_with(p);
 }
 
 // rule C2
@@ -247,8 +258,7 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
         vec![(5, STATUS_INVALID_DEVICE_REQUEST)],
         "C2: Invalidate of an invalidated window"
     );
-    window.close();
-    teardown_except(p, Closed::default());
+    window.close_with(p);
 }
 
 // ---------------------------------------------------------------------------
@@ -262,37 +272,40 @@ fn c3_one_notification_per_arm_and_none_without_an_arm() {
     // No arm: completions, no notification.
     sends(&p, &[1, 2], 0);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        p.b_cq.notifications(),
+        settled(&p.b_cq).notifications(),
         vec![],
         "C3: notified without an arm"
     );
     // An arm on an empty CQ waits for a completion, then fires once for
     // however many follow.
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications(), vec![], "C3: nothing matched yet");
+    assert_eq!(
+        settled(&p.b_cq).notifications(),
+        vec![],
+        "C3: nothing matched yet"
+    );
     sends(&p, &[3, 4, 5], 0);
     assert_success!(p.b_cq.1.wait());
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications().len(), 1, "C3: at most once per arm");
+    assert_eq!(
+        settled(&p.b_cq).notifications().len(),
+        1,
+        "C3: at most once per arm"
+    );
     // The next arm, the next notification.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[6], 0);
     assert_success!(p.b_cq.1.wait_nth(2));
     assert_eq!(p.b_cq.wait_results(1).len(), 1);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(p.b_cq.notifications().len(), 2);
+    assert_eq!(settled(&p.b_cq).notifications().len(), 2);
     p.teardown();
 }
 
 // rule C3, C5
 #[test]
 fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     let cq = p.b_cq.0 as usize;
     let arm = p.b_cq.d().ndk_arm_cq;
     watch.set_hook(move |_| {
@@ -304,9 +317,8 @@ fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
         sends(&p, &[i], 0);
         watch.wait_returned(i);
     }
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS; 3],
         "C3: each re-arm made inside the callback holds"
     );
@@ -322,8 +334,7 @@ fn c3_the_arm_is_cleared_before_the_callback_so_it_can_rearm() {
 // rule C4
 #[test]
 fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     // Queued before any callback: new.
     sends(&p, &[1], 0);
     assert_eq!(
@@ -332,8 +343,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
         "reaped: the CQ is empty again"
     );
     sends(&p, &[2], 0);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 0, "C3: not armed");
+    assert_eq!(settled(&watch).entered(), 0, "C3: not armed");
     p.b_cq.arm(NdkCqNotifyType::ANY);
     watch.wait_returned(1);
     // Another one arrives after that callback, unreaped: the next arm fires.
@@ -344,8 +354,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
     sends(&p, &[4], SOLICIT);
     p.b_cq.arm(NdkCqNotifyType::SOLICITED);
     watch.wait_returned(3);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![STATUS_SUCCESS; 3]);
+    assert_eq!(settled(&watch).all(), vec![STATUS_SUCCESS; 3]);
     assert_eq!(p.b_cq.wait_results(3).len(), 3);
     p.teardown();
 }
@@ -353,8 +362,7 @@ fn c4_arm_with_a_completion_new_since_the_last_callback_fires_at_once() {
 // rule C4
 #[test]
 fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     p.b_cq.arm(NdkCqNotifyType::ANY);
     sends(&p, &[1], 0);
     watch.wait_returned(1);
@@ -362,9 +370,8 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // provider may fire at once, and SoftNDK documents that it does not
     // (docs/rnic.md).
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.entered(),
+        settled(&watch).entered(),
         1,
         "C4: fired for completions already notified"
     );
@@ -374,8 +381,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
     // Draining part of the backlog changes nothing either.
     assert_eq!(p.b_cq.poll(1).len(), 1);
     p.b_cq.arm(NdkCqNotifyType::ANY);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 2);
+    assert_eq!(settled(&watch).entered(), 2);
     sends(&p, &[3], 0);
     watch.wait_returned(3);
     assert_eq!(p.b_cq.wait_results(2).len(), 2);
@@ -390,8 +396,7 @@ fn c4_arm_without_new_completions_does_not_fire_the_documented_choice() {
 // see also I4
 #[test]
 fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
-    let watch = Watch::gated();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::gated());
     recv0(&p.b_qp, 1001);
     recv0(&p.a_qp, 2001);
     p.b_cq.arm(NdkCqNotifyType::ANY);
@@ -417,9 +422,8 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
     // another thread: B's own Send completes on B's CQ.
     p.b_cq.arm(NdkCqNotifyType::ANY);
     send0(&p.b_qp, 2, 0);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.entered(),
+        settled(&watch).entered(),
         1,
         "C5: a second callback ran during the first"
     );
@@ -437,8 +441,7 @@ fn c5_a_notification_due_during_a_slow_callback_waits_for_it() {
 // see also I3, I4
 #[test]
 fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
-    let watch = Watch::new();
-    let p = pair_watching_b(&watch);
+    let (watch, p) = watching_b(Watch::new());
     recv0(&p.a_qp, 2001);
     let cq = p.b_cq.0 as usize;
     let arm = p.b_cq.d().ndk_arm_cq;
@@ -475,8 +478,7 @@ fn c5_a_notification_due_inside_a_callback_runs_after_it_returns() {
     assert_success!(status, "I4: posting from inside a callback");
     assert_eq!(entered, 1, "C5: the due callback nested inside the first");
     assert!(!watch.overlapped());
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![STATUS_SUCCESS; 2]);
+    assert_eq!(settled(&watch).all(), vec![STATUS_SUCCESS; 2]);
     let mut b: Vec<_> = summary(&p.b_cq.wait_results(2));
     b.sort_unstable();
     assert_eq!(b, vec![(2, STATUS_SUCCESS), (1001, STATUS_SUCCESS)]);
@@ -542,58 +544,39 @@ fn merged(first: NdkCqNotifyType, second: NdkCqNotifyType) -> Merged {
     Merged::Errors
 }
 
-// rule C6
-#[test]
-fn c6_any_then_any_is_any() {
-    assert_eq!(merged(ANY, ANY), Any);
+/// One `#[test]` per C6 row: arming B's CQ with the first type then the
+/// second leaves the arm [`merged`] finds in force.
+macro_rules! c6_merges {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident() { $first:ident then $second:ident is $merged:ident }
+    )*) => {$(
+        $(#[$attr])*
+        fn $name() {
+            assert_eq!(merged($first, $second), $merged);
+        }
+    )*};
 }
 
-// rule C6
-#[test]
-fn c6_any_then_errors_is_any() {
-    assert_eq!(merged(ANY, ERRORS), Any);
-}
-
-// rule C6
-#[test]
-fn c6_any_then_solicited_is_any() {
-    assert_eq!(merged(ANY, SOLICITED), Any);
-}
-
-// rule C6
-#[test]
-fn c6_errors_then_any_is_any() {
-    assert_eq!(merged(ERRORS, ANY), Any);
-}
-
-// rule C6
-// see also E12
-#[test]
-fn c6_errors_then_errors_is_errors() {
-    assert_eq!(merged(ERRORS, ERRORS), Errors);
-}
-
-// rule C6
-#[test]
-fn c6_errors_then_solicited_merges_to_solicited() {
-    assert_eq!(merged(ERRORS, SOLICITED), Solicited);
-}
-
-// rule C6
-#[test]
-fn c6_solicited_then_any_is_any() {
-    assert_eq!(merged(SOLICITED, ANY), Any);
-}
-
-// rule C6
-#[test]
-fn c6_solicited_then_errors_stays_solicited() {
-    assert_eq!(merged(SOLICITED, ERRORS), Solicited);
-}
-
-// rule C6
-// see also P17
-#[test]
-fn c6_solicited_then_solicited_is_solicited() {
-    assert_eq!(merged(SOLICITED, SOLICITED), Solicited);
+c6_merges! {
+    // rule C6
+    #[test] fn c6_any_then_any_is_any() { ANY then ANY is Any }
+    // rule C6
+    #[test] fn c6_any_then_errors_is_any() { ANY then ERRORS is Any }
+    // rule C6
+    #[test] fn c6_any_then_solicited_is_any() { ANY then SOLICITED is Any }
+    // rule C6
+    #[test] fn c6_errors_then_any_is_any() { ERRORS then ANY is Any }
+    // rule C6
+    // see also E12
+    #[test] fn c6_errors_then_errors_is_errors() { ERRORS then ERRORS is Errors }
+    // rule C6
+    #[test] fn c6_errors_then_solicited_merges_to_solicited() { ERRORS then SOLICITED is Solicited }
+    // rule C6
+    #[test] fn c6_solicited_then_any_is_any() { SOLICITED then ANY is Any }
+    // rule C6
+    #[test] fn c6_solicited_then_errors_stays_solicited() { SOLICITED then ERRORS is Solicited }
+    // rule C6
+    // see also P17
+    #[test] fn c6_solicited_then_solicited_is_solicited() { SOLICITED then SOLICITED is Solicited }
 }

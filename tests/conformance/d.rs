@@ -113,12 +113,10 @@ fn d1_defer_accepted_on_every_initiator_request() {
     assert_eq!(&b_mem.bytes()[2048..2304], &a_src.bytes()[..256]);
     assert_eq!(&b_recv.bytes()[..100], &a_src.bytes()[..100]);
     assert_eq!(&b_recv.bytes()[1024..1124], &a_src.bytes()[100..200]);
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
 
     a_frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    assert_close(b_mw.close());
+    assert_closed([a_mw.close(), b_mw.close()]);
     teardown_with_regions(pair, [a_src, a_sink, b_mem, b_recv]);
 }
 

@@ -50,8 +50,7 @@ fn i1_calls_are_usable_from_many_threads_at_once() {
                     assert!(cq.poll(4).is_empty());
                     assert_close(mw.close());
                     region.close();
-                    assert_close(pd.close());
-                    assert_close(cq.close());
+                    assert_closed([pd.close(), cq.close()]);
                 }
                 // A connection of its own.
                 let own = Pair::new();
@@ -195,8 +194,7 @@ fn i2_no_call_blocks_while_a_consumer_callback_is_busy() {
         let extra_pd = a.adapter.pd();
         let extra_region = Region::new(&extra_pd, 4096, 0, MR_LOCAL_WRITE);
         extra_region.close();
-        assert_close(extra_pd.close());
-        assert_close(extra_cq.close());
+        assert_closed([extra_pd.close(), extra_cq.close()]);
         // A flush of the QP whose completion the held callback reports: it
         // returns; the cancellations (none pending here) follow later.
         a_qp.flush();
@@ -309,10 +307,8 @@ fn i3_callbacks_may_run_on_the_posting_thread_inside_the_call() {
         "i3: notifications on the posting thread: {}/3",
         threads.iter().filter(|t| **t == poster).count()
     );
-    assert_close(qp.close());
-    assert_close(cq.close());
-    mem.close();
-    pair.teardown();
+    assert_closed([qp.close(), cq.close()]);
+    teardown_with_regions(pair, [mem]);
 }
 
 /// The CQ and QP a notification callback drives, stored by the test once
@@ -762,8 +758,7 @@ fn i6_posts_flushes_and_polls_race_the_engine() {
     let done = two.a_cq.wait_results(two_accepted.len());
     assert_eq!(sorted_contexts(&done), two_accepted);
     expect_completed_or_cancelled(&done);
-    assert_empty(&one.a_cq);
-    assert_empty(&one.b_cq);
+    one.assert_cqs_empty();
     assert_empty(&two.a_cq);
     for region in [a_mem, b_mem, b_src, two_src, two_dst] {
         region.close();
@@ -803,8 +798,7 @@ fn i7_create_cq_accepts_a_group_affinity() {
         qp.flush();
         assert_success!(watch.wait(), "mask {mask:#x}");
         assert_eq!(summary(&cq.wait_results(1)), [(1, STATUS_CANCELLED)]);
-        assert_close(qp.close());
-        assert_close(cq.close());
+        assert_closed([qp.close(), cq.close()]);
         mem.close();
     }
     pair.teardown();

@@ -947,9 +947,8 @@ fn create<T>(
         }
     } else {
         // L7: finished; the completion is never called.
-        std::thread::sleep(SETTLE_BRIEF);
         assert!(
-            created.calls.lock().unwrap().is_empty(),
+            settled(&created.calls).lock().unwrap().is_empty(),
             "L7: {what} returned {status:#x} and called its completion"
         );
         if status == STATUS_SUCCESS {
@@ -1315,9 +1314,8 @@ fn l9_running_out_of_pds_is_insufficient_resources() {
         }
     };
     assert_eq!(failure, STATUS_INSUFFICIENT_RESOURCES, "L9");
-    std::thread::sleep(SETTLE_BRIEF);
     assert!(
-        created.calls.lock().unwrap().is_empty(),
+        settled(&created.calls).lock().unwrap().is_empty(),
         "L7: completion after an inline return"
     );
     // The limit is the adapter's: one close makes room for one more.
@@ -1607,9 +1605,8 @@ fn pd_closing_over_an_mr() -> (Adapter, Pd, Mr, Closing) {
 fn l24_pd_close_pends_until_its_mr_is_closed() {
     let (adapter, _, mr, closing) = pd_closing_over_an_mr();
     assert_eq!(closing.status, STATUS_PENDING, "L24: the PD has an MR");
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        closing.log.count(),
+        settled(&closing.log).count(),
         0,
         "L24: completed before its MR closed"
     );
@@ -1640,8 +1637,11 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     assert_eq!(cq_close.status, STATUS_PENDING, "L24: the CQ has a QP");
     for slot in [mw.close_slot(), fast.close_slot()] {
         close_and_wait(slot);
-        std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_close.log.count(), 0, "L24: the PD still has successors");
+        assert_eq!(
+            settled(&pd_close.log).count(),
+            0,
+            "L24: the PD still has successors"
+        );
     }
     assert_eq!(
         srq_close.log.count() + cq_close.log.count(),
@@ -1661,9 +1661,8 @@ fn assert_tied(p: &Pair, held: CloseSlot, holder: CloseSlot, what: &str) {
     let closing = Closing::start(held);
     assert_eq!(closing.status, STATUS_PENDING, "L14: {what}");
     disconnect_both(Some(&p.a_conn), Some(&p.b_conn));
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        closing.log.count(),
+        settled(&closing.log).count(),
         0,
         "L14: tied until the connector closes"
     );
@@ -1760,13 +1759,19 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
     close_and_wait(mr.close_slot());
     close_and_wait(qp.close_slot());
     if let Ok(late) = late_qp {
-        std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(cq_close.log.count(), 0, "L24: the late QP holds the CQ");
+        assert_eq!(
+            settled(&cq_close.log).count(),
+            0,
+            "L24: the late QP holds the CQ"
+        );
         close_and_wait(late.close_slot());
     }
     if let Ok(late) = late_mw {
-        std::thread::sleep(SETTLE_BRIEF);
-        assert_eq!(pd_close.log.count(), 0, "L24: the late MW holds the PD");
+        assert_eq!(
+            settled(&pd_close.log).count(),
+            0,
+            "L24: the late MW holds the PD"
+        );
         let mw = Mw(late);
         close_and_wait(mw.close_slot());
     }
@@ -1904,11 +1909,9 @@ fn l15_connector_closed_inside_its_failed_connect_completion() {
     finish_close_logged(close_status, &inside.log);
     // L16: the provider left the closed connector alone; the QP it had tied
     // is free again and everything closes.
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.entered(), 1, "L22: nothing after the close");
-    assert_success!(near.qp.close(), "the failed Connect untied the QP");
-    assert_closes_succeed!(near.cq, near.pd);
-    near.adapter.close();
+    assert_eq!(settled(&watch).entered(), 1, "L22: nothing after the close");
+    // The failed Connect untied the QP: it closes at once with the rest.
+    near.close();
     far.close(1);
 }
 
@@ -1930,9 +1933,8 @@ fn l16_connector_closed_inside_a_disconnect_completion_delivered_during_the_call
     let _ = a_signal.outcome(a_status);
     let close_status = inside.status();
     finish_close_logged(close_status, &inside.log);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.entered(),
+        settled(&watch).entered(),
         1,
         "L8/L22: one completion, nothing after the close"
     );
@@ -1954,8 +1956,11 @@ fn l15_cq_closed_inside_its_own_notification() {
     );
     // More completions: nothing is delivered after the close (L22).
     spout.emit(2);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(inside.log.count(), 0, "L24: the QP still holds the CQ");
+    assert_eq!(
+        settled(&inside.log).count(),
+        0,
+        "L24: the QP still holds the CQ"
+    );
     let Spout {
         adapter, pd, qp, ..
     } = spout;
@@ -2029,9 +2034,8 @@ fn l18_close_returns_success_or_pending_on_every_object_type() {
     for slot in [zoo.pd.close_slot(), zoo.cq.close_slot()] {
         let again = Signal::new();
         let status = close_with(slot, &again);
-        std::thread::sleep(SETTLE_BRIEF);
         assert_eq!(
-            again.count(),
+            settled(&again).count(),
             0,
             "L19: second close called back ({status:#x})"
         );
@@ -2057,8 +2061,7 @@ fn l19_calls_on_a_pd_whose_close_is_pending_do_not_crash() {
     let again = Signal::new();
     let second = close_with(pd.close_slot(), &again);
     assert_success!(second, "L19: a second close returns quietly");
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(again.count() + closing.log.count(), 0);
+    assert_eq!(settled(&again).count() + closing.log.count(), 0);
     // The MR still works (L25) and closes; then the PD's one close completion.
     let mut buffer = Buffer::new(PAGE, 0, 0);
     assert_success!(mr.register(&mut buffer, 0));
@@ -2096,8 +2099,7 @@ fn l19_calls_on_a_cq_whose_close_is_pending_do_not_crash() {
         close_with(spout.cq.close_slot(), &again),
         "L19: a second close returns quietly"
     );
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(closing.log.count() + again.count(), 0);
+    assert_eq!(settled(&closing.log).count() + again.count(), 0);
     let Spout {
         adapter, pd, qp, ..
     } = spout;
@@ -2167,11 +2169,12 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
     if close_status == STATUS_PENDING {
         assert_eq!(log.wait_nth(2), CLOSED, "L22: the close completion is last");
     }
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(log.count(), 1 + usize::from(close_status == STATUS_PENDING));
-    assert_success!(near.qp.close(), "untied");
-    assert_closes_succeed!(near.cq, near.pd);
-    near.adapter.close();
+    assert_eq!(
+        settled(&log).count(),
+        1 + usize::from(close_status == STATUS_PENDING)
+    );
+    // Untied: the QP closes at once with the rest.
+    near.close();
     far.close(1);
 }
 
@@ -2202,9 +2205,8 @@ fn l21_connector_close_waits_for_its_running_connect_completion() {
     watch.wait_entered(1);
     let close_status = close_watched(connector.close_slot(), &watch);
     assert_eq!(close_status, STATUS_PENDING, "L21: a completion is running");
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS],
         "L21: closed under a running callback"
     );
@@ -2266,9 +2268,8 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
     watch.wait_entered(1);
     let status = close_watched(listener.close_slot(), &watch);
     assert_eq!(status, STATUS_PENDING, "L21: its connect event is running");
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS],
         "L21: closed under its event"
     );
@@ -2335,14 +2336,16 @@ fn l21_connector_close_waits_for_its_running_disconnect_event() {
         status, STATUS_PENDING,
         "L21: its disconnect event is running"
     );
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![EVENT], "L21: closed under its event");
+    assert_eq!(
+        settled(&watch).all(),
+        vec![EVENT],
+        "L21: closed under its event"
+    );
     watch.open();
     let _ = disconnecting.join().unwrap();
     watch.wait_returned(2);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![EVENT, CLOSED],
         "L22: the close completion is last"
     );
@@ -2383,9 +2386,8 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
         // SAFETY: an open adapter, not used by the test afterwards.
         unsafe { SoftNdkCloseAdapter(adapter_ptr as *mut NdkAdapter) }
     });
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS],
         "L23: completed under the callback"
     );
@@ -2397,9 +2399,8 @@ fn l23_cq_close_pends_until_its_running_notification_returns() {
     arming.join().unwrap();
     watch.wait_returned(2);
     assert_success!(closing_adapter.join().unwrap());
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        watch.all(),
+        settled(&watch).all(),
         vec![STATUS_SUCCESS, CLOSED],
         "L22/L23: nothing after"
     );
@@ -2421,8 +2422,11 @@ fn l22_no_notification_after_the_cq_close() {
     } = spout;
     assert_success!(qp.close());
     watch.wait_returned(1);
-    std::thread::sleep(SETTLE_BRIEF);
-    assert_eq!(watch.all(), vec![CLOSED], "L22: only the close completion");
+    assert_eq!(
+        settled(&watch).all(),
+        vec![CLOSED],
+        "L22: only the close completion"
+    );
     assert_success!(pd.close());
     adapter.close();
 }
@@ -2510,9 +2514,8 @@ fn l26_antecedents_wait_for_a_successors_running_close_completion() {
         close_and_wait((connector_ptr as *mut NdkObjectHeader, close_connector))
     });
     qp_watch.wait_entered(1);
-    std::thread::sleep(SETTLE_BRIEF);
     assert_eq!(
-        cq_close.log.count(),
+        settled(&cq_close.log).count(),
         0,
         "L26: the CQ closed under its QP's close completion"
     );
@@ -2626,8 +2629,7 @@ mod cross_nic {
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
         assert_closes_succeed!(b_srq, b_cq);
-        assert_close(a_srq.close());
-        assert_close(a_cq.close());
+        assert_closed([a_srq.close(), a_cq.close()]);
         a.close();
         b.close();
     }
@@ -2719,8 +2721,7 @@ mod cross_nic {
         assert_success!(qp.bind(6, &a_mem.mr, &a_mw, a_mem.remote(0), 512, OP_REMOTE_READ));
         assert_eq!(summary(&pair.a_cq.wait_results(1)), [(6, STATUS_SUCCESS)]);
         b_frmr.close(&pair.b);
-        assert_close(a_mw.close());
-        assert_close(b_mw.close());
+        assert_closed([a_mw.close(), b_mw.close()]);
         teardown_with_regions(pair, [a_mem, b_mem]);
     }
 
@@ -2733,10 +2734,7 @@ mod cross_nic {
         let (a, b) = Side::two();
         let (a_cq, a_qp) = a.cq_and_qp(16, 1);
         let (b_cq, b_qp) = b.cq_and_qp(16, 2);
-        let incoming = Incoming::new();
-        let listener = b.adapter.listener(&incoming);
-        assert_success!(listener.listen(b.addr));
-        let (_, at, _) = listener.local_address();
+        let (listener, incoming, at) = listen_on(&b.adapter, b.addr);
         // Connect from A's connector with B's QP.
         let connector = a.adapter.connector();
         let (status, signal) = connector.connect(&b_qp, a.addr, at, 0, 0, b"");

@@ -43,6 +43,22 @@ fn buffer_with(offset: usize, content: &[u8]) -> Buffer {
     buffer
 }
 
+/// A buffer of `len` bytes at `offset` into a page holding a fresh pattern
+/// (`seed`, [`bytes`]), and that pattern: what it holds before the test
+/// moves anything.
+fn pattern_buffer((len, seed): (usize, u8), offset: usize) -> (Vec<u8>, Buffer) {
+    let before = bytes(len, seed);
+    let buffer = buffer_with(offset, &before);
+    (before, buffer)
+}
+
+/// B's region registered with `flags` over a [`pattern_buffer`], and the
+/// pattern.
+fn b_region(pair: &Pair, (len, seed): (usize, u8), offset: usize, flags: u32) -> (Vec<u8>, Region) {
+    let (before, buffer) = pattern_buffer((len, seed), offset);
+    (before, Region::of(&pair.b_pd, buffer, flags))
+}
+
 /// RegisterMr of `length` bytes of the chain at `mdl` (the outcome, L8).
 fn register_mdl(mr: &Mr, mdl: *mut Mdl, length: usize, flags: u32) -> NtStatus {
     let signal = Signal::new();
@@ -118,8 +134,14 @@ fn assert_ended(pair: &Pair) {
     expect(&pair.a_cq, 0xEEE1, STATUS_CANCELLED);
     recv0(&pair.b_qp, 0xEEE2);
     expect(&pair.b_cq, 0xEEE2, STATUS_CANCELLED);
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
+}
+
+/// Checks that the connection of `pair` is over ([`assert_ended`]), then
+/// closes the test's regions and tears the pair down ([`teardown_closing`]).
+fn teardown_ended<const N: usize>(pair: Pair, regions: [Region; N]) {
+    assert_ended(&pair);
+    teardown_closing(pair, regions);
 }
 
 /// Checks the status of A's Write (or Send) that B refuses — `fabric`, its
@@ -137,12 +159,39 @@ fn assert_refused(pair: &Pair, status: NtStatus, fabric: NtStatus) {
     await_abort(&pair.a_disconnects);
 }
 
+/// Closes B's `frmr` and the test's regions, then [`Pair::teardown`]
+/// ([`teardown_with_regions`]).
+fn teardown_with_frmr<const N: usize>(pair: Pair, frmr: Frmr, regions: [Region; N]) {
+    frmr.close(&pair.b);
+    teardown_with_regions(pair, regions);
+}
+
+/// Closes B's `frmr` and the test's regions, then tears down a pair whose
+/// connection an error may have ended ([`teardown_closing`]).
+fn teardown_closing_frmr<const N: usize>(pair: Pair, frmr: Frmr, regions: [Region; N]) {
+    frmr.close(&pair.b);
+    teardown_closing(pair, regions);
+}
+
 /// Fills `buffer` with pattern `seed` ([`bytes`]): what it holds before the
 /// test moves anything.
 fn fill(buffer: &mut Buffer, seed: u8) -> Vec<u8> {
     let before = bytes(buffer.len, seed);
     buffer.bytes_mut().copy_from_slice(&before);
     before
+}
+
+/// B's fast-register MR of `len` bytes for up to `pages` pages (`remote`:
+/// initialized with RemoteAccess) over a buffer holding a fresh pattern
+/// (`seed`), and that pattern ([`fill`]).
+fn b_frmr_filled(
+    pair: &Pair,
+    (len, pages, remote): (usize, u32, bool),
+    seed: u8,
+) -> (Frmr, Vec<u8>) {
+    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, len, 0, pages, remote);
+    let before = fill(&mut frmr.buffer, seed);
+    (frmr, before)
 }
 
 /// Fast-registers `frmr` on B's QP with each of `flags` in turn (request
@@ -165,6 +214,65 @@ fn a_writes(pair: &Pair, local: NdkSge, remote: u64, token: u32) -> NtStatus {
     let r = wait_results_ex(&pair.a_cq, 1).remove(0);
     assert_eq!(r.request_context as usize, 0xA11);
     r.status
+}
+
+/// B fast-registers `fast` for remote write over the pages of `lam` (first
+/// byte at `fbo`, `len` bytes at `base`); the FastRegister succeeds.
+fn fast_registers_lam(
+    pair: &Pair,
+    context: usize,
+    fast: &Mr,
+    lam: &[u64],
+    (fbo, len, base): (u32, usize, u64),
+) {
+    let pages = lam_pages(lam);
+    let status = pair
+        .b_qp
+        .fast_register(context, fast, &pages, fbo, len, base, OP_REMOTE_WRITE);
+    assert_success!(status);
+    expect(&pair.b_cq, context, STATUS_SUCCESS);
+}
+
+/// B binds `mw` over `len` bytes at `at` of `region` with `flags`; the
+/// Bind succeeds.
+fn b_binds(
+    pair: &Pair,
+    context: usize,
+    mw: &Mw,
+    (region, at, len): (&Region, usize, usize),
+    flags: u32,
+) {
+    let status = pair
+        .b_qp
+        .bind(context, &region.mr, mw, region.remote(at), len, flags);
+    assert_success!(status);
+    expect(&pair.b_cq, context, STATUS_SUCCESS);
+}
+
+/// A Send of `sge` (request `context`) on one side's QP, whose own token
+/// does not cover it, fails there with STATUS_ACCESS_VIOLATION (a local
+/// error, E5); the other side's posted receive (`peer`: its CQ and request
+/// context) is cancelled and nothing lands in `inbox`.
+fn expect_send_refused_locally(
+    (qp, cq): (&Qp, &Cq),
+    context: usize,
+    sge: NdkSge,
+    (peer_cq, receive): (&Cq, usize),
+    inbox: &Region,
+) {
+    assert_success!(qp.send(context, &[sge], 0));
+    expect(cq, context, STATUS_ACCESS_VIOLATION);
+    expect(peer_cq, receive, STATUS_CANCELLED);
+    assert!(inbox.bytes().iter().all(|&b| b == 0), "nothing landed");
+}
+
+/// A's Write of `len` bytes of a fresh pattern (`seed`) to `remote` /
+/// `token` of B, which succeeds; returns the pattern's region, to compare
+/// the placed bytes with.
+fn a_writes_pattern(pair: &Pair, seed: u8, len: usize, (remote, token): (u64, u32)) -> Region {
+    let src = Region::pattern(&pair.a_pd, PAGE, seed, 0);
+    assert_success!(a_writes(pair, src.sge(0, len), remote, token));
+    src
 }
 
 /// A's Write of `local` to `remote` / `token` of B, which B refuses with
@@ -309,8 +417,7 @@ fn lam_count(words: &[u64]) -> usize {
 fn m1_mr_kind_is_fixed_at_creation() {
     let pair = Pair::new();
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
-    let content = bytes(PAGE, 1);
-    let mut buffer = buffer_with(0x40, &content);
+    let (content, mut buffer) = pattern_buffer((PAGE, 1), 0x40);
 
     // A fast-register MR refuses RegisterMr, DeregisterMr and Bind.
     let fast = pair.b_pd.mr(true);
@@ -375,8 +482,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
 
     assert_closed([mw.close(), fast.close(), plain.close()]);
     pair.b.release_lam(&mut lam);
-    sink.close();
-    pair.teardown();
+    teardown_with_regions(pair, [sink]);
 }
 
 /// M2: RegisterMr registers `Length` bytes from the first MDL's address over
@@ -385,8 +491,7 @@ fn m1_mr_kind_is_fixed_at_creation() {
 #[test]
 fn m2_register_mr_spans_a_contiguous_mdl_chain() {
     let pair = Pair::new();
-    let before = bytes(3 * PAGE, 3);
-    let mut buffer = buffer_with(0x180, &before);
+    let (before, mut buffer) = pattern_buffer((3 * PAGE, 3), 0x180);
     let split = 0x1234;
     let mut rest = tail_mdl(&mut buffer, split);
     chain(&mut buffer, split, &mut rest);
@@ -521,8 +626,7 @@ fn m2_register_mr_refuses_a_chain_that_is_not_contiguous() {
     let mut next = tail_mdl(&mut buffer, 0x1000);
     chain(&mut buffer, 0x1000, &mut next);
     assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_LOCAL_WRITE));
-    assert_close(mr.close());
-    assert_close(pd.close());
+    assert_closed([mr.close(), pd.close()]);
     adapter.close();
 }
 
@@ -547,8 +651,7 @@ fn m3_a_chain_shorter_than_length_is_refused() {
         STATUS_INVALID_PARAMETER
     );
     assert_success!(register_mdl(&mr, buffer.mdl(), 0x900, MR_LOCAL_WRITE));
-    assert_close(mr.close());
-    assert_close(pd.close());
+    assert_closed([mr.close(), pd.close()]);
     adapter.close();
 }
 
@@ -558,11 +661,11 @@ fn m3_a_chain_shorter_than_length_is_refused() {
 #[test]
 fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 6);
-    let mut buffer = buffer_with(0x2A0, &before);
+    let (before, mut buffer) = pattern_buffer((2 * PAGE, 6), 0x2A0);
     let mut decoy = Buffer::new(2 * PAGE, 0x2A0, 0xEE);
     let mr = pair.b_pd.mr(false);
     assert_success!(register_mdl(&mr, buffer.mdl(), 2 * PAGE, MR_REMOTE));
+    let token = mr.remote_token();
     let base = buffer.va();
     // The consumer points its MDL elsewhere.
     let decoy_start = decoy.bytes_mut().as_mut_ptr();
@@ -575,21 +678,11 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 7, 0);
     let sink = Region::new(&pair.a_pd, PAGE, 0, MR_LOCAL_WRITE);
     let (at, len) = (0xD00, 0x200);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(3, len),
-        base + at as u64,
-        mr.remote_token()
-    ));
+    assert_success!(a_writes(&pair, src.sge(3, len), base + at as u64, token));
     assert_placed(buffer.bytes(), &before, at, &src.bytes()[3..3 + len]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
     let now = buffer.bytes().to_vec();
-    assert_success!(a_reads(
-        &pair,
-        sink.sge(0, 0x800),
-        base + 0x1100,
-        mr.remote_token()
-    ));
+    assert_success!(a_reads(&pair, sink.sge(0, 0x800), base + 0x1100, token));
     assert_eq!(&sink.bytes()[..0x800], &now[0x1100..0x1900]);
 
     assert_close(mr.close());
@@ -606,8 +699,7 @@ fn m3_registration_keeps_its_mapping_when_the_mdl_is_rewritten() {
 fn m4_mdl_virtual_address_is_only_an_index() {
     let pair = Pair::new();
     let offset = 0x2C0;
-    let before = bytes(2 * PAGE, 8);
-    let mut real = buffer_with(offset, &before);
+    let (before, mut real) = pattern_buffer((2 * PAGE, 8), offset);
     let mut decoy = Buffer::new(2 * PAGE, offset, 0xEE);
     let index = decoy.va();
     let real_first = real.bytes_mut().as_mut_ptr();
@@ -621,6 +713,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
     unsafe { (*mdl).start_va = decoy_first.wrapping_sub(offset).cast() };
     let mr = pair.b_pd.mr(false);
     assert_success!(register_mdl(&mr, mdl, 2 * PAGE, MR_REMOTE));
+    let token = mr.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 10, 0);
     let sink = Region::new(&pair.a_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
 
@@ -630,17 +723,12 @@ fn m4_mdl_virtual_address_is_only_an_index() {
         &pair,
         src.sge(0x40, len),
         index + at as u64,
-        mr.remote_token()
+        token
     ));
     assert_placed(real.bytes(), &before, at, &src.bytes()[0x40..0x40 + len]);
     let now = real.bytes().to_vec();
     // A Read at the index.
-    assert_success!(a_reads(
-        &pair,
-        sink.sge(0, 0x500),
-        index + 0x100,
-        mr.remote_token()
-    ));
+    assert_success!(a_reads(&pair, sink.sge(0, 0x500), index + 0x100, token));
     assert_eq!(&sink.bytes()[..0x500], &now[0x100..0x600]);
     // A local SGE at the index.
     assert_success!(pair.a_qp.receive(1, &[sink.sge(PAGE, 0x80)]));
@@ -675,13 +763,12 @@ fn m4_mdl_virtual_address_is_only_an_index() {
         &real,
         src.sge(0, 0x10),
         real.va(),
-        mr.remote_token(),
+        token,
         STATUS_REMOTE_RESOURCES,
     );
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE), "decoy untouched");
 
-    assert_close(mw.close());
-    assert_close(mr.close());
+    assert_closed([mw.close(), mr.close()]);
     teardown_closing(pair, [src, sink]);
 }
 
@@ -692,8 +779,7 @@ fn m4_mdl_virtual_address_is_only_an_index() {
 #[test]
 fn m5_addresses_are_indexes_never_offsets_from_zero() {
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 11);
-    let target = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let (before, target) = b_region(&pair, (2 * PAGE, 11), 0x10, MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 12, 0);
     let mw = pair.b_pd.mw();
     assert_eq!(
@@ -726,8 +812,7 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
         STATUS_REMOTE_RESOURCES,
     );
     assert_close(mw.close());
-    frmr.close(&pair.b);
-    teardown_closing(pair, [target, src]);
+    teardown_closing_frmr(pair, frmr, [target, src]);
 
     // The same for a local SGE: zero-based, it fails with an access
     // violation and no byte moves.
@@ -740,12 +825,14 @@ fn m5_addresses_are_indexes_never_offsets_from_zero() {
         length: 0x40,
         memory_region_token: target.mr.local_token(),
     };
-    assert_success!(pair.b_qp.send(4, &[zero_based], 0));
-    expect(&pair.b_cq, 4, STATUS_ACCESS_VIOLATION);
-    expect(&pair.a_cq, 3, STATUS_CANCELLED);
-    assert!(sink.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [target, sink]);
+    expect_send_refused_locally(
+        (&pair.b_qp, &pair.b_cq),
+        4,
+        zero_based,
+        (&pair.a_cq, 3),
+        &sink,
+    );
+    teardown_ended(pair, [target, sink]);
 }
 
 // ---------------------------------------------------------------------------
@@ -926,8 +1013,7 @@ fn probe(make: &dyn Fn(&Pair) -> Target, how: Use) -> bool {
     if !granted {
         assert_ended(&pair);
     }
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     target.close(&pair.b);
     teardown_closing(pair, [a_src, a_sink]);
     granted
@@ -1069,10 +1155,8 @@ fn m8_read_sinks_work_with_and_without_the_read_sink_flags() {
 #[test]
 fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
     let pair = Pair::new();
-    assert!(
-        AdapterFlags::from_bits_retain(pair.b.info().adapter_flags)
-            .contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED)
-    );
+    let flags = pair.b.flags();
+    assert!(flags.contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED));
     let mut buffer = Buffer::new(PAGE, 0x10, 0);
     for flags in [
         MR_READ_SINK,
@@ -1126,8 +1210,7 @@ fn m9_read_sink_flags_are_never_refused_and_lam_buffers_are_read_sinks() {
         &src.bytes()[0x123..0x123 + PAGE],
     );
     pair.b.release_lam(&mut lam);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1214,9 +1297,21 @@ fn m10_registrations_and_windows_above_the_adapter_limits_are_refused() {
 /// registered again (with fresh tokens that work).
 #[test]
 fn m11_old_remote_token_is_refused_after_deregister_mr() {
+    // A's Write at 0x10 of B's `target` under its `old` token is refused
+    // and moves nothing (M34).
+    let refused = |pair: &Pair, target: &Region, local: NdkSge, old: u32| {
+        let remote = target.remote(0x10);
+        expect_write_refused(
+            pair,
+            &target.buffer,
+            local,
+            remote,
+            old,
+            STATUS_ACCESS_VIOLATION,
+        );
+    };
     let pair = Pair::new();
-    let before = bytes(2 * PAGE, 14);
-    let mut target = Region::of(&pair.b_pd, buffer_with(0x90, &before), MR_REMOTE);
+    let (before, mut target) = b_region(&pair, (2 * PAGE, 14), 0x90, MR_REMOTE);
     let src = Region::pattern(&pair.a_pd, PAGE, 15, 0);
     let old = target.token();
     assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), old));
@@ -1227,14 +1322,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     assert_ne!(new, old);
     assert_success!(a_writes(&pair, src.sge(0, 0x100), target.remote(0x10), new));
     assert_placed(target.bytes(), &before, 0x10, &src.bytes()[..0x100]);
-    expect_write_refused(
-        &pair,
-        &target.buffer,
-        src.sge(0x100, 0x100),
-        target.remote(0x10),
-        old,
-        STATUS_ACCESS_VIOLATION,
-    );
+    refused(&pair, &target, src.sge(0x100, 0x100), old);
     teardown_closing(pair, [target, src]);
 
     // Without registering again.
@@ -1244,14 +1332,7 @@ fn m11_old_remote_token_is_refused_after_deregister_mr() {
     let old = target.token();
     assert_success!(target.mr.deregister());
     assert_eq!(target.bytes(), &before[..]);
-    expect_write_refused(
-        &pair,
-        &target.buffer,
-        src.sge(0, 0x100),
-        target.remote(0x10),
-        old,
-        STATUS_ACCESS_VIOLATION,
-    );
+    refused(&pair, &target, src.sge(0, 0x100), old);
     teardown_closing(pair, [target, src]);
 }
 
@@ -1266,12 +1347,8 @@ fn m11_old_local_token_is_refused_after_deregister_mr() {
     let old = target.sge(0, 0x100);
     assert_success!(target.mr.deregister());
     assert_success!(pair.a_qp.receive(1, &[sink.sge(0, PAGE)]));
-    assert_success!(pair.b_qp.send(2, &[old], 0));
-    expect(&pair.b_cq, 2, STATUS_ACCESS_VIOLATION);
-    expect(&pair.a_cq, 1, STATUS_CANCELLED);
-    assert!(sink.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [target, sink]);
+    expect_send_refused_locally((&pair.b_qp, &pair.b_cq), 2, old, (&pair.a_cq, 1), &sink);
+    teardown_ended(pair, [target, sink]);
 }
 
 /// M11, L8: DeregisterMr while a peer's Writes stream into the region may
@@ -1360,8 +1437,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
         "{statuses:x?}"
     );
     assert_eq!(target.bytes(), src.bytes());
-    assert_ended(&pair);
-    teardown_closing(pair, [target, src]);
+    teardown_ended(pair, [target, src]);
 }
 
 /// M12: an MR's local and remote tokens can be read once RegisterMr or
@@ -1371,8 +1447,7 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
 #[test]
 fn m12_tokens_are_readable_once_registration_completed() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 18);
-    let target = Region::of(&pair.b_pd, buffer_with(0x44, &before), MR_REMOTE);
+    let (before, target) = b_region(&pair, (PAGE, 18), 0x44, MR_REMOTE);
     let (local, remote) = (target.mr.local_token(), target.token());
     assert!(local != 0 && remote != 0 && local != remote);
     assert_eq!(
@@ -1407,16 +1482,7 @@ fn m12_tokens_are_readable_once_registration_completed() {
     let (status, mut lam, _) = pair.b.build_lam(&mut lam_buffer);
     assert_success!(status);
     let base = 0x10_0000_0000;
-    assert_success!(pair.b_qp.fast_register(
-        3,
-        &fast,
-        &lam_pages(&lam),
-        0,
-        2 * PAGE,
-        base,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 3, STATUS_SUCCESS);
+    fast_registers_lam(&pair, 3, &fast, &lam, (0, 2 * PAGE, base));
     assert_success!(a_writes(
         &pair,
         src.sge(0x200, 0x300),
@@ -1489,11 +1555,9 @@ fn m13_initialize_fast_register_mr_serves_up_to_frmr_page_count() {
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 20, 0);
     assert_success!(a_writes(&pair, src.sge(0, 2 * PAGE), base, tokens.1));
     assert_placed(buffer.bytes(), &vec![0; 3 * PAGE], 0, src.bytes());
-    assert_close(fresh.close());
-    assert_close(fast.close());
+    assert_closed([fresh.close(), fast.close()]);
     pair.b.release_lam(&mut lam);
-    src.close();
-    pair.teardown();
+    teardown_with_regions(pair, [src]);
 }
 
 /// An MR pointer that threads may share (the provider's objects may be used
@@ -1610,8 +1674,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
         frmr.mr.remote_token()
     ));
     assert_eq!(sink.bytes(), src.bytes());
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src, sink]);
+    teardown_with_frmr(pair, frmr, [src, sink]);
 }
 
 /// M15: a FastRegister asking for remote read or write on an MR initialized
@@ -1621,8 +1684,7 @@ fn m14_sixteen_page_fast_registration_maps_every_page() {
 #[test]
 fn m15_remote_rights_need_remote_access_at_initialization() {
     let pair = Pair::new();
-    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 2 * PAGE, 0, 2, false);
-    let before = fill(&mut frmr.buffer, 22);
+    let (frmr, before) = b_frmr_filled(&pair, (2 * PAGE, 2, false), 22);
     for (i, flags) in [
         OP_REMOTE_READ,
         OP_REMOTE_WRITE,
@@ -1663,8 +1725,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
         frmr.mr.remote_token()
     ));
     assert_eq!(&sink.bytes()[..0x300], &now[0xE80..0x1180]);
-    frmr.close(&pair.b);
-    teardown_with_regions(pair, [src, sink]);
+    teardown_with_frmr(pair, frmr, [src, sink]);
 }
 
 /// M16: FastRegister maps page-aligned logical pages that need not be
@@ -1676,8 +1737,7 @@ fn m15_remote_rights_need_remote_access_at_initialization() {
 #[test]
 fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     let pair = Pair::new();
-    let mut frmr = Frmr::new(&pair.b, &pair.b_pd, 6 * PAGE, 0, 4, true);
-    let before = fill(&mut frmr.buffer, 24);
+    let (frmr, before) = b_frmr_filled(&pair, (6 * PAGE, 4, true), 24);
     let order = [3_usize, 0, 5, 1];
     let pages: Vec<u64> = order.iter().map(|&p| frmr.pages[p]).collect();
     let fbo = 0x234_usize;
@@ -1761,8 +1821,7 @@ fn m16_fast_register_maps_non_adjacent_pages_as_one_region() {
     );
     assert_eq!(frmr.buffer.bytes(), &expected[..]);
     assert_ended(&pair);
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src, sink, whole]);
+    teardown_closing_frmr(pair, frmr, [src, sink, whole]);
 }
 
 /// M16: a FastRegister whose geometry does not fit is refused inline with
@@ -1799,22 +1858,14 @@ fn m16_fast_register_refuses_a_geometry_that_does_not_fit() {
     assert_empty(&pair.b_cq);
     assert_success!(post(pages, 0, 4 * PAGE, 0));
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 26, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x40),
-        4 * PAGE64 - 0x40,
-        frmr.mr.remote_token()
-    ));
+    let src = a_writes_pattern(&pair, 26, 0x40, (4 * PAGE64 - 0x40, frmr.mr.remote_token()));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 5 * PAGE],
         4 * PAGE - 0x40,
         &src.bytes()[..0x40],
     );
-    frmr.close(&pair.b);
-    src.close();
-    pair.teardown();
+    teardown_with_frmr(pair, frmr, [src]);
 }
 
 /// M17: the remote token of a fast-registered MR can be read as soon as
@@ -1834,22 +1885,14 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
     expect(&pair.a_cq, 1, STATUS_SUCCESS);
     assert_eq!(frmr.mr.remote_token(), token);
-    let src = Region::pattern(&pair.a_pd, PAGE, 27, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x200),
-        frmr.base() + 0xF00,
-        token
-    ));
+    let src = a_writes_pattern(&pair, 27, 0x200, (frmr.base() + 0xF00, token));
     assert_placed(
         frmr.buffer.bytes(),
         &vec![0; 2 * PAGE],
         0xF00,
         &src.bytes()[..0x200],
     );
-    frmr.close(&pair.b);
-    src.close();
-    pair.teardown();
+    teardown_with_frmr(pair, frmr, [src]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1864,8 +1907,7 @@ fn m17_fast_register_remote_token_is_readable_before_its_completion() {
 #[test]
 fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
     let pair = Pair::new();
-    let before = bytes(3 * PAGE, 28);
-    let r = Region::of(&pair.b_pd, buffer_with(0x88, &before), MR_LOCAL_WRITE);
+    let (before, r) = b_region(&pair, (3 * PAGE, 28), 0x88, MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     let (at, len) = (0xF00, 0x1200);
     let outside = pair.b_pd.mw();
@@ -1881,15 +1923,13 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_success!(pair.b_qp.bind(
+    b_binds(
+        &pair,
         2,
-        &r.mr,
         &mw,
-        r.remote(at),
-        len,
-        OP_REMOTE_READ | OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 2, STATUS_SUCCESS);
+        (&r, at, len),
+        OP_REMOTE_READ | OP_REMOTE_WRITE,
+    );
     let token = mw.remote_token();
     let src = Region::pattern(&pair.a_pd, 2 * PAGE, 29, 0);
     assert_success!(a_writes(&pair, src.sge(0x10, len), r.remote(at), token));
@@ -1912,8 +1952,7 @@ fn m18_bind_opens_a_window_of_length_bytes_at_its_index() {
         token,
         STATUS_REMOTE_RESOURCES,
     );
-    assert_close(mw.close());
-    assert_close(outside.close());
+    assert_closed([mw.close(), outside.close()]);
     teardown_closing(pair, [r, src, sink]);
 }
 
@@ -1926,8 +1965,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
     let pair = Pair::new();
     let no_write = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 30)), MR_REMOTE_READ);
     let nothing = Region::of(&pair.b_pd, buffer_with(0, &bytes(PAGE, 31)), 0);
-    let before = bytes(PAGE, 32);
-    let writable = Region::of(&pair.b_pd, buffer_with(0x20, &before), MR_LOCAL_WRITE);
+    let (before, writable) = b_region(&pair, (PAGE, 32), 0x20, MR_LOCAL_WRITE);
     let mw = pair.b_pd.mw();
     for (name, r, flags) in [
         ("remote read region", &no_write, OP_REMOTE_WRITE),
@@ -1945,33 +1983,11 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
         );
     }
     assert_empty(&pair.b_cq);
-    assert_success!(pair.b_qp.bind(
-        2,
-        &no_write.mr,
-        &mw,
-        no_write.remote(0),
-        0x100,
-        OP_REMOTE_READ
-    ));
-    expect(&pair.b_cq, 2, STATUS_SUCCESS);
+    b_binds(&pair, 2, &mw, (&no_write, 0, 0x100), OP_REMOTE_READ);
     assert_success!(pair.b_qp.invalidate(3, mw.header(), 0));
     expect(&pair.b_cq, 3, STATUS_SUCCESS);
-    assert_success!(pair.b_qp.bind(
-        4,
-        &writable.mr,
-        &mw,
-        writable.remote(0x40),
-        0x100,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 4, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 33, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        writable.remote(0x40),
-        mw.remote_token()
-    ));
+    b_binds(&pair, 4, &mw, (&writable, 0x40, 0x100), OP_REMOTE_WRITE);
+    let src = a_writes_pattern(&pair, 33, 0x100, (writable.remote(0x40), mw.remote_token()));
     assert_placed(writable.bytes(), &before, 0x40, &src.bytes()[..0x100]);
     assert_close(mw.close());
     teardown_with_regions(pair, [no_write, nothing, writable, src]);
@@ -1983,8 +1999,7 @@ fn m19_bind_with_remote_write_needs_local_write_on_the_region() {
 #[test]
 fn m20_window_token_is_readable_as_soon_as_bind_returns() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 34);
-    let r = Region::of(&pair.b_pd, buffer_with(0x10, &before), MR_REMOTE);
+    let (before, r) = b_region(&pair, (PAGE, 34), 0x10, MR_REMOTE);
     let mw = pair.b_pd.mw();
     recv0(&pair.a_qp, 1);
     assert_success!(pair.b_qp.bind(
@@ -2143,8 +2158,7 @@ fn m22_invalidated_fast_registered_mr_grants_no_access() {
         token,
         STATUS_ACCESS_VIOLATION,
     );
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src]);
+    teardown_closing_frmr(pair, frmr, [src]);
 }
 
 /// M22, M23 (NDSPI v2 only; this provider's behaviour): Invalidate of a
@@ -2183,9 +2197,8 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
     assert!(sink.bytes()[0x200..].iter().all(|&b| b == 0));
     assert_success!(pair.a_disconnects.wait());
     assert_success!(pair.b_disconnects.wait());
-    assert_ended(&pair);
     assert_close(mw.close());
-    teardown_closing(pair, [r, sink]);
+    teardown_ended(pair, [r, sink]);
 }
 
 /// M22 (consumer): Invalidate never applies to a RegisterMr MR; asked to,
@@ -2194,20 +2207,13 @@ fn m23_access_through_an_invalidated_window_ends_the_connection() {
 #[test]
 fn m22_invalidate_of_a_registered_mr_is_refused_inline() {
     let pair = Pair::new();
-    let before = bytes(PAGE, 40);
-    let r = Region::of(&pair.b_pd, buffer_with(0x70, &before), MR_REMOTE);
+    let (before, r) = b_region(&pair, (PAGE, 40), 0x70, MR_REMOTE);
     assert_eq!(
         pair.b_qp.invalidate(1, r.mr.header(), 0),
         STATUS_INVALID_PARAMETER
     );
     assert_empty(&pair.b_cq);
-    let src = Region::pattern(&pair.a_pd, PAGE, 41, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        r.remote(0x10),
-        r.token()
-    ));
+    let src = a_writes_pattern(&pair, 41, 0x100, (r.remote(0x10), r.token()));
     assert_placed(r.bytes(), &before, 0x10, &src.bytes()[..0x100]);
     teardown_with_regions(pair, [r, src]);
 }
@@ -2272,8 +2278,7 @@ fn m24_send_and_invalidate_invalidates_the_token_at_the_receiver() {
         token,
         STATUS_ACCESS_VIOLATION,
     );
-    frmr.close(&pair.b);
-    teardown_closing(pair, [src, inbox]);
+    teardown_closing_frmr(pair, frmr, [src, inbox]);
 }
 
 /// M24: SendAndInvalidate of a window's token invalidates the window at the
@@ -2300,9 +2305,8 @@ fn m24_send_and_invalidate_invalidates_a_window() {
         a_reads(&pair, sink.sge(0, 0x10), r.remote(0), token),
         STATUS_ACCESS_VIOLATION
     );
-    assert_ended(&pair);
     assert_close(mw.close());
-    teardown_closing(pair, [r, sink]);
+    teardown_ended(pair, [r, sink]);
 }
 
 /// M24: a SendAndInvalidate naming a token the receiver does not know
@@ -2372,10 +2376,8 @@ fn m25_send_and_invalidate_of_a_registered_region_token_fails_cleanly() {
 #[test]
 fn m26_read_with_local_invalidate_invalidates_the_first_sge_token() {
     let pair = Pair::new();
-    assert!(
-        AdapterFlags::from_bits_retain(pair.a.info().adapter_flags)
-            .contains(AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED)
-    );
+    let flags = pair.a.flags();
+    assert!(flags.contains(AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED));
     let src = Region::pattern(&pair.b_pd, 2 * PAGE, 46, MR_REMOTE);
     let frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 1, false);
     assert_success!(frmr.post(&pair.a_qp, 1, OP_LOCAL_WRITE));
@@ -2431,8 +2433,7 @@ fn m27_privileged_token_names_lam_logical_addresses_for_local_access_only() {
     let token = pair.a_pd.privileged_token();
     assert_eq!(pair.a_pd.privileged_token(), token, "stable");
     let len = 2 * PAGE + 0x300;
-    let content = bytes(len, 47);
-    let mut outgoing = buffer_with(0x500, &content);
+    let (content, mut outgoing) = pattern_buffer((len, 47), 0x500);
     let (status, mut out_lam, out_fbo) = pair.a.build_lam(&mut outgoing);
     assert_eq!((status, out_fbo), (STATUS_SUCCESS, 0x500));
     let mut incoming = Buffer::new(len, 0x9A0, 0);
@@ -2566,8 +2567,7 @@ fn m28_build_lam_maps_the_pages_of_a_contiguous_chain_and_reports_the_fbo() {
     let mut lam = call.words;
     assert_eq!(lam_count(&lam), 2);
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
 }
 
 /// M28: BuildLam over a chain whose MDLs are mapped apart lists each MDL's
@@ -2597,8 +2597,7 @@ fn m28_build_lam_over_a_chain_mapped_apart() {
     expect(&pair.b_cq, 1, STATUS_SUCCESS);
     assert_eq!(&inbox.bytes()[..len], &content[..]);
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
     drop(mdls);
 }
 
@@ -2608,8 +2607,7 @@ fn m28_build_lam_over_a_chain_mapped_apart() {
 #[test]
 fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
     let pair = Pair::new();
-    let content = bytes(PAGE, 50);
-    let mut real = buffer_with(0x48, &content);
+    let (content, mut real) = pattern_buffer((PAGE, 50), 0x48);
     let mut decoy = Buffer::new(PAGE, 0x48, 0xEE);
     let real_first = real.bytes_mut().as_mut_ptr();
     let decoy_first = decoy.bytes_mut().as_mut_ptr();
@@ -2638,8 +2636,7 @@ fn m28_build_lam_reaches_the_bytes_not_the_virtual_address() {
     assert_eq!(inbox.bytes(), &content[..]);
     assert!(decoy.bytes().iter().all(|&b| b == 0xEE));
     pair.a.release_lam(&mut lam);
-    inbox.close();
-    pair.teardown();
+    teardown_with_regions(pair, [inbox]);
 }
 
 /// M29: BuildLam with `*pLAMSize` too small — no buffer at all, or one byte
@@ -2702,12 +2699,8 @@ fn m30_a_failed_build_lam_leaves_no_mapping() {
         length: 0x100,
         memory_region_token: pair.a_pd.privileged_token(),
     };
-    assert_success!(pair.a_qp.send(2, &[sge], 0));
-    expect(&pair.a_cq, 2, STATUS_ACCESS_VIOLATION);
-    expect(&pair.b_cq, 1, STATUS_CANCELLED);
-    assert!(inbox.bytes().iter().all(|&b| b == 0));
-    assert_ended(&pair);
-    teardown_closing(pair, [inbox]);
+    expect_send_refused_locally((&pair.a_qp, &pair.a_cq), 2, sge, (&pair.b_cq, 1), &inbox);
+    teardown_ended(pair, [inbox]);
 }
 
 /// M31, M36: BuildLam's completion is optional: without one it finishes
@@ -2736,8 +2729,7 @@ fn m31_build_lam_without_a_completion_finishes_inline() {
 #[test]
 fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
     let pair = Pair::new();
-    let content = bytes(PAGE + 0x80, 52);
-    let mut buffer = buffer_with(0x7C0, &content);
+    let (content, mut buffer) = pattern_buffer((PAGE + 0x80, 52), 0x7C0);
     let fields = mdl_fields(buffer.mdl());
     let inbox = Region::new(&pair.b_pd, 2 * PAGE, 0, MR_LOCAL_WRITE);
     let token = pair.a_pd.privileged_token();
@@ -2781,8 +2773,7 @@ fn m32_release_lam_undoes_the_mapping_and_leaves_the_mdl_alone() {
 #[test]
 fn m32_misused_release_lam_never_reaches_memory() {
     let pair = Pair::new();
-    let content = bytes(2 * PAGE, 62);
-    let mut buffer = buffer_with(0, &content);
+    let (content, mut buffer) = pattern_buffer((2 * PAGE, 62), 0);
     let (status, mut lam, _) = pair.b.build_lam(&mut buffer);
     assert_success!(status);
     let context = lam[0];
@@ -2792,23 +2783,8 @@ fn m32_misused_release_lam_never_reaches_memory() {
     let fast = pair.b_pd.mr(true);
     assert_success!(fast.init_fast(2, true));
     let base = 0x90_0000_0000;
-    assert_success!(pair.b_qp.fast_register(
-        1,
-        &fast,
-        &lam_pages(&lam),
-        0,
-        2 * PAGE,
-        base,
-        OP_REMOTE_WRITE
-    ));
-    expect(&pair.b_cq, 1, STATUS_SUCCESS);
-    let src = Region::pattern(&pair.a_pd, PAGE, 63, 0);
-    assert_success!(a_writes(
-        &pair,
-        src.sge(0, 0x100),
-        base + 0xFC0,
-        fast.remote_token()
-    ));
+    fast_registers_lam(&pair, 1, &fast, &lam, (0, 2 * PAGE, base));
+    let src = a_writes_pattern(&pair, 63, 0x100, (base + 0xFC0, fast.remote_token()));
     assert_placed(buffer.bytes(), &content, 0xFC0, &src.bytes()[..0x100]);
     // Released under the mapping.
     pair.b.release_lam(&mut lam);
@@ -2855,8 +2831,7 @@ fn m33_addresses_that_no_live_lam_of_the_adapter_maps_never_reach_memory() {
     );
     expect(&pair.b_cq, 1, STATUS_ACCESS_VIOLATION);
     assert_eq!(victim.bytes(), &victim_content[..]);
-    assert_ended(&pair);
-    teardown_closing(pair, [src]);
+    teardown_ended(pair, [src]);
 
     // FastRegister of page addresses no LAM maps / of a released LAM / of
     // the other adapter's LAM.
@@ -3020,16 +2995,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
         let (status, lam, fbo) = pair.b.build_lam(&mut buffer);
         assert_success!(status);
         let base = 0x80_0000_0000 + 0x100_0000 * cycle as u64 + u64::from(fbo);
-        assert_success!(pair.b_qp.fast_register(
-            10 * cycle,
-            &fast,
-            &lam_pages(&lam),
-            fbo,
-            content.len(),
-            base,
-            OP_REMOTE_WRITE
-        ));
-        expect(&pair.b_cq, 10 * cycle, STATUS_SUCCESS);
+        fast_registers_lam(&pair, 10 * cycle, &fast, &lam, (fbo, content.len(), base));
         assert_eq!((fast.local_token(), fast.remote_token()), (local, remote));
         // The peer writes through the remote token, across the page boundary.
         let at = PAGE - offset - 0x80;
@@ -3090,7 +3056,7 @@ fn m35_fast_register_mr_keeps_its_tokens_across_cycles() {
 fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     let (side, unused) = Side::two();
     unused.close();
-    let flags = AdapterFlags::from_bits_retain(side.adapter.info().adapter_flags);
+    let flags = side.adapter.flags();
     assert!(flags.contains(AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED));
     assert!(flags.contains(AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED));
     assert_ne!(side.pd.privileged_token(), 0);
@@ -3118,8 +3084,7 @@ fn m36_adapter_reports_read_sink_not_required_and_loopback_connections() {
     expect(&cq, 1, STATUS_SUCCESS);
     assert_placed(target.bytes(), &before, 0x300, &src.bytes()[..0x200]);
     link.close();
-    assert_close(qp1.close());
-    assert_close(qp2.close());
+    assert_closed([qp1.close(), qp2.close()]);
     target.close();
     src.close();
     assert_close(cq.close());

@@ -21,6 +21,33 @@ fn outcome((status, signal): (NtStatus, Arc<Signal>)) -> NtStatus {
     signal.outcome(status)
 }
 
+/// What [`Staged::request`] returns: A's connector, its Connect's return
+/// and completion signal, and the passive connector of B's connect event.
+type Request = (Connector, (NtStatus, Arc<Signal>), Connector);
+
+/// A fresh stage and its first request, carrying `data` ([`Staged::request`]).
+fn staged_request(data: &[u8]) -> (Staged, Request) {
+    let s = Fixture::new().staged();
+    let request = s.request(1, data);
+    (s, request)
+}
+
+/// B's consumer accepts the request `passive` on the stage's B QP
+/// (`disconnects` its disconnect signal): the Accept pends, awaiting A's
+/// CompleteConnect, while A's Connect (`connecting`) completes. Returns the
+/// Accept's completion signal.
+fn accept_pending(
+    s: &Staged,
+    passive: &Connector,
+    connecting: (NtStatus, Arc<Signal>),
+    disconnects: &Arc<Signal>,
+) -> Arc<Signal> {
+    let (accept, accepted) = passive.accept(&s.b_qp, 16, 16, b"", disconnects);
+    assert_eq!(accept, STATUS_PENDING);
+    assert_success!(outcome(connecting));
+    accepted
+}
+
 /// Asserts that a call that may pend failed with `expected`, and that a
 /// failure returned inline has no completion (L8).
 fn assert_fails((status, signal): (NtStatus, Arc<Signal>), expected: NtStatus, what: &str) {
@@ -927,8 +954,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
 /// (a later peer disconnect is indicated through it) and connects the QPs.
 #[test]
 fn n13_connect_completes_once_the_peer_accepted_then_complete_connect_establishes() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"hello");
+    let (s, (active, connecting, passive)) = staged_request(b"hello");
     assert_eq!(
         settled_count(&connecting.1),
         0,
@@ -1005,14 +1031,11 @@ fn n14_complete_connect_when_not_connecting_fails_connection_invalid() {
 /// STATUS_CONNECTION_ABORTED; the QP is not connected and may connect again.
 #[test]
 fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborted() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
-    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
-    assert_eq!(accepted.0, STATUS_PENDING);
-    assert_success!(outcome(connecting));
+    let (s, (active, connecting, passive)) = staged_request(b"");
+    let accepted = accept_pending(&s, &passive, connecting, &Signal::new());
     // The passive consumer gives up: its close cancels its Accept (L20).
     assert_success!(passive.close());
-    assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    assert_eq!(accepted.wait(), STATUS_CANCELLED);
     await_peer_gone(&active);
     assert_fails(
         complete_connect_with(&active, None, std::ptr::null_mut()),
@@ -1029,12 +1052,9 @@ fn n14_complete_connect_after_the_accepting_peer_gave_up_fails_connection_aborte
 /// CompleteConnect (the active side's Connect completes first).
 #[test]
 fn n15_accept_completes_only_after_complete_connect() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
+    let (s, (active, connecting, passive)) = staged_request(b"");
     let b_disconnects = Signal::new();
-    let (accept, accepted) = passive.accept(&s.b_qp, 16, 16, b"", &b_disconnects);
-    assert_eq!(accept, STATUS_PENDING);
-    assert_success!(outcome(connecting));
+    let accepted = accept_pending(&s, &passive, connecting, &b_disconnects);
     assert_eq!(
         settled_count(&accepted),
         0,
@@ -1054,8 +1074,7 @@ fn n15_accept_completes_only_after_complete_connect() {
 /// usable.
 #[test]
 fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
+    let (s, (active, connecting, passive)) = staged_request(b"");
     assert_success!(active.close());
     assert_eq!(
         connecting.1.wait(),
@@ -1077,8 +1096,7 @@ fn n15_accept_after_the_active_side_gave_up_fails_connection_aborted() {
 /// request down, and the peer's Connect fails with STATUS_CONNECTION_REFUSED.
 #[test]
 fn n16_passive_reject_refuses_the_active_connect() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
+    let (s, (active, connecting, passive)) = staged_request(b"");
     assert_success!(passive.reject(b"no thanks"));
     assert_eq!(connecting.1.wait(), STATUS_CONNECTION_REFUSED);
     assert_eq!(settled_count(&connecting.1), 1);
@@ -1092,14 +1110,11 @@ fn n16_passive_reject_refuses_the_active_connect() {
 /// with STATUS_CONNECTION_ABORTED.
 #[test]
 fn n16_active_reject_after_connect_aborts_the_passive_accept() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
-    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
-    assert_eq!(accepted.0, STATUS_PENDING);
-    assert_success!(outcome(connecting));
+    let (s, (active, connecting, passive)) = staged_request(b"");
+    let accepted = accept_pending(&s, &passive, connecting, &Signal::new());
     assert_success!(active.reject(b"changed my mind"));
-    assert_eq!(accepted.1.wait(), STATUS_CONNECTION_ABORTED);
-    assert_eq!(settled_count(&accepted.1), 1);
+    assert_eq!(accepted.wait(), STATUS_CONNECTION_ABORTED);
+    assert_eq!(settled_count(&accepted), 1);
     expect_not_connected(&s.b_qp);
     assert_closes_succeed!(passive, active);
     s.close();
@@ -1123,10 +1138,9 @@ fn n16_reject_after_the_peer_abandoned_returns_connection_aborted() {
 
     // Active side.
     let (active, connecting, passive) = s.request(2, b"");
-    let accepted = passive.accept(&s.b_qp, 16, 16, b"", &Signal::new());
-    assert_success!(outcome(connecting));
+    let accepted = accept_pending(&s, &passive, connecting, &Signal::new());
     assert_success!(passive.close());
-    assert_eq!(accepted.1.wait(), STATUS_CANCELLED);
+    assert_eq!(accepted.wait(), STATUS_CANCELLED);
     await_peer_gone(&active);
     assert_eq!(active.reject(b""), STATUS_CONNECTION_ABORTED);
     assert_success!(active.close());
@@ -1275,8 +1289,7 @@ fn check_connection_data(connector: &Connector, sent: &[u8]) {
 /// private data).
 #[test]
 fn n18_get_connection_data_reports_rds_with_a_null_buffer() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"twelve bytes");
+    let (s, (active, connecting, passive)) = staged_request(b"twelve bytes");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!(
         query,
@@ -1315,8 +1328,7 @@ fn n18_get_connection_data_copies_min_length_rds_and_reports_buffer_too_small() 
 /// without writing to it.
 #[test]
 fn n18_empty_private_data_has_rds_0() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
+    let (s, (active, connecting, passive)) = staged_request(b"");
     let query = connection_data_into(&passive, None, 0, false);
     assert_eq!((query.status, query.length), (STATUS_SUCCESS, 0));
     let mut buffer = [0xEE_u8; 8];
@@ -1380,8 +1392,7 @@ fn n19_get_connection_data_is_valid_once_the_peer_has_spoken() {
 /// effective limits — and the connection is unaffected.
 #[test]
 fn n19_get_connection_data_after_accept_or_complete_connect_stays_harmless() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"from a");
+    let (s, (active, connecting, passive)) = staged_request(b"from a");
     let b_disconnects = Signal::new();
     let accepted = passive.accept(&s.b_qp, 16, 16, b"from b", &b_disconnects);
     // After Accept, before the connection is complete.
@@ -1905,7 +1916,7 @@ fn n26_disconnect_of_an_unconnected_connector_fails_inline() {
 fn n27_loopback_connection_on_one_adapter() {
     let (addr, _) = fresh_addresses();
     let end = End::open(addr);
-    let flags = AdapterFlags::from_bits_retain(end.adapter.info().adapter_flags);
+    let flags = end.adapter.flags();
     assert!(flags.contains(AdapterFlags::LOOPBACK_CONNECTIONS_SUPPORTED));
     let qp1 = end.qp(1);
     let qp2 = end.qp(2);
@@ -2002,8 +2013,7 @@ fn n28_failed_connection_attempts_leave_the_qp_as_it_was() {
 /// after a pause the request is still pending and can be accepted.
 #[test]
 fn n29_no_timeout_while_the_passive_consumer_has_not_answered() {
-    let s = Fixture::new().staged();
-    let (active, connecting, passive) = s.request(1, b"");
+    let (s, (active, connecting, passive)) = staged_request(b"");
     std::thread::sleep(SETTLE * 6);
     assert_eq!(connecting.1.count(), 0, "still waiting for the answer");
     let b_disconnects = Signal::new();

@@ -93,13 +93,11 @@ fn p1_completions_reach_the_initiator_and_receive_cqs() {
     }
 
     a_frmr.close(&a.adapter);
-    assert_close(a_mw.close());
-    assert_close(b_mw.close());
+    assert_closed([a_mw.close(), b_mw.close()]);
     a_mem.close();
     b_mem.close();
     link.close();
-    assert_close(a_qp.close());
-    assert_close(b_qp.close());
+    assert_closed([a_qp.close(), b_qp.close()]);
     for cq in [a_rcq, a_icq, b_rcq, b_icq] {
         assert_close(cq.close());
     }
@@ -194,8 +192,7 @@ fn p2_concurrent_posts_on_one_queue_or_on_two_queues_complete_exactly_once() {
     let mut b_expected: Vec<usize> = (7000..7064).chain(9000..9032).collect();
     b_expected.sort_unstable();
     assert_eq!(sorted_contexts(&b_done), b_expected);
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     for region in [a_mem, b_mem, b_src] {
         region.close();
     }
@@ -282,9 +279,7 @@ fn p3_breached_serialization_stays_memory_safe() {
     }
     ids.sort_unstable();
     assert_eq!(ids, (0..2 * PER_THREAD).collect::<Vec<_>>());
-    a_src.close();
-    b_recv.close();
-    pair.teardown();
+    teardown_with_regions(pair, [a_src, b_recv]);
 }
 
 /// Posts with `post`, again while the initiator queue is full (P24: with
@@ -489,8 +484,7 @@ fn p6_success_means_exactly_one_entry_failure_means_none() {
     assert_eq!(sorted_contexts(&done), [1, 3, 6, 7, 9, 11, 15]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(sorted_contexts(&pair.b_cq.wait_results(2)), [20, 21]);
-    assert_empty(&pair.a_cq);
-    assert_empty(&pair.b_cq);
+    pair.assert_cqs_empty();
     a_frmr.close(&pair.a);
     assert_close(a_mw.close());
     teardown_with_regions(pair, [a_mem, b_mem]);
@@ -752,8 +746,7 @@ fn p12_inline_send_copies_ignores_tokens_and_takes_extra_sges() {
         [(1, STATUS_SUCCESS), (2, STATUS_SUCCESS)]
     );
     assert_empty(&pair.a_cq);
-    b_recv.close();
-    pair.teardown();
+    teardown_with_regions(pair, [b_recv]);
 }
 
 /// P13: INLINE is accepted on Write too: the bytes land at the remote
@@ -782,8 +775,7 @@ fn p13_inline_write_accepted() {
     assert_eq!(summary(&pair.a_cq.wait_results(1)), [(1, STATUS_SUCCESS)]);
     assert_eq!(&b_mem.bytes()[300..400], &original[..]);
     assert_empty(&pair.a_cq);
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [b_mem]);
 }
 
 /// P14: with SILENT_SUCCESS a request that succeeds produces no CQ entry;
@@ -889,9 +881,7 @@ fn p16_read_fence_orders_after_earlier_reads() {
     assert_eq!(request_contexts(&done), [0, 1, 10, 11, 20, 21, 30, 31]);
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_eq!(&b_mem.bytes()[4096..6144], &b_mem.bytes()[..2048]);
-    sink.close();
-    b_mem.close();
-    pair.teardown();
+    teardown_with_regions(pair, [sink, b_mem]);
 }
 
 /// P17: SEND_AND_SOLICIT_EVENT on Send or SendAndInvalidate makes the
@@ -1138,8 +1128,7 @@ fn p18_every_documented_flag_is_accepted() {
     assert_eq!(&b_mem.bytes()[4096..4160], &a_src.bytes()[..64]);
 
     a_frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    assert_close(b_mw.close());
+    assert_closed([a_mw.close(), b_mw.close()]);
     for region in [a_src, a_sink, b_mem, b_recv] {
         region.close();
     }
@@ -1290,8 +1279,7 @@ fn p22_result_ex_type_names_the_operation() {
         ]
     );
     a_frmr.close(&pair.a);
-    assert_close(a_mw.close());
-    assert_close(b_mw.close());
+    assert_closed([a_mw.close(), b_mw.close()]);
     teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
@@ -1394,8 +1382,7 @@ fn p24_full_queue_refused_with_no_more_entries() {
         pair.b_qp.receive(300, &[b_mem.sge(0, 64)]),
         STATUS_NO_MORE_ENTRIES
     );
-    assert_empty(&pair.b_cq);
-    assert_empty(&pair.a_cq);
+    pair.assert_cqs_empty();
     teardown_with_regions(pair, [a_mem, b_mem]);
 }
 
@@ -1627,10 +1614,7 @@ fn p7_initiator_post_while_connecting_fails_connection_invalid() {
     let cq = a.adapter.cq(64);
     let qp = a.pd.qp(&cq, &cq, 0xC);
     let kit = Kit::new(&a.adapter, &a.pd);
-    let incoming = Incoming::new();
-    let listener = b.adapter.listener(&incoming);
-    assert_success!(listener.listen(b.addr));
-    let (_, listen_addr, _) = listener.local_address();
+    let (listener, incoming, listen_addr) = listen_on(&b.adapter, b.addr);
     let connector = a.adapter.connector();
     let (status, connected) = connector.connect(&qp, a.addr, listen_addr, 0, 0, b"");
     assert_eq!(status, STATUS_PENDING, "Connect");
@@ -1640,12 +1624,9 @@ fn p7_initiator_post_while_connecting_fails_connection_invalid() {
     assert_eq!(connected.wait(), STATUS_CONNECTION_REFUSED);
     kit.assert_all_refused(&qp, 10, "whose Connect was refused");
     assert_empty(&cq);
-    assert_close(request.close());
-    assert_close(connector.close());
-    assert_close(listener.close());
+    assert_closed([request.close(), connector.close(), listener.close()]);
     kit.close(&a.adapter);
-    assert_close(qp.close());
-    assert_close(cq.close());
+    assert_closed([qp.close(), cq.close()]);
     a.close();
     b.close();
 }

@@ -103,6 +103,13 @@ impl Fixture {
         }
     }
 
+    /// Zero-length receives with the request contexts given, then the SRQ
+    /// armed with `threshold` through ModifySrq (its depth unchanged).
+    fn post_empty_and_arm(&self, contexts: std::ops::Range<usize>, threshold: u32) {
+        self.post_empty(contexts);
+        assert_success!(self.srq.modify(0, threshold));
+    }
+
     /// Receives of `len` bytes with the request contexts given, each at
     /// 0x100 × its context in the inbox, each accepted.
     fn expect_posted(&self, contexts: std::ops::Range<usize>, len: usize) {
@@ -153,12 +160,24 @@ impl Fixture {
             c.link.close_with((c.a_qp, c.b_qp), (c.a_cq, c.b_rcq));
         }
         assert_close(self.srq.close());
-        self.src.close();
-        self.inbox.close();
-        assert_close(self.b_icq.close());
-        self.a.close();
-        self.b.close();
+        close_the_rest((self.src, self.inbox), self.b_icq, (self.a, self.b));
     }
+
+    /// Arms the SRQ with threshold 1 through ModifySrq while no receive is
+    /// queued: it notifies at once (Q4), the `n`th notification.
+    fn arm_empty_expect_notified(&self, n: usize) {
+        assert_success!(self.srq.modify(0, 1));
+        self.expect_notified(n);
+    }
+}
+
+/// Closes what a [`Fixture`] holds besides its connections and SRQ.
+fn close_the_rest((src, inbox): (Region, Region), b_icq: Cq, (a, b): (Side, Side)) {
+    src.close();
+    inbox.close();
+    assert_close(b_icq.close());
+    a.close();
+    b.close();
 }
 
 /// Q1: this adapter has SRQs (MaxSrqDepth > 0) and enforces its limits
@@ -195,8 +214,7 @@ fn q1_adapter_offers_srqs_and_refuses_limits_above_its_maximum() {
         assert_success!(srq.receive(i, &[]));
     }
     assert_eq!(srq.receive(0, &[]), STATUS_NO_MORE_ENTRIES);
-    assert_close(srq.close());
-    assert_close(pd.close());
+    assert_closed([srq.close(), pd.close()]);
     adapter.close();
 }
 
@@ -351,8 +369,7 @@ fn q3_srq_receives_complete_like_receives() {
 #[test]
 fn q4_notification_when_the_queued_receives_fall_below_the_threshold() {
     let f = Fixture::new(16, 1, 0, true, 1);
-    f.post_empty(0..4);
-    assert_success!(f.srq.modify(0, 3));
+    f.post_empty_and_arm(0..4, 3);
     assert_eq!(f.consume(0), 0); // 3 left: not below 3.
     assert_eq!(f.notes.count(), 0);
     assert_eq!(f.consume(0), 1); // 2 left.
@@ -393,8 +410,7 @@ fn q4_arming_below_the_threshold_notifies_at_once() {
 #[test]
 fn q5_one_notification_disarms_until_modify() {
     let f = Fixture::new(16, 1, 0, true, 2);
-    f.post_empty(0..8);
-    assert_success!(f.srq.modify(0, 6));
+    f.post_empty_and_arm(0..8, 6);
     assert_eq!(f.consume(0), 0);
     assert_eq!(f.consume(1), 1);
     assert_eq!(f.consume(0), 2); // 5 left: below 6.
@@ -449,8 +465,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(2);
+    f.arm_empty_expect_notified(2);
     f.close();
 }
 
@@ -479,8 +494,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     }
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(1);
+    f.arm_empty_expect_notified(1);
     f.close();
 }
 
@@ -506,8 +520,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     let f = Fixture::new(8, 1, 0, true, 1);
     post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
-    assert_success!(f.srq.modify(0, 1));
-    f.expect_notified(1);
+    f.arm_empty_expect_notified(1);
     f.close();
 }
 
@@ -566,30 +579,20 @@ fn q9_an_attached_qp_flush_or_error_is_no_srq_error() {
 fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     let f = Fixture::new(16, 1, 0, true, 1);
     assert_success!(f.post(1, 0, 0x40));
-    let Fixture {
-        a,
-        b,
-        b_icq,
-        srq,
-        notes,
-        conns,
-        src,
-        inbox,
-    } = f;
     let log = Signal::new();
-    assert_eq!(close_with(srq.close_slot(), &log), STATUS_PENDING);
+    assert_eq!(close_with(f.srq.close_slot(), &log), STATUS_PENDING);
     // The attached QP still consumes the SRQ's receive.
-    let c = &conns[0];
-    assert_success!(c.a_qp.send(2, &[src.sge(0, 0x40)], 0));
+    let c = &f.conns[0];
+    assert_success!(c.a_qp.send(2, &[f.src.sge(0, 0x40)], 0));
     assert_success!(c.a_cq.wait_results(1)[0].status);
     let got = c.b_rcq.wait_results(1);
     assert_eq!(
         (got[0].request_context as usize, got[0].status),
         (1, STATUS_SUCCESS)
     );
-    assert_eq!(&inbox.bytes()[..0x40], &src.bytes()[..0x40]);
+    assert_eq!(&f.inbox.bytes()[..0x40], &f.src.bytes()[..0x40]);
     assert_eq!(log.count(), 0);
-    for c in conns {
+    for c in f.conns {
         c.link.close();
         assert_close(c.a_qp.close());
         assert_eq!(log.count(), 0);
@@ -597,10 +600,6 @@ fn q9_srq_close_pends_until_its_attached_qps_are_closed() {
     }
     assert_eq!(log.wait(), CLOSED);
     assert_eq!(log.count(), 1);
-    assert_eq!(notes.count(), 0);
-    src.close();
-    inbox.close();
-    assert_close(b_icq.close());
-    a.close();
-    b.close();
+    assert_eq!(f.notes.count(), 0);
+    close_the_rest((f.src, f.inbox), f.b_icq, (f.a, f.b));
 }

@@ -188,6 +188,14 @@ pub unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkCo
 /// widen a race window; no test asserts on timing).
 pub const SETTLE_BRIEF: Duration = Duration::from_millis(10);
 
+/// `what` once nothing more is due for it (after [`SETTLE_BRIEF`]): for
+/// counting the callbacks, completions or events that came, and seeing that
+/// no further one did.
+pub fn settled<T: ?Sized>(what: &T) -> &T {
+    std::thread::sleep(SETTLE_BRIEF);
+    what
+}
+
 /// What [`on_tagged_close`] records in a [`Signal`]: not an NTSTATUS any
 /// provider callback carries, so one signal can log request completions,
 /// events and the close completion in their order.

@@ -327,6 +327,12 @@ impl Pair {
         Fixture::new().pair()
     }
 
+    /// Asserts that neither CQ holds anything more ([`assert_empty`]).
+    pub fn assert_cqs_empty(&self) {
+        assert_empty(&self.a_cq);
+        assert_empty(&self.b_cq);
+    }
+
     /// Graceful disconnect of both sides, then close of everything; asserts
     /// every close completes.
     pub fn teardown(self) {

@@ -355,6 +355,11 @@ impl Adapter {
         unsafe { info.assume_init() }
     }
 
+    /// The adapter's flags (`AdapterFlags` of its info).
+    pub fn flags(&self) -> AdapterFlags {
+        AdapterFlags::from_bits_retain(self.info().adapter_flags)
+    }
+
     pub fn try_cq(&self, depth: u32, watch: &Arc<Signal>) -> Result<Cq, NtStatus> {
         // SAFETY: the watch outlives the CQ (tests keep it); no affinity.
         let cq = unsafe { cq_with(self, depth, on_status, watch.ctx(), std::ptr::null()) };
