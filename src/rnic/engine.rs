@@ -194,12 +194,20 @@ pub(crate) struct Tokens {
 
 impl Tokens {
     /// Between two requests, when no segment is alive: releases the regions
-    /// a deregistration or close waits for (M11, L8). Called by `execute`,
-    /// and by the runner for a request that does not execute (cancelled or
-    /// failed by fault injection).
+    /// a deregistration or close waits for (M11, L8). Called by `execute`.
     pub(crate) fn between_requests(&mut self) {
         self.local.between_requests();
         self.peer.between_requests();
+    }
+
+    /// Between two requests, when no segment is alive: releases every
+    /// region the pass holds. Called by the runner before it reports a
+    /// completion that may be the last one the consumer waits for, so that
+    /// a consumer closing or deregistering a region once it has seen the
+    /// completions of every request over it is done at once (L18, M11),
+    /// whichever engine runs the pass.
+    pub(crate) fn release(&mut self) {
+        *self = Self::default();
     }
 }
 

@@ -171,6 +171,9 @@ impl Window {
         results[0].status
     }
 
+    /// Closes the window, its region and the local region: each at once,
+    /// with nothing outstanding, on either engine (the runner releases the
+    /// regions its pass resolved before it reports the last request).
     fn close(self) {
         for status in [self.mw.close(), self.mr.close(), self.local_mr.close()] {
             assert_success!(status);

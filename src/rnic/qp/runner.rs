@@ -219,6 +219,7 @@ impl Qp {
                 if let Some(link) = &sq.link {
                     let link = Arc::clone(link);
                     drop(sq);
+                    tokens.release();
                     if let Some(done) = done.take() {
                         self.report_done(done);
                     }
@@ -242,6 +243,11 @@ impl Qp {
                 (next, sq.state, replaced)
             };
             drop(replaced);
+            if next.is_none() {
+                // The last request queued: its completion may be the last
+                // one the consumer waits for before it closes the regions.
+                tokens.release();
+            }
             if let Some(done) = done.take()
                 && self.report_done(done)
             {
@@ -258,10 +264,7 @@ impl Qp {
                 _ => None,
             };
             let status = match (state, &peer, injected) {
-                (_, _, Some(index)) => {
-                    tokens.between_requests();
-                    fault::error_status(wqe.op.opcode(), index)
-                }
+                (_, _, Some(index)) => fault::error_status(wqe.op.opcode(), index),
                 (QpState::Connected, Some(peer), None) => {
                     let data = scratch.data(&wqe);
                     match engine::execute(self, peer, &wqe, &data, &mut tokens) {
@@ -271,18 +274,21 @@ impl Qp {
                         None => return,
                     }
                 }
-                // Nothing executes: the regions a deregistration or close
-                // waits for are released here as `execute` does, so that a
-                // pass that only cancels (a consumer posting on after the
-                // connection ended) cannot keep them for ever (M11, E5).
-                _ => {
-                    tokens.between_requests();
-                    WcStatus::Cancelled
-                }
+                // Nothing executes once the connection ended (E5).
+                _ => WcStatus::Cancelled,
             };
-            match Done::of(&wqe, status) {
-                Some(succeeded) => done = Some(succeeded),
-                None => self.retire(&wqe, status),
+            if let Some(succeeded) = Done::of(&wqe, status) {
+                done = Some(succeeded);
+            } else {
+                // Reported at once, before the next request is seen (a
+                // failure, an injected fault, a cancel, a bind, a
+                // registration: not the per-request path of Sends, Writes
+                // and Reads): the pass lets go of every region first, so a
+                // consumer reacting to this completion, or a pass that only
+                // cancels what a consumer goes on posting, never keeps a
+                // close or deregistration waiting (L18, M11, E5).
+                tokens.release();
+                self.retire(&wqe, status);
             }
         }
     }

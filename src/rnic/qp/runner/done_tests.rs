@@ -6,11 +6,12 @@
 //! chains on that path, in both engine modes: post order with silent
 //! successes left out (P23, P14), slots free once completions are seen
 //! (P24), a CQ overflow in the middle of a chain (E10) and a failure in the
-//! middle of a chain (E5).
+//! middle of a chain (E5); and that the regions of the last request are
+//! free once its completion is seen (L18, M11).
 
 use crate::kernel::sync::Arc;
 use crate::rnic::device::{Device, EngineMode};
-use crate::rnic::mr::Pd;
+use crate::rnic::mr::{Pd, Progress};
 use crate::rnic::qp::{Payload, PostError, Qp, QpConfig, QpState, connect};
 use crate::rnic::testing::{CONFIG, Pair, Registered, Side, TestCq};
 use crate::rnic::types::{Access, Limits, Opcode, Sge, WcStatus, WrFlags};
@@ -235,5 +236,51 @@ fn test_chain_failing_in_the_middle_cancels_the_rest_rule_e5() {
         assert!(chain.moved(1), "{mode:?}");
         assert!(!(2..=4).any(|ctx| chain.moved(ctx)), "{mode:?}");
         assert_eq!(chain.pair.a.qp.state(), QpState::Error, "{mode:?}");
+    }
+}
+
+/// Spins (bounded) until `side`'s initiator CQ holds a completion, and
+/// returns the completions it holds.
+fn first_completions(side: &Side) -> Vec<(usize, Opcode, WcStatus)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = completions(side);
+        if !got.is_empty() {
+            return got;
+        }
+        assert!(std::time::Instant::now() < deadline, "no completion");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn test_region_of_the_last_request_closes_at_once_when_its_completion_is_seen_rule_l18_m11() {
+    // A consumer that has seen the completion of every request over a
+    // region and closes it has nothing outstanding: the close is done at
+    // once on either engine, after a success and after a failure (the
+    // deferred runner's pass must not still hold the region through its
+    // token cache when the completion becomes visible). The rounds give the
+    // worker's pass every chance to still be running when the close comes.
+    for mode in [EngineMode::Inline, EngineMode::Deferred] {
+        for round in 0..100_usize {
+            let chain = Chain::new(mode, 64, 8, 5);
+            let failing = round % 2 == 1;
+            let key = if failing {
+                chain.key ^ 0x5A5A_0000
+            } else {
+                chain.key
+            };
+            chain.write_with(1, key, WrFlags::empty()).unwrap();
+            let done = first_completions(&chain.pair.a);
+            assert_eq!(done.len(), 1, "{mode:?} round {round}: {done:?}");
+            assert_eq!(done[0].2.is_success(), !failing, "{mode:?} round {round}");
+            let progress = chain.src.mr.close(alloc::boxed::Box::new(|| {}));
+            assert_eq!(
+                progress,
+                Progress::Done,
+                "{mode:?} round {round} (failing {failing}): the source region closes at once"
+            );
+            chain.pair.settle();
+        }
     }
 }
