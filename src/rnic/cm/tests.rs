@@ -11,7 +11,7 @@ use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::qp::{Payload, QpState};
-use crate::rnic::testing::{CONFIG, Side};
+use crate::rnic::testing::{CONFIG, Side, inline_device};
 use crate::rnic::types::{Access, Limits, WcStatus, WrFlags};
 
 const A: IpAddr = IpAddr::V4([10, 0, 0, 1]);
@@ -235,7 +235,7 @@ mod addresses {
     #[test]
     fn test_register_address_of_other_device_fails() {
         let net = net();
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         assert_eq!(
             AddressSet::register(&net.fabric, &other, &[A]).err(),
             Some(CmError::AddressInUse)
@@ -269,7 +269,7 @@ mod addresses {
         let Net { fabric, a, b } = net;
         drop(a);
         assert!(fabric.device_of(A).is_none());
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         let _set = AddressSet::register(&fabric, &other, &[A]).unwrap();
         assert!(Arc::ptr_eq(&fabric.device_of(A).unwrap(), &other));
         drop(b);
@@ -1454,7 +1454,7 @@ mod changing {
             Err(CmError::InvalidAddress)
         );
         // The address is free for another device now.
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         let mut theirs = AddressSet::register(&net.fabric, &other, &[]).unwrap();
         assert!(theirs.add(C).unwrap());
         assert!(Arc::ptr_eq(&net.fabric.device_of(C).unwrap(), &other));
@@ -1552,7 +1552,7 @@ mod changing {
     #[test]
     fn test_adds_and_removes_race_with_openings() {
         let fabric = Fabric::new();
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let set = std::sync::Mutex::new(AddressSet::register(&fabric, &device, &[]).unwrap());
         std::thread::scope(|s| {
             s.spawn(|| {

@@ -29,7 +29,9 @@ use crate::rnic::device::{Device, EngineMode, FRAME_OVERHEAD};
 use crate::rnic::memory::{self, Span};
 use crate::rnic::mr::{Mr, Mw, Pd};
 use crate::rnic::srq::{Srq, SrqError, SrqEvent, SrqNotify};
-use crate::rnic::testing::{Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq};
+use crate::rnic::testing::{
+    Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq, inline_device,
+};
 use crate::rnic::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 
 // ----- fixtures ---------------------------------------------------------------
@@ -142,13 +144,7 @@ fn write(
     offset: u64,
     flags: WrFlags,
 ) -> Result<(), PostError> {
-    side.qp.post_write(
-        context,
-        Payload::Sges(sges),
-        target.raddr(offset),
-        target.rkey(),
-        flags,
-    )
+    side.write_to(context, sges, target, offset, flags)
 }
 
 /// Posts a Read into `sges` on `side` from `offset` of the peer's `target`.
@@ -665,7 +661,7 @@ mod idle {
 
     #[test]
     fn test_idle_qp_limits_enforced_rule_l13() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let cq = TestCq::new(16);
         let l = Limits::DEFAULT;
@@ -722,7 +718,7 @@ mod idle {
     /// (device.rs) report 4096.
     #[test]
     fn test_idle_qp_with_device_max_inline_size_created_rule_l13_a8() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let cq = TestCq::new(16);
         let config = QpConfig {
@@ -3347,7 +3343,7 @@ mod srq {
 
     #[test]
     fn test_srq_created_armed_and_below_threshold_fires_at_once_rule_q4() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let log = Arc::new(SrqLog::default());
         let srq = Srq::new(&pd, 8, 1, 1, Some(Arc::clone(&log) as Arc<dyn SrqNotify>)).unwrap();
@@ -3547,7 +3543,7 @@ mod srq {
                 "Q1: no SRQ at all, depth {depth}"
             );
         }
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let l = Limits::DEFAULT;
         assert_eq!(

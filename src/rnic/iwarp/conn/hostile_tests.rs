@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use super::{Conn, ConnEvents, ConnFailure, Finish, LinkParams};
 use crate::kernel::net::TcpByteStream;
 use crate::kernel::sync::{Arc, Weak};
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::Device;
 use crate::rnic::iwarp::ddp;
 use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
@@ -28,8 +28,8 @@ use crate::rnic::iwarp::terminate::{
     Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
 use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
-use crate::rnic::testing::{CONFIG, Registered, Side, TestCq};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{CONFIG, Registered, Side, TestCq, inline_device};
+use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 /// The local link's sizes: FPDUs announcing more than 1024 ULPDU bytes are
 /// refused (the oversized-FPDU case).
@@ -224,13 +224,11 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let good = Side::new(&device, 0x600D, CONFIG);
-        let peer = Side::new(&other, 0x9EE5, CONFIG);
+        let good = Side::new(&inline_device(), 0x600D, CONFIG);
+        let peer = Side::new(&inline_device(), 0x9EE5, CONFIG);
         let ends = connect_pair(&good, &peer);
         let mut bench = Self {
-            device,
+            device: Arc::clone(&good.device),
             good,
             peer,
             ends,
@@ -669,7 +667,7 @@ fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
     assert!(side.scq.drain().is_empty());
     drop(peer);
     // N28: the QP can connect again, to a well-behaved peer this time.
-    let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let other = inline_device();
     let fresh = Side::new(&other, 0xF2E5, CONFIG);
     let conn_w = Arc::downgrade(&end.conn);
     let stream_w = Weak::clone(&end.stream);

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
 use crate::rnic::iwarp::setup::{
@@ -20,8 +20,8 @@ use crate::rnic::iwarp::setup::{
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, Terminate, ddp_code, ddp_etype};
 use crate::rnic::mr::{Denied, Mw};
 use crate::rnic::qp::{self, Payload, QpState};
-use crate::rnic::testing::{CONFIG, Registered, Side};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{Pair, Registered, Side};
+use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 /// One direction of the pipe: what the sender's link offered and the
 /// receiver has not read yet, with a window.
@@ -113,10 +113,7 @@ impl<P: ByteStream + 'static> Linked<P> {
         (ab, ba): (Arc<P>, Arc<P>),
         configs: (LinkConfig, LinkConfig),
     ) -> Self {
-        let da = Device::new(Limits::DEFAULT, mode).unwrap();
-        let db = Device::new(Limits::DEFAULT, mode).unwrap();
-        let a = Side::new(&da, 0xA, CONFIG);
-        let b = Side::new(&db, 0xB, CONFIG);
+        let Pair { a, b } = Pair::apart(mode);
         let la = connect(&a.qp, Arc::clone(&ab) as _, configs.0).unwrap();
         let lb = connect(&b.qp, Arc::clone(&ba) as _, configs.1).unwrap();
         Self {
@@ -1122,14 +1119,8 @@ fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
         None,
     )
     .unwrap();
-    a.qp.post_write(
-        2,
-        Payload::Sges(&[src.sge(0, 100)]),
-        dst.raddr(100),
-        dst.rkey(),
-        WrFlags::empty(),
-    )
-    .unwrap();
+    a.write_to(2, &[src.sge(0, 100)], &dst, 100, WrFlags::empty())
+        .unwrap();
     let back = a.buffer(156, 0, Access::LOCAL_WRITE);
     a.qp.post_read(
         3,
@@ -1159,10 +1150,7 @@ fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
 
 #[test]
 fn test_same_observable_behaviour_as_local_fabric() {
-    let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let a = Side::new(&da, 0xA, CONFIG);
-    let b = Side::new(&db, 0xB, CONFIG);
+    let Pair { a, b } = Pair::apart(EngineMode::Inline);
     qp::connect(&a.qp, &b.qp, (4, 4), (4, 4)).unwrap();
     let local = scenario(&a, &b, &|| {});
     let w = Wire::new(96, 23, 77, true);
