@@ -2,6 +2,7 @@
 //! what they pin down and named after the rules of family A
 //! (`shared/spec/rules.md`; the table is in `docs/conformance.md`).
 
+use core::mem::offset_of;
 use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::ptr::NonNull;
 
@@ -556,29 +557,23 @@ mod oids {
         assert_eq!(
             u64_at(
                 &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts)
+                offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts)
             ),
             2
         );
         assert_eq!(
             u64_at(
                 &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts)
+                offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts)
             ),
             1
         );
         assert_eq!(
-            u64_at(
-                &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_octets)
-            ),
+            u64_at(&buffer, offset_of!(NdisStatisticsInfo, if_hc_out_octets)),
             1674
         );
         assert_eq!(
-            u64_at(
-                &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_in_octets)
-            ),
+            u64_at(&buffer, offset_of!(NdisStatisticsInfo, if_hc_in_octets)),
             0
         );
         let mut ok = [0_u8; 8];
@@ -954,29 +949,14 @@ mod ndk_oids {
         );
         assert_eq!((buffer[0], buffer[1], u16_at(&buffer, 2)), (0x80, 1, 0xF8));
         assert_eq!(u32_at(&buffer, 4), 0, "Flags");
-        let at = |field: usize| u64_at(&buffer, 8 + field);
-        assert_eq!(
-            at(core::mem::offset_of!(NdisNdkPerformanceCounters, connect)),
-            1
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(
-                NdisNdkPerformanceCounters,
-                active_connection
-            )),
-            5
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(NdisNdkPerformanceCounters, cq_error)),
-            6
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(
-                NdisNdkPerformanceCounters,
-                rdma_out_frames
-            )),
-            10
-        );
+        for (field, value) in [
+            (offset_of!(NdisNdkPerformanceCounters, connect), 1),
+            (offset_of!(NdisNdkPerformanceCounters, active_connection), 5),
+            (offset_of!(NdisNdkPerformanceCounters, cq_error), 6),
+            (offset_of!(NdisNdkPerformanceCounters, rdma_out_frames), 10),
+        ] {
+            assert_eq!(u64_at(&buffer, 8 + field), value, "at {field:#x}");
+        }
         assert_eq!(buffer[0xF8], 0xAA, "nothing written past the structure");
     }
 
@@ -1014,8 +994,8 @@ mod ndk_oids {
         fake.state.lock().counters = counters();
         let mut buffer = [0xAA_u8; 0xF8];
         query(&adapter, OID_NDK_STATISTICS, &mut buffer);
-        let first = 8 + core::mem::offset_of!(NdisNdkPerformanceCounters, reserved01);
-        let last = 8 + core::mem::offset_of!(NdisNdkPerformanceCounters, reserved20) + 8;
+        let first = 8 + offset_of!(NdisNdkPerformanceCounters, reserved01);
+        let last = 8 + offset_of!(NdisNdkPerformanceCounters, reserved20) + 8;
         assert!(
             buffer[first..last].iter().all(|&b| b == 0),
             "Reserved01..20 are 0"
