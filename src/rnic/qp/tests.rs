@@ -665,31 +665,18 @@ mod idle {
         let pd = Pd::new(&device).unwrap();
         let cq = TestCq::new(16);
         let l = Limits::DEFAULT;
+        let with = |change: &dyn Fn(&mut QpConfig)| {
+            let mut config = CONFIG;
+            change(&mut config);
+            config
+        };
         let over = [
-            QpConfig {
-                receive_depth: l.max_receive_queue_depth + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                initiator_depth: l.max_initiator_queue_depth + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                initiator_depth: 0,
-                ..CONFIG
-            },
-            QpConfig {
-                max_receive_sge: l.max_receive_sge + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                max_initiator_sge: l.max_initiator_sge + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                inline_size: l.max_inline_data + 1,
-                ..CONFIG
-            },
+            with(&|c| c.receive_depth = l.max_receive_queue_depth + 1),
+            with(&|c| c.initiator_depth = l.max_initiator_queue_depth + 1),
+            with(&|c| c.initiator_depth = 0),
+            with(&|c| c.max_receive_sge = l.max_receive_sge + 1),
+            with(&|c| c.max_initiator_sge = l.max_initiator_sge + 1),
+            with(&|c| c.inline_size = l.max_inline_data + 1),
         ];
         for config in over {
             let err = Qp::new(&pd, &cq.cq, &cq.cq, None, config).unwrap_err();
@@ -2087,24 +2074,21 @@ mod deferred {
         assert!(pair.a.qp.is_quiescent());
     }
 
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_flush_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.flush()));
+    /// D5: one test per way an open chain ends, in both engine modes.
+    macro_rules! open_chain_ended_by {
+        ($(#[$test:meta] $name:ident: $end:expr;)*) => {$(
+            #[$test]
+            fn $name() {
+                both(|mode| open_chain_ended_by(mode, $end));
+            }
+        )*};
     }
 
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_disconnect_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.disconnect()));
-    }
-
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_close_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.close()));
-    }
-
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_peer_disconnect_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.b.qp.disconnect()));
+    open_chain_ended_by! {
+        #[test] test_deferred_open_chain_cancelled_by_flush_rule_d5: |p| p.a.qp.flush();
+        #[test] test_deferred_open_chain_cancelled_by_disconnect_rule_d5: |p| p.a.qp.disconnect();
+        #[test] test_deferred_open_chain_cancelled_by_close_rule_d5: |p| p.a.qp.close();
+        #[test] test_deferred_open_chain_cancelled_by_peer_disconnect_rule_d5: |p| p.b.qp.disconnect();
     }
 
     #[test]
