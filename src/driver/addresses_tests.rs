@@ -108,6 +108,23 @@ impl Stack {
     fn notify(&self, tracker: &AddressTracker, kind: MibNotificationType, ip: IpAddr) {
         tracker.notify(kind, Some(&key(ip)), &mut |r| self.query(r));
     }
+    /// Sets `ip`'s row on our interface in DAD `state`, then tells
+    /// `tracker` (`kind`).
+    fn change(&self, tracker: &AddressTracker, kind: MibNotificationType, ip: IpAddr, state: u32) {
+        self.set(row(ip, LUID, state));
+        self.notify(tracker, kind, ip);
+    }
+    /// Deletes `ip`'s row, then tells `tracker`.
+    fn remove(&self, tracker: &AddressTracker, ip: IpAddr) {
+        self.delete(ip);
+        self.notify(tracker, MIB_DELETE_INSTANCE, ip);
+    }
+}
+
+/// A tracker on a fresh device, and an empty stack to feed it.
+fn tracked() -> (Arc<Device>, AddressTracker, Stack) {
+    let (device, tracker) = tracker();
+    (device, tracker, Stack::default())
 }
 
 fn tracker() -> (Arc<Device>, AddressTracker) {
@@ -139,31 +156,24 @@ fn test_initial_table_counts_own_usable_rows_only() {
 
 #[test]
 fn test_notifications_add_and_remove_ipv4_and_ipv6() {
-    let (device, t) = tracker();
-    let stack = Stack::default();
+    let (device, t, stack) = tracked();
     for ip in [v4(2, 1), v6(2, 1)] {
         // Added while DAD runs: not yet the interface's.
-        stack.set(row(ip, LUID, IP_DAD_STATE_TENTATIVE));
-        stack.notify(&t, MIB_ADD_INSTANCE, ip);
+        stack.change(&t, MIB_ADD_INSTANCE, ip, IP_DAD_STATE_TENTATIVE);
         assert!(!t.addresses().contains(ip));
         // DAD passes: a parameter notification, re-read.
-        stack.set(row(ip, LUID, IP_DAD_STATE_PREFERRED));
-        stack.notify(&t, MIB_PARAMETER_NOTIFICATION, ip);
+        stack.change(&t, MIB_PARAMETER_NOTIFICATION, ip, IP_DAD_STATE_PREFERRED);
         assert!(t.addresses().contains(ip));
         let fabric_owner = crate::provider::ndis::device_of(ip).unwrap();
         assert!(Arc::ptr_eq(&fabric_owner, &device));
         // Deprecated still counts; duplicate does not.
-        stack.set(row(ip, LUID, IP_DAD_STATE_DEPRECATED));
-        stack.notify(&t, MIB_PARAMETER_NOTIFICATION, ip);
+        stack.change(&t, MIB_PARAMETER_NOTIFICATION, ip, IP_DAD_STATE_DEPRECATED);
         assert!(t.addresses().contains(ip));
-        stack.set(row(ip, LUID, IP_DAD_STATE_DUPLICATE));
-        stack.notify(&t, MIB_PARAMETER_NOTIFICATION, ip);
+        stack.change(&t, MIB_PARAMETER_NOTIFICATION, ip, IP_DAD_STATE_DUPLICATE);
         assert!(!t.addresses().contains(ip));
-        stack.set(row(ip, LUID, IP_DAD_STATE_PREFERRED));
-        stack.notify(&t, MIB_ADD_INSTANCE, ip);
+        stack.change(&t, MIB_ADD_INSTANCE, ip, IP_DAD_STATE_PREFERRED);
         assert!(t.addresses().contains(ip));
-        stack.delete(ip);
-        stack.notify(&t, MIB_DELETE_INSTANCE, ip);
+        stack.remove(&t, ip);
         assert!(!t.addresses().contains(ip));
         assert!(crate::provider::ndis::device_of(ip).is_none());
     }
@@ -200,29 +210,25 @@ fn test_notifications_add_and_remove_ipv4_and_ipv6() {
 
 #[test]
 fn test_stale_table_does_not_undo_a_later_delete() {
-    let (_device, t) = tracker();
-    let stack = Stack::default();
+    let (_device, t, stack) = tracked();
     stack.set(row(v4(3, 1), LUID, IP_DAD_STATE_PREFERRED));
     // The table is read (ticket first), then the address is deleted and its
     // notification applied, then the stale table is applied.
     let ticket = t.begin().unwrap();
     let table = stack.0.lock().unwrap().clone();
-    stack.delete(v4(3, 1));
-    stack.notify(&t, MIB_DELETE_INSTANCE, v4(3, 1));
+    stack.remove(&t, v4(3, 1));
     t.load(ticket, &table);
     assert!(!t.addresses().contains(v4(3, 1)));
     // And the other way round: a later add wins over an older absence.
     let ticket = t.begin().unwrap();
-    stack.set(row(v4(3, 1), LUID, IP_DAD_STATE_PREFERRED));
-    stack.notify(&t, MIB_ADD_INSTANCE, v4(3, 1));
+    stack.change(&t, MIB_ADD_INSTANCE, v4(3, 1), IP_DAD_STATE_PREFERRED);
     t.load(ticket, &[]);
     assert!(t.addresses().contains(v4(3, 1)));
 }
 
 #[test]
 fn test_close_removes_everything_and_ignores_late_callbacks() {
-    let (_device, t) = tracker();
-    let stack = Stack::default();
+    let (_device, t, stack) = tracked();
     stack.set(row(v6(4, 1), LUID, IP_DAD_STATE_PREFERRED));
     let in_flight = t.begin().unwrap();
     stack.notify(&t, MIB_ADD_INSTANCE, v6(4, 1));
@@ -280,6 +286,19 @@ pub(crate) fn ndis_adapter(luid: NetLuid) -> (Adapter, AddressTracker) {
     let tracker = AddressTracker::new(luid, &device).unwrap();
     let adapter = Adapter::new(config, generated_mac(1), device, provider);
     (adapter, tracker)
+}
+
+/// An NDIS adapter (see [`ndis_adapter`]) with an NDK adapter opened on it.
+fn ndis_open(luid: NetLuid) -> (Adapter, AddressTracker, Open) {
+    let (adapter, tracker) = ndis_adapter(luid);
+    let open = Open(adapter.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
+    (adapter, tracker, open)
+}
+
+/// Closes the NDK adapter `open` of `adapter`, then the tracker.
+fn close_all(adapter: &Adapter, open: &Open, tracker: &AddressTracker) {
+    adapter.close_ndk_adapter(core::ptr::NonNull::new(open.0).unwrap());
+    tracker.close();
 }
 
 #[expect(clippy::cast_ptr_alignment, reason = "read with read_unaligned")]
@@ -458,29 +477,24 @@ fn test_ndis_path_listens_and_connects_on_owned_addresses_only() {
     close(pd.cast());
     close(cq.cast());
     close(l.cast());
-    adapter.close_ndk_adapter(core::ptr::NonNull::new(open.0).unwrap());
-    t.close();
+    close_all(&adapter, &open, &t);
 }
 
 #[test]
 fn test_ndis_path_sees_addresses_that_come_and_go_while_open() {
-    let (adapter, t) = ndis_adapter(LUID);
+    let (adapter, t, open) = ndis_open(LUID);
     let stack = Stack::default();
-    let open = Open(adapter.open_ndk_adapter(NDK_VERSION_1_2).unwrap().as_ptr());
     let queue = Mutex::new(Vec::new());
     let l = open.listener(&queue);
     assert_eq!(Open::listen(l, v6(7, 1), 0), STATUS_INVALID_ADDRESS);
-    stack.set(row(v6(7, 1), LUID, IP_DAD_STATE_PREFERRED));
-    stack.notify(&t, MIB_ADD_INSTANCE, v6(7, 1));
+    stack.change(&t, MIB_ADD_INSTANCE, v6(7, 1), IP_DAD_STATE_PREFERRED);
     assert_eq!(Open::listen(l, v6(7, 1), 0), STATUS_SUCCESS);
     close(l.cast());
-    stack.delete(v6(7, 1));
-    stack.notify(&t, MIB_DELETE_INSTANCE, v6(7, 1));
+    stack.remove(&t, v6(7, 1));
     let l = open.listener(&queue);
     assert_eq!(Open::listen(l, v6(7, 1), 0), STATUS_INVALID_ADDRESS);
     close(l.cast());
-    adapter.close_ndk_adapter(core::ptr::NonNull::new(open.0).unwrap());
-    t.close();
+    close_all(&adapter, &open, &t);
 }
 
 #[test]
@@ -492,11 +506,9 @@ fn test_address_changes_race_with_open_and_close() {
             for n in 0..300_u16 {
                 let ip = v4(8, u8::try_from(n % 4).unwrap());
                 if n % 3 == 0 {
-                    stack.delete(ip);
-                    stack.notify(&t, MIB_DELETE_INSTANCE, ip);
+                    stack.remove(&t, ip);
                 } else {
-                    stack.set(row(ip, LUID, IP_DAD_STATE_PREFERRED));
-                    stack.notify(&t, MIB_ADD_INSTANCE, ip);
+                    stack.change(&t, MIB_ADD_INSTANCE, ip, IP_DAD_STATE_PREFERRED);
                 }
             }
         });

@@ -6,6 +6,7 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::mem::offset_of;
 use core::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -418,18 +419,16 @@ fn two_miniport_adapters_exchange_frames_and_report_true_statistics() {
         },
     );
     assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
-    let at = |offset: usize| u64::from_le_bytes(stats[offset..offset + 8].try_into().unwrap());
-    assert_eq!(
-        at(core::mem::offset_of!(
-            NdisStatisticsInfo,
-            if_hc_in_broadcast_pkts
-        )),
-        1
-    );
-    assert_eq!(
-        at(core::mem::offset_of!(NdisStatisticsInfo, if_hc_in_octets)),
-        f.len() as u64
-    );
+    for (offset, value) in [
+        (offset_of!(NdisStatisticsInfo, if_hc_in_broadcast_pkts), 1),
+        (
+            offset_of!(NdisStatisticsInfo, if_hc_in_octets),
+            f.len() as u64,
+        ),
+    ] {
+        let at = u64::from_le_bytes(stats[offset..offset + 8].try_into().unwrap());
+        assert_eq!(at, value, "at {offset:#x}");
+    }
     // Back-pressure shows as NDIS_STATUS_RESOURCES and a transmit error.
     a.provider.hold_dgram_sends(true);
     for _ in 0..TX_SLOTS {

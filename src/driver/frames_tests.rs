@@ -180,6 +180,28 @@ fn wait_for(mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Our adapter at 192.0.2.`host`1 and a far port at 192.0.2.`host`2, each
+/// the other's peer; WSK is up for ours when `wsk_up`.
+fn linked(host: u8, wsk_up: bool) -> (Adapter, Far) {
+    let (ours, theirs) = (format!("192.0.2.{host}1"), format!("192.0.2.{host}2"));
+    (adapter(&ours, &theirs, wsk_up), far(&theirs, &ours))
+}
+
+/// [`linked`] with WSK up, our path started and its receiver running.
+fn receiving(host: u8) -> (Adapter, Far) {
+    let (a, b) = linked(host, true);
+    a.path.go();
+    a.path.receiver().restart();
+    (a, b)
+}
+
+/// Sends frames `numbers`, each of `len` bytes (see [`frame`]).
+fn send_frames(port: &EtherPort, numbers: impl IntoIterator<Item = u8>, len: usize) {
+    for n in numbers {
+        send(port, &frame(n, len));
+    }
+}
+
 fn halt_all(a: &Adapter, b: &Far) {
     a.path.halt();
     b.port.halt();
@@ -190,8 +212,7 @@ fn halt_all(a: &Adapter, b: &Far) {
 
 #[test]
 fn a_received_datagram_is_an_nbl_with_its_bytes_and_its_return_frees_the_buffer() {
-    let a = adapter("192.0.2.201", "192.0.2.202", true);
-    let b = far("192.0.2.202", "192.0.2.201");
+    let (a, b) = linked(20, true);
     a.path.go();
     assert!(a.path.started());
     assert_eq!(a.table.links(), [true], "link up once the socket is bound");
@@ -225,12 +246,8 @@ fn a_received_datagram_is_an_nbl_with_its_bytes_and_its_return_frees_the_buffer(
 
 #[test]
 fn pause_with_nbls_out_pends_until_the_last_return_and_indicates_nothing() {
-    let a = adapter("192.0.2.211", "192.0.2.212", true);
-    let b = far("192.0.2.212", "192.0.2.211");
-    a.path.go();
-    a.path.receiver().restart();
-    send(&b.port, &frame(1, 100));
-    send(&b.port, &frame(2, 100));
+    let (a, b) = receiving(21);
+    send_frames(&b.port, 1..=2, 100);
     let out = a.table.wait(2);
     assert_eq!(out.len(), 2);
     assert!(!a.path.receiver().pause(), "two NBLs up: the pause pends");
@@ -262,12 +279,8 @@ fn pause_with_nbls_out_pends_until_the_last_return_and_indicates_nothing() {
 
 #[test]
 fn halt_with_nbls_out_reports_them_and_indicates_nothing_more() {
-    let a = adapter("192.0.2.221", "192.0.2.222", true);
-    let b = far("192.0.2.222", "192.0.2.221");
-    a.path.go();
-    a.path.receiver().restart();
-    send(&b.port, &frame(1, 100));
-    send(&b.port, &frame(2, 100));
+    let (a, b) = receiving(22);
+    send_frames(&b.port, 1..=2, 100);
     assert_eq!(a.table.wait(2).len(), 2);
     assert_eq!(
         a.path.halt(),
@@ -286,10 +299,7 @@ fn halt_with_nbls_out_reports_them_and_indicates_nothing_more() {
 
 #[test]
 fn a_low_pool_indicates_with_resources_and_takes_the_buffer_back_at_once() {
-    let a = adapter("192.0.2.231", "192.0.2.232", true);
-    let b = far("192.0.2.232", "192.0.2.231");
-    a.path.go();
-    a.path.receiver().restart();
+    let (a, b) = receiving(23);
     // Keep every NBL: the pool runs low. The frame that leaves fewer than
     // RX_LOW_WATER buffers free goes up with RESOURCES.
     let kept = RX_BUFFERS - RX_LOW_WATER;
@@ -321,8 +331,7 @@ fn a_low_pool_indicates_with_resources_and_takes_the_buffer_back_at_once() {
 
 #[test]
 fn the_port_starts_on_a_tick_once_wsk_is_up_and_the_tick_rearms() {
-    let a = adapter("192.0.2.241", "192.0.2.242", false);
-    let b = far("192.0.2.242", "192.0.2.241");
+    let (a, b) = linked(24, false);
     a.path.go();
     assert!(!a.path.started(), "WSK not up: initialise does not wait");
     assert!(a.table.links().is_empty());
@@ -346,8 +355,7 @@ fn the_port_starts_on_a_tick_once_wsk_is_up_and_the_tick_rearms() {
 
 #[test]
 fn the_link_is_told_only_after_initialise() {
-    let a = adapter("192.0.2.251", "192.0.2.252", true);
-    let b = far("192.0.2.252", "192.0.2.251");
+    let (a, b) = linked(25, true);
     // The port comes up before initialise is done (the socket binds at
     // once here): NDIS is told only then.
     a.path.port().start(&a.provider.client()).unwrap();

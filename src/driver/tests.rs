@@ -2,6 +2,7 @@
 //! what they pin down and named after the rules of family A
 //! (`shared/spec/rules.md`; the table is in `docs/conformance.md`).
 
+use core::mem::offset_of;
 use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::ptr::NonNull;
 
@@ -19,8 +20,19 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
     oid::handle(adapter, OidRequest::Query { oid, buffer })
 }
 
+/// A query on the direct OID path (see [`oid::handle_direct`]).
+fn direct_query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
+    oid::handle_direct(adapter, OidRequest::Query { oid, buffer })
+}
+
 fn set(adapter: &Adapter, oid: NdisOid, buffer: &[u8]) -> OidOutcome {
     oid::handle(adapter, OidRequest::Set { oid, buffer })
+}
+
+/// Why `adapter` refused to open an NDK adapter of version
+/// `major`.`minor` (`None`: it opened one).
+fn refused(adapter: &Adapter, major: u16, minor: u16) -> Option<NdisStatus> {
+    adapter.open_ndk_adapter(version(major, minor)).err()
 }
 
 fn u16_at(buf: &[u8], at: usize) -> u16 {
@@ -97,10 +109,7 @@ mod open {
     #[test]
     fn test_open_handler_rejects_minor_above_two_rule_a3() {
         let (adapter, _fake) = adapter_with(true);
-        assert_eq!(
-            adapter.open_ndk_adapter(version(1, 3)),
-            Err(NDIS_STATUS_BAD_VERSION)
-        );
+        assert_eq!(refused(&adapter, 1, 3), Some(NDIS_STATUS_BAD_VERSION));
         assert_eq!(adapter.ndk().open_adapters(), 0);
     }
 
@@ -108,10 +117,7 @@ mod open {
     fn test_open_handler_refuses_adapter_with_other_version_rule_a4() {
         let (adapter, fake) = adapter_with(true);
         fake.state.lock().wrong_version = Some(NDK_VERSION_1_1);
-        assert_eq!(
-            adapter.open_ndk_adapter(version(1, 0)),
-            Err(NDIS_STATUS_FAILURE)
-        );
+        assert_eq!(refused(&adapter, 1, 0), Some(NDIS_STATUS_FAILURE));
         let state = fake.state.lock();
         assert!(state.open.is_empty(), "the wrong adapter was closed again");
         assert_eq!(state.closed, 1);
@@ -129,16 +135,10 @@ mod open {
     fn test_open_fails_not_ready_while_disabled_rule_a5() {
         let (adapter, fake) = adapter_with(true);
         assert!(disable(&adapter).queue_ndk_work);
-        assert_eq!(
-            adapter.open_ndk_adapter(version(1, 2)),
-            Err(NDIS_STATUS_ADAPTER_NOT_READY)
-        );
+        assert_eq!(refused(&adapter, 1, 2), Some(NDIS_STATUS_ADAPTER_NOT_READY));
         // *NetworkDirect = 0: disabled from the start.
         let (off, _) = adapter_with(false);
-        assert_eq!(
-            off.open_ndk_adapter(version(1, 0)),
-            Err(NDIS_STATUS_ADAPTER_NOT_READY)
-        );
+        assert_eq!(refused(&off, 1, 0), Some(NDIS_STATUS_ADAPTER_NOT_READY));
         assert!(fake.state.lock().opened_versions.is_empty());
     }
 
@@ -146,10 +146,7 @@ mod open {
     fn test_open_passes_resources_failure_through_rule_a5() {
         let (adapter, fake) = adapter_with(true);
         fake.state.lock().fail_open = Some(STATUS_INSUFFICIENT_RESOURCES);
-        assert_eq!(
-            adapter.open_ndk_adapter(version(1, 2)),
-            Err(NDIS_STATUS_RESOURCES)
-        );
+        assert_eq!(refused(&adapter, 1, 2), Some(NDIS_STATUS_RESOURCES));
         assert_eq!(
             adapter.ndk().open_adapters(),
             0,
@@ -556,29 +553,23 @@ mod oids {
         assert_eq!(
             u64_at(
                 &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts)
+                offset_of!(NdisStatisticsInfo, if_hc_out_ucast_pkts)
             ),
             2
         );
         assert_eq!(
             u64_at(
                 &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts)
+                offset_of!(NdisStatisticsInfo, if_hc_out_broadcast_pkts)
             ),
             1
         );
         assert_eq!(
-            u64_at(
-                &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_out_octets)
-            ),
+            u64_at(&buffer, offset_of!(NdisStatisticsInfo, if_hc_out_octets)),
             1674
         );
         assert_eq!(
-            u64_at(
-                &buffer,
-                core::mem::offset_of!(NdisStatisticsInfo, if_hc_in_octets)
-            ),
+            u64_at(&buffer, offset_of!(NdisStatisticsInfo, if_hc_in_octets)),
             0
         );
         let mut ok = [0_u8; 8];
@@ -627,12 +618,18 @@ mod ndis_request {
     }
 
     fn query_data(oid: NdisOid, buffer: &mut [u8]) -> NdisOidRequestData {
+        let len = u32::try_from(buffer.len()).unwrap();
+        query_at(oid, buffer.as_mut_ptr().cast(), len)
+    }
+
+    /// A query of `oid` into `len` bytes at `buffer`, whatever it points at.
+    fn query_at(oid: NdisOid, buffer: *mut core::ffi::c_void, len: u32) -> NdisOidRequestData {
         NdisOidRequestData {
             query_information: NdisOidQuery {
                 oid,
                 padding_04: 0,
-                information_buffer: buffer.as_mut_ptr().cast(),
-                information_buffer_length: u32::try_from(buffer.len()).unwrap(),
+                information_buffer: buffer,
+                information_buffer_length: len,
                 bytes_written: 0xAAAA,
                 bytes_needed: 0xAAAA,
                 padding_1c: 0,
@@ -640,33 +637,54 @@ mod ndis_request {
         }
     }
 
+    /// Hands NDIS's handler (`direct` or not) a request of `request_type`
+    /// querying `oid` into `buffer`; returns the outcome and the query as
+    /// the handler left it.
+    fn query_request(
+        adapter: &Adapter,
+        request_type: NdisRequestType,
+        oid: NdisOid,
+        buffer: &mut [u8],
+        direct: bool,
+    ) -> (OidOutcome, NdisOidQuery) {
+        let mut req = request(request_type, query_data(oid, buffer));
+        // SAFETY: a valid request over `buffer`, live for the call.
+        let outcome = unsafe { oid::handle_ndis_request(adapter, &raw mut req, direct) };
+        // SAFETY: a query: QUERY_INFORMATION is the member written.
+        (outcome, unsafe { req.data.query_information })
+    }
+
     #[test]
     fn test_query_request_parsed_and_byte_counts_stored() {
         let (adapter, _fake) = adapter_with(true);
         let mut buffer = [0_u8; 16];
-        let mut req = request(
+        let (info, stats) = (
             NdisRequestType::QUERY_INFORMATION,
-            query_data(OID_802_3_CURRENT_ADDRESS, &mut buffer),
-        );
-        // SAFETY: a valid request over a live buffer.
-        let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, false) };
-        assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
-        // SAFETY: a query: QUERY_INFORMATION is the member written.
-        let query = unsafe { req.data.query_information };
-        assert_eq!((query.bytes_written, query.bytes_needed), (6, 0));
-        assert_eq!(&buffer[..6], &adapter.config().mac);
-        // Too short: BytesNeeded is stored.
-        let mut short = [0_u8; 2];
-        let mut req = request(
             NdisRequestType::QUERY_STATISTICS,
-            query_data(OID_NDK_STATISTICS, &mut short),
         );
-        // SAFETY: as above.
-        let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, false) };
-        assert_eq!(outcome.status, NDIS_STATUS_BUFFER_TOO_SHORT);
-        // SAFETY: as above.
-        let query = unsafe { req.data.query_information };
-        assert_eq!((query.bytes_written, query.bytes_needed), (0, 0xF8));
+        // The second too short: BytesNeeded is stored.
+        for (request_type, oid, len, status, counts) in [
+            (
+                info,
+                OID_802_3_CURRENT_ADDRESS,
+                16,
+                NDIS_STATUS_SUCCESS,
+                (6, 0),
+            ),
+            (
+                stats,
+                OID_NDK_STATISTICS,
+                2,
+                NDIS_STATUS_BUFFER_TOO_SHORT,
+                (0, 0xF8),
+            ),
+        ] {
+            let (outcome, query) =
+                query_request(&adapter, request_type, oid, &mut buffer[..len], false);
+            assert_eq!(outcome.status, status, "{oid:#x}");
+            assert_eq!((query.bytes_written, query.bytes_needed), counts);
+        }
+        assert_eq!(&buffer[..6], &adapter.config().mac);
     }
 
     #[test]
@@ -701,29 +719,20 @@ mod ndis_request {
         let (adapter, _fake) = adapter_with(true);
         let mut req = request(
             NdisRequestType::QUERY_INFORMATION,
-            NdisOidRequestData {
-                query_information: NdisOidQuery {
-                    oid: OID_GEN_VENDOR_ID,
-                    padding_04: 0,
-                    information_buffer: core::ptr::null_mut(),
-                    information_buffer_length: 4,
-                    bytes_written: 0,
-                    bytes_needed: 0,
-                    padding_1c: 0,
-                },
-            },
+            query_at(OID_GEN_VENDOR_ID, core::ptr::null_mut(), 4),
         );
         // SAFETY: a valid request; the null buffer is never dereferenced.
         let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, false) };
         assert_eq!(outcome.status, NDIS_STATUS_BUFFER_TOO_SHORT);
         assert_eq!(outcome.bytes_needed, 4);
         let mut buffer = [0_u8; 8];
-        let mut req = request(
+        let (outcome, _) = query_request(
+            &adapter,
             NdisRequestType::METHOD,
-            query_data(OID_GEN_VENDOR_ID, &mut buffer),
+            OID_GEN_VENDOR_ID,
+            &mut buffer,
+            false,
         );
-        // SAFETY: a valid request.
-        let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, false) };
         assert_eq!(outcome.status, NDIS_STATUS_NOT_SUPPORTED);
         // SAFETY: null is allowed.
         let outcome = unsafe { oid::handle_ndis_request(&adapter, core::ptr::null_mut(), false) };
@@ -734,20 +743,19 @@ mod ndis_request {
     fn test_direct_request_serves_ndk_statistics_only_rule_a16() {
         let (adapter, _fake) = adapter_with(true);
         let mut buffer = [0_u8; 0xF8];
-        let mut req = request(
-            NdisRequestType::QUERY_INFORMATION,
-            query_data(OID_NDK_STATISTICS, &mut buffer),
-        );
-        // SAFETY: a valid request over a live buffer.
-        let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, true) };
-        assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
-        let mut req = request(
-            NdisRequestType::QUERY_INFORMATION,
-            query_data(OID_GEN_VENDOR_ID, &mut buffer),
-        );
-        // SAFETY: as above.
-        let outcome = unsafe { oid::handle_ndis_request(&adapter, &raw mut req, true) };
-        assert_eq!(outcome.status, NDIS_STATUS_NOT_SUPPORTED);
+        for (oid, status) in [
+            (OID_NDK_STATISTICS, NDIS_STATUS_SUCCESS),
+            (OID_GEN_VENDOR_ID, NDIS_STATUS_NOT_SUPPORTED),
+        ] {
+            let (outcome, _) = query_request(
+                &adapter,
+                NdisRequestType::QUERY_INFORMATION,
+                oid,
+                &mut buffer,
+                true,
+            );
+            assert_eq!(outcome.status, status, "{oid:#x}");
+        }
     }
 }
 
@@ -909,10 +917,7 @@ mod ndk_state {
         assert!(adapter.ndk().worker_idle());
         adapter.finish_halt();
         assert_eq!(fake.state.lock().torn_down, 1);
-        assert_eq!(
-            adapter.open_ndk_adapter(version(1, 2)),
-            Err(NDIS_STATUS_ADAPTER_NOT_READY)
-        );
+        assert_eq!(refused(&adapter, 1, 2), Some(NDIS_STATUS_ADAPTER_NOT_READY));
         assert!(!enable(&adapter).queue_ndk_work);
     }
 }
@@ -938,45 +943,44 @@ mod ndk_oids {
         }
     }
 
+    /// Queries the NDK structure `oid` (A16): into `short` bytes it is
+    /// refused with the `len` it needs; into a large buffer of 0xAA it
+    /// writes `len` bytes that start with the NDIS object header (type
+    /// 0x80, revision 1, size `len`) and zero flags. Returns that buffer.
+    #[track_caller]
+    fn expect_ndk_structure(
+        adapter: &Adapter,
+        oid: NdisOid,
+        short: usize,
+        len: u16,
+    ) -> [u8; 0x200] {
+        let outcome = query(adapter, oid, &mut alloc::vec![0; short]);
+        assert_eq!(outcome.status, NDIS_STATUS_BUFFER_TOO_SHORT);
+        assert_eq!(outcome.bytes_needed, u32::from(len));
+        let mut buffer = [0xAA_u8; 0x200];
+        let outcome = query(adapter, oid, &mut buffer);
+        assert_eq!(
+            (outcome.status, outcome.bytes_done),
+            (NDIS_STATUS_SUCCESS, u32::from(len))
+        );
+        assert_eq!((buffer[0], buffer[1], u16_at(&buffer, 2)), (0x80, 1, len));
+        assert_eq!(u32_at(&buffer, 4), 0, "Flags");
+        buffer
+    }
+
     #[test]
     fn test_ndk_statistics_layout_and_counters_rule_a16() {
         let (adapter, fake) = adapter_with(true);
         fake.state.lock().counters = counters();
-        let mut short = [0_u8; 0xF7];
-        let outcome = query(&adapter, OID_NDK_STATISTICS, &mut short);
-        assert_eq!(outcome.status, NDIS_STATUS_BUFFER_TOO_SHORT);
-        assert_eq!(outcome.bytes_needed, 0xF8);
-        let mut buffer = [0xAA_u8; 0x100];
-        let outcome = query(&adapter, OID_NDK_STATISTICS, &mut buffer);
-        assert_eq!(
-            (outcome.status, outcome.bytes_done),
-            (NDIS_STATUS_SUCCESS, 0xF8)
-        );
-        assert_eq!((buffer[0], buffer[1], u16_at(&buffer, 2)), (0x80, 1, 0xF8));
-        assert_eq!(u32_at(&buffer, 4), 0, "Flags");
-        let at = |field: usize| u64_at(&buffer, 8 + field);
-        assert_eq!(
-            at(core::mem::offset_of!(NdisNdkPerformanceCounters, connect)),
-            1
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(
-                NdisNdkPerformanceCounters,
-                active_connection
-            )),
-            5
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(NdisNdkPerformanceCounters, cq_error)),
-            6
-        );
-        assert_eq!(
-            at(core::mem::offset_of!(
-                NdisNdkPerformanceCounters,
-                rdma_out_frames
-            )),
-            10
-        );
+        let buffer = expect_ndk_structure(&adapter, OID_NDK_STATISTICS, 0xF7, 0xF8);
+        for (field, value) in [
+            (offset_of!(NdisNdkPerformanceCounters, connect), 1),
+            (offset_of!(NdisNdkPerformanceCounters, active_connection), 5),
+            (offset_of!(NdisNdkPerformanceCounters, cq_error), 6),
+            (offset_of!(NdisNdkPerformanceCounters, rdma_out_frames), 10),
+        ] {
+            assert_eq!(u64_at(&buffer, 8 + field), value, "at {field:#x}");
+        }
         assert_eq!(buffer[0xF8], 0xAA, "nothing written past the structure");
     }
 
@@ -985,23 +989,11 @@ mod ndk_oids {
         let (adapter, fake) = adapter_with(true);
         fake.state.lock().counters = counters();
         let mut buffer = [0_u8; 0xF8];
-        let outcome = oid::handle_direct(
-            &adapter,
-            OidRequest::Query {
-                oid: OID_NDK_STATISTICS,
-                buffer: &mut buffer,
-            },
-        );
+        let outcome = direct_query(&adapter, OID_NDK_STATISTICS, &mut buffer);
         assert_eq!(outcome.status, NDIS_STATUS_SUCCESS);
         assert_eq!(u64_at(&buffer, 8), 1);
         let mut other = [0_u8; 64];
-        let outcome = oid::handle_direct(
-            &adapter,
-            OidRequest::Query {
-                oid: OID_GEN_STATISTICS,
-                buffer: &mut other,
-            },
-        );
+        let outcome = direct_query(&adapter, OID_GEN_STATISTICS, &mut other);
         assert_eq!(
             outcome.status, NDIS_STATUS_NOT_SUPPORTED,
             "only the NDK statistics"
@@ -1014,8 +1006,8 @@ mod ndk_oids {
         fake.state.lock().counters = counters();
         let mut buffer = [0xAA_u8; 0xF8];
         query(&adapter, OID_NDK_STATISTICS, &mut buffer);
-        let first = 8 + core::mem::offset_of!(NdisNdkPerformanceCounters, reserved01);
-        let last = 8 + core::mem::offset_of!(NdisNdkPerformanceCounters, reserved20) + 8;
+        let first = 8 + offset_of!(NdisNdkPerformanceCounters, reserved01);
+        let last = 8 + offset_of!(NdisNdkPerformanceCounters, reserved20) + 8;
         assert!(
             buffer[first..last].iter().all(|&b| b == 0),
             "Reserved01..20 are 0"
@@ -1053,18 +1045,8 @@ mod ndk_oids {
                 owner_pid: 42,
             },
         ];
-        let mut empty = [];
-        let outcome = query(&adapter, OID_NDK_CONNECTIONS, &mut empty);
-        assert_eq!(outcome.status, NDIS_STATUS_BUFFER_TOO_SHORT);
-        assert_eq!(outcome.bytes_needed, 0x10 + 2 * 0x40);
-        let mut buffer = [0xAA_u8; 0x200];
-        let outcome = query(&adapter, OID_NDK_CONNECTIONS, &mut buffer);
-        assert_eq!(
-            (outcome.status, outcome.bytes_done),
-            (NDIS_STATUS_SUCCESS, 0x90)
-        );
-        assert_eq!((buffer[0], buffer[1], u16_at(&buffer, 2)), (0x80, 1, 0x90));
-        assert_eq!(u32_at(&buffer, 4), 0, "Flags");
+        // A header, then two entries.
+        let buffer = expect_ndk_structure(&adapter, OID_NDK_CONNECTIONS, 0, 0x10 + 2 * 0x40);
         assert_eq!(u32_at(&buffer, 8), 2, "Count");
         assert_eq!(
             buffer[0x0C], TRUE,

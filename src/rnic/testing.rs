@@ -382,6 +382,28 @@ impl Side {
         Registered::new(&self.pd, Buffer::pattern(len, seed), access)
     }
 
+    /// Posts an RDMA Write (request `context`, `flags`) of `src` to `dst`
+    /// at offset `at`.
+    ///
+    /// # Errors
+    /// What [`Qp::post_write`] refuses inline.
+    pub fn write_to(
+        &self,
+        context: usize,
+        src: &[Sge],
+        dst: &Registered,
+        at: u64,
+        flags: WrFlags,
+    ) -> Result<(), PostError> {
+        self.qp.post_write(
+            context,
+            Payload::Sges(src),
+            dst.raddr(at),
+            dst.rkey(),
+            flags,
+        )
+    }
+
     /// Posts a Send of `sges` (request `context`, no flag), a
     /// SendAndInvalidate of the peer's token `invalidate` when given (C2).
     ///
@@ -396,6 +418,11 @@ impl Side {
         self.qp
             .post_send(context, Payload::Sges(sges), WrFlags::empty(), invalidate)
     }
+}
+
+/// A device with the default limits and the inline engine.
+pub fn inline_device() -> Arc<Device> {
+    Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap()
 }
 
 /// Two connected QPs, on one device or two.
@@ -424,6 +451,22 @@ impl Pair {
         let b = Side::new(&db, 0xB, config);
         qp::connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
         Self { a, b }
+    }
+
+    /// Sides a and b on two devices of their own with default limits,
+    /// engine `mode`, not connected (for a transport to connect them).
+    pub fn apart(mode: EngineMode) -> Self {
+        let side = |context| {
+            Side::new(
+                &Device::new(Limits::DEFAULT, mode).unwrap(),
+                context,
+                CONFIG,
+            )
+        };
+        Self {
+            a: side(0xA),
+            b: side(0xB),
+        }
     }
 
     /// Waits for deferred work (no-op for the inline engine).

@@ -115,6 +115,22 @@ fn setup(capacity: usize, up: bool) -> Setup {
     }
 }
 
+impl Setup {
+    /// Starts a connect from [`CLIENT`] to `server` allowed `timeout_ms`,
+    /// reporting to a new connector; returns the connector and what the
+    /// net answered at once.
+    fn connect(&self, server: &str, timeout_ms: u64) -> (Arc<Connector>, Result<(), NetError>) {
+        let connector = Arc::new(Connector::default());
+        let started = self.net.connect(
+            CLIENT.parse().unwrap(),
+            server.parse().unwrap(),
+            timeout_ms,
+            connector.clone(),
+        );
+        (connector, started)
+    }
+}
+
 const SERVER: &str = "127.0.0.1:4791";
 const CLIENT: &str = "127.0.0.1:50001";
 
@@ -136,15 +152,8 @@ fn pair(capacity: usize) -> Pair {
         .unwrap();
     assert_eq!(listening.local(), SERVER.parse().unwrap());
     s.provider.run();
-    let connector = Arc::new(Connector::default());
-    s.net
-        .connect(
-            CLIENT.parse().unwrap(),
-            SERVER.parse().unwrap(),
-            1000,
-            connector.clone(),
-        )
-        .unwrap();
+    let (connector, started) = s.connect(SERVER, 1000);
+    started.unwrap();
     s.provider.run();
     let client = connector.stream();
     assert_eq!(
@@ -166,13 +175,7 @@ fn pair(capacity: usize) -> Pair {
 #[test]
 fn test_net_waits_for_wsk_without_blocking_and_retries() {
     let s = setup(64, false);
-    let connector = Arc::new(Connector::default());
-    let result = s.net.connect(
-        CLIENT.parse().unwrap(),
-        SERVER.parse().unwrap(),
-        1000,
-        connector.clone(),
-    );
+    let (_, result) = s.connect(SERVER, 1000);
     assert_eq!(result, Err(NetError::Unreachable), "WSK not up yet");
     let listen = s
         .net
@@ -254,15 +257,8 @@ fn test_net_orderly_peer_close_and_abort_are_reported() {
 #[test]
 fn test_net_connect_refused_and_timed_out() {
     let s = setup(64, true);
-    let refused = Arc::new(Connector::default());
-    s.net
-        .connect(
-            CLIENT.parse().unwrap(),
-            "127.0.0.1:9".parse().unwrap(),
-            1000,
-            refused.clone(),
-        )
-        .unwrap();
+    let (refused, started) = s.connect("127.0.0.1:9", 1000);
+    started.unwrap();
     s.provider.run();
     assert_eq!(
         refused.results.lock().unwrap()[0].as_ref().err(),
@@ -278,15 +274,8 @@ fn test_net_connect_refused_and_timed_out() {
         .listen(SERVER.parse().unwrap(), Arc::new(Acceptor::default()))
         .unwrap();
     s.provider.run();
-    let slow = Arc::new(Connector::default());
-    s.net
-        .connect(
-            CLIENT.parse().unwrap(),
-            SERVER.parse().unwrap(),
-            300,
-            slow.clone(),
-        )
-        .unwrap();
+    let (slow, started) = s.connect(SERVER, 300);
+    started.unwrap();
     s.clock.advance(299);
     assert!(slow.results.lock().unwrap().is_empty());
     s.clock.advance(1);
@@ -345,12 +334,7 @@ fn test_net_teardown_with_connections_open_leaves_nothing_pending() {
     assert_eq!(p.s.net.sockets_open(), 0);
     p.s.clock.advance(100);
     assert!(fired.lock().unwrap().is_empty(), "timers stopped");
-    let refused = p.s.net.connect(
-        CLIENT.parse().unwrap(),
-        SERVER.parse().unwrap(),
-        10,
-        Arc::new(Connector::default()),
-    );
+    let (_, refused) = p.s.connect(SERVER, 10);
     assert!(refused.is_err(), "nothing new after halt");
     drop(p.listening);
 }

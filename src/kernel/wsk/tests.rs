@@ -366,26 +366,18 @@ fn test_listen_on_an_address_in_use_reports_the_bind_failure() {
 
 #[test]
 fn test_connect_errors_map_from_statuses() {
-    assert_eq!(
-        ConnectError::from_status(STATUS_CONNECTION_REFUSED),
-        ConnectError::Refused
-    );
-    assert_eq!(
-        ConnectError::from_status(STATUS_HOST_UNREACHABLE),
-        ConnectError::Unreachable
-    );
-    assert_eq!(
-        ConnectError::from_status(STATUS_NETWORK_UNREACHABLE),
-        ConnectError::Unreachable
-    );
-    assert_eq!(
-        ConnectError::from_status(STATUS_IO_TIMEOUT),
-        ConnectError::TimedOut
-    );
-    assert_eq!(
-        ConnectError::from_status(STATUS_CONNECTION_RESET),
-        ConnectError::Other(STATUS_CONNECTION_RESET)
-    );
+    for (status, error) in [
+        (STATUS_CONNECTION_REFUSED, ConnectError::Refused),
+        (STATUS_HOST_UNREACHABLE, ConnectError::Unreachable),
+        (STATUS_NETWORK_UNREACHABLE, ConnectError::Unreachable),
+        (STATUS_IO_TIMEOUT, ConnectError::TimedOut),
+        (
+            STATUS_CONNECTION_RESET,
+            ConnectError::Other(STATUS_CONNECTION_RESET),
+        ),
+    ] {
+        assert_eq!(ConnectError::from_status(status), error, "{status:#x}");
+    }
 }
 
 #[test]

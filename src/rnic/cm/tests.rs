@@ -11,7 +11,7 @@ use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::qp::{Payload, QpState};
-use crate::rnic::testing::{CONFIG, Side};
+use crate::rnic::testing::{CONFIG, Side, inline_device};
 use crate::rnic::types::{Access, Limits, WcStatus, WrFlags};
 
 const A: IpAddr = IpAddr::V4([10, 0, 0, 1]);
@@ -132,8 +132,13 @@ impl Server {
 }
 
 fn server(host: &Host) -> Server {
+    server_on(&host.set)
+}
+
+/// A listener (not listening yet) of `set`, recording its requests.
+fn server_on(set: &AddressSet) -> Server {
     let requests = Arc::new(Requests::default());
-    let listener = Listener::new(&host.set, Arc::clone(&requests) as _).unwrap();
+    let listener = Listener::new(set, Arc::clone(&requests) as _).unwrap();
     Server { listener, requests }
 }
 
@@ -157,6 +162,9 @@ fn wrap(conn: Connector) -> Client {
 fn client(host: &Host) -> Client {
     wrap(Connector::new(&host.set).unwrap())
 }
+
+/// A Disconnect that completed aborted.
+const DISCONNECT_ABORTED: Ev = Ev::Disconnect(Err(CmError::ConnectionAborted));
 
 const LIMITS: ReadLimits = ReadLimits::new(16, 16);
 
@@ -207,9 +215,9 @@ struct Conn {
 fn established(net: &Net) -> Conn {
     let (server, a, b, active, passive) = requested_on(net, 4000, (0xA, 0xB), b"hello");
     passive.conn.accept(&b.qp, LIMITS, b"welcome").unwrap();
-    assert_eq!(active.events.take(), vec![Ev::Connect(Ok(()))]);
+    expect_events(&active, &[Ev::Connect(Ok(()))]);
     active.conn.complete_connect().unwrap();
-    assert_eq!(passive.events.take(), vec![Ev::Accept(Ok(()))]);
+    expect_events(&passive, &[Ev::Accept(Ok(()))]);
     assert_eq!(active.conn.state(), Some(ConnState::Established));
     assert_eq!(passive.conn.state(), Some(ConnState::Established));
     Conn {
@@ -219,6 +227,53 @@ fn established(net: &Net) -> Conn {
         b,
         server,
     }
+}
+
+/// A fresh net and an established connection on it.
+fn connected() -> (Net, Conn) {
+    let net = net();
+    let c = established(&net);
+    (net, c)
+}
+
+/// Expects `client`'s connector to have reported exactly `events` since
+/// they were last taken.
+#[track_caller]
+fn expect_events(client: &Client, events: &[Ev]) {
+    assert_eq!(client.events.take(), events);
+}
+
+/// A connect from `a` on any port of A to `to`, with no private data.
+fn connects(c: &Client, a: &Side, to: Endpoint) -> Result<(), CmError> {
+    connects_from(c, a, ep(A, 0), to)
+}
+
+/// A connect from `a` at `from` to `to`, with no private data.
+fn connects_from(c: &Client, a: &Side, from: Endpoint, to: Endpoint) -> Result<(), CmError> {
+    c.conn.connect(&a.qp, from, to, LIMITS, b"")
+}
+
+/// A QP (context 1) and a connector on `host`, for a connect.
+fn connecting(host: &Host) -> (Side, Client) {
+    (side(host, 1), client(host))
+}
+
+/// N16: `waiting` sees its peer present (`present`), then gone once `peer`
+/// is dropped (the observable tests wait on, `Connector::peer_gone`); a
+/// Reject then returns aborted.
+#[track_caller]
+fn expect_reject_aborted_once_gone(waiting: &Client, peer: Client, present: &str) {
+    assert!(!waiting.conn.peer_gone(), "{present}");
+    drop(peer);
+    assert!(waiting.conn.peer_gone());
+    assert_eq!(waiting.conn.reject(b""), Err(CmError::ConnectionAborted));
+}
+
+/// A server listening on `at` of `host`, QPs `a` (context 1, on `net.a`)
+/// and `b` (context 2, on `host`), and a connector on `net.a`.
+fn parts(net: &Net, host: &Host, at: Endpoint) -> (Server, Side, Side, Client) {
+    let s = listening(host, at);
+    (s, side(&net.a, 1), side(host, 2), client(&net.a))
 }
 
 fn data_of(conn: &Connector) -> (ConnectionData, Vec<u8>) {
@@ -235,7 +290,7 @@ mod addresses {
     #[test]
     fn test_register_address_of_other_device_fails() {
         let net = net();
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         assert_eq!(
             AddressSet::register(&net.fabric, &other, &[A]).err(),
             Some(CmError::AddressInUse)
@@ -269,7 +324,7 @@ mod addresses {
         let Net { fabric, a, b } = net;
         drop(a);
         assert!(fabric.device_of(A).is_none());
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         let _set = AddressSet::register(&fabric, &other, &[A]).unwrap();
         assert!(Arc::ptr_eq(&fabric.device_of(A).unwrap(), &other));
         drop(b);
@@ -361,9 +416,7 @@ mod listener {
         // A request to B reaches B's listener only.
         let qa = side(&net.a, 2);
         let c2 = client(&net.a);
-        c2.conn
-            .connect(&qa.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        connects(&c2, &qa, ep(B, 5000)).unwrap();
         assert!(wild_b.next().is_some());
         assert!(wild_a.next().is_none());
     }
@@ -408,10 +461,9 @@ mod listener {
         let net = net();
         let s = listening(&net.b, ep(B, 5000));
         s.listener.pause(true);
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         assert_eq!(
-            c.conn.connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&c, &a, ep(B, 5000)),
             Err(CmError::ConnectionRefused)
         );
         assert!(s.next().is_none());
@@ -419,9 +471,7 @@ mod listener {
         // QP connect once the listener resumes (N28).
         assert_eq!(c.conn.state(), Some(ConnState::Idle));
         s.listener.pause(false);
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        connects(&c, &a, ep(B, 5000)).unwrap();
         assert!(s.next().is_some());
     }
 
@@ -434,7 +484,7 @@ mod listener {
         let a2 = side(&net.a, 2);
         let c = client(&net.a);
         assert_eq!(
-            c.conn.connect(&a2.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&c, &a2, ep(B, 5000)),
             Err(CmError::ConnectionRefused)
         );
         // N7: the accepted connector still holds the endpoint.
@@ -456,23 +506,19 @@ mod listener {
         for n in 0..BACKLOG {
             let a = side(&net.a, n);
             let c = client(&net.a);
-            c.conn
-                .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-                .unwrap();
+            connects(&c, &a, ep(B, 5000)).unwrap();
             keep.push((a, c));
         }
         let a = side(&net.a, 99);
         let c = client(&net.a);
         assert_eq!(
-            c.conn.connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&c, &a, ep(B, 5000)),
             Err(CmError::ConnectionRefused)
         );
         // Answering one makes room.
         let first = s.next().unwrap();
         first.reject(b"").unwrap();
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        connects(&c, &a, ep(B, 5000)).unwrap();
     }
 
     #[test]
@@ -504,17 +550,11 @@ mod listener {
         let listener = Arc::new(Listener::new(&net.b.set, Arc::clone(&closer) as _).unwrap());
         listener.listen(ep(B, 5000)).unwrap();
         *closer.listener.lock().unwrap() = Some(Arc::clone(&listener));
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        let (a, c) = connecting(&net.a);
+        connects(&c, &a, ep(B, 5000)).unwrap();
         assert_eq!(*closer.seen.lock().unwrap(), vec![CloseState::Pending]);
         assert_eq!(*closer.closed.lock().unwrap(), 1);
-        assert_eq!(
-            c.events.take(),
-            vec![Ev::Connect(Err(CmError::ConnectionRefused))]
-        );
+        expect_events(&c, &[Ev::Connect(Err(CmError::ConnectionRefused))]);
         *closer.listener.lock().unwrap() = None;
         assert_eq!(net.fabric.listener_count(), 0);
     }
@@ -528,10 +568,9 @@ mod requested {
     #[test]
     fn test_connect_without_listener_refused_rule_n12() {
         let net = net();
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         assert_eq!(
-            c.conn.connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&c, &a, ep(B, 5000)),
             Err(CmError::ConnectionRefused)
         );
         assert_eq!(
@@ -549,8 +588,7 @@ mod requested {
     #[test]
     fn test_connect_bad_destinations_rule_n12() {
         let net = net();
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         let nobody = IpAddr::V4([10, 9, 9, 9]);
         let v6 = IpAddr::V6([0xfe; 16]);
         for (src, dst, error) in [
@@ -597,8 +635,7 @@ mod requested {
     fn test_connect_private_data_too_long_rule_n17() {
         let net = net();
         let _s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         let max = Limits::DEFAULT.max_caller_data as usize;
         assert_eq!(
             c.conn
@@ -622,19 +659,17 @@ mod requested {
             Err(CmError::InvalidParameter)
         );
         let a = side(&net.a, 1);
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        connects(&c, &a, ep(B, 5000)).unwrap();
         // The QP is tied to `c` now.
         let d = client(&net.a);
         assert_eq!(
-            d.conn.connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&d, &a, ep(B, 5000)),
             Err(CmError::ConnectionInvalid)
         );
         // And `c` is busy.
         let a2 = side(&net.a, 2);
         assert_eq!(
-            c.conn.connect(&a2.qp, ep(A, 0), ep(B, 5000), LIMITS, b""),
+            connects(&c, &a2, ep(B, 5000)),
             Err(CmError::ConnectionInvalid)
         );
     }
@@ -644,8 +679,7 @@ mod requested {
         let net = net();
         let _local = listening(&net.a, ep(A, 6000));
         let _s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         assert_eq!(
             c.conn.connect(&a.qp, ep(A, 6000), ep(B, 5000), LIMITS, b""),
             Err(CmError::AddressInUse)
@@ -665,19 +699,13 @@ mod requested {
         let net = net();
         let (_s, a, _b, active, passive) = requested(&net, b"");
         passive.conn.reject(b"no thanks").unwrap();
-        assert_eq!(
-            active.events.take(),
-            vec![Ev::Connect(Err(CmError::ConnectionRefused))]
-        );
+        expect_events(&active, &[Ev::Connect(Err(CmError::ConnectionRefused))]);
         assert_eq!(active.conn.state(), Some(ConnState::Failed));
         assert_eq!(data_of(&active.conn).1, b"no thanks");
         // N28: the QP is untouched and free again.
         assert_eq!(a.qp.state(), QpState::Idle);
         let again = client(&net.a);
-        again
-            .conn
-            .connect(&a.qp, ep(A, 0), ep(B, 5000), LIMITS, b"")
-            .unwrap();
+        connects(&again, &a, ep(B, 5000)).unwrap();
         // Reject is over: a second answer is invalid.
         assert_eq!(passive.conn.reject(b""), Err(CmError::ConnectionInvalid));
         assert_eq!(
@@ -707,10 +735,7 @@ mod requested {
         let net = net();
         let (_s, _a, _b, active, passive) = requested(&net, b"");
         drop(passive);
-        assert_eq!(
-            active.events.take(),
-            vec![Ev::Connect(Err(CmError::ConnectionRefused))]
-        );
+        expect_events(&active, &[Ev::Connect(Err(CmError::ConnectionRefused))]);
     }
 
     #[test]
@@ -736,11 +761,7 @@ mod requested {
     fn test_reject_after_abandon_returns_aborted_rule_n16() {
         let net = net();
         let (_s, _a, _b, active, passive) = requested(&net, b"");
-        assert!(!passive.conn.peer_gone(), "the active side still waits");
-        drop(active);
-        // The observable tests wait on (`Connector::peer_gone`).
-        assert!(passive.conn.peer_gone());
-        assert_eq!(passive.conn.reject(b""), Err(CmError::ConnectionAborted));
+        expect_reject_aborted_once_gone(&passive, active, "the active side still waits");
     }
 
     #[test]
@@ -762,7 +783,7 @@ mod replied {
     fn replied(net: &Net) -> (Server, Side, Side, Client, Client) {
         let (s, a, b, active, passive) = requested(net, b"ping");
         passive.conn.accept(&b.qp, LIMITS, b"pong").unwrap();
-        assert_eq!(active.events.take(), vec![Ev::Connect(Ok(()))]);
+        expect_events(&active, &[Ev::Connect(Ok(()))]);
         assert_eq!(active.conn.state(), Some(ConnState::Replied));
         assert_eq!(passive.conn.state(), Some(ConnState::Accepting));
         (s, a, b, active, passive)
@@ -781,10 +802,7 @@ mod replied {
     #[test]
     fn test_read_limits_negotiated_rule_n20() {
         let net = net();
-        let s = listening(&net.b, ep(B, 5000));
-        let a = side(&net.a, 1);
-        let b = side(&net.b, 2);
-        let active = client(&net.a);
+        let (s, a, b, active) = parts(&net, &net.b, ep(B, 5000));
         // Outbound 500 is lowered to the adapter's 128.
         active
             .conn
@@ -809,7 +827,7 @@ mod replied {
         let net = net();
         let (_s, a, b, active, passive) = replied(&net);
         active.conn.complete_connect().unwrap();
-        assert_eq!(passive.events.take(), vec![Ev::Accept(Ok(()))]);
+        expect_events(&passive, &[Ev::Accept(Ok(()))]);
         assert_eq!(a.qp.state(), QpState::Connected);
         assert_eq!(b.qp.state(), QpState::Connected);
         let c = &net.a.device.counters;
@@ -828,10 +846,7 @@ mod replied {
         let net = net();
         let (_s, a, b, active, passive) = replied(&net);
         active.conn.reject(b"").unwrap();
-        assert_eq!(
-            passive.events.take(),
-            vec![Ev::Accept(Err(CmError::ConnectionAborted))]
-        );
+        expect_events(&passive, &[Ev::Accept(Err(CmError::ConnectionAborted))]);
         assert_eq!((a.qp.state(), b.qp.state()), (QpState::Idle, QpState::Idle));
     }
 
@@ -856,10 +871,7 @@ mod replied {
     fn test_reject_after_passive_closed_aborted_rule_n16() {
         let net = net();
         let (_s, _a, _b, active, passive) = replied(&net);
-        assert!(!active.conn.peer_gone(), "the passive side still accepts");
-        drop(passive);
-        assert!(active.conn.peer_gone());
-        assert_eq!(active.conn.reject(b""), Err(CmError::ConnectionAborted));
+        expect_reject_aborted_once_gone(&active, passive, "the passive side still accepts");
     }
 
     #[test]
@@ -871,10 +883,7 @@ mod replied {
             active.conn.complete_connect(),
             Err(CmError::ConnectionInvalid)
         );
-        assert_eq!(
-            passive.events.take(),
-            vec![Ev::Accept(Err(CmError::ConnectionAborted))]
-        );
+        expect_events(&passive, &[Ev::Accept(Err(CmError::ConnectionAborted))]);
         // The other way round.
         let (_s2, _a2, b2, active2, passive2) = requested_on(&net, 5001, (3, 4), b"");
         passive2.conn.accept(&b2.qp, LIMITS, b"").unwrap();
@@ -883,10 +892,7 @@ mod replied {
             active2.conn.complete_connect(),
             Err(CmError::ConnectionAborted)
         );
-        assert_eq!(
-            passive2.events.take(),
-            vec![Ev::Accept(Err(CmError::ConnectionInvalid))]
-        );
+        expect_events(&passive2, &[Ev::Accept(Err(CmError::ConnectionInvalid))]);
     }
 }
 
@@ -897,8 +903,7 @@ mod established {
 
     #[test]
     fn test_connections_and_endpoints_reported_rule_a19_a20() {
-        let net = net();
-        let c = established(&net);
+        let (net, c) = connected();
         let _e = SharedEndpoint::new(&net.a.set, ep(A, 9000)).unwrap();
         let mut conns = [ConnectionInfo {
             local: ep(ANY, 0),
@@ -933,8 +938,7 @@ mod established {
 
     #[test]
     fn test_established_addresses_rule_n22() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         assert_eq!(c.active.conn.peer(), Some(ep(B, 4000)));
         assert_eq!(c.passive.conn.local(), Some(ep(B, 4000)));
         assert_eq!(c.passive.conn.peer(), c.active.conn.local());
@@ -942,8 +946,7 @@ mod established {
 
     #[test]
     fn test_disconnect_waits_for_peer_rule_x1_x2_n24() {
-        let net = net();
-        let c = established(&net);
+        let (net, c) = connected();
         let buf = c.b.buffer(64, 0, Access::LOCAL_WRITE);
         c.b.qp.post_receive(9, &[buf.sge(0, 64)]).unwrap();
         c.active.conn.disconnect().unwrap();
@@ -951,13 +954,13 @@ mod established {
         assert!(c.active.events.take().is_empty());
         assert_eq!(c.active.conn.state(), Some(ConnState::Disconnecting));
         // X2: the peer is told; N24: its work is not flushed for that.
-        assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.passive, &[Ev::Indicated]);
         assert_eq!(c.b.qp.state(), QpState::Connected);
         assert!(c.b.rcq.drain().is_empty());
         // The peer answers: both complete successfully.
         c.passive.conn.disconnect().unwrap();
-        assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
-        assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&c.passive, &[Ev::Disconnect(Ok(()))]);
+        expect_events(&c.active, &[Ev::Disconnect(Ok(()))]);
         // X6: both QPs are out of the connection, the receive flushed.
         assert_eq!(c.a.qp.state(), QpState::Disconnected);
         assert_eq!(c.b.qp.state(), QpState::Disconnected);
@@ -975,37 +978,34 @@ mod established {
 
     #[test]
     fn test_disconnect_after_peer_disconnected_rule_x1_x2() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         c.passive.conn.disconnect().unwrap();
-        assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.active, &[Ev::Indicated]);
         assert!(
             c.passive.events.take().is_empty(),
             "waits for the active side"
         );
         // The peer's graceful disconnect arrived already: no wait.
         c.active.conn.disconnect().unwrap();
-        assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
-        assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&c.active, &[Ev::Disconnect(Ok(()))]);
+        expect_events(&c.passive, &[Ev::Disconnect(Ok(()))]);
     }
 
     #[test]
     fn test_peer_close_answers_the_wait_rule_x1() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         c.active.conn.disconnect().unwrap();
         let Conn {
             active, passive, ..
         } = c;
         drop(passive);
-        assert_eq!(active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&active, &[Ev::Disconnect(Ok(()))]);
     }
 
     #[test]
     fn test_simultaneous_disconnect_rule_x3() {
         for _ in 0..50 {
-            let net = net();
-            let c = established(&net);
+            let (_net, c) = connected();
             let barrier = std::sync::Barrier::new(2);
             std::thread::scope(|scope| {
                 scope.spawn(|| {
@@ -1034,8 +1034,7 @@ mod established {
 
     #[test]
     fn test_close_is_graceful_disconnect_towards_peer() {
-        let net = net();
-        let c = established(&net);
+        let (net, c) = connected();
         let Conn {
             active,
             passive,
@@ -1048,17 +1047,16 @@ mod established {
         // completes, only the close.
         assert_eq!(active.conn.close(), CloseState::Pending);
         assert_eq!(events.take(), vec![Ev::Closed]);
-        assert_eq!(passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&passive, &[Ev::Indicated]);
         passive.conn.disconnect().unwrap();
-        assert_eq!(passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&passive, &[Ev::Disconnect(Ok(()))]);
         drop((active, passive, a, b, server));
         assert_eq!(net.fabric.connector_count(), 0);
     }
 
     #[test]
     fn test_error_terminated_connection_indicates_abort_rule_e5_x2() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         let local = c.a.buffer(64, 1, Access::LOCAL_WRITE);
         // A Write with a token the peer does not know: remote access
         // error, and the connection ends (E5).
@@ -1075,25 +1073,18 @@ mod established {
         let completions = c.a.scq.drain();
         assert_eq!(completions.len(), 1);
         assert_ne!(completions[0].status, WcStatus::Success);
-        assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
-        assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.active, &[Ev::Indicated]);
+        expect_events(&c.passive, &[Ev::Indicated]);
         // X1: the disconnect of an aborted connection fails.
         c.active.conn.disconnect().unwrap();
-        assert_eq!(
-            c.active.events.take(),
-            vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
-        );
+        expect_events(&c.active, &[DISCONNECT_ABORTED]);
         c.passive.conn.disconnect().unwrap();
-        assert_eq!(
-            c.passive.events.take(),
-            vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
-        );
+        expect_events(&c.passive, &[DISCONNECT_ABORTED]);
     }
 
     #[test]
     fn test_abort_all_ends_the_devices_connections_rule_a15_x2() {
-        let net = net();
-        let c = established(&net);
+        let (net, c) = connected();
         let local = c.b.buffer(64, 1, Access::LOCAL_WRITE);
         c.b.qp.post_receive(7, &[local.sge(0, 64)]).unwrap();
         // NDK disabled on B's adapter: its connection is aborted.
@@ -1101,8 +1092,8 @@ mod established {
         crate::kernel::deferred::flush();
         // Both consumers are told (X2); B's outstanding receive is
         // cancelled (E5); the connection is no longer reported (A19).
-        assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
-        assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.active, &[Ev::Indicated]);
+        expect_events(&c.passive, &[Ev::Indicated]);
         let cancelled = c.b.rcq.drain();
         assert_eq!(cancelled.len(), 1);
         assert_eq!(cancelled[0].status, WcStatus::Cancelled);
@@ -1116,43 +1107,34 @@ mod established {
 
     #[test]
     fn test_peer_qp_closed_indicates_once_rule_n24() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         // The passive consumer closes its QP without disconnecting: an
         // abort for the active side.
         c.b.qp.close();
-        assert_eq!(c.active.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.active, &[Ev::Indicated]);
         // The passive consumer disconnects: it waits for the active side,
         // which gets no second indication.
         c.passive.conn.disconnect().unwrap();
-        assert_eq!(c.active.events.take(), vec![]);
-        assert_eq!(c.passive.events.take(), vec![]);
+        expect_events(&c.active, &[]);
+        expect_events(&c.passive, &[]);
         c.active.conn.disconnect().unwrap();
-        assert_eq!(
-            c.active.events.take(),
-            vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
-        );
-        assert_eq!(c.passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&c.active, &[DISCONNECT_ABORTED]);
+        expect_events(&c.passive, &[Ev::Disconnect(Ok(()))]);
     }
 
     #[test]
     fn test_abort_ends_the_wait_rule_x1() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         c.active.conn.disconnect().unwrap();
-        assert_eq!(c.passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&c.passive, &[Ev::Indicated]);
         // The peer's QP goes away without its disconnect: an abort.
         c.b.qp.close();
-        assert_eq!(
-            c.active.events.take(),
-            vec![Ev::Disconnect(Err(CmError::ConnectionAborted))]
-        );
+        expect_events(&c.active, &[DISCONNECT_ABORTED]);
     }
 
     #[test]
     fn test_no_reuse_after_disconnect_rule_x5() {
-        let net = net();
-        let c = established(&net);
+        let (net, c) = connected();
         c.active.conn.disconnect().unwrap();
         assert_eq!(c.active.conn.disconnect(), Err(CmError::ConnectionInvalid));
         assert_eq!(
@@ -1173,8 +1155,7 @@ mod established {
 
     #[test]
     fn test_disconnect_with_outstanding_work_flushes_rule_x7() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         let buf = c.a.buffer(64, 1, Access::LOCAL_WRITE);
         // A receive, and a Send the peer has no receive for (it waits).
         c.a.qp.post_receive(7, &[buf.sge(0, 32)]).unwrap();
@@ -1184,7 +1165,7 @@ mod established {
         assert!(c.a.scq.drain().is_empty());
         c.active.conn.disconnect().unwrap();
         c.passive.conn.disconnect().unwrap();
-        assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&c.active, &[Ev::Disconnect(Ok(()))]);
         let sends = c.a.scq.drain();
         let receives = c.a.rcq.drain();
         assert_eq!(sends.len(), 1);
@@ -1215,11 +1196,8 @@ mod established {
         c.active.conn.disconnect().unwrap();
         c.passive.conn.disconnect().unwrap();
         crate::kernel::deferred::flush();
-        assert_eq!(c.active.events.take(), vec![Ev::Disconnect(Ok(()))]);
-        assert_eq!(
-            c.passive.events.take(),
-            vec![Ev::Indicated, Ev::Disconnect(Ok(()))]
-        );
+        expect_events(&c.active, &[Ev::Disconnect(Ok(()))]);
+        expect_events(&c.passive, &[Ev::Indicated, Ev::Disconnect(Ok(()))]);
         assert!(c.a.qp.is_quiescent() && c.b.qp.is_quiescent());
         // Every request completed, successfully or cancelled (X7).
         assert_eq!(c.a.scq.drain().len(), 16);
@@ -1227,8 +1205,7 @@ mod established {
 
     #[test]
     fn test_close_during_disconnect_finishes_disconnect_first_rule_l20_l21() {
-        let net = net();
-        let c = established(&net);
+        let (_net, c) = connected();
         let Conn {
             active, passive, b, ..
         } = c;
@@ -1243,9 +1220,9 @@ mod established {
         );
         assert_eq!(b.qp.state(), QpState::Disconnected);
         // The peer had its indication; its own disconnect succeeds.
-        assert_eq!(passive.events.take(), vec![Ev::Indicated]);
+        expect_events(&passive, &[Ev::Indicated]);
         passive.conn.disconnect().unwrap();
-        assert_eq!(passive.events.take(), vec![Ev::Disconnect(Ok(()))]);
+        expect_events(&passive, &[Ev::Disconnect(Ok(()))]);
     }
 }
 
@@ -1292,8 +1269,7 @@ mod shared {
             SharedEndpoint::new(&net.a.set, local).err(),
             Some(CmError::AddressInUse)
         );
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
+        let (a, c) = connecting(&net.a);
         c.conn
             .connect_shared(&a.qp, &e, ep(B, 5000), LIMITS, b"")
             .unwrap();
@@ -1329,14 +1305,8 @@ mod loopback {
     #[test]
     fn test_loopback_on_one_device_rule_n27() {
         let net = net();
-        let s = listening(&net.a, ep(A, 5000));
-        let a1 = side(&net.a, 1);
-        let a2 = side(&net.a, 2);
-        let active = client(&net.a);
-        active
-            .conn
-            .connect(&a1.qp, ep(ANY, 0), ep(A, 5000), LIMITS, b"")
-            .unwrap();
+        let (s, a1, a2, active) = parts(&net, &net.a, ep(A, 5000));
+        connects_from(&active, &a1, ep(ANY, 0), ep(A, 5000)).unwrap();
         assert_eq!(
             active.conn.local().unwrap().ip,
             A,
@@ -1347,10 +1317,7 @@ mod loopback {
         active.conn.complete_connect().unwrap();
         assert_eq!(a1.qp.state(), QpState::Connected);
         active.conn.disconnect().unwrap();
-        assert_eq!(
-            passive.events.take(),
-            vec![Ev::Accept(Ok(())), Ev::Indicated]
-        );
+        expect_events(&passive, &[Ev::Accept(Ok(())), Ev::Indicated]);
     }
 
     #[test]
@@ -1454,7 +1421,7 @@ mod changing {
             Err(CmError::InvalidAddress)
         );
         // The address is free for another device now.
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let other = inline_device();
         let mut theirs = AddressSet::register(&net.fabric, &other, &[]).unwrap();
         assert!(theirs.add(C).unwrap());
         assert!(Arc::ptr_eq(&net.fabric.device_of(C).unwrap(), &other));
@@ -1465,28 +1432,17 @@ mod changing {
         let net = net();
         let (mut h, opening) = bare(&net.fabric);
         h.set.add(C).unwrap();
-        let requests = Arc::new(Requests::default());
-        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
-        l.listen(ep(C, 80)).unwrap();
-        let server = Server {
-            listener: l,
-            requests,
-        };
+        let server = server_on(&opening);
+        server.listener.listen(ep(C, 80)).unwrap();
         h.set.remove(C);
         // N7: the endpoint stays the listener's.
         assert!(net.fabric.is_bound(C, 80));
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
-        assert_eq!(
-            c.conn.connect(&a.qp, ep(A, 0), ep(C, 80), LIMITS, b""),
-            Err(CmError::HostUnreachable)
-        );
+        let (a, c) = connecting(&net.a);
+        assert_eq!(connects(&c, &a, ep(C, 80)), Err(CmError::HostUnreachable));
         assert!(server.next().is_none());
         // The address comes back: the same listener hears requests again.
         h.set.add(C).unwrap();
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(C, 80), LIMITS, b"")
-            .unwrap();
+        connects(&c, &a, ep(C, 80)).unwrap();
         assert!(server.next().is_some());
     }
 
@@ -1494,23 +1450,12 @@ mod changing {
     fn test_wildcard_listener_follows_the_addresses_rule_n31() {
         let net = net();
         let (mut h, opening) = bare(&net.fabric);
-        let requests = Arc::new(Requests::default());
-        let l = Listener::new(&opening, Arc::clone(&requests) as _).unwrap();
-        l.listen(ep(ANY, 81)).unwrap();
-        let server = Server {
-            listener: l,
-            requests,
-        };
-        let a = side(&net.a, 1);
-        let c = client(&net.a);
-        assert_eq!(
-            c.conn.connect(&a.qp, ep(A, 0), ep(C, 81), LIMITS, b""),
-            Err(CmError::HostUnreachable)
-        );
+        let server = server_on(&opening);
+        server.listener.listen(ep(ANY, 81)).unwrap();
+        let (a, c) = connecting(&net.a);
+        assert_eq!(connects(&c, &a, ep(C, 81)), Err(CmError::HostUnreachable));
         h.set.add(C).unwrap();
-        c.conn
-            .connect(&a.qp, ep(A, 0), ep(C, 81), LIMITS, b"")
-            .unwrap();
+        connects(&c, &a, ep(C, 81)).unwrap();
         assert!(server.next().is_some());
         drop(server);
     }
@@ -1552,7 +1497,7 @@ mod changing {
     #[test]
     fn test_adds_and_removes_race_with_openings() {
         let fabric = Fabric::new();
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let set = std::sync::Mutex::new(AddressSet::register(&fabric, &device, &[]).unwrap());
         std::thread::scope(|s| {
             s.spawn(|| {

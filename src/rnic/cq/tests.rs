@@ -95,6 +95,31 @@ fn cq(depth: u32) -> (Arc<Cq>, Arc<Recorder>) {
     cq_with_hook(depth, None)
 }
 
+/// Pushes `completions` in order, none overflowing.
+#[track_caller]
+fn push_all(cq: &Cq, completions: impl IntoIterator<Item = Completion>) {
+    for completion in completions {
+        cq.push(completion).unwrap();
+    }
+}
+
+/// A disarmed CQ of `depth` holding `completions`, none polled.
+fn holding(
+    depth: u32,
+    completions: impl IntoIterator<Item = Completion>,
+) -> (Arc<Cq>, Arc<Recorder>) {
+    let (cq, recorder) = cq(depth);
+    push_all(&cq, completions);
+    (cq, recorder)
+}
+
+/// What a fresh CQ armed with `arm` notified when `completion` arrived.
+fn notifies_after(arm: ArmType, completion: Completion) -> Vec<CqEvent> {
+    let (cq, recorder) = armed(4, arm);
+    cq.push(completion).unwrap();
+    recorder.notifies()
+}
+
 /// A CQ armed with `arm` and nothing queued.
 fn armed(depth: u32, arm: ArmType) -> (Arc<Cq>, Arc<Recorder>) {
     let (cq, recorder) = cq(depth);
@@ -163,10 +188,7 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_push_never_fires_rule_c3() {
-        let (cq, recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
-        cq.push(failed(2)).unwrap();
-        cq.push(solicited(3)).unwrap();
+        let (cq, recorder) = holding(4, [ok(1), failed(2), solicited(3)]);
         assert!(recorder.calls().is_empty());
         assert_eq!(cq.len(), 3);
         assert!(!cq.is_empty());
@@ -175,10 +197,7 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_poll_oldest_first_up_to_out_len_rule_k1() {
-        let (cq, _recorder) = cq(4);
-        for context in 1..=3 {
-            cq.push(ok(context)).unwrap();
-        }
+        let (cq, _recorder) = holding(4, (1..=3).map(ok));
         let mut out = [FREE_SLOT; 2];
         assert_eq!(cq.poll(&mut out), 2);
         assert_eq!(out.map(|c| c.request_context), [1, 2]);
@@ -216,10 +235,7 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_resize_below_count_fails_and_loses_nothing_rule_k4() {
-        let (cq, _recorder) = cq(4);
-        for context in 1..=3 {
-            cq.push(ok(context)).unwrap();
-        }
+        let (cq, _recorder) = holding(4, (1..=3).map(ok));
         assert_eq!(cq.resize(2), Err(ResizeError::BelowCount));
         assert_eq!(cq.depth(), 4);
         cq.push(ok(4)).unwrap();
@@ -230,17 +246,13 @@ mod disarmed {
     fn test_disarmed_resize_up_keeps_order_across_wrap_rule_k4() {
         let (cq, _recorder) = cq(3);
         let mut out = [FREE_SLOT; 2];
-        for context in 1..=3 {
-            cq.push(ok(context)).unwrap();
-        }
+        push_all(&cq, (1..=3).map(ok));
         assert_eq!(cq.poll(&mut out), 2);
         // The ring now wraps: 3 at the end, 4 and 5 at the start.
-        cq.push(ok(4)).unwrap();
-        cq.push(ok(5)).unwrap();
+        push_all(&cq, [ok(4), ok(5)]);
         cq.resize(5).unwrap();
         assert_eq!(cq.depth(), 5);
-        cq.push(ok(6)).unwrap();
-        cq.push(ok(7)).unwrap();
+        push_all(&cq, [ok(6), ok(7)]);
         assert_eq!(
             cq.push(ok(8)),
             Err(CqError::Overflowed),
@@ -251,10 +263,7 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_resize_down_to_count_keeps_order_rule_k4() {
-        let (cq, _recorder) = cq(8);
-        for context in 1..=3 {
-            cq.push(ok(context)).unwrap();
-        }
+        let (cq, _recorder) = holding(8, (1..=3).map(ok));
         cq.resize(3).unwrap();
         assert_eq!(cq.depth(), 3);
         assert_eq!(cq.push(ok(4)), Err(CqError::Overflowed));
@@ -270,8 +279,7 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_arm_any_with_fresh_completion_fires_at_once_rule_c4() {
-        let (cq, recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
+        let (cq, recorder) = holding(4, [ok(1)]);
         cq.arm(ArmType::Any);
         assert_eq!(recorder.notifies(), [CqEvent::Completion]);
         // Fired once for that arm (rule C3); the completion is still there.
@@ -282,26 +290,21 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_arm_solicited_with_fresh_solicited_fires_rule_c4_e9() {
-        let (cq, recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
-        cq.push(solicited(2)).unwrap();
-        cq.push(ok(3)).unwrap();
+        let (cq, recorder) = holding(4, [ok(1), solicited(2), ok(3)]);
         cq.arm(ArmType::Solicited);
         assert_eq!(recorder.notifies(), [CqEvent::Completion]);
     }
 
     #[test]
     fn test_disarmed_arm_solicited_with_fresh_error_fires_rule_c4_e9() {
-        let (cq, recorder) = cq(4);
-        cq.push(failed(1)).unwrap();
+        let (cq, recorder) = holding(4, [failed(1)]);
         cq.arm(ArmType::Solicited);
         assert_eq!(recorder.notifies(), [CqEvent::Completion]);
     }
 
     #[test]
     fn test_disarmed_arm_solicited_with_only_unsolicited_waits_rule_c4() {
-        let (cq, recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
+        let (cq, recorder) = holding(4, [ok(1)]);
         cq.arm(ArmType::Solicited);
         assert!(recorder.calls().is_empty());
         cq.push(solicited(2)).unwrap();
@@ -310,17 +313,14 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_arm_errors_with_fresh_completions_waits_rule_c4_e12() {
-        let (cq, recorder) = cq(4);
-        cq.push(failed(1)).unwrap();
-        cq.push(solicited(2)).unwrap();
+        let (cq, recorder) = holding(4, [failed(1), solicited(2)]);
         cq.arm(ArmType::Errors);
         assert!(recorder.calls().is_empty());
     }
 
     #[test]
     fn test_disarmed_arm_after_drain_waits_rule_c4() {
-        let (cq, recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
+        let (cq, recorder) = holding(4, [ok(1)]);
         assert_eq!(drain(&cq), [1]);
         cq.arm(ArmType::Any);
         assert!(recorder.calls().is_empty());
@@ -328,11 +328,8 @@ mod disarmed {
 
     #[test]
     fn test_disarmed_arm_solicited_after_fresh_solicited_polled_waits_rule_c4() {
-        let (cq, recorder) = cq(4);
-        cq.push(solicited(1)).unwrap();
-        cq.push(ok(2)).unwrap();
-        let mut out = [FREE_SLOT; 1];
-        assert_eq!(cq.poll(&mut out), 1);
+        let (cq, recorder) = holding(4, [solicited(1), ok(2)]);
+        assert_eq!(cq.poll(&mut [FREE_SLOT]), 1);
         // Only the unsolicited success is left: it is fresh but does not
         // match a SOLICITED arm.
         cq.arm(ArmType::Solicited);
@@ -350,41 +347,23 @@ mod armed {
         let (cq, recorder) = armed(4, ArmType::Any);
         cq.push(ok(1)).unwrap();
         assert_eq!(recorder.notifies(), [CqEvent::Completion]);
-        cq.push(ok(2)).unwrap();
-        cq.push(ok(3)).unwrap();
+        push_all(&cq, [ok(2), ok(3)]);
         assert_eq!(recorder.notifies(), [CqEvent::Completion], "once per arm");
-    }
-
-    #[test]
-    fn test_armed_any_fires_on_error_completion_rule_e9() {
-        let (cq, recorder) = armed(4, ArmType::Any);
-        cq.push(failed(1)).unwrap();
-        assert_eq!(recorder.notifies(), [CqEvent::Completion]);
     }
 
     #[test]
     fn test_armed_solicited_ignores_unsolicited_success_rule_c3() {
         let (cq, recorder) = armed(4, ArmType::Solicited);
-        cq.push(ok(1)).unwrap();
-        cq.push(ok(2)).unwrap();
+        push_all(&cq, [ok(1), ok(2)]);
         assert!(recorder.calls().is_empty());
         cq.push(solicited(3)).unwrap();
         assert_eq!(recorder.notifies(), [CqEvent::Completion]);
     }
 
     #[test]
-    fn test_armed_solicited_fires_on_error_completion_rule_e9() {
-        let (cq, recorder) = armed(4, ArmType::Solicited);
-        cq.push(failed(1)).unwrap();
-        assert_eq!(recorder.notifies(), [CqEvent::Completion]);
-    }
-
-    #[test]
     fn test_armed_errors_ignores_every_completion_rule_e12() {
         let (cq, recorder) = armed(4, ArmType::Errors);
-        cq.push(ok(1)).unwrap();
-        cq.push(solicited(2)).unwrap();
-        cq.push(failed(3)).unwrap();
+        push_all(&cq, [ok(1), solicited(2), failed(3)]);
         assert!(recorder.calls().is_empty());
     }
 
@@ -407,28 +386,28 @@ mod armed {
         }
     }
 
-    #[test]
-    fn test_armed_any_row_rearm_rule_c6() {
-        use ArmType::{Any, Errors, Solicited};
-        assert_eq!(behaviour_after(Any, Any), Any);
-        assert_eq!(behaviour_after(Any, Errors), Any);
-        assert_eq!(behaviour_after(Any, Solicited), Any);
+    /// C6 by behaviour: one test per row of the merge table, the arm in
+    /// force after arming `first` and then each second arm.
+    macro_rules! rearm_rows {
+        ($(#[$test:meta] $name:ident: $first:ident then
+            [$($second:ident => $merged:ident),*];)*) => {$(
+            #[$test]
+            fn $name() {
+                use ArmType::{Any, Errors, Solicited};
+                for (second, merged) in [$(($second, $merged)),*] {
+                    assert_eq!(behaviour_after($first, second), merged, "then {second:?}");
+                }
+            }
+        )*};
     }
 
-    #[test]
-    fn test_armed_errors_row_rearm_rule_c6() {
-        use ArmType::{Any, Errors, Solicited};
-        assert_eq!(behaviour_after(Errors, Any), Any);
-        assert_eq!(behaviour_after(Errors, Errors), Errors);
-        assert_eq!(behaviour_after(Errors, Solicited), Solicited);
-    }
-
-    #[test]
-    fn test_armed_solicited_row_rearm_rule_c6() {
-        use ArmType::{Any, Errors, Solicited};
-        assert_eq!(behaviour_after(Solicited, Any), Any);
-        assert_eq!(behaviour_after(Solicited, Errors), Solicited);
-        assert_eq!(behaviour_after(Solicited, Solicited), Solicited);
+    rearm_rows! {
+        #[test] test_armed_any_row_rearm_rule_c6: Any then
+            [Any => Any, Errors => Any, Solicited => Any];
+        #[test] test_armed_errors_row_rearm_rule_c6: Errors then
+            [Any => Any, Errors => Errors, Solicited => Solicited];
+        #[test] test_armed_solicited_row_rearm_rule_c6: Solicited then
+            [Any => Any, Errors => Solicited, Solicited => Solicited];
     }
 
     #[test]
@@ -451,14 +430,29 @@ mod armed {
         cq.push(ok(1)).unwrap();
         // Arrives after the callback was initiated, while disarmed.
         cq.push(ok(2)).unwrap();
-        let mut out = [FREE_SLOT; 1];
-        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!(cq.poll(&mut [FREE_SLOT]), 1);
         cq.arm(ArmType::Any);
         assert_eq!(
             recorder.notifies().len(),
             2,
             "entry 2 is fresh and still queued"
         );
+    }
+
+    /// E9: an error completion satisfies an ANY or a SOLICITED arm; one test
+    /// per arm.
+    macro_rules! fires_on_error {
+        ($(#[$test:meta] $name:ident: $arm:ident;)*) => {$(
+            #[$test]
+            fn $name() {
+                assert_eq!(notifies_after(ArmType::$arm, failed(1)), [CqEvent::Completion]);
+            }
+        )*};
+    }
+
+    fires_on_error! {
+        #[test] test_armed_any_fires_on_error_completion_rule_e9: Any;
+        #[test] test_armed_solicited_fires_on_error_completion_rule_e9: Solicited;
     }
 }
 
@@ -595,8 +589,7 @@ mod error {
     #[test]
     fn test_error_overflow_armed_reports_overflow_rule_e10_e12() {
         let (cq, recorder) = armed(2, ArmType::Errors);
-        cq.push(ok(1)).unwrap();
-        cq.push(ok(2)).unwrap();
+        push_all(&cq, [ok(1), ok(2)]);
         assert!(!cq.is_error());
         assert_eq!(cq.push(ok(3)), Err(CqError::Overflowed));
         assert!(cq.is_error());
@@ -611,8 +604,7 @@ mod error {
 
     #[test]
     fn test_error_overflow_unarmed_reported_at_next_arm_rule_e10_e12() {
-        let (cq, recorder) = cq(1);
-        cq.push(ok(1)).unwrap();
+        let (cq, recorder) = holding(1, [ok(1)]);
         assert_eq!(cq.push(ok(2)), Err(CqError::Overflowed));
         assert!(recorder.calls().is_empty(), "only through an arm (rule C3)");
         cq.arm(ArmType::Solicited);
@@ -671,8 +663,7 @@ mod error {
 
     #[test]
     fn test_error_first_error_wins_rule_e11() {
-        let (cq, recorder) = cq(1);
-        cq.push(ok(1)).unwrap();
+        let (cq, recorder) = holding(1, [ok(1)]);
         assert_eq!(cq.push(ok(2)), Err(CqError::Overflowed));
         cq.fail();
         cq.arm(ArmType::Any);
@@ -681,17 +672,14 @@ mod error {
 
     #[test]
     fn test_error_poll_returns_entries_queued_before_rule_e10() {
-        let (cq, _recorder) = cq(2);
-        cq.push(ok(1)).unwrap();
-        cq.push(ok(2)).unwrap();
+        let (cq, _recorder) = holding(2, [ok(1), ok(2)]);
         assert_eq!(cq.push(ok(3)), Err(CqError::Overflowed));
         assert_eq!(drain(&cq), [1, 2], "the overflowing completion is dropped");
     }
 
     #[test]
     fn test_error_resize_fails_rule_e13() {
-        let (cq, _recorder) = cq(2);
-        cq.push(ok(1)).unwrap();
+        let (cq, _recorder) = holding(2, [ok(1)]);
         cq.fail();
         assert_eq!(cq.resize(8), Err(ResizeError::InError));
         assert_eq!(cq.depth(), 2);
@@ -730,8 +718,7 @@ mod closed {
 
     #[test]
     fn test_closed_push_fails() {
-        let (cq, _recorder) = cq(4);
-        cq.push(ok(1)).unwrap();
+        let (cq, _recorder) = holding(4, [ok(1)]);
         assert_eq!(cq.close(), CloseState::Done);
         assert_eq!(cq.push(ok(2)), Err(CqError::Closed));
         assert_eq!(cq.len(), 1);

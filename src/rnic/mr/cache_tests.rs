@@ -11,11 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::{Denied, Finish, Mr, Pd, Progress, Segment, TokenCache};
 use crate::kernel::sync::Arc;
 use crate::rnic::cq::{ArmType, Cq, CqEvent, CqNotify};
-use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::keys::REMOTE_BIT;
 use crate::rnic::qp::{self, Payload, Qp};
-use crate::rnic::testing::{Buffer, CONFIG, Registered, Side, TestCq, drain};
-use crate::rnic::types::{Access, Limits, Sge, WcStatus, WrFlags};
+use crate::rnic::testing::{Buffer, CONFIG, Registered, Side, TestCq, drain, inline_device};
+use crate::rnic::types::{Access, Sge, WcStatus, WrFlags};
 
 /// Bytes of the regions of these tests.
 const LEN: usize = 64;
@@ -32,7 +31,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let other_pd = Pd::new(&device).unwrap();
         Self {
@@ -223,7 +222,7 @@ fn test_cache_close_while_cached_refuses_the_token_rule_l21() {
 
 #[test]
 fn test_cache_full_falls_back_to_segments_holding_their_own_use_rule_m11() {
-    let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+    let device = inline_device();
     let pd = Pd::new(&device).unwrap();
     let regions: Vec<_> = (0..=super::CACHE_ENTRIES)
         .map(|i| {
@@ -393,8 +392,8 @@ struct Deregistering {
 
 impl Deregistering {
     fn new() -> Self {
-        let device_a = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let device_b = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device_a = inline_device();
+        let device_b = inline_device();
         let b = Side::new(&device_b, 0xB, CONFIG);
         let pd = Pd::new(&device_a).unwrap();
         let first = Registered::new(&pd, Buffer::pattern(LEN, 1), Access::empty());

@@ -28,6 +28,12 @@ mod spans;
 /// Both engine modes: every data-path test runs in each.
 const MODES: [EngineMode; 2] = [EngineMode::Inline, EngineMode::Deferred];
 
+/// `arrange` run once in each engine mode, with the mode: the loop of
+/// every data-path test.
+fn each_mode<T>(arrange: impl Fn(EngineMode) -> T) -> impl Iterator<Item = (EngineMode, T)> {
+    MODES.into_iter().map(move |mode| (mode, arrange(mode)))
+}
+
 /// `PAGE_SIZE` as a `usize`, for buffer sizes and slices.
 const PAGE: usize = 4096;
 
@@ -108,6 +114,31 @@ fn calls(counter: &AtomicUsize) -> usize {
     counter.load(Ordering::SeqCst)
 }
 
+/// A window that is closed when the test lets go of it, as every window
+/// test ends (its token leaves the PD's table).
+struct Window(Arc<Mw>);
+
+impl core::ops::Deref for Window {
+    type Target = Arc<Mw>;
+
+    fn deref(&self) -> &Arc<Mw> {
+        &self.0
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A buffer of `len` bytes of `side` registered with `access`, and a new
+/// window of `side`'s PD, unbound.
+fn window_over(side: &Side, len: usize, access: Access) -> (Registered, Window) {
+    let reg = side.buffer(len, 0, access);
+    (reg, Window(Mw::new(&side.pd).unwrap()))
+}
+
 /// Resolves a local SGE of `pd` and drops the segment at once.
 fn local(pd: &Pd, key: u32, addr: u64, len: usize, need: Access) -> Result<(), Denied> {
     let sge = Sge {
@@ -167,6 +198,14 @@ fn assert_status(c: Completion, opcode: Opcode, status: WcStatus) {
     assert_eq!((c.opcode, c.status), (opcode, status), "{c:?}");
 }
 
+/// `c` completed `opcode` with the error `status`, which ended the
+/// connection (see [`assert_terminated`]).
+#[track_caller]
+fn expect_failed(pair: &Pair, c: Completion, opcode: Opcode, status: WcStatus) {
+    assert_status(c, opcode, status);
+    assert_terminated(pair);
+}
+
 /// E5: an error completion ended the connection on both sides, and a later
 /// request completes cancelled.
 #[track_caller]
@@ -207,6 +246,32 @@ fn write_pattern(
     (src, c)
 }
 
+/// Writes as [`write_pattern`] does and expects the Write to complete with
+/// `status`; returns the source.
+#[track_caller]
+fn expect_write(
+    pair: &Pair,
+    len: usize,
+    seed: u8,
+    raddr: u64,
+    rkey: u32,
+    status: WcStatus,
+) -> Registered {
+    let (src, c) = write_pattern(pair, len, seed, raddr, rkey);
+    assert_status(c, Opcode::Write, status);
+    src
+}
+
+/// Writes as [`write_pattern`] does and expects the Write to fail, with
+/// whatever error, ending the connection (E5).
+#[track_caller]
+fn expect_write_error(pair: &Pair, len: usize, seed: u8, raddr: u64, rkey: u32, mode: EngineMode) {
+    let (_, c) = write_pattern(pair, len, seed, raddr, rkey);
+    assert_eq!(c.opcode, Opcode::Write);
+    assert!(!c.status.is_success(), "{mode:?}: {c:?}");
+    assert_terminated(pair);
+}
+
 /// Sends `src` from side a, settles, expects the Send and the receive side
 /// b posted before to succeed; returns the receive's completion.
 #[track_caller]
@@ -236,6 +301,26 @@ fn fast(side: &Side, pages: u32, remote_ok: bool) -> Arc<Mr> {
     let mr = Mr::new(&side.pd, true).unwrap();
     mr.init_fast(pages, remote_ok).unwrap();
     mr
+}
+
+/// Two LAMs of `pages` pages each on `side`'s device, filled with `fills`.
+fn two_lams(side: &Side, pages: usize, fills: [u8; 2]) -> [LamPages; 2] {
+    fills.map(|fill| LamPages::new(&side.device, pages, fill))
+}
+
+/// A LAM of `lam_pages` pages filled with `fill` on `side`'s device, and a
+/// fast-register region of `side` initialized for `pages` pages.
+fn fast_over(
+    side: &Side,
+    lam_pages: usize,
+    fill: u8,
+    pages: u32,
+    remote_ok: bool,
+) -> (LamPages, Arc<Mr>) {
+    (
+        LamPages::new(&side.device, lam_pages, fill),
+        fast(side, pages, remote_ok),
+    )
 }
 
 /// A fast mapping as a FastRegister posts it (rules M15, M16): `len`
@@ -537,8 +622,7 @@ mod registered {
 
     #[test]
     fn test_registered_sge_addresses_are_virtual_address_indexes_rule_m4() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             // The index is unrelated to where the bytes are: the device
             // reaches them through the span only.
             let mut src = Buffer::pattern(3 * PAGE + 123, 7);
@@ -615,25 +699,22 @@ mod registered {
                 key: src.mr.local_key().unwrap(),
             };
             let c = write(&pair, &[zero_based], dst.raddr(0), dst.rkey());
-            assert_status(c, Opcode::Write, WcStatus::LocalAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::LocalAccessError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
 
             // Remotely: a remote address that counts from 0.
             let pair = Pair::new(mode);
             let src = pair.a.pattern(64, 1, Access::empty());
             let dst = pair.b.buffer(64, 0, ALL);
             let c = write(&pair, &[src.sge(0, 16)], 8, dst.rkey());
-            assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
         }
     }
 
     #[test]
     fn test_registered_remote_write_implies_local_write_rule_m6() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let dst = pair.b.buffer(32, 0, Access::REMOTE_WRITE);
             let pd = &pair.b.pd;
             let key = dst.mr.local_key().unwrap();
@@ -652,8 +733,7 @@ mod registered {
 
     #[test]
     fn test_registered_local_read_always_granted_rule_m6() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (_, pair) in each_mode(Pair::new) {
             // No rights at all: still a valid source of a Send and a Write.
             let src = pair.a.pattern(48, 9, Access::empty());
             let pd = &pair.a.pd;
@@ -669,9 +749,8 @@ mod registered {
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes());
             // But not a Read sink: that is a local write.
             let c = read_of(&pair, &[src.sge(0, 8)], &dst, 0);
-            assert_status(c, Opcode::Read, WcStatus::LocalAccessError);
+            expect_failed(&pair, c, Opcode::Read, WcStatus::LocalAccessError);
             assert_eq!(src.buffer.bytes(), dst.buffer.bytes(), "nothing landed");
-            assert_terminated(&pair);
         }
     }
 
@@ -711,8 +790,7 @@ mod registered {
 
     #[test]
     fn test_registered_read_sink_flag_never_required_never_refused_rule_m9() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             // Accepted with and without local write.
             let sink_only = pair.a.buffer(8, 0, Access::READ_SINK);
             assert!(sink_only.mr.local_key().is_some());
@@ -737,8 +815,7 @@ mod registered {
 
     #[test]
     fn test_registered_remote_writes_land_at_their_offsets_rule_p19() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let len = 3 * PAGE;
             let dst = pair.b.buffer(len, 0xEE, ALL);
             let src = pair.a.pattern(len, 5, Access::empty());
@@ -778,8 +855,7 @@ mod registered {
 
     #[test]
     fn test_registered_zero_length_read_and_write_touch_nothing_rule_p19() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let target = pair.b.pattern(64, 2, ALL);
             let before = target.buffer.bytes().to_vec();
             let local = pair.a.buffer(16, 0x55, Access::LOCAL_WRITE);
@@ -799,24 +875,27 @@ mod registered {
 
     #[test]
     fn test_registered_read_past_end_fails_remote_operation_error_rule_p20() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let src = pair.b.pattern(100, 1, Access::REMOTE_READ);
             let dst = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
             let c = read_of(&pair, &[dst.sge(0, 64)], &src, 50);
-            assert_status(c, Opcode::Read, WcStatus::RemoteOperationError);
+            expect_failed(&pair, c, Opcode::Read, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
-            assert_terminated(&pair);
         }
     }
 
     #[test]
     fn test_registered_write_past_end_refused_rule_m34() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let dst = pair.b.buffer(100, 0, ALL);
-            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(50), dst.rkey());
-            assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
+            expect_write(
+                &pair,
+                64,
+                1,
+                dst.raddr(50),
+                dst.rkey(),
+                WcStatus::RemoteOperationError,
+            );
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
         }
@@ -824,24 +903,21 @@ mod registered {
 
     #[test]
     fn test_registered_missing_remote_right_refused_rule_m34() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let dst = pair
                 .b
                 .buffer(64, 0, Access::REMOTE_READ | Access::LOCAL_WRITE);
             let src = pair.a.pattern(64, 1, Access::LOCAL_WRITE);
             let c = write(&pair, &[src.sge(0, 64)], dst.raddr(0), dst.rkey());
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
-            assert_terminated(&pair);
 
             let pair = Pair::new(mode);
             let secret = pair.b.pattern(64, 1, Access::REMOTE_WRITE);
             let sink = pair.a.buffer(64, 0, Access::LOCAL_WRITE);
             let c = read_of(&pair, &[sink.sge(0, 64)], &secret, 0);
-            assert_status(c, Opcode::Read, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Read, WcStatus::RemoteAccessError);
             assert!(sink.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
         }
     }
 
@@ -856,8 +932,14 @@ mod registered {
             for bogus in forgeries {
                 let pair = Pair::new(mode);
                 let dst = pair.b.buffer(64, 0, ALL);
-                let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), bogus(dst.rkey()));
-                assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+                expect_write(
+                    &pair,
+                    64,
+                    1,
+                    dst.raddr(0),
+                    bogus(dst.rkey()),
+                    WcStatus::RemoteAccessError,
+                );
                 assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert!(pair.b.rcq.drain().is_empty());
                 assert_terminated(&pair);
@@ -923,8 +1005,7 @@ mod registered {
 
     #[test]
     fn test_registered_deregister_refuses_tokens_locally_and_remotely_rule_m11() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let dst = pair.b.buffer(64, 0, ALL);
             let (lkey, rkey) = (dst.mr.local_key().unwrap(), dst.rkey());
             let (count, finish) = counted();
@@ -941,8 +1022,14 @@ mod registered {
                 remote_on(&pair.b, rkey, dst.raddr(0), 1, Access::REMOTE_WRITE),
                 Err(Denied::Token)
             );
-            let (_, c) = write_pattern(&pair, 64, 1, dst.raddr(0), rkey);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_write(
+                &pair,
+                64,
+                1,
+                dst.raddr(0),
+                rkey,
+                WcStatus::RemoteAccessError,
+            );
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
         }
@@ -950,12 +1037,10 @@ mod registered {
 
     #[test]
     fn test_registered_largest_registration_moves_every_byte_rule_m10() {
-        for mode in MODES {
-            let pair = pair_with(mode, small_limits());
+        for (mode, pair) in each_mode(|mode| pair_with(mode, small_limits())) {
             let len = 4 * PAGE;
             let dst = pair.b.buffer(len, 0, ALL);
-            let (src, c) = write_pattern(&pair, len, 8, dst.raddr(0), dst.rkey());
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, len, 8, dst.raddr(0), dst.rkey(), WcStatus::Success);
             assert_eq!(dst.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             let back = pair.a.buffer(len, 0, Access::LOCAL_WRITE);
             let c = read_of(&pair, &[back.sge(0, len32(len))], &dst, 0);
@@ -967,6 +1052,13 @@ mod registered {
 
 mod deregistering {
     use super::*;
+
+    /// A use of the first 8 bytes of `reg`, held until it is dropped.
+    fn first_use(device: &Device, pd: &Pd, reg: &Registered) -> Segment {
+        device
+            .resolve_local(pd, &reg.sge(0, 8), Access::empty())
+            .unwrap()
+    }
 
     /// A registered region on its own device, with its buffer.
     fn region(access: Access) -> (Arc<Device>, Arc<Pd>, Registered) {
@@ -1017,9 +1109,7 @@ mod deregistering {
     #[test]
     fn test_deregistering_calls_refused_while_pending_rule_m11() {
         let (device, pd, reg) = region(ALL);
-        let seg = device
-            .resolve_local(&pd, &reg.sge(0, 8), Access::empty())
-            .unwrap();
+        let seg = first_use(&device, &pd, &reg);
         let (count, finish) = counted();
         assert_eq!(reg.mr.deregister(finish), Ok(Progress::Pending));
         let (again, finish_again) = counted();
@@ -1056,9 +1146,7 @@ mod deregistering {
         // A close during a pending deregistration completes both, the
         // deregistration first, each exactly once (L8, L21, L22).
         let (device, pd, reg) = region(ALL);
-        let seg = device
-            .resolve_local(&pd, &reg.sge(0, 8), Access::empty())
-            .unwrap();
+        let seg = first_use(&device, &pd, &reg);
         let order = Arc::new(Mutex::new(Vec::new()));
         let log = |name: &'static str| -> Finish {
             let order = Arc::clone(&order);
@@ -1075,8 +1163,7 @@ mod deregistering {
     #[test]
     fn test_deregistering_fast_region_close_in_use_pends_rule_l21() {
         let pair = Pair::new(EngineMode::Inline);
-        let lam = LamPages::new(&pair.a.device, 1, 0);
-        let mr = fast(&pair.a, 1, false);
+        let (lam, mr) = fast_over(&pair.a, 1, 0, 1, false);
         Mapping::new(&[lam.page(0)], PAGE_SIZE)
             .access(Access::LOCAL_WRITE)
             .expect_mapped(&pair.a, &mr);
@@ -1221,11 +1308,9 @@ mod fast_uninitialized {
 
     #[test]
     fn test_fast_uninitialized_sixteen_pages_always_served_rule_m14() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             assert!(pair.b.device.limits().max_fr_pages >= 16);
-            let lam = LamPages::new(&pair.b.device, 16, 0xAB);
-            let mr = fast(&pair.b, 16, true);
+            let (lam, mr) = fast_over(&pair.b, 16, 0xAB, 16, true);
             // The pages in reverse order: 16 non-adjacent pages, FBO ≠ 0.
             let map: Vec<(usize, usize)> = (0..16).rev().map(|p| (0, p)).collect();
             let pages: Vec<u64> = map.iter().map(|&(_, p)| lam.page(p)).collect();
@@ -1237,8 +1322,14 @@ mod fast_uninitialized {
                 .base(base)
                 .access(ALL)
                 .expect_mapped(&pair.b, &mr);
-            let (src, c) = write_pattern(&pair, len, 6, base, mr.remote_key().unwrap());
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(
+                &pair,
+                len,
+                6,
+                base,
+                mr.remote_key().unwrap(),
+                WcStatus::Success,
+            );
             let mut model = alloc::vec![0xAB_u8; 16 * PAGE];
             for (i, &byte) in src.buffer.bytes().iter().enumerate() {
                 model[place(&map, fbo, i).1] = byte;
@@ -1290,10 +1381,8 @@ mod fast_idle {
 
     #[test]
     fn test_fast_idle_remote_rights_on_local_only_region_refused_inline_rule_m15() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.b.device, 1, 0);
-            let mr = fast(&pair.b, 1, false);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.b, 1, 0, 1, false);
             for access in [
                 Access::REMOTE_READ,
                 Access::REMOTE_WRITE,
@@ -1314,8 +1403,14 @@ mod fast_idle {
             Mapping::new(&[lam.page(0)], PAGE_SIZE)
                 .access(Access::LOCAL_WRITE)
                 .expect_mapped(&pair.b, &mr);
-            let (_, c) = write_pattern(&pair, 16, 1, 0, mr.remote_key().unwrap());
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_write(
+                &pair,
+                16,
+                1,
+                0,
+                mr.remote_key().unwrap(),
+                WcStatus::RemoteAccessError,
+            );
             assert!(lam.bytes().iter().all(|&b| b == 0));
             assert_terminated(&pair);
         }
@@ -1332,16 +1427,14 @@ mod fast_idle {
             remote(pd, pair.b.qp.id(), rkey, 0, 1, Access::empty()),
             Err(Denied::Token)
         );
-        let (_, c) = write_pattern(&pair, 16, 1, 0, rkey);
-        assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+        expect_write(&pair, 16, 1, 0, rkey, WcStatus::RemoteAccessError);
         assert_terminated(&pair);
     }
 
     #[test]
     fn test_fast_idle_page_list_checked_inline_rule_m16() {
         let pair = Pair::new(EngineMode::Inline);
-        let lam = LamPages::new(&pair.b.device, 5, 0);
-        let mr = fast(&pair.b, 4, true);
+        let (lam, mr) = fast_over(&pair.b, 5, 0, 4, true);
         let five = lam.page_list();
         let four = &five[..4];
         let page = PAGE_SIZE;
@@ -1378,8 +1471,14 @@ mod fast_idle {
             .base(base)
             .access(ALL)
             .expect_mapped(&pair.b, &mr);
-        let (src, c) = write_pattern(&pair, 4 * PAGE - 100, 2, base, mr.remote_key().unwrap());
-        assert_status(c, Opcode::Write, WcStatus::Success);
+        let src = expect_write(
+            &pair,
+            4 * PAGE - 100,
+            2,
+            base,
+            mr.remote_key().unwrap(),
+            WcStatus::Success,
+        );
         assert_eq!(&lam.bytes()[100..4 * PAGE], src.buffer.bytes());
         assert!(
             lam.bytes()[..100]
@@ -1392,8 +1491,7 @@ mod fast_idle {
     #[test]
     fn test_fast_idle_base_zero_only_with_zero_fbo_rule_m16() {
         let pair = Pair::new(EngineMode::Inline);
-        let lam = LamPages::new(&pair.b.device, 1, 0);
-        let mr = fast(&pair.b, 1, true);
+        let (lam, mr) = fast_over(&pair.b, 1, 0, 1, true);
         assert_eq!(
             Mapping::new(&[lam.page(0)], 8)
                 .fbo(8)
@@ -1404,16 +1502,21 @@ mod fast_idle {
         Mapping::new(&[lam.page(0)], PAGE_SIZE)
             .access(ALL)
             .expect_mapped(&pair.b, &mr);
-        let (src, c) = write_pattern(&pair, 8, 3, 4088, mr.remote_key().unwrap());
-        assert_status(c, Opcode::Write, WcStatus::Success);
+        let src = expect_write(
+            &pair,
+            8,
+            3,
+            4088,
+            mr.remote_key().unwrap(),
+            WcStatus::Success,
+        );
         assert_eq!(&lam.bytes()[4088..], src.buffer.bytes());
     }
 
     #[test]
     fn test_fast_idle_length_over_max_registration_size_refused_rule_m10() {
         let pair = pair_with(EngineMode::Inline, small_limits());
-        let lam = LamPages::new(&pair.b.device, 5, 0);
-        let mr = fast(&pair.b, 16, true);
+        let (lam, mr) = fast_over(&pair.b, 5, 0, 16, true);
         assert_eq!(
             Mapping::new(&lam.page_list(), 4 * PAGE_SIZE + 1)
                 .access(ALL)
@@ -1458,10 +1561,8 @@ mod fast_idle {
 
     #[test]
     fn test_fast_idle_remote_token_readable_before_completion_rule_m17() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.b.device, 1, 0);
-            let mr = fast(&pair.b, 1, true);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.b, 1, 0, 1, true);
             let rkey = mr.remote_key().unwrap();
             // Deferred: held back until a request without the flag (D2), so
             // it certainly has not completed when the token is read.
@@ -1483,8 +1584,7 @@ mod fast_idle {
                     (Opcode::Write, WcStatus::Success)
                 ]
             );
-            let (src, c) = write_pattern(&pair, 32, 4, 64, rkey);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 32, 4, 64, rkey, WcStatus::Success);
             assert_eq!(&lam.bytes()[64..96], src.buffer.bytes());
         }
     }
@@ -1497,8 +1597,7 @@ mod fast_mapped {
     /// at index `base`, with `access`; returns the LAM and the region.
     fn mapped(mode: EngineMode, access: Access) -> (Pair, LamPages, Arc<Mr>) {
         let pair = Pair::new(mode);
-        let lam = LamPages::new(&pair.b.device, 1, 0);
-        let mr = fast(&pair.b, 1, true);
+        let (lam, mr) = fast_over(&pair.b, 1, 0, 1, true);
         Mapping::new(&[lam.page(0)], PAGE_SIZE)
             .base(0x8000)
             .access(access)
@@ -1508,12 +1607,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_non_adjacent_pages_form_one_region_rule_m16() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lams = [
-                LamPages::new(&pair.b.device, 2, 0x11),
-                LamPages::new(&pair.b.device, 2, 0x22),
-            ];
+        for (mode, pair) in each_mode(Pair::new) {
+            let lams = two_lams(&pair.b, 2, [0x11, 0x22]);
             let mr = fast(&pair.b, 3, true);
             let map = [(1, 1), (0, 0), (1, 0)];
             let pages: Vec<u64> = map.iter().map(|&(l, p)| lams[l].page(p)).collect();
@@ -1526,8 +1621,7 @@ mod fast_mapped {
                 .base(base)
                 .access(ALL)
                 .expect_mapped(&pair.b, &mr);
-            let (src, c) = write_pattern(&pair, len, 3, base, rkey);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, len, 3, base, rkey, WcStatus::Success);
             let mut model = [
                 alloc::vec![0x11_u8; 2 * PAGE],
                 alloc::vec![0x22_u8; 2 * PAGE],
@@ -1573,12 +1667,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_local_sges_cross_page_boundaries_rule_m16() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lams = [
-                LamPages::new(&pair.a.device, 1, 0x33),
-                LamPages::new(&pair.a.device, 1, 0x44),
-            ];
+        for (mode, pair) in each_mode(Pair::new) {
+            let lams = two_lams(&pair.a, 1, [0x33, 0x44]);
             let mr = fast(&pair.a, 2, false);
             let map = [(1, 0), (0, 0)];
             let pages = [lams[1].page(0), lams[0].page(0)];
@@ -1614,10 +1704,7 @@ mod fast_mapped {
                 len: 300,
                 key,
             };
-            pair.a.send(6, &[source], None).unwrap();
-            settle();
-            assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
-            assert_eq!(one(&pair.b.rcq).bytes, 300);
+            assert_eq!(send_received(&pair, &[source]).bytes, 300);
             for (i, &byte) in recv.buffer.bytes().iter().enumerate() {
                 let (lam, off) = place(&map, fbo, at - 100 + i);
                 assert_eq!(byte, model[lam][off], "byte {i}");
@@ -1627,8 +1714,7 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_fast_register_again_without_invalidate_fails_rule_m22() {
-        for mode in MODES {
-            let (pair, lam, mr) = mapped(mode, ALL);
+        for (_, (pair, lam, mr)) in each_mode(|mode| mapped(mode, ALL)) {
             let other = LamPages::new(&pair.b.device, 1, 0x5A);
             let c = Mapping::new(&[other.page(0)], PAGE_SIZE)
                 .access(ALL)
@@ -1651,11 +1737,9 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_invalidate_refuses_token_rule_m22() {
-        for mode in MODES {
-            let (pair, lam, mr) = mapped(mode, ALL);
+        for (mode, (pair, lam, mr)) in each_mode(|mode| mapped(mode, ALL)) {
             let (lkey, rkey) = (mr.local_key().unwrap(), mr.remote_key().unwrap());
-            let (src, c) = write_pattern(&pair, 16, 1, 0x8000, rkey);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 16, 1, 0x8000, rkey, WcStatus::Success);
             let c = post_invalidate(&pair.b, InvalidateTarget::Mr(Arc::clone(&mr)));
             assert_status(c, Opcode::Invalidate, WcStatus::Success);
             assert_eq!(
@@ -1664,10 +1748,9 @@ mod fast_mapped {
             );
             let patch = pair.a.pattern(16, 50, Access::empty());
             let c = write(&pair, &[patch.sge(0, 16)], 0x8000, rkey);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteAccessError);
             assert_eq!(&lam.bytes()[..16], src.buffer.bytes(), "{mode:?}");
             assert!(lam.bytes()[16..].iter().all(|&b| b == 0));
-            assert_terminated(&pair);
         }
     }
 
@@ -1697,10 +1780,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_tokens_stay_the_same_across_cycles_rule_m35() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.b.device, 4, 0);
-            let mr = fast(&pair.b, 2, true);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.b, 4, 0, 2, true);
             // Read once, right after initialization.
             let (lkey, rkey) = (mr.local_key().unwrap(), mr.remote_key().unwrap());
             let src = pair.a.pattern(64, 7, Access::empty());
@@ -1740,10 +1821,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_read_local_invalidate_invalidates_first_sge_rule_m26() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.a.device, 2, 0);
-            let mr = fast(&pair.a, 2, false);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.a, 2, 0, 2, false);
             let base = 0x9000_0000;
             Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
                 .base(base)
@@ -1802,10 +1881,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_read_past_end_fails_remote_operation_error_rule_p20() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.b.device, 2, 0x77);
-            let mr = fast(&pair.b, 2, true);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.b, 2, 0x77, 2, true);
             let base = 0x2000_0000;
             Mapping::new(&lam.page_list(), 5000)
                 .base(base)
@@ -1819,9 +1896,8 @@ mod fast_mapped {
                 mr.remote_key().unwrap(),
                 WrFlags::empty(),
             );
-            assert_status(c, Opcode::Read, WcStatus::RemoteOperationError);
+            expect_failed(&pair, c, Opcode::Read, WcStatus::RemoteOperationError);
             assert!(dst.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
-            assert_terminated(&pair);
         }
     }
 
@@ -1830,8 +1906,7 @@ mod fast_mapped {
     fn send_and_invalidate(mode: EngineMode) -> (Pair, LamPages, Arc<Mr>, Registered) {
         let (pair, lam, mr) = mapped(mode, ALL);
         let rkey = mr.remote_key().unwrap();
-        let (src, c) = write_pattern(&pair, 64, 1, 0x8000, rkey);
-        assert_status(c, Opcode::Write, WcStatus::Success);
+        let src = expect_write(&pair, 64, 1, 0x8000, rkey, WcStatus::Success);
         let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
         pair.b.qp.post_receive(21, &[recv.sge(0, 16)]).unwrap();
         pair.a.send(22, &[src.sge(0, 16)], Some(rkey)).unwrap();
@@ -1859,21 +1934,18 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_send_and_invalidate_refuses_token_at_receiver_rule_m24() {
-        for mode in MODES {
-            let (pair, lam, mr, src) = send_and_invalidate(mode);
+        for (mode, (pair, lam, mr, src)) in each_mode(send_and_invalidate) {
             let patch = pair.a.pattern(64, 77, Access::empty());
             let c = write(&pair, &[patch.sge(0, 64)], 0x8000, mr.remote_key().unwrap());
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteAccessError);
             assert_eq!(&lam.bytes()[..64], src.buffer.bytes(), "{mode:?}");
             assert!(lam.bytes()[64..].iter().all(|&b| b == 0));
-            assert_terminated(&pair);
         }
     }
 
     #[test]
     fn test_fast_mapped_invalidate_after_send_and_invalidate_fails_as_usual_rule_c2() {
-        for mode in MODES {
-            let (pair, _lam, mr, _src) = send_and_invalidate(mode);
+        for (mode, (pair, _lam, mr, _src)) in each_mode(send_and_invalidate) {
             let c = post_invalidate(&pair.b, InvalidateTarget::Mr(Arc::clone(&mr)));
             assert_eq!(c.opcode, Opcode::Invalidate);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
@@ -1882,8 +1954,7 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_send_and_invalidate_of_invalid_token_aborts_rule_m24() {
-        for mode in MODES {
-            let (pair, lam, mr) = mapped(mode, ALL);
+        for (mode, (pair, lam, mr)) in each_mode(|mode| mapped(mode, ALL)) {
             let recv = pair.b.buffer(16, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(31, &[recv.sge(0, 16)]).unwrap();
             let src = pair.a.pattern(16, 2, Access::empty());
@@ -1914,22 +1985,18 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_released_lam_refuses_access_rule_m32() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let mut lam = Lam::new(&pair.b.device, 1, 0x66);
             let mr = fast(&pair.b, 1, true);
             Mapping::new(&[lam.page(0)], PAGE_SIZE)
                 .access(ALL)
                 .expect_mapped(&pair.b, &mr);
             assert!(lam.release());
-            let (_, c) = write_pattern(&pair, 32, 1, 0, mr.remote_key().unwrap());
-            assert_eq!(c.opcode, Opcode::Write);
-            assert!(!c.status.is_success(), "{mode:?}: {c:?}");
+            expect_write_error(&pair, 32, 1, 0, mr.remote_key().unwrap(), mode);
             assert!(
                 lam.bytes().iter().all(|&b| b == 0x66),
                 "the memory was not touched"
             );
-            assert_terminated(&pair);
         }
     }
 
@@ -1958,10 +2025,8 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_read_sink_flag_accepted_rule_m9() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let lam = LamPages::new(&pair.a.device, 1, 0);
-            let mr = fast(&pair.a, 1, false);
+        for (mode, pair) in each_mode(Pair::new) {
+            let (lam, mr) = fast_over(&pair.a, 1, 0, 1, false);
             let access = Access::READ_SINK | Access::LOCAL_WRITE;
             Mapping::new(&[lam.page(0)], PAGE_SIZE)
                 .access(access)
@@ -1980,8 +2045,7 @@ mod fast_mapped {
 
     #[test]
     fn test_fast_mapped_chained_fast_register_invalidate_fast_register_maps_latest_rule_m16() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let first = LamPages::new(&pair.b.device, 1, 0x01);
             let second = LamPages::new(&pair.b.device, 1, 0x02);
             let mr = fast(&pair.b, 1, true);
@@ -2007,8 +2071,14 @@ mod fast_mapped {
                 "{mode:?}: {done:?}"
             );
             assert_eq!(done.len(), 3);
-            let (src, c) = write_pattern(&pair, 32, 9, 0x2_0000, mr.remote_key().unwrap());
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(
+                &pair,
+                32,
+                9,
+                0x2_0000,
+                mr.remote_key().unwrap(),
+                WcStatus::Success,
+            );
             assert_eq!(&second.bytes()[..32], src.buffer.bytes());
             assert!(first.bytes().iter().all(|&b| b == 0x01));
         }
@@ -2034,8 +2104,7 @@ mod window_unbound {
     #[test]
     fn test_window_unbound_bind_outside_region_refused_inline_rule_m18() {
         let pair = Pair::new(EngineMode::Inline);
-        let reg = pair.b.buffer(PAGE, 0, ALL);
-        let mw = Mw::new(&pair.b.pd).unwrap();
+        let (reg, mw) = window_over(&pair.b, PAGE, ALL);
         let base = reg.raddr(0);
         let keys = pair.b.device.live_keys();
         for (at, len) in [
@@ -2063,15 +2132,12 @@ mod window_unbound {
         // The whole region is fine.
         let key = bind(&pair.b, &reg.mr, &mw, base, wide(PAGE), ALL);
         assert_ne!(key, 0);
-        mw.close();
     }
 
     #[test]
     fn test_window_unbound_remote_write_on_region_without_local_write_refused_rule_m19() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let reg = pair.b.buffer(64, 0, Access::REMOTE_READ);
-            let mw = Mw::new(&pair.b.pd).unwrap();
+        for (mode, pair) in each_mode(Pair::new) {
+            let (reg, mw) = window_over(&pair.b, 64, Access::REMOTE_READ);
             assert_eq!(
                 Binding::new(&reg.mr, &mw, reg.raddr(0), 64)
                     .access(Access::REMOTE_WRITE)
@@ -2084,24 +2150,20 @@ mod window_unbound {
             // Remote read only is fine.
             let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(0), 64, Access::REMOTE_READ);
             assert_ne!(key, 0, "{mode:?}");
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_unbound_longer_than_max_window_size_refused_rule_m10() {
-        for mode in MODES {
-            let pair = pair_with(mode, small_limits());
-            let reg = pair.b.buffer(3 * PAGE, 0, Access::LOCAL_WRITE);
-            let mw = Mw::new(&pair.b.pd).unwrap();
+        for (mode, pair) in each_mode(|mode| pair_with(mode, small_limits())) {
+            let (reg, mw) = window_over(&pair.b, 3 * PAGE, Access::LOCAL_WRITE);
             assert_eq!(
                 Binding::new(&reg.mr, &mw, reg.raddr(0), 2 * PAGE_SIZE + 1).post(&pair.b),
                 Err(PostError::InvalidParameter)
             );
             // Exactly the largest window: every byte of it is reachable.
             let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(100), 2 * PAGE_SIZE, ALL);
-            let (src, c) = write_pattern(&pair, 2 * PAGE, 4, reg.raddr(100), key);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 2 * PAGE, 4, reg.raddr(100), key, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[100..100 + 2 * PAGE], src.buffer.bytes(), "{mode:?}");
             assert!(
@@ -2110,16 +2172,13 @@ mod window_unbound {
                     .chain(&got[100 + 2 * PAGE..])
                     .all(|&b| b == 0)
             );
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_unbound_token_readable_when_bind_returns_rule_m20() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
-            let reg = pair.b.buffer(256, 0, Access::LOCAL_WRITE);
-            let mw = Mw::new(&pair.b.pd).unwrap();
+        for (mode, pair) in each_mode(Pair::new) {
+            let (reg, mw) = window_over(&pair.b, 256, Access::LOCAL_WRITE);
             Binding::new(&reg.mr, &mw, reg.raddr(0), 256)
                 .flags(WrFlags::DEFER)
                 .post(&pair.b)
@@ -2134,10 +2193,8 @@ mod window_unbound {
             assert_eq!(done.len(), 2);
             assert_status(done[0], Opcode::Bind, WcStatus::Success);
             assert_eq!(mw.remote_key(), key);
-            let (src, c) = write_pattern(&pair, 256, 2, reg.raddr(0), key);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 256, 2, reg.raddr(0), key, WcStatus::Success);
             assert_eq!(reg.buffer.bytes(), src.buffer.bytes());
-            mw.close();
         }
     }
 
@@ -2168,12 +2225,44 @@ mod window_bound {
 
     /// A pair whose side b has a 3-page region (local write only) and a
     /// window bound over `[1000, 6000)` of it with `access`.
-    fn bound(mode: EngineMode, access: Access) -> (Pair, Registered, Arc<Mw>, u32) {
+    fn bound(mode: EngineMode, access: Access) -> (Pair, Registered, Window, u32) {
         let pair = Pair::new(mode);
-        let reg = pair.b.buffer(3 * PAGE, 0, Access::LOCAL_WRITE);
-        let mw = Mw::new(&pair.b.pd).unwrap();
+        let (reg, mw) = window_over(&pair.b, 3 * PAGE, Access::LOCAL_WRITE);
         let key = bind(&pair.b, &reg.mr, &mw, reg.raddr(1000), 5000, access);
         (pair, reg, mw, key)
+    }
+
+    /// Settles and expects `side`'s chain posted by [`rebind`] to complete,
+    /// the Invalidate and then the Bind, both with `status`.
+    #[track_caller]
+    fn expect_rebound(side: &Side, status: WcStatus, mode: EngineMode) {
+        settle();
+        let done = side.scq.drain();
+        assert_eq!(
+            statuses(&done),
+            [(Opcode::Invalidate, status), (Opcode::Bind, status)],
+            "{mode:?}"
+        );
+    }
+
+    /// Expects the binding `bound` made to stand after a rebind that did not
+    /// run: `mw` still has its token `key`, which grants remote write on
+    /// `len` bytes at 1000 of `reg`, and the device holds the `keys` tokens
+    /// it held before the rebind (the Bind's own token is gone).
+    #[track_caller]
+    fn expect_first_binding(
+        side: &Side,
+        reg: &Registered,
+        mw: &Mw,
+        (key, keys): (u32, usize),
+        len: usize,
+    ) {
+        assert_eq!(mw.remote_key(), key, "still the first binding");
+        assert_eq!(side.device.live_keys(), keys, "the Bind's token is gone");
+        assert_eq!(
+            remote_on(side, key, reg.raddr(1000), len, Access::REMOTE_WRITE),
+            Ok(())
+        );
     }
 
     /// Posts on `side`, as one chain (D2), an Invalidate of `mw` and a Bind
@@ -2192,10 +2281,10 @@ mod window_bound {
 
     #[test]
     fn test_window_bound_peer_reaches_window_range_with_its_rights_rule_m18() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-            let (src, c) = write_pattern(&pair, 5000, 3, reg.raddr(1000), key);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+        for (mode, (pair, reg, _mw, key)) in
+            each_mode(|mode| bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE))
+        {
+            let src = expect_write(&pair, 5000, 3, reg.raddr(1000), key, WcStatus::Success);
             let got = reg.buffer.bytes();
             assert_eq!(&got[1000..6000], src.buffer.bytes(), "{mode:?}");
             assert!(got[..1000].iter().chain(&got[6000..]).all(|&b| b == 0));
@@ -2209,7 +2298,6 @@ mod window_bound {
             );
             assert_status(c, Opcode::Read, WcStatus::Success);
             assert_eq!(back.buffer.bytes(), &src.buffer.bytes()[4900..]);
-            mw.close();
         }
     }
 
@@ -2218,28 +2306,37 @@ mod window_bound {
         for mode in MODES {
             // Inside the region, outside the window: before, across the end.
             for (at, len) in [(999, 1), (5990, 11), (6000, 1), (0, 16)] {
-                let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
-                let (_, c) = write_pattern(&pair, len, 3, reg.raddr(wide(at)), key);
-                assert_status(c, Opcode::Write, WcStatus::RemoteOperationError);
+                let (pair, reg, _mw, key) = bound(mode, Access::REMOTE_READ | Access::REMOTE_WRITE);
+                expect_write(
+                    &pair,
+                    len,
+                    3,
+                    reg.raddr(wide(at)),
+                    key,
+                    WcStatus::RemoteOperationError,
+                );
                 assert!(
                     reg.buffer.bytes().iter().all(|&b| b == 0),
                     "{mode:?} {at}+{len}"
                 );
                 assert_terminated(&pair);
-                mw.close();
             }
         }
     }
 
     #[test]
     fn test_window_bound_missing_right_refused_rule_m34() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_READ);
-            let (_, c) = write_pattern(&pair, 16, 3, reg.raddr(1000), key);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+        for (mode, (pair, reg, _mw, key)) in each_mode(|mode| bound(mode, Access::REMOTE_READ)) {
+            expect_write(
+                &pair,
+                16,
+                3,
+                reg.raddr(1000),
+                key,
+                WcStatus::RemoteAccessError,
+            );
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
-            mw.close();
         }
     }
 
@@ -2248,23 +2345,20 @@ mod window_bound {
         for mode in MODES {
             // The region itself has no remote right: its own token is refused
             // where the window's is honoured.
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
-            let (src, c) = write_pattern(&pair, 16, 3, reg.raddr(2000), key);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let (pair, reg, _mw, key) = bound(mode, Access::REMOTE_WRITE);
+            let src = expect_write(&pair, 16, 3, reg.raddr(2000), key, WcStatus::Success);
             let c = write(&pair, &[src.sge(0, 16)], reg.raddr(3000), reg.rkey());
             assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
             let got = reg.buffer.bytes();
             assert_eq!(&got[2000..2016], src.buffer.bytes(), "{mode:?}");
             assert!(got[3000..3016].iter().all(|&b| b == 0));
             assert_terminated(&pair);
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_bound_rebind_without_invalidate_fails_and_keeps_binding_rule_m21() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, key)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             let keys = pair.b.device.live_keys();
             // Accepted when posted (an Invalidate could be ahead of it, D2),
             // refused when it runs: the window is still bound.
@@ -2275,84 +2369,45 @@ mod window_bound {
             let c = one(&pair.b.scq);
             assert_eq!(c.opcode, Opcode::Bind);
             assert!(!c.status.is_success(), "{mode:?}: {c:?}");
-            assert_eq!(mw.remote_key(), key, "still the first binding");
-            assert_eq!(
-                pair.b.device.live_keys(),
-                keys,
-                "the failed Bind's token is gone"
-            );
-            assert_eq!(
-                remote_on(&pair.b, key, reg.raddr(1000), 16, Access::REMOTE_WRITE),
-                Ok(())
-            );
-            mw.close();
+            expect_first_binding(&pair.b, &reg, &mw, (key, keys), 16);
         }
     }
 
     #[test]
     fn test_window_bound_invalidate_and_rebind_in_one_chain_rule_m21() {
-        for mode in MODES {
-            let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, old)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             rebind(&pair.b, &reg, &mw, WrFlags::empty());
             // M20: the new token is readable as soon as the Bind returns.
             let new = mw.remote_key();
             assert_ne!(new, old);
-            settle();
-            let done = pair.b.scq.drain();
-            assert_eq!(
-                statuses(&done),
-                [
-                    (Opcode::Invalidate, WcStatus::Success),
-                    (Opcode::Bind, WcStatus::Success)
-                ],
-                "{mode:?}"
-            );
+            expect_rebound(&pair.b, WcStatus::Success, mode);
             assert_eq!(mw.remote_key(), new);
             assert_eq!(
                 remote_on(&pair.b, old, reg.raddr(1000), 1, Access::empty()),
                 Err(Denied::Token)
             );
-            let (src, c) = write_pattern(&pair, 64, 1, reg.raddr(0), new);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 64, 1, reg.raddr(0), new, WcStatus::Success);
             assert_eq!(&reg.buffer.bytes()[..64], src.buffer.bytes());
             assert!(reg.buffer.bytes()[64..].iter().all(|&b| b == 0));
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_bound_flushed_rebind_chain_leaves_first_binding_rule_m21() {
-        for mode in MODES {
-            let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, old)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             let keys = pair.b.device.live_keys();
             rebind(&pair.b, &reg, &mw, WrFlags::DEFER);
             assert_ne!(mw.remote_key(), old);
             pair.b.qp.flush();
-            settle();
-            let done = pair.b.scq.drain();
-            assert_eq!(
-                statuses(&done),
-                [
-                    (Opcode::Invalidate, WcStatus::Cancelled),
-                    (Opcode::Bind, WcStatus::Cancelled)
-                ],
-                "{mode:?}"
-            );
+            expect_rebound(&pair.b, WcStatus::Cancelled, mode);
             // Neither ran: the first binding stands, the Bind's token is gone.
-            assert_eq!(mw.remote_key(), old);
-            assert_eq!(pair.b.device.live_keys(), keys);
-            assert_eq!(
-                remote_on(&pair.b, old, reg.raddr(1000), 1, Access::REMOTE_WRITE),
-                Ok(())
-            );
-            mw.close();
+            expect_first_binding(&pair.b, &reg, &mw, (old, keys), 1);
         }
     }
 
     #[test]
     fn test_window_bound_invalidate_then_rebind_gives_new_token_rule_m21() {
-        for mode in MODES {
-            let (pair, reg, mw, old) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, old)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             let c = post_invalidate(&pair.b, InvalidateTarget::Mw(Arc::clone(&mw)));
             assert_status(c, Opcode::Invalidate, WcStatus::Success);
             // M22: the old token grants nothing.
@@ -2371,22 +2426,18 @@ mod window_bound {
                 Access::REMOTE_WRITE,
             );
             assert_ne!(new, old);
-            let (src, c) = write_pattern(&pair, 64, 1, second.raddr(0), new);
-            assert_status(c, Opcode::Write, WcStatus::Success);
+            let src = expect_write(&pair, 64, 1, second.raddr(0), new, WcStatus::Success);
             assert_eq!(second.buffer.bytes(), src.buffer.bytes(), "{mode:?}");
             // M23: the invalidated token ends the connection.
             let c = write(&pair, &[src.sge(0, 16)], reg.raddr(1000), old);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_bound_send_and_invalidate_unbinds_window_rule_m24() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, key)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             let recv = pair.b.buffer(8, 0, Access::LOCAL_WRITE);
             pair.b.qp.post_receive(1, &[recv.sge(0, 8)]).unwrap();
             let src = pair.a.pattern(8, 1, Access::empty());
@@ -2400,16 +2451,14 @@ mod window_bound {
             let new = bind(&pair.b, &reg.mr, &mw, reg.raddr(0), 8, Access::REMOTE_WRITE);
             assert_ne!(new, key);
             let c = write(&pair, &[src.sge(0, 8)], reg.raddr(1000), key);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_failed(&pair, c, Opcode::Write, WcStatus::RemoteAccessError);
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_bound_access_arriving_on_another_qp_refused_rule_m21() {
-        let (pair, reg, mw, key) = bound(EngineMode::Inline, Access::REMOTE_WRITE);
+        let (pair, reg, _mw, key) = bound(EngineMode::Inline, Access::REMOTE_WRITE);
         // A second connection whose passive QP shares the window's PD.
         let a2 = Side::new(&pair.a.device, 0xA2, CONFIG);
         let (scq, rcq) = (TestCq::new(16), TestCq::new(16));
@@ -2435,27 +2484,20 @@ mod window_bound {
         assert_eq!(&reg.buffer.bytes()[1000..1016], mine.buffer.bytes());
         a2.qp.close();
         b2.close();
-        mw.close();
     }
 
     #[test]
     fn test_window_bound_deregistered_region_refuses_window_rule_m11() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, _mw, key)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             assert_eq!(reg.mr.deregister(nothing()), Ok(Progress::Done));
-            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
-            assert_eq!(c.opcode, Opcode::Write);
-            assert!(!c.status.is_success(), "{mode:?}: {c:?}");
+            expect_write_error(&pair, 16, 1, reg.raddr(1000), key, mode);
             assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
-            assert_terminated(&pair);
-            mw.close();
         }
     }
 
     #[test]
     fn test_window_bound_region_registered_again_not_reachable_through_old_window_rule_m34() {
-        for mode in MODES {
-            let (pair, reg, mw, key) = bound(mode, Access::REMOTE_WRITE);
+        for (mode, (pair, reg, mw, key)) in each_mode(|mode| bound(mode, Access::REMOTE_WRITE)) {
             assert_eq!(reg.mr.deregister(nothing()), Ok(Progress::Done));
             // The region is registered again, over other memory, at the same
             // index: the window was never bound to that registration.
@@ -2463,14 +2505,11 @@ mod window_bound {
             reg.mr
                 .register(fresh.span(), reg.raddr(0), Access::LOCAL_WRITE)
                 .unwrap();
-            let (_, c) = write_pattern(&pair, 16, 1, reg.raddr(1000), key);
-            assert_eq!(c.opcode, Opcode::Write);
-            assert!(!c.status.is_success(), "{mode:?}: {c:?}");
+            expect_write_error(&pair, 16, 1, reg.raddr(1000), key, mode);
             assert!(
                 fresh.bytes().iter().all(|&b| b == 0),
                 "{mode:?}: new registration written"
             );
-            assert_terminated(&pair);
             mw.close();
             assert_eq!(reg.mr.close(nothing()), Progress::Done);
         }
@@ -2482,8 +2521,7 @@ mod privileged {
 
     #[test]
     fn test_privileged_local_access_by_logical_address_rule_m27() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let mut lam = Lam::new(&pair.a.device, 3, 0);
             let key = pair.a.pd.privileged_key();
             // A Read lands in LAM memory across a page join (M9: a
@@ -2511,10 +2549,7 @@ mod privileged {
                 len: 400,
                 key,
             };
-            pair.a.send(2, &[source], None).unwrap();
-            settle();
-            assert_status(one(&pair.a.scq), Opcode::Send, WcStatus::Success);
-            assert_eq!(one(&pair.b.rcq).bytes, 400);
+            assert_eq!(send_received(&pair, &[source]).bytes, 400);
             assert_eq!(recv.buffer.bytes(), &lam.bytes()[PAGE + 3800..PAGE + 4200]);
             assert!(lam.release());
         }
@@ -2543,9 +2578,8 @@ mod privileged {
             key,
         };
         let c = write(&pair, &[sge], dst.raddr(0), dst.rkey());
-        assert_status(c, Opcode::Write, WcStatus::LocalAccessError);
+        expect_failed(&pair, c, Opcode::Write, WcStatus::LocalAccessError);
         assert!(dst.buffer.bytes().iter().all(|&b| b == 0));
-        assert_terminated(&pair);
     }
 
     #[test]
@@ -2564,8 +2598,7 @@ mod privileged {
                     remote_on(&pair.b, key, lam.page(0), 8, Access::empty()),
                     Err(Denied::Token)
                 );
-                let (_, c) = write_pattern(&pair, 16, 1, lam.page(0), key);
-                assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+                expect_write(&pair, 16, 1, lam.page(0), key, WcStatus::RemoteAccessError);
                 assert!(lam.bytes().iter().all(|&b| b == 0), "{mode:?}");
                 assert_terminated(&pair);
             }
@@ -2666,6 +2699,23 @@ mod privileged {
 
 mod tokens {
     use super::*;
+
+    /// Expects `side` to know neither token of `reg` (a region of another
+    /// PD or device), locally or remotely; returns the local and remote
+    /// token and the index of `reg`'s first byte.
+    #[track_caller]
+    fn expect_unknown_to(side: &Side, reg: &Registered) -> (u32, u32, u64) {
+        let (lkey, rkey, at) = (reg.mr.local_key().unwrap(), reg.rkey(), reg.raddr(0));
+        assert_eq!(
+            local(&side.pd, lkey, at, 8, Access::empty()),
+            Err(Denied::Token)
+        );
+        assert_eq!(
+            remote(&side.pd, side.qp.id(), rkey, at, 8, Access::empty()),
+            Err(Denied::Token)
+        );
+        (lkey, rkey, at)
+    }
 
     #[test]
     fn test_tokens_stale_token_never_resolves_after_200000_cycles_rule_m11() {
@@ -2771,8 +2821,7 @@ mod tokens {
             Err(Denied::Token)
         );
         // On the data path a local token used remotely ends the connection.
-        let (_, c) = write_pattern(&pair, 8, 1, at, lkey);
-        assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+        expect_write(&pair, 8, 1, at, lkey, WcStatus::RemoteAccessError);
         assert!(reg.buffer.bytes().iter().all(|&b| b == 0));
         assert_terminated(&pair);
         mw.close();
@@ -2780,25 +2829,13 @@ mod tokens {
 
     #[test]
     fn test_tokens_of_another_pd_refused_rule_m34() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let other_pd = Pd::new(&pair.b.device).unwrap();
             let foreign = Registered::new(&other_pd, Buffer::new(64, 0), ALL);
-            let (lkey, rkey, at) = (
-                foreign.mr.local_key().unwrap(),
-                foreign.rkey(),
-                foreign.raddr(0),
-            );
-            let pd = &pair.b.pd;
-            assert_eq!(local(pd, lkey, at, 8, Access::empty()), Err(Denied::Token));
-            assert_eq!(
-                remote(pd, pair.b.qp.id(), rkey, at, 8, Access::empty()),
-                Err(Denied::Token)
-            );
+            let (lkey, rkey, at) = expect_unknown_to(&pair.b, &foreign);
             assert_eq!(local(&other_pd, lkey, at, 8, Access::LOCAL_WRITE), Ok(()));
             // A peer's Write naming it is refused.
-            let (_, c) = write_pattern(&pair, 64, 1, at, rkey);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_write(&pair, 64, 1, at, rkey, WcStatus::RemoteAccessError);
             assert!(foreign.buffer.bytes().iter().all(|&b| b == 0), "{mode:?}");
             assert_terminated(&pair);
         }
@@ -2806,25 +2843,13 @@ mod tokens {
 
     #[test]
     fn test_tokens_of_another_device_refused_rule_m34() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             // Registered on a's device; b's device has no region of b's PD.
             let theirs = pair.a.pattern(64, 1, ALL);
-            let (lkey, rkey, at) = (
-                theirs.mr.local_key().unwrap(),
-                theirs.rkey(),
-                theirs.raddr(0),
-            );
-            let pd = &pair.b.pd;
-            assert_eq!(local(pd, lkey, at, 8, Access::empty()), Err(Denied::Token));
-            assert_eq!(
-                remote(pd, pair.b.qp.id(), rkey, at, 8, Access::empty()),
-                Err(Denied::Token)
-            );
+            let (_, rkey, at) = expect_unknown_to(&pair.b, &theirs);
             // Used by b as if it were its own: never reaches a's memory.
             let before = theirs.buffer.bytes().to_vec();
-            let (_, c) = write_pattern(&pair, 64, 200, at, rkey);
-            assert_status(c, Opcode::Write, WcStatus::RemoteAccessError);
+            expect_write(&pair, 64, 200, at, rkey, WcStatus::RemoteAccessError);
             assert_eq!(theirs.buffer.bytes(), &before[..], "{mode:?}");
             assert_terminated(&pair);
         }
@@ -2893,8 +2918,7 @@ mod limits {
 
     #[test]
     fn test_limits_everything_closed_leaves_no_object_token_or_lam_rule_l22() {
-        for mode in MODES {
-            let pair = Pair::new(mode);
+        for (mode, pair) in each_mode(Pair::new) {
             let devices = [Arc::clone(&pair.a.device), Arc::clone(&pair.b.device)];
             {
                 let lam = LamPages::new(&pair.b.device, 2, 0);
@@ -2902,8 +2926,7 @@ mod limits {
                 Mapping::new(&lam.page_list(), 2 * PAGE_SIZE)
                     .access(ALL)
                     .expect_mapped(&pair.b, &fast_mr);
-                let reg = pair.b.buffer(PAGE, 0, Access::LOCAL_WRITE);
-                let mw = Mw::new(&pair.b.pd).unwrap();
+                let (reg, mw) = window_over(&pair.b, PAGE, Access::LOCAL_WRITE);
                 let wkey = bind(
                     &pair.b,
                     &reg.mr,

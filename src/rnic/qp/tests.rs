@@ -29,7 +29,9 @@ use crate::rnic::device::{Device, EngineMode, FRAME_OVERHEAD};
 use crate::rnic::memory::{self, Span};
 use crate::rnic::mr::{Mr, Mw, Pd};
 use crate::rnic::srq::{Srq, SrqError, SrqEvent, SrqNotify};
-use crate::rnic::testing::{Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq};
+use crate::rnic::testing::{
+    Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq, inline_device,
+};
 use crate::rnic::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 
 // ----- fixtures ---------------------------------------------------------------
@@ -142,13 +144,7 @@ fn write(
     offset: u64,
     flags: WrFlags,
 ) -> Result<(), PostError> {
-    side.qp.post_write(
-        context,
-        Payload::Sges(sges),
-        target.raddr(offset),
-        target.rkey(),
-        flags,
-    )
+    side.write_to(context, sges, target, offset, flags)
 }
 
 /// Posts a Read into `sges` on `side` from `offset` of the peer's `target`.
@@ -665,35 +661,22 @@ mod idle {
 
     #[test]
     fn test_idle_qp_limits_enforced_rule_l13() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let cq = TestCq::new(16);
         let l = Limits::DEFAULT;
+        let with = |change: &dyn Fn(&mut QpConfig)| {
+            let mut config = CONFIG;
+            change(&mut config);
+            config
+        };
         let over = [
-            QpConfig {
-                receive_depth: l.max_receive_queue_depth + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                initiator_depth: l.max_initiator_queue_depth + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                initiator_depth: 0,
-                ..CONFIG
-            },
-            QpConfig {
-                max_receive_sge: l.max_receive_sge + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                max_initiator_sge: l.max_initiator_sge + 1,
-                ..CONFIG
-            },
-            QpConfig {
-                inline_size: l.max_inline_data + 1,
-                ..CONFIG
-            },
+            with(&|c| c.receive_depth = l.max_receive_queue_depth + 1),
+            with(&|c| c.initiator_depth = l.max_initiator_queue_depth + 1),
+            with(&|c| c.initiator_depth = 0),
+            with(&|c| c.max_receive_sge = l.max_receive_sge + 1),
+            with(&|c| c.max_initiator_sge = l.max_initiator_sge + 1),
+            with(&|c| c.inline_size = l.max_inline_data + 1),
         ];
         for config in over {
             let err = Qp::new(&pd, &cq.cq, &cq.cq, None, config).unwrap_err();
@@ -722,7 +705,7 @@ mod idle {
     /// (device.rs) report 4096.
     #[test]
     fn test_idle_qp_with_device_max_inline_size_created_rule_l13_a8() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let cq = TestCq::new(16);
         let config = QpConfig {
@@ -2091,24 +2074,21 @@ mod deferred {
         assert!(pair.a.qp.is_quiescent());
     }
 
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_flush_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.flush()));
+    /// D5: one test per way an open chain ends, in both engine modes.
+    macro_rules! open_chain_ended_by {
+        ($(#[$test:meta] $name:ident: $end:expr;)*) => {$(
+            #[$test]
+            fn $name() {
+                both(|mode| open_chain_ended_by(mode, $end));
+            }
+        )*};
     }
 
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_disconnect_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.disconnect()));
-    }
-
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_close_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.a.qp.close()));
-    }
-
-    #[test]
-    fn test_deferred_open_chain_cancelled_by_peer_disconnect_rule_d5() {
-        both(|mode| open_chain_ended_by(mode, |p| p.b.qp.disconnect()));
+    open_chain_ended_by! {
+        #[test] test_deferred_open_chain_cancelled_by_flush_rule_d5: |p| p.a.qp.flush();
+        #[test] test_deferred_open_chain_cancelled_by_disconnect_rule_d5: |p| p.a.qp.disconnect();
+        #[test] test_deferred_open_chain_cancelled_by_close_rule_d5: |p| p.a.qp.close();
+        #[test] test_deferred_open_chain_cancelled_by_peer_disconnect_rule_d5: |p| p.b.qp.disconnect();
     }
 
     #[test]
@@ -3347,7 +3327,7 @@ mod srq {
 
     #[test]
     fn test_srq_created_armed_and_below_threshold_fires_at_once_rule_q4() {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let log = Arc::new(SrqLog::default());
         let srq = Srq::new(&pd, 8, 1, 1, Some(Arc::clone(&log) as Arc<dyn SrqNotify>)).unwrap();
@@ -3547,7 +3527,7 @@ mod srq {
                 "Q1: no SRQ at all, depth {depth}"
             );
         }
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
+        let device = inline_device();
         let pd = Pd::new(&device).unwrap();
         let l = Limits::DEFAULT;
         assert_eq!(

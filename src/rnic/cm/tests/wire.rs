@@ -93,17 +93,15 @@ fn start_connect(a: &Host, from: IpAddr, to: Endpoint) -> (Side, Client) {
 }
 
 /// X1: the active side disconnects, the passive consumer answers the
-/// indication with its own Disconnect. Returns the passive side's first
-/// event (the indication), then each side's Disconnect completion.
-fn disconnect_gracefully(active: &Client, passive: &Client) -> (Ev, Ev, Ev) {
+/// indication with its own Disconnect; expects the passive side's first
+/// event to be the indication, then each side's Disconnect to succeed.
+#[track_caller]
+fn expect_graceful_disconnect(active: &Client, passive: &Client) {
     active.conn.disconnect().unwrap();
-    let indicated = next_event(&passive.events);
+    assert_eq!(next_event(&passive.events), Ev::Indicated);
     passive.conn.disconnect().unwrap();
-    (
-        indicated,
-        next_event(&passive.events),
-        next_event(&active.events),
-    )
+    assert_eq!(next_event(&passive.events), Ev::Disconnect(Ok(())));
+    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
 }
 
 /// Test-unique loopback addresses (127.66.x.1 and .2).
@@ -141,10 +139,7 @@ fn test_connect_from_port_0_moves_past_a_taken_tcp_port_rule_n12_n30() {
     assert_eq!(p.accept(&passive), Ev::Connect(Ok(())));
     assert_eq!(p.complete(&passive), Ev::Accept(Ok(())));
     // X1: the disconnect completes once the peer's answers it.
-    let (indicated, passive_done, active_done) = disconnect_gracefully(&p.active, &passive);
-    assert_eq!(indicated, Ev::Indicated);
-    assert_eq!(passive_done, Ev::Disconnect(Ok(())));
-    assert_eq!(active_done, Ev::Disconnect(Ok(())));
+    expect_graceful_disconnect(&p.active, &passive);
 }
 
 /// N12: with every source port taken the Connect fails (asynchronously)
@@ -234,10 +229,7 @@ fn connect_and_exchange(a: &Host, ip_a: IpAddr, b: &Host, ip_b: IpAddr, listen_o
         assert_eq!(&sink.buffer.bytes()[..48], src.buffer.bytes());
         assert!(sink.buffer.bytes()[48..].iter().all(|&x| x == 0));
     }
-    let (indicated, passive_done, active_done) = disconnect_gracefully(&p.active, &passive);
-    assert_eq!(indicated, Ev::Indicated);
-    assert_eq!(passive_done, Ev::Disconnect(Ok(())));
-    assert_eq!(active_done, Ev::Disconnect(Ok(())));
+    expect_graceful_disconnect(&p.active, &passive);
 }
 
 /// N1, N27: over the wire, one device on ::1 listens on ::1 and connects

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use super::{Conn, ConnEvents, ConnFailure, Finish, LinkParams};
 use crate::kernel::net::TcpByteStream;
 use crate::kernel::sync::{Arc, Weak};
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::Device;
 use crate::rnic::iwarp::ddp;
 use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
@@ -28,8 +28,8 @@ use crate::rnic::iwarp::terminate::{
     Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
 use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
-use crate::rnic::testing::{CONFIG, Registered, Side, TestCq};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{CONFIG, Registered, Side, TestCq, inline_device};
+use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 /// The local link's sizes: FPDUs announcing more than 1024 ULPDU bytes are
 /// refused (the oversized-FPDU case).
@@ -224,13 +224,11 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
-        let device = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let good = Side::new(&device, 0x600D, CONFIG);
-        let peer = Side::new(&other, 0x9EE5, CONFIG);
+        let good = Side::new(&inline_device(), 0x600D, CONFIG);
+        let peer = Side::new(&inline_device(), 0x9EE5, CONFIG);
         let ends = connect_pair(&good, &peer);
         let mut bench = Self {
-            device,
+            device: Arc::clone(&good.device),
             good,
             peer,
             ends,
@@ -283,6 +281,14 @@ impl Bench {
 
     /// The well-behaved connection still works; then it is disconnected and
     /// released too.
+    /// Runs `test` on a new bench, then checks the well-behaved connection
+    /// survived it ([`Self::finish`]).
+    fn run(test: impl FnOnce(&Self)) {
+        let bench = Self::new();
+        test(&bench);
+        bench.finish();
+    }
+
     fn finish(mut self) {
         self.round_trip();
         self.good.qp.disconnect();
@@ -354,6 +360,15 @@ impl Hostile {
             .unwrap();
         assert!(MpaFrame::parse(&frame, kind).is_ok());
         frame
+    }
+
+    /// Reads one FPDU, the local Read Request (see
+    /// [`assert_read_request`]); returns its ULPDU.
+    #[track_caller]
+    fn read_request(&mut self) -> Vec<u8> {
+        let request = self.read_fpdu();
+        assert_read_request(&request);
+        request
     }
 
     /// Reads one FPDU; returns its ULPDU.
@@ -572,6 +587,28 @@ const CANCELLED: Expect = Expect {
     read: WcStatus::Cancelled,
 };
 
+impl Expect {
+    /// As `self`, with CRC negotiated.
+    const fn crc(self) -> Self {
+        Self { crc: true, ..self }
+    }
+    /// As `self`, the local QP responding when `local_responds`.
+    const fn responding(self, local_responds: bool) -> Self {
+        Self {
+            local_responds,
+            ..self
+        }
+    }
+    /// As `self`, receive 1 completing with `recv`.
+    const fn recv(self, recv: WcStatus) -> Self {
+        Self { recv, ..self }
+    }
+    /// As `self`, the Read completing with `read`.
+    const fn read(self, read: WcStatus) -> Self {
+        Self { read, ..self }
+    }
+}
+
 /// The local side's part after the connection died: its receives and its
 /// Read complete as `expect` says (each exactly once); the QP is in
 /// `Error`, the connection layer heard of it once (X2), and a later post
@@ -649,50 +686,50 @@ fn run_case(
 /// fails inline (P7), and the same QP then connects to a well-behaved peer.
 #[test]
 fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
-    let bench = Bench::new();
-    let (side, _lost) = bench.side();
-    let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
-    peer.read_frame(FrameKind::Request);
-    peer.send(&[0x5a; 40]);
-    match end.seen.next() {
-        Seen::Failed(ConnFailure::Setup(SetupError::Mpa(MpaError::BadKey))) => {}
-        other => panic!("{other:?}"),
-    }
-    assert!(peer.read_to_end().is_empty(), "nothing after the request");
-    assert!(end.seen.link.lock().unwrap().is_none(), "no link");
-    assert_eq!(side.qp.state(), QpState::Idle);
-    assert_eq!(
+    Bench::run(|bench| {
+        let (side, _lost) = bench.side();
+        let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
+        peer.read_frame(FrameKind::Request);
+        peer.send(&[0x5a; 40]);
+        match end.seen.next() {
+            Seen::Failed(ConnFailure::Setup(SetupError::Mpa(MpaError::BadKey))) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(peer.read_to_end().is_empty(), "nothing after the request");
+        assert!(end.seen.link.lock().unwrap().is_none(), "no link");
+        assert_eq!(side.qp.state(), QpState::Idle);
+        assert_eq!(
+            side.qp
+                .post_send(1, Payload::Sges(&[]), WrFlags::empty(), None),
+            Err(PostError::ConnectionInvalid)
+        );
+        assert!(side.scq.drain().is_empty());
+        drop(peer);
+        // N28: the QP can connect again, to a well-behaved peer this time.
+        let other = inline_device();
+        let fresh = Side::new(&other, 0xF2E5, CONFIG);
+        let conn_w = Arc::downgrade(&end.conn);
+        let stream_w = Weak::clone(&end.stream);
+        assert!(!end.glue.panicked());
+        drop(end);
+        wait_until("the failed attempt to be released", || {
+            conn_w.upgrade().is_none() && stream_w.upgrade().is_none()
+        });
+        let (ea, eb) = connect_pair(&side, &fresh);
+        let dst = fresh.buffer(16, 0, Access::LOCAL_WRITE);
+        fresh.qp.post_receive(5, &[dst.sge(0, 16)]).unwrap();
         side.qp
-            .post_send(1, Payload::Sges(&[]), WrFlags::empty(), None),
-        Err(PostError::ConnectionInvalid)
-    );
-    assert!(side.scq.drain().is_empty());
-    drop(peer);
-    // N28: the QP can connect again, to a well-behaved peer this time.
-    let other = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let fresh = Side::new(&other, 0xF2E5, CONFIG);
-    let conn_w = Arc::downgrade(&end.conn);
-    let stream_w = Weak::clone(&end.stream);
-    assert!(!end.glue.panicked());
-    drop(end);
-    wait_until("the failed attempt to be released", || {
-        conn_w.upgrade().is_none() && stream_w.upgrade().is_none()
+            .post_send(6, Payload::Sges(&[]), WrFlags::empty(), None)
+            .unwrap();
+        assert_eq!(
+            statuses(&take(&fresh.rcq, 1)),
+            [(5, Opcode::Receive, WcStatus::Success)]
+        );
+        side.qp.disconnect();
+        fresh.qp.disconnect();
+        assert_released(ea, side);
+        assert_released(eb, fresh);
     });
-    let (ea, eb) = connect_pair(&side, &fresh);
-    let dst = fresh.buffer(16, 0, Access::LOCAL_WRITE);
-    fresh.qp.post_receive(5, &[dst.sge(0, 16)]).unwrap();
-    side.qp
-        .post_send(6, Payload::Sges(&[]), WrFlags::empty(), None)
-        .unwrap();
-    assert_eq!(
-        statuses(&take(&fresh.rcq, 1)),
-        [(5, Opcode::Receive, WcStatus::Success)]
-    );
-    side.qp.disconnect();
-    fresh.qp.disconnect();
-    assert_released(ea, side);
-    assert_released(eb, fresh);
-    bench.finish();
 }
 
 /// Garbage where the MPA request belongs (random bytes; then a request
@@ -700,27 +737,27 @@ fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
 /// nothing at all and closes the stream; the QP stays idle.
 #[test]
 fn test_garbage_instead_of_mpa_request_rule_n28() {
-    let bench = Bench::new();
-    let mut lying = Vec::from(mpa::KEY_REQUEST);
-    lying.extend_from_slice(&[mpa::FLAG_ENHANCED, 2, 0xff, 0xff]);
-    for (garbage, error) in [
-        (alloc::vec![0xa5_u8; 64], MpaError::BadKey),
-        (lying, MpaError::PrivateDataTooLong(0xffff)),
-    ] {
-        let (side, _lost) = bench.side();
-        let (end, mut peer) = local_responder(&side, false);
-        peer.send(&garbage);
-        match end.seen.next() {
-            Seen::Failed(ConnFailure::Setup(SetupError::Mpa(e))) => assert_eq!(e, error),
-            other => panic!("{other:?}"),
+    Bench::run(|bench| {
+        let mut lying = Vec::from(mpa::KEY_REQUEST);
+        lying.extend_from_slice(&[mpa::FLAG_ENHANCED, 2, 0xff, 0xff]);
+        for (garbage, error) in [
+            (alloc::vec![0xa5_u8; 64], MpaError::BadKey),
+            (lying, MpaError::PrivateDataTooLong(0xffff)),
+        ] {
+            let (side, _lost) = bench.side();
+            let (end, mut peer) = local_responder(&side, false);
+            peer.send(&garbage);
+            match end.seen.next() {
+                Seen::Failed(ConnFailure::Setup(SetupError::Mpa(e))) => assert_eq!(e, error),
+                other => panic!("{other:?}"),
+            }
+            assert!(peer.read_to_end().is_empty(), "no reply, no Terminate");
+            assert_eq!(side.qp.state(), QpState::Idle);
+            assert!(end.seen.link.lock().unwrap().is_none());
+            drop(peer);
+            assert_released(end, side);
         }
-        assert!(peer.read_to_end().is_empty(), "no reply, no Terminate");
-        assert_eq!(side.qp.state(), QpState::Idle);
-        assert!(end.seen.link.lock().unwrap().is_none());
-        drop(peer);
-        assert_released(end, side);
-    }
-    bench.finish();
+    });
 }
 
 // ----- data path misbehaviour ------------------------------------------------
@@ -732,17 +769,17 @@ fn test_garbage_instead_of_mpa_request_rule_n28() {
 /// cancelled (E5 for the later post).
 #[test]
 fn test_truncated_fpdu_then_close_rule_x2_e5() {
-    let bench = Bench::new();
-    run_case(&bench, CANCELLED, |peer, _, _| {
-        let fpdu = peer.fpdu(send_segment(0, true, &[7; 32]));
-        peer.send(&fpdu[..fpdu.len() / 2]);
-        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-        let ulpdus = peer.read_ulpdus();
-        assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
-        assert_read_request(&ulpdus[0]);
-        None
+    Bench::run(|bench| {
+        run_case(bench, CANCELLED, |peer, _, _| {
+            let fpdu = peer.fpdu(send_segment(0, true, &[7; 32]));
+            peer.send(&fpdu[..fpdu.len() / 2]);
+            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
+            assert_read_request(&ulpdus[0]);
+            None
+        });
     });
-    bench.finish();
 }
 
 /// CRC negotiated; a Send carries a bad CRC: an MPA CRC Terminate (layer
@@ -754,26 +791,25 @@ fn test_truncated_fpdu_then_close_rule_x2_e5() {
 /// Terminate still goes out.
 #[test]
 fn test_bad_crc_rule_e5() {
-    let bench = Bench::new();
-    for local_responds in [false, true] {
-        let expect = Expect {
-            crc: true,
-            local_responds,
-            ..CANCELLED
-        };
-        run_case(&bench, expect, |peer, _, _| {
-            if !local_responds {
-                peer.send_message(send_segment(0, false, &[1; 16]));
-            }
-            let mo = if local_responds { 0 } else { 16 };
-            let mut fpdu = peer.fpdu(send_segment(mo, true, &[2; 16]));
-            let crc_at = fpdu.len() - 1;
-            fpdu[crc_at] ^= 0x01;
-            peer.send(&fpdu);
-            Some(SeenTerminate::headerless(TermCode::llp(LlpCode::Crc)))
-        });
-    }
-    bench.finish();
+    Bench::run(|bench| {
+        for local_responds in [false, true] {
+            run_case(
+                bench,
+                CANCELLED.crc().responding(local_responds),
+                |peer, _, _| {
+                    if !local_responds {
+                        peer.send_message(send_segment(0, false, &[1; 16]));
+                    }
+                    let mo = if local_responds { 0 } else { 16 };
+                    let mut fpdu = peer.fpdu(send_segment(mo, true, &[2; 16]));
+                    let crc_at = fpdu.len() - 1;
+                    fpdu[crc_at] ^= 0x01;
+                    peer.send(&fpdu);
+                    Some(SeenTerminate::headerless(TermCode::llp(LlpCode::Crc)))
+                },
+            );
+        }
+    });
 }
 
 /// Oversized input: an FPDU announcing more than the local side accepts
@@ -782,39 +818,32 @@ fn test_bad_crc_rule_e5() {
 /// E7's status, the Terminate copies the segment's DDP header).
 #[test]
 fn test_oversized_fpdu_and_segment_rule_e7() {
-    let bench = Bench::new();
-    for local_responds in [false, true] {
-        let expect = Expect {
-            local_responds,
-            ..CANCELLED
-        };
-        run_case(&bench, expect, |peer, _, _| {
-            let announced = PARAMS.max_rx_ulpdu + 1;
-            let mut bytes = Vec::from(announced.to_be_bytes());
-            bytes.extend_from_slice(&[0; 64]);
-            peer.send(&bytes);
-            Some(SeenTerminate::headerless(TermCode::llp(
-                LlpCode::FpduFraming,
-            )))
-        });
-    }
-    run_case(
-        &bench,
-        Expect {
-            recv: WcStatus::ReceiveTooSmall,
-            ..CANCELLED
-        },
-        |peer, _, _| {
-            let ulpdu = peer.send_message(send_segment(0, true, &[3; 100]));
-            Some(SeenTerminate {
-                code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
-                segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-                ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
-                rdmap_header: None,
-            })
-        },
-    );
-    bench.finish();
+    Bench::run(|bench| {
+        for local_responds in [false, true] {
+            run_case(bench, CANCELLED.responding(local_responds), |peer, _, _| {
+                let announced = PARAMS.max_rx_ulpdu + 1;
+                let mut bytes = Vec::from(announced.to_be_bytes());
+                bytes.extend_from_slice(&[0; 64]);
+                peer.send(&bytes);
+                Some(SeenTerminate::headerless(TermCode::llp(
+                    LlpCode::FpduFraming,
+                )))
+            });
+        }
+        run_case(
+            bench,
+            CANCELLED.recv(WcStatus::ReceiveTooSmall),
+            |peer, _, _| {
+                let ulpdu = peer.send_message(send_segment(0, true, &[3; 100]));
+                Some(SeenTerminate {
+                    code: TermCode::ddp(ddp_etype::UNTAGGED_BUFFER, ddp_code::U_TOO_LONG),
+                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                    ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                    rdmap_header: None,
+                })
+            },
+        );
+    });
 }
 
 /// Tagged Writes the local side must refuse (M34): an STag it never gave
@@ -824,43 +853,43 @@ fn test_oversized_fpdu_and_segment_rule_e7() {
 /// segment's header; no byte of any region changes.
 #[test]
 fn test_write_to_stag_not_owned_rule_m34() {
-    let bench = Bench::new();
-    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let theirs = bench.good.buffer(64, 0xee, rw);
-    for case in ["unknown", "read only", "other pd", "bounds"] {
-        run_case(&bench, CANCELLED, |peer, side, _| {
-            let own = side.buffer(64, 0xcc, rw);
-            let ro = side.buffer(64, 0xcc, Access::LOCAL_WRITE | Access::REMOTE_READ);
-            let (stag, to, code) = match case {
-                "unknown" => (0x7777_7700, 0, ddp_code::T_INVALID_STAG),
-                "read only" => (ro.rkey(), ro.raddr(0), ddp_code::T_INVALID_STAG),
-                "other pd" => (theirs.rkey(), theirs.raddr(0), ddp_code::T_INVALID_STAG),
-                _ => (own.rkey(), own.raddr(32), ddp_code::T_BASE_BOUNDS),
-            };
-            let ulpdu = peer.send_message(Message::Write {
-                stag,
-                to,
-                last: true,
-                payload: &[0x11; 48],
+    Bench::run(|bench| {
+        let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let theirs = bench.good.buffer(64, 0xee, rw);
+        for case in ["unknown", "read only", "other pd", "bounds"] {
+            run_case(bench, CANCELLED, |peer, side, _| {
+                let own = side.buffer(64, 0xcc, rw);
+                let ro = side.buffer(64, 0xcc, Access::LOCAL_WRITE | Access::REMOTE_READ);
+                let (stag, to, code) = match case {
+                    "unknown" => (0x7777_7700, 0, ddp_code::T_INVALID_STAG),
+                    "read only" => (ro.rkey(), ro.raddr(0), ddp_code::T_INVALID_STAG),
+                    "other pd" => (theirs.rkey(), theirs.raddr(0), ddp_code::T_INVALID_STAG),
+                    _ => (own.rkey(), own.raddr(32), ddp_code::T_BASE_BOUNDS),
+                };
+                let ulpdu = peer.send_message(Message::Write {
+                    stag,
+                    to,
+                    last: true,
+                    payload: &[0x11; 48],
+                });
+                let expected = SeenTerminate {
+                    code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
+                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                    ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+                    rdmap_header: None,
+                };
+                // The Terminate is out before the regions are looked at again.
+                let ulpdus = peer.read_ulpdus();
+                assert_eq!(ulpdus.len(), 2, "{case}");
+                assert_read_request(&ulpdus[0]);
+                assert_eq!(terminate_of(&ulpdus[1]), expected, "{case}");
+                assert_eq!(own.buffer.bytes(), &[0xcc; 64], "{case}");
+                assert_eq!(ro.buffer.bytes(), &[0xcc; 64], "{case}");
+                None
             });
-            let expected = SeenTerminate {
-                code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
-                segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-                ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
-                rdmap_header: None,
-            };
-            // The Terminate is out before the regions are looked at again.
-            let ulpdus = peer.read_ulpdus();
-            assert_eq!(ulpdus.len(), 2, "{case}");
-            assert_read_request(&ulpdus[0]);
-            assert_eq!(terminate_of(&ulpdus[1]), expected, "{case}");
-            assert_eq!(own.buffer.bytes(), &[0xcc; 64], "{case}");
-            assert_eq!(ro.buffer.bytes(), &[0xcc; 64], "{case}");
-            None
-        });
-        assert_eq!(theirs.buffer.bytes(), &[0xee; 64], "{case}");
-    }
-    bench.finish();
+            assert_eq!(theirs.buffer.bytes(), &[0xee; 64], "{case}");
+        }
+    });
 }
 
 /// Read Requests the local side must refuse (M34; the status the peer's
@@ -870,62 +899,62 @@ fn test_write_to_stag_not_owned_rule_m34() {
 /// request's 28 bytes; no Read Response goes out.
 #[test]
 fn test_read_request_beyond_region_rule_m34_p20() {
-    let bench = Bench::new();
-    for (case, ecode, status) in [
-        (
-            "bounds",
-            rdmap_code::BASE_BOUNDS,
-            WcStatus::RemoteOperationError,
-        ),
-        (
-            "rights",
-            rdmap_code::ACCESS_RIGHTS,
-            WcStatus::RemoteAccessError,
-        ),
-        (
-            "unknown",
-            rdmap_code::INVALID_STAG,
-            WcStatus::RemoteAccessError,
-        ),
-    ] {
-        run_case(&bench, CANCELLED, |peer, side, _| {
-            let readable = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_READ);
-            let write_only = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
-            let (source_stag, source_to, size) = match case {
-                "bounds" => (readable.rkey(), readable.raddr(32), 64),
-                "rights" => (write_only.rkey(), write_only.raddr(0), 16),
-                _ => (0x0bad_0000, 0, 16),
-            };
-            let ulpdu = peer.send_message(Message::ReadRequest {
-                msn: 1,
-                request: ReadRequest {
-                    sink_stag: 0x5151_5100,
-                    sink_to: 0x2000,
-                    size,
-                    source_stag,
-                    source_to,
-                },
+    Bench::run(|bench| {
+        for (case, ecode, status) in [
+            (
+                "bounds",
+                rdmap_code::BASE_BOUNDS,
+                WcStatus::RemoteOperationError,
+            ),
+            (
+                "rights",
+                rdmap_code::ACCESS_RIGHTS,
+                WcStatus::RemoteAccessError,
+            ),
+            (
+                "unknown",
+                rdmap_code::INVALID_STAG,
+                WcStatus::RemoteAccessError,
+            ),
+        ] {
+            run_case(bench, CANCELLED, |peer, side, _| {
+                let readable = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_READ);
+                let write_only = side.buffer(64, 0x3c, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+                let (source_stag, source_to, size) = match case {
+                    "bounds" => (readable.rkey(), readable.raddr(32), 64),
+                    "rights" => (write_only.rkey(), write_only.raddr(0), 16),
+                    _ => (0x0bad_0000, 0, 16),
+                };
+                let ulpdu = peer.send_message(Message::ReadRequest {
+                    msn: 1,
+                    request: ReadRequest {
+                        sink_stag: 0x5151_5100,
+                        sink_to: 0x2000,
+                        size,
+                        source_stag,
+                        source_to,
+                    },
+                });
+                let code = TermCode::rdmap(rdmap_etype::REMOTE_PROTECTION, ecode);
+                assert_eq!(code.completion_status(), status, "{case}");
+                let ulpdus = peer.read_ulpdus();
+                assert_eq!(ulpdus.len(), 2, "no Read Response: {case}");
+                assert_read_request(&ulpdus[0]);
+                assert_eq!(
+                    terminate_of(&ulpdus[1]),
+                    SeenTerminate {
+                        code,
+                        segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                        ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                        rdmap_header: Some(ulpdu[ddp::UNTAGGED_HEADER_LEN..].to_vec()),
+                    },
+                    "{case}"
+                );
+                assert_eq!(code.layer, Layer::Rdmap);
+                None
             });
-            let code = TermCode::rdmap(rdmap_etype::REMOTE_PROTECTION, ecode);
-            assert_eq!(code.completion_status(), status, "{case}");
-            let ulpdus = peer.read_ulpdus();
-            assert_eq!(ulpdus.len(), 2, "no Read Response: {case}");
-            assert_read_request(&ulpdus[0]);
-            assert_eq!(
-                terminate_of(&ulpdus[1]),
-                SeenTerminate {
-                    code,
-                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-                    ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
-                    rdmap_header: Some(ulpdu[ddp::UNTAGGED_HEADER_LEN..].to_vec()),
-                },
-                "{case}"
-            );
-            assert_eq!(code.layer, Layer::Rdmap);
-            None
-        });
-    }
-    bench.finish();
+        }
+    });
 }
 
 /// The first segment of a two-segment Send, then the peer's orderly close
@@ -934,17 +963,17 @@ fn test_read_request_beyond_region_rule_m34_p20() {
 /// and closes (X2: the connection layer hears the peer left).
 #[test]
 fn test_peer_close_mid_message_rule_x2() {
-    let bench = Bench::new();
-    run_case(&bench, CANCELLED, |peer, _, work| {
-        peer.send_message(send_segment(0, false, &[9; 32]));
-        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-        let ulpdus = peer.read_ulpdus();
-        assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
-        assert_read_request(&ulpdus[0]);
-        assert_eq!(&work.recv.buffer.bytes()[..32], &[9; 32]);
-        None
+    Bench::run(|bench| {
+        run_case(bench, CANCELLED, |peer, _, work| {
+            peer.send_message(send_segment(0, false, &[9; 32]));
+            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+            let ulpdus = peer.read_ulpdus();
+            assert_eq!(ulpdus.len(), 1, "the Read Request, and no Terminate");
+            assert_read_request(&ulpdus[0]);
+            assert_eq!(&work.recv.buffer.bytes()[..32], &[9; 32]);
+            None
+        });
     });
-    bench.finish();
 }
 
 /// The first segment of a two-segment Send, then a reset (the test closes
@@ -953,34 +982,34 @@ fn test_peer_close_mid_message_rule_x2() {
 /// error), the receive in progress and everything else complete cancelled.
 #[test]
 fn test_peer_reset_mid_message_rule_e5() {
-    let bench = Bench::new();
-    let errors = || {
-        bench
-            .device
-            .counters
-            .connection_error
-            .load(Ordering::SeqCst)
-    };
-    let before = errors();
-    let frames = || bench.device.counters.rdma_in_frames.load(Ordering::SeqCst);
-    let (side, lost) = bench.side();
-    let (end, mut peer) = hostile_connection(&side, false, false);
-    let work = outstanding(&side);
-    peer.await_unread();
-    let seen = frames();
-    peer.send_message(send_segment(0, false, &[4; 32]));
-    // The segment is read by the local side before the reset can overtake
-    // it in the socket.
-    wait_until("the first segment to arrive", || frames() > seen);
-    let Hostile { socket, .. } = peer;
-    drop(socket);
-    assert_local_failed(&side, &lost, CANCELLED);
-    assert_eq!(&work.recv.buffer.bytes()[..32], &[4; 32]);
-    assert_eq!(errors(), before + 1);
-    assert!(end.seen.is_quiet());
-    assert_released(end, side);
-    drop(work);
-    bench.finish();
+    Bench::run(|bench| {
+        let errors = || {
+            bench
+                .device
+                .counters
+                .connection_error
+                .load(Ordering::SeqCst)
+        };
+        let before = errors();
+        let frames = || bench.device.counters.rdma_in_frames.load(Ordering::SeqCst);
+        let (side, lost) = bench.side();
+        let (end, mut peer) = hostile_connection(&side, false, false);
+        let work = outstanding(&side);
+        peer.await_unread();
+        let seen = frames();
+        peer.send_message(send_segment(0, false, &[4; 32]));
+        // The segment is read by the local side before the reset can overtake
+        // it in the socket.
+        wait_until("the first segment to arrive", || frames() > seen);
+        let Hostile { socket, .. } = peer;
+        drop(socket);
+        assert_local_failed(&side, &lost, CANCELLED);
+        assert_eq!(&work.recv.buffer.bytes()[..32], &[4; 32]);
+        assert_eq!(errors(), before + 1);
+        assert!(end.seen.is_quiet());
+        assert_released(end, side);
+        drop(work);
+    });
 }
 
 /// The peer sends a Terminate naming the local Read (its Read Request
@@ -990,34 +1019,33 @@ fn test_peer_reset_mid_message_rule_e5() {
 /// answers nothing (a Terminate is never answered) but closes the stream.
 #[test]
 fn test_terminate_from_peer_rule_e5_m34() {
-    let bench = Bench::new();
-    for layout in [TermLayout::Rfc, TermLayout::Siw] {
-        let expect = Expect {
-            read: WcStatus::RemoteAccessError,
-            ..CANCELLED
-        };
-        run_case(&bench, expect, |peer, _, _| {
-            let request = peer.read_fpdu();
-            assert_read_request(&request);
-            let mut terminate = Terminate::new(TermCode::rdmap(
-                rdmap_etype::REMOTE_PROTECTION,
-                rdmap_code::INVALID_STAG,
-            ));
-            terminate.segment_len = Some(u16::try_from(request.len()).unwrap());
-            terminate.ddp_header = Some(&request[..ddp::UNTAGGED_HEADER_LEN]);
-            terminate.rdmap_header = Some(&request[ddp::UNTAGGED_HEADER_LEN..]);
-            let message = Message::Terminate { msn: 1, terminate };
-            let mut ulpdu = alloc::vec![0_u8; message.ulpdu_len()];
-            let at = message.ddp_header().write(&mut ulpdu).unwrap();
-            terminate.write(&mut ulpdu[at..], layout).unwrap();
-            let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(ulpdu.len())];
-            let n = mpa::write_fpdu(&mut fpdu, &ulpdu, peer.crc).unwrap();
-            peer.send(&fpdu[..n]);
-            assert!(peer.read_ulpdus().is_empty(), "no answer: {layout:?}");
-            None
-        });
-    }
-    bench.finish();
+    Bench::run(|bench| {
+        for layout in [TermLayout::Rfc, TermLayout::Siw] {
+            run_case(
+                bench,
+                CANCELLED.read(WcStatus::RemoteAccessError),
+                |peer, _, _| {
+                    let request = peer.read_request();
+                    let mut terminate = Terminate::new(TermCode::rdmap(
+                        rdmap_etype::REMOTE_PROTECTION,
+                        rdmap_code::INVALID_STAG,
+                    ));
+                    terminate.segment_len = Some(u16::try_from(request.len()).unwrap());
+                    terminate.ddp_header = Some(&request[..ddp::UNTAGGED_HEADER_LEN]);
+                    terminate.rdmap_header = Some(&request[ddp::UNTAGGED_HEADER_LEN..]);
+                    let message = Message::Terminate { msn: 1, terminate };
+                    let mut ulpdu = alloc::vec![0_u8; message.ulpdu_len()];
+                    let at = message.ddp_header().write(&mut ulpdu).unwrap();
+                    terminate.write(&mut ulpdu[at..], layout).unwrap();
+                    let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(ulpdu.len())];
+                    let n = mpa::write_fpdu(&mut fpdu, &ulpdu, peer.crc).unwrap();
+                    peer.send(&fpdu[..n]);
+                    assert!(peer.read_ulpdus().is_empty(), "no answer: {layout:?}");
+                    None
+                },
+            );
+        }
+    });
 }
 
 /// The peer closes (FIN) or resets the stream in the middle of the MPA
@@ -1025,33 +1053,33 @@ fn test_terminate_from_peer_rule_e5_m34() {
 /// untouched (N28) and everything is released.
 #[test]
 fn test_peer_closes_during_mpa_exchange_rule_n28() {
-    let bench = Bench::new();
-    for abortive in [false, true] {
-        let (side, _lost) = bench.side();
-        let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
-        if abortive {
-            // Left unread: closing then resets the connection.
-            peer.await_unread();
-        } else {
-            peer.read_frame(FrameKind::Request);
+    Bench::run(|bench| {
+        for abortive in [false, true] {
+            let (side, _lost) = bench.side();
+            let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
+            if abortive {
+                // Left unread: closing then resets the connection.
+                peer.await_unread();
+            } else {
+                peer.read_frame(FrameKind::Request);
+            }
+            peer.send(&mpa::KEY_REPLY[..10]);
+            if abortive {
+                drop(peer);
+            } else {
+                peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+                assert!(peer.read_to_end().is_empty());
+                drop(peer);
+            }
+            match end.seen.next() {
+                Seen::Failed(ConnFailure::Closed { abortive: a }) => assert_eq!(a, abortive),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(side.qp.state(), QpState::Idle);
+            assert!(end.seen.link.lock().unwrap().is_none());
+            assert_released(end, side);
         }
-        peer.send(&mpa::KEY_REPLY[..10]);
-        if abortive {
-            drop(peer);
-        } else {
-            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-            assert!(peer.read_to_end().is_empty());
-            drop(peer);
-        }
-        match end.seen.next() {
-            Seen::Failed(ConnFailure::Closed { abortive: a }) => assert_eq!(a, abortive),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(side.qp.state(), QpState::Idle);
-        assert!(end.seen.link.lock().unwrap().is_none());
-        assert_released(end, side);
-    }
-    bench.finish();
+    });
 }
 
 /// The reply and a bad first FPDU (a Write to an STag never given out) in
@@ -1062,55 +1090,55 @@ fn test_peer_closes_during_mpa_exchange_rule_n28() {
 /// connection (P8) are cancelled, the Terminate goes out.
 #[test]
 fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
-    let bench = Bench::new();
-    let (side, lost) = bench.side();
-    let recv = side.buffer(128, 0, Access::LOCAL_WRITE);
-    side.qp.post_receive(1, &[recv.sge(0, 64)]).unwrap();
-    side.qp.post_receive(2, &[recv.sge(64, 64)]).unwrap();
-    let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
-    let mut bytes = peer.accepting_reply();
-    let write = Message::Write {
-        stag: 0x7777_7700,
-        to: 0,
-        last: true,
-        payload: &[1; 8],
-    };
-    bytes.extend(peer.fpdu(write));
-    peer.send(&bytes);
-    assert!(matches!(end.seen.next(), Seen::Up));
-    let ulpdus = peer.read_ulpdus();
-    assert_eq!(ulpdus.len(), 1);
-    let mut ulpdu = alloc::vec![0_u8; write.ulpdu_len()];
-    write.write_ulpdu(&mut ulpdu).unwrap();
-    assert_eq!(
-        terminate_of(&ulpdus[0]),
-        SeenTerminate {
-            code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, ddp_code::T_INVALID_STAG),
-            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-            ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
-            rdmap_header: None,
-        }
-    );
-    assert_eq!(
-        statuses(&take(&side.rcq, 2)),
-        [
-            (1, Opcode::Receive, WcStatus::Cancelled),
-            (2, Opcode::Receive, WcStatus::Cancelled)
-        ]
-    );
-    assert_eq!(side.qp.state(), QpState::Error);
-    wait_until("the loss to be reported", || {
-        lost.count.load(Ordering::SeqCst) == 1
+    Bench::run(|bench| {
+        let (side, lost) = bench.side();
+        let recv = side.buffer(128, 0, Access::LOCAL_WRITE);
+        side.qp.post_receive(1, &[recv.sge(0, 64)]).unwrap();
+        side.qp.post_receive(2, &[recv.sge(64, 64)]).unwrap();
+        let (end, mut peer) = local_initiator(&side, &InitiatorConfig::default());
+        let mut bytes = peer.accepting_reply();
+        let write = Message::Write {
+            stag: 0x7777_7700,
+            to: 0,
+            last: true,
+            payload: &[1; 8],
+        };
+        bytes.extend(peer.fpdu(write));
+        peer.send(&bytes);
+        assert!(matches!(end.seen.next(), Seen::Up));
+        let ulpdus = peer.read_ulpdus();
+        assert_eq!(ulpdus.len(), 1);
+        let mut ulpdu = alloc::vec![0_u8; write.ulpdu_len()];
+        write.write_ulpdu(&mut ulpdu).unwrap();
+        assert_eq!(
+            terminate_of(&ulpdus[0]),
+            SeenTerminate {
+                code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, ddp_code::T_INVALID_STAG),
+                segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+                rdmap_header: None,
+            }
+        );
+        assert_eq!(
+            statuses(&take(&side.rcq, 2)),
+            [
+                (1, Opcode::Receive, WcStatus::Cancelled),
+                (2, Opcode::Receive, WcStatus::Cancelled)
+            ]
+        );
+        assert_eq!(side.qp.state(), QpState::Error);
+        wait_until("the loss to be reported", || {
+            lost.count.load(Ordering::SeqCst) == 1
+        });
+        let up_at = end.seen.up_at.load(Ordering::SeqCst);
+        assert!(
+            up_at < lost.at.load(Ordering::SeqCst),
+            "established after connection_lost"
+        );
+        drop(peer);
+        assert_released(end, side);
+        drop(recv);
     });
-    let up_at = end.seen.up_at.load(Ordering::SeqCst);
-    assert!(
-        up_at < lost.at.load(Ordering::SeqCst),
-        "established after connection_lost"
-    );
-    drop(peer);
-    assert_released(end, side);
-    drop(recv);
-    bench.finish();
 }
 
 /// A Send with Invalidate naming an STag the connection does not own: the
@@ -1121,57 +1149,58 @@ fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
 /// invalidate" with the segment's header, and the region is still valid.
 #[test]
 fn test_send_invalidate_of_stag_not_owned_rule_m24() {
-    let bench = Bench::new();
-    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let theirs = bench.good.buffer(64, 0, rw);
-    for other_pd in [true, false] {
-        let expect = Expect {
-            recv: WcStatus::InvalidRequest,
-            ..CANCELLED
-        };
-        run_case(&bench, expect, |peer, side, _| {
-            let own = side.buffer(64, 0, rw);
-            let (pd, key) = if other_pd {
-                (&bench.good.pd, theirs.rkey())
-            } else {
-                (&side.pd, own.rkey())
-            };
-            let ulpdu = peer.send_message(Message::Send {
-                solicited: false,
-                invalidate: Some(key),
-                msn: 1,
-                mo: 0,
-                last: true,
-                payload: &[6; 8],
-            });
-            let ulpdus = peer.read_ulpdus();
-            assert_eq!(ulpdus.len(), 2);
-            assert_read_request(&ulpdus[0]);
-            assert_eq!(
-                terminate_of(&ulpdus[1]),
-                SeenTerminate {
-                    code: TermCode::rdmap(
-                        rdmap_etype::REMOTE_OPERATION,
-                        rdmap_code::CANNOT_INVALIDATE
-                    ),
-                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-                    ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
-                    rdmap_header: None,
-                }
+    Bench::run(|bench| {
+        let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let theirs = bench.good.buffer(64, 0, rw);
+        for other_pd in [true, false] {
+            run_case(
+                bench,
+                CANCELLED.recv(WcStatus::InvalidRequest),
+                |peer, side, _| {
+                    let own = side.buffer(64, 0, rw);
+                    let (pd, key) = if other_pd {
+                        (&bench.good.pd, theirs.rkey())
+                    } else {
+                        (&side.pd, own.rkey())
+                    };
+                    let ulpdu = peer.send_message(Message::Send {
+                        solicited: false,
+                        invalidate: Some(key),
+                        msn: 1,
+                        mo: 0,
+                        last: true,
+                        payload: &[6; 8],
+                    });
+                    let ulpdus = peer.read_ulpdus();
+                    assert_eq!(ulpdus.len(), 2);
+                    assert_read_request(&ulpdus[0]);
+                    assert_eq!(
+                        terminate_of(&ulpdus[1]),
+                        SeenTerminate {
+                            code: TermCode::rdmap(
+                                rdmap_etype::REMOTE_OPERATION,
+                                rdmap_code::CANNOT_INVALIDATE
+                            ),
+                            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                            ddp_header: Some(ulpdu[..ddp::UNTAGGED_HEADER_LEN].to_vec()),
+                            rdmap_header: None,
+                        }
+                    );
+                    let addr = if other_pd {
+                        theirs.raddr(0)
+                    } else {
+                        own.raddr(0)
+                    };
+                    let still =
+                        bench
+                            .device
+                            .resolve_remote(pd, 0, key, addr, 64, Access::REMOTE_WRITE);
+                    assert!(still.is_ok(), "the region is still valid");
+                    None
+                },
             );
-            let addr = if other_pd {
-                theirs.raddr(0)
-            } else {
-                own.raddr(0)
-            };
-            let still = bench
-                .device
-                .resolve_remote(pd, 0, key, addr, 64, Access::REMOTE_WRITE);
-            assert!(still.is_ok(), "the region is still valid");
-            None
-        });
-    }
-    bench.finish();
+        }
+    });
 }
 
 /// Garbage after the MPA exchange, then FIN: for each seed either raw
@@ -1182,46 +1211,46 @@ fn test_send_invalidate_of_stag_not_owned_rule_m24() {
 /// cancelled (E5), the other connection is untouched, nothing leaks.
 #[test]
 fn test_garbage_fpdus_after_setup_rule_e5() {
-    let bench = Bench::new();
-    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
-    let mut terminated = 0;
-    for seed in 0..24_u64 {
-        let len = 1 + usize::try_from(next() % 120).unwrap();
-        let random: Vec<u8> = (0..len).map(|_| next().to_le_bytes()[0]).collect();
-        run_case(&bench, CANCELLED, |peer, _, _| {
-            let bytes = if seed % 2 == 0 {
-                random
-            } else {
-                let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(random.len())];
-                let n = mpa::write_fpdu(&mut fpdu, &random, false).unwrap();
-                fpdu.truncate(n);
-                fpdu
-            };
-            peer.send(&bytes);
-            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-            let ulpdus = peer.read_ulpdus();
-            assert_read_request(&ulpdus[0]);
-            match &ulpdus[1..] {
-                [] => assert_eq!(seed % 2, 0, "framed garbage is answered"),
-                [terminate] => {
-                    let code = terminate_of(terminate).code;
-                    assert!(code.is_known(), "seed {seed}: {code}");
-                    assert!(!code.completion_status().is_success());
-                    terminated += 1;
+    Bench::run(|bench| {
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut terminated = 0;
+        for seed in 0..24_u64 {
+            let len = 1 + usize::try_from(next() % 120).unwrap();
+            let random: Vec<u8> = (0..len).map(|_| next().to_le_bytes()[0]).collect();
+            run_case(bench, CANCELLED, |peer, _, _| {
+                let bytes = if seed % 2 == 0 {
+                    random
+                } else {
+                    let mut fpdu = alloc::vec![0_u8; mpa::fpdu_len(random.len())];
+                    let n = mpa::write_fpdu(&mut fpdu, &random, false).unwrap();
+                    fpdu.truncate(n);
+                    fpdu
+                };
+                peer.send(&bytes);
+                peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+                let ulpdus = peer.read_ulpdus();
+                assert_read_request(&ulpdus[0]);
+                match &ulpdus[1..] {
+                    [] => assert_eq!(seed % 2, 0, "framed garbage is answered"),
+                    [terminate] => {
+                        let code = terminate_of(terminate).code;
+                        assert!(code.is_known(), "seed {seed}: {code}");
+                        assert!(!code.completion_status().is_success());
+                        terminated += 1;
+                    }
+                    more => panic!("seed {seed}: {} FPDUs after the Read Request", more.len()),
                 }
-                more => panic!("seed {seed}: {} FPDUs after the Read Request", more.len()),
-            }
-            None
-        });
-    }
-    assert!(terminated >= 12, "every framed garbage ULPDU is refused");
-    bench.finish();
+                None
+            });
+        }
+        assert!(terminated >= 12, "every framed garbage ULPDU is refused");
+    });
 }
 
 /// A Read Response the local Read did not ask for: another sink STag, or
@@ -1231,43 +1260,43 @@ fn test_garbage_fpdus_after_setup_rule_e5() {
 /// request told the consumer why the connection ended, E5).
 #[test]
 fn test_bogus_read_response_rule_e5() {
-    let bench = Bench::new();
-    for case in ["stag", "length"] {
-        let expect = Expect {
-            read: WcStatus::RemoteOperationError,
-            ..CANCELLED
-        };
-        run_case(&bench, expect, |peer, _, _| {
-            let request = peer.read_fpdu();
-            assert_read_request(&request);
-            let Message::ReadRequest { request, .. } = Message::parse(&request, None).unwrap()
-            else {
-                unreachable!()
-            };
-            let (stag, len, code) = match case {
-                "stag" => (request.sink_stag ^ 0x100, 16, ddp_code::T_INVALID_STAG),
-                _ => (request.sink_stag, 32, ddp_code::T_BASE_BOUNDS),
-            };
-            let ulpdu = peer.send_message(Message::ReadResponse {
-                stag,
-                to: request.sink_to,
-                last: true,
-                payload: &alloc::vec![0x77; len],
-            });
-            let ulpdus = peer.read_ulpdus();
-            assert_eq!(ulpdus.len(), 1, "{case}");
-            assert_eq!(
-                terminate_of(&ulpdus[0]),
-                SeenTerminate {
-                    code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
-                    segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
-                    ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
-                    rdmap_header: None,
+    Bench::run(|bench| {
+        for case in ["stag", "length"] {
+            run_case(
+                bench,
+                CANCELLED.read(WcStatus::RemoteOperationError),
+                |peer, _, _| {
+                    let request = peer.read_request();
+                    let Message::ReadRequest { request, .. } =
+                        Message::parse(&request, None).unwrap()
+                    else {
+                        unreachable!()
+                    };
+                    let (stag, len, code) = match case {
+                        "stag" => (request.sink_stag ^ 0x100, 16, ddp_code::T_INVALID_STAG),
+                        _ => (request.sink_stag, 32, ddp_code::T_BASE_BOUNDS),
+                    };
+                    let ulpdu = peer.send_message(Message::ReadResponse {
+                        stag,
+                        to: request.sink_to,
+                        last: true,
+                        payload: &alloc::vec![0x77; len],
+                    });
+                    let ulpdus = peer.read_ulpdus();
+                    assert_eq!(ulpdus.len(), 1, "{case}");
+                    assert_eq!(
+                        terminate_of(&ulpdus[0]),
+                        SeenTerminate {
+                            code: TermCode::ddp(ddp_etype::TAGGED_BUFFER, code),
+                            segment_len: Some(u16::try_from(ulpdu.len()).unwrap()),
+                            ddp_header: Some(ulpdu[..ddp::TAGGED_HEADER_LEN].to_vec()),
+                            rdmap_header: None,
+                        },
+                        "{case}"
+                    );
+                    None
                 },
-                "{case}"
             );
-            None
-        });
-    }
-    bench.finish();
+        }
+    });
 }

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use super::{Conn, ConnEvents, ConnFailure, Finish, LinkParams};
 use crate::kernel::sync::Arc;
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::link::Link;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig};
@@ -18,8 +18,8 @@ use crate::rnic::iwarp::tcp_testing::{
     Glue, WAIT, completions, now, parts, sockets, start, wait_state, wait_until,
 };
 use crate::rnic::qp::{Payload, QpState};
-use crate::rnic::testing::{CONFIG, Side};
-use crate::rnic::types::{Access, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{Pair, Side};
+use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 #[derive(Debug)]
 enum Seen {
@@ -113,9 +113,8 @@ fn responder(side: &Side, socket: TcpStream, config: ResponderConfig) -> End {
 }
 
 fn sides() -> (Side, Side) {
-    let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    (Side::new(&da, 0xA, CONFIG), Side::new(&db, 0xB, CONFIG))
+    let Pair { a, b } = Pair::apart(EngineMode::Inline);
+    (a, b)
 }
 
 /// N20 over the wire: each side's inbound limit is min(own inbound, peer's

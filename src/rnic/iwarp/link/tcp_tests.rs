@@ -12,15 +12,15 @@ use super::tests::send_pattern;
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::net::{StreamEvents, TcpByteStream};
 use crate::kernel::sync::Arc;
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::setup::{
     Established, Event, Initiator, InitiatorConfig, Responder, ResponderConfig,
 };
 use crate::rnic::iwarp::tcp_testing::{completions, wait_state};
-use crate::rnic::qp::{Payload, QpState};
-use crate::rnic::testing::{CONFIG, Side};
-use crate::rnic::types::{Access, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::qp::QpState;
+use crate::rnic::testing::{Pair, Side};
+use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// Routes a socket's events to its link.
 #[derive(Default)]
@@ -149,10 +149,7 @@ fn test_send_write_read_over_tcp_loopback() {
         assert_eq!(a_established.negotiated.crc, crc);
         assert_eq!(b_established.negotiated.crc, crc);
 
-        let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-        let a = Side::new(&da, 0xA, CONFIG);
-        let b = Side::new(&db, 0xB, CONFIG);
+        let Pair { a, b } = Pair::apart(EngineMode::Inline);
         let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let dst = b.buffer(100_000, 0, rw);
         b.qp.post_receive(1, &[dst.sge(0, 100_000)]).unwrap();
@@ -162,14 +159,8 @@ fn test_send_write_read_over_tcp_loopback() {
         // A Send larger than the socket buffer (back-pressure), a Write, and
         // two Reads of what was written.
         let src = send_pattern(&a, 1, 100_000, 7, None);
-        a.qp.post_write(
-            2,
-            Payload::Sges(&[src.sge(0, 50_000)]),
-            dst.raddr(0),
-            dst.rkey(),
-            WrFlags::empty(),
-        )
-        .unwrap();
+        a.write_to(2, &[src.sge(0, 50_000)], &dst, 0, WrFlags::empty())
+            .unwrap();
         let back = a.buffer(50_000, 0, Access::LOCAL_WRITE);
         for context in [3, 4] {
             a.qp.post_read(

@@ -4,6 +4,7 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::fmt::Debug;
 use std::sync::Mutex;
 
 use proptest::prelude::*;
@@ -11,7 +12,7 @@ use proptest::prelude::*;
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
 use crate::rnic::iwarp::setup::{
@@ -20,8 +21,8 @@ use crate::rnic::iwarp::setup::{
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, Terminate, ddp_code, ddp_etype};
 use crate::rnic::mr::{Denied, Mw};
 use crate::rnic::qp::{self, Payload, QpState};
-use crate::rnic::testing::{CONFIG, Registered, Side};
-use crate::rnic::types::{Access, Completion, Limits, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{Pair, Registered, Side, TestCq};
+use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 /// One direction of the pipe: what the sender's link offered and the
 /// receiver has not read yet, with a window.
@@ -113,10 +114,7 @@ impl<P: ByteStream + 'static> Linked<P> {
         (ab, ba): (Arc<P>, Arc<P>),
         configs: (LinkConfig, LinkConfig),
     ) -> Self {
-        let da = Device::new(Limits::DEFAULT, mode).unwrap();
-        let db = Device::new(Limits::DEFAULT, mode).unwrap();
-        let a = Side::new(&da, 0xA, CONFIG);
-        let b = Side::new(&db, 0xB, CONFIG);
+        let Pair { a, b } = Pair::apart(mode);
         let la = connect(&a.qp, Arc::clone(&ab) as _, configs.0).unwrap();
         let lb = connect(&b.qp, Arc::clone(&ba) as _, configs.1).unwrap();
         Self {
@@ -248,6 +246,42 @@ pub(super) fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
         .collect()
 }
 
+/// A request `ctx` of `opcode` that completed successfully, as
+/// [`expect_done`] lists it.
+fn ok(ctx: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
+    (ctx, opcode, WcStatus::Success)
+}
+
+/// Drains `cq` and expects exactly `expected` (request context, opcode,
+/// status), in order.
+#[track_caller]
+pub(super) fn expect_done(cq: &TestCq, expected: &[(usize, Opcode, WcStatus)]) {
+    assert_eq!(statuses(&cq.drain()), expected);
+}
+
+/// Posts on `side` a Read (context `ctx`) of the first 8 bytes of the
+/// peer's `remote` into a new buffer; returns the buffer.
+fn read_8_from(side: &Side, ctx: usize, remote: &Registered) -> Registered {
+    let sink = side.buffer(8, 0, Access::LOCAL_WRITE);
+    side.qp
+        .post_read(
+            ctx,
+            &[sink.sge(0, 8)],
+            remote.raddr(0),
+            remote.rkey(),
+            WrFlags::empty(),
+        )
+        .unwrap();
+    sink
+}
+
+/// `n` buffers of `len` bytes of `side` that Reads land in.
+fn read_sinks(side: &Side, n: usize, len: usize) -> Vec<Registered> {
+    (0..n)
+        .map(|_| side.buffer(len, 0, Access::LOCAL_WRITE))
+        .collect()
+}
+
 /// Local and remote write, remote read.
 pub(super) const RW: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_WRITE)
@@ -259,6 +293,16 @@ fn receive_into(side: &Side, ctx: usize, len: usize) -> Registered {
     let dst = side.buffer(len, 0, RW);
     let sge = dst.sge(0, u32::try_from(len).unwrap());
     side.qp.post_receive(ctx, &[sge]).unwrap();
+    dst
+}
+
+/// Posts receives 1 and 2 on `side`, both into the same new buffer of
+/// `len` bytes; returns the buffer.
+fn receive_twice_into(side: &Side, len: usize) -> Registered {
+    let dst = receive_into(side, 1, len);
+    side.qp
+        .post_receive(2, &[dst.sge(0, u32::try_from(len).unwrap())])
+        .unwrap();
     dst
 }
 
@@ -298,13 +342,7 @@ fn test_send_multi_segment_sge_lists() {
             .post_send(11, Payload::Sges(&[]), WrFlags::empty(), None)
             .unwrap();
         w.pump();
-        assert_eq!(
-            statuses(&w.a.scq.drain()),
-            [
-                (10, Opcode::Send, WcStatus::Success),
-                (11, Opcode::Send, WcStatus::Success)
-            ]
-        );
+        expect_done(&w.a.scq, &[ok(10, Opcode::Send), ok(11, Opcode::Send)]);
         let got = w.b.rcq.drain();
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].request_context, got[0].bytes), (1, 300));
@@ -393,13 +431,13 @@ fn test_spans_placement_across_boundaries_rule_m2() {
             .unwrap();
         w.pump();
         assert_eq!(sink.buffer.bytes(), &model[..], "crc {crc}");
-        assert_eq!(
-            statuses(&w.a.scq.drain()),
-            [
-                (1, Opcode::Write, WcStatus::Success),
-                (3, Opcode::Send, WcStatus::Success),
-                (4, Opcode::Read, WcStatus::Success)
-            ]
+        expect_done(
+            &w.a.scq,
+            &[
+                ok(1, Opcode::Write),
+                ok(3, Opcode::Send),
+                ok(4, Opcode::Read),
+            ],
         );
         assert_eq!(w.b.rcq.drain().len(), 1);
     }
@@ -428,13 +466,7 @@ fn test_inline_send_and_write() {
         .unwrap();
     w.pump();
     assert_eq!(&sink.buffer.bytes()[10..210], bytes.bytes());
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [
-            (1, Opcode::Send, WcStatus::Success),
-            (2, Opcode::Write, WcStatus::Success)
-        ]
-    );
+    expect_done(&w.a.scq, &[ok(1, Opcode::Send), ok(2, Opcode::Write)]);
 }
 
 fn write_then_reads(w: &Wire, reads: usize) -> (Registered, Vec<Registered>) {
@@ -512,13 +544,7 @@ fn test_zero_length_write_and_read_rule_p19() {
         .post_read(2, &[], remote.raddr(0), remote.rkey(), WrFlags::READ_FENCE)
         .unwrap();
     w.pump();
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [
-            (1, Opcode::Write, WcStatus::Success),
-            (2, Opcode::Read, WcStatus::Success)
-        ]
-    );
+    expect_done(&w.a.scq, &[ok(1, Opcode::Write), ok(2, Opcode::Read)]);
 }
 
 #[test]
@@ -539,10 +565,7 @@ fn test_send_with_invalidate_of_a_bound_window() {
         )
         .unwrap();
     w.pump();
-    assert_eq!(
-        statuses(&w.b.scq.drain()),
-        [(1, Opcode::Bind, WcStatus::Success)]
-    );
+    expect_done(&w.b.scq, &[ok(1, Opcode::Bind)]);
     let key = mw.remote_key();
     let _dst = receive_into(&w.b, 5, 16);
     let _src = send_pattern(&w.a, 2, 16, 1, Some(key));
@@ -592,16 +615,7 @@ fn test_write_bad_stag_terminates_rule_m34() {
                 WrFlags::empty(),
             )
             .unwrap();
-        let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
-        w.a.qp
-            .post_read(
-                2,
-                &[sink.sge(0, 8)],
-                remote.raddr(0),
-                remote.rkey(),
-                WrFlags::empty(),
-            )
-            .unwrap();
+        let _sink = read_8_from(&w.a, 2, &remote);
         w.pump();
         assert_eq!(w.terminate_ba(), Some(cause.term_code()));
         assert_eq!(w.terminate_ab(), None, "a Terminate is never answered");
@@ -612,10 +626,7 @@ fn test_write_bad_stag_terminates_rule_m34() {
         assert_eq!(done[1].2, WcStatus::Cancelled);
         assert_eq!(w.a.qp.state(), QpState::Error);
         assert_eq!(w.b.qp.state(), QpState::Error);
-        assert_eq!(
-            statuses(&w.b.rcq.drain()),
-            [(9, Opcode::Receive, WcStatus::Cancelled)]
-        );
+        expect_done(&w.b.rcq, &[(9, Opcode::Receive, WcStatus::Cancelled)]);
         assert_eq!(*w.ab.closed.lock().unwrap(), Some(false));
         assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
     }
@@ -684,10 +695,7 @@ fn test_terminate_spares_a_request_not_yet_sent_rule_e5() {
     w.b.qp.terminate();
     w.pump();
     assert_eq!(w.terminate_ba(), Some(LocalCause::Catastrophic.term_code()));
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [(1, Opcode::Send, WcStatus::Cancelled)]
-    );
+    expect_done(&w.a.scq, &[(1, Opcode::Send, WcStatus::Cancelled)]);
     assert_eq!(w.a.qp.state(), QpState::Error);
 }
 
@@ -699,9 +707,7 @@ fn test_reads_beyond_ird_terminate_rule_n21() {
     };
     let w = Wire::with(8, 8, 21, cfg, EngineMode::Inline);
     let remote = w.b.buffer(2000, 0, RW);
-    let sinks: Vec<Registered> = (0..4)
-        .map(|_| w.a.buffer(2000, 0, Access::LOCAL_WRITE))
-        .collect();
+    let sinks = read_sinks(&w.a, 4, 2000);
     for (i, sink) in sinks.iter().enumerate() {
         w.a.qp
             .post_read(
@@ -718,14 +724,14 @@ fn test_reads_beyond_ird_terminate_rule_n21() {
     assert_eq!(code, LocalCause::IrdExceeded.term_code());
     // The Terminate names the second Read Request (MSN 2): it fails, the
     // first (not fully answered) and the rest are cancelled.
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [
+    expect_done(
+        &w.a.scq,
+        &[
             (0, Opcode::Read, WcStatus::Cancelled),
             (1, Opcode::Read, WcStatus::RemoteOperationError),
             (2, Opcode::Read, WcStatus::Cancelled),
-            (3, Opcode::Read, WcStatus::Cancelled)
-        ]
+            (3, Opcode::Read, WcStatus::Cancelled),
+        ],
     );
 }
 
@@ -737,10 +743,7 @@ fn test_flush_closes_the_stream_rule_e1() {
     w.pump();
     assert_eq!(*w.ba.closed.lock().unwrap(), Some(false));
     assert_eq!(w.a.qp.state(), QpState::Error);
-    assert_eq!(
-        statuses(&w.a.rcq.drain()),
-        [(1, Opcode::Receive, WcStatus::Cancelled)]
-    );
+    expect_done(&w.a.rcq, &[(1, Opcode::Receive, WcStatus::Cancelled)]);
 }
 
 #[test]
@@ -755,10 +758,7 @@ fn test_send_without_receive_terminates() {
             ddp_code::U_NO_BUFFER
         ))
     );
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [(1, Opcode::Send, WcStatus::Success)]
-    );
+    expect_done(&w.a.scq, &[ok(1, Opcode::Send)]);
     assert_eq!(w.a.qp.state(), QpState::Error);
     assert_eq!(w.b.qp.state(), QpState::Error);
 }
@@ -823,14 +823,14 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
     crate::kernel::deferred::flush();
     let status = code.completion_status();
     assert!(!matches!(status, WcStatus::Success | WcStatus::Cancelled));
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [
-            (0, Opcode::Read, WcStatus::Success),
-            (1, Opcode::Send, WcStatus::Success),
+    expect_done(
+        &w.a.scq,
+        &[
+            ok(0, Opcode::Read),
+            ok(1, Opcode::Send),
             (2, Opcode::Send, status),
             (3, Opcode::Send, WcStatus::Cancelled),
-        ]
+        ],
     );
     assert_eq!(sink.buffer.bytes(), &[5; 8]);
     assert_eq!(w.a.qp.state(), QpState::Error);
@@ -839,8 +839,7 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
 #[test]
 fn test_send_too_long_fails_receive_rule_e7() {
     let w = Wire::new(256, 64, 4, false);
-    let dst = receive_into(&w.b, 1, 64);
-    w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
+    let _dst = receive_twice_into(&w.b, 64);
     let _src = send_pattern(&w.a, 1, 100, 1, None);
     w.pump();
     assert_eq!(
@@ -851,12 +850,12 @@ fn test_send_too_long_fails_receive_rule_e7() {
         ))
     );
     // As the local engine: the receive reports E7's status, the rest cancel.
-    assert_eq!(
-        statuses(&w.b.rcq.drain()),
-        [
+    expect_done(
+        &w.b.rcq,
+        &[
             (1, Opcode::Receive, WcStatus::ReceiveTooSmall),
-            (2, Opcode::Receive, WcStatus::Cancelled)
-        ]
+            (2, Opcode::Receive, WcStatus::Cancelled),
+        ],
     );
 }
 
@@ -878,10 +877,7 @@ fn test_send_invalidate_of_bad_key_rule_m24() {
         w.terminate_ba(),
         Some(LocalCause::CannotInvalidate.term_code())
     );
-    assert_eq!(
-        statuses(&w.b.rcq.drain()),
-        [(1, Opcode::Receive, WcStatus::InvalidRequest)]
-    );
+    expect_done(&w.b.rcq, &[(1, Opcode::Receive, WcStatus::InvalidRequest)]);
 }
 
 #[test]
@@ -898,10 +894,7 @@ fn test_bad_crc_terminates() {
     w.pump();
     let code = w.terminate_ba().unwrap();
     assert_eq!(code.layer, crate::rnic::iwarp::terminate::Layer::Llp);
-    assert_eq!(
-        statuses(&w.b.rcq.drain()),
-        [(1, Opcode::Receive, WcStatus::Cancelled)]
-    );
+    expect_done(&w.b.rcq, &[(1, Opcode::Receive, WcStatus::Cancelled)]);
     assert_eq!(w.b.qp.state(), QpState::Error);
     assert_eq!(w.a.qp.state(), QpState::Error);
 }
@@ -943,10 +936,7 @@ fn test_local_error_sends_terminate() {
         )
         .unwrap();
     w.pump();
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [(1, Opcode::Write, WcStatus::LocalAccessError)]
-    );
+    expect_done(&w.a.scq, &[(1, Opcode::Write, WcStatus::LocalAccessError)]);
     assert_eq!(w.terminate_ab(), Some(LocalCause::Catastrophic.term_code()));
     assert_eq!(w.b.qp.state(), QpState::Error);
 }
@@ -1021,9 +1011,7 @@ fn test_data_path_after_setup_with_each_rtr() {
         // ORD shared with the RTR's outstanding response).
         let b_in = receive_into(&w.b, 2, 64);
         let src = send_pattern(&w.a, 2, 64, 2, None);
-        let sinks: Vec<Registered> = (0..5)
-            .map(|_| w.a.buffer(64, 0, Access::LOCAL_WRITE))
-            .collect();
+        let sinks = read_sinks(&w.a, 5, 64);
         for (n, sink) in sinks.iter().enumerate() {
             w.a.qp
                 .post_read(
@@ -1049,10 +1037,7 @@ fn test_data_path_after_setup_with_each_rtr() {
         for sink in &sinks {
             assert_eq!(sink.buffer.bytes(), b_src.buffer.bytes());
         }
-        assert_eq!(
-            statuses(&w.b.scq.drain()),
-            [(1, Opcode::Send, WcStatus::Success)]
-        );
+        expect_done(&w.b.scq, &[ok(1, Opcode::Send)]);
     }
 }
 
@@ -1073,10 +1058,7 @@ fn test_disconnect_both_ways_rule_x2() {
         w.pump();
         assert_eq!(here.qp.state(), QpState::Disconnected);
         assert_eq!(there.qp.state(), QpState::Error);
-        assert_eq!(
-            statuses(&w.b.rcq.drain()),
-            [(1, Opcode::Receive, WcStatus::Cancelled)]
-        );
+        expect_done(&w.b.rcq, &[(1, Opcode::Receive, WcStatus::Cancelled)]);
         assert_eq!(w.terminate_ab(), None);
         assert_eq!(w.terminate_ba(), None);
     }
@@ -1085,23 +1067,11 @@ fn test_disconnect_both_ways_rule_x2() {
 #[test]
 fn test_peer_reset_fails_connection_rule_e5() {
     let w = Wire::new(256, 64, 4, false);
-    let sink = w.a.buffer(8, 0, Access::LOCAL_WRITE);
     let remote = w.b.buffer(8, 0, RW);
-    w.a.qp
-        .post_read(
-            1,
-            &[sink.sge(0, 8)],
-            remote.raddr(0),
-            remote.rkey(),
-            WrFlags::empty(),
-        )
-        .unwrap();
+    let _sink = read_8_from(&w.a, 1, &remote);
     w.la.peer_closed(true);
     w.pump();
-    assert_eq!(
-        statuses(&w.a.scq.drain()),
-        [(1, Opcode::Read, WcStatus::Cancelled)]
-    );
+    expect_done(&w.a.scq, &[(1, Opcode::Read, WcStatus::Cancelled)]);
     assert_eq!(w.a.qp.state(), QpState::Error);
 }
 
@@ -1122,14 +1092,8 @@ fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
         None,
     )
     .unwrap();
-    a.qp.post_write(
-        2,
-        Payload::Sges(&[src.sge(0, 100)]),
-        dst.raddr(100),
-        dst.rkey(),
-        WrFlags::empty(),
-    )
-    .unwrap();
+    a.write_to(2, &[src.sge(0, 100)], &dst, 100, WrFlags::empty())
+        .unwrap();
     let back = a.buffer(156, 0, Access::LOCAL_WRITE);
     a.qp.post_read(
         3,
@@ -1159,10 +1123,7 @@ fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
 
 #[test]
 fn test_same_observable_behaviour_as_local_fabric() {
-    let da = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let db = Device::new(Limits::DEFAULT, EngineMode::Inline).unwrap();
-    let a = Side::new(&da, 0xA, CONFIG);
-    let b = Side::new(&db, 0xB, CONFIG);
+    let Pair { a, b } = Pair::apart(EngineMode::Inline);
     qp::connect(&a.qp, &b.qp, (4, 4), (4, 4)).unwrap();
     let local = scenario(&a, &b, &|| {});
     let w = Wire::new(96, 23, 77, true);
@@ -1211,6 +1172,18 @@ type AtClose = Arc<Mutex<Option<Vec<(usize, WcStatus)>>>>;
 
 /// Closes `side`'s QP and records the entries of its receive CQ at the
 /// moment the close completes (at once, or in its completion).
+/// Expects the close recorded by [`close_and_record`] to have completed,
+/// the CQ then holding `expected` (request context, status), in order.
+#[track_caller]
+fn expect_at_close(at_close: &AtClose, expected: &[(usize, WcStatus)], case: impl Debug) {
+    let seen = at_close.lock().unwrap().clone();
+    assert_eq!(
+        seen.as_deref(),
+        Some(expected),
+        "{case:?}: when the close completed"
+    );
+}
+
 fn close_and_record(side: &Side, at_close: &AtClose) {
     let cq = Arc::clone(&side.rcq.cq);
     let record = Arc::clone(at_close);
@@ -1233,8 +1206,7 @@ fn close_and_record(side: &Side, at_close: &AtClose) {
 #[test]
 fn test_close_waits_for_a_receive_being_placed_rule_l21() {
     let w = Wire::new(1024, 64, 5, false);
-    let dst = receive_into(&w.b, 1, 64);
-    w.b.qp.post_receive(2, &[dst.sge(0, 64)]).unwrap();
+    let dst = receive_twice_into(&w.b, 64);
     let src = send_pattern(&w.a, 10, 16, 1, None);
     let bytes: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
     assert!(!bytes.is_empty(), "the Send's FPDU is on the wire");
@@ -1261,14 +1233,12 @@ fn test_close_waits_for_a_receive_being_placed_rule_l21() {
     super::hook::clear();
     crate::kernel::deferred::flush();
     assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
-    let seen = at_close.lock().unwrap().clone();
-    assert_eq!(
-        seen,
-        Some(alloc::vec![
-            (1, WcStatus::Success),
-            (2, WcStatus::Cancelled)
-        ]),
-        "every receive's entry is in the CQ when the close completes, in post order (P23)"
+    // P23: every receive's entry is in the CQ when the close completes, in
+    // post order.
+    expect_at_close(
+        &at_close,
+        &[(1, WcStatus::Success), (2, WcStatus::Cancelled)],
+        "P23",
     );
     assert!(contexts(&w.b.rcq.cq).is_empty(), "and none after it");
     assert!(w.b.qp.is_quiescent());
@@ -1309,14 +1279,11 @@ fn test_close_between_segments_cancels_the_held_receive_rule_l21() {
         let at_close = Arc::new(Mutex::new(None));
         close_and_record(&w.b, &at_close);
         crate::kernel::deferred::flush();
-        let seen = at_close.lock().unwrap().clone();
-        assert_eq!(
-            seen,
-            Some(alloc::vec![
-                (1, WcStatus::Cancelled),
-                (2, WcStatus::Cancelled)
-            ]),
-            "{mode:?}: every receive has its entry when the close completes, in post order"
+        // Every receive has its entry when the close completes, in post order.
+        expect_at_close(
+            &at_close,
+            &[(1, WcStatus::Cancelled), (2, WcStatus::Cancelled)],
+            mode,
         );
         // The rest of the message finds the QP closed: nothing more.
         let rest: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
