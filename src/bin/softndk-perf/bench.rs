@@ -288,6 +288,10 @@ pub fn bandwidth(link: &Link, op: Op, size: usize, config: &Config) -> Result<Ba
     let slots = slots(size, config.queue_depth);
     let mut a = link.a.pd.region(slots * size)?;
     let mut b = link.b.pd.region(slots * size)?;
+    // Fault both buffers' pages in before any timing: otherwise the first
+    // warm-up runs, which size the rounds, pay for the destination's.
+    a.bytes_mut().fill(0xA5);
+    b.bytes_mut().fill(0x5A);
     let (timing, rounds) = split(config.timing);
     let mut transfers = Rounds::new(timing).at_least(ROUND_MESSAGES);
     let mut copies = Rounds::new(timing.halved()).at_least(ROUND_MESSAGES);
