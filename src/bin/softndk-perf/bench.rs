@@ -84,14 +84,18 @@ fn measure<T>(
             f(n)
         }
         Timing::Duration(target) => {
-            let mut n = 1;
-            let per_iteration = loop {
+            // The fastest warm-up run per iteration: a descheduling only
+            // slows a run down, so one that hit the last warm-up run does
+            // not shrink the measured run.
+            let (mut n, mut per_iteration) = (1, f64::INFINITY);
+            loop {
                 let (run, _) = f(n)?;
+                per_iteration = per_iteration.min(run.seconds / float(n));
                 if run.seconds >= target.as_secs_f64() / 8.0 || n >= MAX_ITERATIONS {
-                    break run.seconds / float(n);
+                    break;
                 }
                 n = (n * 4).min(MAX_ITERATIONS);
-            };
+            }
             let wanted = target.as_secs_f64() / per_iteration.max(1e-9);
             #[allow(
                 clippy::cast_possible_truncation,
@@ -253,9 +257,10 @@ impl Op {
     }
 }
 
-/// Messages each bandwidth round (and each of its memcpy rounds) times at
-/// least when sized by a duration: at 8 MiB a round of 0.2 s / 5 would
-/// otherwise hold about 30 messages, so few that one descheduling moves it.
+/// Messages each bandwidth round times at least when sized by a duration
+/// (each memcpy round half as many, as it gets half the time): at 8 MiB a
+/// round of 0.2 s / 5 would otherwise hold about 30 messages, so few that
+/// one descheduling moves it.
 pub const ROUND_MESSAGES: u64 = 64;
 
 /// A bandwidth figure and its memcpy baseline, measured in alternating
@@ -294,7 +299,7 @@ pub fn bandwidth(link: &Link, op: Op, size: usize, config: &Config) -> Result<Ba
     b.bytes_mut().fill(0x5A);
     let (timing, rounds) = split(config.timing);
     let mut transfers = Rounds::new(timing).at_least(ROUND_MESSAGES);
-    let mut copies = Rounds::new(timing.halved()).at_least(ROUND_MESSAGES);
+    let mut copies = Rounds::new(timing.halved()).at_least(ROUND_MESSAGES / 2);
     let mut run_number = 0;
     for _ in 0..rounds {
         transfers.round(|n| {
