@@ -53,6 +53,16 @@ fn rows<'a>(report: &'a Value, section: &str) -> &'a Vec<Value> {
 
 const ITERS: u64 = 20;
 
+/// A bandwidth row's per-round ratios to memcpy.
+fn round_ratios(row: &Value) -> Vec<f64> {
+    row["vs_memcpy_rounds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("vs_memcpy_rounds is an array in {row}"))
+        .iter()
+        .map(|ratio| ratio.as_f64().expect("a ratio is a number"))
+        .collect()
+}
+
 #[test]
 fn json_report_has_every_figure_in_both_engine_modes() {
     let report = report(&[
@@ -93,6 +103,13 @@ fn json_report_has_every_figure_in_both_engine_modes() {
                         "vs_memcpy",
                     ],
                 );
+                // With --iters, one round: its ratio is the figure's, and
+                // that of the two bandwidths.
+                let ratio = row["vs_memcpy"].as_f64().unwrap();
+                assert_eq!(round_ratios(row), [ratio], "{row}");
+                let bandwidths =
+                    row["gb_per_s"].as_f64().unwrap() / row["memcpy_gb_per_s"].as_f64().unwrap();
+                assert!((bandwidths / ratio - 1.0).abs() < 1e-9, "{row}");
             }
         }
     }
@@ -149,6 +166,41 @@ fn json_report_has_every_figure_in_both_engine_modes() {
         if goal["judged"] == false {
             assert_eq!(goal["met"], false, "{goal}");
         }
+    }
+}
+
+#[test]
+fn bandwidth_with_a_duration_alternates_five_rounds_beside_memcpy() {
+    // 1 ms per figure: 0.2 ms per round, far below one 1 MiB message's time
+    // times the rounds' floor of 64 messages, so each round holds exactly 64.
+    let report = report(&[
+        "--duration",
+        "0.001",
+        "--sizes",
+        "64,1M",
+        "--op",
+        "write,send",
+        "--engine",
+        "inline",
+    ]);
+    let bandwidth = rows(&report, "bandwidth");
+    assert_eq!(bandwidth.len(), 2 * 2, "2 operations, 2 sizes");
+    for row in bandwidth {
+        let iterations = uint(row, "iterations");
+        assert_eq!(iterations % 5, 0, "5 rounds of one count: {row}");
+        assert!(iterations >= 5 * 64, "at least 64 messages a round: {row}");
+        if row["size"] == 1 << 20 {
+            assert_eq!(iterations, 5 * 64, "{row}");
+        }
+        assert_eq!(uint(row, "completions"), iterations, "{row}");
+        let receives = if row["op"] == "send" { iterations } else { 0 };
+        assert_eq!(uint(row, "receive_completions"), receives, "{row}");
+        // The figure is the median of the five rounds' ratios.
+        let mut ratios = round_ratios(row);
+        assert_eq!(ratios.len(), 5, "{row}");
+        assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{row}");
+        ratios.sort_by(f64::total_cmp);
+        assert_eq!(row["vs_memcpy"].as_f64(), Some(ratios[2]), "{row}");
     }
 }
 

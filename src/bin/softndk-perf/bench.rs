@@ -71,29 +71,39 @@ pub fn float(n: u64) -> f64 {
     n as f64
 }
 
-/// Runs `f(n)` as `timing` says: warm-up runs, then the measured one.
-fn measure<T>(timing: Timing, mut f: impl FnMut(u64) -> Result<(Run, T)>) -> Result<(Run, T)> {
+/// Runs `f(n)` as `timing` says: warm-up runs, then the measured one, of
+/// at least `least` iterations when sized by a duration.
+fn measure<T>(
+    timing: Timing,
+    least: u64,
+    mut f: impl FnMut(u64) -> Result<(Run, T)>,
+) -> Result<(Run, T)> {
     match timing {
         Timing::Iterations(n) => {
             f((n / 10).max(1))?;
             f(n)
         }
         Timing::Duration(target) => {
-            let mut n = 1;
-            let per_iteration = loop {
+            // The fastest warm-up run per iteration: a descheduling only
+            // slows a run down, so one that hit the last warm-up run does
+            // not shrink the measured run.
+            let (mut n, mut per_iteration) = (1, f64::INFINITY);
+            loop {
                 let (run, _) = f(n)?;
+                per_iteration = per_iteration.min(run.seconds / float(n));
                 if run.seconds >= target.as_secs_f64() / 8.0 || n >= MAX_ITERATIONS {
-                    break run.seconds / float(n);
+                    break;
                 }
                 n = (n * 4).min(MAX_ITERATIONS);
-            };
+            }
             let wanted = target.as_secs_f64() / per_iteration.max(1e-9);
             #[allow(
                 clippy::cast_possible_truncation,
                 clippy::cast_sign_loss,
                 reason = "clamped to 1..=MAX_ITERATIONS"
             )]
-            let n = wanted.clamp(1.0, float(MAX_ITERATIONS)) as u64;
+            let n =
+                wanted.clamp(float(least.clamp(1, MAX_ITERATIONS)), float(MAX_ITERATIONS)) as u64;
             f(n)
         }
     }
@@ -113,26 +123,36 @@ fn split(timing: Timing) -> (Timing, u32) {
 }
 
 /// One measurement made in rounds: the first round warms up and sizes the
-/// run as [`measure`] does, the later ones repeat its count; `total` adds
-/// the rounds up.
+/// run as [`measure`] does (to at least `least` iterations), the later ones
+/// repeat its count; `total` adds the rounds up and `runs` keeps each.
 struct Rounds {
     timing: Timing,
+    least: u64,
     n: Option<u64>,
     total: Run,
+    runs: Vec<Run>,
 }
 
 impl Rounds {
     fn new(timing: Timing) -> Self {
         Self {
             timing,
+            least: 1,
             n: None,
             total: Run::default(),
+            runs: Vec::new(),
         }
+    }
+
+    /// The same, with at least `least` iterations in each round sized by a
+    /// duration.
+    fn at_least(self, least: u64) -> Self {
+        Self { least, ..self }
     }
 
     fn round<T>(&mut self, mut f: impl FnMut(u64) -> Result<(Run, T)>) -> Result<T> {
         let (run, out) = match self.n {
-            None => measure(self.timing, f)?,
+            None => measure(self.timing, self.least, f)?,
             Some(n) => f(n)?,
         };
         self.n = Some(run.iterations);
@@ -140,6 +160,7 @@ impl Rounds {
         self.total.completions += run.completions;
         self.total.receive_completions += run.receive_completions;
         self.total.seconds += run.seconds;
+        self.runs.push(run);
         Ok(out)
     }
 }
@@ -236,54 +257,94 @@ impl Op {
     }
 }
 
-/// A bandwidth figure and its memcpy baseline.
+/// Messages each bandwidth round times at least when sized by a duration
+/// (each memcpy round half as many, as it gets half the time): at 8 MiB a
+/// round of 0.2 s / 5 would otherwise hold about 30 messages, so few that
+/// one descheduling moves it.
+pub const ROUND_MESSAGES: u64 = 64;
+
+/// A bandwidth figure and its memcpy baseline, measured in alternating
+/// rounds.
 pub struct Bandwidth {
-    /// The run.
+    /// The rounds of the operation, added up.
     pub run: Run,
-    /// The memcpy run over the same buffers.
+    /// The memcpy rounds over the same buffers, added up.
     pub memcpy: Run,
+    /// Each round's bandwidth over that of the memcpy round after it, in
+    /// order.
+    pub ratios: Vec<f64>,
 }
 
-/// Measures `op` at `size` bytes, and memcpy over the same buffers.
+/// The median of `values` (sorted here); 0 when there are none.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    match values.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => values[mid],
+        _ => f64::midpoint(values[mid - 1], values[mid]),
+    }
+}
+
+/// Measures `op` at `size` bytes and memcpy over the same buffers, in
+/// alternating rounds: each round's transfer is checked as a whole
+/// measurement is (completions counted, data compared).
 pub fn bandwidth(link: &Link, op: Op, size: usize, config: &Config) -> Result<Bandwidth> {
     let slots = slots(size, config.queue_depth);
     let mut a = link.a.pd.region(slots * size)?;
     let mut b = link.b.pd.region(slots * size)?;
+    // Fault both buffers' pages in before any timing: otherwise the first
+    // warm-up runs, which size the rounds, pay for the destination's.
+    a.bytes_mut().fill(0xA5);
+    b.bytes_mut().fill(0x5A);
+    let (timing, rounds) = split(config.timing);
+    let mut transfers = Rounds::new(timing).at_least(ROUND_MESSAGES);
+    let mut copies = Rounds::new(timing.halved()).at_least(ROUND_MESSAGES / 2);
     let mut run_number = 0;
-    let (run, ()) = measure(config.timing, |n| {
-        run_number += 1;
-        let src = if op == Op::Read { &mut b } else { &mut a };
-        for (slot, bytes) in src.bytes_mut().chunks_exact_mut(size).enumerate() {
-            fill(bytes, seed(op as u64, size, run_number, slot));
-        }
-        let buffers = Buffers {
-            a: &a,
-            b: &b,
-            size,
-            slots,
+    for _ in 0..rounds {
+        transfers.round(|n| {
+            run_number += 1;
+            let src = if op == Op::Read { &mut b } else { &mut a };
+            for (slot, bytes) in src.bytes_mut().chunks_exact_mut(size).enumerate() {
+                fill(bytes, seed(op as u64, size, run_number, slot));
+            }
+            let buffers = Buffers {
+                a: &a,
+                b: &b,
+                size,
+                slots,
+            };
+            let run = match op {
+                Op::Write | Op::Read => rdma(link, op, buffers, n, config)?,
+                Op::Send => send(link, buffers, n, false, config)?,
+            };
+            let (src, dst) = if op == Op::Read { (&b, &a) } else { (&a, &b) };
+            let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
+            verify(op.name(), src.bytes(), dst.bytes(), size, used)?;
+            Ok((run, ()))
+        })?;
+        let (src, dst) = if op == Op::Read {
+            (&b, &mut a)
+        } else {
+            (&a, &mut b)
         };
-        let run = match op {
-            Op::Write | Op::Read => rdma(link, op, buffers, n, config)?,
-            Op::Send => send(link, buffers, n, false, config)?,
-        };
-        let (src, dst) = if op == Op::Read { (&b, &a) } else { (&a, &b) };
-        let used = usize::try_from(n).unwrap_or(usize::MAX).min(slots);
-        verify(op.name(), src.bytes(), dst.bytes(), size, used)?;
-        Ok((run, ()))
-    })?;
-    let (src, dst) = if op == Op::Read {
-        (&b, &mut a)
-    } else {
-        (&a, &mut b)
-    };
-    let src = src.bytes();
-    let dst = dst.bytes_mut();
-    let (memcpy, ()) = measure(config.timing.halved(), |n| {
-        Ok((memcpy(src, dst, size, slots, n), ()))
-    })?;
+        let (src, dst) = (src.bytes(), dst.bytes_mut());
+        copies.round(|n| Ok((memcpy(src, dst, size, slots, n), ())))?;
+    }
     a.close()?;
     b.close()?;
-    Ok(Bandwidth { run, memcpy })
+    let rate = |run: &Run| float(run.iterations) / run.seconds;
+    let ratios = transfers
+        .runs
+        .iter()
+        .zip(&copies.runs)
+        .map(|(transfer, copy)| rate(transfer) / rate(copy))
+        .collect();
+    Ok(Bandwidth {
+        run: transfers.total,
+        memcpy: copies.total,
+        ratios,
+    })
 }
 
 /// The slot after `slot` in a rotation over `slots` of them (message `i`

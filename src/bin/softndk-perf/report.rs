@@ -90,16 +90,20 @@ pub struct BandwidthRow {
     /// What was timed.
     #[serde(flatten)]
     pub timed: Timed,
-    /// Seconds.
+    /// Seconds (the rounds added up).
     pub seconds: f64,
-    /// Bandwidth, 10^9 bytes per second.
+    /// Bandwidth over the rounds, 10^9 bytes per second.
     pub gb_per_s: f64,
     /// Messages per second.
     pub msg_per_s: f64,
-    /// memcpy of the same size over the same buffers, 10^9 bytes per second.
+    /// memcpy of the same size over the same buffers, 10^9 bytes per second
+    /// (over its rounds, as `gb_per_s`).
     pub memcpy_gb_per_s: f64,
-    /// `gb_per_s / memcpy_gb_per_s`.
+    /// The median of `vs_memcpy_rounds`.
     pub vs_memcpy: f64,
+    /// Each round's bandwidth over that of the memcpy round beside it, in
+    /// the order measured (one with `--iters`, five with `--duration`).
+    pub vs_memcpy_rounds: Vec<f64>,
 }
 
 /// One ping-pong figure.

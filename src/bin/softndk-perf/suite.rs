@@ -222,7 +222,8 @@ fn bandwidth_row(op: Op, engine: &str, size: usize, figure: &bench::Bandwidth) -
         gb_per_s,
         msg_per_s: bench::float(figure.run.iterations) / figure.run.seconds,
         memcpy_gb_per_s,
-        vs_memcpy: gb_per_s / memcpy_gb_per_s,
+        vs_memcpy: bench::median(&mut figure.ratios.clone()),
+        vs_memcpy_rounds: figure.ratios.clone(),
     }
 }
 
