@@ -207,7 +207,8 @@ impl Tokens {
     /// completions of every request over it is done at once (L18, M11),
     /// whichever engine runs the pass.
     pub(crate) fn release(&mut self) {
-        *self = Self::default();
+        self.local.clear();
+        self.peer.clear();
     }
 }
 

@@ -1433,6 +1433,16 @@ impl CacheEntry {
 pub(crate) struct TokenCache([Option<CacheEntry>; CACHE_ENTRIES]);
 
 impl TokenCache {
+    /// Releases every entry's use, when no segment resolved through the
+    /// cache is alive (between requests).
+    pub(crate) fn clear(&mut self) {
+        for slot in &mut self.0 {
+            if slot.is_some() {
+                *slot = None;
+            }
+        }
+    }
+
     /// Marks the start of a request: no segment resolved through the cache
     /// is alive. Releases the entries of regions whose deregistration or
     /// close is pending (they wait for this use).
