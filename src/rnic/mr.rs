@@ -31,9 +31,8 @@ use super::memory::{Span, SpanList, SpanListError};
 use super::types::{Access, PAGE_SIZE, Sge, WcStatus};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock};
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 use cache::CACHE_ENTRIES;
-use cache::CacheEntry;
 pub(crate) use cache::TokenCache;
 
 mod cache;
@@ -908,40 +907,6 @@ impl Mr {
     /// the caller wraps the count in a [`Use`].
     fn count_use(&self, _state: &MrState) {
         self.users.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// A cache entry for `key` of PD `pd` (a runner pass's use of the
-    /// region, and what resolutions need), while registered under `key`.
-    /// Takes the caller's reference to the region: a miss costs no more
-    /// reference counting than the table lookup's.
-    fn cache_entry(self: Arc<Self>, key: u32, pd: u32) -> Result<CacheEntry, Denied> {
-        let (base, len, access, memory) = {
-            let state = self.state.lock();
-            let MrState::Registered {
-                key: current,
-                memory,
-                base,
-                access,
-            } = &*state
-            else {
-                return Err(Denied::Token);
-            };
-            if *current != key {
-                return Err(Denied::Token);
-            }
-            self.count_use(&state);
-            (*base, memory.len(), *access, memory.clone())
-        };
-        Ok(CacheEntry {
-            key,
-            pd,
-            base,
-            len,
-            access,
-            memory,
-            busy: false,
-            region: Use(self),
-        })
     }
 
     /// The memory of one run of a fast mapping: up to `max` bytes at byte

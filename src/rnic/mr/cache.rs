@@ -4,7 +4,8 @@
 //! L21, L22, P11). A child of `mr` for the region's private state (`users`,
 //! `registered`, [`PENDING`](super::PENDING)).
 
-use super::{Denied, Memory, PENDING, Pd, Segment, Use, check};
+use super::{Denied, Memory, Mr, MrState, PENDING, Pd, Segment, Use, check};
+use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::Device;
 use crate::rnic::types::{Access, Sge};
@@ -18,19 +19,55 @@ pub(crate) const CACHE_ENTRIES: usize = 2;
 /// entry was made. While the region stays registered under `key` none of
 /// this changes: it cannot leave `Deregistering` (hence be registered again)
 /// while the entry's use lives.
-pub(super) struct CacheEntry {
-    pub(super) key: u32,
+struct CacheEntry {
+    key: u32,
     /// The PD the token was checked against (P11).
-    pub(super) pd: u32,
-    pub(super) base: u64,
-    pub(super) len: u64,
-    pub(super) access: Access,
-    pub(super) memory: Memory,
+    pd: u32,
+    base: u64,
+    len: u64,
+    access: Access,
+    memory: Memory,
     /// Resolved for the request in progress: segments it covers may be
     /// alive, so the entry is neither replaced nor released before the
     /// request ends.
-    pub(super) busy: bool,
-    pub(super) region: Use,
+    busy: bool,
+    region: Use,
+}
+
+impl Mr {
+    /// A cache entry for `key` of PD `pd` (a runner pass's use of the
+    /// region, and what resolutions need), while registered under `key`.
+    /// Takes the caller's reference to the region: a miss costs no more
+    /// reference counting than the table lookup's.
+    fn cache_entry(self: Arc<Self>, key: u32, pd: u32) -> Result<CacheEntry, Denied> {
+        let (base, len, access, memory) = {
+            let state = self.state.lock();
+            let MrState::Registered {
+                key: current,
+                memory,
+                base,
+                access,
+            } = &*state
+            else {
+                return Err(Denied::Token);
+            };
+            if *current != key {
+                return Err(Denied::Token);
+            }
+            self.count_use(&state);
+            (*base, memory.len(), *access, memory.clone())
+        };
+        Ok(CacheEntry {
+            key,
+            pd,
+            base,
+            len,
+            access,
+            memory,
+            busy: false,
+            region: Use(self),
+        })
+    }
 }
 
 impl CacheEntry {

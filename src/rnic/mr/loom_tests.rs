@@ -36,12 +36,17 @@ fn region() -> (Arc<Device>, Arc<Pd>, Arc<Mr>, Sge) {
     (device, pd, mr, sge)
 }
 
-#[test]
-fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
+/// Checks `f` over every interleaving of at most two preemptions, each run
+/// with a fresh [`region`].
+fn model(f: impl Fn((Arc<Device>, Arc<Pd>, Arc<Mr>, Sge)) + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(2);
-    builder.check(|| {
-        let (device, pd, mr, sge) = region();
+    builder.check(move || f(region()));
+}
+
+#[test]
+fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
+    model(|(device, pd, mr, sge)| {
         let finished = Arc::new(AtomicUsize::new(0));
         let returned = Arc::new(AtomicBool::new(false));
         let deregistering = {
@@ -101,10 +106,7 @@ fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
 /// owed, so its close completes after that completion (L21; `provider::mr`).
 #[test]
 fn test_loom_close_racing_last_use_of_pending_deregistration_finishes_each_once_in_order() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(|| {
-        let (device, pd, mr, sge) = region();
+    model(|(device, pd, mr, sge)| {
         // The pass's use: one resolution through the cache.
         let mut cache = TokenCache::default();
         let seg = cache
