@@ -121,9 +121,7 @@ impl TokenCache {
     /// cache is alive (between requests).
     pub(crate) fn clear(&mut self) {
         for slot in &mut self.0 {
-            if slot.is_some() {
-                *slot = None;
-            }
+            *slot = None;
         }
     }
 

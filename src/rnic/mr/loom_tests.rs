@@ -45,7 +45,7 @@ fn model(f: impl Fn((Arc<Device>, Arc<Pd>, Arc<Mr>, Sge)) + Sync + Send + 'stati
 }
 
 #[test]
-fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
+fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use_rule_m11_l8() {
     model(|(device, pd, mr, sge)| {
         let finished = Arc::new(AtomicUsize::new(0));
         let returned = Arc::new(AtomicBool::new(false));
@@ -105,7 +105,7 @@ fn test_loom_deregistration_racing_cached_pass_completes_once_after_last_use() {
 /// callback: the provider's MR holds itself open while its DeregisterMr is
 /// owed, so its close completes after that completion (L21; `provider::mr`).
 #[test]
-fn test_loom_close_racing_last_use_of_pending_deregistration_finishes_each_once_in_order() {
+fn test_loom_close_racing_last_use_of_pending_deregistration_rule_l8_l21_l22() {
     model(|(device, pd, mr, sge)| {
         // The pass's use: one resolution through the cache.
         let mut cache = TokenCache::default();
