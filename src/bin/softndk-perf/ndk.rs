@@ -226,12 +226,12 @@ macro_rules! close_object {
     ($what:expr, $object:expr, $slot:ident) => {{
         let object = $object;
         let close = dispatch!(object).$slot;
-        let signal = Signal::new();
-        let ctx = signal.context();
-        // SAFETY: a live object and its own close slot; `signal` is kept
-        // until the close completion arrived.
-        let status = unsafe { close(object.cast(), Some(on_close), ctx) };
-        signal.outcome($what, status)
+        // SAFETY: a live object and its own close slot; the signal of `ctx`
+        // is kept until the close completion arrived.
+        Pending::start($what, |ctx| unsafe {
+            close(object.cast(), Some(on_close), ctx)
+        })
+        .finish()
     }};
 }
 
@@ -563,18 +563,18 @@ impl Pd {
         let flags =
             (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE)
                 .bits();
-        let signal = Signal::new();
-        let ctx = signal.context();
         let mdl = memory.mdl();
         // SAFETY: a live MR; the MDL describes `len` bytes of `memory`, which
         // the returned Region keeps (or leaks) for the registration's life.
-        let status = unsafe { register(mr, mdl, len, flags, Some(on_status), ctx) };
+        let registering = Pending::start("NdkRegisterMr", |ctx| unsafe {
+            register(mr, mdl, len, flags, Some(on_status), ctx)
+        });
         let mut region = Region {
             mr,
             memory: Some(memory),
             registered: false,
         };
-        signal.outcome("NdkRegisterMr", status)?;
+        registering.finish()?;
         region.registered = true;
         Ok(region)
     }
@@ -701,11 +701,11 @@ impl Region {
     /// `NdkDeregisterMr` and `NdkCloseMr`, then frees the memory.
     pub fn close(mut self) -> Result<()> {
         let deregister = dispatch!(self.mr).ndk_deregister_mr;
-        let signal = Signal::new();
-        let ctx = signal.context();
         // SAFETY: a live, registered MR.
-        let status = unsafe { deregister(self.mr, Some(on_status), ctx) };
-        signal.outcome("NdkDeregisterMr", status)?;
+        Pending::start("NdkDeregisterMr", |ctx| unsafe {
+            deregister(self.mr, Some(on_status), ctx)
+        })
+        .finish()?;
         self.registered = false;
         close_object!("NdkCloseMr", self.mr, ndk_close_mr)?;
         drop(self.memory.take());
@@ -735,8 +735,18 @@ pub struct Qp {
 provider_object!(Qp => NdkQpDispatch);
 
 impl Qp {
-    fn count(sges: &[NdkSge]) -> u32 {
-        u32::try_from(sges.len()).unwrap_or(u32::MAX)
+    /// Posts request `number` on `sges` through `call`, which gets the
+    /// parameters every post slot starts with: the QP, the request context,
+    /// the SGE array and its length.
+    fn post(
+        &self,
+        what: &str,
+        number: usize,
+        sges: &[NdkSge],
+        call: impl FnOnce(*mut NdkQp, *mut c_void, *const NdkSge, u32) -> NtStatus,
+    ) -> Result<()> {
+        let count = u32::try_from(sges.len()).unwrap_or(u32::MAX);
+        check(what, call(self.ptr, context(number), sges.as_ptr(), count))
     }
 
     /// `NdkSend` of `sges` with `NDK_OP_FLAG_*` `flags`.
@@ -744,25 +754,18 @@ impl Qp {
         let send = self.d().ndk_send;
         // SAFETY: a live QP; the SGEs name registered memory the caller keeps
         // untouched until the completion.
-        let status = unsafe {
-            send(
-                self.ptr,
-                context(number),
-                sges.as_ptr(),
-                Self::count(sges),
-                flags.bits(),
-            )
-        };
-        check("NdkSend", status)
+        self.post("NdkSend", number, sges, |qp, ctx, sges, count| unsafe {
+            send(qp, ctx, sges, count, flags.bits())
+        })
     }
 
     /// `NdkReceive` into `sges`.
     pub fn receive(&self, number: usize, sges: &[NdkSge]) -> Result<()> {
         let receive = self.d().ndk_receive;
         // SAFETY: as in `send`.
-        let status =
-            unsafe { receive(self.ptr, context(number), sges.as_ptr(), Self::count(sges)) };
-        check("NdkReceive", status)
+        self.post("NdkReceive", number, sges, |qp, ctx, sges, count| unsafe {
+            receive(qp, ctx, sges, count)
+        })
     }
 
     /// `NdkWrite` of `sges` to `remote` under `token`.
@@ -792,18 +795,9 @@ impl Qp {
         (remote, token): (u64, u32),
     ) -> Result<()> {
         // SAFETY: as in `send`.
-        let status = unsafe {
-            post(
-                self.ptr,
-                context(number),
-                sges.as_ptr(),
-                Self::count(sges),
-                remote,
-                token,
-                0,
-            )
-        };
-        check(what, status)
+        self.post(what, number, sges, |qp, ctx, sges, count| unsafe {
+            post(qp, ctx, sges, count, remote, token, 0)
+        })
     }
 
     /// `NdkCloseQp`.
@@ -825,6 +819,18 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// Starts `what` with a new signal for its completion: `call` makes the
+    /// provider call with the signal's context (kept with the signal).
+    fn start(what: &'static str, call: impl FnOnce(*mut c_void) -> NtStatus) -> Self {
+        let signal = Signal::new();
+        let returned = call(signal.context());
+        Self {
+            what,
+            returned,
+            signal,
+        }
+    }
+
     /// Waits for the outcome (see [`Signal`]'s `outcome`).
     pub fn finish(self) -> Result<()> {
         self.signal.outcome(self.what, self.returned)
@@ -877,14 +883,12 @@ impl Connector {
         read_limit: u32,
     ) -> Pending {
         let connect = self.d().ndk_connect;
-        let connected = Signal::new();
-        let ctx = connected.context();
         let dst = sockaddr(ip, port);
         let src = (&raw const adapter.address).cast::<SockAddr>();
         let dst_raw = (&raw const dst).cast::<SockAddr>();
-        // SAFETY: live objects; addresses valid for the call; `connected` is
-        // kept until the completion.
-        let status = unsafe {
+        // SAFETY: live objects; addresses valid for the call; the signal of
+        // `connected` is kept until the completion.
+        Pending::start("NdkConnect", |connected| unsafe {
             connect(
                 self.ptr,
                 qp.ptr,
@@ -897,34 +901,27 @@ impl Connector {
                 ptr::null(),
                 0,
                 Some(on_status),
-                ctx,
+                connected,
             )
-        };
-        Pending {
-            what: "NdkConnect",
-            returned: status,
-            signal: connected,
-        }
+        })
     }
 
     /// `NdkCompleteConnect`: the RTR goes out, the connection is up.
     pub fn complete(&self) -> Result<()> {
         let complete = self.d().ndk_complete_connect;
-        let completed = Signal::new();
-        let completed_ctx = completed.context();
         let disconnects = self.disconnects.context();
-        // SAFETY: live objects; `completed` and the disconnect signal are
-        // kept as long as the provider may call them.
-        let status = unsafe {
+        // SAFETY: live objects; the signal of `completed` and the disconnect
+        // signal are kept as long as the provider may call them.
+        Pending::start("NdkCompleteConnect", |completed| unsafe {
             complete(
                 self.ptr,
                 Some(on_close),
                 disconnects,
                 Some(on_status),
-                completed_ctx,
+                completed,
             )
-        };
-        completed.outcome("NdkCompleteConnect", status)
+        })
+        .finish()
     }
 
     /// `NdkAccept` of an incoming connection with `qp`, offering
@@ -937,12 +934,10 @@ impl Connector {
     /// Starts [`Connector::accept`] without waiting for its completion.
     pub fn start_accept(&self, qp: &Qp, read_limit: u32) -> Pending {
         let accept = self.d().ndk_accept;
-        let accepted = Signal::new();
-        let accepted_ctx = accepted.context();
         let disconnects = self.disconnects.context();
-        // SAFETY: live objects; `accepted` and the disconnect signal are
-        // kept as long as the provider may call them.
-        let status = unsafe {
+        // SAFETY: live objects; the signal of `accepted` and the disconnect
+        // signal are kept as long as the provider may call them.
+        Pending::start("NdkAccept", |accepted| unsafe {
             accept(
                 self.ptr,
                 qp.ptr,
@@ -953,14 +948,9 @@ impl Connector {
                 Some(on_close),
                 disconnects,
                 Some(on_status),
-                accepted_ctx,
+                accepted,
             )
-        };
-        Pending {
-            what: "NdkAccept",
-            returned: status,
-            signal: accepted,
-        }
+        })
     }
 
     /// `NdkGetConnectionData`: the negotiated inbound and outbound read
@@ -1007,15 +997,11 @@ impl Connector {
     /// Starts `NdkDisconnect` without waiting for its completion.
     pub fn start_disconnect(&self) -> Pending {
         let disconnect = self.d().ndk_disconnect;
-        let signal = Signal::new();
-        let ctx = signal.context();
-        // SAFETY: a live connector; `signal` is kept until the completion.
-        let status = unsafe { disconnect(self.ptr, Some(on_status), ctx) };
-        Pending {
-            what: "NdkDisconnect",
-            returned: status,
-            signal,
-        }
+        // SAFETY: a live connector; the signal of `ctx` is kept until the
+        // completion.
+        Pending::start("NdkDisconnect", |ctx| unsafe {
+            disconnect(self.ptr, Some(on_status), ctx)
+        })
     }
 
     /// `NdkCloseConnector`.
@@ -1059,12 +1045,12 @@ impl Listener {
         let mut address = adapter.address;
         address.sin_port = port.to_be();
         let listen = this.d().ndk_listen;
-        let signal = Signal::new();
-        let ctx = signal.context();
         let raw = (&raw const address).cast::<SockAddr>();
         // SAFETY: a live listener and an address valid for the call.
-        let status = unsafe { listen(this.ptr, raw, SOCKADDR_IN_LEN, Some(on_status), ctx) };
-        signal.outcome("NdkListen", status)?;
+        Pending::start("NdkListen", |ctx| unsafe {
+            listen(this.ptr, raw, SOCKADDR_IN_LEN, Some(on_status), ctx)
+        })
+        .finish()?;
         let get = this.d().ndk_get_local_address;
         let mut bound = SockAddrIn::default();
         let mut len = SOCKADDR_IN_LEN;

@@ -48,17 +48,12 @@ impl Signal {
 
     /// The oldest callback's status and object, waiting up to [`WAIT`].
     pub(super) fn wait(self: &Arc<Self>) -> Option<(NtStatus, usize)> {
-        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let (mut guard, _) = self
-            .cv
-            .wait_timeout_while(guard, WAIT, |s| s.is_empty())
-            .unwrap_or_else(PoisonError::into_inner);
-        if guard.is_empty() {
+        let got = self.wait_up_to(WAIT);
+        if got.is_none() {
             // The provider may still call back: the context must outlive it.
-            std::mem::forget(Arc::clone(self));
-            return None;
+            keep(self);
         }
-        Some(guard.remove(0))
+        got
     }
 
     /// Whether a callback with one of `statuses` came, waiting up to `wait`
