@@ -22,6 +22,8 @@
 // The NDK C ABI consumer shared with the perf tool and examples/rping.
 #[path = "../common/cli.rs"]
 mod cli;
+#[path = "../common/control.rs"]
+mod control;
 #[path = "../../src/bin/softndk-perf/ndk.rs"]
 mod ndk;
 mod wire;
@@ -29,18 +31,14 @@ mod wire;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use control::{RECV, SEND};
 use ndk::{Adapter, Completions, Connector, Cq, Done, Listener, Pd, Qp, QpShape, Region};
-use softndk::abi::OpFlags;
 use wire::{DEST_LEN, Dest, MTU_LEN, VERSION_LEN};
 
-/// Request numbers (the request context) by kind.
-const RECV: usize = 1;
-const SEND: usize = 2;
+/// Request numbers (the request context) by kind beyond the control
+/// messages' `RECV` and `SEND`.
 const CREDIT: usize = 3;
 
-/// Where the receive and the send buffer sit in the control region.
-const RECV_AT: usize = 0;
-const SEND_AT: usize = 64;
 /// The page and cache-line sizes this server states (perftest takes the
 /// larger of both sides').
 const PAGE: u32 = 4096;
@@ -207,7 +205,7 @@ impl Control {
             sge: 1,
         };
         let conn = Conn::open(adapter, shape, timeout)?;
-        match conn.pd.region(2 * SEND_AT) {
+        match conn.pd.region(2 * control::SEND_AT) {
             Ok(buf) => Ok(Self { conn, buf }),
             Err(why) => {
                 conn.close()?;
@@ -217,9 +215,7 @@ impl Control {
     }
 
     fn post_receive(&self) -> Result<(), String> {
-        let mut sges = Vec::new();
-        self.buf.sges(RECV_AT, DEST_LEN, 1, &mut sges);
-        self.conn.qp.receive(RECV, &sges)
+        control::post_receive(&self.buf, &self.conn.qp, DEST_LEN)
     }
 
     /// The client's next message, which must be `len` bytes; the receive
@@ -230,16 +226,13 @@ impl Control {
         if got != len {
             return Err(format!("{what}: a {got}-byte message, expected {len}"));
         }
-        let message = self.buf.bytes()[RECV_AT..RECV_AT + len].to_vec();
+        let message = control::received(&self.buf, len).to_vec();
         self.post_receive()?;
         Ok(message)
     }
 
     fn send(&mut self, message: &[u8], what: &str) -> Result<(), String> {
-        self.buf.bytes_mut()[SEND_AT..SEND_AT + message.len()].copy_from_slice(message);
-        let mut sges = Vec::new();
-        self.buf.sges(SEND_AT, message.len(), 1, &mut sges);
-        self.conn.qp.send(SEND, &sges, OpFlags::empty())?;
+        control::send(&mut self.buf, &self.conn.qp, message)?;
         self.conn
             .wait(SEND)
             .map(|_| ())

@@ -39,6 +39,8 @@
 // The NDK C ABI consumer shared with the perf tool and examples/perftest.
 #[path = "../common/cli.rs"]
 mod cli;
+#[path = "../common/control.rs"]
+mod control;
 #[path = "../../src/bin/softndk-perf/ndk.rs"]
 mod ndk;
 
@@ -46,8 +48,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use control::{RECV, SEND};
 use ndk::{Adapter, Completions, Connector, Cq, Done, Listener, Pd, Qp, QpShape, Region};
-use softndk::abi::OpFlags;
 
 /// Read limits (IRD and ORD) asked for at connect and accept: rping asks
 /// for one each way.
@@ -60,13 +62,8 @@ const MAX_SIZE: usize = 64 * 1024 - 1;
 /// The smallest (`RPING_MIN_BUFSIZE`: `sizeof "2147483647"` +
 /// `sizeof "rdma-ping-%d: "`).
 const MIN_SIZE: usize = 11 + 15;
-/// Where the receive and the send buffer sit in the control region.
-const RECV_AT: usize = 0;
-const SEND_AT: usize = 64;
-
-/// Request numbers (the request context) by kind.
-const RECV: usize = 1;
-const SEND: usize = 2;
+/// Request numbers (the request context) by kind beyond the control
+/// messages' `RECV` and `SEND`.
 const READ: usize = 3;
 const WRITE: usize = 4;
 
@@ -247,17 +244,14 @@ impl Session {
     }
 
     fn post_receive(&self) -> Result<(), String> {
-        let mut sges = Vec::new();
-        self.ctrl.sges(RECV_AT, INFO_LEN, 1, &mut sges);
-        self.qp.receive(RECV, &sges)
+        control::post_receive(&self.ctrl, &self.qp, INFO_LEN)
     }
 
-    /// Sends the 16 bytes at `SEND_AT` of the control region.
+    /// Sends `info` as a 16-byte control message.
     fn send_info(&mut self, info: Info) -> Result<(), String> {
-        info.encode(&mut self.ctrl.bytes_mut()[SEND_AT..SEND_AT + INFO_LEN]);
-        let mut sges = Vec::new();
-        self.ctrl.sges(SEND_AT, INFO_LEN, 1, &mut sges);
-        self.qp.send(SEND, &sges, OpFlags::empty())
+        let mut message = [0; INFO_LEN];
+        info.encode(&mut message);
+        control::send(&mut self.ctrl, &self.qp, &message)
     }
 
     /// Waits for the next completion of `kind`, keeping others for later;
@@ -279,7 +273,7 @@ impl Session {
                 done.bytes
             )));
         }
-        let info = Info::decode(&self.ctrl.bytes()[RECV_AT..RECV_AT + INFO_LEN])
+        let info = Info::decode(control::received(&self.ctrl, INFO_LEN))
             .ok_or_else(|| "short receive buffer".to_owned())?;
         self.post_receive()?;
         Ok(info)
