@@ -158,16 +158,8 @@ impl OidOutcome {
 }
 
 /// A byte count as the `UINT` fields of `NDIS_OID_REQUEST` hold it.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "the value is at most u32::MAX after the check"
-)]
 const fn clamp_u32(n: usize) -> u32 {
-    if n > u32::MAX as usize {
-        u32::MAX
-    } else {
-        n as u32
-    }
+    saturate!(n => u32)
 }
 
 /// Every OID SoftNDK answers: the general and 802.3 OIDs an NDIS 6 Ethernet
