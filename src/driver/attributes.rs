@@ -60,21 +60,9 @@ use super::oid::LINK_SPEED_BPS;
 /// The driver's own version, in the characteristics (`major.minor` of the
 /// crate, saturated to a byte each).
 pub const DRIVER_VERSION: (u8, u8) = (
-    saturate_u8(super::oid::VENDOR_DRIVER_VERSION >> 16),
-    saturate_u8(super::oid::VENDOR_DRIVER_VERSION & 0xFFFF),
+    saturate!(super::oid::VENDOR_DRIVER_VERSION >> 16 => u8),
+    saturate!(super::oid::VENDOR_DRIVER_VERSION & 0xFFFF => u8),
 );
-
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "the value is at most u8::MAX after the check"
-)]
-const fn saturate_u8(value: u32) -> u8 {
-    if value > u8::MAX as u32 {
-        u8::MAX
-    } else {
-        value as u8
-    }
-}
 
 /// `MacOptions`: NDIS may copy lookahead data, sends never pend, and NDIS
 /// loops frames back to local protocols itself (the virtual wire does not).

@@ -27,6 +27,26 @@
 //! `docs/driver.md` describes the IRQL and ownership rules each handler
 //! follows, and which NDIS structure layouts are confirmed from symbols.
 
+/// `$value` narrowed to the integer type `$to`, saturating at `$to::MAX`: a
+/// `min` and a cast usable in `const` items, where `TryFrom` is not.
+macro_rules! saturate {
+    ($value:expr => $to:ty) => {{
+        let value = $value;
+        // `allow`, not `expect`: for a constant that fits, clippy sees no
+        // truncation and an expectation would be unfulfilled.
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the value is at most the target's MAX when it is used"
+        )]
+        let narrowed = value as $to;
+        if value > <$to>::MAX as _ {
+            <$to>::MAX
+        } else {
+            narrowed
+        }
+    }};
+}
+
 pub mod adapter;
 // The tracker feeds the NDIS-path provider (`provider::ndis`), which the
 // loom build leaves out.

@@ -161,22 +161,14 @@ mod tests {
 
     #[test]
     fn test_query_adapter_info_reports_size_rule_a7() {
-        assert_eq!(
-            query_adapter_info_size(0),
-            (crate::abi::STATUS_BUFFER_TOO_SMALL, 0x68)
-        );
-        assert_eq!(
-            query_adapter_info_size(0x67),
-            (crate::abi::STATUS_BUFFER_TOO_SMALL, 0x68)
-        );
-        assert_eq!(
-            query_adapter_info_size(0x68),
-            (crate::abi::STATUS_SUCCESS, 0x68)
-        );
-        assert_eq!(
-            query_adapter_info_size(0x1000),
-            (crate::abi::STATUS_SUCCESS, 0x68)
-        );
+        // Below `sizeof(NDK_ADAPTER_INFO)` (0x68) the answer is "too small",
+        // from it on "success"; both report the size.
+        let too_small = (crate::abi::STATUS_BUFFER_TOO_SMALL, 0x68);
+        let success = (crate::abi::STATUS_SUCCESS, 0x68);
+        assert_eq!(query_adapter_info_size(0), too_small);
+        assert_eq!(query_adapter_info_size(0x67), too_small);
+        assert_eq!(query_adapter_info_size(0x68), success);
+        assert_eq!(query_adapter_info_size(0x1000), success);
     }
 
     #[test]

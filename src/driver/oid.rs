@@ -20,9 +20,7 @@ use core::mem::offset_of;
 use core::net::SocketAddr;
 
 use crate::abi::{
-    AF_INET, AF_INET6, NDIS_NDK_CONNECTION_ENTRY_SIZE, NDIS_NDK_CONNECTIONS_HEADER_SIZE,
-    NDIS_NDK_CONNECTIONS_REVISION_1, NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE,
-    NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE, NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
+    AF_INET, AF_INET6, NDIS_NDK_CONNECTIONS_REVISION_1, NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
     NDIS_NDK_STATISTICS_INFO_REVISION_1, NDIS_OBJECT_TYPE_DEFAULT,
     NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1, NDIS_STATUS_BUFFER_TOO_SHORT,
     NDIS_STATUS_INVALID_LENGTH, NDIS_STATUS_MULTICAST_FULL, NDIS_STATUS_NOT_SUPPORTED,
@@ -160,16 +158,8 @@ impl OidOutcome {
 }
 
 /// A byte count as the `UINT` fields of `NDIS_OID_REQUEST` hold it.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "the value is at most u32::MAX after the check"
-)]
 const fn clamp_u32(n: usize) -> u32 {
-    if n > u32::MAX as usize {
-        u32::MAX
-    } else {
-        n as u32
-    }
+    saturate!(n => u32)
 }
 
 /// Every OID SoftNDK answers: the general and 802.3 OIDs an NDIS 6 Ethernet
@@ -472,8 +462,8 @@ fn query(adapter: &Adapter, oid: NdisOid, buffer: &mut [u8]) -> OidOutcome {
         OID_802_3_MAXIMUM_LIST_SIZE => answer_u32(buffer, clamp_u32(MAX_MULTICAST_LIST)),
         OID_PNP_QUERY_POWER => OidOutcome::done(0),
         OID_NDK_STATISTICS => ndk_statistics(adapter.provider(), buffer),
-        OID_NDK_CONNECTIONS => ndk_connections(adapter.provider(), buffer),
-        OID_NDK_LOCAL_ENDPOINTS => ndk_local_endpoints(adapter.provider(), buffer),
+        OID_NDK_CONNECTIONS => write_list(adapter.provider(), buffer, &CONNECTIONS),
+        OID_NDK_LOCAL_ENDPOINTS => write_list(adapter.provider(), buffer, &LOCAL_ENDPOINTS),
         OID_SOFTNDK_CHECKED => checked_reports(buffer),
         OID_SOFTNDK_FAULTS => fault_trace(buffer),
         _ => OidOutcome::not_supported(),
@@ -794,124 +784,104 @@ pub fn maps_to_tcp(technology: NdkRdmaTechnology) -> bool {
 }
 
 /// `OID_NDK_CONNECTIONS` (rules A19, A21).
-pub fn ndk_connections(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
-    type L = NdisNdkConnections;
-    let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
-    let mut list = ListWriter::new(
-        buffer,
-        NDIS_NDK_CONNECTIONS_HEADER_SIZE,
-        NDIS_NDK_CONNECTION_ENTRY_SIZE,
-    );
-    provider.connections(&mut |c: &Connection| {
-        list.push(|w, at| {
-            type E = NdisNdkConnectionEntry;
-            w.sockaddr_inet(at + offset_of!(E, local), &c.local);
-            w.sockaddr_inet(at + offset_of!(E, remote), &c.remote);
-            w.u8(
-                at + offset_of!(E, user_mode_owner),
-                u8::from(c.user_mode_owner),
-            );
-            w.u32(at + offset_of!(E, owner_pid), c.owner_pid);
-        });
-    });
-    let head = ListHead {
-        revision: NDIS_NDK_CONNECTIONS_REVISION_1,
-        size_of: ndis_sizeof_ndk_connections_revision_1,
-        fields: [offset_of!(L, flags), offset_of!(L, count)],
-        maps_to_tcp: (offset_of!(L, nd_connections_mappedto_tcp_connections), tcp),
-    };
-    list.finish(&head)
-}
+const CONNECTIONS: NdkList<Connection> = NdkList {
+    revision: NDIS_NDK_CONNECTIONS_REVISION_1,
+    size_of: ndis_sizeof_ndk_connections_revision_1,
+    entries: |provider, out| provider.connections(out),
+    write: write_connection,
+};
 
 /// `OID_NDK_LOCAL_ENDPOINTS` (rules A20, A21).
-pub fn ndk_local_endpoints(provider: &dyn NdkProvider, buffer: &mut [u8]) -> OidOutcome {
-    type L = NdisNdkLocalEndpoints;
-    let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
-    let mut list = ListWriter::new(
-        buffer,
-        NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE,
-        NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE,
+const LOCAL_ENDPOINTS: NdkList<LocalEndpoint> = NdkList {
+    revision: NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
+    size_of: ndis_sizeof_ndk_local_endpoints_revision_1,
+    entries: |provider, out| provider.local_endpoints(out),
+    write: write_endpoint,
+};
+
+/// One `NDIS_NDK_CONNECTION_ENTRY` at `at` (zeroed by the caller).
+fn write_connection(w: &mut Writer<'_>, at: usize, c: &Connection) {
+    type E = NdisNdkConnectionEntry;
+    w.sockaddr_inet(at + offset_of!(E, local), &c.local);
+    w.sockaddr_inet(at + offset_of!(E, remote), &c.remote);
+    w.u8(
+        at + offset_of!(E, user_mode_owner),
+        u8::from(c.user_mode_owner),
     );
-    provider.local_endpoints(&mut |e: &LocalEndpoint| {
-        list.push(|w, at| {
-            type E = NdisNdkLocalEndpointEntry;
-            w.sockaddr_inet(at + offset_of!(E, local), &e.local);
-            w.u8(
-                at + offset_of!(E, user_mode_owner),
-                u8::from(e.user_mode_owner),
-            );
-            w.u8(at + offset_of!(E, listener), u8::from(e.listener));
-            w.u32(at + offset_of!(E, owner_pid), e.owner_pid);
-        });
-    });
-    let tcp_at = offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints);
-    list.finish(&ListHead {
-        revision: NDIS_NDK_LOCAL_ENDPOINTS_REVISION_1,
-        size_of: ndis_sizeof_ndk_local_endpoints_revision_1,
-        fields: [offset_of!(L, flags), offset_of!(L, count)],
-        maps_to_tcp: (tcp_at, tcp),
-    })
+    w.u32(at + offset_of!(E, owner_pid), c.owner_pid);
 }
+
+/// One `NDIS_NDK_LOCAL_ENDPOINT_ENTRY` at `at` (zeroed by the caller).
+fn write_endpoint(w: &mut Writer<'_>, at: usize, e: &LocalEndpoint) {
+    type E = NdisNdkLocalEndpointEntry;
+    w.sockaddr_inet(at + offset_of!(E, local), &e.local);
+    w.u8(
+        at + offset_of!(E, user_mode_owner),
+        u8::from(e.user_mode_owner),
+    );
+    w.u8(at + offset_of!(E, listener), u8::from(e.listener));
+    w.u32(at + offset_of!(E, owner_pid), e.owner_pid);
+}
+
+/// One variable-length NDK list (connections, local endpoints): its header's
+/// revision, its size with n entries (`NDIS_SIZEOF_…(n)`, the header plus n
+/// entries), how the provider hands out its entries, and how one is written.
+struct NdkList<T: 'static> {
+    revision: u8,
+    size_of: fn(usize) -> usize,
+    entries: Entries<T>,
+    write: fn(&mut Writer<'_>, usize, &T),
+}
+
+/// How a provider hands out the entries of one list, one call each.
+type Entries<T> = fn(&dyn NdkProvider, &mut dyn FnMut(&T));
+
+/// Where the fields after the object header stand in both lists' heads:
+/// `Flags` (0), `Count`, and the byte saying whether entries come in ND/TCP
+/// pairs (A21). `NDIS_NDK_CONNECTIONS` and `NDIS_NDK_LOCAL_ENDPOINTS` start
+/// alike; the assertion below holds the second to the first.
+const LIST_FLAGS: usize = offset_of!(NdisNdkConnections, flags);
+const LIST_COUNT: usize = offset_of!(NdisNdkConnections, count);
+const LIST_MAPS_TO_TCP: usize =
+    offset_of!(NdisNdkConnections, nd_connections_mappedto_tcp_connections);
+const _: () = {
+    type L = NdisNdkLocalEndpoints;
+    assert!(offset_of!(L, flags) == LIST_FLAGS);
+    assert!(offset_of!(L, count) == LIST_COUNT);
+    assert!(offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints) == LIST_MAPS_TO_TCP);
+};
 
 /// Writes a variable-length NDK list in one pass over the provider's entries:
 /// entries that fit are written, all are counted, and the answer is
 /// `BUFFER_TOO_SHORT` with the full size when some did not fit. One pass means
 /// no allocation and no window in which the list can change between counting
 /// and writing.
-struct ListWriter<'a> {
-    writer: Writer<'a>,
-    header: usize,
-    entry: usize,
-    count: usize,
-}
-
-impl<'a> ListWriter<'a> {
-    fn new(buffer: &'a mut [u8], header: usize, entry: usize) -> Self {
-        Self {
-            writer: Writer { buf: buffer },
-            header,
-            entry,
-            count: 0,
+fn write_list<T>(provider: &dyn NdkProvider, buffer: &mut [u8], list: &NdkList<T>) -> OidOutcome {
+    let tcp = maps_to_tcp(provider.adapter_info().rdma_technology);
+    let mut w = Writer { buf: buffer };
+    let header = (list.size_of)(0);
+    let entry = (list.size_of)(1).saturating_sub(header);
+    let mut count: usize = 0;
+    (list.entries)(provider, &mut |item: &T| {
+        let at = header.saturating_add(count.saturating_mul(entry));
+        if at.saturating_add(entry) <= w.buf.len() {
+            w.zero(at, entry);
+            (list.write)(&mut w, at, item);
         }
+        count = count.saturating_add(1);
+    });
+    let needed = (list.size_of)(count);
+    if w.buf.len() < needed {
+        return OidOutcome::too_short(needed);
     }
-
-    fn push(&mut self, write: impl FnOnce(&mut Writer<'a>, usize)) {
-        let at = self
-            .header
-            .saturating_add(self.count.saturating_mul(self.entry));
-        if at.saturating_add(self.entry) <= self.writer.buf.len() {
-            self.writer.zero(at, self.entry);
-            write(&mut self.writer, at);
-        }
-        self.count = self.count.saturating_add(1);
-    }
-
-    fn finish(mut self, head: &ListHead) -> OidOutcome {
-        let needed = (head.size_of)(self.count);
-        if self.writer.buf.len() < needed {
-            return OidOutcome::too_short(needed);
-        }
-        self.writer.zero(0, self.header);
-        // The header's `Size` is a USHORT: min(0xFFFF, size) (rules A19, A20).
-        let size = u16::try_from(needed).unwrap_or(u16::MAX);
-        let w = &mut self.writer;
-        w.default_header(head.revision, size);
-        let [flags, count] = head.fields;
-        w.u32(flags, 0);
-        w.u32(count, clamp_u32(self.count));
-        w.u8(head.maps_to_tcp.0, u8::from(head.maps_to_tcp.1));
-        OidOutcome::done(needed)
-    }
-}
-
-/// The head every NDK list (connections, local endpoints) starts with: its
-/// revision and size, then `Flags` (0) and `Count` at `fields`, and the byte
-/// saying whether entries come in ND/TCP pairs (A21) with its value.
-struct ListHead {
-    revision: u8,
-    size_of: fn(usize) -> usize,
-    fields: [usize; 2],
-    maps_to_tcp: (usize, bool),
+    w.zero(0, header);
+    // The header's `Size` is a USHORT: min(0xFFFF, size) (rules A19, A20).
+    let size = u16::try_from(needed).unwrap_or(u16::MAX);
+    w.default_header(list.revision, size);
+    w.u32(LIST_FLAGS, 0);
+    w.u32(LIST_COUNT, clamp_u32(count));
+    w.u8(LIST_MAPS_TO_TCP, u8::from(tcp));
+    OidOutcome::done(needed)
 }
 
 /// Little-endian writes into an answer buffer. Every write is bounds-checked

@@ -32,11 +32,9 @@ pub type MiniportPause = unsafe extern "system" fn(
     pause_parameters: *mut c_void,
 ) -> NdisStatus;
 
-/// `MINIPORT_RESTART` (PASSIVE_LEVEL). The parameters are not read.
-pub type MiniportRestart = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    restart_parameters: *mut c_void,
-) -> NdisStatus;
+/// `MINIPORT_RESTART` (PASSIVE_LEVEL). The parameters are not read: its
+/// signature is [`MiniportPause`]'s, the parameters' pointer opaque in both.
+pub type MiniportRestart = MiniportPause;
 
 /// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
 pub type MiniportOidRequest = unsafe extern "system" fn(
@@ -90,15 +88,13 @@ pub type MiniportShutdown = unsafe extern "system" fn(
 pub type MiniportCancelOidRequest =
     unsafe extern "system" fn(miniport_adapter_context: NdisHandle, request_id: *mut c_void);
 
-/// `MINIPORT_DIRECT_OID_REQUEST` (NDIS 6.1+, IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportDirectOidRequest = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    oid_request: *mut NdisOidRequest,
-) -> NdisStatus;
+/// `MINIPORT_DIRECT_OID_REQUEST` (NDIS 6.1+, IRQL ≤ DISPATCH_LEVEL): the
+/// signature of [`MiniportOidRequest`].
+pub type MiniportDirectOidRequest = MiniportOidRequest;
 
-/// `MINIPORT_CANCEL_DIRECT_OID_REQUEST` (NDIS 6.1+, IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportCancelDirectOidRequest =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle, request_id: *mut c_void);
+/// `MINIPORT_CANCEL_DIRECT_OID_REQUEST` (NDIS 6.1+, IRQL ≤ DISPATCH_LEVEL):
+/// the signature of [`MiniportCancelOidRequest`].
+pub type MiniportCancelDirectOidRequest = MiniportCancelOidRequest;
 
 /// `NDIS_IO_WORKITEM_FUNCTION` (PASSIVE_LEVEL): the routine of an NDIS I/O
 /// work item.
