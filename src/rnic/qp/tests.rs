@@ -2476,36 +2476,27 @@ mod error {
     /// RemoteOperationError → REMOTE_RESOURCES, InvalidRequest →
     /// INVALID_DEVICE_REQUEST, InternalError → INTERNAL_ERROR, Cancelled →
     /// CANCELLED. SendAndInvalidate follows Send, FastRegister follows Bind.
-    fn allowed(op: Opcode) -> &'static [WcStatus] {
+    /// Every operation may report Success, Cancelled, InvalidRequest and
+    /// InternalError; the data-moving ones the three access errors too, and
+    /// the length status of their side.
+    fn allowed(op: Opcode) -> Vec<WcStatus> {
         use WcStatus::{
             Cancelled, InternalError, InvalidRequest, LengthError, LocalAccessError,
             ReceiveTooSmall, RemoteAccessError, RemoteOperationError, Success,
         };
-        match op {
-            Opcode::Send | Opcode::Read | Opcode::Write => &[
-                Success,
-                LengthError,
-                LocalAccessError,
-                RemoteAccessError,
-                RemoteOperationError,
-                Cancelled,
-                InvalidRequest,
-                InternalError,
-            ],
-            Opcode::Receive | Opcode::ReceiveAndInvalidate => &[
-                Success,
-                ReceiveTooSmall,
-                LocalAccessError,
-                RemoteAccessError,
-                RemoteOperationError,
-                Cancelled,
-                InvalidRequest,
-                InternalError,
-            ],
-            Opcode::Bind | Opcode::FastRegister | Opcode::Invalidate => {
-                &[Success, Cancelled, InvalidRequest, InternalError]
-            }
-        }
+        let mut allowed = vec![Success, Cancelled, InvalidRequest, InternalError];
+        let length = match op {
+            Opcode::Send | Opcode::Read | Opcode::Write => LengthError,
+            Opcode::Receive | Opcode::ReceiveAndInvalidate => ReceiveTooSmall,
+            Opcode::Bind | Opcode::FastRegister | Opcode::Invalidate => return allowed,
+        };
+        allowed.extend([
+            length,
+            LocalAccessError,
+            RemoteAccessError,
+            RemoteOperationError,
+        ]);
+        allowed
     }
 
     /// Runs `scenario` on a fresh kit whose B has two receives posted, then
