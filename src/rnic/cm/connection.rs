@@ -331,21 +331,36 @@ pub(super) enum Source {
     },
 }
 
+/// A consumer's CM call on the connector `key`: its fabric and the
+/// callouts it queues, which the local half of the call and, over the
+/// wire, its wire half (`wire.rs`) both take.
+pub(super) struct Call<'a> {
+    pub(super) fabric: &'a Arc<Fabric>,
+    pub(super) key: Key,
+    pub(super) actions: &'a mut Actions,
+}
+
+/// NdkAccept's own parameters, which `accept` hands to `wire_accept` with
+/// the read limits clamped to the connector's (N20).
+pub(super) struct Accept<'a> {
+    pub(super) qp: &'a Arc<Qp>,
+    pub(super) limits: ReadLimits,
+    pub(super) payload: Vec<u8>,
+}
+
 impl State {
     // ----- connectors ------------------------------------------------------
 
-    #[expect(clippy::too_many_arguments, reason = "the parameters of NdkConnect")]
     pub(super) fn connect(
         &mut self,
-        fabric: &Arc<Fabric>,
-        key: Key,
+        call: &mut Call<'_>,
         qp: &Arc<Qp>,
         source: Source,
         dst: Endpoint,
         limits: ReadLimits,
         payload: Vec<u8>,
-        actions: &mut Actions,
     ) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         if rec.closing || !matches!(rec.state, ConnState::Idle | ConnState::Failed) {
             // X5: a disconnected connector is never reused.
@@ -400,7 +415,7 @@ impl State {
             own,
             payload,
         };
-        let outcome = self.request(fabric, request, actions);
+        let outcome = self.request(call.fabric, request, call.actions);
         if outcome.is_ok()
             && any_port
             && let Some(wire) = self.connectors.get(key).and_then(|rec| rec.wire.as_ref())
@@ -534,43 +549,42 @@ impl State {
         });
     }
 
-    pub(super) fn accept(
-        &mut self,
-        fabric: &Arc<Fabric>,
-        key: Key,
-        qp: &Arc<Qp>,
-        limits: ReadLimits,
-        payload: Vec<u8>,
-        actions: &mut Actions,
-    ) -> Result<(), CmError> {
+    pub(super) fn accept(&mut self, call: &mut Call<'_>, args: Accept<'_>) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         if rec.closing || rec.state != ConnState::Requested {
             return Err(CmError::ConnectionInvalid);
         }
-        if payload.len() > rec.limits.max_callee_data as usize {
+        if args.payload.len() > rec.limits.max_callee_data as usize {
             return Err(CmError::PrivateDataTooLong);
         }
         let node = rec.node;
-        let own = limits.clamp(&rec.limits);
+        let own = args.limits.clamp(&rec.limits);
         let wire = rec.wire.is_some();
-        self.check_qp(node, qp)?;
+        self.check_qp(node, args.qp)?;
         if wire {
-            return self.wire_accept(fabric, key, qp, own, payload, actions);
+            return self.wire_accept(
+                call,
+                Accept {
+                    limits: own,
+                    ..args
+                },
+            );
         }
         let Some(peer) = self.peer_in(key, ConnState::Connecting) else {
             // N15: the active side gave up.
             self.fail(key);
             return Err(CmError::ConnectionAborted);
         };
-        self.start_accept(key, qp, own)?;
+        self.start_accept(key, args.qp, own)?;
         if let Some(p) = self.connectors.get_mut(peer) {
             p.set_state(peer, ConnState::Replied);
             p.peer_limits = own;
-            p.peer_data = payload;
+            p.peer_data = args.payload;
             p.pending.connect = false;
         }
         // N13: the active side's Connect completes once the peer accepted.
-        self.emit(actions, peer, Callout::Connect(Ok(())));
+        self.emit(call.actions, peer, Callout::Connect(Ok(())));
         Ok(())
     }
 
@@ -620,12 +634,8 @@ impl State {
         self.emit(actions, key, callout);
     }
 
-    pub(super) fn reject(
-        &mut self,
-        key: Key,
-        payload: Vec<u8>,
-        actions: &mut Actions,
-    ) -> Result<(), CmError> {
+    pub(super) fn reject(&mut self, call: &mut Call<'_>, payload: Vec<u8>) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         if rec.closing {
             return Err(CmError::ConnectionInvalid);
@@ -639,7 +649,7 @@ impl State {
             return Err(CmError::PrivateDataTooLong);
         }
         if rec.wire.is_some() {
-            return self.wire_reject(key, payload, actions);
+            return self.wire_reject(call, payload);
         }
         let peer_state = if state == ConnState::Requested {
             ConnState::Connecting
@@ -653,28 +663,24 @@ impl State {
         let peer = peer.ok_or(CmError::ConnectionAborted)?;
         if state == ConnState::Requested {
             // N16: the active side's Connect fails as refused.
-            self.refuse(peer, payload, actions);
+            self.refuse(peer, payload, call.actions);
         } else {
             // N16: the passive side's Accept fails as aborted.
             let aborted = Callout::Accept(Err(CmError::ConnectionAborted));
-            self.fail_rejected(peer, payload, aborted, actions);
+            self.fail_rejected(peer, payload, aborted, call.actions);
         }
         Ok(())
     }
 
-    pub(super) fn complete_connect(
-        &mut self,
-        fabric: &Arc<Fabric>,
-        key: Key,
-        actions: &mut Actions,
-    ) -> Result<(), CmError> {
+    pub(super) fn complete_connect(&mut self, call: &mut Call<'_>) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         if rec.closing || rec.state != ConnState::Replied {
             // N14: not connecting.
             return Err(CmError::ConnectionInvalid);
         }
         if rec.wire.is_some() {
-            return self.wire_complete(fabric, key, actions);
+            return self.wire_complete(call);
         }
         let Some(peer) = self.peer_in(key, ConnState::Accepting) else {
             // N14: the accepting peer gave up.
@@ -692,7 +698,7 @@ impl State {
             self.fail(key);
             self.fail(peer);
             self.emit(
-                actions,
+                call.actions,
                 peer,
                 Callout::Accept(Err(CmError::ConnectionAborted)),
             );
@@ -700,8 +706,8 @@ impl State {
         };
         // E5/X2: errors that end the connection come back as indications.
         // Set before the QPs connect, so that none is missed.
-        LostHandler::watch(&own_qp, fabric, key);
-        LostHandler::watch(&peer_qp, fabric, peer);
+        LostHandler::watch(&own_qp, call.fabric, key);
+        LostHandler::watch(&peer_qp, call.fabric, peer);
         // N14: a QP that is no longer idle (flushed, closed) fails this side
         // with CONNECTION_INVALID and the other with CONNECTION_ABORTED.
         let failure = if own_qp.state() != QpState::Idle {
@@ -716,7 +722,7 @@ impl State {
         if let Some((own_error, peer_error)) = failure {
             self.fail(key);
             self.fail(peer);
-            self.emit(actions, peer, Callout::Accept(Err(peer_error)));
+            self.emit(call.actions, peer, Callout::Accept(Err(peer_error)));
             return Err(own_error);
         }
         count_established(&own_qp, Role::Active);
@@ -731,7 +737,7 @@ impl State {
             p.pending.accept = false;
         }
         // N15: Accept completes once the active side completed the connection.
-        self.emit(actions, peer, Callout::Accept(Ok(())));
+        self.emit(call.actions, peer, Callout::Accept(Ok(())));
         Ok(())
     }
 

@@ -5,11 +5,11 @@ use core::fmt;
 
 use super::address::Endpoint;
 use super::address_set::AddressSet;
-use super::connection::Source;
+use super::connection::{Accept, Call, Source};
 use super::fabric::{Fabric, copy_data};
 use super::shared::SharedEndpoint;
 use super::slab::Key;
-use super::state::ConnectorRec;
+use super::state::{ConnectorRec, State};
 use super::types::{CloseState, CmError, ConnState, ConnectionData, ConnectorEvents, ReadLimits};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
@@ -114,19 +114,7 @@ impl Connector {
         data: &[u8],
     ) -> Result<(), CmError> {
         let payload = copy_data(data)?;
-        let key = self.key;
-        self.fabric.run(|state, fabric, actions| {
-            state.connect(
-                fabric,
-                key,
-                qp,
-                Source::Address(src),
-                dst,
-                limits,
-                payload,
-                actions,
-            )
-        })
+        self.call(|state, call| state.connect(call, qp, Source::Address(src), dst, limits, payload))
     }
 
     /// As [`connect`](Self::connect), from `endpoint` (N10, N11).
@@ -147,15 +135,12 @@ impl Connector {
             return Err(CmError::InvalidParameter);
         }
         let payload = copy_data(data)?;
-        let key = self.key;
         let source = Source::Shared {
             binding: endpoint.binding,
             local: endpoint.local,
             node: endpoint.node,
         };
-        self.fabric.run(|state, fabric, actions| {
-            state.connect(fabric, key, qp, source, dst, limits, payload, actions)
-        })
+        self.call(|state, call| state.connect(call, qp, source, dst, limits, payload))
     }
 
     /// Accepts the request with `qp` (N15): `Ok` means pending,
@@ -170,9 +155,16 @@ impl Connector {
     /// [`CmError::Resources`].
     pub fn accept(&self, qp: &Arc<Qp>, limits: ReadLimits, data: &[u8]) -> Result<(), CmError> {
         let payload = copy_data(data)?;
-        let key = self.key;
-        self.fabric
-            .run(|state, fabric, actions| state.accept(fabric, key, qp, limits, payload, actions))
+        self.call(|state, call| {
+            state.accept(
+                call,
+                Accept {
+                    qp,
+                    limits,
+                    payload,
+                },
+            )
+        })
     }
 
     /// Rejects (N16), synchronously: a request (the active side's `connect`
@@ -185,9 +177,7 @@ impl Connector {
     /// [`CmError::PrivateDataTooLong`] (N17), [`CmError::Resources`].
     pub fn reject(&self, data: &[u8]) -> Result<(), CmError> {
         let payload = copy_data(data)?;
-        let key = self.key;
-        self.fabric
-            .run(|state, _, actions| state.reject(key, payload, actions))
+        self.call(|state, call| state.reject(call, payload))
     }
 
     /// Completes an accepted connection (N13), synchronously: both QPs are
@@ -199,9 +189,23 @@ impl Connector {
     /// is no longer idle, [`CmError::ConnectionAborted`] when the peer gave
     /// up or its QP is no longer idle (N14).
     pub fn complete_connect(&self) -> Result<(), CmError> {
+        self.call(State::complete_connect)
+    }
+
+    /// Runs one of this connector's CM calls under the fabric lock, with
+    /// the [`Call`] that its local and wire halves take.
+    fn call<R>(&self, f: impl FnOnce(&mut State, &mut Call<'_>) -> R) -> R {
         let key = self.key;
-        self.fabric
-            .run(|state, fabric, actions| state.complete_connect(fabric, key, actions))
+        self.fabric.run(|state, fabric, actions| {
+            f(
+                state,
+                &mut Call {
+                    fabric,
+                    key,
+                    actions,
+                },
+            )
+        })
     }
 
     /// Whether the peer gave up this attempt before establishment (its

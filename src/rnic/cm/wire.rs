@@ -32,7 +32,7 @@ use core::net::SocketAddr;
 
 use super::BACKLOG;
 use super::address::{Endpoint, IpAddr};
-use super::connection::{Admitted, Request};
+use super::connection::{Accept, Admitted, Call, Request};
 use super::fabric::{Fabric, LostHandler};
 use super::slab::Key;
 use super::state::{
@@ -1012,13 +1012,10 @@ impl State {
     /// the RTR arrives (N15).
     pub(super) fn wire_accept(
         &mut self,
-        fabric: &Arc<Fabric>,
-        key: Key,
-        qp: &Arc<Qp>,
-        own: ReadLimits,
-        payload: Vec<u8>,
-        actions: &mut Actions,
+        call: &mut Call<'_>,
+        args: Accept<'_>,
     ) -> Result<(), CmError> {
+        let (key, qp) = (call.key, args.qp);
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let Some(conn) = rec.wire.clone() else {
             return Err(CmError::ConnectionInvalid);
@@ -1031,26 +1028,22 @@ impl State {
         if qp.state() != QpState::Idle {
             return Err(CmError::ConnectionInvalid);
         }
-        self.start_accept(key, qp, own)?;
+        self.start_accept(key, qp, args.limits)?;
         // Before the link can connect the QP (after the lock).
-        LostHandler::watch(qp, fabric, key);
-        actions.push(Action::Wire(WireOp::Accept {
+        LostHandler::watch(qp, call.fabric, key);
+        call.actions.push(Action::Wire(WireOp::Accept {
             conn,
             qp: Arc::clone(qp),
-            limits: own,
-            payload,
+            limits: args.limits,
+            payload: args.payload,
         }));
         Ok(())
     }
 
     /// CompleteConnect over the wire: the RTR goes out and the link starts
     /// (N13, N14).
-    pub(super) fn wire_complete(
-        &mut self,
-        fabric: &Arc<Fabric>,
-        key: Key,
-        actions: &mut Actions,
-    ) -> Result<(), CmError> {
+    pub(super) fn wire_complete(&mut self, call: &mut Call<'_>) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let (Some(conn), Some(qp)) = (rec.wire.clone(), rec.qp.clone()) else {
             return Err(CmError::ConnectionInvalid);
@@ -1063,16 +1056,16 @@ impl State {
         if qp.state() != QpState::Idle {
             // N14: the QP is no longer idle; the peer's Accept is aborted.
             self.fail(key);
-            actions.push(Action::Wire(WireOp::Abandon(conn, true)));
+            call.actions.push(Action::Wire(WireOp::Abandon(conn, true)));
             return Err(CmError::ConnectionInvalid);
         }
-        LostHandler::watch(&qp, fabric, key);
+        LostHandler::watch(&qp, call.fabric, key);
         count_established(&qp, Role::Active);
         if let Some(rec) = self.connectors.get_mut(key) {
             rec.establish(key);
         }
         conn.linked.store(true, Ordering::Release);
-        actions.push(Action::Wire(WireOp::Complete(conn)));
+        call.actions.push(Action::Wire(WireOp::Complete(conn)));
         Ok(())
     }
 
@@ -1080,10 +1073,10 @@ impl State {
     /// the reply, an RST (the peer's Accept is aborted).
     pub(super) fn wire_reject(
         &mut self,
-        key: Key,
+        call: &mut Call<'_>,
         payload: Vec<u8>,
-        actions: &mut Actions,
     ) -> Result<(), CmError> {
+        let key = call.key;
         let rec = self.connectors.get(key).ok_or(CmError::ConnectionInvalid)?;
         let (state, dead) = (rec.state, rec.wire_dead);
         let Some(conn) = rec.wire.clone() else {
@@ -1095,9 +1088,10 @@ impl State {
             return Err(CmError::ConnectionAborted);
         }
         if state == ConnState::Requested {
-            actions.push(Action::Wire(WireOp::Reject { conn, payload }));
+            call.actions
+                .push(Action::Wire(WireOp::Reject { conn, payload }));
         } else {
-            actions.push(Action::Wire(WireOp::Abandon(conn, true)));
+            call.actions.push(Action::Wire(WireOp::Abandon(conn, true)));
         }
         Ok(())
     }

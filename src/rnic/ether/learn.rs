@@ -176,6 +176,16 @@ mod tests {
         MacAddr(bytes)
     }
 
+    /// A table of `capacity` entries that age after `max_age`, which has
+    /// learned each `(mac, peer, now)` of `seen` in order.
+    fn learned(capacity: usize, max_age: u64, seen: &[(u32, PeerIndex, u64)]) -> LearnTable {
+        let mut t = LearnTable::new(capacity, max_age).unwrap();
+        for &(n, peer, now) in seen {
+            t.learn(mac(n), peer, now);
+        }
+        t
+    }
+
     #[test]
     fn test_learn_then_lookup() {
         let mut t = LearnTable::new(4, 100).unwrap();
@@ -190,8 +200,7 @@ mod tests {
 
     #[test]
     fn test_entries_age_from_last_seen() {
-        let mut t = LearnTable::new(4, 100).unwrap();
-        t.learn(mac(1), 0, 10);
+        let mut t = learned(4, 100, &[(1, 0, 10)]);
         assert_eq!(t.lookup(mac(1), 110), Some(0));
         assert_eq!(t.lookup(mac(1), 111), None);
         // Refreshing restarts the age.
@@ -205,12 +214,10 @@ mod tests {
 
     #[test]
     fn test_clock_going_back_does_not_age_or_panic() {
-        let mut t = LearnTable::new(2, 5).unwrap();
-        t.learn(mac(1), 0, 1_000);
+        let mut t = learned(2, 5, &[(1, 0, 1_000)]);
         assert_eq!(t.lookup(mac(1), 0), Some(0));
         assert_eq!(t.expire(0), 0);
-        let mut t = LearnTable::new(2, u64::MAX).unwrap();
-        t.learn(mac(1), 0, 0);
+        let t = learned(2, u64::MAX, &[(1, 0, 0)]);
         assert_eq!(t.lookup(mac(1), u64::MAX), Some(0));
     }
 
@@ -232,10 +239,7 @@ mod tests {
 
     #[test]
     fn test_full_table_reuses_aged_slots() {
-        let mut t = LearnTable::new(3, 100).unwrap();
-        t.learn(mac(0), 0, 0);
-        t.learn(mac(1), 0, 0);
-        t.learn(mac(2), 0, 150);
+        let mut t = learned(3, 100, &[(0, 0, 0), (1, 0, 0), (2, 0, 150)]);
         assert_eq!(t.learn(mac(9), 1, 200), Learned::New);
         assert_eq!(t.lookup(mac(9), 200), Some(1));
         assert_eq!(t.lookup(mac(2), 200), Some(0));
@@ -251,10 +255,7 @@ mod tests {
 
     #[test]
     fn test_expire_and_forget_peer() {
-        let mut t = LearnTable::new(8, 10).unwrap();
-        t.learn(mac(0), 0, 0);
-        t.learn(mac(1), 1, 15);
-        t.learn(mac(2), 1, 20);
+        let mut t = learned(8, 10, &[(0, 0, 0), (1, 1, 15), (2, 1, 20)]);
         assert_eq!(t.expire(20), 1);
         assert_eq!(t.iter(20).collect::<Vec<_>>(), [(mac(1), 1), (mac(2), 1)]);
         t.forget_peer(1);

@@ -2476,36 +2476,27 @@ mod error {
     /// RemoteOperationError → REMOTE_RESOURCES, InvalidRequest →
     /// INVALID_DEVICE_REQUEST, InternalError → INTERNAL_ERROR, Cancelled →
     /// CANCELLED. SendAndInvalidate follows Send, FastRegister follows Bind.
-    fn allowed(op: Opcode) -> &'static [WcStatus] {
+    /// Every operation may report Success, Cancelled, InvalidRequest and
+    /// InternalError; the data-moving ones the three access errors too, and
+    /// the length status of their side.
+    fn allowed(op: Opcode) -> Vec<WcStatus> {
         use WcStatus::{
             Cancelled, InternalError, InvalidRequest, LengthError, LocalAccessError,
             ReceiveTooSmall, RemoteAccessError, RemoteOperationError, Success,
         };
-        match op {
-            Opcode::Send | Opcode::Read | Opcode::Write => &[
-                Success,
-                LengthError,
-                LocalAccessError,
-                RemoteAccessError,
-                RemoteOperationError,
-                Cancelled,
-                InvalidRequest,
-                InternalError,
-            ],
-            Opcode::Receive | Opcode::ReceiveAndInvalidate => &[
-                Success,
-                ReceiveTooSmall,
-                LocalAccessError,
-                RemoteAccessError,
-                RemoteOperationError,
-                Cancelled,
-                InvalidRequest,
-                InternalError,
-            ],
-            Opcode::Bind | Opcode::FastRegister | Opcode::Invalidate => {
-                &[Success, Cancelled, InvalidRequest, InternalError]
-            }
-        }
+        let mut allowed = vec![Success, Cancelled, InvalidRequest, InternalError];
+        let length = match op {
+            Opcode::Send | Opcode::Read | Opcode::Write => LengthError,
+            Opcode::Receive | Opcode::ReceiveAndInvalidate => ReceiveTooSmall,
+            Opcode::Bind | Opcode::FastRegister | Opcode::Invalidate => return allowed,
+        };
+        allowed.extend([
+            length,
+            LocalAccessError,
+            RemoteAccessError,
+            RemoteOperationError,
+        ]);
+        allowed
     }
 
     /// Runs `scenario` on a fresh kit whose B has two receives posted, then
@@ -3167,7 +3158,9 @@ mod srq {
     }
 
     impl Rig {
-        fn new(mode: EngineMode, depth: u32, threshold: u32) -> Self {
+        /// The rig with an unarmed SRQ of `depth` that holds the receives
+        /// `posted` (as [`Rig::post`]).
+        fn new(mode: EngineMode, depth: u32, posted: impl IntoIterator<Item = usize>) -> Self {
             let device = Device::new(Limits::DEFAULT, mode).unwrap();
             let pd = Pd::new(&device).unwrap();
             let log = Arc::new(SrqLog::default());
@@ -3175,7 +3168,7 @@ mod srq {
                 &pd,
                 depth,
                 4,
-                threshold,
+                0,
                 Some(Arc::clone(&log) as Arc<dyn SrqNotify>),
             )
             .unwrap();
@@ -3186,13 +3179,15 @@ mod srq {
                 connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
             }
             let inbox = Registered::new(&pd, Buffer::new(4096, 0), Access::LOCAL_WRITE);
-            Self {
+            let rig = Self {
                 srq,
                 log,
                 b,
                 a,
                 inbox,
-            }
+            };
+            rig.post(posted);
+            rig
         }
 
         /// Posts SRQ receives `contexts`, each of 64 bytes at 64 × context.
@@ -3216,8 +3211,7 @@ mod srq {
     #[test]
     fn test_srq_completions_on_the_consuming_qps_receive_cq_rule_q2_q3() {
         both(|mode| {
-            let rig = Rig::new(mode, 16, 0);
-            rig.post(1..=3);
+            let rig = Rig::new(mode, 16, 1..=3);
             rig.send_from(1, 21, 7);
             rig.send_from(0, 22, 8);
             rig.send_from(1, 23, 9);
@@ -3245,7 +3239,7 @@ mod srq {
     #[test]
     fn test_srq_send_waits_for_a_receive_posted_later() {
         both(|mode| {
-            let rig = Rig::new(mode, 16, 0);
+            let rig = Rig::new(mode, 16, []);
             let src = rig.a[0].pattern(8, 7, Access::empty());
             send(&rig.a[0], 21, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
             settle();
@@ -3268,8 +3262,7 @@ mod srq {
     #[test]
     fn test_srq_receives_survive_flush_disconnect_and_close_of_attached_qp_rule_e4() {
         both(|mode| {
-            let rig = Rig::new(mode, 16, 0);
-            rig.post(1..=3);
+            let rig = Rig::new(mode, 16, 1..=3);
             rig.b[0].qp.flush();
             settle();
             assert!(
@@ -3295,8 +3288,7 @@ mod srq {
     #[test]
     fn test_srq_threshold_fires_once_when_count_drops_below_rule_q4_q5() {
         both(|mode| {
-            let rig = Rig::new(mode, 16, 0);
-            rig.post(1..=4);
+            let rig = Rig::new(mode, 16, 1..=4);
             rig.srq.modify(0, 2).unwrap();
             assert!(rig.log.events().is_empty(), "{mode:?}: 4 is not below 2");
             rig.send_from(0, 21, 1);
@@ -3344,8 +3336,7 @@ mod srq {
     #[test]
     fn test_srq_modify_depth_zero_keeps_and_above_max_refused_rule_q6() {
         both(|mode| {
-            let rig = Rig::new(mode, 4, 0);
-            rig.post(1..=3);
+            let rig = Rig::new(mode, 4, 1..=3);
             rig.srq.modify(0, 0).unwrap();
             assert_eq!((rig.srq.depth(), rig.srq.len()), (4, 3));
             let max = Limits::DEFAULT.max_srq_depth;
@@ -3368,8 +3359,7 @@ mod srq {
     #[test]
     fn test_srq_shrink_below_count_refused_and_unchanged_rule_q7() {
         both(|mode| {
-            let rig = Rig::new(mode, 8, 0);
-            rig.post(1..=5);
+            let rig = Rig::new(mode, 8, 1..=5);
             assert_eq!(rig.srq.modify(4, 0), Err(SrqError::BelowCount));
             assert_eq!(rig.srq.modify(4, 10), Err(SrqError::BelowCount));
             assert_eq!(
@@ -3403,7 +3393,8 @@ mod srq {
 
     impl SrqLink {
         /// An SRQ of (depth, threshold) and one SGE, a receive CQ of
-        /// `rcq_depth` at B and an inbox of `inbox_len` bytes.
+        /// `rcq_depth` at B and an inbox of `inbox_len` bytes, whose two
+        /// halves the SRQ holds as receives 1 and 2.
         fn new(
             mode: EngineMode,
             (depth, threshold): (u32, u32),
@@ -3418,6 +3409,10 @@ mod srq {
             let a = idle_side(mode, 0xA);
             connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
             let inbox = Registered::new(&pd, Buffer::new(inbox_len, 0), Access::LOCAL_WRITE);
+            let half = u32_of(inbox_len / 2);
+            for (ctx, at) in [(1, 0), (2, u64::from(half))] {
+                srq.post_receive(ctx, &[inbox.sge(at, half)]).unwrap();
+            }
             Self { srq, a, b, inbox }
         }
     }
@@ -3427,8 +3422,6 @@ mod srq {
         both(|mode| {
             // Armed and below its threshold from the start, with no callback.
             let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (4, 2), 16, 64);
-            srq.post_receive(1, &[inbox.sge(0, 32)]).unwrap();
-            srq.post_receive(2, &[inbox.sge(32, 32)]).unwrap();
             srq.modify(0, 3).unwrap();
             let src = a.pattern(32, 4, Access::empty());
             send(&a, 3, &[src.sge(0, 32)], WrFlags::empty()).unwrap();
@@ -3443,8 +3436,7 @@ mod srq {
     #[test]
     fn test_srq_fatal_error_reported_once_and_srq_and_qps_unusable_rule_q9() {
         both(|mode| {
-            let rig = Rig::new(mode, 8, 0);
-            rig.post(1..=2);
+            let rig = Rig::new(mode, 8, 1..=2);
             rig.srq.fail();
             rig.srq.fail();
             assert_eq!(
@@ -3483,9 +3475,12 @@ mod srq {
     #[test]
     fn test_srq_qp_whose_receive_cq_overflowed_is_unusable_rule_e10_q2() {
         both(|mode| {
-            let SrqLink { srq, a, b, inbox } = SrqLink::new(mode, (8, 0), 1, 16);
-            srq.post_receive(1, &[inbox.sge(0, 8)]).unwrap();
-            srq.post_receive(2, &[inbox.sge(8, 8)]).unwrap();
+            let SrqLink {
+                srq: _srq,
+                a,
+                b,
+                inbox,
+            } = SrqLink::new(mode, (8, 0), 1, 16);
             let src = a.pattern(8, 1, Access::empty());
             send(&a, 11, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
             send(&a, 12, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
