@@ -54,6 +54,8 @@ pub mod deferred;
 #[cfg(target_os = "linux")]
 pub mod host_tap;
 pub mod irql;
+#[cfg(target_os = "windows")]
+mod kdpc;
 #[cfg(all(target_os = "windows", not(loom)))]
 mod ktimer;
 pub mod log;
