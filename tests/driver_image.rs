@@ -168,10 +168,11 @@ fn test_image_binds_to_no_framework() {
 }
 
 /// The files that declare imports by hand: the raw kernel backend, the
-/// driver's `ndis.sys` and `netio.sys` blocks, the WSK glue's block, and
-/// the kernel timer's.
-const DECLARING_FILES: [&str; 5] = [
+/// driver's `ndis.sys` and `netio.sys` blocks, the WSK glue's block, the
+/// kernel DPC's and the kernel timer's.
+const DECLARING_FILES: [&str; 6] = [
     "src/kernel/raw.rs",
+    "src/kernel/kdpc.rs",
     "src/driver/ndis_sys.rs",
     "src/driver/netio_sys.rs",
     "src/kernel/wsk/sys.rs",

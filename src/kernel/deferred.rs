@@ -33,12 +33,11 @@ pub(super) struct Inner<T> {
 
 /// The kernel backends' half of the queue's strong reference: each insertion
 /// of a `KDPC` that queues it carries one `Arc::into_raw` of its `Inner` as
-/// the DPC's argument 1, which the DPC routine takes back when it runs. Said
-/// here once for the raw and the wdk backend, which differ only in their
-/// bindings.
+/// the DPC's argument 1, which the DPC routine takes back when it runs
+/// (`kdpc`, the DPC of the raw and the wdk backend alike).
 #[cfg(target_os = "windows")]
 impl<T: DeferredRoutine> Inner<T> {
-    /// Queues `this` with `insert` (the backend's `KeInsertQueueDpc` of the
+    /// Queues `this` with `insert` (`kdpc`'s `KeInsertQueueDpc` of the
     /// slot, given argument 1; whether that queued the DPC), giving the
     /// insertion a strong reference when it queued.
     pub(super) fn insert_with_reference(

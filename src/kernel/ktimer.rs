@@ -1,7 +1,8 @@
 //! The kernel's [`Alarm`]: one `KTIMER` with a `KDPC`, over the interrupt
 //! time clock (Windows only). Declared by hand (`raw-dylib`) like the other
 //! kernel imports, so the portable image links without the WDK;
-//! `tests/driver_image.rs` reads this file for its declared imports.
+//! `tests/driver_image.rs` reads this file for its declared imports. The
+//! `KDPC` and its routines are `kdpc`'s, as every `Deferred`'s.
 //!
 //! `km/wdm.h` declares `KeInitializeTimer`, `KeSetTimer` and `KeCancelTimer`
 //! under `NTDDI_WIN2K`; all three are callable at ≤ DISPATCH_LEVEL.
@@ -11,6 +12,7 @@ use alloc::sync::Weak;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 
+use super::kdpc::{Kdpc, KeFlushQueuedDpcs, KeInitializeDpc};
 use super::mem::try_box;
 use super::sync::SpinLock;
 use super::timers::{Alarm, Timers};
@@ -19,54 +21,21 @@ use super::timers::{Alarm, Timers};
 #[repr(C, align(8))]
 struct KTimer([u8; 0x40]);
 
-/// `KDPC` and `PKDEFERRED_ROUTINE`: the raw backend's, so that the two
-/// declarations of `KeInitializeDpc` agree.
-#[cfg(not(feature = "wdk"))]
-use super::raw::{KDeferredRoutine as DeferredRoutine, Kdpc as KDpc};
-
-/// `KDPC` (x64: 0x40 bytes), opaque.
-#[cfg(feature = "wdk")]
-#[repr(C, align(8))]
-struct KDpc([u8; 0x40]);
-
-#[cfg(feature = "wdk")]
-type DeferredRoutine = unsafe extern "system" fn(
-    dpc: *mut KDpc,
-    context: *mut c_void,
-    argument1: *mut c_void,
-    argument2: *mut c_void,
-);
-
-#[cfg(feature = "wdk")]
-const fn new_dpc() -> KDpc {
-    KDpc([0; 0x40])
-}
-
-#[cfg(not(feature = "wdk"))]
-const fn new_dpc() -> KDpc {
-    super::raw::Kdpc::zeroed()
-}
-
 #[link(name = "ntoskrnl.exe", kind = "raw-dylib", modifiers = "+verbatim")]
 unsafe extern "system" {
     /// ≤ DISPATCH_LEVEL: a notification timer, not signalled.
     fn KeInitializeTimer(timer: *mut KTimer);
-    /// ≤ DISPATCH_LEVEL (declared again here: the raw backend's block is
-    /// private to it).
-    fn KeInitializeDpc(dpc: *mut KDpc, routine: DeferredRoutine, context: *mut c_void);
     /// ≤ DISPATCH_LEVEL: (re)sets the timer; `due` < 0 is relative, in
     /// 100 ns; the DPC is queued when it expires.
-    fn KeSetTimer(timer: *mut KTimer, due: i64, dpc: *mut KDpc) -> u8;
+    fn KeSetTimer(timer: *mut KTimer, due: i64, dpc: *mut Kdpc) -> u8;
     /// ≤ DISPATCH_LEVEL: takes the timer out of the timer queue.
     fn KeCancelTimer(timer: *mut KTimer) -> u8;
-    /// PASSIVE_LEVEL: waits for every queued DPC to have run.
-    fn KeFlushQueuedDpcs();
 }
 
 /// The timer, its DPC and whom it serves, boxed so their addresses stay.
 struct Slot {
     timer: UnsafeCell<KTimer>,
-    dpc: UnsafeCell<KDpc>,
+    dpc: UnsafeCell<Kdpc>,
     target: SpinLock<Weak<Timers>>,
 }
 
@@ -83,7 +52,7 @@ unsafe impl Sync for KernelAlarm {}
 
 /// The DPC: the alarm went off.
 unsafe extern "system" fn alarm_dpc(
-    _dpc: *mut KDpc,
+    _dpc: *mut Kdpc,
     context: *mut c_void,
     _argument1: *mut c_void,
     _argument2: *mut c_void,
@@ -102,7 +71,7 @@ unsafe extern "system" fn alarm_dpc(
 pub fn kernel_alarm() -> Option<Box<dyn Alarm>> {
     let slot = try_box(Slot {
         timer: UnsafeCell::new(KTimer([0; 0x40])),
-        dpc: UnsafeCell::new(new_dpc()),
+        dpc: UnsafeCell::new(Kdpc::zeroed()),
         target: SpinLock::new(Weak::new()),
     })?;
     let context = core::ptr::from_ref::<Slot>(&slot)

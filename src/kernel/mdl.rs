@@ -197,13 +197,28 @@ mod tests {
         }
     }
 
+    /// [`system_span`] of an MDL over `buf` with `flags`, once `clear` has
+    /// made null the address the span must not be taken from.
+    fn span_of(buf: &mut [u8], flags: i16, clear: fn(&mut Mdl)) -> Result<SystemSpan, NtStatus> {
+        let mut mdl = mdl_over(buf, flags);
+        clear(&mut mdl);
+        // SAFETY: `mdl` describes `buf`, alive for the call; no byte is read
+        // through a null address.
+        unsafe { system_span(NonNull::from(&mut mdl)) }
+    }
+
+    fn no_start_va(mdl: &mut Mdl) {
+        mdl.start_va = core::ptr::null_mut();
+    }
+
+    fn no_system_va(mdl: &mut Mdl) {
+        mdl.mapped_system_va = core::ptr::null_mut();
+    }
+
     #[test]
     fn test_mapped_mdl_uses_mapped_system_va() {
         let mut buf = [1_u8, 2, 3, 4];
-        let mut mdl = mdl_over(&mut buf, MDL_MAPPED_TO_SYSTEM_VA);
-        mdl.start_va = core::ptr::null_mut();
-        // SAFETY: `mdl` describes `buf`, alive for the test.
-        let span = unsafe { system_span(NonNull::from(&mut mdl)) }.unwrap();
+        let span = span_of(&mut buf, MDL_MAPPED_TO_SYSTEM_VA, no_start_va).unwrap();
         assert_eq!(span.addr.as_ptr(), buf.as_mut_ptr());
         assert_eq!(span.len, 4);
     }
@@ -211,30 +226,21 @@ mod tests {
     #[test]
     fn test_nonpaged_pool_mdl_uses_mapped_system_va() {
         let mut buf = [0_u8; 8];
-        let mut mdl = mdl_over(&mut buf, MDL_SOURCE_IS_NONPAGED_POOL);
-        mdl.start_va = core::ptr::null_mut();
-        // SAFETY: `mdl` describes `buf`, alive for the test.
-        let span = unsafe { system_span(NonNull::from(&mut mdl)) }.unwrap();
+        let span = span_of(&mut buf, MDL_SOURCE_IS_NONPAGED_POOL, no_start_va).unwrap();
         assert_eq!(span.addr.as_ptr(), buf.as_mut_ptr());
     }
 
     #[test]
     fn test_unmapped_mdl_uses_start_va_plus_byte_offset() {
         let mut buf = [0_u8; 8];
-        let mut mdl = mdl_over(&mut buf, 0);
-        mdl.mapped_system_va = core::ptr::null_mut();
-        // SAFETY: `mdl` describes `buf`, alive for the test.
-        let span = unsafe { system_span(NonNull::from(&mut mdl)) }.unwrap();
+        let span = span_of(&mut buf, 0, no_system_va).unwrap();
         assert_eq!(span.addr.as_ptr(), buf.as_mut_ptr());
     }
 
     #[test]
     fn test_null_address_is_insufficient_resources_not_a_crash() {
         let mut buf = [0_u8; 8];
-        let mut mdl = mdl_over(&mut buf, MDL_MAPPED_TO_SYSTEM_VA);
-        mdl.mapped_system_va = core::ptr::null_mut();
-        // SAFETY: a valid header; no byte is read through the null address.
-        let result = unsafe { system_span(NonNull::from(&mut mdl)) };
+        let result = span_of(&mut buf, MDL_MAPPED_TO_SYSTEM_VA, no_system_va);
         assert_eq!(result, Err(STATUS_INSUFFICIENT_RESOURCES));
     }
 

@@ -54,6 +54,8 @@ pub mod deferred;
 #[cfg(target_os = "linux")]
 pub mod host_tap;
 pub mod irql;
+#[cfg(target_os = "windows")]
+mod kdpc;
 #[cfg(all(target_os = "windows", not(loom)))]
 mod ktimer;
 pub mod log;
@@ -67,6 +69,8 @@ pub mod sync;
 pub mod tcp;
 #[cfg(not(target_os = "windows"))]
 pub mod tcp_host;
+#[cfg(test)]
+mod tcp_testing;
 pub mod time;
 #[cfg(not(loom))]
 pub mod timers;

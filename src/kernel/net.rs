@@ -48,17 +48,11 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::{Condvar, Mutex, PoisonError};
 
-/// What a stream reports to its user.
-pub trait StreamEvents: Send + Sync {
-    /// Bytes received, in order.
-    fn received(&self, bytes: &[u8]);
-    /// The send buffer has room again after a short `send`.
-    fn writable(&self);
-    /// The stream ended (`abortive`: reset by the peer, or an error).
-    /// Called once, last; after this side's abortive `close` too, with
-    /// `false`.
-    fn closed(&self, abortive: bool);
-}
+/// What a stream reports to its user: the platform's stream events
+/// ([`super::tcp::StreamEvents`], which `tcp_host` forwards them to). Here
+/// `closed` comes once, last, also after this side's abortive `close`, with
+/// `false`.
+pub use super::tcp::StreamEvents;
 
 struct Outgoing {
     /// `capacity` bytes, of which the first `filled` were taken by `send`

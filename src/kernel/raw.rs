@@ -14,36 +14,17 @@
 //! `MmGetSystemRoutineAddress`, and where the kernel lacks it the pool
 //! allocator falls back to `ExAllocatePoolWithTag(NonPagedPoolNx)`.
 
-use super::deferred::{DeferredRoutine, Inner};
 use super::log::{Level, Message};
 use super::pool::POOL_TAG;
 use crate::abi::{
     KERNEL_MODE, MDL_MAPPING_NO_EXECUTE, MM_CACHED, Mdl, NORMAL_PAGE_PRIORITY, UnicodeString,
 };
-use alloc::sync::Arc;
 use core::alloc::Layout;
-use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-/// `KDPC` on x64: 0x40 bytes, 8-aligned. Only the kernel reads its fields.
-#[repr(C, align(8))]
-pub(super) struct Kdpc([u8; 0x40]);
-
-impl Kdpc {
-    /// An uninitialised DPC (`KeInitializeDpc` fills it).
-    pub(super) const fn zeroed() -> Self {
-        Self([0; 0x40])
-    }
-}
-
-/// `PKDEFERRED_ROUTINE`.
-pub(super) type KDeferredRoutine = unsafe extern "system" fn(
-    dpc: *mut Kdpc,
-    deferred_context: *mut c_void,
-    system_argument1: *mut c_void,
-    system_argument2: *mut c_void,
-);
+// The DPC: `kdpc`, the same for the wdk backend.
+pub(super) use super::kdpc::{DpcSlot, dpc_flush, dpc_init, dpc_schedule};
 
 /// `POOL_FLAG_NON_PAGED` for `ExAllocatePool2`: non-paged, no-execute.
 const POOL_FLAG_NON_PAGED: u64 = 0x0000_0000_0000_0040;
@@ -64,9 +45,6 @@ const PANIC_BUGCHECK_CODE: u32 = u32::from_be_bytes(*b"SNDK");
 unsafe extern "system" {
     fn KeAcquireSpinLockRaiseToDpc(spin_lock: *mut usize) -> u8;
     fn KeReleaseSpinLock(spin_lock: *mut usize, new_irql: u8);
-    fn KeInitializeDpc(dpc: *mut Kdpc, routine: KDeferredRoutine, context: *mut c_void);
-    fn KeInsertQueueDpc(dpc: *mut Kdpc, argument1: *mut c_void, argument2: *mut c_void) -> u8;
-    fn KeFlushQueuedDpcs();
     fn ExAllocatePoolWithTag(pool_type: u32, number_of_bytes: usize, tag: u32) -> *mut c_void;
     fn ExFreePoolWithTag(p: *mut c_void, tag: u32);
     fn MmGetSystemRoutineAddress(system_routine_name: *const UnicodeString) -> *mut c_void;
@@ -143,65 +121,6 @@ pub(super) fn spin_lock_release(word: *mut usize, old_irql: u8) {
     // SAFETY: the caller's guard acquired `word` with `spin_lock_acquire`, which
     // returned `old_irql`; each guard releases exactly once, in its drop.
     unsafe { KeReleaseSpinLock(word, old_irql) }
-}
-
-/// Per-[`Deferred`](super::deferred::Deferred) state: its `KDPC`.
-pub(super) struct DpcSlot {
-    dpc: UnsafeCell<Kdpc>,
-}
-
-// SAFETY: the KDPC is written once by `KeInitializeDpc` before the owning Arc is
-// shared, and afterwards only by the kernel's DPC routines, which synchronize it
-// themselves (that is their contract for concurrently inserted DPCs).
-unsafe impl Sync for DpcSlot {}
-// SAFETY: the KDPC holds no thread affinity; moving it before initialization is fine.
-unsafe impl Send for DpcSlot {}
-
-impl DpcSlot {
-    pub(super) const fn new() -> Self {
-        Self {
-            dpc: UnsafeCell::new(Kdpc([0; 0x40])),
-        }
-    }
-}
-
-unsafe extern "system" fn dpc_trampoline<T: DeferredRoutine>(
-    _dpc: *mut Kdpc,
-    _context: *mut c_void,
-    argument1: *mut c_void,
-    _argument2: *mut c_void,
-) {
-    // SAFETY: `dpc_schedule` inserted this DPC with
-    // `Inner::insert_with_reference`, and the kernel runs each successful
-    // insertion exactly once.
-    unsafe { Inner::<T>::run_inserted(argument1) };
-}
-
-pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
-    // SAFETY: the KDPC lives inside the Arc allocation, so its address is stable
-    // for the Arc's life, and no other reference to it exists yet (the Arc has
-    // just been created and not shared).
-    unsafe {
-        KeInitializeDpc(
-            inner.slot.dpc.get(),
-            dpc_trampoline::<T>,
-            core::ptr::null_mut(),
-        );
-    }
-}
-
-pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
-    Inner::insert_with_reference(inner, |reference| {
-        // SAFETY: the KDPC was initialized by `dpc_init`; the strong reference
-        // passed as argument 1 keeps the KDPC and the routine alive until the
-        // DPC has run.
-        unsafe { KeInsertQueueDpc(inner.slot.dpc.get(), reference, core::ptr::null_mut()) != 0 }
-    })
-}
-
-pub(super) fn dpc_flush() {
-    // SAFETY: called at PASSIVE_LEVEL (documented on `deferred::flush`).
-    unsafe { KeFlushQueuedDpcs() }
 }
 
 pub(super) fn debug_print(level: Level, message: &Message) {

@@ -83,6 +83,19 @@ pub enum NetError {
     Failed,
 }
 
+/// A connect to make ([`Net::connect`]): the one parameter list every
+/// platform's connect takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dial {
+    /// The local address and port to connect from (port 0: any).
+    pub local: SocketAddr,
+    /// The peer's address and port.
+    pub remote: SocketAddr,
+    /// How long the connect may take, in ms, before it gives up
+    /// ([`NetError::TimedOut`]).
+    pub timeout_ms: u64,
+}
+
 /// What a connect reports.
 pub trait ConnectEvents: Send + Sync {
     /// The connect ended. On success the returned sink receives the
@@ -141,19 +154,12 @@ pub trait Net: Send + Sync {
         local: SocketAddr,
         events: Arc<dyn AcceptEvents>,
     ) -> Result<Box<dyn Listening>, NetError>;
-    /// Connects from `local` (port 0: any) to `remote`, giving up after
-    /// `timeout_ms`; the outcome comes through `events`, never from within
-    /// this call.
+    /// Connects as `dial` says; the outcome comes through `events`, never
+    /// from within this call.
     ///
     /// # Errors
     /// When the attempt cannot even start ([`NetError::Resources`]).
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError>;
+    fn connect(&self, dial: Dial, events: Arc<dyn ConnectEvents>) -> Result<(), NetError>;
     /// Calls `timer` once the clock reaches `at_ms` (at once if it has).
     fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>);
 }

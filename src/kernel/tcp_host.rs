@@ -17,7 +17,8 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::net::{self, TcpByteStream};
 use super::tcp::{
-    AcceptEvents, ConnectEvents, Connected, Listening, Net, NetError, Stream, StreamEvents, Timer,
+    AcceptEvents, ConnectEvents, Connected, Dial, Listening, Net, NetError, Stream, StreamEvents,
+    Timer,
 };
 
 /// Bytes a stream buffers for sending.
@@ -245,22 +246,16 @@ impl Net for HostNet {
         }))
     }
 
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
+    fn connect(&self, dial: Dial, events: Arc<dyn ConnectEvents>) -> Result<(), NetError> {
         std::thread::Builder::new()
             .name("softndk-tcp-connect".into())
             .spawn(move || {
                 let attempt = (|| {
-                    let socket = socket_for(local)?;
-                    socket.bind(&local.into())?;
+                    let socket = socket_for(dial.local)?;
+                    socket.bind(&dial.local.into())?;
                     socket.connect_timeout(
-                        &remote.into(),
-                        Duration::from_millis(timeout_ms.max(1)),
+                        &dial.remote.into(),
+                        Duration::from_millis(dial.timeout_ms.max(1)),
                     )?;
                     Ok::<TcpStream, io::Error>(socket.into())
                 })();

@@ -238,14 +238,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn test_timers_fire_in_due_order_when_the_alarm_goes_off() {
-        let clock = PlayedClock::new(1000);
+    /// A played clock at `start` and its timers, with a [`Mark`] added for
+    /// each `(due, mark)`, in order; the marks record into the `Fired`.
+    fn played(start: u64, marks: &[(u64, u32)]) -> (Arc<PlayedClock>, Arc<Timers>, Arc<Fired>) {
+        let clock = PlayedClock::new(start);
         let timers = clock.timers();
         let fired = Arc::new(Fired::default());
-        timers.add(1300, Arc::new(Mark(fired.clone(), 3)));
-        timers.add(1100, Arc::new(Mark(fired.clone(), 1)));
-        timers.add(1200, Arc::new(Mark(fired.clone(), 2)));
+        for &(due, mark) in marks {
+            timers.add(due, Arc::new(Mark(fired.clone(), mark)));
+        }
+        (clock, timers, fired)
+    }
+
+    #[test]
+    fn test_timers_fire_in_due_order_when_the_alarm_goes_off() {
+        let (clock, timers, fired) = played(1000, &[(1300, 3), (1100, 1), (1200, 2)]);
         assert_eq!(clock.last_set(), Some(1100), "the alarm: the earliest");
         clock.advance(50);
         assert!(fired.0.lock().unwrap().is_empty(), "nothing due yet");
@@ -260,11 +267,7 @@ mod tests {
 
     #[test]
     fn test_a_timer_due_now_fires_at_the_next_expiry_and_stop_drops_the_rest() {
-        let clock = PlayedClock::new(0);
-        let timers = clock.timers();
-        let fired = Arc::new(Fired::default());
-        timers.add(0, Arc::new(Mark(fired.clone(), 1)));
-        timers.add(500, Arc::new(Mark(fired.clone(), 2)));
+        let (clock, timers, fired) = played(0, &[(0, 1), (500, 2)]);
         clock.advance(0);
         assert_eq!(*fired.0.lock().unwrap(), [(1, 0)]);
         timers.stop();

@@ -3,20 +3,21 @@
 //! Compiled only with feature `wdk`, on a Windows host with the WDK or eWDK:
 //! wdk-sys generates its bindings from the installed WDK headers, so this file
 //! is NOT built on Linux and has not been compiled in this repository's CI (see
-//! `docs/kernel.md`). It mirrors `raw.rs` one for one; where the two could
-//! drift, `raw.rs` is the tested reference. Allocation comes from wdk-alloc's
-//! `WdkAllocator` and the panic handler from wdk-panic.
+//! `docs/kernel.md`). It mirrors `raw.rs` one for one, but for the DPC, which
+//! both take from `kdpc`; where the two could drift, `raw.rs` is the tested
+//! reference. Allocation comes from wdk-alloc's `WdkAllocator` and the panic
+//! handler from wdk-panic.
 
-use super::deferred::{DeferredRoutine, Inner};
 use super::log::{Level, Message};
-use alloc::sync::Arc;
-use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use wdk_sys::ntddk::{
-    KeAcquireSpinLockRaiseToDpc, KeBugCheckEx, KeDelayExecutionThread, KeFlushQueuedDpcs,
-    KeInitializeDpc, KeInsertQueueDpc, KeQueryInterruptTimePrecise, KeReleaseSpinLock,
+    KeAcquireSpinLockRaiseToDpc, KeBugCheckEx, KeDelayExecutionThread, KeQueryInterruptTimePrecise,
+    KeReleaseSpinLock,
 };
-use wdk_sys::{KDPC, PKDPC, PVOID};
+
+// The DPC: `kdpc`, declared by hand as in the raw backend (wdk-sys's
+// bindings are not used for it).
+pub(super) use super::kdpc::{DpcSlot, dpc_flush, dpc_init, dpc_schedule};
 
 // The panic handler: wdk-panic's, linked in by naming the crate.
 extern crate wdk_panic;
@@ -41,60 +42,6 @@ pub(super) fn spin_lock_release(word: *mut usize, old_irql: u8) {
     // SAFETY: the guard acquired `word` with `spin_lock_acquire`, which returned
     // `old_irql`; each guard releases exactly once.
     unsafe { KeReleaseSpinLock(word.cast(), old_irql) }
-}
-
-/// Per-[`Deferred`](super::deferred::Deferred) state: its `KDPC`.
-pub(super) struct DpcSlot {
-    dpc: UnsafeCell<KDPC>,
-}
-
-// SAFETY: as in `raw.rs`: written once before sharing, then only by the kernel.
-unsafe impl Sync for DpcSlot {}
-// SAFETY: as in `raw.rs`.
-unsafe impl Send for DpcSlot {}
-
-impl DpcSlot {
-    pub(super) fn new() -> Self {
-        // SAFETY: KDPC is plain data for which all-zero is a valid bit pattern;
-        // KeInitializeDpc fills it before use.
-        Self {
-            dpc: UnsafeCell::new(unsafe { core::mem::zeroed() }),
-        }
-    }
-}
-
-unsafe extern "C" fn dpc_trampoline<T: DeferredRoutine>(
-    _dpc: PKDPC,
-    _context: PVOID,
-    argument1: PVOID,
-    _argument2: PVOID,
-) {
-    // SAFETY: `dpc_schedule` inserted the DPC with
-    // `Inner::insert_with_reference`; each insertion runs once.
-    unsafe { Inner::<T>::run_inserted(argument1) };
-}
-
-pub(super) fn dpc_init<T: DeferredRoutine>(inner: &Arc<Inner<T>>) {
-    // SAFETY: the KDPC lives in the Arc allocation (stable address) and is not yet shared.
-    unsafe {
-        KeInitializeDpc(
-            inner.slot.dpc.get(),
-            Some(dpc_trampoline::<T>),
-            core::ptr::null_mut(),
-        )
-    }
-}
-
-pub(super) fn dpc_schedule<T: DeferredRoutine>(inner: &Arc<Inner<T>>) -> bool {
-    Inner::insert_with_reference(inner, |reference| {
-        // SAFETY: initialized KDPC; the reference keeps it alive until the DPC ran.
-        unsafe { KeInsertQueueDpc(inner.slot.dpc.get(), reference, core::ptr::null_mut()) != 0 }
-    })
-}
-
-pub(super) fn dpc_flush() {
-    // SAFETY: PASSIVE_LEVEL, as documented on `deferred::flush`.
-    unsafe { KeFlushQueuedDpcs() }
 }
 
 pub(super) fn debug_print(_level: Level, message: &Message) {

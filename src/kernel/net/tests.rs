@@ -10,10 +10,10 @@
 use alloc::vec::Vec;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{FALLBACK_MSS, StreamEvents, TcpByteStream};
+use crate::kernel::tcp_testing::Recorder;
 use alloc::sync::Arc;
 
 /// A connected pair: (client, server).
@@ -22,27 +22,6 @@ fn sockets() -> (TcpStream, TcpStream) {
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (server, _) = listener.accept().unwrap();
     (client, server)
-}
-
-#[derive(Default)]
-struct Recorder {
-    bytes: Mutex<Vec<u8>>,
-    writable: Mutex<usize>,
-    closed: Mutex<Option<bool>>,
-}
-
-impl StreamEvents for Recorder {
-    fn received(&self, bytes: &[u8]) {
-        self.bytes.lock().unwrap().extend_from_slice(bytes);
-    }
-    fn writable(&self) {
-        *self.writable.lock().unwrap() += 1;
-    }
-    fn closed(&self, abortive: bool) {
-        let mut closed = self.closed.lock().unwrap();
-        assert!(closed.is_none(), "closed twice");
-        *closed = Some(abortive);
-    }
 }
 
 /// Waits (bounded in count and time) until `f` holds.
@@ -117,7 +96,7 @@ fn test_bytes_in_order_through_a_small_buffer_then_fin() {
     let (got, error) = reader.join().unwrap();
     assert_eq!(error, None, "an orderly close is a FIN");
     assert!(got == data, "bytes differ");
-    assert!(*events.writable.lock().unwrap() > 0, "back-pressure ended");
+    assert!(events.writables() > 0, "back-pressure ended");
     assert_eq!(stream.send(b"late"), 0, "nothing is taken after close");
 }
 
@@ -194,18 +173,18 @@ fn test_peer_stream_sees_reset_and_fin() {
         a.start(Arc::clone(&ea) as Arc<dyn StreamEvents>).unwrap();
         b.start(Arc::clone(&eb) as Arc<dyn StreamEvents>).unwrap();
         assert_eq!(a.send(b"ping"), 4);
-        wait(|| eb.bytes.lock().unwrap().len() == 4);
+        wait(|| eb.bytes().len() == 4);
         a.close(abortive);
-        wait(|| eb.closed.lock().unwrap().is_some());
-        assert_eq!(*eb.closed.lock().unwrap(), Some(abortive));
-        assert_eq!(*eb.bytes.lock().unwrap(), b"ping");
+        wait(|| !eb.closes().is_empty());
+        assert_eq!(eb.closes(), [abortive]);
+        assert_eq!(eb.bytes(), b"ping");
         if !abortive {
             // The orderly close leaves receiving open until the peer ends.
             b.close(false);
         }
         // This side's own end comes once, last, and is not a peer's reset.
-        wait(|| ea.closed.lock().unwrap().is_some());
-        assert_eq!(*ea.closed.lock().unwrap(), Some(false));
+        wait(|| !ea.closes().is_empty());
+        assert_eq!(ea.closes(), [false]);
     }
 }
 
@@ -321,6 +300,6 @@ fn test_send_with_and_send_mixed_under_back_pressure() {
     assert!(got == data, "bytes differ");
     if refused > 0 {
         // A refused lend asks for `writable` as a short `send` does.
-        wait(|| *events.writable.lock().unwrap() > 0);
+        wait(|| events.writables() > 0);
     }
 }

@@ -38,7 +38,8 @@ use crate::abi::{
 use crate::kernel::log::Level;
 use crate::kernel::sync::SpinLock;
 use crate::kernel::tcp::{
-    AcceptEvents, ConnectEvents, Connected, Listening, Net, NetError, Stream, StreamEvents, Timer,
+    AcceptEvents, ConnectEvents, Connected, Dial, Listening, Net, NetError, Stream, StreamEvents,
+    Timer,
 };
 use crate::kernel::timers::Timers;
 
@@ -250,13 +251,7 @@ impl Net for WskNet {
         Ok(listening as Box<dyn Listening>)
     }
 
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
+    fn connect(&self, dial: Dial, events: Arc<dyn ConnectEvents>) -> Result<(), NetError> {
         let client = self.client().map_err(|status| {
             if status == STATUS_INSUFFICIENT_RESOURCES {
                 NetError::Resources
@@ -267,20 +262,21 @@ impl Net for WskNet {
         let attempt = Arc::new(Attempt {
             net: self.me.clone(),
             events,
-            local,
-            remote,
+            local: dial.local,
+            remote: dial.remote,
             over: AtomicBool::new(false),
         });
+        let local = dial.local;
         let from = (local.port() != 0 || !local.ip().is_unspecified()).then_some(local);
         super::connect(
             &client,
             from,
-            remote,
+            dial.remote,
             self.send_capacity,
             Arc::clone(&attempt) as Arc<dyn super::ConnectEvents>,
         )
         .map_err(|_| NetError::Resources)?;
-        let at = self.now_ms().saturating_add(timeout_ms.max(1));
+        let at = self.now_ms().saturating_add(dial.timeout_ms.max(1));
         self.timers
             .add(at, Arc::new(ConnectTimeout(Arc::downgrade(&attempt))));
         Ok(())

@@ -6,7 +6,7 @@ use super::tests::Recorder;
 use super::*;
 use crate::abi::STATUS_DEVICE_NOT_READY;
 use crate::kernel::tcp::{
-    AcceptEvents, ConnectEvents as NetConnectEvents, Connected, Net, NetError, Stream, Timer,
+    AcceptEvents, ConnectEvents as NetConnectEvents, Connected, Dial, Net, NetError, Stream, Timer,
 };
 use crate::kernel::timers::PlayedClock;
 use alloc::vec::Vec;
@@ -121,12 +121,12 @@ impl Setup {
     /// net answered at once.
     fn connect(&self, server: &str, timeout_ms: u64) -> (Arc<Connector>, Result<(), NetError>) {
         let connector = Arc::new(Connector::default());
-        let started = self.net.connect(
-            CLIENT.parse().unwrap(),
-            server.parse().unwrap(),
+        let dial = Dial {
+            local: CLIENT.parse().unwrap(),
+            remote: server.parse().unwrap(),
             timeout_ms,
-            connector.clone(),
-        );
+        };
+        let started = self.net.connect(dial, connector.clone());
         (connector, started)
     }
 }

@@ -9,37 +9,9 @@ use std::sync::atomic::AtomicBool;
 
 // --- Recorders -----------------------------------------------------------------
 
-/// A stream's events, recorded (also `net_tests`').
-#[derive(Default)]
-pub(super) struct Recorder {
-    received: Mutex<Vec<u8>>,
-    writable: Mutex<usize>,
-    closed: Mutex<Vec<bool>>,
-}
-
-impl StreamEvents for Recorder {
-    fn received(&self, bytes: &[u8]) {
-        self.received.lock().unwrap().extend_from_slice(bytes);
-    }
-    fn writable(&self) {
-        *self.writable.lock().unwrap() += 1;
-    }
-    fn closed(&self, abortive: bool) {
-        self.closed.lock().unwrap().push(abortive);
-    }
-}
-
-impl Recorder {
-    pub(super) fn bytes(&self) -> Vec<u8> {
-        self.received.lock().unwrap().clone()
-    }
-    pub(super) fn closes(&self) -> Vec<bool> {
-        self.closed.lock().unwrap().clone()
-    }
-    pub(super) fn writables(&self) -> usize {
-        *self.writable.lock().unwrap()
-    }
-}
+// A stream's events, recorded (also `net_tests`'), as in `kernel::net`'s
+// tests.
+pub(super) use crate::kernel::tcp_testing::Recorder;
 
 /// An accepted stream, its events and the peer's address.
 type Accepted = (Arc<WskStream>, Arc<Recorder>, Option<SocketAddr>);

@@ -42,7 +42,8 @@ use super::types::{CmError, ConnState, ReadLimits};
 use crate::kernel::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 use crate::kernel::tcp::{
-    AcceptEvents, ConnectEvents, Connected, Listening, Net, NetError, Stream, StreamEvents, Timer,
+    AcceptEvents, ConnectEvents, Connected, Dial, Listening, Net, NetError, Stream, StreamEvents,
+    Timer,
 };
 use crate::rnic::iwarp::conn::{Conn, ConnEvents, ConnFailure, ConnParts, Finish, LinkParams};
 use crate::rnic::iwarp::link::{ByteStream, Link};
@@ -378,13 +379,14 @@ impl WireConn {
                 local,
                 remote,
             } => {
-                let timeout = conn.wire.timeouts.connect_ms;
                 let events: Arc<dyn ConnectEvents> = conn.sink();
                 // N30: over iWARP the ND port is the TCP port.
-                let started =
-                    conn.wire
-                        .net
-                        .connect(socket_of(local), socket_of(remote), timeout, events);
+                let dial = Dial {
+                    local: socket_of(local),
+                    remote: socket_of(remote),
+                    timeout_ms: conn.wire.timeouts.connect_ms,
+                };
+                let started = conn.wire.net.connect(dial, events);
                 if let Err(error) = started {
                     conn.attempt_failed(net_error(error), Vec::new());
                 }

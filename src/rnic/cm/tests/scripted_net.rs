@@ -7,7 +7,7 @@ use core::net::SocketAddr;
 use core::sync::atomic::AtomicU32;
 
 use super::*;
-use crate::kernel::tcp::{AcceptEvents, ConnectEvents, Listening, NetError, Timer};
+use crate::kernel::tcp::{AcceptEvents, ConnectEvents, Dial, Listening, NetError, Timer};
 use crate::kernel::tcp_host::HostNet;
 
 /// When the listening sockets a [`ScriptedNet`] makes report their bind.
@@ -143,14 +143,8 @@ impl crate::kernel::tcp::Net for ScriptedNet {
         }))
     }
 
-    fn connect(
-        &self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        timeout_ms: u64,
-        events: Arc<dyn ConnectEvents>,
-    ) -> Result<(), NetError> {
-        self.tried.lock().unwrap().push(local.port());
+    fn connect(&self, dial: Dial, events: Arc<dyn ConnectEvents>) -> Result<(), NetError> {
+        self.tried.lock().unwrap().push(dial.local.port());
         let busy = self
             .busy_ports
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
@@ -163,7 +157,7 @@ impl crate::kernel::tcp::Net for ScriptedNet {
             return Ok(());
         }
         let events = super::wire_close::watch(&self.streams, events);
-        self.inner.connect(local, remote, timeout_ms, events)
+        self.inner.connect(dial, events)
     }
 
     fn timer(&self, at_ms: u64, timer: Arc<dyn Timer>) {
