@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{FALLBACK_MSS, StreamEvents, TcpByteStream};
 use crate::kernel::tcp_testing::Recorder;
+use crate::kernel::tcp_testing::wait_until;
 use alloc::sync::Arc;
 
 /// A connected pair: (client, server).
@@ -22,19 +23,6 @@ fn sockets() -> (TcpStream, TcpStream) {
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (server, _) = listener.accept().unwrap();
     (client, server)
-}
-
-/// Waits (bounded in count and time) until `f` holds.
-fn wait(mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for _ in 0..20_000 {
-        if f() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("timed out");
 }
 
 /// Reads until the end of the stream or an error (bounded in time).
@@ -173,9 +161,9 @@ fn test_peer_stream_sees_reset_and_fin() {
         a.start(Arc::clone(&ea) as Arc<dyn StreamEvents>).unwrap();
         b.start(Arc::clone(&eb) as Arc<dyn StreamEvents>).unwrap();
         assert_eq!(a.send(b"ping"), 4);
-        wait(|| eb.bytes().len() == 4);
+        wait_until("the four bytes", || eb.bytes().len() == 4);
         a.close(abortive);
-        wait(|| !eb.closes().is_empty());
+        wait_until("the far end's close", || !eb.closes().is_empty());
         assert_eq!(eb.closes(), [abortive]);
         assert_eq!(eb.bytes(), b"ping");
         if !abortive {
@@ -183,7 +171,7 @@ fn test_peer_stream_sees_reset_and_fin() {
             b.close(false);
         }
         // This side's own end comes once, last, and is not a peer's reset.
-        wait(|| !ea.closes().is_empty());
+        wait_until("the near end's close", || !ea.closes().is_empty());
         assert_eq!(ea.closes(), [false]);
     }
 }
@@ -300,6 +288,6 @@ fn test_send_with_and_send_mixed_under_back_pressure() {
     assert!(got == data, "bytes differ");
     if refused > 0 {
         // A refused lend asks for `writable` as a short `send` does.
-        wait(|| events.writables() > 0);
+        wait_until("writable", || events.writables() > 0);
     }
 }

@@ -18,8 +18,9 @@ use crate::rnic::qp::QpState;
 use crate::rnic::testing::{Side, TestCq};
 use crate::rnic::types::Completion;
 
-/// Every wait on another thread or the peer ends by then.
-pub(crate) const WAIT: Duration = Duration::from_secs(20);
+// Every wait on another thread or the peer ends within `WAIT`; the kernel's
+// socket tests wait the same way.
+pub(crate) use crate::kernel::tcp_testing::{WAIT, wait_until};
 
 /// The clock a `Conn` runs on, in ms.
 pub(crate) fn now() -> u64 {
@@ -39,20 +40,6 @@ pub(crate) fn parts(
         events,
         now: now(),
     }
-}
-
-/// Polls `done` until it holds, failing after [`WAIT`] (bounded in count
-/// and time).
-pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    for _ in 0..100_000 {
-        if done() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("gave up waiting: {what}");
 }
 
 /// Waits (bounded) until `side`'s QP is in `state`; returns the state it
