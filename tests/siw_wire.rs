@@ -7,7 +7,7 @@
 
 use softndk::rnic::iwarp::ddp::{Buffer, DdpHeader};
 use softndk::rnic::iwarp::mpa::{Deframer, MAX_ULPDU, MpaError, Rtr, RtrKinds};
-use softndk::rnic::iwarp::rdmap::Message;
+use softndk::rnic::iwarp::rdmap::{Message, SendHeader};
 use softndk::rnic::iwarp::setup::{
     Event, Initiator, InitiatorConfig, Responder, ResponderConfig, SetupError,
 };
@@ -92,11 +92,14 @@ fn siw_initiator_request_reply_and_first_send() {
         }
     );
     let Message::Send {
-        solicited: false,
-        invalidate: None,
-        msn: 1,
-        mo: 0,
-        last: true,
+        header:
+            SendHeader {
+                solicited: false,
+                invalidate: None,
+                msn: 1,
+                mo: 0,
+                last: true,
+            },
         payload,
     } = Message::parse(&send[0], None).unwrap()
     else {
@@ -211,7 +214,7 @@ fn siw_send_with_crc() {
     let send = ulpdus(&fpdu, true);
     assert!(matches!(
         Message::parse(&send[0], None).unwrap(),
-        Message::Send { msn: 1, last: true, payload, .. } if payload.len() == 16
+        Message::Send { header: SendHeader { msn: 1, last: true, .. }, payload } if payload.len() == 16
     ));
     let mut corrupt = fpdu.clone();
     corrupt[20] ^= 1;

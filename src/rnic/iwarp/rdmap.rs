@@ -292,6 +292,43 @@ impl ReadRequest {
     }
 }
 
+/// The header of a Send segment: the Send kind (opcode) and what DDP's
+/// untagged header says of the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendHeader {
+    /// The Solicited Event variant.
+    pub solicited: bool,
+    /// The STag to invalidate (the Invalidate variants).
+    pub invalidate: Option<u32>,
+    /// Message sequence number on queue 0.
+    pub msn: u32,
+    /// Message offset of this segment.
+    pub mo: u32,
+    /// Last segment of the message.
+    pub last: bool,
+}
+
+impl SendHeader {
+    /// A plain Send (no Solicited Event, no Invalidate) in one segment:
+    /// the whole of message `msn`.
+    #[must_use]
+    pub const fn whole(msn: u32) -> Self {
+        Self {
+            solicited: false,
+            invalidate: None,
+            msn,
+            mo: 0,
+            last: true,
+        }
+    }
+
+    /// The message's opcode.
+    #[must_use]
+    pub const fn opcode(&self) -> Opcode {
+        Opcode::send(self.solicited, self.invalidate.is_some())
+    }
+}
+
 /// One RDMAP message segment, parsed or to be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
@@ -319,16 +356,8 @@ pub enum Message<'a> {
     },
     /// A segment of a Send (any of the four kinds).
     Send {
-        /// The Solicited Event variant.
-        solicited: bool,
-        /// The STag to invalidate (the Invalidate variants).
-        invalidate: Option<u32>,
-        /// Message sequence number on queue 0.
-        msn: u32,
-        /// Message offset of this segment.
-        mo: u32,
-        /// Last segment of the message.
-        last: bool,
+        /// What the segment's headers say of it.
+        header: SendHeader,
         /// Data.
         payload: &'a [u8],
     },
@@ -355,11 +384,7 @@ impl<'a> Message<'a> {
         match self {
             Self::Write { .. } => Opcode::Write,
             Self::ReadResponse { .. } => Opcode::ReadResponse,
-            Self::Send {
-                solicited,
-                invalidate,
-                ..
-            } => Opcode::send(*solicited, invalidate.is_some()),
+            Self::Send { header, .. } => header.opcode(),
             Self::ReadRequest { .. } => Opcode::ReadRequest,
             Self::Terminate { .. } => Opcode::Terminate,
         }
@@ -371,11 +396,7 @@ impl<'a> Message<'a> {
     pub const fn rtr(kind: Rtr, msn: u32) -> Message<'static> {
         match kind {
             Rtr::Send => Message::Send {
-                solicited: false,
-                invalidate: None,
-                msn,
-                mo: 0,
-                last: true,
+                header: SendHeader::whole(msn),
                 payload: &[],
             },
             Rtr::Write => Message::Write {
@@ -403,11 +424,14 @@ impl<'a> Message<'a> {
         match (self, kind) {
             (
                 Self::Send {
-                    invalidate: None,
-                    mo: 0,
-                    last: true,
+                    header:
+                        SendHeader {
+                            invalidate: None,
+                            mo: 0,
+                            last: true,
+                            ..
+                        },
                     payload,
-                    ..
                 },
                 Rtr::Send,
             )
@@ -432,22 +456,16 @@ impl<'a> Message<'a> {
             Self::Write { stag, to, last, .. } | Self::ReadResponse { stag, to, last, .. } => {
                 (last, Buffer::Tagged { stag, to })
             }
-            Self::Send {
-                invalidate,
-                msn,
-                mo,
-                last,
-                ..
-            } => (
-                last,
+            Self::Send { header, .. } => (
+                header.last,
                 Buffer::Untagged {
-                    ulp: match invalidate {
+                    ulp: match header.invalidate {
                         Some(stag) => stag,
                         None => 0,
                     },
                     qn: QN_SEND,
-                    msn,
-                    mo,
+                    msn: header.msn,
+                    mo: header.mo,
                 },
             ),
             Self::ReadRequest { msn, .. } => (
@@ -609,18 +627,20 @@ impl<'a> Message<'a> {
                         }
                     }
                     _ => Ok(Self::Send {
-                        solicited: matches!(
-                            opcode,
-                            Opcode::SendSolicited | Opcode::SendSolicitedInvalidate
-                        ),
-                        invalidate: if opcode.invalidates() {
-                            Some(ulp)
-                        } else {
-                            None
+                        header: SendHeader {
+                            solicited: matches!(
+                                opcode,
+                                Opcode::SendSolicited | Opcode::SendSolicitedInvalidate
+                            ),
+                            invalidate: if opcode.invalidates() {
+                                Some(ulp)
+                            } else {
+                                None
+                            },
+                            msn,
+                            mo,
+                            last: header.last,
                         },
-                        msn,
-                        mo,
-                        last: header.last,
                         payload,
                     }),
                 }
@@ -680,19 +700,20 @@ mod tests {
                 payload: b"",
             },
             Message::Send {
-                solicited: true,
-                invalidate: Some(0x77),
-                msn: 3,
-                mo: 40,
-                last: true,
+                header: SendHeader {
+                    solicited: true,
+                    invalidate: Some(0x77),
+                    msn: 3,
+                    mo: 40,
+                    last: true,
+                },
                 payload: b"tail",
             },
             Message::Send {
-                solicited: false,
-                invalidate: None,
-                msn: 1,
-                mo: 0,
-                last: false,
+                header: SendHeader {
+                    last: false,
+                    ..SendHeader::whole(1)
+                },
                 payload: b"x",
             },
             Message::Terminate { msn: 1, terminate },
@@ -711,11 +732,10 @@ mod tests {
     #[test]
     fn send_with_invalidate_carries_the_stag_in_rsvdulp() {
         let message = Message::Send {
-            solicited: false,
-            invalidate: Some(0xcafe_f00d),
-            msn: 1,
-            mo: 0,
-            last: true,
+            header: SendHeader {
+                invalidate: Some(0xcafe_f00d),
+                ..SendHeader::whole(1)
+            },
             payload: &[],
         };
         let bytes = ulpdu(&message);
@@ -746,11 +766,7 @@ mod tests {
 
     fn send_bytes() -> Vec<u8> {
         ulpdu(&Message::Send {
-            solicited: false,
-            invalidate: None,
-            msn: 1,
-            mo: 0,
-            last: true,
+            header: SendHeader::whole(1),
             payload: b"hello",
         })
     }

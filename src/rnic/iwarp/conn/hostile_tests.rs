@@ -21,7 +21,7 @@ use crate::rnic::device::Device;
 use crate::rnic::iwarp::ddp;
 use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, Enhanced, FrameKind, MpaError, MpaFrame};
-use crate::rnic::iwarp::rdmap::{Message, ReadRequest};
+use crate::rnic::iwarp::rdmap::{Message, ReadRequest, SendHeader};
 use crate::rnic::iwarp::setup::{InitiatorConfig, PeerRequest, ResponderConfig, SetupError};
 use crate::rnic::iwarp::tcp_testing::{self, Glue, WAIT, now, parts, sockets, wait_until};
 use crate::rnic::iwarp::terminate::{
@@ -513,11 +513,11 @@ fn assert_read_request(ulpdu: &[u8]) {
 /// offset `mo`.
 fn send_segment(mo: u32, last: bool, payload: &[u8]) -> Message<'_> {
     Message::Send {
-        solicited: false,
-        invalidate: None,
-        msn: 1,
-        mo,
-        last,
+        header: SendHeader {
+            mo,
+            last,
+            ..SendHeader::whole(1)
+        },
         payload,
     }
 }
@@ -1164,11 +1164,10 @@ fn test_send_invalidate_of_stag_not_owned_rule_m24() {
                         (&side.pd, own.rkey())
                     };
                     let ulpdu = peer.send_message(Message::Send {
-                        solicited: false,
-                        invalidate: Some(key),
-                        msn: 1,
-                        mo: 0,
-                        last: true,
+                        header: SendHeader {
+                            invalidate: Some(key),
+                            ..SendHeader::whole(1)
+                        },
                         payload: &[6; 8],
                     });
                     let ulpdus = peer.read_ulpdus();

@@ -10,7 +10,7 @@ use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::fault;
 use crate::rnic::iwarp::ddp::{self, Buffer, DdpError};
 use crate::rnic::iwarp::mpa;
-use crate::rnic::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::rnic::iwarp::rdmap::{self, Message, ReadRequest, SendHeader};
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, rdmap_code, rdmap_etype};
 use crate::rnic::qp::{NoReceive, Qp, QpState, RecvWqe};
 use crate::rnic::types::{Access, Completion, Opcode, WcStatus};
@@ -111,26 +111,7 @@ impl Link {
                 last,
                 payload,
             } => self.place_response(qp, state, stag, to, last, payload, ulpdu),
-            Message::Send {
-                solicited,
-                invalidate,
-                msn,
-                mo,
-                last,
-                payload,
-            } => self.place_send(
-                qp,
-                state,
-                SendSegment {
-                    solicited,
-                    invalidate,
-                    msn,
-                    mo,
-                    last,
-                },
-                payload,
-                ulpdu,
-            ),
+            Message::Send { header, payload } => self.place_send(qp, state, header, payload, ulpdu),
             Message::ReadRequest { msn, request } => self.queue_read(state, msn, request, ulpdu),
             Message::Terminate { terminate, .. } => {
                 state.dead = true;
@@ -297,7 +278,7 @@ impl Link {
         &self,
         qp: &Arc<Qp>,
         state: &mut RxState,
-        segment: SendSegment,
+        header: SendHeader,
         payload: &[u8],
         ulpdu: &[u8],
     ) -> Outcome {
@@ -322,7 +303,7 @@ impl Link {
         let queue = state
             .queues
             .get_mut(rdmap::QN_SEND as usize)
-            .map(|q| q.accept(segment.msn, segment.mo, payload.len(), segment.last, buffer));
+            .map(|q| q.accept(header.msn, header.mo, payload.len(), header.last, buffer));
         let placement = match queue {
             Some(Ok(placement)) => placement,
             Some(Err(DdpError::MessageTooLong { .. })) => {
@@ -356,8 +337,8 @@ impl Link {
             recv.context,
         );
         completion.bytes = placement.message_len;
-        completion.solicited = segment.solicited;
-        if let Some(key) = segment.invalidate {
+        completion.solicited = header.solicited;
+        if let Some(key) = header.invalidate {
             // M24 / C2, as the local engine.
             if qp.device().invalidate_key(qp.pd(), key).is_err() {
                 state.dead = true;
@@ -399,16 +380,6 @@ impl Link {
             ..Outcome::default()
         }
     }
-}
-
-/// The fields of a Send segment.
-#[derive(Clone, Copy)]
-struct SendSegment {
-    solicited: bool,
-    invalidate: Option<u32>,
-    msn: u32,
-    mo: u32,
-    last: bool,
 }
 
 /// What receiving one ULPDU asks of the QP, done with no link lock held.

@@ -14,7 +14,7 @@ use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
 use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
-use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp};
+use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp, SendHeader};
 use crate::rnic::iwarp::setup::{
     Established, Event as SetupEvent, Initiator, InitiatorConfig, Responder, ResponderConfig,
 };
@@ -798,11 +798,7 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
     .unwrap();
     let mut send = [0_u8; 64];
     let send_len = Message::Send {
-        solicited: false,
-        invalidate: None,
-        msn: 3,
-        mo: 0,
-        last: true,
+        header: SendHeader::whole(3),
         payload: &[],
     }
     .write_ulpdu(&mut send)

@@ -11,7 +11,7 @@ use crate::rnic::engine;
 use crate::rnic::fault;
 use crate::rnic::iwarp::ddp::{self, DdpHeader};
 use crate::rnic::iwarp::mpa;
-use crate::rnic::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::rnic::iwarp::rdmap::{self, Message, ReadRequest, SendHeader};
 use crate::rnic::iwarp::terminate::LocalCause;
 use crate::rnic::qp::{MAX_INLINE, MAX_SGE, Qp, QpState, SendOp, SendWqe};
 use crate::rnic::types::{Access, Sge, WcStatus, WrFlags};
@@ -458,11 +458,13 @@ impl Link {
                 payload: &[],
             },
             SendOp::Send { invalidate } => Message::Send {
-                solicited: wqe.flags.contains(WrFlags::SOLICITED),
-                invalidate,
-                msn: tx.send_msn.wrapping_sub(1),
-                mo: u32::try_from(offset).unwrap_or(u32::MAX),
-                last,
+                header: SendHeader {
+                    solicited: wqe.flags.contains(WrFlags::SOLICITED),
+                    invalidate,
+                    msn: tx.send_msn.wrapping_sub(1),
+                    mo: u32::try_from(offset).unwrap_or(u32::MAX),
+                    last,
+                },
                 payload: &[],
             },
             _ => return Next::Done(Some(WcStatus::InternalError)),

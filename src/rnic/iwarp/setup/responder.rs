@@ -367,7 +367,7 @@ fn check_rtr(ulpdu: &[u8], rtr: Rtr) -> Result<Option<Message<'static>>, SetupEr
         return Err(SetupError::NotRtr);
     }
     match message {
-        Message::Send { msn, .. } if msn != RTR_MSN => Err(SetupError::NotRtr),
+        Message::Send { header, .. } if header.msn != RTR_MSN => Err(SetupError::NotRtr),
         Message::ReadRequest { msn, request } => {
             if msn != RTR_MSN {
                 return Err(SetupError::NotRtr);

@@ -9,7 +9,7 @@ use super::*;
 use crate::rnic::iwarp::mpa::{
     self, ENHANCED_LEN, FrameKind, MAX_IRD_ORD, MAX_PRIVATE_DATA, MpaFrame, Rtr, parse_fpdu,
 };
-use crate::rnic::iwarp::rdmap::{Message, RTR_STAG};
+use crate::rnic::iwarp::rdmap::{Message, RTR_STAG, SendHeader};
 use proptest::prelude::*;
 
 pub(super) const T0: u64 = 1_000;
@@ -56,11 +56,7 @@ pub(super) fn frame_bytes(frame: &MpaFrame<'_>) -> Vec<u8> {
 /// The FPDU of a Send carrying `payload`, as data after the setup.
 pub(super) fn data_fpdu(payload: &[u8], msn: u32, crc: bool) -> Vec<u8> {
     let message = Message::Send {
-        solicited: false,
-        invalidate: None,
-        msn,
-        mo: 0,
-        last: true,
+        header: SendHeader::whole(msn),
         payload,
     };
     fpdu_of(&message, crc)
