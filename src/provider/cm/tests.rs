@@ -38,13 +38,21 @@ impl Log {
         (Some(on_indication), self.ctx())
     }
     fn take(&self) -> Vec<NtStatus> {
-        core::mem::take(&mut *self.0.lock().unwrap())
+        core::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .expect("no test thread panicked holding the log"),
+        )
     }
     fn push(ctx: *mut c_void, status: NtStatus) {
         // SAFETY: every context the tests pass is a `Log` that outlives
         // the objects whose callbacks use it.
         let log = unsafe { &*ctx.cast::<Self>() };
-        log.0.lock().unwrap().push(status);
+        log.0
+            .lock()
+            .expect("no test thread panicked holding the log")
+            .push(status);
     }
 }
 
@@ -69,7 +77,10 @@ impl Requests {
         core::ptr::from_ref(self).cast_mut().cast()
     }
     fn next(&self) -> Option<Conn> {
-        let mut queue = self.0.lock().unwrap();
+        let mut queue = self
+            .0
+            .lock()
+            .expect("no test thread panicked holding the queue");
         (!queue.is_empty()).then(|| Conn(queue.remove(0) as *mut NdkConnector))
     }
 }
@@ -77,7 +88,11 @@ impl Requests {
 unsafe extern "system" fn on_connect(ctx: *mut c_void, connector: *mut NdkConnector) {
     // SAFETY: the context is a `Requests` that outlives its listener.
     let requests = unsafe { &*ctx.cast::<Requests>() };
-    requests.0.lock().unwrap().push(connector as usize);
+    requests
+        .0
+        .lock()
+        .expect("no test thread panicked holding the queue")
+        .push(connector as usize);
 }
 
 // ----- addresses -------------------------------------------------------
@@ -118,7 +133,10 @@ impl Addr {
 
 /// Private data as a slot takes it: pointer and length.
 fn bytes(data: &[u8]) -> (*const c_void, u32) {
-    (data.as_ptr().cast(), u32::try_from(data.len()).unwrap())
+    (
+        data.as_ptr().cast(),
+        u32::try_from(data.len()).expect("test private data is short"),
+    )
 }
 
 /// Test `t`'s address number `n`.
@@ -129,7 +147,7 @@ const fn ip(t: u8, n: u8) -> [u8; 4] {
 /// Reads an address a getter wrote.
 fn parse(buffer: &[u8; 28]) -> Endpoint {
     // SAFETY: a 28-byte buffer holds either structure.
-    unsafe { read_address(buffer.as_ptr().cast(), 28) }.unwrap()
+    unsafe { read_address(buffer.as_ptr().cast(), 28) }.expect("the getter wrote a valid address")
 }
 
 // ----- objects ---------------------------------------------------------
@@ -510,7 +528,13 @@ impl Conn {
 /// Waits until `log` holds `n` entries (deferred work may produce them).
 fn wait(log: &Log, n: usize) -> Vec<NtStatus> {
     for _ in 0..10_000 {
-        if log.0.lock().unwrap().len() >= n {
+        if log
+            .0
+            .lock()
+            .expect("no test thread panicked holding it")
+            .len()
+            >= n
+        {
             break;
         }
         crate::kernel::deferred::flush();
@@ -634,7 +658,10 @@ struct AutoAccept {
 unsafe extern "system" fn accept_at_once(ctx: *mut c_void, connector: *mut NdkConnector) {
     // SAFETY: the context is an `AutoAccept` that outlives the listener.
     let auto = unsafe { &*ctx.cast::<AutoAccept>() };
-    auto.connectors.lock().unwrap().push(connector as usize);
+    auto.connectors
+        .lock()
+        .expect("no test thread panicked holding it")
+        .push(connector as usize);
     let conn = Conn(connector);
     let side = Side {
         cq: null_mut(),
@@ -685,7 +712,12 @@ fn test_accept_inside_connect_event_rule_l15_i3() {
     assert_eq!(auto.accepted.take(), vec![STATUS_SUCCESS]);
     c.close();
     assert_eq!(auto.indications.take(), vec![INDICATED]);
-    for p in auto.connectors.lock().unwrap().drain(..) {
+    for p in auto
+        .connectors
+        .lock()
+        .expect("no test thread panicked holding it")
+        .drain(..)
+    {
         Conn(p as *mut NdkConnector).close();
     }
     close(listener.0.cast());
@@ -726,11 +758,13 @@ fn test_addresses_rule_n22() {
     // N22: too small gives the size needed.
     assert_eq!(active.address(true, 15).0, STATUS_BUFFER_TOO_SMALL);
     assert_eq!(active.address(true, 15).1, 16);
-    let passive = requests.next().unwrap();
+    let passive = requests.next().expect("the connect request was indicated");
     let (_, _, buffer) = passive.address(true, 28);
     assert_eq!(parse(&buffer), Endpoint::new(IpAddr::V4(ip(2, 1)), 7777));
     // Shared endpoint, port 0 (N9).
-    let e = a.endpoint(v4(ip(2, 1), 0)).unwrap();
+    let e = a
+        .endpoint(v4(ip(2, 1), 0))
+        .expect("the shared endpoint is created");
     let mut buffer = [0_u8; 28];
     let mut length = 28;
     let d: &NdkSharedEndpointDispatch = table(e.cast());
@@ -777,13 +811,13 @@ fn test_reject_both_directions_rule_n16() {
     // Passive side rejects: Connect fails refused.
     let c1 = r.a.connector();
     assert_eq!(r.connect(c1, 1, 1, b""), STATUS_PENDING);
-    let p1 = requests.next().unwrap();
+    let p1 = requests.next().expect("the connect request was indicated");
     assert_eq!(p1.reject(b"busy"), STATUS_SUCCESS);
     assert_eq!(la.take(), vec![STATUS_CONNECTION_REFUSED]);
     // Active side rejects after Connect completed: Accept fails aborted.
     let c2 = r.a.connector();
     assert_eq!(r.connect(c2, 1, 1, b""), STATUS_PENDING);
-    let p2 = requests.next().unwrap();
+    let p2 = requests.next().expect("the connect request was indicated");
     assert_eq!(p2.accept(&r.sb, 1, 1, b"", &r.ib, lb), STATUS_PENDING);
     assert_eq!(la.take(), vec![STATUS_SUCCESS]);
     assert_eq!(c2.reject(b""), STATUS_SUCCESS);
@@ -791,7 +825,7 @@ fn test_reject_both_directions_rule_n16() {
     // N28: both QPs untouched, reusable: connect them now.
     let c3 = r.a.connector();
     assert_eq!(r.connect(c3, 1, 1, b""), STATUS_PENDING);
-    let p3 = requests.next().unwrap();
+    let p3 = requests.next().expect("the connect request was indicated");
     // The active side abandons (closes): Reject answers aborted (N16).
     c3.close();
     assert_eq!(la.take(), vec![STATUS_CANCELLED]);
@@ -824,7 +858,7 @@ fn test_refused_without_paused_or_closing_listener_rule_n5_n6_n12() {
     );
     listener.pause(false);
     assert_eq!(c.connect(&sa, src, dst, 1, 1, b"", &la), STATUS_PENDING);
-    let passive = requests.next().unwrap();
+    let passive = requests.next().expect("the connect request was indicated");
     // N6/N7: the close pends while the connector it produced lives, and
     // turns every request away at once.
     let closing = Log::default();
@@ -878,7 +912,7 @@ fn test_duplicate_listen_and_private_data_limits_rule_n7_n17() {
         c.connect(&sa, src, dst, 1, 1, &[0; 56], &la),
         STATUS_PENDING
     );
-    let passive = requests.next().unwrap();
+    let passive = requests.next().expect("the connect request was indicated");
     assert_eq!(
         passive.accept(&sb, 1, 1, &[0; 149], &ib, &lb),
         STATUS_INVALID_BUFFER_SIZE
@@ -905,7 +939,9 @@ fn test_duplicate_listen_and_private_data_limits_rule_n7_n17() {
 fn test_shared_endpoint_four_tuple_rule_n10_n11() {
     let (a, b, requests) = two_requests(7);
     let listener = listening(&b, &requests, 7);
-    let e = a.endpoint(v4(ip(7, 1), 3000)).unwrap();
+    let e = a
+        .endpoint(v4(ip(7, 1), 3000))
+        .expect("the shared endpoint is created");
     assert_eq!(
         a.endpoint(v4(ip(7, 1), 3000)).err(),
         Some(STATUS_SHARING_VIOLATION)
@@ -937,7 +973,9 @@ fn test_shared_endpoint_four_tuple_rule_n10_n11() {
     );
     c1.close();
     assert_eq!(closing.take(), vec![CLOSED]);
-    let again = a.endpoint(v4(ip(7, 1), 3000)).unwrap();
+    let again = a
+        .endpoint(v4(ip(7, 1), 3000))
+        .expect("the shared endpoint is created");
     close(again.cast());
     c2.close();
     while let Some(p) = requests.next() {
@@ -955,7 +993,10 @@ fn test_read_limits_rule_n20() {
     let c = r.a.connector();
     // 1000 is above the adapter's MaxOutboundReadLimit (128).
     assert_eq!(r.connect(c, 3, 1000, b""), STATUS_PENDING);
-    let p = r.requests.next().unwrap();
+    let p = r
+        .requests
+        .next()
+        .expect("the connect request was indicated");
     assert_eq!(p.data(None).2, (128, 3));
     assert_eq!(p.accept(&r.sb, 100, 2, b"", &r.ib, &r.lb), STATUS_PENDING);
     // Effective: inbound min(3, 2), outbound min(128, 100).
@@ -1134,7 +1175,7 @@ fn test_two_opens_of_one_address_work_together_rule_n32() {
         c.connect(&sp, v4(ip(15, 2), 0), v4(ip(15, 1), 1), 1, 1, b"", &lp),
         STATUS_PENDING
     );
-    let p = requests.next().unwrap();
+    let p = requests.next().expect("the connect request was indicated");
     assert_eq!(p.accept(&s2, 1, 1, b"", &i2, &l2), STATUS_PENDING);
     assert_eq!(c.complete(&i2), STATUS_SUCCESS);
     assert_eq!(l2.take(), vec![STATUS_SUCCESS]);

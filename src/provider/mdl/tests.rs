@@ -60,12 +60,16 @@ impl Chain {
             .map(|piece| {
                 let offset = (at % PAGE as u64) as u32;
                 let start_va = core::ptr::without_provenance_mut(
-                    usize::try_from(at - u64::from(offset)).unwrap(),
+                    usize::try_from(at - u64::from(offset)).expect("a test VA fits in usize"),
                 );
                 let mdl = Mdl {
                     mdl_flags: MDL_MAPPED_TO_SYSTEM_VA,
                     mapped_system_va: piece.bytes_mut().as_mut_ptr().cast(),
-                    ..Mdl::over(start_va, offset, u32::try_from(piece.len).unwrap())
+                    ..Mdl::over(
+                        start_va,
+                        offset,
+                        u32::try_from(piece.len).expect("a test piece is under 4 GiB"),
+                    )
                 };
                 at += piece.len as u64;
                 mdl
@@ -111,7 +115,8 @@ fn m2_chain_mapped_apart_is_one_span_per_mdl() {
     let mut pieces = pieces_for(VA + 0x321, &lens, 1);
     let mut chain = Chain::new(VA + 0x321, &mut pieces);
     // SAFETY: the chain describes the pieces, alive for the test.
-    let spans = unsafe { map_chain(chain.head(), 0x1234 + 0x1AB + 0x10) }.unwrap();
+    let spans = unsafe { map_chain(chain.head(), 0x1234 + 0x1AB + 0x10) }
+        .expect("the chain covers the length");
     let got: Vec<(usize, usize)> = spans.iter().map(|s| (s.addr(), s.len())).collect();
     assert_eq!(
         got,
@@ -123,10 +128,10 @@ fn m2_chain_mapped_apart_is_one_span_per_mdl() {
     );
     // The whole chain; then within the first MDL only.
     // SAFETY: as above.
-    let all = unsafe { map_chain(chain.head(), lens.iter().sum()) }.unwrap();
+    let all = unsafe { map_chain(chain.head(), lens.iter().sum()) }.expect("the whole chain maps");
     assert_eq!(all.len(), 3);
     // SAFETY: as above.
-    let first = unsafe { map_chain(chain.head(), 5) }.unwrap();
+    let first = unsafe { map_chain(chain.head(), 5) }.expect("the first MDL maps");
     assert_eq!(first.len(), 1);
 }
 
@@ -180,7 +185,7 @@ fn chain_merges_adjacent_mappings_and_skips_empty_mdls() {
     chain.mdls[0].mapped_system_va = whole.bytes_mut().as_mut_ptr().cast();
     chain.mdls[2].mapped_system_va = whole.bytes_mut()[0x1000..].as_mut_ptr().cast();
     // SAFETY: the chain describes `whole` (and an empty piece).
-    let spans = unsafe { map_chain(chain.head(), 0x3000) }.unwrap();
+    let spans = unsafe { map_chain(chain.head(), 0x3000) }.expect("the chain covers the length");
     let got: Vec<(usize, usize)> = spans.iter().map(|s| (s.addr(), s.len())).collect();
     assert_eq!(got, [(base, 0x3000)]);
     chain.mdls[2].mapped_system_va = core::ptr::null_mut();
@@ -206,13 +211,13 @@ fn chain_of_more_than_max_spans_is_refused() {
     let over = unsafe { map_chain(chain.head(), MAX_SPANS + 1) };
     assert_eq!(over.unwrap_err(), STATUS_INSUFFICIENT_RESOURCES);
     // SAFETY: as above.
-    let at = unsafe { map_chain(chain.head(), MAX_SPANS) }.unwrap();
+    let at = unsafe { map_chain(chain.head(), MAX_SPANS) }.expect("MAX_SPANS spans are allowed");
     assert_eq!(at.len(), MAX_SPANS);
 }
 
 fn span(addr: usize, len: usize) -> Span {
     // SAFETY: never dereferenced: the plan only looks at addresses.
-    unsafe { Span::new(addr, len) }.unwrap()
+    unsafe { Span::new(addr, len) }.expect("a test span neither wraps nor starts at null")
 }
 
 fn pages_of(spans: &[Span]) -> Vec<u64> {
@@ -267,7 +272,7 @@ fn m28_lam_pages_of_a_chain_mapped_apart() {
     assert_eq!(lam_plan(&skewed), None);
     assert_eq!(lam_plan(&[]), None);
     // The LAM's memory: each span's whole pages.
-    let memory = lam_memory(&shared).unwrap();
+    let memory = lam_memory(&shared).expect("a few spans' worth of memory is allocated");
     let got: Vec<(usize, usize)> = memory.iter().map(|s| (s.addr(), s.len())).collect();
     assert_eq!(got, [(a, 0x2000), (b, 0x2000), (c, 0x1000)]);
 }
