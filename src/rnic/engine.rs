@@ -504,12 +504,7 @@ mod smoke {
                 0,
                 Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             );
-            pair.b.qp.post_receive(7, &[dst.sge(0, 128)]).unwrap();
-            pair.a
-                .qp
-                .post_send(9, Payload::Sges(&[src.sge(0, 100)]), WrFlags::empty(), None)
-                .unwrap();
-            pair.settle();
+            pair.send_to_b(7, &[dst.sge(0, 128)], 9, &[src.sge(0, 100)]);
             let sent = pair.a.scq.drain();
             let got = pair.b.rcq.drain();
             assert_eq!(sent.len(), 1, "{mode:?}");

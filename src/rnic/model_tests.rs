@@ -1518,8 +1518,7 @@ fn within_deadline<T: Send + 'static>(case: impl FnOnce() -> T + Send + 'static)
 fn test_receive_that_wakes_a_failing_send_does_not_deadlock_inline_rule_i4() {
     let (sent, received) = within_deadline(|| {
         let pair = Pair::new(EngineMode::Inline);
-        let src = pair.a.pattern(100, 1, Access::empty());
-        let dst = pair.b.buffer(10, 0, Access::LOCAL_WRITE);
+        let (src, dst) = pair.send_buffers(100, 1, 10);
         let sges = [src.sge(0, 100)];
         pair.a.send(1, &sges, None).unwrap();
         // The Send waits for a receive (RNR); this one is too small for it.

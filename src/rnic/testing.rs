@@ -473,4 +473,23 @@ impl Pair {
     pub fn settle(&self) {
         crate::kernel::deferred::flush();
     }
+
+    /// The buffers of a Send from a to b: a's pattern source of `len` bytes
+    /// (`seed`, no access right: a local source needs none) and b's receive buffer
+    /// of `inbox` zero bytes (local write).
+    pub fn send_buffers(&self, len: usize, seed: u8, inbox: usize) -> (Registered, Registered) {
+        (
+            self.a.pattern(len, seed, Access::empty()),
+            self.b.buffer(inbox, 0, Access::LOCAL_WRITE),
+        )
+    }
+
+    /// Posts on b a receive of `into` (request `receive`), then from a a
+    /// Send of `from` (request `send`, no flag), and settles: one message
+    /// delivered into a receive that was waiting for it.
+    pub fn send_to_b(&self, receive: usize, into: &[Sge], send: usize, from: &[Sge]) {
+        self.b.qp.post_receive(receive, into).unwrap();
+        self.a.send(send, from, None).unwrap();
+        self.settle();
+    }
 }

@@ -93,6 +93,15 @@ fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
 /// Write), as its cancelled completions report it.
 const A_DEFERRED: [(usize, Opcode); 3] = [(1, Opcode::Send), (2, Opcode::Send), (3, Opcode::Write)];
 
+/// Posts [`A_DEFERRED`] from A: two 8-byte Sends of `src` (the second with
+/// `second`), which wait for receives at B, then a deferred 8-byte Write of
+/// `src` to the start of `target`, which stays queued behind them.
+fn post_a_deferred(pair: &Pair, src: &Registered, target: &Registered, second: WrFlags) {
+    send(&pair.a, 1, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
+    send(&pair.a, 2, &[src.sge(0, 8)], second).unwrap();
+    write(&pair.a, 3, &[src.sge(0, 8)], target, 0, WrFlags::DEFER).unwrap();
+}
+
 /// Drains `cq` and checks it held exactly `want` (context, opcode), in
 /// order, each cancelled (E5); `mode` names the engine in a failure.
 #[track_caller]
@@ -521,6 +530,117 @@ impl Kit {
     }
 }
 
+/// The initiator requests a QP without a connection refuses (P7 idle, X5
+/// disconnected): the seven of P1, a Send from SGEs and one inline, an
+/// Invalidate of a region and one of a window.
+#[derive(Clone, Copy, Debug)]
+enum Refused {
+    Send,
+    SendInline,
+    SendAndInvalidate,
+    Write,
+    Read,
+    Bind,
+    FastRegister,
+    InvalidateMr,
+    InvalidateMw,
+}
+
+impl Refused {
+    const ALL: [Self; 9] = [
+        Self::Send,
+        Self::SendInline,
+        Self::SendAndInvalidate,
+        Self::Write,
+        Self::Read,
+        Self::Bind,
+        Self::FastRegister,
+        Self::InvalidateMr,
+        Self::InvalidateMw,
+    ];
+}
+
+/// What each [`Refused`] request needs, made on one side that is not
+/// connected (or will not be when the requests are posted).
+struct Unconnected {
+    /// 64 pattern bytes (seed 1), local and remote SGEs of every request.
+    buf: Registered,
+    /// A window for Bind and its Invalidate.
+    mw: Arc<Mw>,
+    /// A one-page fast-register region (FastRegister, the Invalidate of a
+    /// region, the token of SendAndInvalidate).
+    fast: Fast,
+    /// 16 unregistered pattern bytes (seed 2) for the inline Send.
+    _raw: Buffer,
+    span: Span,
+}
+
+impl Unconnected {
+    fn new(side: &Side) -> Self {
+        let mut raw = Buffer::pattern(16, 2);
+        Self {
+            buf: side.pattern(64, 1, RW),
+            mw: Mw::new(&side.pd).unwrap(),
+            fast: Fast::new(side, 1, 0),
+            span: raw.span(),
+            _raw: raw,
+        }
+    }
+
+    /// Posts `kind` from `side` with `context` and `flags`.
+    fn post(
+        &self,
+        side: &Side,
+        kind: Refused,
+        context: usize,
+        flags: WrFlags,
+    ) -> Result<(), PostError> {
+        let (qp, buf) = (&side.qp, &self.buf);
+        match kind {
+            Refused::Send => send(side, context, &[buf.sge(0, 64)], flags),
+            Refused::SendInline => {
+                qp.post_send(context, Payload::Inline(&[self.span]), flags, None)
+            }
+            Refused::SendAndInvalidate => {
+                let sges = [buf.sge(0, 8)];
+                qp.post_send(context, Payload::Sges(&sges), flags, Some(self.fast.rkey()))
+            }
+            Refused::Write => write(side, context, &[buf.sge(0, 8)], buf, 8, flags),
+            Refused::Read => {
+                qp.post_read(context, &[buf.sge(0, 8)], buf.raddr(8), buf.rkey(), flags)
+            }
+            Refused::Bind => {
+                let (mr, at) = (&buf.mr, buf.raddr(0));
+                qp.post_bind(context, mr, &self.mw, at, 8, Access::REMOTE_READ, flags)
+            }
+            Refused::FastRegister => self.fast.post(side, context, RW, flags),
+            Refused::InvalidateMr => qp.post_invalidate(
+                context,
+                InvalidateTarget::Mr(Arc::clone(&self.fast.mr)),
+                flags,
+            ),
+            Refused::InvalidateMw => {
+                qp.post_invalidate(context, InvalidateTarget::Mw(Arc::clone(&self.mw)), flags)
+            }
+        }
+    }
+
+    /// Posts every [`Refused`] kind from `side`, plain and deferred, and
+    /// checks each is refused inline with `ConnectionInvalid` (P7, X5).
+    #[track_caller]
+    fn expect_refused(&self, side: &Side, mode: EngineMode) {
+        for flags in [WrFlags::empty(), WrFlags::DEFER] {
+            for (context, kind) in (1..).zip(Refused::ALL) {
+                assert_eq!(
+                    self.post(side, kind, context, flags),
+                    Err(PostError::ConnectionInvalid),
+                    "{mode:?}: {kind:?} with {flags:?}"
+                );
+            }
+        }
+    }
+}
+
 // ----- idle: created, never connected ---------------------------------------
 
 mod idle {
@@ -530,44 +650,14 @@ mod idle {
     fn test_idle_initiator_posts_fail_connection_invalid_rule_p7() {
         both(|mode| {
             let side = idle_side(mode, 0xA);
-            let buf = side.pattern(64, 1, RW);
-            let mut raw = Buffer::pattern(16, 2);
-            let span = raw.span();
-            let mw = Mw::new(&side.pd).unwrap();
-            let fast = Fast::new(&side, 1, 0);
-            let invalid = Err(PostError::ConnectionInvalid);
-            for flags in [WrFlags::empty(), WrFlags::DEFER] {
-                let qp = &side.qp;
-                assert_eq!(send(&side, 1, &[buf.sge(0, 64)], flags), invalid);
-                assert_eq!(
-                    qp.post_send(2, Payload::Inline(&[span]), flags, None),
-                    invalid
-                );
-                assert_eq!(
-                    qp.post_send(3, Payload::Sges(&[buf.sge(0, 8)]), flags, Some(fast.rkey())),
-                    invalid
-                );
-                assert_eq!(write(&side, 4, &[buf.sge(0, 8)], &buf, 8, flags), invalid);
-                assert_eq!(
-                    qp.post_read(5, &[buf.sge(0, 8)], buf.raddr(8), buf.rkey(), flags),
-                    invalid
-                );
-                assert_eq!(
-                    qp.post_bind(6, &buf.mr, &mw, buf.raddr(0), 8, Access::REMOTE_READ, flags),
-                    invalid
-                );
-                assert_eq!(fast.post(&side, 7, RW, flags), invalid);
-                assert_eq!(
-                    qp.post_invalidate(8, InvalidateTarget::Mr(Arc::clone(&fast.mr)), flags),
-                    invalid
-                );
-            }
+            let kit = Unconnected::new(&side);
+            kit.expect_refused(&side, mode);
             settle();
             // P6: a refused post leaves no trace.
             assert!(side.scq.drain().is_empty(), "{mode:?}");
             assert!(side.rcq.drain().is_empty(), "{mode:?}");
-            assert_eq!(mw.remote_key(), 0, "a refused Bind assigns no token");
-            assert!(!fast.mapped(&side));
+            assert_eq!(kit.mw.remote_key(), 0, "a refused Bind assigns no token");
+            assert!(!kit.fast.mapped(&side));
             assert_eq!(side.qp.state(), QpState::Idle);
         });
     }
@@ -724,11 +814,8 @@ mod connected {
     #[test]
     fn test_connected_send_moves_bytes_between_offsets_rule_p21() {
         both_pairs(|mode, pair| {
-            let src = pair.a.pattern(300, 1, Access::empty());
-            let inbox = pair.b.buffer(512, 0, Access::LOCAL_WRITE);
-            pair.b.qp.post_receive(0x77, &[inbox.sge(33, 300)]).unwrap();
-            send(&pair.a, 0x55, &[src.sge(17, 200)], WrFlags::empty()).unwrap();
-            pair.settle();
+            let (src, inbox) = pair.send_buffers(300, 1, 512);
+            pair.send_to_b(0x77, &[inbox.sge(33, 300)], 0x55, &[src.sge(17, 200)]);
             let sent = pair.a.scq.drain();
             assert_eq!(summary(&sent), [ok(0x55, Opcode::Send)], "{mode:?}");
             assert_eq!(sent[0].qp_context, 0xA);
@@ -763,10 +850,8 @@ mod connected {
             // Receiver SGEs of 50, 0, 64 and 200 bytes; sender SGEs of 10,
             // 0, 100 and 37: no boundary lines up with one on the other side.
             let recv = [d1.sge(0, 50), d2.sge(0, 0), d2.sge(3, 64), d3.sge(0, 200)];
-            pair.b.qp.post_receive(1, &recv).unwrap();
             let sges = [s1.sge(0, 10), s2.sge(7, 0), s2.sge(5, 100), s1.sge(50, 37)];
-            send(&pair.a, 2, &sges, WrFlags::empty()).unwrap();
-            pair.settle();
+            pair.send_to_b(1, &recv, 2, &sges);
             let got = pair.b.rcq.drain();
             assert_eq!(summary(&got), [ok(1, Opcode::Receive)], "{mode:?}");
             assert_eq!(got[0].bytes, 147);
@@ -1051,11 +1136,8 @@ mod connected {
         // few SGEs out, `take_receive_into`, once took without counting and
         // `complete_taken` then wrapped the count.)
         both_pairs(|mode, pair| {
-            let src = pair.a.pattern(48, 4, Access::empty());
-            let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
-            pair.b.qp.post_receive(7, &[inbox.sge(0, 64)]).unwrap();
-            send(&pair.a, 1, &[src.sge(0, 48)], WrFlags::empty()).unwrap();
-            pair.settle();
+            let (src, inbox) = pair.send_buffers(48, 4, 64);
+            pair.send_to_b(7, &[inbox.sge(0, 64)], 1, &[src.sge(0, 48)]);
             assert_eq!(contexts(&pair.b.rcq.drain()), [7], "{mode:?}");
             assert!(pair.b.qp.is_quiescent(), "{mode:?}: nothing taken is left");
             assert!(pair.a.qp.is_quiescent(), "{mode:?}");
@@ -1068,8 +1150,7 @@ mod connected {
         // receive at the peer waits for one (an infinite RNR retry count),
         // so a consumer may post its receive just after the peer's Send.
         both_pairs(|mode, pair| {
-            let src = pair.a.pattern(48, 4, Access::empty());
-            let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
+            let (src, inbox) = pair.send_buffers(48, 4, 64);
             send(&pair.a, 1, &[src.sge(0, 48)], WrFlags::empty()).unwrap();
             send(&pair.a, 2, &[src.sge(8, 8)], WrFlags::empty()).unwrap();
             pair.settle();
@@ -1399,8 +1480,7 @@ mod connected_flags {
     #[test]
     fn test_connected_solicited_flag_marks_receive_and_wakes_solicited_arm_rule_p17() {
         both_pairs(|mode, pair| {
-            let src = pair.a.pattern(8, 1, Access::empty());
-            let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
+            let (src, inbox) = pair.send_buffers(8, 1, 64);
             let key_owner = Fast::new(&pair.b, 1, 0);
             key_owner.post(&pair.b, PREP, RW, WrFlags::empty()).unwrap();
             pair.settle();
@@ -1519,8 +1599,7 @@ mod connected_flags {
             fast.post(&pair.b, 1, RW, WrFlags::empty()).unwrap();
             pair.settle();
             assert!(fast.mapped(&pair.b));
-            let src = pair.a.pattern(20, 6, Access::empty());
-            let inbox = pair.b.buffer(32, 0, Access::LOCAL_WRITE);
+            let (src, inbox) = pair.send_buffers(20, 6, 32);
             pair.b.qp.post_receive(2, &[inbox.sge(0, 32)]).unwrap();
             pair.a
                 .send(3, &[src.sge(0, 20)], Some(fast.rkey()))
@@ -2300,9 +2379,7 @@ mod error {
                 pair.a.qp.post_receive(ctx, &[src.sge(0, 64)]).unwrap();
             }
             // Two Sends waiting for receives at B, then a deferred Write.
-            send(&pair.a, 1, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
-            send(&pair.a, 2, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
-            write(&pair.a, 3, &[src.sge(0, 8)], &target, 0, WrFlags::DEFER).unwrap();
+            post_a_deferred(&pair, &src, &target, WrFlags::empty());
             pair.settle();
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
@@ -2428,8 +2505,7 @@ mod error {
     fn test_error_receive_too_small_fails_both_sides_and_terminates_rule_e7() {
         both_pairs(|mode, pair| {
             let (lost_a, lost_b) = (watch(&pair.a.qp), watch(&pair.b.qp));
-            let src = pair.a.pattern(100, 1, Access::empty());
-            let inbox = pair.b.buffer(320, 0, Access::LOCAL_WRITE);
+            let (src, inbox) = pair.send_buffers(100, 1, 320);
             pair.b.qp.post_receive(11, &[inbox.sge(0, 50)]).unwrap();
             pair.b.qp.post_receive(12, &[inbox.sge(64, 256)]).unwrap();
             send(&pair.a, 1, &[src.sge(0, 100)], WrFlags::empty()).unwrap();
@@ -2912,39 +2988,14 @@ mod disconnected {
     #[test]
     fn test_disconnected_posts_fail_inline_and_reconnect_refused_rule_x5() {
         both_pairs(|mode, pair| {
-            let buf = pair.a.pattern(64, 1, RW);
-            let fast = Fast::new(&pair.a, 1, 0);
-            let mw = Mw::new(&pair.a.pd).unwrap();
-            let mut raw = Buffer::pattern(8, 1);
-            let span = raw.span();
+            let kit = Unconnected::new(&pair.a);
             pair.a.qp.disconnect();
             assert_eq!(pair.a.qp.state(), QpState::Disconnected, "{mode:?}");
-            let invalid = Err(PostError::ConnectionInvalid);
+            kit.expect_refused(&pair.a, mode);
             let qp = &pair.a.qp;
-            for flags in [WrFlags::empty(), WrFlags::DEFER] {
-                assert_eq!(send(&pair.a, 1, &[buf.sge(0, 8)], flags), invalid);
-                assert_eq!(
-                    qp.post_send(2, Payload::Inline(&[span]), flags, None),
-                    invalid
-                );
-                assert_eq!(write(&pair.a, 3, &[buf.sge(0, 8)], &buf, 0, flags), invalid);
-                assert_eq!(
-                    qp.post_read(4, &[buf.sge(0, 8)], buf.raddr(0), buf.rkey(), flags),
-                    invalid
-                );
-                assert_eq!(
-                    qp.post_bind(5, &buf.mr, &mw, buf.raddr(0), 8, Access::REMOTE_READ, flags),
-                    invalid
-                );
-                assert_eq!(fast.post(&pair.a, 6, RW, flags), invalid);
-                assert_eq!(
-                    qp.post_invalidate(7, InvalidateTarget::Mw(Arc::clone(&mw)), flags),
-                    invalid
-                );
-            }
             assert_eq!(
-                qp.post_receive(8, &[buf.sge(0, 8)]),
-                invalid,
+                qp.post_receive(8, &[kit.buf.sge(0, 8)]),
+                Err(PostError::ConnectionInvalid),
                 "receives too"
             );
             // X5: never connected again, to anyone.
@@ -2975,7 +3026,8 @@ mod disconnected {
                 pair.a.scq.drain().is_empty() && pair.a.rcq.drain().is_empty(),
                 "P6: no trace"
             );
-            assert_eq!(mw.remote_key(), 0);
+            assert_eq!(kit.mw.remote_key(), 0);
+            assert!(!kit.fast.mapped(&pair.a));
         });
     }
 
@@ -2987,9 +3039,7 @@ mod disconnected {
             let b_buf = pair.b.pattern(64, 2, RW);
             pair.a.qp.post_receive(11, &[a_buf.sge(0, 64)]).unwrap();
             pair.a.qp.post_receive(12, &[a_buf.sge(0, 64)]).unwrap();
-            send(&pair.a, 1, &[a_buf.sge(0, 8)], WrFlags::empty()).unwrap();
-            send(&pair.a, 2, &[a_buf.sge(0, 8)], WrFlags::SILENT_SUCCESS).unwrap();
-            write(&pair.a, 3, &[a_buf.sge(0, 8)], &b_buf, 0, WrFlags::DEFER).unwrap();
+            post_a_deferred(&pair, &a_buf, &b_buf, WrFlags::SILENT_SUCCESS);
             write(&pair.b, 31, &[b_buf.sge(0, 8)], &a_buf, 0, WrFlags::DEFER).unwrap();
             send(&pair.b, 32, &[b_buf.sge(0, 8)], WrFlags::DEFER).unwrap();
             pair.settle();
@@ -3815,8 +3865,7 @@ mod connection_errors {
         both(|mode| {
             // E7 on two devices: each adapter's connection hit an error.
             let pair = Pair::new(mode);
-            let src = pair.a.pattern(100, 1, Access::empty());
-            let inbox = pair.b.buffer(64, 0, Access::LOCAL_WRITE);
+            let (src, inbox) = pair.send_buffers(100, 1, 64);
             pair.b.qp.post_receive(1, &[inbox.sge(0, 50)]).unwrap();
             send(&pair.a, 1, &[src.sge(0, 100)], WrFlags::empty()).unwrap();
             send(&pair.a, 2, &[src.sge(0, 10)], WrFlags::empty()).unwrap();
