@@ -110,6 +110,21 @@ fn expect_cancelled(cq: &TestCq, mode: EngineMode, want: &[(usize, Opcode)]) {
     assert_eq!(summary(&cq.drain()), want, "{mode:?}");
 }
 
+/// Drains both CQs of `side` and checks they held exactly `requests`
+/// (initiator CQ) and receives `receives` (receive CQ), each in order and
+/// cancelled (E5): how an ended chain of A's requests is checked.
+#[track_caller]
+fn expect_side_cancelled(
+    side: &Side,
+    mode: EngineMode,
+    requests: &[(usize, Opcode)],
+    receives: &[usize],
+) {
+    expect_cancelled(&side.scq, mode, requests);
+    let receives: Vec<_> = receives.iter().map(|&c| (c, Opcode::Receive)).collect();
+    expect_cancelled(&side.rcq, mode, &receives);
+}
+
 /// How many completions carry `context`.
 fn count(completions: &[Completion], context: usize) -> usize {
     completions
@@ -2134,21 +2149,13 @@ mod deferred {
         pair.a.qp.post_receive(12, &[src.sge(0, 64)]).unwrap();
         end(&pair);
         pair.settle();
-        expect_cancelled(
-            &pair.a.scq,
-            mode,
-            &[
-                (1, Opcode::Write),
-                (2, Opcode::Write),
-                (3, Opcode::Write),
-                (4, Opcode::Send),
-            ],
-        );
-        expect_cancelled(
-            &pair.a.rcq,
-            mode,
-            &[(11, Opcode::Receive), (12, Opcode::Receive)],
-        );
+        let chain = [
+            (1, Opcode::Write),
+            (2, Opcode::Write),
+            (3, Opcode::Write),
+            (4, Opcode::Send),
+        ];
+        expect_side_cancelled(&pair.a, mode, &chain, &[11, 12]);
         assert_eq!(target.buffer.bytes(), pattern(64, 2), "nothing ran");
         assert!(pair.a.qp.is_quiescent());
     }
@@ -2384,16 +2391,7 @@ mod error {
             assert!(pair.a.scq.drain().is_empty());
             pair.a.qp.flush();
             pair.settle();
-            expect_cancelled(&pair.a.scq, mode, &A_DEFERRED);
-            expect_cancelled(
-                &pair.a.rcq,
-                mode,
-                &[
-                    (11, Opcode::Receive),
-                    (12, Opcode::Receive),
-                    (13, Opcode::Receive),
-                ],
-            );
+            expect_side_cancelled(&pair.a, mode, &A_DEFERRED, &[11, 12, 13]);
             assert_eq!(pair.a.qp.state(), QpState::Error);
             assert_eq!(target.buffer.bytes(), pattern(64, 2));
             // A receive posted at B now finds no waiting Send: none completes twice.
@@ -3045,12 +3043,7 @@ mod disconnected {
             pair.settle();
             pair.a.qp.disconnect();
             pair.settle();
-            expect_cancelled(&pair.a.scq, mode, &A_DEFERRED);
-            expect_cancelled(
-                &pair.a.rcq,
-                mode,
-                &[(11, Opcode::Receive), (12, Opcode::Receive)],
-            );
+            expect_side_cancelled(&pair.a, mode, &A_DEFERRED, &[11, 12]);
             // X6: no half-closed connection; the peer's requests end too.
             expect_cancelled(
                 &pair.b.scq,
