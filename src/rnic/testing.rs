@@ -475,8 +475,8 @@ impl Pair {
     }
 
     /// The buffers of a Send from a to b: a's pattern source of `len` bytes
-    /// (`seed`, no access right: a local source needs none) and b's receive buffer
-    /// of `inbox` zero bytes (local write).
+    /// (`seed`; no access right, a local source needs none) and b's receive
+    /// buffer of `inbox` zero bytes (local write).
     pub fn send_buffers(&self, len: usize, seed: u8, inbox: usize) -> (Registered, Registered) {
         (
             self.a.pattern(len, seed, Access::empty()),
