@@ -702,13 +702,14 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         "NdkCreateSrq" => Arc::new(|w: &World| made(w.pds[0].try_srq(16, 1, 0, None), Made::Srq)),
         "NdkCreateQp" => Arc::new(|w: &World| {
             made(
-                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0),
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], RecvQueue::SMALL, 1, 4, 1, 0),
                 Made::Qp,
             )
         }),
         "NdkCreateQpWithSrq" => Arc::new(|w: &World| {
+            let shared = RecvQueue::Shared(&w.srqs[0]);
             made(
-                w.pds[0].try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0),
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], shared, 1, 4, 1, 0),
                 Made::Qp,
             )
         }),

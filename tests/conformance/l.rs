@@ -72,7 +72,7 @@ impl Zoo {
         let mw = pd.mw();
         let srq = pd.try_srq(16, 1, 0, None).expect("CreateSrq");
         let srq_qp = pd
-            .try_qp_with_srq(&cq, &cq, &srq, 0x201, 16, 1, 0)
+            .try_qp(&cq, &cq, RecvQueue::Shared(&srq), 0x201, 16, 1, 0)
             .expect("CreateQpWithSrq");
         let endpoint = adapter
             .try_shared_endpoint(addr)
@@ -1551,31 +1551,25 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
         for (value, ok) in [(limits[i] + 1, false), (limits[i], true)] {
             let mut v = small;
             v[i] = value;
-            let result = pd.try_qp(&cq, &cq, 1, v[0], v[1], v[2], v[3], v[4]);
-            if ok {
-                let qp =
-                    result.unwrap_or_else(|s| panic!("L13: {} at the limit: {s:#x}", names[i]));
-                assert_success!(qp.close());
-            } else {
-                assert_eq!(
-                    result.err(),
-                    Some(STATUS_INVALID_PARAMETER),
-                    "L13: {}",
-                    names[i]
-                );
-            }
-            // CreateQpWithSrq has no receive parameters.
-            if i >= 1 && i != 2 {
-                let result = pd.try_qp_with_srq(&cq, &cq, &srq, 1, v[1], v[3], v[4]);
+            // Each limit through CreateQp, and through CreateQpWithSrq where
+            // it is one of its parameters (it has no receive parameters).
+            let own = RecvQueue::Own {
+                depth: v[0],
+                sge: v[2],
+            };
+            let kinds = [(own, ""), (RecvQueue::Shared(&srq), " (SRQ)")];
+            let with_srq = i != 0 && i != 2;
+            for &(receives, kind) in &kinds[..if with_srq { 2 } else { 1 }] {
+                let result = pd.try_qp(&cq, &cq, receives, 1, v[1], v[3], v[4]);
                 if ok {
                     let qp = result
-                        .unwrap_or_else(|s| panic!("L13: {} at the limit (SRQ): {s:#x}", names[i]));
+                        .unwrap_or_else(|s| panic!("L13: {} at the limit{kind}: {s:#x}", names[i]));
                     assert_success!(qp.close());
                 } else {
                     assert_eq!(
                         result.err(),
                         Some(STATUS_INVALID_PARAMETER),
-                        "L13: {} (SRQ)",
+                        "L13: {}{kind}",
                         names[i]
                     );
                 }
@@ -1625,7 +1619,7 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     let fast = pd.mr(true);
     let srq = pd.try_srq(8, 1, 0, None).expect("CreateSrq");
     let qp = pd
-        .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
+        .try_qp(&cq, &cq, RecvQueue::Shared(&srq), 1, 4, 1, 0)
         .expect("CreateQpWithSrq");
     let pd_close = Closing::start(pd.close_slot());
     assert_eq!(pd_close.status, STATUS_PENDING);
@@ -1752,7 +1746,7 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
         // SAFETY: the PD is still alive (its close pends).
         unsafe { (pd.d().ndk_create_mw)(pd.0, cc, ctx, out) }
     });
-    let late_qp = pd.try_qp(&cq, &cq, 2, 4, 4, 1, 1, 0);
+    let late_qp = pd.try_qp(&cq, &cq, RecvQueue::SMALL, 2, 4, 1, 0);
     if let Err(status) = late_qp {
         assert!(status < 0, "a refusal is a failure status: {status:#x}");
     }
@@ -2610,21 +2604,33 @@ mod cross_nic {
         let b_srq = b.pd.try_srq(16, 2, 0, None).expect("CreateSrq");
         let refused = Err(STATUS_INVALID_PARAMETER);
         let status = |r: Result<Qp, NtStatus>| r.map(|qp| assert_close(qp.close()));
-        assert_eq!(status(a.pd.try_qp(&b_cq, &a_cq, 1, 4, 4, 1, 1, 0)), refused);
-        assert_eq!(status(a.pd.try_qp(&a_cq, &b_cq, 2, 4, 4, 1, 1, 0)), refused);
-        assert_eq!(status(a.pd.try_qp(&b_cq, &b_cq, 3, 4, 4, 1, 1, 0)), refused);
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &b_srq, 4, 4, 1, 0)),
+            status(a.pd.try_qp(&b_cq, &a_cq, RecvQueue::SMALL, 1, 4, 1, 0)),
             refused
         );
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&b_cq, &a_cq, &a_srq, 5, 4, 1, 0)),
+            status(a.pd.try_qp(&a_cq, &b_cq, RecvQueue::SMALL, 2, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&b_cq, &b_cq, RecvQueue::SMALL, 3, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::Shared(&b_srq), 4, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&b_cq, &a_cq, RecvQueue::Shared(&a_srq), 5, 4, 1, 0)),
             refused
         );
         // The same calls with objects of the PD's own NIC succeed.
-        assert_eq!(status(a.pd.try_qp(&a_cq, &a_cq, 6, 4, 4, 1, 1, 0)), Ok(()));
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &a_srq, 7, 4, 1, 0)),
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::SMALL, 6, 4, 1, 0)),
+            Ok(())
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::Shared(&a_srq), 7, 4, 1, 0)),
             Ok(())
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
@@ -2646,11 +2652,11 @@ mod cross_nic {
         let twin_srq = twin_pd.try_srq(16, 2, 0, None).expect("CreateSrq");
         let qp = near
             .pd
-            .try_qp(&twin_cq, &twin_cq, 1, 4, 4, 1, 1, 0)
+            .try_qp(&twin_cq, &twin_cq, RecvQueue::SMALL, 1, 4, 1, 0)
             .expect("CreateQp with the twin adapter's CQ");
         let srq_qp = near
             .pd
-            .try_qp_with_srq(&twin_cq, &twin_cq, &twin_srq, 2, 4, 1, 0)
+            .try_qp(&twin_cq, &twin_cq, RecvQueue::Shared(&twin_srq), 2, 4, 1, 0)
             .expect("CreateQpWithSrq with the twin adapter's SRQ");
         let far_cq = far.adapter.cq(16);
         let far_qp = far.pd.qp(&far_cq, &far_cq, 3);

@@ -64,8 +64,9 @@ impl Fixture {
                 let a_cq = a.adapter.cq(256);
                 let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA0 + i);
                 let b_rcq = b.adapter.cq(256);
+                let shared = RecvQueue::Shared(&srq);
                 let b_qp =
-                    b.pd.try_qp_with_srq(&b_rcq, &b_icq, &srq, qp_context(i), 16, 4, 64)
+                    b.pd.try_qp(&b_rcq, &b_icq, shared, qp_context(i), 16, 4, 64)
                         .expect("CreateQpWithSrq");
                 let link = a.connect(&a_qp, &b, &b_qp);
                 Conn {

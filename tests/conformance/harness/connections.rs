@@ -615,9 +615,10 @@ impl End {
             return (None, self.qp(context));
         };
         let srq = self.pd.try_srq(depth, sges, 0, None).expect("CreateSrq");
+        let shared = RecvQueue::Shared(&srq);
         let qp = self
             .pd
-            .try_qp_with_srq(&self.cq, &self.cq, &srq, context, 64, 4, 256)
+            .try_qp(&self.cq, &self.cq, shared, context, 64, 4, 256)
             .expect("CreateQpWithSrq");
         (Some(srq), qp)
     }

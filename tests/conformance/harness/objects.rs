@@ -547,64 +547,44 @@ impl Pd {
         Mw(made.expect("CreateMw"))
     }
 
-    /// CreateQp with explicit limits.
+    /// CreateQp (receives into a queue of the QP's own) or
+    /// CreateQpWithSrq (receives from a shared queue), with explicit
+    /// initiator limits.
     #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQp")]
     pub fn try_qp(
         &self,
         rcq: &Cq,
         icq: &Cq,
+        receives: RecvQueue,
         context: usize,
-        rdepth: u32,
         idepth: u32,
-        rsge: u32,
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        // SAFETY: valid arguments.
-        create(|done, ctx, out| unsafe {
-            (self.d().ndk_create_qp)(
-                self.0,
-                rcq.0,
-                icq.0,
-                context as *mut c_void,
-                rdepth,
-                idepth,
-                rsge,
-                isge,
-                inline,
-                done,
-                ctx,
-                out,
-            )
+        let qp_context = context as *mut c_void;
+        create(|done, ctx, out| match receives {
+            // SAFETY: valid arguments.
+            RecvQueue::Own { depth, sge } => unsafe {
+                (self.d().ndk_create_qp)(
+                    self.0, rcq.0, icq.0, qp_context, depth, idepth, sge, isge, inline, done, ctx,
+                    out,
+                )
+            },
+            // SAFETY: as above.
+            RecvQueue::Shared(srq) => unsafe {
+                (self.d().ndk_create_qp_with_srq)(
+                    self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
+                )
+            },
         })
         .map(Qp)
     }
 
     /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
     pub fn qp(&self, rcq: &Cq, icq: &Cq, context: usize) -> Qp {
-        self.try_qp(rcq, icq, context, 64, 64, 4, 4, 256)
+        let receives = RecvQueue::Own { depth: 64, sge: 4 };
+        self.try_qp(rcq, icq, receives, context, 64, 4, 256)
             .expect("CreateQp")
-    }
-
-    #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQpWithSrq")]
-    pub fn try_qp_with_srq(
-        &self,
-        rcq: &Cq,
-        icq: &Cq,
-        srq: &Srq,
-        context: usize,
-        idepth: u32,
-        isge: u32,
-        inline: u32,
-    ) -> Result<Qp, NtStatus> {
-        // SAFETY: valid arguments.
-        create(|done, ctx, out| unsafe {
-            let qp_context = context as *mut c_void;
-            (self.d().ndk_create_qp_with_srq)(
-                self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
-            )
-        })
-        .map(Qp)
     }
 
     pub fn try_srq(
@@ -641,6 +621,20 @@ impl Pd {
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
         close_started(self.0.cast(), self.d().ndk_close_pd)
     }
+}
+
+/// Where a QP's receives go ([`Pd::try_qp`]): a receive queue of its own
+/// with `depth` requests of up to `sge` SGEs each (NdkCreateQp), or a
+/// shared receive queue (NdkCreateQpWithSrq, which has no receive limits).
+#[derive(Clone, Copy)]
+pub enum RecvQueue<'a> {
+    Own { depth: u32, sge: u32 },
+    Shared(&'a Srq),
+}
+
+impl RecvQueue<'_> {
+    /// A receive queue of the QP's own, of 4 requests of one SGE each.
+    pub const SMALL: Self = Self::Own { depth: 4, sge: 1 };
 }
 
 object! {
