@@ -1048,23 +1048,8 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    let (data, data_len) = c_array(data);
-    // SAFETY: live objects; address and data valid for the call.
-    requested(|done, ctx| unsafe {
-        (connector.d().ndk_connect_with_shared_endpoint)(
-            connector.0,
-            qp.0,
-            endpoint.0,
-            dst.as_ptr(),
-            dst.len(),
-            ird,
-            ord,
-            data.cast(),
-            data_len,
-            done,
-            ctx,
-        )
-    })
+    let from = Source::Endpoint(endpoint);
+    connector.connect_from(qp, from, (dst, dst.len()), (ird, ord), data)
 }
 
 /// `NdkConnect` with explicit address lengths (N2) and read limits 16 / 16:
@@ -1078,7 +1063,13 @@ pub fn connect_with_lengths(
     dst_len: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    connector.connect_sized(qp, (src, src_len), (dst, dst_len), (16, 16), data)
+    connector.connect_from(
+        qp,
+        Source::Addr(src, src_len),
+        (dst, dst_len),
+        (16, 16),
+        data,
+    )
 }
 
 /// `NdkListen` with an explicit address length (N2): the outcome (L8).

@@ -837,12 +837,21 @@ impl Qp {
     }
 }
 
+/// Where a connect starts from ([`Connector::connect_from`]): a local
+/// address with the length to give (NdkConnect), or a shared endpoint
+/// (NdkConnectWithSharedEndpoint).
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    Addr(Addr, u32),
+    Endpoint(&'a SharedEndpoint),
+}
+
 object! {
     Connector(NdkConnector) -> NdkConnectorDispatch, ndk_close_connector
 }
 
 impl Connector {
-    /// Connect; returns the call's return value and the completion signal.
+    /// NdkConnect from `src`: the call's return value and completion signal.
     pub fn connect(
         &self,
         qp: &Qp,
@@ -852,37 +861,49 @@ impl Connector {
         ord: u32,
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
-        self.connect_sized(qp, (src, src.len()), (dst, dst.len()), (ird, ord), data)
+        let from = Source::Addr(src, src.len());
+        self.connect_from(qp, from, (dst, dst.len()), (ird, ord), data)
     }
 
-    /// Connect with the address lengths given (at most 28) and read limits
-    /// `(ird, ord)`.
-    pub fn connect_sized(
+    /// NdkConnect from a local address, or NdkConnectWithSharedEndpoint
+    /// (`from`), to `dst` with the length given (at most 28) and read
+    /// limits `(ird, ord)`: the call's return value and completion signal.
+    pub fn connect_from(
         &self,
         qp: &Qp,
-        (src, src_len): (Addr, u32),
+        from: Source,
         (dst, dst_len): (Addr, u32),
         (ird, ord): (u32, u32),
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
         let (data, data_len) = c_array(data);
-        // SAFETY: live objects; both addresses are 28-byte buffers, at least
-        // the lengths given; data valid for the call.
-        requested(|done, ctx| unsafe {
-            (self.d().ndk_connect)(
-                self.0,
-                qp.0,
-                src.as_ptr(),
-                src_len.min(28),
-                dst.as_ptr(),
-                dst_len.min(28),
-                ird,
-                ord,
-                data.cast(),
-                data_len,
-                done,
-                ctx,
-            )
+        let data = data.cast();
+        let (dst, dst_len) = (dst.as_ptr(), dst_len.min(28));
+        requested(|done, ctx| match from {
+            // SAFETY: live objects; both addresses are 28-byte buffers, at
+            // least the lengths given; data valid for the call.
+            Source::Addr(src, src_len) => unsafe {
+                (self.d().ndk_connect)(
+                    self.0,
+                    qp.0,
+                    src.as_ptr(),
+                    src_len.min(28),
+                    dst,
+                    dst_len,
+                    ird,
+                    ord,
+                    data,
+                    data_len,
+                    done,
+                    ctx,
+                )
+            },
+            // SAFETY: live objects; the address and data valid for the call.
+            Source::Endpoint(endpoint) => unsafe {
+                (self.d().ndk_connect_with_shared_endpoint)(
+                    self.0, qp.0, endpoint.0, dst, dst_len, ird, ord, data, data_len, done, ctx,
+                )
+            },
         })
     }
 
