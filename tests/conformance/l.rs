@@ -687,14 +687,14 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     assert_header(mr.0.cast(), NdkObjectType::MR, version, "MR");
     assert_header(p.b_pd.0.cast(), NdkObjectType::PD, version, "closing PD");
     assert_success!(mr.close());
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             b_pd: true,
             ..Closed::default()
         },
+        [closing],
     );
-    closing.finish();
 }
 
 // rule L4
@@ -1822,7 +1822,7 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     close_and_wait(extra_qp.close_slot());
     close_and_wait(extra_cq.close_slot());
     close_and_wait(extra_pd.close_slot());
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             a_pd: true,
@@ -1830,10 +1830,8 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
             listener: true,
             ..Closed::default()
         },
+        [a_pd_close, b_pd_close, listener_close],
     );
-    a_pd_close.finish();
-    b_pd_close.finish();
-    listener_close.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -2135,14 +2133,14 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
         ],
         "L20"
     );
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             a_qp: true,
             ..Closed::default()
         },
+        [closing],
     );
-    closing.finish();
 }
 
 // rule L20, L21, L22
