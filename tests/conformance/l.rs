@@ -369,6 +369,16 @@ fn close_near_and_far(near: Near, far: Far, (far_qp, far_cq, far_pd): (Qp, Cq, P
     far.adapter.close();
 }
 
+/// A [`Near`] with a fresh connector of its adapter, and a [`Far`] for it
+/// to connect to: the start of the tests that drive one connection attempt
+/// by hand.
+fn near_connector_far() -> (Near, Connector, Far) {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    (near, connector, far)
+}
+
 /// An adapter with a CQ, a PD and a QP, unconnected.
 struct Near {
     addr: Addr,
@@ -1880,9 +1890,7 @@ impl CloseInside {
 // rule L15, L16, L17, L18, L20
 #[test]
 fn l15_connector_closed_inside_its_failed_connect_completion() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let watch = Watch::new();
     let inside = CloseInside::hook(&watch, connector.close_slot());
     let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
@@ -1967,9 +1975,7 @@ fn l15_cq_closed_inside_its_own_notification() {
 // see also P8
 #[test]
 fn l17_further_calls_before_an_earlier_completion_arrives() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"early");
     assert_eq!(status, STATUS_PENDING);
     // While the Connect is pending: other calls on the connector and its QP.
@@ -2146,9 +2152,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
 // rule L20, L21, L22
 #[test]
 fn l20_connector_close_cancels_its_pending_connect_first() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let log = Signal::new();
     let status = near.connect_to(&connector, &far, on_status, log.ctx());
     assert_eq!(status, STATUS_PENDING);
@@ -2173,10 +2177,8 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
 // rule L21, L15, L22
 #[test]
 fn l21_connector_close_waits_for_its_running_connect_completion() {
-    let near = Near::new();
-    let far = Far::new();
+    let (near, connector, far) = near_connector_far();
     let (far_qp, far_cq, far_pd) = far.qp();
-    let connector = near.adapter.connector();
     // The Connect completion and the close completion share one gated watch:
     // its log orders them and it flags overlap.
     let watch = Watch::gated();
@@ -2286,10 +2288,8 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
 // see also X2, N24
 #[test]
 fn l21_connector_close_waits_for_its_running_disconnect_event() {
-    let near = Near::new();
-    let far = Far::new();
+    let (near, connector, far) = near_connector_far();
     let (far_qp, far_cq, far_pd) = far.qp();
-    let connector = near.adapter.connector();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     let passive = far.incoming.wait_nth(1);
     // B's disconnect event and B's close completion share one gated watch.
@@ -2465,9 +2465,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
 // rule L26, L27, L21, L24
 #[test]
 fn l26_antecedents_wait_for_a_successors_running_close_completion() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     assert_eq!(status, STATUS_PENDING, "the Connect ties the QP");
     let _passive = far.incoming.wait_nth(1);
