@@ -167,7 +167,7 @@ impl Fixture {
     /// The ending of the tests that leave the SRQ empty: arms it with
     /// threshold 1 through ModifySrq while no receive is queued, which
     /// notifies at once (Q4), the `n`th notification; then [`Self::close`].
-    fn close_after_an_empty_arm(self, n: usize) {
+    fn expect_notified_on_an_empty_arm_then_close(self, n: usize) {
         assert_success!(self.srq.modify(0, 1));
         self.expect_notified(n);
         self.close();
@@ -468,7 +468,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
-    f.close_after_an_empty_arm(2);
+    f.expect_notified_on_an_empty_arm_then_close(2);
 }
 
 /// Q7 (NDSPI v2 only; this provider's behaviour): shrinking an SRQ below
@@ -496,7 +496,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     }
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
-    f.close_after_an_empty_arm(1);
+    f.expect_notified_on_an_empty_arm_then_close(1);
 }
 
 /// Q8: the notification callback is optional: an SRQ created without one,
@@ -521,7 +521,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     let f = Fixture::new(8, 1, 0, true, 1);
     post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
-    f.close_after_an_empty_arm(1);
+    f.expect_notified_on_an_empty_arm_then_close(1);
 }
 
 /// Q9: a fatal SRQ error cannot be caused through the C ABI (SoftNDK's
