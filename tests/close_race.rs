@@ -551,9 +551,11 @@ fn opened() -> World {
     }
 }
 
-fn slot_target(ptr: *mut c_void, close: NdkFnCloseObject, close_name: &'static str) -> Target {
+/// The object whose close slot is `slot` (its pointer and its close), with
+/// the close's name.
+fn slot_target((header, close): CloseSlot, close_name: &'static str) -> Target {
     Target {
-        ptr: ptr as usize,
+        ptr: header as usize,
         close: Some(close),
         close_name,
     }
@@ -687,8 +689,7 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let srq = world.pds[0].try_srq(16, 1, 0, None).expect("CreateSrq");
     world.srqs.push(srq);
-    let pd = &world.pds[0];
-    let target = slot_target(pd.0.cast(), pd.d().ndk_close_pd, "NdkClosePd");
+    let target = slot_target(world.pds[0].close_slot(), "NdkClosePd");
     let calls = calls_of(slots, |slot| match slot {
         "NdkCreateMr" => Arc::new(|w: &World| made(w.pds[0].try_mr(false), Made::Mr)),
         "NdkCreateMw" => Arc::new(|w: &World| {
@@ -702,13 +703,14 @@ fn pd_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         "NdkCreateSrq" => Arc::new(|w: &World| made(w.pds[0].try_srq(16, 1, 0, None), Made::Srq)),
         "NdkCreateQp" => Arc::new(|w: &World| {
             made(
-                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], 1, 4, 4, 1, 1, 0),
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], RecvQueue::SMALL, 1, 4, 1, 0),
                 Made::Qp,
             )
         }),
         "NdkCreateQpWithSrq" => Arc::new(|w: &World| {
+            let shared = RecvQueue::Shared(&w.srqs[0]);
             made(
-                w.pds[0].try_qp_with_srq(&w.cqs[0], &w.cqs[0], &w.srqs[0], 1, 4, 1, 0),
+                w.pds[0].try_qp(&w.cqs[0], &w.cqs[0], shared, 1, 4, 1, 0),
                 Made::Qp,
             )
         }),
@@ -732,8 +734,7 @@ fn cq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     qp.flush();
     world.qps.push(qp);
     world.regions.push(region);
-    let cq = &world.cqs[0];
-    let target = slot_target(cq.0.cast(), cq.d().ndk_close_cq, "NdkCloseCq");
+    let target = slot_target(world.cqs[0].close_slot(), "NdkCloseCq");
     let calls = calls_of(slots, |slot| match slot {
         "NdkResizeCq" => completing(|w, ctx| {
             let cq = &w.cqs[0];
@@ -798,8 +799,7 @@ fn pair_world() -> World {
 
 fn qp_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let world = pair_world();
-    let qp = &world.qps[0];
-    let target = slot_target(qp.0.cast(), qp.d().ndk_close_qp, "NdkCloseQp");
+    let target = slot_target(world.qps[0].close_slot(), "NdkCloseQp");
     let calls = calls_of(slots, |slot| match slot {
         "NdkFlush" => quiet(|w| {
             w.qps[0].flush();
@@ -846,8 +846,7 @@ fn srq_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         .regions
         .push(Region::new(&world.pds[0], 4096, 0, MR_LOCAL_WRITE));
     world.srqs.push(srq);
-    let srq = &world.srqs[0];
-    let target = slot_target(srq.0.cast(), srq.d().ndk_close_srq, "NdkCloseSrq");
+    let target = slot_target(world.srqs[0].close_slot(), "NdkCloseSrq");
     let calls = calls_of(slots, |slot| match slot {
         "NdkModifySrq" => completing(|w, ctx| {
             let srq = &w.srqs[0];
@@ -872,8 +871,7 @@ fn mr_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     }
     world.buffers.push(Mutex::new(buffer));
     world.mrs.push(mr);
-    let mr = &world.mrs[0];
-    let target = slot_target(mr.0.cast(), mr.d().ndk_close_mr, "NdkCloseMr");
+    let target = slot_target(world.mrs[0].close_slot(), "NdkCloseMr");
     let calls = calls_of(slots, |slot| match slot {
         "NdkRegisterMr" => completing(|w, ctx| {
             let mr = &w.mrs[0];
@@ -906,8 +904,7 @@ fn mw_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     let mut world = with_pd();
     let mw = world.pds[0].mw();
     world.mws.push(mw);
-    let mw = &world.mws[0];
-    let target = slot_target(mw.0.cast(), mw.d().ndk_close_mw, "NdkCloseMw");
+    let target = slot_target(world.mws[0].close_slot(), "NdkCloseMw");
     let calls = calls_of(slots, |slot| match slot {
         "NdkGetRemoteTokenFromMw" => quiet(|w| {
             let _ = w.mws[0].remote_token();
@@ -924,12 +921,7 @@ fn endpoint_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         .try_shared_endpoint(world.addr())
         .expect("CreateSharedEndpoint");
     world.endpoints.push(endpoint);
-    let e = &world.endpoints[0];
-    let target = slot_target(
-        e.0.cast(),
-        e.d().ndk_close_shared_endpoint,
-        "NdkCloseSharedEndpoint",
-    );
+    let target = slot_target(world.endpoints[0].close_slot(), "NdkCloseSharedEndpoint");
     let calls = calls_of(slots, |slot| match slot {
         "NdkGetLocalAddress" => quiet(|w| {
             let _ = get_address(Getter::Endpoint(&w.endpoints[0]), 28);
@@ -950,8 +942,7 @@ fn listener_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
         bound = listener.local_address().1;
     }
     world.listeners.push((listener, incoming, bound));
-    let l = &world.listeners[0].0;
-    let target = slot_target(l.0.cast(), l.d().ndk_close_listener, "NdkCloseListener");
+    let target = slot_target(world.listeners[0].0.close_slot(), "NdkCloseListener");
     let calls = calls_of(slots, |slot| match slot {
         "NdkListen" => completing(|w, ctx| {
             let (listener, _, addr) = &w.listeners[0];
@@ -1058,7 +1049,7 @@ fn connector_world(slots: &[&'static str]) -> (World, Target, Vec<Call>) {
     }
     let c = &world.connectors[0];
     assert_eq!(c.0, target_ptr);
-    let target = slot_target(c.0.cast(), c.d().ndk_close_connector, "NdkCloseConnector");
+    let target = slot_target(c.close_slot(), "NdkCloseConnector");
     let calls = calls_of(slots, |slot| match slot {
         "NdkConnect" => pends(|w| {
             w.connectors[0].connect(&w.qps[0], w.addr(), w.listeners[0].2, 16, 16, b"hello")

@@ -108,11 +108,12 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         info.max_transfer_length as usize >= 8 << 20,
         "8 MiB transfers fit"
     );
+    let own = RecvQueue::Own { depth: 256, sge: 1 };
     let client_qp = client_pd
-        .try_qp(&client_cq, &client_cq, CLIENT, 256, 512, 1, 2, 0)
+        .try_qp(&client_cq, &client_cq, own, CLIENT, 512, 2, 0)
         .expect("client QP");
     let server_qp = server_pd
-        .try_qp(&server_cq, &server_cq, SERVER, 256, 512, 1, 2, 0)
+        .try_qp(&server_cq, &server_cq, own, SERVER, 512, 2, 0)
         .expect("server QP");
 
     // Receive credits on both sides before connecting (P8).

@@ -444,8 +444,9 @@ fn loopback() -> Addr {
 fn open_session(adapter: &Adapter, context: usize) -> (Cq, Pd, Qp, Receives) {
     let cq = adapter.cq(4096);
     let pd = adapter.pd();
+    let own = RecvQueue::Own { depth: 256, sge: 1 };
     let qp = pd
-        .try_qp(&cq, &cq, context, 256, 512, 1, 2, 0)
+        .try_qp(&cq, &cq, own, context, 512, 2, 0)
         .expect("the role's QP");
     let receives = Receives::new(&pd);
     receives.post_all(&qp);

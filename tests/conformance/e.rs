@@ -212,7 +212,7 @@ fn e4_srq_receives_survive_flush_and_disconnect_of_an_attached_qp() {
     let connect_on_srq = |a_context, b_context| {
         let a_qp = a.pd.qp(&a_cq, &a_cq, a_context);
         let b_qp =
-            b.pd.try_qp_with_srq(&b_cq, &b_cq, &srq, b_context, 16, 4, 64);
+            b.pd.try_qp(&b_cq, &b_cq, RecvQueue::Shared(&srq), b_context, 16, 4, 64);
         let b_qp = b_qp.expect("CreateQpWithSrq");
         let link = a.connect(&a_qp, &b, &b_qp);
         (a_qp, b_qp, link)

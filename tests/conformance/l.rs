@@ -72,7 +72,7 @@ impl Zoo {
         let mw = pd.mw();
         let srq = pd.try_srq(16, 1, 0, None).expect("CreateSrq");
         let srq_qp = pd
-            .try_qp_with_srq(&cq, &cq, &srq, 0x201, 16, 1, 0)
+            .try_qp(&cq, &cq, RecvQueue::Shared(&srq), 0x201, 16, 1, 0)
             .expect("CreateQpWithSrq");
         let endpoint = adapter
             .try_shared_endpoint(addr)
@@ -367,6 +367,16 @@ fn close_near_and_far(near: Near, far: Far, (far_qp, far_cq, far_pd): (Qp, Cq, P
     let status = far.listener.close();
     assert!(status == STATUS_SUCCESS || status == STATUS_PENDING);
     far.adapter.close();
+}
+
+/// A [`Near`] with a fresh connector of its adapter, and a [`Far`] for it
+/// to connect to: the start of the tests that drive one connection attempt
+/// by hand.
+fn near_connector_far() -> (Near, Connector, Far) {
+    let near = Near::new();
+    let far = Far::new();
+    let connector = near.adapter.connector();
+    (near, connector, far)
 }
 
 /// An adapter with a CQ, a PD and a QP, unconnected.
@@ -687,14 +697,14 @@ fn l3_reserved_block_stays_zero_through_use_and_a_pending_close() {
     assert_header(mr.0.cast(), NdkObjectType::MR, version, "MR");
     assert_header(p.b_pd.0.cast(), NdkObjectType::PD, version, "closing PD");
     assert_success!(mr.close());
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             b_pd: true,
             ..Closed::default()
         },
+        [closing],
     );
-    closing.finish();
 }
 
 // rule L4
@@ -1551,31 +1561,25 @@ fn l13_qp_above_the_adapter_limits_is_invalid_parameter() {
         for (value, ok) in [(limits[i] + 1, false), (limits[i], true)] {
             let mut v = small;
             v[i] = value;
-            let result = pd.try_qp(&cq, &cq, 1, v[0], v[1], v[2], v[3], v[4]);
-            if ok {
-                let qp =
-                    result.unwrap_or_else(|s| panic!("L13: {} at the limit: {s:#x}", names[i]));
-                assert_success!(qp.close());
-            } else {
-                assert_eq!(
-                    result.err(),
-                    Some(STATUS_INVALID_PARAMETER),
-                    "L13: {}",
-                    names[i]
-                );
-            }
-            // CreateQpWithSrq has no receive parameters.
-            if i >= 1 && i != 2 {
-                let result = pd.try_qp_with_srq(&cq, &cq, &srq, 1, v[1], v[3], v[4]);
+            // Each limit through CreateQp, and through CreateQpWithSrq where
+            // it is one of its parameters (it has no receive parameters).
+            let own = RecvQueue::Own {
+                depth: v[0],
+                sge: v[2],
+            };
+            let kinds = [(own, ""), (RecvQueue::Shared(&srq), " (SRQ)")];
+            let with_srq = i != 0 && i != 2;
+            for &(receives, kind) in &kinds[..if with_srq { 2 } else { 1 }] {
+                let result = pd.try_qp(&cq, &cq, receives, 1, v[1], v[3], v[4]);
                 if ok {
                     let qp = result
-                        .unwrap_or_else(|s| panic!("L13: {} at the limit (SRQ): {s:#x}", names[i]));
+                        .unwrap_or_else(|s| panic!("L13: {} at the limit{kind}: {s:#x}", names[i]));
                     assert_success!(qp.close());
                 } else {
                     assert_eq!(
                         result.err(),
                         Some(STATUS_INVALID_PARAMETER),
-                        "L13: {} (SRQ)",
+                        "L13: {}{kind}",
                         names[i]
                     );
                 }
@@ -1625,7 +1629,7 @@ fn l24_pd_close_pends_until_its_last_successor_of_every_kind_is_closed() {
     let fast = pd.mr(true);
     let srq = pd.try_srq(8, 1, 0, None).expect("CreateSrq");
     let qp = pd
-        .try_qp_with_srq(&cq, &cq, &srq, 1, 4, 1, 0)
+        .try_qp(&cq, &cq, RecvQueue::Shared(&srq), 1, 4, 1, 0)
         .expect("CreateQpWithSrq");
     let pd_close = Closing::start(pd.close_slot());
     assert_eq!(pd_close.status, STATUS_PENDING);
@@ -1752,7 +1756,7 @@ fn l14_creating_on_an_antecedent_whose_close_is_pending_stays_safe() {
         // SAFETY: the PD is still alive (its close pends).
         unsafe { (pd.d().ndk_create_mw)(pd.0, cc, ctx, out) }
     });
-    let late_qp = pd.try_qp(&cq, &cq, 2, 4, 4, 1, 1, 0);
+    let late_qp = pd.try_qp(&cq, &cq, RecvQueue::SMALL, 2, 4, 1, 0);
     if let Err(status) = late_qp {
         assert!(status < 0, "a refusal is a failure status: {status:#x}");
     }
@@ -1828,7 +1832,7 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
     close_and_wait(extra_qp.close_slot());
     close_and_wait(extra_cq.close_slot());
     close_and_wait(extra_pd.close_slot());
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             a_pd: true,
@@ -1836,10 +1840,8 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
             listener: true,
             ..Closed::default()
         },
+        [a_pd_close, b_pd_close, listener_close],
     );
-    a_pd_close.finish();
-    b_pd_close.finish();
-    listener_close.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -1888,9 +1890,7 @@ impl CloseInside {
 // rule L15, L16, L17, L18, L20
 #[test]
 fn l15_connector_closed_inside_its_failed_connect_completion() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let watch = Watch::new();
     let inside = CloseInside::hook(&watch, connector.close_slot());
     let status = near.connect_to(&connector, &far, on_watch, watch.ctx());
@@ -1975,9 +1975,7 @@ fn l15_cq_closed_inside_its_own_notification() {
 // see also P8
 #[test]
 fn l17_further_calls_before_an_earlier_completion_arrives() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"early");
     assert_eq!(status, STATUS_PENDING);
     // While the Connect is pending: other calls on the connector and its QP.
@@ -2141,22 +2139,20 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
         ],
         "L20"
     );
-    teardown_except(
+    teardown_closings(
         p,
         Closed {
             a_qp: true,
             ..Closed::default()
         },
+        [closing],
     );
-    closing.finish();
 }
 
 // rule L20, L21, L22
 #[test]
 fn l20_connector_close_cancels_its_pending_connect_first() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let log = Signal::new();
     let status = near.connect_to(&connector, &far, on_status, log.ctx());
     assert_eq!(status, STATUS_PENDING);
@@ -2181,10 +2177,8 @@ fn l20_connector_close_cancels_its_pending_connect_first() {
 // rule L21, L15, L22
 #[test]
 fn l21_connector_close_waits_for_its_running_connect_completion() {
-    let near = Near::new();
-    let far = Far::new();
+    let (near, connector, far) = near_connector_far();
     let (far_qp, far_cq, far_pd) = far.qp();
-    let connector = near.adapter.connector();
     // The Connect completion and the close completion share one gated watch:
     // its log orders them and it flags overlap.
     let watch = Watch::gated();
@@ -2294,10 +2288,8 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
 // see also X2, N24
 #[test]
 fn l21_connector_close_waits_for_its_running_disconnect_event() {
-    let near = Near::new();
-    let far = Far::new();
+    let (near, connector, far) = near_connector_far();
     let (far_qp, far_cq, far_pd) = far.qp();
-    let connector = near.adapter.connector();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     let passive = far.incoming.wait_nth(1);
     // B's disconnect event and B's close completion share one gated watch.
@@ -2473,9 +2465,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
 // rule L26, L27, L21, L24
 #[test]
 fn l26_antecedents_wait_for_a_successors_running_close_completion() {
-    let near = Near::new();
-    let far = Far::new();
-    let connector = near.adapter.connector();
+    let (near, connector, far) = near_connector_far();
     let (status, connected) = connector.connect(&near.qp, near.addr, far.at, 1, 1, b"");
     assert_eq!(status, STATUS_PENDING, "the Connect ties the QP");
     let _passive = far.incoming.wait_nth(1);
@@ -2610,21 +2600,33 @@ mod cross_nic {
         let b_srq = b.pd.try_srq(16, 2, 0, None).expect("CreateSrq");
         let refused = Err(STATUS_INVALID_PARAMETER);
         let status = |r: Result<Qp, NtStatus>| r.map(|qp| assert_close(qp.close()));
-        assert_eq!(status(a.pd.try_qp(&b_cq, &a_cq, 1, 4, 4, 1, 1, 0)), refused);
-        assert_eq!(status(a.pd.try_qp(&a_cq, &b_cq, 2, 4, 4, 1, 1, 0)), refused);
-        assert_eq!(status(a.pd.try_qp(&b_cq, &b_cq, 3, 4, 4, 1, 1, 0)), refused);
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &b_srq, 4, 4, 1, 0)),
+            status(a.pd.try_qp(&b_cq, &a_cq, RecvQueue::SMALL, 1, 4, 1, 0)),
             refused
         );
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&b_cq, &a_cq, &a_srq, 5, 4, 1, 0)),
+            status(a.pd.try_qp(&a_cq, &b_cq, RecvQueue::SMALL, 2, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&b_cq, &b_cq, RecvQueue::SMALL, 3, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::Shared(&b_srq), 4, 4, 1, 0)),
+            refused
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&b_cq, &a_cq, RecvQueue::Shared(&a_srq), 5, 4, 1, 0)),
             refused
         );
         // The same calls with objects of the PD's own NIC succeed.
-        assert_eq!(status(a.pd.try_qp(&a_cq, &a_cq, 6, 4, 4, 1, 1, 0)), Ok(()));
         assert_eq!(
-            status(a.pd.try_qp_with_srq(&a_cq, &a_cq, &a_srq, 7, 4, 1, 0)),
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::SMALL, 6, 4, 1, 0)),
+            Ok(())
+        );
+        assert_eq!(
+            status(a.pd.try_qp(&a_cq, &a_cq, RecvQueue::Shared(&a_srq), 7, 4, 1, 0)),
             Ok(())
         );
         // Nothing was left holding the foreign objects (L24): they close at once.
@@ -2646,11 +2648,11 @@ mod cross_nic {
         let twin_srq = twin_pd.try_srq(16, 2, 0, None).expect("CreateSrq");
         let qp = near
             .pd
-            .try_qp(&twin_cq, &twin_cq, 1, 4, 4, 1, 1, 0)
+            .try_qp(&twin_cq, &twin_cq, RecvQueue::SMALL, 1, 4, 1, 0)
             .expect("CreateQp with the twin adapter's CQ");
         let srq_qp = near
             .pd
-            .try_qp_with_srq(&twin_cq, &twin_cq, &twin_srq, 2, 4, 1, 0)
+            .try_qp(&twin_cq, &twin_cq, RecvQueue::Shared(&twin_srq), 2, 4, 1, 0)
             .expect("CreateQpWithSrq with the twin adapter's SRQ");
         let far_cq = far.adapter.cq(16);
         let far_qp = far.pd.qp(&far_cq, &far_cq, 3);

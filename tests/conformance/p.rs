@@ -39,8 +39,9 @@ fn p1_completions_reach_the_initiator_and_receive_cqs() {
     let a_icq = a.adapter.cq(64);
     let b_rcq = b.adapter.cq(64);
     let b_icq = b.adapter.cq(64);
-    let a_qp = a.pd.try_qp(&a_rcq, &a_icq, 0xA1, 16, 16, 4, 4, 64).unwrap();
-    let b_qp = b.pd.try_qp(&b_rcq, &b_icq, 0xB1, 16, 16, 4, 4, 64).unwrap();
+    let own = RecvQueue::Own { depth: 16, sge: 4 };
+    let a_qp = a.pd.try_qp(&a_rcq, &a_icq, own, 0xA1, 16, 4, 64).unwrap();
+    let b_qp = b.pd.try_qp(&b_rcq, &b_icq, own, 0xB1, 16, 4, 64).unwrap();
     let link = a.connect(&a_qp, &b, &b_qp);
     let a_mem = Region::pattern(&a.pd, 4096, 1, MR_REMOTE);
     let b_mem = Region::pattern(&b.pd, 4096, 2, MR_REMOTE);

@@ -64,8 +64,9 @@ impl Fixture {
                 let a_cq = a.adapter.cq(256);
                 let a_qp = a.pd.qp(&a_cq, &a_cq, 0xA0 + i);
                 let b_rcq = b.adapter.cq(256);
+                let shared = RecvQueue::Shared(&srq);
                 let b_qp =
-                    b.pd.try_qp_with_srq(&b_rcq, &b_icq, &srq, qp_context(i), 16, 4, 64)
+                    b.pd.try_qp(&b_rcq, &b_icq, shared, qp_context(i), 16, 4, 64)
                         .expect("CreateQpWithSrq");
                 let link = a.connect(&a_qp, &b, &b_qp);
                 Conn {
@@ -163,11 +164,13 @@ impl Fixture {
         close_the_rest((self.src, self.inbox), self.b_icq, (self.a, self.b));
     }
 
-    /// Arms the SRQ with threshold 1 through ModifySrq while no receive is
-    /// queued: it notifies at once (Q4), the `n`th notification.
-    fn arm_empty_expect_notified(&self, n: usize) {
+    /// The ending of the tests that leave the SRQ empty: arms it with
+    /// threshold 1 through ModifySrq while no receive is queued, which
+    /// notifies at once (Q4), the `n`th notification; then [`Self::close`].
+    fn expect_notified_on_an_empty_arm_then_close(self, n: usize) {
         assert_success!(self.srq.modify(0, 1));
         self.expect_notified(n);
+        self.close();
     }
 }
 
@@ -465,8 +468,7 @@ fn q6_modify_srq_zero_keeps_depth_threshold_and_arm_state() {
     assert_success!(f.srq.modify(0, 0));
     assert_eq!(f.consume(0), 6);
     assert_eq!(f.consume(0), 7);
-    f.arm_empty_expect_notified(2);
-    f.close();
+    f.expect_notified_on_an_empty_arm_then_close(2);
 }
 
 /// Q7 (NDSPI v2 only; this provider's behaviour): shrinking an SRQ below
@@ -494,8 +496,7 @@ fn q7_shrinking_below_the_queued_receives_overflows_and_changes_nothing() {
     }
     // The refused ModifySrq did not arm the SRQ with threshold 2.
     assert_eq!(f.notes.count(), 0);
-    f.arm_empty_expect_notified(1);
-    f.close();
+    f.expect_notified_on_an_empty_arm_then_close(1);
 }
 
 /// Q8: the notification callback is optional: an SRQ created without one,
@@ -520,8 +521,7 @@ fn q8_without_a_callback_or_a_threshold_no_notification_is_made() {
     let f = Fixture::new(8, 1, 0, true, 1);
     post_modify_consume(&f, 0);
     // The first notification is the one this arm causes.
-    f.arm_empty_expect_notified(1);
-    f.close();
+    f.expect_notified_on_an_empty_arm_then_close(1);
 }
 
 /// Q9: a fatal SRQ error cannot be caused through the C ABI (SoftNDK's

@@ -2,7 +2,8 @@
 //! data-path test starts with on a fresh [`Pair`] (the layouts that are not
 //! [`pair_with_memory`]'s), a [`Spout`] on a watched CQ, and a close
 //! started through a saved [`CloseSlot`] whose completion goes to a
-//! [`Watch`].
+//! [`Watch`]; a [`Closing`], and the teardown of a pair with such closes
+//! pending.
 
 use super::*;
 
@@ -76,5 +77,16 @@ impl Closing {
     /// completion if it pended, none if not).
     pub fn finish(self) {
         finish_close_logged(self.status, &self.log);
+    }
+}
+
+/// [`teardown_except`] for a pair some of whose objects the test started to
+/// close through their slots: the rest is torn down first (a close that
+/// pends waits for those successors, L24), then each of those closes is
+/// waited for ([`Closing::finish`]).
+pub fn teardown_closings<const N: usize>(pair: Pair, closed: Closed, closings: [Closing; N]) {
+    teardown_except(pair, closed);
+    for closing in closings {
+        closing.finish();
     }
 }

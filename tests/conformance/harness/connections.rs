@@ -615,9 +615,10 @@ impl End {
             return (None, self.qp(context));
         };
         let srq = self.pd.try_srq(depth, sges, 0, None).expect("CreateSrq");
+        let shared = RecvQueue::Shared(&srq);
         let qp = self
             .pd
-            .try_qp_with_srq(&self.cq, &self.cq, &srq, context, 64, 4, 256)
+            .try_qp(&self.cq, &self.cq, shared, context, 64, 4, 256)
             .expect("CreateQpWithSrq");
         (Some(srq), qp)
     }
@@ -1047,23 +1048,8 @@ pub fn connect_shared(
     ord: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    let (data, data_len) = c_array(data);
-    // SAFETY: live objects; address and data valid for the call.
-    requested(|done, ctx| unsafe {
-        (connector.d().ndk_connect_with_shared_endpoint)(
-            connector.0,
-            qp.0,
-            endpoint.0,
-            dst.as_ptr(),
-            dst.len(),
-            ird,
-            ord,
-            data.cast(),
-            data_len,
-            done,
-            ctx,
-        )
-    })
+    let from = Source::Endpoint(endpoint);
+    connector.connect_from(qp, from, (dst, dst.len()), (ird, ord), data)
 }
 
 /// `NdkConnect` with explicit address lengths (N2) and read limits 16 / 16:
@@ -1077,7 +1063,13 @@ pub fn connect_with_lengths(
     dst_len: u32,
     data: &[u8],
 ) -> (NtStatus, Arc<Signal>) {
-    connector.connect_sized(qp, (src, src_len), (dst, dst_len), (16, 16), data)
+    connector.connect_from(
+        qp,
+        Source::Addr(src, src_len),
+        (dst, dst_len),
+        (16, 16),
+        data,
+    )
 }
 
 /// `NdkListen` with an explicit address length (N2): the outcome (L8).

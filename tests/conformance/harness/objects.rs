@@ -547,64 +547,44 @@ impl Pd {
         Mw(made.expect("CreateMw"))
     }
 
-    /// CreateQp with explicit limits.
+    /// CreateQp (receives into a queue of the QP's own) or
+    /// CreateQpWithSrq (receives from a shared queue), with explicit
+    /// initiator limits.
     #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQp")]
     pub fn try_qp(
         &self,
         rcq: &Cq,
         icq: &Cq,
+        receives: RecvQueue,
         context: usize,
-        rdepth: u32,
         idepth: u32,
-        rsge: u32,
         isge: u32,
         inline: u32,
     ) -> Result<Qp, NtStatus> {
-        // SAFETY: valid arguments.
-        create(|done, ctx, out| unsafe {
-            (self.d().ndk_create_qp)(
-                self.0,
-                rcq.0,
-                icq.0,
-                context as *mut c_void,
-                rdepth,
-                idepth,
-                rsge,
-                isge,
-                inline,
-                done,
-                ctx,
-                out,
-            )
+        let qp_context = context as *mut c_void;
+        create(|done, ctx, out| match receives {
+            // SAFETY: valid arguments.
+            RecvQueue::Own { depth, sge } => unsafe {
+                (self.d().ndk_create_qp)(
+                    self.0, rcq.0, icq.0, qp_context, depth, idepth, sge, isge, inline, done, ctx,
+                    out,
+                )
+            },
+            // SAFETY: as above.
+            RecvQueue::Shared(srq) => unsafe {
+                (self.d().ndk_create_qp_with_srq)(
+                    self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
+                )
+            },
         })
         .map(Qp)
     }
 
     /// A QP with depth 64, 4 SGEs each way and 256 inline bytes.
     pub fn qp(&self, rcq: &Cq, icq: &Cq, context: usize) -> Qp {
-        self.try_qp(rcq, icq, context, 64, 64, 4, 4, 256)
+        let receives = RecvQueue::Own { depth: 64, sge: 4 };
+        self.try_qp(rcq, icq, receives, context, 64, 4, 256)
             .expect("CreateQp")
-    }
-
-    #[allow(clippy::too_many_arguments, reason = "mirrors NdkCreateQpWithSrq")]
-    pub fn try_qp_with_srq(
-        &self,
-        rcq: &Cq,
-        icq: &Cq,
-        srq: &Srq,
-        context: usize,
-        idepth: u32,
-        isge: u32,
-        inline: u32,
-    ) -> Result<Qp, NtStatus> {
-        // SAFETY: valid arguments.
-        create(|done, ctx, out| unsafe {
-            let qp_context = context as *mut c_void;
-            (self.d().ndk_create_qp_with_srq)(
-                self.0, rcq.0, icq.0, srq.0, qp_context, idepth, isge, inline, done, ctx, out,
-            )
-        })
-        .map(Qp)
     }
 
     pub fn try_srq(
@@ -641,6 +621,20 @@ impl Pd {
     pub fn close_async(self) -> (NtStatus, Arc<Signal>) {
         close_started(self.0.cast(), self.d().ndk_close_pd)
     }
+}
+
+/// Where a QP's receives go ([`Pd::try_qp`]): a receive queue of its own
+/// with `depth` requests of up to `sge` SGEs each (NdkCreateQp), or a
+/// shared receive queue (NdkCreateQpWithSrq, which has no receive limits).
+#[derive(Clone, Copy)]
+pub enum RecvQueue<'a> {
+    Own { depth: u32, sge: u32 },
+    Shared(&'a Srq),
+}
+
+impl RecvQueue<'_> {
+    /// A receive queue of the QP's own, of 4 requests of one SGE each.
+    pub const SMALL: Self = Self::Own { depth: 4, sge: 1 };
 }
 
 object! {
@@ -843,12 +837,21 @@ impl Qp {
     }
 }
 
+/// Where a connect starts from ([`Connector::connect_from`]): a local
+/// address with the length to give (NdkConnect), or a shared endpoint
+/// (NdkConnectWithSharedEndpoint).
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    Addr(Addr, u32),
+    Endpoint(&'a SharedEndpoint),
+}
+
 object! {
     Connector(NdkConnector) -> NdkConnectorDispatch, ndk_close_connector
 }
 
 impl Connector {
-    /// Connect; returns the call's return value and the completion signal.
+    /// NdkConnect from `src`: the call's return value and completion signal.
     pub fn connect(
         &self,
         qp: &Qp,
@@ -858,37 +861,49 @@ impl Connector {
         ord: u32,
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
-        self.connect_sized(qp, (src, src.len()), (dst, dst.len()), (ird, ord), data)
+        let from = Source::Addr(src, src.len());
+        self.connect_from(qp, from, (dst, dst.len()), (ird, ord), data)
     }
 
-    /// Connect with the address lengths given (at most 28) and read limits
-    /// `(ird, ord)`.
-    pub fn connect_sized(
+    /// NdkConnect from a local address, or NdkConnectWithSharedEndpoint
+    /// (`from`), to `dst` with the length given (at most 28) and read
+    /// limits `(ird, ord)`: the call's return value and completion signal.
+    pub fn connect_from(
         &self,
         qp: &Qp,
-        (src, src_len): (Addr, u32),
+        from: Source,
         (dst, dst_len): (Addr, u32),
         (ird, ord): (u32, u32),
         data: &[u8],
     ) -> (NtStatus, Arc<Signal>) {
         let (data, data_len) = c_array(data);
-        // SAFETY: live objects; both addresses are 28-byte buffers, at least
-        // the lengths given; data valid for the call.
-        requested(|done, ctx| unsafe {
-            (self.d().ndk_connect)(
-                self.0,
-                qp.0,
-                src.as_ptr(),
-                src_len.min(28),
-                dst.as_ptr(),
-                dst_len.min(28),
-                ird,
-                ord,
-                data.cast(),
-                data_len,
-                done,
-                ctx,
-            )
+        let data = data.cast();
+        let (dst, dst_len) = (dst.as_ptr(), dst_len.min(28));
+        requested(|done, ctx| match from {
+            // SAFETY: live objects; both addresses are 28-byte buffers, at
+            // least the lengths given; data valid for the call.
+            Source::Addr(src, src_len) => unsafe {
+                (self.d().ndk_connect)(
+                    self.0,
+                    qp.0,
+                    src.as_ptr(),
+                    src_len.min(28),
+                    dst,
+                    dst_len,
+                    ird,
+                    ord,
+                    data,
+                    data_len,
+                    done,
+                    ctx,
+                )
+            },
+            // SAFETY: live objects; the address and data valid for the call.
+            Source::Endpoint(endpoint) => unsafe {
+                (self.d().ndk_connect_with_shared_endpoint)(
+                    self.0, qp.0, endpoint.0, dst, dst_len, ird, ord, data, data_len, done, ctx,
+                )
+            },
         })
     }
 
