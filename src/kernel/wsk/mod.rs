@@ -78,12 +78,12 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::abi::{
     AF_INET, AF_INET6, Guid, IPPROTO_TCP, In6Addr, InAddr, Irp, NPI_WSK_INTERFACE_ID, NtStatus,
-    PfnWskBind, PfnWskCloseSocket, SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET,
-    STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED,
-    STATUS_NETWORK_UNREACHABLE, STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn,
-    SockAddrIn6, SockAddrInet, WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE,
-    WSK_FLAG_ABORTIVE, WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
+    PfnWskBind, SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET, STATUS_CONNECTION_REFUSED,
+    STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED, STATUS_NETWORK_UNREACHABLE,
+    STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn, SockAddrIn6, SockAddrInet,
+    WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE, WSK_FLAG_ABORTIVE,
+    WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
     WskClientListenDispatch, WskDataIndication, WskEventCallbackControl, WskProviderBasicDispatch,
     WskProviderConnectionDispatch, WskProviderDispatch, WskProviderListenDispatch, WskProviderNpi,
     WskSocket,
@@ -471,6 +471,78 @@ unsafe fn borrow_arc<T>(context: *mut c_void) -> Arc<T> {
     unsafe { Arc::from_raw(ptr) }
 }
 
+/// Counts a socket on `client` and makes its reference to `this`: the
+/// context given to WSK with the socket's requests and events, released by
+/// [`release_reference`] once WSK calls nothing more on the socket.
+fn socket_reference<T>(client: &WskClient, this: &Arc<T>) -> *mut c_void {
+    client.socket_opened();
+    Arc::into_raw(Arc::clone(this)).cast_mut().cast()
+}
+
+/// Gives up a socket's reference (`context`, from [`socket_reference`]) and
+/// its count on `client`.
+///
+/// # Safety
+/// `context` is a socket's reference to a `T`, and WSK calls nothing more
+/// with it (the socket is closed, or was never made).
+unsafe fn release_reference<T>(client: &WskClient, context: *mut c_void) {
+    client.socket_gone();
+    // SAFETY: the reference `socket_reference` made (caller contract).
+    drop(unsafe { Arc::from_raw(context.cast::<T>().cast_const()) });
+}
+
+/// How a request on a socket's object completed.
+struct Done {
+    /// The IRP's status.
+    status: NtStatus,
+    /// The IRP's `Information` (the new socket, or the bytes sent).
+    information: usize,
+    /// The socket's reference to the object, the IRP's context.
+    context: *mut c_void,
+}
+
+impl Done {
+    /// `Information` as the socket a creating request made.
+    const fn socket(&self) -> *mut WskSocket {
+        self.information as *mut WskSocket
+    }
+}
+
+/// An object whose socket reference is the context of its requests' IRPs,
+/// with one step per request that completes.
+trait Completes: Sized {
+    /// Request `request` completed as `done` says; `this` is a reference
+    /// for the step's length.
+    fn completed(this: Arc<Self>, request: u8, done: Done);
+}
+
+/// The completion routine of a request on a socket's object, one instance
+/// per kind of object and request (`completion::<WskStream, SEND>`...):
+/// takes the outcome and a reference for the routine's length, then runs
+/// the step. The I/O manager leaves the IRP alone afterwards, and the step
+/// may have let the object go.
+///
+/// # Safety
+/// An IRP completion routine: `irp` is one of the object's IRPs, completed,
+/// and `context` its socket reference (`Arc::into_raw` of a `T`, still held).
+unsafe extern "system" fn completion<T: Completes, const REQUEST: u8>(
+    _device: *mut c_void,
+    irp: *mut Irp,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: our IRP, completed.
+    let (status, information) = unsafe { outcome(irp) };
+    // SAFETY: the context is the socket's reference to the object.
+    let this = unsafe { borrow_arc::<T>(context) };
+    let done = Done {
+        status,
+        information,
+        context,
+    };
+    T::completed(this, REQUEST, done);
+    STATUS_MORE_PROCESSING_REQUIRED
+}
+
 // --- Streams -----------------------------------------------------------------
 
 /// The send side's state, under the stream's lock.
@@ -691,10 +763,11 @@ impl WskStream {
                 length: len,
             });
         };
+        let routine = completion::<Self, SEND>;
         // SAFETY: no send is in flight on the send IRP; the context is this
         // stream, kept alive by the socket's reference until close, which
         // waits for this send.
-        unsafe { self.send_irp.prepare(send_done, self.context()) };
+        unsafe { self.send_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         // SAFETY: the socket is connected and not closed (close waits for
         // this send); the buffer, its MDL and the IRP stay valid until the
@@ -704,8 +777,9 @@ impl WskStream {
 
     fn start_disconnect(&self, abortive: bool) {
         let socket = self.socket.load(Ordering::Acquire);
+        let routine = completion::<Self, DISCONNECT>;
         // SAFETY: the control IRP is idle (`control_busy` was just set).
-        unsafe { self.control_irp.prepare(disconnect_done, self.context()) };
+        unsafe { self.control_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         let flags = if abortive { WSK_FLAG_ABORTIVE } else { 0 };
         // SAFETY: a live socket; no buffer; the IRP stays valid until its
@@ -722,8 +796,9 @@ impl WskStream {
 
     fn start_close(&self) {
         let socket = self.socket.load(Ordering::Acquire);
+        let routine = completion::<Self, CLOSE>;
         // SAFETY: the control IRP is idle (`control_busy` was just set).
-        unsafe { self.control_irp.prepare(close_done, self.context()) };
+        unsafe { self.control_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         // SAFETY: a live socket with no other call outstanding (no send in
         // flight, the disconnect completed); the IRP stays valid until its
@@ -822,16 +897,29 @@ impl Drop for WskStream {
     }
 }
 
-/// `WskSend` completed.
-unsafe extern "system" fn send_done(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
-    // SAFETY: our send IRP, completed.
-    let (status, sent) = unsafe { outcome(irp) };
+/// The requests of a stream a [`completion`] instance finishes (its
+/// `REQUEST`): `WskSocketConnect`.
+const CONNECT: u8 = 0;
+/// `WskSend`.
+const SEND: u8 = 1;
+/// `WskDisconnect`.
+const DISCONNECT: u8 = 2;
+/// `WskCloseSocket`.
+const CLOSE: u8 = 3;
+
+impl Completes for WskStream {
+    fn completed(this: Arc<Self>, request: u8, done: Done) {
+        match request {
+            CONNECT => connected(&this, done.status, done.socket(), done.context),
+            SEND => sent(&this, done.status, done.information),
+            DISCONNECT => disconnected(&this),
+            _ => closed(this, done.context),
+        }
+    }
+}
+
+/// `WskSend` completed (`sent`: the bytes it took).
+fn sent(this: &WskStream, status: NtStatus, sent: usize) {
     let (writable, failed_now) = {
         let mut state = this.state.lock();
         let in_flight = core::mem::take(&mut state.in_flight);
@@ -857,47 +945,31 @@ unsafe extern "system" fn send_done(
         this.report_closed(true);
     }
     this.pump();
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskDisconnect` completed (whatever its status, the socket is closed
 /// next).
-unsafe extern "system" fn disconnect_done(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+fn disconnected(this: &WskStream) {
     {
         let mut state = this.state.lock();
         state.control_busy = false;
         state.disconnect_done = true;
     }
     this.pump();
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskCloseSocket` completed: WSK calls nothing more on this socket, so
 /// its reference goes.
-unsafe extern "system" fn close_done(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+fn closed(this: Arc<WskStream>, context: *mut c_void) {
     this.socket.store(core::ptr::null_mut(), Ordering::Release);
     this.state.lock().control_busy = false;
     drop(this.events.lock().take());
-    this.client.socket_gone();
     // SAFETY: the socket's reference, given up now that the socket is gone.
-    drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
-    // `this` (the callback's own reference) may free the stream when dropped
+    unsafe { release_reference::<WskStream>(&this.client, context) };
+    // `this` (the routine's own reference) may free the stream when dropped
     // here, after which nothing touches it: the IRP is not touched again by
     // the I/O manager (STATUS_MORE_PROCESSING_REQUIRED).
     drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskReceiveEvent`: hands every indicated byte to `received`, in order.
@@ -1011,12 +1083,10 @@ pub fn connect(
     stream.state.lock().control_busy = true;
     // The socket's reference: given to WSK as the socket context and to the
     // completion routine.
-    client.socket_opened();
-    let context = Arc::into_raw(Arc::clone(&stream))
-        .cast_mut()
-        .cast::<c_void>();
+    let context = socket_reference(client, &stream);
+    let routine = completion::<WskStream, CONNECT>;
     // SAFETY: the control IRP is idle (a new stream).
-    unsafe { stream.control_irp.prepare(connect_done, context) };
+    unsafe { stream.control_irp.prepare(routine, context) };
     let addrs = addrs.cast::<SockAddrInet>();
     let dispatch = client.dispatch();
     // SAFETY: a captured provider; the addresses and the IRP stay valid until
@@ -1041,23 +1111,18 @@ pub fn connect(
     Ok(())
 }
 
-/// `WskSocketConnect` completed: `Information` is the new socket.
-unsafe extern "system" fn connect_done(
-    _device: *mut c_void,
-    irp: *mut Irp,
+/// `WskSocketConnect` completed (`socket`: the new socket).
+fn connected(
+    this: &Arc<WskStream>,
+    status: NtStatus,
+    socket: *mut WskSocket,
     context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our control IRP, completed.
-    let (status, information) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference to the stream.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+) {
     this.state.lock().control_busy = false;
     let done = this.connect_events.lock().take();
-    let socket = information as *mut WskSocket;
     if status < 0 || socket.is_null() {
-        this.client.socket_gone();
         // SAFETY: no socket was made: the reference given for it goes.
-        drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
+        unsafe { release_reference::<WskStream>(&this.client, context) };
         if let Some(done) = done {
             let _ = done.connected(Err(ConnectError::from_status(if status < 0 {
                 status
@@ -1065,13 +1130,13 @@ unsafe extern "system" fn connect_done(
                 STATUS_INSUFFICIENT_RESOURCES
             })));
         }
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        return;
     }
     this.socket.store(socket, Ordering::Release);
-    let events = done.and_then(|done| done.connected(Ok(Arc::clone(&this))));
+    let events = done.and_then(|done| done.connected(Ok(Arc::clone(this))));
     let Some(events) = events else {
         this.close(true);
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        return;
     };
     *this.events.lock() = Some(events);
     // SAFETY: the socket the provider just made.
@@ -1080,42 +1145,17 @@ unsafe extern "system" fn connect_done(
         this.report_closed(true);
         this.close(true);
     }
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 // --- Listen --------------------------------------------------------------------
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ListenPhase {
-    Creating,
-    Binding,
-    Listening,
-    Closing,
-    Failed,
-}
-
-struct ListenState {
-    phase: ListenPhase,
-    /// `close` was called while a request was in flight.
-    close_wanted: bool,
-}
-
 /// A listening WSK socket; accepted connections go to its [`ListenEvents`].
 pub struct WskListener {
-    client: Arc<WskClient>,
-    socket: AtomicPtr<WskSocket>,
+    /// Its client, socket, control IRP, local address and phase.
+    core: setup::Core<()>,
     events: Arc<dyn ListenEvents>,
-    state: SpinLock<ListenState>,
-    irp: OwnedIrp,
-    local: UnsafeCell<SockAddrInet>,
     send_capacity: usize,
 }
-
-// SAFETY: `local` is only read by the provider during the bind; the IRP is
-// used one request at a time as the phase orders.
-unsafe impl Send for WskListener {}
-// SAFETY: as above.
-unsafe impl Sync for WskListener {}
 
 /// Listens on `local`; `events` hears `ready` once set up, then every
 /// accepted connection, whose stream gets a send ring of `send_capacity`
@@ -1129,17 +1169,9 @@ pub fn listen(
     send_capacity: usize,
     events: Arc<dyn ListenEvents>,
 ) -> Result<Arc<WskListener>, NtStatus> {
-    let irp = OwnedIrp::new().ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     let listener = Arc::new(WskListener {
-        client: Arc::clone(client),
-        socket: AtomicPtr::new(core::ptr::null_mut()),
+        core: setup::Core::new(client, local, ())?,
         events,
-        state: SpinLock::new(ListenState {
-            phase: ListenPhase::Creating,
-            close_wanted: false,
-        }),
-        irp,
-        local: UnsafeCell::new(to_sockaddr(local)),
         send_capacity,
     });
     setup::create(&listener, local.is_ipv4());
@@ -1148,7 +1180,7 @@ pub fn listen(
 
 impl WskListener {
     fn listen_dispatch(&self) -> &WskProviderListenDispatch {
-        let socket = self.socket.load(Ordering::Acquire);
+        let socket = self.core.socket();
         // SAFETY: the listener's socket is live while requests are issued on
         // it (close is the last one) and is a listening socket.
         unsafe { socket_table(socket) }
@@ -1157,23 +1189,7 @@ impl WskListener {
     /// Stops listening and closes the socket (once its setup is over).
     /// Connections already accepted are not affected.
     pub fn close(&self) {
-        let start = {
-            let mut state = self.state.lock();
-            match state.phase {
-                ListenPhase::Listening => {
-                    state.phase = ListenPhase::Closing;
-                    true
-                }
-                ListenPhase::Creating | ListenPhase::Binding => {
-                    state.close_wanted = true;
-                    false
-                }
-                ListenPhase::Closing | ListenPhase::Failed => false,
-            }
-        };
-        if start {
-            setup::start_close(self);
-        }
+        setup::close(self);
     }
 }
 
@@ -1181,54 +1197,24 @@ impl setup::Setup for WskListener {
     // The accepted sockets inherit receive and disconnect.
     const EVENTS: u32 = WSK_EVENT_ACCEPT | WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT;
     const KIND: (u16, u32, u32) = (SOCK_STREAM, IPPROTO_TCP, WSK_FLAG_LISTEN_SOCKET);
+    const EVENT_TABLE: *const c_void = (&raw const LISTEN_DISPATCH).cast();
+    type Own = ();
 
-    fn event_table() -> *const c_void {
-        (&raw const LISTEN_DISPATCH).cast()
+    fn core(&self) -> &setup::Core<()> {
+        &self.core
     }
 
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn control_irp(&self) -> &OwnedIrp {
-        &self.irp
-    }
-
-    fn local(&self) -> *mut SockAddrInet {
-        self.local.get()
-    }
-
-    fn bind_and_close(&self) -> (PfnWskBind, PfnWskCloseSocket) {
-        let dispatch = self.listen_dispatch();
-        (dispatch.wsk_bind, dispatch.basic.wsk_close_socket)
+    fn bind(&self) -> PfnWskBind {
+        self.listen_dispatch().wsk_bind
     }
 
     fn ready(&self, result: Result<(), NtStatus>) {
         self.events.ready(result);
     }
 
-    fn enter(&self, step: setup::Step) {
-        self.state.lock().phase = match step {
-            setup::Step::Binding => ListenPhase::Binding,
-            setup::Step::Closing => ListenPhase::Closing,
-            setup::Step::Closed => ListenPhase::Failed,
-        };
-    }
-
-    /// A listen socket listens once bound.
-    fn bind_done(&self, ok: bool) -> bool {
-        let mut state = self.state.lock();
-        if !ok || state.close_wanted {
-            state.phase = ListenPhase::Closing;
-            true
-        } else {
-            state.phase = ListenPhase::Listening;
-            false
-        }
+    /// A listener has nothing of its own in flight: it closes once open.
+    fn idle(&self, (): &()) -> bool {
+        true
     }
 }
 
@@ -1248,7 +1234,7 @@ unsafe extern "system" fn accept_event(
     }
     // SAFETY: the context is the listener, kept by its socket's reference.
     let this = unsafe { borrow_arc::<WskListener>(socket_context) };
-    let Ok(stream) = WskStream::new(&this.client, this.send_capacity) else {
+    let Ok(stream) = WskStream::new(&this.core.client, this.send_capacity) else {
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
     stream.socket.store(accept_socket, Ordering::Release);
@@ -1260,8 +1246,7 @@ unsafe extern "system" fn accept_event(
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
     *stream.events.lock() = Some(events);
-    this.client.socket_opened();
-    let context = Arc::into_raw(stream).cast_mut().cast::<c_void>();
+    let context = socket_reference(&this.core.client, &stream);
     // SAFETY: out-parameters the provider gives for this purpose.
     unsafe { accept_socket_context.write(context) };
     // SAFETY: as above.
