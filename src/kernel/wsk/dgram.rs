@@ -44,7 +44,7 @@ use core::net::SocketAddr;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use super::irp::{BufferMdl, OwnedIrp, outcome};
+use super::irp::{BufferMdl, OwnedIrp, PoolBytes, outcome};
 use super::setup::{self, Core, Phase, Setup};
 use super::{WskClient, borrow_arc, from_sockaddr, socket_table, to_sockaddr};
 use crate::abi::{
@@ -135,8 +135,9 @@ pub struct WskDatagram {
     events: Arc<dyn DatagramEvents>,
     slots: Box<[Slot]>,
     slot_len: usize,
-    storage: NonNull<u8>,
-    storage_len: usize,
+    /// The slots' buffers (held, read through the slots). After `slots`:
+    /// freed after their MDLs.
+    _storage: PoolBytes,
     sent: AtomicU64,
     failed: AtomicU64,
     busy: AtomicU64,
@@ -204,44 +205,22 @@ impl WskDatagram {
         if slots == 0 || slots > MAX_SLOTS || slot_len == 0 || slot_len > MAX_SLOT_LEN {
             return Err(STATUS_INVALID_PARAMETER);
         }
-        let storage_len = slots * slot_len;
-        let mut storage = Vec::new();
-        storage
-            .try_reserve_exact(storage_len)
-            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
-        storage.resize(storage_len, 0_u8);
-        let raw = Box::into_raw(storage.into_boxed_slice());
-        let Some(base) = NonNull::new(raw.cast::<u8>()) else {
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
-        let free_storage = || {
-            // SAFETY: from `Box::into_raw` above, owned by nobody else yet.
-            drop(unsafe { Box::from_raw(raw) });
-        };
-        let Some(slot_list) = Self::make_slots(base, slots, slot_len) else {
-            free_storage();
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
+        let storage = PoolBytes::new(slots * slot_len).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+        // Declared after the storage, so dropped first on an error below.
+        let slot_list = Self::make_slots(storage.start(), slots, slot_len)
+            .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let free = if slots == MAX_SLOTS {
             u64::MAX
         } else {
             (1_u64 << slots) - 1
         };
-        let core = match Core::new(client, local, free) {
-            Ok(core) => core,
-            Err(status) => {
-                drop(slot_list);
-                free_storage();
-                return Err(status);
-            }
-        };
+        let core = Core::new(client, local, free)?;
         let this = Arc::new(Self {
             core,
             events,
             slots: slot_list,
             slot_len,
-            storage: base,
-            storage_len,
+            _storage: storage,
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             busy: AtomicU64::new(0),
@@ -261,7 +240,8 @@ impl WskDatagram {
         for index in 0..slots {
             let buf = NonNull::new(base.as_ptr().wrapping_add(index * slot_len))?;
             // SAFETY: `slot_len` bytes of the pool storage, which the socket
-            // frees only after its slots (field order and `Drop`).
+            // frees only after its slots (field order; in `open`, the slots
+            // are declared after the storage and dropped first).
             let mdl = unsafe { BufferMdl::new(buf, len) }?;
             let irp = OwnedIrp::new()?;
             list.push(Slot {
@@ -412,17 +392,6 @@ impl Setup for WskDatagram {
     /// Every slot free: no send in flight, none taken.
     fn idle(&self, free: &u64) -> bool {
         free.count_ones() as usize == self.slots.len()
-    }
-}
-
-impl Drop for WskDatagram {
-    fn drop(&mut self) {
-        // The slots (MDLs over the storage) go first.
-        drop(core::mem::take(&mut self.slots));
-        let storage = core::ptr::slice_from_raw_parts_mut(self.storage.as_ptr(), self.storage_len);
-        // SAFETY: from `Box::into_raw` in `open`; the socket is closed (its
-        // reference is gone), so nothing reads the slots.
-        drop(unsafe { Box::from_raw(storage) });
     }
 }
 

@@ -68,7 +68,6 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
-use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -91,7 +90,7 @@ use crate::abi::{
 use crate::kernel::mdl::{MAX_CHAIN, system_span};
 use crate::kernel::sync::SpinLock;
 pub use dgram::{Datagram, DatagramEvents, SendSlot, WskDatagram};
-use irp::{BufferMdl, OwnedIrp, outcome};
+use irp::{BufferMdl, OwnedIrp, PoolBytes, outcome};
 #[cfg(target_os = "windows")]
 pub use net::RegistrationSource;
 pub use net::{WskNet, WskSource};
@@ -626,11 +625,13 @@ pub struct WskStream {
     socket: AtomicPtr<WskSocket>,
     events: SpinLock<Option<Arc<dyn StreamEvents>>>,
     state: SpinLock<SendState>,
-    /// The send ring, `capacity` bytes; written under `state` in the free
-    /// part, read by the provider in the part in flight.
-    ring: NonNull<u8>,
     capacity: usize,
+    /// The send ring's MDL.
     mdl: BufferMdl,
+    /// The send ring, `capacity` bytes; written under `state` in the free
+    /// part, read by the provider in the part in flight. After `mdl`: freed
+    /// after it.
+    ring: PoolBytes,
     /// The `WSK_BUF` of the send in flight (stays valid until it completes).
     send_buf: UnsafeCell<WskBuf>,
     send_irp: OwnedIrp,
@@ -657,26 +658,14 @@ impl WskStream {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(STATUS_INVALID_PARAMETER);
         }
-        let mut ring = alloc::vec::Vec::new();
-        ring.try_reserve_exact(capacity)
-            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
-        ring.resize(capacity, 0_u8);
-        let ring = Box::into_raw(ring.into_boxed_slice());
-        let ring_ptr = NonNull::new(ring.cast::<u8>()).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
-        let free_ring = || {
-            // SAFETY: from `Box::into_raw` above, not yet owned by a stream.
-            drop(unsafe { Box::from_raw(ring) });
-        };
+        let ring = PoolBytes::new(capacity).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let len = u32::try_from(capacity).unwrap_or(u32::MAX);
         // SAFETY: the ring is `capacity` bytes of pool memory (non-paged in
-        // the kernel) that the stream frees only after the MDL (field order).
-        let Some(mdl) = (unsafe { BufferMdl::new(ring_ptr, len) }) else {
-            free_ring();
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
+        // the kernel) that the stream frees only after the MDL (field order;
+        // here, the MDL is declared after it and dropped first).
+        let mdl =
+            unsafe { BufferMdl::new(ring.start(), len) }.ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let (Some(send_irp), Some(control_irp)) = (OwnedIrp::new(), OwnedIrp::new()) else {
-            drop(mdl);
-            free_ring();
             return Err(STATUS_INSUFFICIENT_RESOURCES);
         };
         let stream = Self {
@@ -684,9 +673,9 @@ impl WskStream {
             socket: AtomicPtr::new(core::ptr::null_mut()),
             events: SpinLock::new(None),
             state: SpinLock::new(SendState::default()),
-            ring: ring_ptr,
             capacity,
             mdl,
+            ring,
             send_buf: UnsafeCell::new(WskBuf {
                 mdl: core::ptr::null_mut(),
                 offset: 0,
@@ -822,7 +811,7 @@ impl WskStream {
                 let Some(src) = bytes.get(copied..copied + chunk) else {
                     break;
                 };
-                let dst = self.ring.as_ptr().wrapping_add(tail);
+                let dst = self.ring.start().as_ptr().wrapping_add(tail);
                 // SAFETY: `dst..dst + chunk` lies in the ring's free part
                 // (`chunk <= capacity - tail` and within the room), which
                 // only this locked section writes and no send reads.
@@ -885,15 +874,6 @@ impl super::tcp::Stream for WskStream {
 
     fn close(&self, abortive: bool) {
         Self::close(self, abortive);
-    }
-}
-
-impl Drop for WskStream {
-    fn drop(&mut self) {
-        let ring = core::ptr::slice_from_raw_parts_mut(self.ring.as_ptr(), self.capacity);
-        // SAFETY: the ring came from `Box::into_raw` in `new`; the socket is
-        // closed (its reference is gone), so nothing reads it.
-        drop(unsafe { Box::from_raw(ring) });
     }
 }
 
