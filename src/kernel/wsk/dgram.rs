@@ -46,14 +46,16 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::irp::{BufferMdl, OwnedIrp, PoolBytes, outcome};
 use super::setup::{self, Core, Phase, Setup};
-use super::{WskClient, borrow_arc, from_sockaddr, socket_table, to_sockaddr};
+use super::{
+    WskClient, borrow_arc, event_object, from_sockaddr, indicated, socket_table, to_sockaddr,
+};
 use crate::abi::{
     IPPROTO_UDP, Irp, NtStatus, PfnWskBind, SOCK_DGRAM, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED, STATUS_SUCCESS, SockAddrInet,
     WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf, WskClientDatagramDispatch,
     WskDatagramIndication, WskProviderDatagramDispatch,
 };
-use crate::kernel::mdl::{MAX_CHAIN, copy_from_chain};
+use crate::kernel::mdl::copy_from_chain;
 
 /// The most send slots a socket has (one bit each in a `u64`).
 pub const MAX_SLOTS: usize = 64;
@@ -432,29 +434,21 @@ unsafe extern "system" fn receive_from_event(
     _flags: u32,
     indication: *mut WskDatagramIndication,
 ) -> NtStatus {
-    if indication.is_null() {
-        // The socket is no longer usable; its close completes separately.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the socket's reference, held while WSK calls
     // events on it.
-    let this = unsafe { borrow_arc::<WskDatagram>(socket_context) };
-    let mut current = indication;
-    let mut walked = 0;
-    while !current.is_null() && walked < MAX_CHAIN {
-        walked += 1;
-        // SAFETY: an element of the provider's list, valid during the event.
-        let element = unsafe { &*current };
-        let (buffer, remote, next) = (element.buffer, element.remote_address, element.next);
+    let Some(this) = (unsafe { event_object::<WskDatagram, _>(socket_context, indication) }) else {
+        return STATUS_SUCCESS;
+    };
+    // SAFETY: the provider's list, valid during the event.
+    for element in unsafe { indicated(indication, |element| element.next) } {
         // SAFETY: the provider's sender address (SOCKADDR_IN / _IN6) or null.
-        if let Some(from) = unsafe { from_sockaddr(remote) } {
+        if let Some(from) = unsafe { from_sockaddr(element.remote_address) } {
             let datagram = Datagram {
-                buffer,
+                buffer: element.buffer,
                 _indication: core::marker::PhantomData,
             };
             this.events.received(from, &datagram);
         }
-        current = next;
     }
     STATUS_SUCCESS
 }

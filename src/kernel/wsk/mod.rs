@@ -470,6 +470,44 @@ unsafe fn borrow_arc<T>(context: *mut c_void) -> Arc<T> {
     unsafe { Arc::from_raw(ptr) }
 }
 
+/// The object behind an event's socket context, for the event's length;
+/// `None` when the event came without its indication (`indication` null:
+/// the socket is going away and its close completes separately, so the
+/// event answers `STATUS_SUCCESS` and does nothing).
+///
+/// # Safety
+/// `socket_context` is a socket's reference to a `T` (`Arc::into_raw`),
+/// held while WSK calls events on the socket.
+unsafe fn event_object<T, I>(socket_context: *mut c_void, indication: *mut I) -> Option<Arc<T>> {
+    if indication.is_null() {
+        return None;
+    }
+    // SAFETY: the socket's reference keeps the object (caller contract).
+    Some(unsafe { borrow_arc::<T>(socket_context) })
+}
+
+/// The elements of a list the provider indicated (`first`, each linked to
+/// the next by `next`), at most [`MAX_CHAIN`] of them (a longer list is
+/// corrupt: a cycle).
+///
+/// # Safety
+/// `first` is null or the head of the provider's list, whose elements stay
+/// valid and unchanged for `'a` (the event).
+unsafe fn indicated<'a, T: 'a>(
+    first: *mut T,
+    next: fn(&T) -> *mut T,
+) -> impl Iterator<Item = &'a T> {
+    let mut current = first;
+    core::iter::from_fn(move || {
+        // SAFETY: null, or an element of the provider's list, valid during
+        // the event (caller contract).
+        let element = unsafe { current.as_ref() }?;
+        current = next(element);
+        Some(element)
+    })
+    .take(MAX_CHAIN)
+}
+
 /// Counts a socket on `client` and makes its reference to `this`: the
 /// context given to WSK with the socket's requests and events, released by
 /// [`release_reference`] once WSK calls nothing more on the socket.
@@ -960,26 +998,19 @@ unsafe extern "system" fn receive_event(
     _bytes_indicated: usize,
     _bytes_accepted: *mut usize,
 ) -> NtStatus {
-    if data_indication.is_null() {
-        // The socket is going away; its close completes separately.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the stream, kept by its socket's reference
     // while WSK calls events on it.
-    let this = unsafe { borrow_arc::<WskStream>(socket_context) };
+    let Some(this) = (unsafe { event_object::<WskStream, _>(socket_context, data_indication) })
+    else {
+        return STATUS_SUCCESS;
+    };
     let Some(events) = this.events() else {
         return STATUS_SUCCESS;
     };
-    let mut indication = data_indication;
-    let mut walked = 0;
-    while !indication.is_null() && walked < MAX_CHAIN {
-        walked += 1;
-        // SAFETY: an element of the provider's list, valid during the event.
-        let buffer = unsafe { (*indication).buffer };
+    // SAFETY: the provider's list, valid during the event.
+    for indication in unsafe { indicated(data_indication, |element| element.next) } {
         // SAFETY: the WSK_BUF describes a locked chain valid during the event.
-        unsafe { deliver(buffer, events.as_ref()) };
-        // SAFETY: as above.
-        indication = unsafe { (*indication).next };
+        unsafe { deliver(indication.buffer, events.as_ref()) };
     }
     STATUS_SUCCESS
 }
@@ -1208,12 +1239,11 @@ unsafe extern "system" fn accept_event(
     accept_socket_context: *mut *mut c_void,
     accept_socket_dispatch: *mut *const WskClientConnectionDispatch,
 ) -> NtStatus {
-    if accept_socket.is_null() {
-        // The listening socket is going away; its close completes apart.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the listener, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskListener>(socket_context) };
+    let Some(this) = (unsafe { event_object::<WskListener, _>(socket_context, accept_socket) })
+    else {
+        return STATUS_SUCCESS;
+    };
     let Ok(stream) = WskStream::new(&this.core.client, this.send_capacity) else {
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
