@@ -46,6 +46,7 @@ pub(super) enum Phase {
 
 /// The phase, and what the kind keeps under the same lock.
 pub(super) struct State<X> {
+    /// Where the setup and close stand.
     pub(super) phase: Phase,
     /// `close` was called before the socket could close.
     pub(super) close_wanted: bool,
@@ -64,6 +65,7 @@ pub(super) struct Core<X> {
     control_irp: OwnedIrp,
     /// The local address to bind, read by the provider during the bind.
     local: UnsafeCell<SockAddrInet>,
+    /// The phase and the kind's part, under one lock.
     pub(super) state: SpinLock<State<X>>,
 }
 
