@@ -44,17 +44,18 @@ use core::net::SocketAddr;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use super::irp::{BufferMdl, OwnedIrp, outcome};
-use super::setup::{self, Setup};
-use super::{WskClient, borrow_arc, from_sockaddr, socket_table, to_sockaddr};
-use crate::abi::{
-    IPPROTO_UDP, Irp, NtStatus, PfnWskBind, PfnWskCloseSocket, SOCK_DGRAM,
-    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED,
-    STATUS_SUCCESS, SockAddrInet, WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf,
-    WskClientDatagramDispatch, WskDatagramIndication, WskProviderDatagramDispatch, WskSocket,
+use super::irp::{BufferMdl, OwnedIrp, PoolBytes, outcome};
+use super::setup::{self, Core, Phase, Setup};
+use super::{
+    WskClient, borrow_arc, event_object, from_sockaddr, indicated, socket_table, to_sockaddr,
 };
-use crate::kernel::mdl::{MAX_CHAIN, copy_from_chain};
-use crate::kernel::sync::SpinLock;
+use crate::abi::{
+    IPPROTO_UDP, Irp, NtStatus, PfnWskBind, SOCK_DGRAM, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_INVALID_PARAMETER, STATUS_MORE_PROCESSING_REQUIRED, STATUS_SUCCESS, SockAddrInet,
+    WSK_EVENT_RECEIVE_FROM, WSK_FLAG_DATAGRAM_SOCKET, WskBuf, WskClientDatagramDispatch,
+    WskDatagramIndication, WskProviderDatagramDispatch,
+};
+use crate::kernel::mdl::copy_from_chain;
 
 /// The most send slots a socket has (one bit each in a `u64`).
 pub const MAX_SLOTS: usize = 64;
@@ -105,23 +106,6 @@ impl Datagram<'_> {
     }
 }
 
-/// Where the socket's setup stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Creating,
-    Binding,
-    Open,
-    Closing,
-    Closed,
-}
-
-struct State {
-    phase: Phase,
-    close_wanted: bool,
-    /// Bit `i` set: slot `i` is free.
-    free: u64,
-}
-
 /// One preallocated send: buffer, MDL, IRP, destination.
 struct Slot {
     buf: NonNull<u8>,
@@ -146,16 +130,16 @@ pub struct SendStats {
 
 /// A WSK datagram (UDP) socket with a fixed pool of send slots.
 pub struct WskDatagram {
-    client: Arc<WskClient>,
-    socket: AtomicPtr<WskSocket>,
+    /// Its client, socket, control IRP, local address and phase; the
+    /// kind's part of the state is the free slots (bit `i` set: slot `i`
+    /// is free).
+    core: Core<u64>,
     events: Arc<dyn DatagramEvents>,
-    state: SpinLock<State>,
-    local: UnsafeCell<SockAddrInet>,
-    control_irp: OwnedIrp,
     slots: Box<[Slot]>,
     slot_len: usize,
-    storage: NonNull<u8>,
-    storage_len: usize,
+    /// The slots' buffers (held, read through the slots). After `slots`:
+    /// freed after their MDLs.
+    _storage: PoolBytes,
     sent: AtomicU64,
     failed: AtomicU64,
     busy: AtomicU64,
@@ -163,8 +147,8 @@ pub struct WskDatagram {
 
 // SAFETY: a slot's buffer, `WskBuf` and address are written only by the one
 // holder of the free slot (its bit taken under the lock) and read by the
-// provider while its send is in flight; `local` only before the bind is
-// issued; the IRPs and MDLs are owned handles used one request at a time.
+// provider while its send is in flight; the IRPs and MDLs are owned handles
+// used one request at a time.
 unsafe impl Send for WskDatagram {}
 // SAFETY: as above.
 unsafe impl Sync for WskDatagram {}
@@ -223,49 +207,22 @@ impl WskDatagram {
         if slots == 0 || slots > MAX_SLOTS || slot_len == 0 || slot_len > MAX_SLOT_LEN {
             return Err(STATUS_INVALID_PARAMETER);
         }
-        let storage_len = slots * slot_len;
-        let mut storage = Vec::new();
-        storage
-            .try_reserve_exact(storage_len)
-            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
-        storage.resize(storage_len, 0_u8);
-        let raw = Box::into_raw(storage.into_boxed_slice());
-        let Some(base) = NonNull::new(raw.cast::<u8>()) else {
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
-        let free_storage = || {
-            // SAFETY: from `Box::into_raw` above, owned by nobody else yet.
-            drop(unsafe { Box::from_raw(raw) });
-        };
-        let Some(slot_list) = Self::make_slots(base, slots, slot_len) else {
-            free_storage();
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
-        let Some(control_irp) = OwnedIrp::new() else {
-            drop(slot_list);
-            free_storage();
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
+        let storage = PoolBytes::new(slots * slot_len).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
+        // Declared after the storage, so dropped first on an error below.
+        let slot_list = Self::make_slots(storage.start(), slots, slot_len)
+            .ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let free = if slots == MAX_SLOTS {
             u64::MAX
         } else {
             (1_u64 << slots) - 1
         };
+        let core = Core::new(client, local, free)?;
         let this = Arc::new(Self {
-            client: Arc::clone(client),
-            socket: AtomicPtr::new(core::ptr::null_mut()),
+            core,
             events,
-            state: SpinLock::new(State {
-                phase: Phase::Creating,
-                close_wanted: false,
-                free,
-            }),
-            local: UnsafeCell::new(to_sockaddr(local)),
-            control_irp,
             slots: slot_list,
             slot_len,
-            storage: base,
-            storage_len,
+            _storage: storage,
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             busy: AtomicU64::new(0),
@@ -285,7 +242,8 @@ impl WskDatagram {
         for index in 0..slots {
             let buf = NonNull::new(base.as_ptr().wrapping_add(index * slot_len))?;
             // SAFETY: `slot_len` bytes of the pool storage, which the socket
-            // frees only after its slots (field order and `Drop`).
+            // frees only after its slots (field order; in `open`, the slots
+            // are declared after the storage and dropped first).
             let mdl = unsafe { BufferMdl::new(buf, len) }?;
             let irp = OwnedIrp::new()?;
             list.push(Slot {
@@ -307,7 +265,7 @@ impl WskDatagram {
     }
 
     fn dispatch(&self) -> &WskProviderDatagramDispatch {
-        let socket = self.socket.load(Ordering::Acquire);
+        let socket = self.core.socket();
         // SAFETY: the socket is live while requests are issued on it (close
         // is the last) and is a datagram socket.
         unsafe { socket_table(socket) }
@@ -315,19 +273,19 @@ impl WskDatagram {
 
     /// Whether the socket is bound and sending.
     pub fn is_open(&self) -> bool {
-        let state = self.state.lock();
+        let state = self.core.state.lock();
         state.phase == Phase::Open && !state.close_wanted
     }
 
     /// Whether the socket is gone: its close completed, or its setup
     /// failed. WSK calls nothing more on it.
     pub fn is_closed(&self) -> bool {
-        self.state.lock().phase == Phase::Closed
+        self.core.state.lock().phase == Phase::Closed
     }
 
     /// Send slots busy (taken or in flight).
     pub fn busy_slots(&self) -> usize {
-        let free = self.state.lock().free.count_ones() as usize;
+        let free = self.core.state.lock().own.count_ones() as usize;
         self.slots.len().saturating_sub(free)
     }
 
@@ -344,17 +302,17 @@ impl WskDatagram {
     /// socket is not open.
     pub fn slot(&self) -> Option<SendSlot<'_>> {
         let index = {
-            let mut state = self.state.lock();
+            let mut state = self.core.state.lock();
             if state.phase != Phase::Open || state.close_wanted {
                 return None;
             }
-            if state.free == 0 {
+            if state.own == 0 {
                 drop(state);
                 self.busy.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            let index = state.free.trailing_zeros() as usize;
-            state.free &= !(1_u64 << index);
+            let index = state.own.trailing_zeros() as usize;
+            state.own &= !(1_u64 << index);
             index
         };
         Some(SendSlot {
@@ -364,25 +322,10 @@ impl WskDatagram {
         })
     }
 
+    /// Frees slot `index`, then closes the socket if that was the last busy
+    /// one and close is wanted.
     fn release_slot(&self, index: usize) {
-        let close_now = {
-            let mut state = self.state.lock();
-            state.free |= 1_u64 << index;
-            self.close_due(&mut state)
-        };
-        if close_now {
-            setup::start_close(self);
-        }
-    }
-
-    /// Whether close is wanted and nothing is busy: moves to `Closing`.
-    fn close_due(&self, state: &mut State) -> bool {
-        let all_free = state.free.count_ones() as usize == self.slots.len();
-        if state.close_wanted && state.phase == Phase::Open && all_free {
-            state.phase = Phase::Closing;
-            return true;
-        }
-        false
+        setup::update(self, |state| state.own |= 1_u64 << index);
     }
 
     fn start_send(&self, index: usize, to: SocketAddr, len: usize) {
@@ -405,7 +348,7 @@ impl WskDatagram {
         // SAFETY: the slot's IRP is idle; the context is the slot, which
         // lives as long as the socket, and close waits for this send.
         unsafe { slot.irp.prepare(send_done, context) };
-        let socket = self.socket.load(Ordering::Acquire);
+        let socket = self.core.socket();
         let dispatch = self.dispatch();
         // SAFETY: the socket is open (a slot is handed out only then, and
         // close waits for it); the buffer, its MDL, the address and the IRP
@@ -426,78 +369,31 @@ impl WskDatagram {
     /// Closes the socket once every slot is free; see the module
     /// documentation. Idempotent.
     pub fn close(&self) {
-        let close_now = {
-            let mut state = self.state.lock();
-            state.close_wanted = true;
-            self.close_due(&mut state)
-        };
-        if close_now {
-            setup::start_close(self);
-        }
+        setup::close(self);
     }
 }
 
 impl Setup for WskDatagram {
     const EVENTS: u32 = WSK_EVENT_RECEIVE_FROM;
     const KIND: (u16, u32, u32) = (SOCK_DGRAM, IPPROTO_UDP, WSK_FLAG_DATAGRAM_SOCKET);
+    const EVENT_TABLE: *const c_void = (&raw const DATAGRAM_DISPATCH).cast();
+    type Own = u64;
 
-    fn event_table() -> *const c_void {
-        (&raw const DATAGRAM_DISPATCH).cast()
+    fn core(&self) -> &Core<u64> {
+        &self.core
     }
 
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn control_irp(&self) -> &OwnedIrp {
-        &self.control_irp
-    }
-
-    fn local(&self) -> *mut SockAddrInet {
-        self.local.get()
-    }
-
-    fn bind_and_close(&self) -> (PfnWskBind, PfnWskCloseSocket) {
-        let dispatch = self.dispatch();
-        (dispatch.wsk_bind, dispatch.basic.wsk_close_socket)
+    fn bind(&self) -> PfnWskBind {
+        self.dispatch().wsk_bind
     }
 
     fn ready(&self, result: Result<(), NtStatus>) {
         self.events.ready(result);
     }
 
-    fn enter(&self, step: setup::Step) {
-        self.state.lock().phase = match step {
-            setup::Step::Binding => Phase::Binding,
-            setup::Step::Closing => Phase::Closing,
-            setup::Step::Closed => Phase::Closed,
-        };
-    }
-
-    fn bind_done(&self, ok: bool) -> bool {
-        let mut state = self.state.lock();
-        if ok {
-            state.phase = Phase::Open;
-            self.close_due(&mut state)
-        } else {
-            state.phase = Phase::Closing;
-            true
-        }
-    }
-}
-
-impl Drop for WskDatagram {
-    fn drop(&mut self) {
-        // The slots (MDLs over the storage) go first.
-        drop(core::mem::take(&mut self.slots));
-        let storage = core::ptr::slice_from_raw_parts_mut(self.storage.as_ptr(), self.storage_len);
-        // SAFETY: from `Box::into_raw` in `open`; the socket is closed (its
-        // reference is gone), so nothing reads the slots.
-        drop(unsafe { Box::from_raw(storage) });
+    /// Every slot free: no send in flight, none taken.
+    fn idle(&self, free: &u64) -> bool {
+        free.count_ones() as usize == self.slots.len()
     }
 }
 
@@ -538,29 +434,21 @@ unsafe extern "system" fn receive_from_event(
     _flags: u32,
     indication: *mut WskDatagramIndication,
 ) -> NtStatus {
-    if indication.is_null() {
-        // The socket is no longer usable; its close completes separately.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the socket's reference, held while WSK calls
     // events on it.
-    let this = unsafe { borrow_arc::<WskDatagram>(socket_context) };
-    let mut current = indication;
-    let mut walked = 0;
-    while !current.is_null() && walked < MAX_CHAIN {
-        walked += 1;
-        // SAFETY: an element of the provider's list, valid during the event.
-        let element = unsafe { &*current };
-        let (buffer, remote, next) = (element.buffer, element.remote_address, element.next);
+    let Some(this) = (unsafe { event_object::<WskDatagram, _>(socket_context, indication) }) else {
+        return STATUS_SUCCESS;
+    };
+    // SAFETY: the provider's list, valid during the event.
+    for element in unsafe { indicated(indication, |element| element.next) } {
         // SAFETY: the provider's sender address (SOCKADDR_IN / _IN6) or null.
-        if let Some(from) = unsafe { from_sockaddr(remote) } {
+        if let Some(from) = unsafe { from_sockaddr(element.remote_address) } {
             let datagram = Datagram {
-                buffer,
+                buffer: element.buffer,
                 _indication: core::marker::PhantomData,
             };
             this.events.received(from, &datagram);
         }
-        current = next;
     }
     STATUS_SUCCESS
 }

@@ -11,7 +11,7 @@
 //! test provider completes them as `IoCompleteRequest` does
 //! ([`complete`], tests only).
 //!
-//! The send buffer is described by one MDL: in the kernel
+//! A send buffer ([`PoolBytes`]) is described by one MDL: in the kernel
 //! `IoAllocateMdl` + `MmBuildMdlForNonPagedPool` (the crate's allocator
 //! takes non-paged pool); on the host an MDL header whose
 //! `MappedSystemVa` is the buffer, flagged `MDL_SOURCE_IS_NONPAGED_POOL`.
@@ -88,6 +88,45 @@ pub(super) unsafe fn outcome(irp: *mut Irp) -> (crate::abi::NtStatus, usize) {
     // SAFETY: valid IRP (caller contract); plain field read.
     let status = unsafe { (*irp).io_status };
     (status.status, status.information)
+}
+
+/// A zeroed byte buffer from the crate's allocator (non-paged pool in the
+/// kernel) that stays at one address, for MDLs to describe: a stream's send
+/// ring, a datagram socket's send slots. Freed on drop, so its owner keeps
+/// it while the provider may read it and declares it after the MDLs over it
+/// (fields drop in order). The owner orders who writes which part.
+pub(super) struct PoolBytes {
+    start: NonNull<u8>,
+    len: usize,
+}
+
+impl PoolBytes {
+    /// `len` zeroed bytes, or `None` when memory runs out.
+    pub(super) fn new(len: usize) -> Option<Self> {
+        let mut bytes = alloc::vec::Vec::new();
+        bytes.try_reserve_exact(len).ok()?;
+        bytes.resize(len, 0_u8);
+        let bytes: &mut [u8] = alloc::boxed::Box::leak(bytes.into_boxed_slice());
+        Some(Self {
+            start: NonNull::from(bytes).cast(),
+            len,
+        })
+    }
+
+    /// The first byte.
+    pub(super) const fn start(&self) -> NonNull<u8> {
+        self.start
+    }
+}
+
+impl Drop for PoolBytes {
+    fn drop(&mut self) {
+        let bytes = core::ptr::slice_from_raw_parts_mut(self.start.as_ptr(), self.len);
+        // SAFETY: the boxed slice `new` leaked, `len` bytes, given back
+        // once; nothing reads it any more (the owner outlives the requests
+        // on it and the MDLs over it).
+        drop(unsafe { alloc::boxed::Box::from_raw(bytes) });
+    }
 }
 
 /// One MDL describing a buffer of non-paged memory; freed on drop.

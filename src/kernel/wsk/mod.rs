@@ -68,7 +68,6 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
-use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -78,12 +77,12 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::abi::{
     AF_INET, AF_INET6, Guid, IPPROTO_TCP, In6Addr, InAddr, Irp, NPI_WSK_INTERFACE_ID, NtStatus,
-    PfnWskBind, PfnWskCloseSocket, SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET,
-    STATUS_CONNECTION_REFUSED, STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_INVALID_PARAMETER, STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED,
-    STATUS_NETWORK_UNREACHABLE, STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn,
-    SockAddrIn6, SockAddrInet, WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE,
-    WSK_FLAG_ABORTIVE, WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
+    PfnWskBind, SO_WSK_EVENT_CALLBACK, SOCK_STREAM, SOL_SOCKET, STATUS_CONNECTION_REFUSED,
+    STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER,
+    STATUS_IO_TIMEOUT, STATUS_MORE_PROCESSING_REQUIRED, STATUS_NETWORK_UNREACHABLE,
+    STATUS_REQUEST_NOT_ACCEPTED, STATUS_SUCCESS, SockAddr, SockAddrIn, SockAddrIn6, SockAddrInet,
+    WSK_EVENT_ACCEPT, WSK_EVENT_DISCONNECT, WSK_EVENT_RECEIVE, WSK_FLAG_ABORTIVE,
+    WSK_FLAG_LISTEN_SOCKET, WSK_SET_OPTION, WskBuf, WskClientConnectionDispatch,
     WskClientListenDispatch, WskDataIndication, WskEventCallbackControl, WskProviderBasicDispatch,
     WskProviderConnectionDispatch, WskProviderDispatch, WskProviderListenDispatch, WskProviderNpi,
     WskSocket,
@@ -91,7 +90,7 @@ use crate::abi::{
 use crate::kernel::mdl::{MAX_CHAIN, system_span};
 use crate::kernel::sync::SpinLock;
 pub use dgram::{Datagram, DatagramEvents, SendSlot, WskDatagram};
-use irp::{BufferMdl, OwnedIrp, outcome};
+use irp::{BufferMdl, OwnedIrp, PoolBytes, outcome};
 #[cfg(target_os = "windows")]
 pub use net::RegistrationSource;
 pub use net::{WskNet, WskSource};
@@ -471,6 +470,116 @@ unsafe fn borrow_arc<T>(context: *mut c_void) -> Arc<T> {
     unsafe { Arc::from_raw(ptr) }
 }
 
+/// The object behind an event's socket context, for the event's length;
+/// `None` when the event came without its indication (`indication` null:
+/// the socket is going away and its close completes separately, so the
+/// event answers `STATUS_SUCCESS` and does nothing).
+///
+/// # Safety
+/// `socket_context` is a socket's reference to a `T` (`Arc::into_raw`),
+/// held while WSK calls events on the socket.
+unsafe fn event_object<T, I>(socket_context: *mut c_void, indication: *mut I) -> Option<Arc<T>> {
+    if indication.is_null() {
+        return None;
+    }
+    // SAFETY: the socket's reference keeps the object (caller contract).
+    Some(unsafe { borrow_arc::<T>(socket_context) })
+}
+
+/// The elements of a list the provider indicated (`first`, each linked to
+/// the next by `next`), at most [`MAX_CHAIN`] of them (a longer list is
+/// corrupt: a cycle).
+///
+/// # Safety
+/// `first` is null or the head of the provider's list, whose elements stay
+/// valid and unchanged for `'a` (the event).
+unsafe fn indicated<'a, T: 'a>(
+    first: *mut T,
+    next: fn(&T) -> *mut T,
+) -> impl Iterator<Item = &'a T> {
+    let mut current = first;
+    core::iter::from_fn(move || {
+        // SAFETY: null, or an element of the provider's list, valid during
+        // the event (caller contract).
+        let element = unsafe { current.as_ref() }?;
+        current = next(element);
+        Some(element)
+    })
+    .take(MAX_CHAIN)
+}
+
+/// Counts a socket on `client` and makes its reference to `this`: the
+/// context given to WSK with the socket's requests and events, released by
+/// [`release_reference`] once WSK calls nothing more on the socket.
+fn socket_reference<T>(client: &WskClient, this: &Arc<T>) -> *mut c_void {
+    client.socket_opened();
+    Arc::into_raw(Arc::clone(this)).cast_mut().cast()
+}
+
+/// Gives up a socket's reference (`context`, from [`socket_reference`]) and
+/// its count on `client`.
+///
+/// # Safety
+/// `context` is a socket's reference to a `T`, and WSK calls nothing more
+/// with it (the socket is closed, or was never made).
+unsafe fn release_reference<T>(client: &WskClient, context: *mut c_void) {
+    client.socket_gone();
+    // SAFETY: the reference `socket_reference` made (caller contract).
+    drop(unsafe { Arc::from_raw(context.cast::<T>().cast_const()) });
+}
+
+/// How a request on a socket's object completed.
+struct Done {
+    /// The IRP's status.
+    status: NtStatus,
+    /// The IRP's `Information` (the new socket, or the bytes sent).
+    information: usize,
+    /// The socket's reference to the object, the IRP's context.
+    context: *mut c_void,
+}
+
+impl Done {
+    /// `Information` as the socket a creating request made.
+    const fn socket(&self) -> *mut WskSocket {
+        self.information as *mut WskSocket
+    }
+}
+
+/// An object whose socket reference is the context of its requests' IRPs,
+/// with one step per request that completes.
+trait Completes: Sized {
+    /// Request `request` completed as `done` says; `this` is a reference
+    /// for the step's length.
+    fn completed(this: Arc<Self>, request: u8, done: Done);
+}
+
+/// The completion routine of a request on a socket's object, one instance
+/// per kind of object and request (`completion::<WskStream, SEND>`...):
+/// takes the outcome and a reference for the routine's length, then runs
+/// the step. The I/O manager leaves the IRP alone afterwards, and the step
+/// may have let the object go.
+///
+/// # Safety
+/// An IRP completion routine: `irp` is one of the object's IRPs, completed,
+/// and `context` its socket reference (`Arc::into_raw` of a `T`, still held).
+unsafe extern "system" fn completion<T: Completes, const REQUEST: u8>(
+    _device: *mut c_void,
+    irp: *mut Irp,
+    context: *mut c_void,
+) -> NtStatus {
+    // SAFETY: our IRP, completed.
+    let (status, information) = unsafe { outcome(irp) };
+    // SAFETY: the context is the socket's reference to the object.
+    let this = unsafe { borrow_arc::<T>(context) };
+    let done = Done {
+        status,
+        information,
+        context,
+    };
+    T::completed(this, REQUEST, done);
+    STATUS_MORE_PROCESSING_REQUIRED
+}
+
 // --- Streams -----------------------------------------------------------------
 
 /// The send side's state, under the stream's lock.
@@ -554,11 +663,13 @@ pub struct WskStream {
     socket: AtomicPtr<WskSocket>,
     events: SpinLock<Option<Arc<dyn StreamEvents>>>,
     state: SpinLock<SendState>,
-    /// The send ring, `capacity` bytes; written under `state` in the free
-    /// part, read by the provider in the part in flight.
-    ring: NonNull<u8>,
     capacity: usize,
+    /// The send ring's MDL.
     mdl: BufferMdl,
+    /// The send ring, `capacity` bytes; written under `state` in the free
+    /// part, read by the provider in the part in flight. After `mdl`: freed
+    /// after it.
+    ring: PoolBytes,
     /// The `WSK_BUF` of the send in flight (stays valid until it completes).
     send_buf: UnsafeCell<WskBuf>,
     send_irp: OwnedIrp,
@@ -585,26 +696,14 @@ impl WskStream {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(STATUS_INVALID_PARAMETER);
         }
-        let mut ring = alloc::vec::Vec::new();
-        ring.try_reserve_exact(capacity)
-            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
-        ring.resize(capacity, 0_u8);
-        let ring = Box::into_raw(ring.into_boxed_slice());
-        let ring_ptr = NonNull::new(ring.cast::<u8>()).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
-        let free_ring = || {
-            // SAFETY: from `Box::into_raw` above, not yet owned by a stream.
-            drop(unsafe { Box::from_raw(ring) });
-        };
+        let ring = PoolBytes::new(capacity).ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let len = u32::try_from(capacity).unwrap_or(u32::MAX);
         // SAFETY: the ring is `capacity` bytes of pool memory (non-paged in
-        // the kernel) that the stream frees only after the MDL (field order).
-        let Some(mdl) = (unsafe { BufferMdl::new(ring_ptr, len) }) else {
-            free_ring();
-            return Err(STATUS_INSUFFICIENT_RESOURCES);
-        };
+        // the kernel) that the stream frees only after the MDL (field order;
+        // here, the MDL is declared after it and dropped first).
+        let mdl =
+            unsafe { BufferMdl::new(ring.start(), len) }.ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
         let (Some(send_irp), Some(control_irp)) = (OwnedIrp::new(), OwnedIrp::new()) else {
-            drop(mdl);
-            free_ring();
             return Err(STATUS_INSUFFICIENT_RESOURCES);
         };
         let stream = Self {
@@ -612,9 +711,9 @@ impl WskStream {
             socket: AtomicPtr::new(core::ptr::null_mut()),
             events: SpinLock::new(None),
             state: SpinLock::new(SendState::default()),
-            ring: ring_ptr,
             capacity,
             mdl,
+            ring,
             send_buf: UnsafeCell::new(WskBuf {
                 mdl: core::ptr::null_mut(),
                 offset: 0,
@@ -691,10 +790,11 @@ impl WskStream {
                 length: len,
             });
         };
+        let routine = completion::<Self, SEND>;
         // SAFETY: no send is in flight on the send IRP; the context is this
         // stream, kept alive by the socket's reference until close, which
         // waits for this send.
-        unsafe { self.send_irp.prepare(send_done, self.context()) };
+        unsafe { self.send_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         // SAFETY: the socket is connected and not closed (close waits for
         // this send); the buffer, its MDL and the IRP stay valid until the
@@ -704,8 +804,9 @@ impl WskStream {
 
     fn start_disconnect(&self, abortive: bool) {
         let socket = self.socket.load(Ordering::Acquire);
+        let routine = completion::<Self, DISCONNECT>;
         // SAFETY: the control IRP is idle (`control_busy` was just set).
-        unsafe { self.control_irp.prepare(disconnect_done, self.context()) };
+        unsafe { self.control_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         let flags = if abortive { WSK_FLAG_ABORTIVE } else { 0 };
         // SAFETY: a live socket; no buffer; the IRP stays valid until its
@@ -722,8 +823,9 @@ impl WskStream {
 
     fn start_close(&self) {
         let socket = self.socket.load(Ordering::Acquire);
+        let routine = completion::<Self, CLOSE>;
         // SAFETY: the control IRP is idle (`control_busy` was just set).
-        unsafe { self.control_irp.prepare(close_done, self.context()) };
+        unsafe { self.control_irp.prepare(routine, self.context()) };
         let dispatch = Self::connection_dispatch(socket);
         // SAFETY: a live socket with no other call outstanding (no send in
         // flight, the disconnect completed); the IRP stays valid until its
@@ -747,7 +849,7 @@ impl WskStream {
                 let Some(src) = bytes.get(copied..copied + chunk) else {
                     break;
                 };
-                let dst = self.ring.as_ptr().wrapping_add(tail);
+                let dst = self.ring.start().as_ptr().wrapping_add(tail);
                 // SAFETY: `dst..dst + chunk` lies in the ring's free part
                 // (`chunk <= capacity - tail` and within the room), which
                 // only this locked section writes and no send reads.
@@ -813,25 +915,29 @@ impl super::tcp::Stream for WskStream {
     }
 }
 
-impl Drop for WskStream {
-    fn drop(&mut self) {
-        let ring = core::ptr::slice_from_raw_parts_mut(self.ring.as_ptr(), self.capacity);
-        // SAFETY: the ring came from `Box::into_raw` in `new`; the socket is
-        // closed (its reference is gone), so nothing reads it.
-        drop(unsafe { Box::from_raw(ring) });
+/// The requests of a stream a [`completion`] instance finishes (its
+/// `REQUEST`): `WskSocketConnect`.
+const CONNECT: u8 = 0;
+/// `WskSend`.
+const SEND: u8 = 1;
+/// `WskDisconnect`.
+const DISCONNECT: u8 = 2;
+/// `WskCloseSocket`.
+const CLOSE: u8 = 3;
+
+impl Completes for WskStream {
+    fn completed(this: Arc<Self>, request: u8, done: Done) {
+        match request {
+            CONNECT => connected(&this, done.status, done.socket(), done.context),
+            SEND => sent(&this, done.status, done.information),
+            DISCONNECT => disconnected(&this),
+            _ => closed(this, done.context),
+        }
     }
 }
 
-/// `WskSend` completed.
-unsafe extern "system" fn send_done(
-    _device: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
-    // SAFETY: our send IRP, completed.
-    let (status, sent) = unsafe { outcome(irp) };
+/// `WskSend` completed (`sent`: the bytes it took).
+fn sent(this: &WskStream, status: NtStatus, sent: usize) {
     let (writable, failed_now) = {
         let mut state = this.state.lock();
         let in_flight = core::mem::take(&mut state.in_flight);
@@ -857,47 +963,31 @@ unsafe extern "system" fn send_done(
         this.report_closed(true);
     }
     this.pump();
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskDisconnect` completed (whatever its status, the socket is closed
 /// next).
-unsafe extern "system" fn disconnect_done(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+fn disconnected(this: &WskStream) {
     {
         let mut state = this.state.lock();
         state.control_busy = false;
         state.disconnect_done = true;
     }
     this.pump();
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskCloseSocket` completed: WSK calls nothing more on this socket, so
 /// its reference goes.
-unsafe extern "system" fn close_done(
-    _device: *mut c_void,
-    _irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: the context is the stream, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+fn closed(this: Arc<WskStream>, context: *mut c_void) {
     this.socket.store(core::ptr::null_mut(), Ordering::Release);
     this.state.lock().control_busy = false;
     drop(this.events.lock().take());
-    this.client.socket_gone();
     // SAFETY: the socket's reference, given up now that the socket is gone.
-    drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
-    // `this` (the callback's own reference) may free the stream when dropped
+    unsafe { release_reference::<WskStream>(&this.client, context) };
+    // `this` (the routine's own reference) may free the stream when dropped
     // here, after which nothing touches it: the IRP is not touched again by
     // the I/O manager (STATUS_MORE_PROCESSING_REQUIRED).
     drop(this);
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 /// `WskReceiveEvent`: hands every indicated byte to `received`, in order.
@@ -908,26 +998,19 @@ unsafe extern "system" fn receive_event(
     _bytes_indicated: usize,
     _bytes_accepted: *mut usize,
 ) -> NtStatus {
-    if data_indication.is_null() {
-        // The socket is going away; its close completes separately.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the stream, kept by its socket's reference
     // while WSK calls events on it.
-    let this = unsafe { borrow_arc::<WskStream>(socket_context) };
+    let Some(this) = (unsafe { event_object::<WskStream, _>(socket_context, data_indication) })
+    else {
+        return STATUS_SUCCESS;
+    };
     let Some(events) = this.events() else {
         return STATUS_SUCCESS;
     };
-    let mut indication = data_indication;
-    let mut walked = 0;
-    while !indication.is_null() && walked < MAX_CHAIN {
-        walked += 1;
-        // SAFETY: an element of the provider's list, valid during the event.
-        let buffer = unsafe { (*indication).buffer };
+    // SAFETY: the provider's list, valid during the event.
+    for indication in unsafe { indicated(data_indication, |element| element.next) } {
         // SAFETY: the WSK_BUF describes a locked chain valid during the event.
-        unsafe { deliver(buffer, events.as_ref()) };
-        // SAFETY: as above.
-        indication = unsafe { (*indication).next };
+        unsafe { deliver(indication.buffer, events.as_ref()) };
     }
     STATUS_SUCCESS
 }
@@ -1011,12 +1094,10 @@ pub fn connect(
     stream.state.lock().control_busy = true;
     // The socket's reference: given to WSK as the socket context and to the
     // completion routine.
-    client.socket_opened();
-    let context = Arc::into_raw(Arc::clone(&stream))
-        .cast_mut()
-        .cast::<c_void>();
+    let context = socket_reference(client, &stream);
+    let routine = completion::<WskStream, CONNECT>;
     // SAFETY: the control IRP is idle (a new stream).
-    unsafe { stream.control_irp.prepare(connect_done, context) };
+    unsafe { stream.control_irp.prepare(routine, context) };
     let addrs = addrs.cast::<SockAddrInet>();
     let dispatch = client.dispatch();
     // SAFETY: a captured provider; the addresses and the IRP stay valid until
@@ -1041,23 +1122,18 @@ pub fn connect(
     Ok(())
 }
 
-/// `WskSocketConnect` completed: `Information` is the new socket.
-unsafe extern "system" fn connect_done(
-    _device: *mut c_void,
-    irp: *mut Irp,
+/// `WskSocketConnect` completed (`socket`: the new socket).
+fn connected(
+    this: &Arc<WskStream>,
+    status: NtStatus,
+    socket: *mut WskSocket,
     context: *mut c_void,
-) -> NtStatus {
-    // SAFETY: our control IRP, completed.
-    let (status, information) = unsafe { outcome(irp) };
-    // SAFETY: the context is the socket's reference to the stream.
-    let this = unsafe { borrow_arc::<WskStream>(context) };
+) {
     this.state.lock().control_busy = false;
     let done = this.connect_events.lock().take();
-    let socket = information as *mut WskSocket;
     if status < 0 || socket.is_null() {
-        this.client.socket_gone();
         // SAFETY: no socket was made: the reference given for it goes.
-        drop(unsafe { Arc::from_raw(context.cast::<WskStream>().cast_const()) });
+        unsafe { release_reference::<WskStream>(&this.client, context) };
         if let Some(done) = done {
             let _ = done.connected(Err(ConnectError::from_status(if status < 0 {
                 status
@@ -1065,13 +1141,13 @@ unsafe extern "system" fn connect_done(
                 STATUS_INSUFFICIENT_RESOURCES
             })));
         }
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        return;
     }
     this.socket.store(socket, Ordering::Release);
-    let events = done.and_then(|done| done.connected(Ok(Arc::clone(&this))));
+    let events = done.and_then(|done| done.connected(Ok(Arc::clone(this))));
     let Some(events) = events else {
         this.close(true);
-        return STATUS_MORE_PROCESSING_REQUIRED;
+        return;
     };
     *this.events.lock() = Some(events);
     // SAFETY: the socket the provider just made.
@@ -1080,42 +1156,17 @@ unsafe extern "system" fn connect_done(
         this.report_closed(true);
         this.close(true);
     }
-    STATUS_MORE_PROCESSING_REQUIRED
 }
 
 // --- Listen --------------------------------------------------------------------
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ListenPhase {
-    Creating,
-    Binding,
-    Listening,
-    Closing,
-    Failed,
-}
-
-struct ListenState {
-    phase: ListenPhase,
-    /// `close` was called while a request was in flight.
-    close_wanted: bool,
-}
-
 /// A listening WSK socket; accepted connections go to its [`ListenEvents`].
 pub struct WskListener {
-    client: Arc<WskClient>,
-    socket: AtomicPtr<WskSocket>,
+    /// Its client, socket, control IRP, local address and phase.
+    core: setup::Core<()>,
     events: Arc<dyn ListenEvents>,
-    state: SpinLock<ListenState>,
-    irp: OwnedIrp,
-    local: UnsafeCell<SockAddrInet>,
     send_capacity: usize,
 }
-
-// SAFETY: `local` is only read by the provider during the bind; the IRP is
-// used one request at a time as the phase orders.
-unsafe impl Send for WskListener {}
-// SAFETY: as above.
-unsafe impl Sync for WskListener {}
 
 /// Listens on `local`; `events` hears `ready` once set up, then every
 /// accepted connection, whose stream gets a send ring of `send_capacity`
@@ -1129,17 +1180,9 @@ pub fn listen(
     send_capacity: usize,
     events: Arc<dyn ListenEvents>,
 ) -> Result<Arc<WskListener>, NtStatus> {
-    let irp = OwnedIrp::new().ok_or(STATUS_INSUFFICIENT_RESOURCES)?;
     let listener = Arc::new(WskListener {
-        client: Arc::clone(client),
-        socket: AtomicPtr::new(core::ptr::null_mut()),
+        core: setup::Core::new(client, local, ())?,
         events,
-        state: SpinLock::new(ListenState {
-            phase: ListenPhase::Creating,
-            close_wanted: false,
-        }),
-        irp,
-        local: UnsafeCell::new(to_sockaddr(local)),
         send_capacity,
     });
     setup::create(&listener, local.is_ipv4());
@@ -1148,7 +1191,7 @@ pub fn listen(
 
 impl WskListener {
     fn listen_dispatch(&self) -> &WskProviderListenDispatch {
-        let socket = self.socket.load(Ordering::Acquire);
+        let socket = self.core.socket();
         // SAFETY: the listener's socket is live while requests are issued on
         // it (close is the last one) and is a listening socket.
         unsafe { socket_table(socket) }
@@ -1157,23 +1200,7 @@ impl WskListener {
     /// Stops listening and closes the socket (once its setup is over).
     /// Connections already accepted are not affected.
     pub fn close(&self) {
-        let start = {
-            let mut state = self.state.lock();
-            match state.phase {
-                ListenPhase::Listening => {
-                    state.phase = ListenPhase::Closing;
-                    true
-                }
-                ListenPhase::Creating | ListenPhase::Binding => {
-                    state.close_wanted = true;
-                    false
-                }
-                ListenPhase::Closing | ListenPhase::Failed => false,
-            }
-        };
-        if start {
-            setup::start_close(self);
-        }
+        setup::close(self);
     }
 }
 
@@ -1181,54 +1208,24 @@ impl setup::Setup for WskListener {
     // The accepted sockets inherit receive and disconnect.
     const EVENTS: u32 = WSK_EVENT_ACCEPT | WSK_EVENT_RECEIVE | WSK_EVENT_DISCONNECT;
     const KIND: (u16, u32, u32) = (SOCK_STREAM, IPPROTO_TCP, WSK_FLAG_LISTEN_SOCKET);
+    const EVENT_TABLE: *const c_void = (&raw const LISTEN_DISPATCH).cast();
+    type Own = ();
 
-    fn event_table() -> *const c_void {
-        (&raw const LISTEN_DISPATCH).cast()
+    fn core(&self) -> &setup::Core<()> {
+        &self.core
     }
 
-    fn client(&self) -> &WskClient {
-        &self.client
-    }
-
-    fn socket(&self) -> &AtomicPtr<WskSocket> {
-        &self.socket
-    }
-
-    fn control_irp(&self) -> &OwnedIrp {
-        &self.irp
-    }
-
-    fn local(&self) -> *mut SockAddrInet {
-        self.local.get()
-    }
-
-    fn bind_and_close(&self) -> (PfnWskBind, PfnWskCloseSocket) {
-        let dispatch = self.listen_dispatch();
-        (dispatch.wsk_bind, dispatch.basic.wsk_close_socket)
+    fn bind(&self) -> PfnWskBind {
+        self.listen_dispatch().wsk_bind
     }
 
     fn ready(&self, result: Result<(), NtStatus>) {
         self.events.ready(result);
     }
 
-    fn enter(&self, step: setup::Step) {
-        self.state.lock().phase = match step {
-            setup::Step::Binding => ListenPhase::Binding,
-            setup::Step::Closing => ListenPhase::Closing,
-            setup::Step::Closed => ListenPhase::Failed,
-        };
-    }
-
-    /// A listen socket listens once bound.
-    fn bind_done(&self, ok: bool) -> bool {
-        let mut state = self.state.lock();
-        if !ok || state.close_wanted {
-            state.phase = ListenPhase::Closing;
-            true
-        } else {
-            state.phase = ListenPhase::Listening;
-            false
-        }
+    /// A listener has nothing of its own in flight: it closes once open.
+    fn idle(&self, (): &()) -> bool {
+        true
     }
 }
 
@@ -1242,13 +1239,12 @@ unsafe extern "system" fn accept_event(
     accept_socket_context: *mut *mut c_void,
     accept_socket_dispatch: *mut *const WskClientConnectionDispatch,
 ) -> NtStatus {
-    if accept_socket.is_null() {
-        // The listening socket is going away; its close completes apart.
-        return STATUS_SUCCESS;
-    }
     // SAFETY: the context is the listener, kept by its socket's reference.
-    let this = unsafe { borrow_arc::<WskListener>(socket_context) };
-    let Ok(stream) = WskStream::new(&this.client, this.send_capacity) else {
+    let Some(this) = (unsafe { event_object::<WskListener, _>(socket_context, accept_socket) })
+    else {
+        return STATUS_SUCCESS;
+    };
+    let Ok(stream) = WskStream::new(&this.core.client, this.send_capacity) else {
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
     stream.socket.store(accept_socket, Ordering::Release);
@@ -1260,8 +1256,7 @@ unsafe extern "system" fn accept_event(
         return STATUS_REQUEST_NOT_ACCEPTED;
     };
     *stream.events.lock() = Some(events);
-    this.client.socket_opened();
-    let context = Arc::into_raw(stream).cast_mut().cast::<c_void>();
+    let context = socket_reference(&this.core.client, &stream);
     // SAFETY: out-parameters the provider gives for this purpose.
     unsafe { accept_socket_context.write(context) };
     // SAFETY: as above.
