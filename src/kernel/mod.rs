@@ -70,6 +70,7 @@ pub mod tcp;
 #[cfg(not(target_os = "windows"))]
 pub mod tcp_host;
 #[cfg(test)]
+#[cfg(not(loom))]
 pub(crate) mod tcp_testing;
 pub mod time;
 #[cfg(not(loom))]
