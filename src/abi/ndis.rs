@@ -248,31 +248,42 @@ pub struct NdisNdkConnectionEntry {
     pub owner_pid: u32,
 }
 
-/// `NDIS_NDK_CONNECTIONS` (§3.11): the answer to `OID_NDK_CONNECTIONS`.
+/// The two variable-length NDK lists of §3.11, which C declares as two
+/// structures with one head over different entries: `NDIS_NDK_CONNECTIONS`
+/// ([`NdisNdkConnections`], the answer to `OID_NDK_CONNECTIONS`) and
+/// `NDIS_NDK_LOCAL_ENDPOINTS` ([`NdisNdkLocalEndpoints`], the answer to
+/// `OID_NDK_LOCAL_ENDPOINTS`). Declared once, so the head is the same in both
+/// by construction.
 ///
-/// Variable size: [`ndis_sizeof_ndk_connections_revision_1`](super::ndis_sizeof_ndk_connections_revision_1)`(n)` = 0x10 + 0x40 ×
-/// `Count` bytes (`size_of` with the one declared entry is 0x50). When
-/// `nd_connections_mappedto_tcp_connections` is TRUE (iWARP), entries come in
-/// pairs: even index ND addressing plus the other members, odd index the TCP
-/// addressing only. Not `Clone`/`Copy`: a copy would keep only the first entry.
+/// Variable size: `NDIS_SIZEOF_…_REVISION_1(n)` = 0x10 + `size_of::<E>()` ×
+/// `Count` bytes ([`ndis_sizeof_ndk_connections_revision_1`](super::ndis_sizeof_ndk_connections_revision_1),
+/// [`ndis_sizeof_ndk_local_endpoints_revision_1`](super::ndis_sizeof_ndk_local_endpoints_revision_1));
+/// `size_of` with the one declared entry is 0x50 and 0x34. When
+/// `mapped_to_tcp` is TRUE (iWARP), entries come in pairs: even index ND
+/// addressing plus the other members, odd index the TCP addressing only. Not
+/// `Clone`/`Copy`: a copy would keep only the first entry.
 #[repr(C)]
 #[derive(Default)]
-pub struct NdisNdkConnections {
+pub struct NdisNdkList<E> {
     /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
     /// revision 1, min(0xFFFF, size(`Count`))}.
     pub header: NdisObjectHeader,
     /// `Flags`: reserved, 0.
     pub flags: u32,
-    /// `Count`: entries in `connections`.
+    /// `Count`: entries in `entries`.
     pub count: u32,
-    /// `NDConnectionsMappedtoTCPConnections`.
-    pub nd_connections_mappedto_tcp_connections: Boolean,
+    /// `NDConnectionsMappedtoTCPConnections` /
+    /// `NDLocalEndpointsMappedtoTCPLocalEndpoints`.
+    pub mapped_to_tcp: Boolean,
     /// Padding in C, declared so that a zeroed value has no uninitialised bytes
     /// to leak into the consumer's (or user mode's) buffer; write 0.
     pub padding_0d: [u8; 3],
-    /// `Connections`: `NDIS_NDK_CONNECTION_ENTRY[Count]`, declared `[1]`.
-    pub connections: [NdisNdkConnectionEntry; 1],
+    /// `Connections` / `LocalEndpoints`: `E[Count]`, declared `[1]`.
+    pub entries: [E; 1],
 }
+
+/// `NDIS_NDK_CONNECTIONS` (§3.11): the answer to `OID_NDK_CONNECTIONS`.
+pub type NdisNdkConnections = NdisNdkList<NdisNdkConnectionEntry>;
 
 /// `NDIS_NDK_LOCAL_ENDPOINT_ENTRY` (§3.11): one listener or shared endpoint in
 /// [`NdisNdkLocalEndpoints`]; 0x24 bytes, align 4.
@@ -293,29 +304,7 @@ pub struct NdisNdkLocalEndpointEntry {
 }
 
 /// `NDIS_NDK_LOCAL_ENDPOINTS` (§3.11): the answer to `OID_NDK_LOCAL_ENDPOINTS`.
-///
-/// Variable size: [`ndis_sizeof_ndk_local_endpoints_revision_1`](super::ndis_sizeof_ndk_local_endpoints_revision_1)`(n)` = 0x10 +
-/// 0x24 × `Count` bytes (`size_of` with the one declared entry is 0x34). The
-/// TCP-mapped pairing of [`NdisNdkConnections`] applies here too. Not
-/// `Clone`/`Copy`: a copy would keep only the first entry.
-#[repr(C)]
-#[derive(Default)]
-pub struct NdisNdkLocalEndpoints {
-    /// `Header`: {[`NDIS_OBJECT_TYPE_DEFAULT`](super::NDIS_OBJECT_TYPE_DEFAULT),
-    /// revision 1, min(0xFFFF, size(`Count`))}.
-    pub header: NdisObjectHeader,
-    /// `Flags`: reserved, 0.
-    pub flags: u32,
-    /// `Count`: entries in `local_endpoints`.
-    pub count: u32,
-    /// `NDLocalEndpointsMappedtoTCPLocalEndpoints`.
-    pub nd_local_endpoints_mappedto_tcp_local_endpoints: Boolean,
-    /// Padding in C, declared so that a zeroed value has no uninitialised bytes
-    /// to leak into the consumer's (or user mode's) buffer; write 0.
-    pub padding_0d: [u8; 3],
-    /// `LocalEndpoints`: `NDIS_NDK_LOCAL_ENDPOINT_ENTRY[Count]`, declared `[1]`.
-    pub local_endpoints: [NdisNdkLocalEndpointEntry; 1],
-}
+pub type NdisNdkLocalEndpoints = NdisNdkList<NdisNdkLocalEndpointEntry>;
 
 // ---------------------------------------------------------------------------
 // Layout assertions
@@ -360,17 +349,16 @@ assert_layouts! {
     }
     // Variable-size: sizeof with the one declared entry, and where the array starts.
     layout_ndis_ndk_connections: NdisNdkConnections, size 0x50, align 4 {
-        header: 0x00, flags: 0x04, count: 0x08, nd_connections_mappedto_tcp_connections: 0x0C,
-        padding_0d: 0x0D, connections: 0x10,
+        header: 0x00, flags: 0x04, count: 0x08, mapped_to_tcp: 0x0C, padding_0d: 0x0D,
+        entries: 0x10,
     }
     layout_ndis_ndk_local_endpoint_entry: NdisNdkLocalEndpointEntry, size 0x24, align 4 {
         local: 0x00, user_mode_owner: 0x1C, listener: 0x1D, padding_1e: 0x1E, owner_pid: 0x20,
     }
     // Variable-size: sizeof with the one declared entry, and where the array starts.
     layout_ndis_ndk_local_endpoints: NdisNdkLocalEndpoints, size 0x34, align 4 {
-        header: 0x00, flags: 0x04, count: 0x08,
-        nd_local_endpoints_mappedto_tcp_local_endpoints: 0x0C, padding_0d: 0x0D,
-        local_endpoints: 0x10,
+        header: 0x00, flags: 0x04, count: 0x08, mapped_to_tcp: 0x0C, padding_0d: 0x0D,
+        entries: 0x10,
     }
 }
 
@@ -405,15 +393,13 @@ const _: () = {
         ndis_sizeof_ndk_connections_revision_1, ndis_sizeof_ndk_local_endpoints_revision_1,
     };
 
-    assert!(NDIS_NDK_CONNECTIONS_HEADER_SIZE == offset_of!(NdisNdkConnections, connections));
+    assert!(NDIS_NDK_CONNECTIONS_HEADER_SIZE == offset_of!(NdisNdkConnections, entries));
     assert!(NDIS_NDK_CONNECTION_ENTRY_SIZE == size_of::<NdisNdkConnectionEntry>());
     assert!(ndis_sizeof_ndk_connections_revision_1(0) == 0x10);
     assert!(ndis_sizeof_ndk_connections_revision_1(1) == size_of::<NdisNdkConnections>());
     assert!(ndis_sizeof_ndk_connections_revision_1(3) == 0x10 + 3 * 0x40);
 
-    assert!(
-        NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE == offset_of!(NdisNdkLocalEndpoints, local_endpoints)
-    );
+    assert!(NDIS_NDK_LOCAL_ENDPOINTS_HEADER_SIZE == offset_of!(NdisNdkLocalEndpoints, entries));
     assert!(NDIS_NDK_LOCAL_ENDPOINT_ENTRY_SIZE == size_of::<NdisNdkLocalEndpointEntry>());
     assert!(ndis_sizeof_ndk_local_endpoints_revision_1(0) == 0x10);
     assert!(ndis_sizeof_ndk_local_endpoints_revision_1(1) == size_of::<NdisNdkLocalEndpoints>());

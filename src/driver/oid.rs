@@ -25,8 +25,8 @@ use crate::abi::{
     NDIS_SIZEOF_NDK_STATISTICS_INFO_REVISION_1, NDIS_STATUS_BUFFER_TOO_SHORT,
     NDIS_STATUS_INVALID_LENGTH, NDIS_STATUS_MULTICAST_FULL, NDIS_STATUS_NOT_SUPPORTED,
     NDIS_STATUS_SUCCESS, NdisNdkConnectionEntry, NdisNdkConnections, NdisNdkLocalEndpointEntry,
-    NdisNdkLocalEndpoints, NdisNdkPerformanceCounters, NdisNdkStatisticsInfo, NdisObjectHeader,
-    NdisOid, NdisStatus, NdkRdmaTechnology, SockAddrIn, SockAddrIn6, SockAddrInet,
+    NdisNdkPerformanceCounters, NdisNdkStatisticsInfo, NdisObjectHeader, NdisOid, NdisStatus,
+    NdkRdmaTechnology, SockAddrIn, SockAddrIn6, SockAddrInet,
     ndis_sizeof_ndk_connections_revision_1, ndis_sizeof_ndk_local_endpoints_revision_1,
 };
 use crate::abi::{
@@ -838,18 +838,12 @@ type Entries<T> = fn(&dyn NdkProvider, &mut dyn FnMut(&T));
 
 /// Where the fields after the object header stand in both lists' heads:
 /// `Flags` (0), `Count`, and the byte saying whether entries come in ND/TCP
-/// pairs (A21). `NDIS_NDK_CONNECTIONS` and `NDIS_NDK_LOCAL_ENDPOINTS` start
-/// alike; the assertion below holds the second to the first.
+/// pairs (A21). The abi declares both lists as one
+/// [`NdisNdkList`](crate::abi::NdisNdkList) over their entry types, so the
+/// head's offsets do not depend on the entry.
 const LIST_FLAGS: usize = offset_of!(NdisNdkConnections, flags);
 const LIST_COUNT: usize = offset_of!(NdisNdkConnections, count);
-const LIST_MAPS_TO_TCP: usize =
-    offset_of!(NdisNdkConnections, nd_connections_mappedto_tcp_connections);
-const _: () = {
-    type L = NdisNdkLocalEndpoints;
-    assert!(offset_of!(L, flags) == LIST_FLAGS);
-    assert!(offset_of!(L, count) == LIST_COUNT);
-    assert!(offset_of!(L, nd_local_endpoints_mappedto_tcp_local_endpoints) == LIST_MAPS_TO_TCP);
-};
+const LIST_MAPS_TO_TCP: usize = offset_of!(NdisNdkConnections, mapped_to_tcp);
 
 /// Writes a variable-length NDK list in one pass over the provider's entries:
 /// entries that fit are written, all are counted, and the answer is
