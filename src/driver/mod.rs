@@ -18,7 +18,6 @@
 //! | [`config`] | registry keywords: `*NetworkDirect`, RoCE frame size, MAC address (A22–A24), VXLAN peers and VNI | everywhere |
 //! | [`ether`] | the virtual Ethernet on the wire: VXLAN over WSK datagram sockets, send slots, receive buffers | everywhere |
 //! | [`frames`] | the frame path's NDIS bookkeeping: receive NBLs out, pause / halt with NBLs out, low-pool indications, link, tick | everywhere |
-//! | [`mem`] | fallible allocation (no bug check on low memory) | everywhere |
 //! | `ndis_sys` | hand-declared `ndis.sys` imports (`raw-dylib`) | Windows |
 //! | `netio_sys` | hand-declared `netio.sys` imports (`raw-dylib`) | Windows |
 //! | `miniport` | `DriverEntry` and every `extern "system"` handler | Windows |

@@ -2,7 +2,7 @@
 //! iWARP over kernel TCP sockets (WSK), through a [`WskNet`] of its own.
 //!
 //! * `MiniportInitializeEx` (PASSIVE_LEVEL) registers a WSK client with
-//!   [`kernel_net`]; `WskRegister` does not wait for WSK, and the provider
+//!   `kernel_net`; `WskRegister` does not wait for WSK, and the provider
 //!   is captured only when a listen or connect needs it, without waiting
 //!   (`WSK_NO_WAIT`): while WSK is not up those fail and the next ones try
 //!   again. Neither `DriverEntry` nor initialise ever blocks on WSK.

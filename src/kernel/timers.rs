@@ -4,7 +4,7 @@
 //! [`Timers`] is plain Rust: a list of `(due, timer)` and the deadline the
 //! alarm is set for. The platform [`Alarm`] is one re-armable one-shot that
 //! calls [`Timers::expire`] when it goes off: in the kernel a `KTIMER` whose
-//! `KDPC` runs at DISPATCH_LEVEL ([`kernel_alarm`], over the interrupt-time
+//! `KDPC` runs at DISPATCH_LEVEL (`ktimer::kernel_alarm`, over the interrupt-time
 //! clock), on the host a [`PlayedAlarm`] whose clock and firing the tests
 //! drive by hand, as they drive the test WSK provider.
 //!
@@ -141,7 +141,7 @@ impl Timers {
 }
 
 /// The host's alarm, played by the tests: its clock moves only when told
-/// ([`advance`](Self::advance)), and it goes off then, as a `KTIMER`'s DPC
+/// ([`PlayedClock::advance`]), and it goes off then, as a `KTIMER`'s DPC
 /// would.
 #[cfg(not(target_os = "windows"))]
 pub struct PlayedAlarm {

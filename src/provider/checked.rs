@@ -13,7 +13,7 @@
 //! no cost to anything else and is always reported. The other kinds need
 //! bookkeeping on the calls themselves and are watched only in checked mode
 //! ([`checked`]), off by default: when off, each watched slot pays one
-//! relaxed load of [`MODE`] and a branch.
+//! relaxed load of `MODE` and a branch.
 //!
 //! The mode is per provider instance (the driver, or the host process):
 //! set from the registry at driver load, or by `SOFTNDK_CHECKED` /

@@ -271,13 +271,13 @@ pub(crate) use ndk_table;
 
 /// Host mode only: a hook into every generated thunk, for tests that must
 /// hold a call *inside* its object at a known point — after the call entered
-/// the object, before its method runs ([`Point::Entered`]), and after the
-/// method returned, before the call leaves ([`Point::Leaving`]) — while
+/// the object, before its method runs ([`Point::Entered`](hook::Point::Entered)), and after the
+/// method returned, before the call leaves ([`Point::Leaving`](hook::Point::Leaving)) — while
 /// another thread closes the object (the close-race stress of issue 15,
 /// `tests/close_race.rs`).
 ///
 /// Not in the driver build (`cfg(not(target_os = "windows"))`). In host mode
-/// a call with no hook installed pays one relaxed load of [`ARMED`] and a
+/// a call with no hook installed pays one relaxed load of `ARMED` and a
 /// branch; what an installed hook costs (a lock, a copy of the hook list)
 /// only calls made while a test has one installed pay.
 #[cfg(not(target_os = "windows"))]
@@ -380,7 +380,7 @@ pub mod hook {
         }
     }
 
-    /// One dispatch table's slots, as [`Table`] lists them.
+    /// One dispatch table's slots, as `Table` lists them.
     #[derive(Clone, Copy, Debug)]
     pub struct TableSlots {
         /// The object type.

@@ -8,8 +8,8 @@
 //! queue). Here are the provider's sites, each reached by one line in its
 //! caller:
 //!
-//! * [`hand_out`] (every create's out-pointer): a pending create, L5–L7;
-//! * [`close`] (the consumer's `NdkCloseObject`): a pending close, L18;
+//! * `hand_out` (every create's out-pointer): a pending create, L5–L7;
+//! * `close` (the consumer's `NdkCloseObject`): a pending close, L18;
 //! * `Object::deliver` (request completions and event callbacks): a delayed
 //!   callback, I3 (the serializer keeps order and C5-like no-overlap);
 //! * `Object::create` (every object): an inline create failure, L9.

@@ -5,7 +5,7 @@
 //! list onto the stack (no allocation on the posting path), and hands the
 //! request to the RNIC, which queues it or refuses it inline. A refusal the
 //! provider decides itself still rings the doorbell for the QP's earlier
-//! deferred requests first (D4, see [`refuse`]).
+//! deferred requests first (D4, see `refuse`).
 
 #![expect(
     clippy::too_many_arguments,

@@ -1,7 +1,7 @@
 //! The data engine: executes one initiator request between two connected
 //! QPs.
 //!
-//! Every byte moves through [`memory`](super::memory)'s checked copies, after
+//! Every byte moves through [`memory`]'s checked copies, after
 //! both sides' tokens, ranges and rights have been resolved; nothing here is
 //! `unsafe`. The engine runs in the QP's runner (one at a time per QP, see
 //! `qp.rs`), so requests of one QP execute and complete in post order; a

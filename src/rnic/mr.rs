@@ -17,7 +17,7 @@
 //! binding is refused for ever (M23, M34).
 //!
 //! DMA safety: a resolved [`Segment`] is covered by a use of its region (its
-//! own, or that of the runner's [`TokenCache`] it was resolved through), and
+//! own, or that of the runner's `TokenCache` it was resolved through), and
 //! a deregistration that finds the region in use completes only when the last
 //! use ends (rule M11: DeregisterMr may pend), so the consumer never frees
 //! memory under an in-flight copy.
@@ -1278,7 +1278,7 @@ impl Drop for Use {
 
 /// A resolved piece of memory a request reads or writes. Its region's memory
 /// stays registered until it drops: it holds a use of its own, or (resolved
-/// through a [`TokenCache`]) the cache's use covers it.
+/// through a `TokenCache`) the cache's use covers it.
 pub struct Segment {
     kind: SegmentKind,
     len: u64,

@@ -3,8 +3,8 @@
 //! `kernel::net` (std sockets).
 //!
 //! * [`WskClient`]: the captured provider NPI. In the kernel,
-//!   [`Registration::register`] (PASSIVE_LEVEL) registers the client and
-//!   [`Registration::capture`] captures the provider; with `WSK_NO_WAIT`
+//!   `Registration::register` (PASSIVE_LEVEL) registers the client and
+//!   `Registration::capture` captures the provider; with `WSK_NO_WAIT`
 //!   it answers `STATUS_DEVICE_NOT_READY` at once while WSK is not up (boot),
 //!   so `DriverEntry` never blocks on it. On the host the tests build a
 //!   client over their own provider dispatch table ([`WskClient::from_npi`]).

@@ -38,7 +38,7 @@
 //! first FPDUs) come back untouched in [`Established::leftover`].
 //!
 //! The frame buffer is fixed (a header and at most 512 bytes of private
-//! data), the RTR is read through a [`Deframer`] sized for the longest Terminate, and the output
+//! data), the RTR is read through a [`Deframer`](super::mpa::Deframer) sized for the longest Terminate, and the output
 //! holds at most one frame and one or two short FPDUs: nothing grows with what
 //! a peer sends.
 //!

@@ -170,7 +170,7 @@ pub(super) struct Side {
     pub(super) credits: u64,
     /// The CQ's depth. A CQ may overflow (posts to a queue in error
     /// complete at once, E1, E5, or one is injected): whether it did is
-    /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`]).
+    /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`](super::Fuzzer::cq_failed)).
     pub(super) cq_depth: u32,
 }
 
