@@ -141,10 +141,7 @@ crate::kernel::log::debug_fields!(EtherPort { peers, port });
 
 /// A zeroed buffer of `len` bytes, or `None` when memory runs out.
 fn zeroed(len: usize) -> Option<Box<[u8]>> {
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(len).ok()?;
-    bytes.resize(len, 0_u8);
-    Some(bytes.into_boxed_slice())
+    crate::kernel::mem::try_filled(len, 0_u8)
 }
 
 /// Why the port could not be made.

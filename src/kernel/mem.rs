@@ -1,4 +1,4 @@
-//! Fallible allocation of single objects.
+//! Fallible allocation of single objects and of filled slices.
 //!
 //! `Box::new` treats an allocation failure as fatal, and in the kernel a
 //! fatal error is a bug check. Everything the driver and the provider allocate
@@ -29,6 +29,17 @@ pub fn try_box<T>(value: T) -> Option<Box<T>> {
     Some(unsafe { Box::from_raw(ptr) })
 }
 
+/// A slice of `n` copies of `value` in a new pool allocation, or `None` when
+/// the allocator fails: the buffers, rings and queues every layer sizes at
+/// creation, allocated without the bug check `vec!` would make of a failure.
+#[must_use]
+pub fn try_filled<T: Clone>(n: usize, value: T) -> Option<Box<[T]>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, value);
+    Some(v.into_boxed_slice())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +49,18 @@ mod tests {
         let boxed = try_box([7_u64; 4]).unwrap();
         assert_eq!(*boxed, [7; 4]);
         assert!(try_box(()).is_some());
+    }
+
+    #[test]
+    fn test_try_filled_holds_n_copies() {
+        let filled = try_filled(3, 9_u8).unwrap();
+        assert_eq!(&*filled, &[9, 9, 9]);
+        assert!(try_filled(0, 1_u32).unwrap().is_empty());
+    }
+
+    #[test]
+    fn test_try_filled_refuses_an_impossible_size() {
+        // More bytes than an allocation may have: refused, not a panic.
+        assert!(try_filled(usize::MAX, 0_u8).is_none());
     }
 }

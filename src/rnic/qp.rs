@@ -38,7 +38,6 @@
 //! (kick, the pass over rung requests, retiring and reporting).
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::fmt;
 
 use super::cq::Cq;
@@ -50,6 +49,7 @@ use super::ring::Ring;
 use super::srq::Srq;
 use super::types::{Access, Opcode, Sge, WrFlags};
 use crate::kernel::deferred::Deferred;
+use crate::kernel::mem::try_filled;
 use crate::kernel::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::kernel::sync::{Arc, SpinLock, Weak};
 
@@ -316,14 +316,6 @@ impl fmt::Debug for Qp {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// A `Vec` of `n` default values, or `None` when memory runs out.
-fn try_filled<T: Clone>(n: usize, value: T) -> Option<Box<[T]>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).ok()?;
-    v.resize(n, value);
-    Some(v.into_boxed_slice())
 }
 
 impl Qp {

@@ -103,10 +103,7 @@ pub(super) struct PoolBytes {
 impl PoolBytes {
     /// `len` zeroed bytes, or `None` when memory runs out.
     pub(super) fn new(len: usize) -> Option<Self> {
-        let mut bytes = alloc::vec::Vec::new();
-        bytes.try_reserve_exact(len).ok()?;
-        bytes.resize(len, 0_u8);
-        let bytes: &mut [u8] = alloc::boxed::Box::leak(bytes.into_boxed_slice());
+        let bytes: &mut [u8] = alloc::boxed::Box::leak(crate::kernel::mem::try_filled(len, 0_u8)?);
         Some(Self {
             start: NonNull::from(bytes).cast(),
             len,

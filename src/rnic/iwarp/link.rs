@@ -381,10 +381,7 @@ pub fn connect(
 }
 
 fn try_boxed<T: Clone>(n: usize, value: T) -> Result<Box<[T]>, LinkError> {
-    let mut v = alloc::vec::Vec::new();
-    v.try_reserve_exact(n).map_err(|_| LinkError::Resources)?;
-    v.resize(n, value);
-    Ok(v.into_boxed_slice())
+    crate::kernel::mem::try_filled(n, value).ok_or(LinkError::Resources)
 }
 
 // ----- memory ------------------------------------------------------------
