@@ -39,7 +39,6 @@ const TRANSPORT: harness::Transport = harness::Transport::Local;
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use harness::*;
 use softndk::abi::*;
@@ -56,15 +55,6 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Calls of one slot held inside the object at once.
 const THREADS: usize = 3;
-
-/// Polls `done` until it holds, failing after [`WAIT`].
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 
 // ---------------------------------------------------------------------------
 // What calls leave behind

@@ -88,7 +88,7 @@ fn c1_concurrent_polls_and_arms_lose_and_duplicate_no_completion() {
             // At most a queue depth (64) of Writes outstanding: with the
             // deferred engine a post may run ahead of the completions, and
             // one past the depth is refused (P24).
-            await_event("C1: room in the initiator queue", || {
+            wait_until("C1: room in the initiator queue", || {
                 context <= reaped.load(Ordering::SeqCst) + 64
             });
             assert_success!(p.a_qp.write(
@@ -233,15 +233,9 @@ fn c2_receive_and_invalidate_through_get_cq_results_ex_names_the_token() {
         NdkOperationType::SEND,
         "P22: the sender sees a Send"
     );
-    let deadline = std::time::Instant::now() + WAIT;
-    let received = loop {
-        let got = p.b_cq.poll_ex(4);
-        if !got.is_empty() {
-            break got;
-        }
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::yield_now();
-    };
+    let received = wait_some("B's receive completion", || {
+        Some(p.b_cq.poll_ex(4)).filter(|got| !got.is_empty())
+    });
     assert_eq!(received.len(), 1);
     let r = &received[0];
     assert_eq!(r.request_context as usize, 2);

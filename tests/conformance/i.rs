@@ -76,10 +76,10 @@ fn i1_calls_are_usable_from_many_threads_at_once() {
             });
         }
         start.wait();
-        while done.load(Ordering::Acquire) < THREADS {
+        wait_until("every thread's own objects done", || {
             assert!(pair.a_cq.poll(4).is_empty());
-            std::thread::yield_now();
-        }
+            done.load(Ordering::Acquire) == THREADS
+        });
     });
     pair.teardown();
 }
@@ -284,11 +284,9 @@ fn i3_callbacks_may_run_on_the_posting_thread_inside_the_call() {
         assert_success!(qp.receive(round, &[mem.sge(round * 64, 64)]));
         qp.flush();
         let calls_at_return = seen.calls.lock().unwrap().len();
-        let deadline = std::time::Instant::now() + WAIT;
-        while seen.calls.lock().unwrap().len() <= round {
-            assert!(std::time::Instant::now() < deadline, "no notification");
-            std::thread::yield_now();
-        }
+        wait_until("no notification", || {
+            seen.calls.lock().unwrap().len() > round
+        });
         let (thread, reaped) = seen.calls.lock().unwrap()[round].clone();
         if thread == poster {
             assert!(
@@ -672,7 +670,7 @@ fn i6_posts_flushes_and_polls_race_the_engine() {
         s.spawn(move || {
             start.wait();
             for i in 0..WRITES {
-                await_event("I6: room in the initiator queue", || {
+                wait_until("I6: room in the initiator queue", || {
                     i < writes_reaped.load(Ordering::SeqCst) + 64
                 });
                 assert_success!(one_a.write(i, &[write_sge], remote, token, 0));

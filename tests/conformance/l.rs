@@ -934,14 +934,9 @@ fn create<T>(
     let status = call(Some(on_created), ctx, &raw mut out);
     if status == STATUS_PENDING {
         // L5: exactly once, with the context, the status and the object.
-        let deadline = std::time::Instant::now() + WAIT;
-        while created.calls.lock().unwrap().is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "L5: {what} never completed"
-            );
-            std::thread::yield_now();
-        }
+        wait_until(&format!("L5: {what} never completed"), || {
+            !created.calls.lock().unwrap().is_empty()
+        });
         std::thread::sleep(SETTLE_BRIEF);
         let calls = created.calls.lock().unwrap().clone();
         assert_eq!(calls.len(), 1, "L5: {what} completed {} times", calls.len());
@@ -1305,14 +1300,9 @@ fn l9_running_out_of_pds_is_insufficient_resources() {
             STATUS_SUCCESS => pds.push(Pd(pd)),
             STATUS_PENDING => {
                 // L9: the failure may also come as the completion's status.
-                let deadline = std::time::Instant::now() + WAIT;
-                let call = loop {
-                    if let Some(&call) = created.calls.lock().unwrap().last() {
-                        break call;
-                    }
-                    assert!(std::time::Instant::now() < deadline, "L5: no completion");
-                    std::thread::yield_now();
-                };
+                let call = wait_some("L5: no completion", || {
+                    created.calls.lock().unwrap().last().copied()
+                });
                 created.calls.lock().unwrap().clear();
                 if call.1 == STATUS_SUCCESS {
                     pds.push(Pd(call.2 as *mut NdkPd));
@@ -2432,14 +2422,7 @@ fn l22_no_disconnect_event_after_the_connector_close() {
     let log = Arc::clone(&p.b_disconnects);
     let status = close_with(p.b_conn.close_slot(), &log);
     if status == STATUS_PENDING {
-        let deadline = std::time::Instant::now() + WAIT;
-        while !log.all().contains(&CLOSED) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "close never completed"
-            );
-            std::thread::yield_now();
-        }
+        wait_until("close never completed", || log.all().contains(&CLOSED));
     }
     // A disconnects after B's close completed.
     let (a, a_signal) = p.a_conn.disconnect();

@@ -1377,17 +1377,16 @@ fn m11_deregister_mr_during_dma_completes_and_then_refuses_the_token() {
             let mut posted = 1_usize;
             loop {
                 // Stay well below the CQ's depth (1024): nobody reaps meanwhile.
-                while posted >= 256 && !deregistered.load(Ordering::SeqCst) {
-                    std::thread::yield_now();
-                }
+                wait_until("the deregistration", || {
+                    posted < 256 || deregistered.load(Ordering::SeqCst)
+                });
                 let last = deregistered.load(Ordering::SeqCst);
-                let status = a_qp.write(posted, &[sge], remote, token, 0);
-                if status == STATUS_NO_MORE_ENTRIES {
-                    // The initiator queue is full (over iWARP the stream
-                    // drains it): wait a turn.
-                    std::thread::yield_now();
-                    continue;
-                }
+                // While the initiator queue is full (over iWARP the stream
+                // drains it), post again.
+                let status = wait_some("the initiator queue stays full", || {
+                    Some(a_qp.write(posted, &[sge], remote, token, 0))
+                        .filter(|&status| status != STATUS_NO_MORE_ENTRIES)
+                });
                 assert_success!(status);
                 posted += 1;
                 if last {

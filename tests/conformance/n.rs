@@ -892,7 +892,7 @@ fn n12_connect_is_refused_when_the_backlog_is_full() {
         let delivered = attempts.len() + 1;
         if status == STATUS_PENDING {
             // The listener's answer: the request delivered, or refused.
-            await_event("the request is delivered or refused", || {
+            wait_until("the request is delivered or refused", || {
                 incoming.count() >= delivered || signal.count() > 0
             });
             if signal.count() == 0 {

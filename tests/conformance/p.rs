@@ -18,15 +18,13 @@ fn inline_sge(bytes: &[u8], token: u32) -> NdkSge {
 /// Polls until every context of `wanted` appeared on `cq`, collecting
 /// everything polled into `seen`.
 fn wait_for(cq: &Cq, wanted: usize, seen: &mut Vec<NdkResultEx>) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while !seen.iter().any(|r| r.request_context as usize == wanted) {
-        seen.extend(cq.poll_ex(16));
-        assert!(
-            std::time::Instant::now() < deadline,
-            "completion {wanted} did not arrive"
-        );
-        std::thread::yield_now();
-    }
+    let arrived = |seen: &[NdkResultEx]| seen.iter().any(|r| r.request_context as usize == wanted);
+    wait_until(&format!("completion {wanted} did not arrive"), || {
+        arrived(seen) || {
+            seen.extend(cq.poll_ex(16));
+            false
+        }
+    });
 }
 
 /// P1: the initiator queue takes Send, SendAndInvalidate, Read, Write, Bind,
@@ -287,14 +285,9 @@ fn p3_breached_serialization_stays_memory_safe() {
 /// the deferred engine the earlier requests may not have run yet), waiting
 /// (bounded, [`WAIT`]) for the engine to make room; returns the last status.
 fn with_room(mut post: impl FnMut() -> NtStatus) -> NtStatus {
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut status = post();
-    while status == STATUS_NO_MORE_ENTRIES {
-        assert!(std::time::Instant::now() < deadline, "the queue stays full");
-        std::thread::yield_now();
-        status = post();
-    }
-    status
+    wait_some("the queue stays full", || {
+        Some(post()).filter(|&status| status != STATUS_NO_MORE_ENTRIES)
+    })
 }
 
 /// How many Writes [`race_posts`] posts, and after how many the race starts.
@@ -1101,15 +1094,17 @@ fn p18_every_documented_flag_is_accepted() {
     assert!(done.iter().all(|r| r.status == STATUS_SUCCESS));
     assert_empty(&pair.a_cq);
     // Every Send arrived (silent or not), SendAndInvalidates as such.
-    while b_seen
-        .iter()
-        .filter(|r| r.request_context as usize >= 1000 && (r.request_context as usize) < 2000)
-        .count()
-        < sends
-    {
-        b_seen.extend(pair.b_cq.poll_ex(16));
-        std::thread::yield_now();
-    }
+    let sends_seen = |seen: &[NdkResultEx]| {
+        seen.iter()
+            .filter(|r| (1000..2000).contains(&(r.request_context as usize)))
+            .count()
+    };
+    wait_until("every Send received at B", || {
+        sends_seen(&b_seen) >= sends || {
+            b_seen.extend(pair.b_cq.poll_ex(16));
+            false
+        }
+    });
     let received: Vec<_> = b_seen
         .iter()
         .filter(|r| (r.request_context as usize) < 2000)

@@ -216,11 +216,7 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
             }
             unreachable!()
         });
-        let deadline = std::time::Instant::now() + WAIT;
-        while !landed() {
-            assert!(std::time::Instant::now() < deadline, "no Write landed");
-            std::thread::yield_now();
-        }
+        wait_until("no Write landed", landed);
         let (x, xs) = pair.a_conn.disconnect();
         let (y, ys) = pair.b_conn.disconnect();
         assert_success!(xs.outcome(x));
@@ -406,14 +402,9 @@ fn x3_disconnect_from_inside_the_indication_completes_once() {
 
     let (x, xs) = active.disconnect();
     assert_success!(xs.outcome(x));
-    let deadline = std::time::Instant::now() + WAIT;
-    let (y, ys) = loop {
-        if let Some(started) = replier.disconnect.lock().unwrap().take() {
-            break started;
-        }
-        assert!(std::time::Instant::now() < deadline, "no indication");
-        std::thread::yield_now();
-    };
+    let (y, ys) = wait_some("no indication", || {
+        replier.disconnect.lock().unwrap().take()
+    });
     assert!(y == STATUS_PENDING || y == STATUS_SUCCESS, "{y:#x}");
     assert_success!(ys.outcome(y));
     std::thread::sleep(SETTLE);

@@ -12,6 +12,7 @@ use crate::abi::{
     NdkAdapter, NdkAdapterDispatch, NdkCq, NdkFnCloseObject, NdkPd, NdkQpDispatch, NdkSge,
     STATUS_CANCELLED,
 };
+use crate::kernel::tcp_testing::wait_until;
 use crate::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 use crate::provider::testing;
 
@@ -171,10 +172,10 @@ fn close(object: *mut c_void) {
     // SAFETY: a live object of the test, closed once.
     let status = unsafe { close(object.cast(), Some(on_close), log.ctx()) };
     if status == STATUS_PENDING {
-        while log.take() != vec![CLOSED] {
+        wait_until("the pending close completes", || {
             crate::kernel::deferred::flush();
-            std::thread::yield_now();
-        }
+            log.take() == vec![CLOSED]
+        });
     } else {
         assert_eq!(status, STATUS_SUCCESS);
     }

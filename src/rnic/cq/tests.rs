@@ -3,6 +3,7 @@
 //! (C3–C6), errors (E9–E13) and close (L18–L23).
 
 use super::*;
+use crate::kernel::tcp_testing::wait_until;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -541,9 +542,7 @@ mod notifying {
             let cq = cq.clone();
             let recorder = recorder.clone();
             std::thread::spawn(move || {
-                while recorder.calls().is_empty() {
-                    std::thread::yield_now();
-                }
+                wait_until("the first callback", || !recorder.calls().is_empty());
                 cq.push(ok(2)).unwrap();
                 // The push returned without running the callback.
                 assert_eq!(recorder.notifies().len(), 1);

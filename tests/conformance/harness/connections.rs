@@ -404,33 +404,14 @@ pub fn await_abort(disconnects: &Signal) {
     assert_success!(disconnects.wait(), "the abort is indicated (X2)");
 }
 
-/// Waits until `happened` holds, polling (bounded in count and in time,
-/// [`WAIT`]): for an event that has no callback to wait on — one that
-/// arrives on a transport thread after the call that caused it returned.
-/// Panics, naming `what`, if it never does.
-pub fn await_event(what: &str, mut happened: impl FnMut() -> bool) {
-    const POLL: Duration = Duration::from_millis(1);
-    let start = std::time::Instant::now();
-    for _ in 0..=WAIT.as_millis() {
-        if happened() {
-            return;
-        }
-        if start.elapsed() > WAIT {
-            break;
-        }
-        std::thread::sleep(POLL);
-    }
-    assert!(happened(), "{what}: not within {WAIT:?}");
-}
-
-/// Waits (bounded, [`await_event`]) until the peer's give-up of
+/// Waits (bounded, [`wait_until`]) until the peer's give-up of
 /// `connector`'s attempt — its close or Reject before establishment — has
 /// reached `connector` (N14, N15, N16), so that the call the test makes
 /// next meets it. On the fabric it has at once; over iWARP it travels as
 /// the stream's RST or MPA reject (`softndk::provider::host::
 /// connector_peer_gone` observes it).
 pub fn await_peer_gone(connector: &Connector) {
-    await_event("the peer's give-up reaches this connector", || {
+    wait_until("the peer's give-up reaches this connector", || {
         // SAFETY: the connector is open (the test holds it).
         unsafe { softndk::provider::host::connector_peer_gone(connector.0) }
     });
