@@ -35,51 +35,6 @@ use softndk::abi::*;
 /// One side's receive buffers.
 type Receives = Slots;
 
-/// Polls `cq` until a completion of `kind` for `qp_context` arrives (the
-/// oldest such); others are kept in `backlog` in arrival order.
-fn next_for(
-    cq: &Cq,
-    qp_context: usize,
-    kind: NdkOperationType,
-    backlog: &mut Vec<NdkResultEx>,
-) -> NdkResultEx {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        if let Some(at) = backlog
-            .iter()
-            .position(|r| r.qp_context as usize == qp_context && r.type_ == kind)
-        {
-            return backlog.remove(at);
-        }
-        // A failed completion of another kind is a failure of the session.
-        if let Some(bad) = backlog.iter().find(|r| r.status != STATUS_SUCCESS) {
-            panic!("completion {:?} failed with {:#x}", bad.type_, bad.status);
-        }
-        backlog.extend(cq.poll_ex(64));
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completion for QP {qp_context:#x}"
-        );
-        std::thread::yield_now();
-    }
-}
-
-/// Waits for the next completion of `kind` on `cq`; asserts it succeeded.
-fn expect(
-    cq: &Cq,
-    backlog: &mut Vec<NdkResultEx>,
-    qp: usize,
-    kind: NdkOperationType,
-) -> NdkResultEx {
-    let r = next_for(cq, qp, kind, backlog);
-    assert_eq!(
-        r.status, STATUS_SUCCESS,
-        "completion {:?} of {:?}",
-        r.type_, kind
-    );
-    r
-}
-
 const CLIENT: usize = 0xC11E;
 const SERVER: usize = 0x5E7E;
 
@@ -152,8 +107,8 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let request = message(b'N', 0, 36);
     let sge = client_send.stage(&request);
     assert_success!(client_qp.send(1, &[sge], 0));
-    expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
-    let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+    expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+    let r = expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
     assert_eq!(r.request_context as usize, server_slot);
     assert_eq!(r.bytes_transferred as usize, request.len());
     assert_eq!(
@@ -166,8 +121,8 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
     let response = message(b'n', 0, 32);
     let sge = server_send.stage(&response);
     assert_success!(server_qp.send(2, &[sge], 0));
-    expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
-    let r = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
+    expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+    let r = expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
     assert_eq!(
         client_recv.slot_bytes(client_slot, response.len()),
         &response[..]
@@ -188,13 +143,13 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             let sge = client_send.stage(&m);
             // The staging buffer is reused: wait for each send to complete.
             assert_success!(client_qp.send(10_000 + sent, &[sge], 0));
-            let done = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+            let done = expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
             assert_eq!(done.request_context as usize, 10_000 + sent);
             credits -= 1;
             sent += 1;
         }
         // The server consumes, checks and reposts; grants credits back.
-        let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+        let r = expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
         assert_eq!(
             r.request_context as usize, server_slot,
             "receives complete in order (P23)"
@@ -214,8 +169,8 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             let grant = message(b'G', ungranted as u32, 24);
             let sge = server_send.stage(&grant);
             assert_success!(server_qp.send(3, &[sge], 0));
-            expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
-            let g = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
+            expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+            let g = expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::RECEIVE);
             assert_eq!(g.bytes_transferred, 24);
             assert_eq!(client_recv.slot_bytes(client_slot, 24), &grant[..]);
             assert_success!(client_qp.receive(client_slot, &[client_recv.sge(client_slot)]));
@@ -256,12 +211,12 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         let base = register_and_request(&client_qp, &region, round, |request| {
             client_send.stage(request)
         });
-        let fr = expect(&client_cq, &mut cb, CLIENT, NdkOperationType::FAST_REGISTER);
+        let fr = expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::FAST_REGISTER);
         assert_eq!(fr.request_context as usize, 20);
-        expect(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
+        expect_completion(&client_cq, &mut cb, CLIENT, NdkOperationType::SEND);
 
         // The server parses the request.
-        let r = expect(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
+        let r = expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::RECEIVE);
         let got = server_recv.slot_bytes(server_slot, 32).to_vec();
         assert_eq!(r.bytes_transferred, 32);
         assert_success!(server_qp.receive(server_slot, &[server_recv.sge(server_slot)]));
@@ -279,7 +234,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         ];
         if server_reads {
             assert_success!(server_qp.read(30, &sges, remote, token, 0));
-            expect(&server_cq, &mut sb, SERVER, NdkOperationType::READ);
+            expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::READ);
             assert_eq!(
                 &server_data.bytes()[..length],
                 client_data.bytes(),
@@ -287,7 +242,7 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
             );
         } else {
             assert_success!(server_qp.write(31, &sges, remote, token, 0));
-            expect(&server_cq, &mut sb, SERVER, NdkOperationType::WRITE);
+            expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::WRITE);
             assert_eq!(
                 client_data.bytes(),
                 &server_data.bytes()[..length],
@@ -299,12 +254,12 @@ fn smb_direct_like_session_moves_every_byte_and_leaks_nothing() {
         let reply = message(b'r', round as u32, 40);
         let sge = server_send.stage(&reply);
         assert_success!(server_qp.send_and_invalidate(32, &[sge], 0, token));
-        let sent = expect(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
+        let sent = expect_completion(&server_cq, &mut sb, SERVER, NdkOperationType::SEND);
         assert_eq!(
             sent.request_context as usize, 32,
             "SendAndInvalidate completes as a Send (P22)"
         );
-        let r = expect(
+        let r = expect_completion(
             &client_cq,
             &mut cb,
             CLIENT,

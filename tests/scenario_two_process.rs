@@ -386,35 +386,7 @@ impl<'a> Queue<'a> {
     /// The oldest completion of `kind`; asserts it succeeded. A failed
     /// completion of any kind fails the session.
     fn expect(&mut self, kind: NdkOperationType) -> NdkResultEx {
-        let deadline = Instant::now() + WAIT;
-        let mut idle = 0_u32;
-        loop {
-            if let Some(bad) = self.backlog.iter().find(|r| r.status != STATUS_SUCCESS) {
-                panic!("completion {:?} failed with {:#x}", bad.type_, bad.status);
-            }
-            if let Some(at) = self
-                .backlog
-                .iter()
-                .position(|r| r.qp_context as usize == self.context && r.type_ == kind)
-            {
-                return self.backlog.remove(at);
-            }
-            let polled = self.cq.poll_ex(64);
-            if polled.is_empty() {
-                // The peer is another process on a shared machine: give
-                // the CPU away rather than spin.
-                idle += 1;
-                if idle > 1000 {
-                    std::thread::sleep(Duration::from_micros(100));
-                } else {
-                    std::thread::yield_now();
-                }
-            } else {
-                idle = 0;
-            }
-            self.backlog.extend(polled);
-            assert!(Instant::now() < deadline, "no {kind:?} completion");
-        }
+        expect_completion(self.cq, &mut self.backlog, self.context, kind)
     }
 
     /// Sends `sge` with `context` and waits for its completion.
