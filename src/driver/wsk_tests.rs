@@ -9,7 +9,6 @@ use core::ffi::c_void;
 use core::net::SocketAddr;
 use core::ptr::{null, null_mut};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use super::addresses::AddressTracker;
 use crate::abi::{
@@ -93,18 +92,15 @@ fn listened(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus 
     }
 }
 
-/// Waits (bounded) until `done` holds.
+/// Waits (bounded, `kernel::testing`) until `done` holds, letting the
+/// deferred workers run between tries.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    for _ in 0..200_000 {
-        if done() {
-            return;
+    crate::kernel::testing::wait_until(what, || {
+        done() || {
+            crate::kernel::deferred::flush();
+            false
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "{what}: never");
-        crate::kernel::deferred::flush();
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    panic!("{what}: never");
+    });
 }
 
 fn completed(tag: usize) -> Option<NtStatus> {

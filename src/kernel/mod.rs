@@ -72,6 +72,9 @@ pub mod tcp_host;
 #[cfg(test)]
 #[cfg(not(loom))]
 pub(crate) mod tcp_testing;
+#[cfg(test)]
+#[cfg(not(loom))]
+pub(crate) mod testing;
 pub mod time;
 #[cfg(not(loom))]
 pub mod timers;

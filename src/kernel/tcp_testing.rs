@@ -1,11 +1,9 @@
 //! What the tests of the platform's byte streams share (`net/tests.rs` for
 //! the host's, `wsk/tests.rs` and `wsk/net_tests.rs` for the WSK glue's): a
-//! stream's events, recorded, and a bounded wait (also the iWARP tests' over
-//! real TCP, `rnic/iwarp/tcp_testing.rs`).
+//! stream's events, recorded. Their bounded wait is `kernel::testing`'s.
 
 use alloc::vec::Vec;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use super::tcp::StreamEvents;
 
@@ -44,21 +42,4 @@ impl Recorder {
     pub(super) fn writables(&self) -> usize {
         *self.writable.lock().unwrap()
     }
-}
-
-/// How long a test waits for an event of a real socket before it fails.
-pub(crate) const WAIT: Duration = Duration::from_secs(20);
-
-/// Polls `done` until it holds, failing after [`WAIT`] (bounded in count
-/// and time).
-pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    for _ in 0..100_000 {
-        if done() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("gave up waiting: {what}");
 }

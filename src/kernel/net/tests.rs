@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{FALLBACK_MSS, StreamEvents, TcpByteStream};
 use crate::kernel::tcp_testing::Recorder;
-use crate::kernel::tcp_testing::wait_until;
+use crate::kernel::testing::wait_until;
 use alloc::sync::Arc;
 
 /// A connected pair: (client, server).

@@ -12,7 +12,7 @@ use crate::abi::{
     NdkAdapter, NdkAdapterDispatch, NdkCq, NdkFnCloseObject, NdkPd, NdkQpDispatch, NdkSge,
     STATUS_CANCELLED,
 };
-use crate::kernel::tcp_testing::wait_until;
+use crate::kernel::testing::wait_until;
 use crate::provider::host::{SoftNdkCloseAdapter, SoftNdkOpenAdapter};
 use crate::provider::testing;
 

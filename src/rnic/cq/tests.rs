@@ -3,7 +3,7 @@
 //! (C3–C6), errors (E9–E13) and close (L18–L23).
 
 use super::*;
-use crate::kernel::tcp_testing::wait_until;
+use crate::kernel::testing::wait_until;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::Duration;

@@ -20,7 +20,7 @@ use crate::rnic::types::Completion;
 
 // Every wait on another thread or the peer ends within `WAIT`; the kernel's
 // socket tests wait the same way.
-pub(crate) use crate::kernel::tcp_testing::{WAIT, wait_until};
+pub(crate) use crate::kernel::testing::{WAIT, wait_until};
 
 /// The clock a `Conn` runs on, in ms.
 pub(crate) fn now() -> u64 {

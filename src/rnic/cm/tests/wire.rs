@@ -2,28 +2,17 @@
 //! and ::1: the state machine's transitions when the peer is across a
 //! socket, both address families, and the time-outs of each wait.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::scripted_net::{ScriptedNet, wire_host};
 use super::*;
+use crate::kernel::testing::wait_some;
 
-/// Every wait of these tests ends by this.
+/// How long the raw peer's socket waits for a read.
 pub(super) const LIMIT: Duration = Duration::from_secs(10);
 
-/// Waits until `f` returns `Some`, at most [`LIMIT`].
-pub(super) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(start.elapsed() < LIMIT, "{what}: not within {LIMIT:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 pub(super) fn next_event(events: &Events) -> Ev {
-    wait_for("an event", || {
+    wait_some("an event", || {
         let mut list = events.0.lock().unwrap();
         (!list.is_empty()).then(|| list.remove(0))
     })
@@ -62,7 +51,7 @@ impl Parties {
             .conn
             .connect(&self.qa.qp, ep(from, 0), to, LIMITS, data)
             .unwrap();
-        wrap(wait_for("the connect event", || self.server.next()))
+        wrap(wait_some("the connect event", || self.server.next()))
     }
 
     /// `passive` accepts with the passive QP; returns the active side's
@@ -194,7 +183,7 @@ fn wire_host_with(fabric: &Arc<Fabric>, ips: &[IpAddr], timeouts: ConnTimeouts) 
 
 /// Waits for `side`'s receive CQ to hold one completion and returns it.
 pub(super) fn one_receive(side: &Side) -> crate::rnic::types::Completion {
-    let all = wait_for("a receive completion", || {
+    let all = wait_some("a receive completion", || {
         let all = side.rcq.drain();
         (!all.is_empty()).then_some(all)
     });

@@ -8,10 +8,11 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::AtomicBool;
 
 use super::scripted_net::ScriptedNet;
-use super::wire::{SHORT, addresses, connect_to_raw, next_event, one_receive, replied, wait_for};
+use super::wire::{SHORT, addresses, connect_to_raw, next_event, one_receive, replied};
 use super::*;
 use crate::kernel::sync::Weak;
 use crate::kernel::tcp::{ConnectEvents, Connected, NetError, Stream, StreamEvents};
+use crate::kernel::testing::wait_some;
 use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
 use crate::rnic::iwarp::rdmap::Message;
 
@@ -196,7 +197,7 @@ fn raw_peer() -> RawPeer {
 /// the rest cancelled.
 fn every_write_completes_once(qa: &Side) {
     let mut done = Vec::new();
-    wait_for("every Write's completion", || {
+    wait_some("every Write's completion", || {
         done.extend(qa.scq.drain());
         (done.len() >= WRITES).then_some(())
     });
@@ -269,7 +270,7 @@ fn peer_reads_nothing(ending: Ending) {
         Ending::CloseQp => qa.qp.close(),
     }
     // The drain time-out resets the stream: its reader ends.
-    wait_for("the stream's end", || {
+    wait_some("the stream's end", || {
         ended.load(Ordering::Acquire).then_some(())
     });
     // The peer reads what came, then the reset.
@@ -291,7 +292,7 @@ fn peer_reads_nothing(ending: Ending) {
     drop(active);
     drop(src);
     drop(qa);
-    wait_for("the stream and the QP released", || {
+    wait_some("the stream and the QP released", || {
         (stream.upgrade().is_none() && qp.upgrade().is_none()).then_some(())
     });
 }

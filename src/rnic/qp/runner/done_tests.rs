@@ -239,18 +239,12 @@ fn test_chain_failing_in_the_middle_cancels_the_rest_rule_e5() {
     }
 }
 
-/// Spins (bounded) until `side`'s initiator CQ holds a completion, and
+/// Waits (bounded) until `side`'s initiator CQ holds a completion, and
 /// returns the completions it holds.
 fn first_completions(side: &Side) -> Vec<(usize, Opcode, WcStatus)> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let got = completions(side);
-        if !got.is_empty() {
-            return got;
-        }
-        assert!(std::time::Instant::now() < deadline, "no completion");
-        std::thread::yield_now();
-    }
+    crate::kernel::testing::wait_some("a completion", || {
+        Some(completions(side)).filter(|got| !got.is_empty())
+    })
 }
 
 #[test]

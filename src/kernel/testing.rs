@@ -1,0 +1,54 @@
+//! The bounded wait of the unit tests that wait on another thread (a
+//! worker, a socket's thread, a timer): a condition or a value polled until
+//! it comes, failing the test with what it waited for once [`WAIT`] has
+//! passed, so that a wait that never comes true fails instead of hanging
+//! the run. Bounded in count and in time.
+
+use std::time::{Duration, Instant};
+
+/// How long a test waits for an event of another thread before it fails.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls `ready` every millisecond until it gives a value; fails naming
+/// `what` after [`WAIT`].
+pub(crate) fn wait_some<T>(what: &str, ready: impl FnMut() -> Option<T>) -> T {
+    within(WAIT, what, ready)
+}
+
+/// [`wait_some`] for a condition.
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    wait_some(what, || done().then_some(()));
+}
+
+fn within<T>(limit: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+    const POLL: Duration = Duration::from_millis(1);
+    let deadline = Instant::now() + limit;
+    // Each try but the last sleeps POLL: this many tries outlast `limit`.
+    let tries = limit.as_millis() + 2;
+    for _ in 0..tries {
+        if let Some(value) = ready() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(POLL);
+    }
+    panic!("gave up waiting: {what}");
+}
+
+#[test]
+fn test_a_wait_returns_what_came_and_fails_naming_what_never_did() {
+    let mut calls = 0;
+    let third = wait_some("the third call", || {
+        calls += 1;
+        (calls == 3).then_some(calls)
+    });
+    assert_eq!(third, 3);
+    let never = std::panic::catch_unwind(|| {
+        within(Duration::from_millis(10), "nothing", || None::<()>);
+    });
+    let message = never.expect_err("a wait that never comes true fails");
+    let text = message
+        .downcast_ref::<String>()
+        .expect("the failure's message");
+    assert_eq!(text, "timed out waiting: nothing");
+}
