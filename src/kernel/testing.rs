@@ -1,16 +1,20 @@
-//! The bounded wait of the unit tests that wait on another thread (a
-//! worker, a socket's thread, a timer): a condition or a value polled until
-//! it comes, failing the test with what it waited for once [`WAIT`] has
-//! passed, so that a wait that never comes true fails instead of hanging
-//! the run. Bounded in count and in time.
+//! The bounded wait of the tests that wait on another thread (a worker, a
+//! socket's thread, a timer, a provider's callback): a condition or a value
+//! polled until it comes, failing the test with what it waited for once
+//! [`WAIT`] has passed, so that a wait that never comes true fails instead
+//! of hanging the run. Bounded in count and in time. The unit tests use it
+//! as `kernel::testing`; the conformance harness, which cannot reach a
+//! `cfg(test)` module of the library, includes this file with `#[path]`.
 
 use std::time::{Duration, Instant};
 
 /// How long a test waits for an event of another thread before it fails.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
-/// Polls `ready` every millisecond until it gives a value; fails naming
-/// `what` after [`WAIT`].
+/// Polls `ready` until it gives a value; fails naming `what` after
+/// [`WAIT`]. The first tries only yield, so an event about to happen is
+/// seen at once; later ones sleep a millisecond, so a long wait costs no
+/// CPU (two cores, valgrind).
 pub(crate) fn wait_some<T>(what: &str, ready: impl FnMut() -> Option<T>) -> T {
     within(WAIT, what, ready)
 }
@@ -21,16 +25,21 @@ pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn within<T>(limit: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+    const SPINS: u128 = 100;
     const POLL: Duration = Duration::from_millis(1);
     let deadline = Instant::now() + limit;
-    // Each try but the last sleeps POLL: this many tries outlast `limit`.
-    let tries = limit.as_millis() + 2;
-    for _ in 0..tries {
+    // Every try after the first SPINS sleeps POLL: this many outlast `limit`.
+    let tries = SPINS + limit.as_millis() + 2;
+    for tried in 0..tries {
         if let Some(value) = ready() {
             return value;
         }
         assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(POLL);
+        if tried < SPINS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(POLL);
+        }
     }
     panic!("gave up waiting: {what}");
 }

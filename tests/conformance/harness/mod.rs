@@ -107,66 +107,17 @@ pub use reaping::*;
 /// How long a test waits for an asynchronous completion before failing.
 pub const WAIT: Duration = Duration::from_secs(10);
 
-/// Calls `ready` until it gives a value and fails naming `what` once
-/// [`WAIT`] has passed: the one way the suite waits for something that has
-/// no callback to block on (an event that arrives on a transport or engine
-/// thread after the call that caused it returned), so that a provider which
-/// never delivers fails the test instead of hanging the run. The first
-/// tries only yield, so an event about to happen is seen at once; later
-/// ones sleep a millisecond, so a long wait costs no CPU (two cores,
-/// valgrind). Bounded in time, and so in count.
-pub fn wait_some<T>(what: &str, ready: impl FnMut() -> Option<T>) -> T {
-    wait_some_within(WAIT, what, ready)
-}
-
-/// [`wait_some`] for a condition.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    wait_some(what, || done().then_some(()));
-}
-
-fn wait_some_within<T>(limit: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
-    const SPINS: u32 = 100;
-    const POLL: Duration = Duration::from_millis(1);
-    let deadline = std::time::Instant::now() + limit;
-    let mut tries = 0;
-    loop {
-        if let Some(value) = ready() {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: not within {limit:?}"
-        );
-        if tries < SPINS {
-            tries += 1;
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(POLL);
-        }
-    }
-}
-
-/// The bounded wait ends a wait that never comes true with a failure that
-/// names it, and returns the value of one that does (every binary that
-/// includes the harness runs this; it takes 10 ms).
-#[test]
-fn harness_wait_fails_at_its_deadline_instead_of_hanging() {
-    let mut calls = 0;
-    assert_eq!(
-        wait_some_within(WAIT, "the third call", || {
-            calls += 1;
-            (calls == 3).then_some(calls)
-        }),
-        3
-    );
-    let never = std::panic::catch_unwind(|| {
-        wait_some_within(Duration::from_millis(10), "a completion", || None::<()>);
-    });
-    let message = never.expect_err("a wait that never comes true fails");
-    let text = message
-        .downcast_ref::<String>()
-        .expect("the failure's message");
-    assert!(text.starts_with("a completion: not within"), "{text}");
-}
+/// The bounded wait for an event without a callback to block on (one that
+/// arrives on a transport or engine thread after the call that caused it
+/// returned): the library's own test wait, so that a provider which never
+/// delivers fails the test, naming what it waited for, instead of hanging
+/// the run.
+#[path = "../../../src/kernel/testing.rs"]
+mod waits;
+#[allow(
+    unused_imports,
+    reason = "binaries that include the harness without the families"
+)]
+pub(crate) use waits::{wait_some, wait_until};
 
 pub const PAGE: usize = 4096;
