@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use harness::{Buffer, Fixture, Frmr, PAGE, Pair, Region, WAIT, Watch, assert_success};
+use harness::{Buffer, Fixture, Frmr, PAGE, Pair, Region, WAIT, Watch, assert_success, waited};
 use softndk::abi::*;
 use softndk::provider::host::{
     BreachCount, BreachReport, SoftNdkGetBreachCounts, SoftNdkGetBreachReports, SoftNdkSetChecked,
@@ -313,12 +313,9 @@ impl Hold {
     }
 }
 
-/// Waits until `flag` is set, at most [`WAIT`].
+/// Waits until `flag` is set, at most the harness's wait (`waited`).
 fn wait_for(flag: &AtomicBool) {
-    let start = Instant::now();
-    while !flag.load(Ordering::SeqCst) && start.elapsed() < WAIT {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    waited(|| flag.load(Ordering::SeqCst));
 }
 
 /// C1: ArmCq entering a CQ while GetCqResults runs on it (another thread),

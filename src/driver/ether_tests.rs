@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{DEFAULT_VNI, MAX_PEERS, parse_peers, vni};
 use super::ether::{EtherPort, FrameSink, PortError, RX_BUFFERS, TX_SLOTS, TxOutcome};
+use crate::kernel::testing::waited;
 use crate::kernel::wsk::fake::Provider;
 use crate::rnic::ether::vxlan::{self, HEADER_LEN};
 use crate::rnic::ether::{ConfigError, Vni};
@@ -61,11 +62,7 @@ impl FrameSink for Sink {
 
 impl Sink {
     fn wait_frames(&self, count: usize) -> Vec<Vec<u8>> {
-        let start = Instant::now();
-        while self.frames.lock().unwrap().len() < count && start.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        waited(|| self.frames.lock().unwrap().len() >= count);
         self.frames.lock().unwrap().clone()
     }
 }

@@ -19,6 +19,7 @@ use super::ether_tests::received;
 use super::frames::{FramePath, NblOps, PathConfig, RX_LOW_WATER, TICK_MS};
 use crate::abi::{NtStatus, STATUS_DEVICE_NOT_READY};
 use crate::kernel::sync::atomic::Ordering;
+use crate::kernel::testing::waited;
 use crate::kernel::timers::PlayedClock;
 use crate::kernel::wsk::fake::Provider;
 use crate::kernel::wsk::{WskClient, WskSource};
@@ -171,15 +172,6 @@ fn send(port: &EtherPort, bytes: &[u8]) {
     assert_eq!(outcome, TxOutcome::Sent);
 }
 
-/// Waits (bounded) until `done`.
-fn wait_for(mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while !done() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    done()
-}
-
 /// Our adapter at 192.0.2.`host`1 and a far port at 192.0.2.`host`2, each
 /// the other's peer; WSK is up for ours when `wsk_up`.
 fn linked(host: u8, wsk_up: bool) -> (Adapter, Far) {
@@ -205,7 +197,7 @@ fn send_frames(port: &EtherPort, numbers: impl IntoIterator<Item = u8>, len: usi
 fn halt_all(a: &Adapter, b: &Far) {
     a.path.halt();
     b.port.halt();
-    assert!(wait_for(|| a.path.port().is_closed() && b.port.is_closed()));
+    assert!(waited(|| a.path.port().is_closed() && b.port.is_closed()));
     assert_eq!(a.provider.client().sockets(), 0);
     assert_eq!(b.provider.client().sockets(), 0);
 }
@@ -219,7 +211,7 @@ fn a_received_datagram_is_an_nbl_with_its_bytes_and_its_return_frees_the_buffer(
     // Paused (NDIS has not restarted the adapter yet): nothing indicated,
     // the buffer straight back.
     send(&b.port, &frame(1, 60));
-    assert!(wait_for(|| a.path.receiver().stats().not_running == 1));
+    assert!(waited(|| a.path.receiver().stats().not_running == 1));
     assert_eq!(a.path.port().rx_outstanding(), 0);
     assert!(a.table.indications.lock().unwrap().is_empty());
     a.path.receiver().restart();
@@ -254,7 +246,7 @@ fn pause_with_nbls_out_pends_until_the_last_return_and_indicates_nothing() {
     assert!(a.path.receiver().pause_pending());
     // Paused: a frame arriving now is not indicated and its buffer is back.
     send(&b.port, &frame(3, 100));
-    assert!(wait_for(|| a.path.receiver().stats().not_running == 1));
+    assert!(waited(|| a.path.receiver().stats().not_running == 1));
     assert_eq!(a.table.indications.lock().unwrap().len(), 2);
     assert_eq!(a.path.port().rx_outstanding(), 2);
     a.path.receiver().returned(out[0].index);
@@ -287,13 +279,13 @@ fn halt_with_nbls_out_reports_them_and_indicates_nothing_more() {
         2,
         "halt reports the NBLs NDIS did not return"
     );
-    assert!(wait_for(|| a.path.port().is_closed()));
+    assert!(waited(|| a.path.port().is_closed()));
     // The link went down with the port, but NDIS is not told after halt.
     assert!(!a.path.port().link_up());
     assert_eq!(a.table.links(), [true]);
     assert_eq!(a.table.indications.lock().unwrap().len(), 2);
     b.port.halt();
-    assert!(wait_for(|| b.port.is_closed()));
+    assert!(waited(|| b.port.is_closed()));
     assert_eq!(a.provider.client().sockets(), 0);
 }
 
@@ -307,7 +299,7 @@ fn a_low_pool_indicates_with_resources_and_takes_the_buffer_back_at_once() {
     for n in 0..total {
         send(&b.port, &frame(u8::try_from(n).unwrap(), 64));
         // One at a time, so that none is dropped for want of a send slot.
-        assert!(wait_for(|| a.table.indications.lock().unwrap().len() > n));
+        assert!(waited(|| a.table.indications.lock().unwrap().len() > n));
     }
     let seen = a.table.wait(total);
     assert_eq!(seen.len(), total);

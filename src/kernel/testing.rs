@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Polls `ready` until it gives a value; fails naming `what` after
-/// [`WAIT`]. The first tries only yield, so an event about to happen is
-/// seen at once; later ones sleep a millisecond, so a long wait costs no
-/// CPU (two cores, valgrind).
+/// [`WAIT`].
 pub(crate) fn wait_some<T>(what: &str, ready: impl FnMut() -> Option<T>) -> T {
     within(WAIT, what, ready)
 }
@@ -24,7 +22,22 @@ pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     wait_some(what, || done().then_some(()));
 }
 
-fn within<T>(limit: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+/// Polls `done` as [`wait_some`] does until it holds or [`WAIT`] has
+/// passed, and says whether it held: for a test that asserts on what came
+/// itself, so that its failure shows what did.
+pub(crate) fn waited(mut done: impl FnMut() -> bool) -> bool {
+    polled(WAIT, || done().then_some(())).is_some()
+}
+
+fn within<T>(limit: Duration, what: &str, ready: impl FnMut() -> Option<T>) -> T {
+    polled(limit, ready).unwrap_or_else(|| panic!("timed out waiting: {what}"))
+}
+
+/// Polls `ready` until it gives a value or `limit` has passed. The first
+/// tries only yield, so an event about to happen is seen at once; later
+/// ones sleep a millisecond, so a long wait costs no CPU (two cores,
+/// valgrind).
+fn polled<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
     const SPINS: u128 = 100;
     const POLL: Duration = Duration::from_millis(1);
     let deadline = Instant::now() + limit;
@@ -32,16 +45,18 @@ fn within<T>(limit: Duration, what: &str, mut ready: impl FnMut() -> Option<T>) 
     let tries = SPINS + limit.as_millis() + 2;
     for tried in 0..tries {
         if let Some(value) = ready() {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        if Instant::now() >= deadline {
+            break;
+        }
         if tried < SPINS {
             std::thread::yield_now();
         } else {
             std::thread::sleep(POLL);
         }
     }
-    panic!("gave up waiting: {what}");
+    None
 }
 
 #[test]
@@ -52,6 +67,7 @@ fn test_a_wait_returns_what_came_and_fails_naming_what_never_did() {
         (calls == 3).then_some(calls)
     });
     assert_eq!(third, 3);
+    assert_eq!(polled(Duration::from_millis(10), || None::<()>), None);
     let never = std::panic::catch_unwind(|| {
         within(Duration::from_millis(10), "nothing", || None::<()>);
     });

@@ -6,6 +6,7 @@ use super::dgram::{DatagramEvents, MAX_SLOTS, WskDatagram};
 use super::fake::Provider;
 use super::*;
 use crate::abi::STATUS_ADDRESS_ALREADY_EXISTS;
+use crate::kernel::testing::waited;
 use alloc::vec::Vec;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,10 +32,7 @@ impl DatagramEvents for Inbox {
 
 impl Inbox {
     fn wait_for(&self, count: usize) -> Vec<(SocketAddr, Vec<u8>)> {
-        let start = Instant::now();
-        while self.got.lock().unwrap().len() < count && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        waited(|| self.got.lock().unwrap().len() >= count);
         self.got.lock().unwrap().clone()
     }
 }
@@ -207,10 +205,7 @@ fn a_datagram_too_long_for_the_callers_buffer_is_refused_by_copy_to() {
     let real = Provider::dgram_real("192.0.2.41:4789".parse().unwrap()).unwrap();
     plain.send_to(&[1; 8], real).unwrap();
     plain.send_to(&[1; 9], real).unwrap();
-    let start = Instant::now();
-    while small.0.lock().unwrap().len() < 2 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    waited(|| small.0.lock().unwrap().len() >= 2);
     assert_eq!(*small.0.lock().unwrap(), [Some(8), None]);
     a.close();
     wait_closed(&a);

@@ -8,7 +8,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use std::net::{TcpListener, TcpStream};
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use crate::kernel::net::{StreamEvents, TcpByteStream};
 use crate::kernel::sync::{Arc, Weak};
@@ -20,6 +19,7 @@ use crate::rnic::types::Completion;
 
 // Every wait on another thread or the peer ends within `WAIT`; the kernel's
 // socket tests wait the same way.
+use crate::kernel::testing::waited;
 pub(crate) use crate::kernel::testing::{WAIT, wait_until};
 
 /// The clock a `Conn` runs on, in ms.
@@ -45,13 +45,7 @@ pub(crate) fn parts(
 /// Waits (bounded) until `side`'s QP is in `state`; returns the state it
 /// is in then.
 pub(crate) fn wait_state(side: &Side, state: QpState) -> QpState {
-    let deadline = Instant::now() + WAIT;
-    for _ in 0..20_000 {
-        if side.qp.state() == state || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    waited(|| side.qp.state() == state);
     side.qp.state()
 }
 
@@ -59,14 +53,10 @@ pub(crate) fn wait_state(side: &Side, state: QpState) -> QpState {
 /// returns what came, fewer on a time-out.
 pub(crate) fn completions(cq: &TestCq, n: usize) -> Vec<Completion> {
     let mut got = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    for _ in 0..20_000 {
+    waited(|| {
         got.extend(cq.drain());
-        if got.len() >= n || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        got.len() >= n
+    });
     got
 }
 

@@ -118,6 +118,6 @@ mod waits;
     unused_imports,
     reason = "binaries that include the harness without the families"
 )]
-pub(crate) use waits::{wait_some, wait_until};
+pub(crate) use waits::{wait_some, wait_until, waited};
 
 pub const PAGE: usize = 4096;
