@@ -16,9 +16,8 @@ const TRANSPORT: harness::Transport = harness::Transport::Local;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
-use harness::{Buffer, Fixture, Frmr, PAGE, Pair, Region, WAIT, Watch, assert_success, waited};
+use harness::{Buffer, Fixture, Frmr, PAGE, Pair, Region, Watch, assert_success, waited};
 use softndk::abi::*;
 use softndk::provider::host::{
     BreachCount, BreachReport, SoftNdkGetBreachCounts, SoftNdkGetBreachReports, SoftNdkSetChecked,
@@ -357,14 +356,8 @@ fn checked_correct_use_gets_no_report_rules_c1_d5_x5() {
 /// Waits (bounded) until the counter of `rule` reaches `at_least`: some
 /// reports are made after a callback returned, on the provider's thread.
 fn wait_count(rule: &str, at_least: u64) -> u64 {
-    let start = Instant::now();
-    loop {
-        let now = count(rule);
-        if now >= at_least || start.elapsed() > WAIT {
-            return now;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    waited(|| count(rule) >= at_least);
+    count(rule)
 }
 
 /// X7: Disconnect while a Send is still outstanding (B posted no receive,

@@ -196,7 +196,14 @@ fn x1_disconnect_completes_only_after_dma_finished_including_silent_success() {
     let landed = || target.bytes()[len - 1] != 0;
     let posted = std::thread::scope(|s| {
         let poster = s.spawn(|| {
+            // Bounded: a provider that accepts posts after the Disconnect
+            // (X5), or a test failing before it, ends the loop.
+            let deadline = std::time::Instant::now() + WAIT;
             for i in 0.. {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "posts still accepted after {WAIT:?}"
+                );
                 let status =
                     pair.a_qp
                         .write(0x100 + i, &sges[i % 2..=i % 2], remote, token, SILENT);

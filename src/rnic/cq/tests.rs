@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::kernel::testing::wait_until;
+use crate::rnic::testing;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -146,15 +147,10 @@ fn failed(context: usize) -> Completion {
 
 /// Polls everything and returns the request contexts, oldest first.
 fn drain(cq: &Cq) -> Vec<usize> {
-    let mut out = [FREE_SLOT; 8];
-    let mut contexts = Vec::new();
-    loop {
-        let n = cq.poll(&mut out);
-        if n == 0 {
-            return contexts;
-        }
-        contexts.extend(out[..n].iter().map(|c| c.request_context));
-    }
+    testing::drain(cq)
+        .iter()
+        .map(|c| c.request_context)
+        .collect()
 }
 
 /// Finds the arm type in force after `arm(first); arm(second)` by its

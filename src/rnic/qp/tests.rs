@@ -3673,14 +3673,10 @@ mod callbacks {
                 return;
             };
             cq.arm(ArmType::Any);
-            let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 4];
-            loop {
-                let n = cq.poll(&mut batch);
-                if n == 0 {
-                    break;
-                }
-                self.seen.lock().unwrap().extend_from_slice(&batch[..n]);
-            }
+            self.seen
+                .lock()
+                .unwrap()
+                .extend(crate::rnic::testing::drain(&cq));
             let Some(repost) = self.repost.get() else {
                 return;
             };

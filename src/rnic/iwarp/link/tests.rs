@@ -1152,15 +1152,10 @@ proptest! {
 
 /// The request contexts of every entry a CQ holds now (taken out).
 fn contexts(cq: &crate::rnic::cq::Cq) -> Vec<(usize, WcStatus)> {
-    let mut out = Vec::new();
-    let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
-    loop {
-        let n = cq.poll(&mut batch);
-        if n == 0 {
-            return out;
-        }
-        out.extend(batch[..n].iter().map(|c| (c.request_context, c.status)));
-    }
+    crate::rnic::testing::drain(cq)
+        .iter()
+        .map(|c| (c.request_context, c.status))
+        .collect()
 }
 
 /// The entries a CQ held when a close completed, once it has.
