@@ -96,10 +96,11 @@ fn listened(l: *mut NdkListener, ip: IpAddr, port: u16, tag: usize) -> NtStatus 
 /// deferred workers run between tries.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     crate::kernel::testing::wait_until(what, || {
-        done() || {
-            crate::kernel::deferred::flush();
-            false
+        if done() {
+            return true;
         }
+        crate::kernel::deferred::flush();
+        false
     });
 }
 

@@ -122,10 +122,11 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
             .iter()
             .filter(|i| !silent.contains(i))
             .all(|&i| is_seen(&seen, i));
-        drained || {
-            seen.extend(pair.a_cq.poll(16));
-            false
+        if drained {
+            return true;
         }
+        seen.extend(pair.a_cq.poll(16));
+        false
     });
     seen.extend(pair.a_cq.poll(64));
     let mut contexts: Vec<usize> = seen.iter().map(|r| r.request_context as usize).collect();

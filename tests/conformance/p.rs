@@ -20,10 +20,11 @@ fn inline_sge(bytes: &[u8], token: u32) -> NdkSge {
 fn wait_for(cq: &Cq, wanted: usize, seen: &mut Vec<NdkResultEx>) {
     let arrived = |seen: &[NdkResultEx]| seen.iter().any(|r| r.request_context as usize == wanted);
     wait_until(&format!("completion {wanted} did not arrive"), || {
-        arrived(seen) || {
-            seen.extend(cq.poll_ex(16));
-            false
+        if arrived(seen) {
+            return true;
         }
+        seen.extend(cq.poll_ex(16));
+        false
     });
 }
 
@@ -1100,10 +1101,11 @@ fn p18_every_documented_flag_is_accepted() {
             .count()
     };
     wait_until("every Send received at B", || {
-        sends_seen(&b_seen) >= sends || {
-            b_seen.extend(pair.b_cq.poll_ex(16));
-            false
+        if sends_seen(&b_seen) >= sends {
+            return true;
         }
+        b_seen.extend(pair.b_cq.poll_ex(16));
+        false
     });
     let received: Vec<_> = b_seen
         .iter()
