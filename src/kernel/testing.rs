@@ -2,10 +2,12 @@
 //! socket's thread, a timer, a provider's callback): a condition or a value
 //! polled until it comes, failing the test with what it waited for once
 //! [`WAIT`] has passed, so that a wait that never comes true fails instead
-//! of hanging the run. Bounded in count and in time. The unit tests use it
+//! of hanging the run; and the threads' meeting point ([`Barrier`]) with
+//! the same bound. Bounded in count and in time. The unit tests use it
 //! as `kernel::testing`; the conformance harness, which cannot reach a
 //! `cfg(test)` module of the library, includes this file with `#[path]`.
 
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a test waits for an event of another thread before it fails.
@@ -57,6 +59,76 @@ fn polled<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T>
         }
     }
     None
+}
+
+/// `std::sync::Barrier`, bounded: when a party never arrives (its thread
+/// failed before the meeting point), the parties waiting for it fail after
+/// [`WAIT`] instead of holding their threads, and the test, forever.
+pub(crate) struct Barrier {
+    parties: usize,
+    /// Parties arrived in this round, and the round.
+    state: Mutex<(usize, u64)>,
+    turned: Condvar,
+}
+
+impl Barrier {
+    /// A barrier for `parties` threads, reusable round after round.
+    pub(crate) fn new(parties: usize) -> Self {
+        Self {
+            parties,
+            state: Mutex::new((0, 0)),
+            turned: Condvar::new(),
+        }
+    }
+
+    /// Waits until all parties have called `wait` in this round.
+    pub(crate) fn wait(&self) {
+        self.wait_within(WAIT);
+    }
+
+    fn wait_within(&self, limit: Duration) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let round = state.1;
+        state.0 += 1;
+        if state.0 == self.parties {
+            *state = (0, round + 1);
+            self.turned.notify_all();
+            return;
+        }
+        let (state, _) = self
+            .turned
+            .wait_timeout_while(state, limit, |state| state.1 == round)
+            .unwrap_or_else(PoisonError::into_inner);
+        let (arrived, met) = (state.0, state.1 != round);
+        drop(state);
+        assert!(
+            met,
+            "a barrier of {} parties: {arrived} arrived, not within {limit:?}",
+            self.parties
+        );
+    }
+}
+
+#[test]
+fn test_a_barrier_meets_round_after_round_and_fails_a_party_left_alone() {
+    let barrier = Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    barrier.wait();
+                }
+            });
+        }
+    });
+    let alone = std::panic::catch_unwind(|| {
+        Barrier::new(2).wait_within(Duration::from_millis(10));
+    });
+    let message = alone.expect_err("a party left alone fails");
+    let text = message
+        .downcast_ref::<String>()
+        .expect("the failure's message");
+    assert_eq!(text, "a barrier of 2 parties: 1 arrived, not within 10ms");
 }
 
 #[test]

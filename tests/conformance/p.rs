@@ -1,7 +1,5 @@
 //! Family P of the rules catalogue, through the C ABI: work-request posting.
 
-use std::sync::Barrier;
-
 use softndk::abi::*;
 
 use super::harness::*;

@@ -1069,7 +1069,7 @@ fn test_simultaneous_disconnect_rule_x3() {
         let (l1, l2) = (Log::default(), Log::default());
         let (active, passive) = (e.active.0 as usize, e.passive.0 as usize);
         let (c1, c2) = (l1.ctx() as usize, l2.ctx() as usize);
-        let barrier = std::sync::Barrier::new(2);
+        let barrier = crate::kernel::testing::Barrier::new(2);
         std::thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();

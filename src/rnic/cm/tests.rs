@@ -1006,7 +1006,7 @@ mod established {
     fn test_simultaneous_disconnect_rule_x3() {
         for _ in 0..50 {
             let (_net, c) = connected();
-            let barrier = std::sync::Barrier::new(2);
+            let barrier = crate::kernel::testing::Barrier::new(2);
             std::thread::scope(|scope| {
                 scope.spawn(|| {
                     barrier.wait();

@@ -1201,8 +1201,8 @@ mod deregistering {
         let mut buffer = Buffer::new(64, 0);
         let (span, base) = (buffer.span(), buffer.addr());
         reg.mr.close(nothing());
-        let start = Arc::new(std::sync::Barrier::new(2));
-        let done = Arc::new(std::sync::Barrier::new(2));
+        let start = Arc::new(crate::kernel::testing::Barrier::new(2));
+        let done = Arc::new(crate::kernel::testing::Barrier::new(2));
         let (tx, rx) = std::sync::mpsc::channel::<(Segment, usize)>();
         let dropper = {
             let (start, done) = (Arc::clone(&start), Arc::clone(&done));

@@ -13,9 +13,10 @@
 //! assert what must hold under every interleaving; the one timeout
 //! ([`finishes`]) detects a deadlock, it does not measure speed.
 
+use crate::kernel::testing::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Barrier, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 

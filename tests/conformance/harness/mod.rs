@@ -109,15 +109,15 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 /// The bounded wait for an event without a callback to block on (one that
 /// arrives on a transport or engine thread after the call that caused it
-/// returned): the library's own test wait, so that a provider which never
-/// delivers fails the test, naming what it waited for, instead of hanging
-/// the run.
+/// returned), and the bounded `Barrier` of threads that meet: the library's
+/// own, so that a provider which never delivers, or a thread that failed
+/// before a meeting point, fails the test instead of hanging the run.
 #[path = "../../../src/kernel/testing.rs"]
 mod waits;
 #[allow(
     unused_imports,
     reason = "binaries that include the harness without the families"
 )]
-pub(crate) use waits::{wait_some, wait_until, waited};
+pub(crate) use waits::{Barrier, wait_some, wait_until, waited};
 
 pub const PAGE: usize = 4096;
