@@ -232,6 +232,8 @@ pub struct Watch {
     cv: Condvar,
     closed_gate: Mutex<bool>,
     gate_cv: Condvar,
+    /// How long a callback waits at the closed gate: [`WAIT`] unless set.
+    gate_limit: Option<Duration>,
     inside: AtomicUsize,
     overlapped: AtomicBool,
     hook: Mutex<Option<Hook>>,
@@ -243,11 +245,20 @@ impl Watch {
         Arc::new(Self::default())
     }
 
-    /// A watch whose callbacks block until [`open`](Self::open).
+    /// A watch whose callbacks block until [`open`](Self::open), or until
+    /// [`WAIT`] has passed: a test that fails before it opens the gate must
+    /// not hold the provider's thread, and a close waiting for the
+    /// callback, forever.
     pub fn gated() -> Arc<Self> {
-        let watch = Self::new();
-        *watch.closed_gate.lock().unwrap() = true;
-        watch
+        Self::gated_within(WAIT)
+    }
+
+    fn gated_within(limit: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            closed_gate: Mutex::new(true),
+            gate_limit: Some(limit),
+            ..Self::default()
+        })
     }
 
     pub fn ctx(self: &Arc<Self>) -> *mut c_void {
@@ -325,7 +336,16 @@ impl Watch {
             }
         }
         let gate = self.closed_gate.lock().unwrap();
-        drop(self.gate_cv.wait_while(gate, |closed| *closed).unwrap());
+        let limit = self.gate_limit.unwrap_or(WAIT);
+        let (gate, held) = self
+            .gate_cv
+            .wait_timeout_while(gate, limit, |closed| *closed)
+            .unwrap();
+        drop(gate);
+        if held.timed_out() {
+            // Not a panic: this runs inside an `extern "system"` callback.
+            eprintln!("a gated callback returned after {limit:?}: its test never opened the gate");
+        }
         self.inside.fetch_sub(1, Ordering::SeqCst);
         self.log.lock().unwrap().1 += 1;
         self.cv.notify_all();
@@ -366,4 +386,22 @@ pub unsafe extern "system" fn on_watch_connect(ctx: *mut c_void, connector: *mut
     let watch = unsafe { &*ctx.cast::<Watch>() };
     watch.connectors.lock().unwrap().push(connector as usize);
     watch.call(STATUS_SUCCESS);
+}
+
+/// A gated [`Watch`] whose test never opens it lets its callback return
+/// after the gate's limit instead of holding the provider's thread.
+#[test]
+fn harness_a_gate_never_opened_lets_its_callback_go_after_its_limit() {
+    let watch = Watch::gated_within(Duration::from_millis(10));
+    let ctx = watch.ctx();
+    let address = ctx as usize;
+    std::thread::spawn(move || {
+        // SAFETY: the Watch behind `address` is kept alive by the test
+        // until this thread is joined.
+        unsafe { on_watch(address as *mut c_void, STATUS_SUCCESS) };
+    })
+    .join()
+    .unwrap();
+    assert_eq!(watch.all(), [STATUS_SUCCESS]);
+    assert_eq!(watch.returned(), 1);
 }
