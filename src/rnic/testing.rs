@@ -18,7 +18,7 @@ use super::device::{Device, EngineMode};
 use super::memory::Span;
 use super::mr::{Mr, Pd};
 use super::qp::{self, Payload, PostError, Qp, QpConfig};
-use super::types::{Access, Completion, Limits, PAGE_SIZE, Sge, WrFlags};
+use super::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
 /// A notifier that records every event.
@@ -68,10 +68,18 @@ impl TestCq {
     }
 }
 
+/// (request context, opcode, status) of each completion, in CQ order.
+pub fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
+    completions
+        .iter()
+        .map(|c| (c.request_context, c.opcode, c.status))
+        .collect()
+}
+
 /// Every completion `cq` holds now, oldest first.
 pub fn drain(cq: &Cq) -> Vec<Completion> {
     let mut out = Vec::new();
-    let mut batch = [Completion::new(super::WcStatus::Success, super::Opcode::Send, 0, 0); 16];
+    let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
     loop {
         let n = cq.poll(&mut batch);
         if n == 0 {

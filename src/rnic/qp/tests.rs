@@ -31,7 +31,7 @@ use crate::rnic::memory::{self, Span};
 use crate::rnic::mr::{Mr, Mw, Pd};
 use crate::rnic::srq::{Srq, SrqError, SrqEvent, SrqNotify};
 use crate::rnic::testing::{
-    Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq, inline_device,
+    Buffer, CONFIG, LamPages, Pair, Registered, Side, TestCq, inline_device, summary,
 };
 use crate::rnic::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 
@@ -80,14 +80,6 @@ const fn ok(context: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
 /// A cancelled completion of request `context` (E5), as [`summary`] lists it.
 const fn cancelled(context: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
     (context, opcode, WcStatus::Cancelled)
-}
-
-/// (context, opcode, status) of each completion, in CQ order.
-fn summary(completions: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
-    completions
-        .iter()
-        .map(|c| (c.request_context, c.opcode, c.status))
-        .collect()
 }
 
 /// A's deferred chain in the flush and disconnect tests (two Sends, then a

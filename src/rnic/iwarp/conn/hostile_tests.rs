@@ -28,7 +28,7 @@ use crate::rnic::iwarp::terminate::{
     Layer, LlpCode, TermCode, TermLayout, Terminate, ddp_code, ddp_etype, rdmap_code, rdmap_etype,
 };
 use crate::rnic::qp::{Payload, PostError, QpEvents, QpState};
-use crate::rnic::testing::{CONFIG, Registered, Side, TestCq, inline_device};
+use crate::rnic::testing::{CONFIG, Registered, Side, TestCq, inline_device, summary};
 use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
 
 /// The local link's sizes: FPDUs announcing more than 1024 ULPDU bytes are
@@ -204,12 +204,6 @@ fn take(cq: &TestCq, n: usize) -> Vec<Completion> {
     got
 }
 
-fn statuses(done: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
-    done.iter()
-        .map(|c| (c.request_context, c.opcode, c.status))
-        .collect()
-}
-
 // ----- the bench: a device with a well-behaved connection ----------------------
 
 /// The local device, with one well-behaved connection (`good`, initiator,
@@ -271,7 +265,7 @@ impl Bench {
             );
             assert_eq!(&dst.buffer.bytes()[..40], src.buffer.bytes());
             assert_eq!(
-                statuses(&take(&from.scq, 1)),
+                summary(&take(&from.scq, 1)),
                 [(round, Opcode::Send, WcStatus::Success)]
             );
         }
@@ -615,14 +609,14 @@ impl Expect {
 /// is accepted and completes cancelled (E5).
 fn assert_local_failed(side: &Side, lost: &Lost, expect: Expect) {
     assert_eq!(
-        statuses(&take(&side.rcq, 2)),
+        summary(&take(&side.rcq, 2)),
         [
             (1, Opcode::Receive, expect.recv),
             (2, Opcode::Receive, WcStatus::Cancelled)
         ]
     );
     assert_eq!(
-        statuses(&take(&side.scq, 1)),
+        summary(&take(&side.scq, 1)),
         [(10, Opcode::Read, expect.read)]
     );
     assert_eq!(side.qp.state(), QpState::Error);
@@ -635,11 +629,11 @@ fn assert_local_failed(side: &Side, lost: &Lost, expect: Expect) {
     let spare = side.buffer(8, 0, Access::LOCAL_WRITE);
     side.qp.post_receive(21, &[spare.sge(0, 8)]).unwrap();
     assert_eq!(
-        statuses(&take(&side.scq, 1)),
+        summary(&take(&side.scq, 1)),
         [(20, Opcode::Send, WcStatus::Cancelled)]
     );
     assert_eq!(
-        statuses(&take(&side.rcq, 1)),
+        summary(&take(&side.rcq, 1)),
         [(21, Opcode::Receive, WcStatus::Cancelled)]
     );
     assert_eq!(lost.count.load(Ordering::SeqCst), 1, "reported once");
@@ -722,7 +716,7 @@ fn test_garbage_instead_of_mpa_reply_rule_n28_p7() {
             .post_send(6, Payload::Sges(&[]), WrFlags::empty(), None)
             .unwrap();
         assert_eq!(
-            statuses(&take(&fresh.rcq, 1)),
+            summary(&take(&fresh.rcq, 1)),
             [(5, Opcode::Receive, WcStatus::Success)]
         );
         side.qp.disconnect();
@@ -1120,7 +1114,7 @@ fn test_reply_and_bad_fpdu_in_one_segment_rule_n13_x2() {
             }
         );
         assert_eq!(
-            statuses(&take(&side.rcq, 2)),
+            summary(&take(&side.rcq, 2)),
             [
                 (1, Opcode::Receive, WcStatus::Cancelled),
                 (2, Opcode::Receive, WcStatus::Cancelled)

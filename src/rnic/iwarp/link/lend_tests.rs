@@ -10,7 +10,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use std::sync::Mutex;
 
-use super::tests::{Linked, RW, config, statuses};
+use super::tests::{Linked, RW, config};
 use super::{ByteStream, Link};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
@@ -18,6 +18,7 @@ use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::Message;
 use crate::rnic::qp::Payload;
+use crate::rnic::testing::summary;
 use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// One direction: bytes taken and not yet delivered, within a window.
@@ -200,7 +201,7 @@ fn send_write_read(w: &Wire, crc: bool) {
         .unwrap();
     w.pump();
     assert_eq!(
-        statuses(&w.a.scq.drain()),
+        summary(&w.a.scq.drain()),
         [
             (10, Opcode::Send, WcStatus::Success),
             (11, Opcode::Write, WcStatus::Success),
@@ -208,7 +209,7 @@ fn send_write_read(w: &Wire, crc: bool) {
         ]
     );
     let got = w.b.rcq.drain();
-    assert_eq!(statuses(&got), [(1, Opcode::Receive, WcStatus::Success)]);
+    assert_eq!(summary(&got), [(1, Opcode::Receive, WcStatus::Success)]);
     assert_eq!(got[0].bytes, 300);
     assert_eq!(dst.buffer.bytes(), src.buffer.bytes());
     assert_eq!(&sink.buffer.bytes()[25..275], &src.buffer.bytes()[..250]);
@@ -295,7 +296,7 @@ fn test_terminate_arriving_as_the_last_bytes_leave_finds_the_write_sent() {
         w.pump();
         assert!(w.ab.on_taken.lock().unwrap().is_none(), "the peer answered");
         assert_eq!(
-            statuses(&w.a.scq.drain()),
+            summary(&w.a.scq.drain()),
             [(7, Opcode::Write, WcStatus::Success)],
             "lends: {lends}"
         );

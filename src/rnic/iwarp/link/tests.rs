@@ -21,8 +21,8 @@ use crate::rnic::iwarp::setup::{
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, Terminate, ddp_code, ddp_etype};
 use crate::rnic::mr::{Denied, Mw};
 use crate::rnic::qp::{self, Payload, QpState};
-use crate::rnic::testing::{Pair, Registered, Side, TestCq};
-use crate::rnic::types::{Access, Completion, Opcode, WcStatus, WrFlags};
+use crate::rnic::testing::{Pair, Registered, Side, TestCq, summary};
+use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// One direction of the pipe: what the sender's link offered and the
 /// receiver has not read yet, with a window.
@@ -239,13 +239,6 @@ impl Wire {
     }
 }
 
-/// Each completion's (request context, opcode, status).
-pub(super) fn statuses(c: &[Completion]) -> Vec<(usize, Opcode, WcStatus)> {
-    c.iter()
-        .map(|c| (c.request_context, c.opcode, c.status))
-        .collect()
-}
-
 /// A request `ctx` of `opcode` that completed successfully, as
 /// [`expect_done`] lists it.
 fn ok(ctx: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
@@ -256,7 +249,7 @@ fn ok(ctx: usize, opcode: Opcode) -> (usize, Opcode, WcStatus) {
 /// status), in order.
 #[track_caller]
 pub(super) fn expect_done(cq: &TestCq, expected: &[(usize, Opcode, WcStatus)]) {
-    assert_eq!(statuses(&cq.drain()), expected);
+    assert_eq!(summary(&cq.drain()), expected);
 }
 
 /// Posts on `side` a Read (context `ctx`) of the first 8 bytes of the
@@ -507,7 +500,7 @@ fn test_write_and_reads_up_to_ord_in_order_rule_p23_n21() {
     for ord in [1, 2, 4] {
         let w = Wire::with(128, 29, 3, config(true, ord), EngineMode::Inline);
         let _ = write_then_reads(&w, 6);
-        let done = statuses(&w.a.scq.drain());
+        let done = summary(&w.a.scq.drain());
         let mut expected = alloc::vec![(1, Opcode::Write, WcStatus::Success)];
         expected.extend((0..6).map(|i| (10 + i, Opcode::Read, WcStatus::Success)));
         assert_eq!(done, expected, "ord {ord}");
@@ -621,7 +614,7 @@ fn test_write_bad_stag_terminates_rule_m34() {
         assert_eq!(w.terminate_ab(), None, "a Terminate is never answered");
         // The Write was taken by the stream: success (siw); the Read behind
         // it is cancelled.
-        let done = statuses(&w.a.scq.drain());
+        let done = summary(&w.a.scq.drain());
         assert_eq!(done[0], (1, Opcode::Write, WcStatus::Success));
         assert_eq!(done[1].2, WcStatus::Cancelled);
         assert_eq!(w.a.qp.state(), QpState::Error);
@@ -659,7 +652,7 @@ fn test_read_errors_match_local_engine_statuses_rule_p20() {
             .unwrap();
         w.pump();
         assert_eq!(
-            statuses(&w.a.scq.drain()),
+            summary(&w.a.scq.drain()),
             [
                 (1, Opcode::Read, expected),
                 (2, Opcode::Send, WcStatus::Cancelled)
@@ -1022,7 +1015,7 @@ fn test_data_path_after_setup_with_each_rtr() {
         w.pump();
         assert_eq!(w.terminate_ab(), None, "{rtr:?}");
         assert_eq!(w.terminate_ba(), None, "{rtr:?}");
-        let done = statuses(&w.a.scq.drain());
+        let done = summary(&w.a.scq.drain());
         assert_eq!(done.len(), 6, "{rtr:?}");
         assert!(
             done.iter().all(|d| d.2 == WcStatus::Success),
@@ -1114,7 +1107,7 @@ fn scenario(a: &Side, b: &Side, settle: &dyn Fn()) -> Seen {
         .iter()
         .map(|c| (c.request_context, c.bytes, c.solicited))
         .collect();
-    (statuses(&a.scq.drain()), received)
+    (summary(&a.scq.drain()), received)
 }
 
 #[test]
