@@ -1790,10 +1790,7 @@ fn l25_successors_keep_working_while_their_antecedents_close_pends() {
         send0(&p.a_qp, 30 + i, 0);
         send0(&p.b_qp, 40 + i, 0);
     }
-    let mut a: Vec<_> = summary(&p.a_cq.wait_results(6));
-    let mut b: Vec<_> = summary(&p.b_cq.wait_results(6));
-    a.sort_unstable();
-    b.sort_unstable();
+    let (a, b) = (sorted_summary(&p.a_cq, 6), sorted_summary(&p.b_cq, 6));
     assert_eq!(
         a,
         vec![(20, 0), (21, 0), (22, 0), (30, 0), (31, 0), (32, 0)],
@@ -2118,8 +2115,7 @@ fn l20_qp_close_flushes_its_outstanding_requests() {
     let closing = Closing::start(p.a_qp.close_slot());
     // The close itself starts the flush: they complete before the close does
     // (the connector still holds the QP).
-    let mut flushed = summary(&p.a_cq.wait_results(3));
-    flushed.sort_unstable();
+    let flushed = sorted_summary(&p.a_cq, 3);
     assert_eq!(
         flushed,
         vec![

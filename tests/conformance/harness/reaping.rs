@@ -215,12 +215,17 @@ pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
     assert_eq!(&peer_mem.bytes()[..len], payload, "bytes received");
 }
 
+/// (request context, status) of each result, sorted by context.
+pub fn sorted(results: &[NdkResult]) -> Vec<(usize, NtStatus)> {
+    let mut done = summary(results);
+    done.sort_unstable();
+    done
+}
+
 /// (request context, status) of the next `n` results of `cq` (waited
 /// for), sorted by context.
 pub fn sorted_summary(cq: &Cq, n: usize) -> Vec<(usize, NtStatus)> {
-    let mut done = summary(&cq.wait_results(n));
-    done.sort_unstable();
-    done
+    sorted(&cq.wait_results(n))
 }
 
 /// `(context, status)` for every context of `contexts`, as [`summary`]
