@@ -129,8 +129,7 @@ fn e2_flush_leaves_one_completion_per_request_posted_before_it() {
         false
     });
     seen.extend(pair.a_cq.poll(64));
-    let mut contexts: Vec<usize> = seen.iter().map(|r| r.request_context as usize).collect();
-    contexts.sort_unstable();
+    let mut contexts = sorted_contexts(&seen);
     let before = contexts.len();
     contexts.dedup();
     assert_eq!(before, contexts.len(), "a request completed twice");
@@ -907,9 +906,7 @@ fn e13_unusable_objects_answer_every_call_and_close_normally() {
         .collect();
     qp.flush();
     let done = pair.a_cq.wait_results(accepted.len());
-    let mut contexts: Vec<usize> = done.iter().map(|r| r.request_context as usize).collect();
-    contexts.sort_unstable();
-    assert_eq!(contexts, accepted);
+    assert_eq!(sorted_contexts(&done), accepted);
     assert!(done.iter().all(|r| r.status == STATUS_CANCELLED));
     assert_close(mw.close());
     teardown_closing(pair, [a_mem]);

@@ -196,19 +196,15 @@ pub fn ping(from: (&Qp, &Cq, &mut Mem), to: (&Qp, &Cq, &Mem), payload: &[u8]) {
     mem.buffer.bytes_mut()[..len].copy_from_slice(payload);
     assert_success!(peer_qp.receive(0x5EC0, &[peer_mem.sge(0, len)]), "Receive");
     assert_success!(qp.send(0x5E4D, &[mem.sge(0, len)], 0), "Send");
-    let mut done: Vec<(usize, NtStatus)> = if std::ptr::eq(cq.0, peer_cq.0) {
+    let done = if std::ptr::eq(cq.0, peer_cq.0) {
         cq.wait_results(2)
     } else {
         let mut v = cq.wait_results(1);
         v.extend(peer_cq.wait_results(1));
         v
-    }
-    .iter()
-    .map(|r| (r.request_context as usize, r.status))
-    .collect();
-    done.sort_unstable();
+    };
     assert_eq!(
-        done,
+        sorted(&done),
         [(0x5E4D, STATUS_SUCCESS), (0x5EC0, STATUS_SUCCESS)],
         "Send and Receive completions"
     );
