@@ -5,6 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+#[path = "common/tree.rs"]
+mod tree;
+
 /// Every rule id of `shared/spec/rules.md`, in order.
 const RULES: &[&str] = &[
     "D1", "D2", "D3", "D4", "D5", "D6", "C1", "C2", "C3", "C4", "C5", "C6", "X1", "X2", "X3", "X4",
@@ -63,39 +66,31 @@ fn functions(dir: &Path, out: &mut BTreeSet<String>) {
 }
 
 fn collect(dir: &Path, out: &mut BTreeSet<String>, tests_only: bool) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out, tests_only);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let mut after_test_attribute = false;
-            for line in text.lines() {
-                let mut line = line.trim_start();
-                // A table's row may hold its attribute and `fn` on one line.
-                if let Some(rest) = line.strip_prefix("#[test]") {
-                    after_test_attribute = true;
-                    line = rest.trim_start();
-                    if line.is_empty() {
-                        continue;
-                    }
-                }
-                let Some(rest) = line
-                    .strip_prefix("fn ")
-                    .or_else(|| line.strip_prefix("pub fn "))
-                else {
+    for path in tree::rust_files_below(dir) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut after_test_attribute = false;
+        for line in text.lines() {
+            let mut line = line.trim_start();
+            // A table's row may hold its attribute and `fn` on one line.
+            if let Some(rest) = line.strip_prefix("#[test]") {
+                after_test_attribute = true;
+                line = rest.trim_start();
+                if line.is_empty() {
                     continue;
-                };
-                if (!tests_only || after_test_attribute)
-                    && let Some(name) = rest.split(['(', '<']).next()
-                {
-                    out.insert(name.trim().to_owned());
                 }
-                after_test_attribute = false;
             }
+            let Some(rest) = line
+                .strip_prefix("fn ")
+                .or_else(|| line.strip_prefix("pub fn "))
+            else {
+                continue;
+            };
+            if (!tests_only || after_test_attribute)
+                && let Some(name) = rest.split(['(', '<']).next()
+            {
+                out.insert(name.trim().to_owned());
+            }
+            after_test_attribute = false;
         }
     }
 }

@@ -10,6 +10,9 @@
 use std::fs;
 use std::path::Path;
 
+#[path = "common/tree.rs"]
+mod tree;
+
 /// The folders whose files must be named, from the package root.
 const FOLDERS: &[&str] = &["src", "tests", "examples", "scripts"];
 
@@ -21,28 +24,20 @@ const LAYERS: &[&str] = &["abi", "driver", "kernel", "provider", "rnic"];
 
 /// Every file below `dir` that is source: Rust files, and every file of
 /// `scripts/` (shell scripts, the guest's `init`), as paths from `root`.
-fn source_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let mut entries: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            source_files(root, &path, out);
-            continue;
-        }
-        let rel = path
-            .strip_prefix(root)
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let rust = path.extension().is_some_and(|e| e == "rs");
-        if rust || rel.starts_with("scripts/") {
-            out.push(rel);
-        }
-    }
+fn source_files(root: &Path, dir: &Path) -> Vec<String> {
+    tree::files_below(dir)
+        .into_iter()
+        .map(|path| {
+            path.strip_prefix(root)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .filter(|rel| {
+            Path::new(rel).extension().is_some_and(|e| e == "rs") || rel.starts_with("scripts/")
+        })
+        .collect()
 }
 
 /// The paths the text names in backticks: a token of path characters that
@@ -78,7 +73,7 @@ fn package_files() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<String> = ROOT_FILES.iter().map(|f| (*f).to_owned()).collect();
     for folder in FOLDERS {
-        source_files(root, &root.join(folder), &mut files);
+        files.extend(source_files(root, &root.join(folder)));
     }
     files
 }

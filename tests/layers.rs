@@ -4,7 +4,10 @@
 //! circle between folders; this test reads every source file and refuses one.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "common/tree.rs"]
+mod tree;
 
 /// The layers each folder of `src/` may name, itself included.
 const ALLOWED: &[(&str, &[&str])] = &[
@@ -17,17 +20,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 const LAYERS: &[&str] = &["driver", "provider", "rnic", "kernel", "abi"];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// Every `crate::<layer>` a file names, with its line number.
 fn named_layers(text: &str) -> Vec<(usize, &'static str)> {
@@ -61,8 +53,7 @@ fn test_layers_call_down_only() {
     let mut breaches = Vec::new();
     let mut checked = 0;
     for (layer, allowed) in ALLOWED {
-        let mut files = Vec::new();
-        rust_files(&src.join(layer), &mut files);
+        let files = tree::rust_files_below(&src.join(layer));
         assert!(!files.is_empty(), "src/{layer} has no Rust files");
         for file in files {
             let text = fs::read_to_string(&file).unwrap();
