@@ -3,7 +3,7 @@
 //! client's per-round registration of its buffer, said once. Included by
 //! both with `#[path]`, next to the conformance harness.
 
-use crate::harness::{Buffer, Cq, Mr, Pd, Qp, WAIT, lam_pages};
+use crate::harness::{Buffer, Cq, Mr, Pd, Qp, lam_pages, wait_some};
 use softndk::abi::{NdkOperationType, NdkResultEx, NdkSge, STATUS_SUCCESS};
 
 /// Receive credits: each side posts this many receives.
@@ -170,44 +170,31 @@ pub fn register_and_request(
 }
 
 /// The oldest completion of `kind` for the QP whose context is
-/// `qp_context`, polled from `cq`; the completions of other QPs and kinds
-/// wait in `backlog`, in arrival order. A failed completion of any kind
-/// fails the session. Bounded by the harness's `WAIT`. After 1 000 empty
-/// polls in a row it sleeps 100 µs between polls: in the two-process form
-/// the peer is another process on a shared machine, which needs the CPU.
+/// `qp_context`, polled from `cq` within the harness's bounded wait
+/// (`wait_some`); the completions of other QPs and kinds wait in `backlog`,
+/// in arrival order. A failed completion of any kind fails the session.
 pub fn expect_completion(
     cq: &Cq,
     backlog: &mut Vec<NdkResultEx>,
     qp_context: usize,
     kind: NdkOperationType,
 ) -> NdkResultEx {
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut idle = 0_u32;
-    loop {
-        if let Some(bad) = backlog.iter().find(|r| r.status != STATUS_SUCCESS) {
-            panic!("completion {:?} failed with {:#x}", bad.type_, bad.status);
-        }
-        if let Some(at) = backlog
-            .iter()
-            .position(|r| r.qp_context as usize == qp_context && r.type_ == kind)
-        {
-            return backlog.remove(at);
-        }
-        let polled = cq.poll_ex(64);
-        if polled.is_empty() {
-            idle += 1;
-            if idle > 1000 {
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            } else {
-                std::thread::yield_now();
+    wait_some(
+        &format!("a {kind:?} completion for QP {qp_context:#x}"),
+        || {
+            if let Some(bad) = backlog.iter().find(|r| r.status != STATUS_SUCCESS) {
+                panic!("completion {:?} failed with {:#x}", bad.type_, bad.status);
             }
-        } else {
-            idle = 0;
-        }
-        backlog.extend(polled);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {kind:?} completion for QP {qp_context:#x}"
-        );
-    }
+            let at = backlog
+                .iter()
+                .position(|r| r.qp_context as usize == qp_context && r.type_ == kind);
+            match at {
+                Some(at) => Some(backlog.remove(at)),
+                None => {
+                    backlog.extend(cq.poll_ex(64));
+                    None
+                }
+            }
+        },
+    )
 }
