@@ -188,13 +188,11 @@ pub fn expect_completion(
             let at = backlog
                 .iter()
                 .position(|r| r.qp_context as usize == qp_context && r.type_ == kind);
-            match at {
-                Some(at) => Some(backlog.remove(at)),
-                None => {
-                    backlog.extend(cq.poll_ex(64));
-                    None
-                }
+            if let Some(at) = at {
+                return Some(backlog.remove(at));
             }
+            backlog.extend(cq.poll_ex(64));
+            None
         },
     )
 }
