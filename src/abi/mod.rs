@@ -153,6 +153,30 @@ macro_rules! assert_ndis_sizeof {
     };
 }
 
+/// Declares C function types, the one way this module writes them.
+///
+/// Each entry `Name(params) -> Ret;` becomes `pub type Name = unsafe extern
+/// "system" fn(params) -> Ret` (no `-> Ret`: returns nothing), with its doc
+/// comments kept and the parameters in the header's order. `extern
+/// "system"` is the x64 Windows convention that `NTAPI`, `WSKAPI` and the
+/// NDIS and NDKPI function classes all name (§1), and every one is `unsafe`
+/// to call because each takes raw pointers only the caller can vouch for:
+/// both said here once. A family whose parameters end alike has its own
+/// front (`ndk_fn!`, `wsk_fn!`) that adds the shared tail and hands the
+/// plain entry here. The result is a plain type alias, which the dispatch
+/// tables' and characteristics' layout assertions check.
+macro_rules! c_fn {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub type $name = unsafe extern "system" fn($($arg: $ty),*) $(-> $ret)?;
+        )*
+    };
+}
+
 /// Declares C enums the way the conventions above keep them.
 ///
 /// Each `pub struct Name(pub u32) { const MEMBER = value; ... }` becomes a

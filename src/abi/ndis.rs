@@ -11,28 +11,24 @@ use super::types::{
 // §4.13 NDIS handler types
 // ---------------------------------------------------------------------------
 
-/// `OPEN_NDK_ADAPTER_HANDLER` (§4.13): the miniport's handler that opens an
-/// `NDK_ADAPTER` (`PASSIVE_LEVEL`). Returns `NDIS_STATUS_SUCCESS`,
-/// `NDIS_STATUS_BAD_VERSION`, `NDIS_STATUS_ADAPTER_NOT_READY` or
-/// `NDIS_STATUS_RESOURCES` (§2.3). Several adapters may be open at once.
-pub type OpenNdkAdapterHandler = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    parameters: *const NdisOpenNdkAdapterParameters,
-    out_adapter: *mut *mut NdkAdapter,
-) -> NdisStatus;
+c_fn! {
+    /// `OPEN_NDK_ADAPTER_HANDLER` (§4.13): the miniport's handler that opens an
+    /// `NDK_ADAPTER` (`PASSIVE_LEVEL`). Returns `NDIS_STATUS_SUCCESS`,
+    /// `NDIS_STATUS_BAD_VERSION`, `NDIS_STATUS_ADAPTER_NOT_READY` or
+    /// `NDIS_STATUS_RESOURCES` (§2.3). Several adapters may be open at once.
+    OpenNdkAdapterHandler(miniport_adapter_context: NdisHandle,
+        parameters: *const NdisOpenNdkAdapterParameters,
+        out_adapter: *mut *mut NdkAdapter) -> NdisStatus;
 
-/// `CLOSE_NDK_ADAPTER_HANDLER` (§4.13): the miniport's handler that closes an
-/// `NDK_ADAPTER` opened by [`OpenNdkAdapterHandler`] (`PASSIVE_LEVEL`).
-pub type CloseNdkAdapterHandler =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle, adapter: *mut NdkAdapter);
+    /// `CLOSE_NDK_ADAPTER_HANDLER` (§4.13): the miniport's handler that closes an
+    /// `NDK_ADAPTER` opened by [`OpenNdkAdapterHandler`] (`PASSIVE_LEVEL`).
+    CloseNdkAdapterHandler(miniport_adapter_context: NdisHandle, adapter: *mut NdkAdapter);
 
-/// `MINIPORT_SET_OPTIONS` (= `SET_OPTIONS`, §4.13): the miniport driver's
-/// `SetOptionsHandler`, where it calls `NdisSetOptionalHandlers` with the
-/// [`NdisNdkProviderCharacteristics`] (`PASSIVE_LEVEL`).
-pub type MiniportSetOptions = unsafe extern "system" fn(
-    ndis_driver_handle: NdisHandle,
-    driver_context: NdisHandle,
-) -> NdisStatus;
+    /// `MINIPORT_SET_OPTIONS` (= `SET_OPTIONS`, §4.13): the miniport driver's
+    /// `SetOptionsHandler`, where it calls `NdisSetOptionalHandlers` with the
+    /// [`NdisNdkProviderCharacteristics`] (`PASSIVE_LEVEL`).
+    MiniportSetOptions(ndis_driver_handle: NdisHandle, driver_context: NdisHandle) -> NdisStatus;
+}
 
 // ---------------------------------------------------------------------------
 // §3.11 NDIS structures

@@ -38,8 +38,8 @@ pub type WskClient = c_void;
 
 /// Writes the aliases, one entry each, parameters in the header's order:
 ///
-/// * `Name(params) -> Ret;`: `pub type Name = unsafe extern "system"
-///   fn(params) -> Ret` (no `-> Ret`: returns nothing);
+/// * `Name(params) -> Ret;`: the plain entry, handed to `c_fn!` (`pub type
+///   Name = unsafe extern "system" fn(params) -> Ret`);
 /// * `Name(params) => request;`: the family whose completion is a request
 ///   completion (§4): the parameters end with `request_completion:
 ///   Option<NdkFnRequestCompletion>, request_context: *mut c_void`, and it
@@ -69,8 +69,7 @@ macro_rules! ndk_fn {
         }
     };
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
-        $(#[$doc])*
-        pub type $name = unsafe extern "system" fn($($arg: $ty),*) $(-> $ret)?;
+        c_fn! { $(#[$doc])* $name($($arg: $ty),*) $(-> $ret)?; }
         ndk_fn! { $($rest)* }
     };
 }

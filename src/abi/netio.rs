@@ -106,14 +106,13 @@ pub struct MibUnicastIpAddressTable {
     pub table: [MibUnicastIpAddressRow; 1],
 }
 
-/// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): the row is only
-/// relied on for its key fields (the other fields need not be filled in),
-/// and is null for `MibInitialNotification`.
-pub type UnicastIpAddressChangeCallback = unsafe extern "system" fn(
-    caller_context: *mut c_void,
-    row: *mut MibUnicastIpAddressRow,
-    notification_type: MibNotificationType,
-);
+c_fn! {
+    /// `PUNICAST_IPADDRESS_CHANGE_CALLBACK` (PASSIVE_LEVEL): the row is only
+    /// relied on for its key fields (the other fields need not be filled in),
+    /// and is null for `MibInitialNotification`.
+    UnicastIpAddressChangeCallback(caller_context: *mut c_void, row: *mut MibUnicastIpAddressRow,
+        notification_type: MibNotificationType);
+}
 
 /// The status type of the `netio.sys` routines (`NETIOAPI_API` in kernel
 /// mode).

@@ -146,12 +146,11 @@ pub struct IoStatusBlock {
     pub information: usize,
 }
 
-/// `PIO_COMPLETION_ROUTINE`.
-pub type IoCompletionRoutine = unsafe extern "system" fn(
-    device_object: *mut c_void,
-    irp: *mut Irp,
-    context: *mut c_void,
-) -> NtStatus;
+c_fn! {
+    /// `PIO_COMPLETION_ROUTINE`.
+    IoCompletionRoutine(device_object: *mut c_void, irp: *mut Irp,
+        context: *mut c_void) -> NtStatus;
+}
 
 /// `IO_STACK_LOCATION`: 0x48 bytes, align 8. `Parameters` is a union of
 /// four pointer-sized words.
@@ -305,56 +304,56 @@ pub struct WskProviderNpi {
     pub dispatch: *const WskProviderDispatch,
 }
 
+/// Writes the WSK function types, one entry each, parameters in the
+/// header's order: `Name(params) => irp;` is a request that completes
+/// through its IRP (every typed provider downcall but the two releases): the
+/// parameters end with `irp: *mut Irp`, and it returns `NtStatus`
+/// (`STATUS_PENDING` until the IRP completes). Any other entry is
+/// `c_fn!`'s plain `Name(params) -> Ret;`.
+macro_rules! wsk_fn {
+    () => {};
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),* $(,)?) => irp; $($rest:tt)*) => {
+        c_fn! { $(#[$doc])* $name($($arg: $ty,)* irp: *mut Irp) -> NtStatus; }
+        wsk_fn! { $($rest)* }
+    };
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
+        c_fn! { $(#[$doc])* $name($($arg: $ty),*) $(-> $ret)?; }
+        wsk_fn! { $($rest)* }
+    };
+}
+
 // --- Client callbacks ------------------------------------------------------
 
-/// `PFN_WSK_CLIENT_EVENT`.
-pub type PfnWskClientEvent = unsafe extern "system" fn(
-    client_context: *mut c_void,
-    event_type: u32,
-    information: *mut c_void,
-    information_length: usize,
-) -> NtStatus;
+wsk_fn! {
+    /// `PFN_WSK_CLIENT_EVENT`.
+    PfnWskClientEvent(client_context: *mut c_void, event_type: u32, information: *mut c_void,
+        information_length: usize) -> NtStatus;
 
-/// `PFN_WSK_ACCEPT_EVENT`.
-pub type PfnWskAcceptEvent = unsafe extern "system" fn(
-    socket_context: *mut c_void,
-    flags: u32,
-    local_address: *mut SockAddr,
-    remote_address: *mut SockAddr,
-    accept_socket: *mut WskSocket,
-    accept_socket_context: *mut *mut c_void,
-    accept_socket_dispatch: *mut *const WskClientConnectionDispatch,
-) -> NtStatus;
+    /// `PFN_WSK_ACCEPT_EVENT`.
+    PfnWskAcceptEvent(socket_context: *mut c_void, flags: u32, local_address: *mut SockAddr,
+        remote_address: *mut SockAddr, accept_socket: *mut WskSocket,
+        accept_socket_context: *mut *mut c_void,
+        accept_socket_dispatch: *mut *const WskClientConnectionDispatch) -> NtStatus;
 
-/// `PFN_WSK_INSPECT_EVENT` (conditional accept; not used): returns a
-/// `WSK_INSPECT_ACTION`.
-pub type PfnWskInspectEvent = unsafe extern "system" fn(
-    socket_context: *mut c_void,
-    local_address: *mut SockAddr,
-    remote_address: *mut SockAddr,
-    inspect_id: *mut c_void,
-) -> u32;
+    /// `PFN_WSK_INSPECT_EVENT` (conditional accept; not used): returns a
+    /// `WSK_INSPECT_ACTION`.
+    PfnWskInspectEvent(socket_context: *mut c_void, local_address: *mut SockAddr,
+        remote_address: *mut SockAddr, inspect_id: *mut c_void) -> u32;
 
-/// `PFN_WSK_ABORT_EVENT` (conditional accept; not used).
-pub type PfnWskAbortEvent =
-    unsafe extern "system" fn(socket_context: *mut c_void, inspect_id: *mut c_void) -> NtStatus;
+    /// `PFN_WSK_ABORT_EVENT` (conditional accept; not used).
+    PfnWskAbortEvent(socket_context: *mut c_void, inspect_id: *mut c_void) -> NtStatus;
 
-/// `PFN_WSK_RECEIVE_EVENT`.
-pub type PfnWskReceiveEvent = unsafe extern "system" fn(
-    socket_context: *mut c_void,
-    flags: u32,
-    data_indication: *mut WskDataIndication,
-    bytes_indicated: usize,
-    bytes_accepted: *mut usize,
-) -> NtStatus;
+    /// `PFN_WSK_RECEIVE_EVENT`.
+    PfnWskReceiveEvent(socket_context: *mut c_void, flags: u32,
+        data_indication: *mut WskDataIndication, bytes_indicated: usize,
+        bytes_accepted: *mut usize) -> NtStatus;
 
-/// `PFN_WSK_DISCONNECT_EVENT`.
-pub type PfnWskDisconnectEvent =
-    unsafe extern "system" fn(socket_context: *mut c_void, flags: u32) -> NtStatus;
+    /// `PFN_WSK_DISCONNECT_EVENT`.
+    PfnWskDisconnectEvent(socket_context: *mut c_void, flags: u32) -> NtStatus;
 
-/// `PFN_WSK_SEND_BACKLOG_EVENT`.
-pub type PfnWskSendBacklogEvent =
-    unsafe extern "system" fn(socket_context: *mut c_void, ideal_backlog_size: usize) -> NtStatus;
+    /// `PFN_WSK_SEND_BACKLOG_EVENT`.
+    PfnWskSendBacklogEvent(socket_context: *mut c_void, ideal_backlog_size: usize) -> NtStatus;
+}
 
 /// `WSK_CLIENT_DISPATCH`.
 #[repr(C)]
@@ -393,143 +392,68 @@ pub struct WskClientConnectionDispatch {
 
 // --- Provider downcalls ------------------------------------------------------
 
-/// `PFN_WSK_SOCKET`.
-pub type PfnWskSocket = unsafe extern "system" fn(
-    client: WskClientHandle,
-    address_family: AddressFamily,
-    socket_type: u16,
-    protocol: u32,
-    flags: u32,
-    socket_context: *mut c_void,
-    dispatch: *const c_void,
-    owning_process: *mut c_void,
-    owning_thread: *mut c_void,
-    security_descriptor: *mut c_void,
-    irp: *mut Irp,
-) -> NtStatus;
+wsk_fn! {
+    /// `PFN_WSK_SOCKET`.
+    PfnWskSocket(client: WskClientHandle, address_family: AddressFamily, socket_type: u16,
+        protocol: u32, flags: u32, socket_context: *mut c_void, dispatch: *const c_void,
+        owning_process: *mut c_void, owning_thread: *mut c_void,
+        security_descriptor: *mut c_void) => irp;
 
-/// `PFN_WSK_SOCKET_CONNECT`.
-pub type PfnWskSocketConnect = unsafe extern "system" fn(
-    client: WskClientHandle,
-    socket_type: u16,
-    protocol: u32,
-    local_address: *mut SockAddr,
-    remote_address: *mut SockAddr,
-    flags: u32,
-    socket_context: *mut c_void,
-    dispatch: *const WskClientConnectionDispatch,
-    owning_process: *mut c_void,
-    owning_thread: *mut c_void,
-    security_descriptor: *mut c_void,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_SOCKET_CONNECT`.
+    PfnWskSocketConnect(client: WskClientHandle, socket_type: u16, protocol: u32,
+        local_address: *mut SockAddr, remote_address: *mut SockAddr, flags: u32,
+        socket_context: *mut c_void, dispatch: *const WskClientConnectionDispatch,
+        owning_process: *mut c_void, owning_thread: *mut c_void,
+        security_descriptor: *mut c_void) => irp;
 
-/// `PFN_WSK_CONTROL_CLIENT`.
-pub type PfnWskControlClient = unsafe extern "system" fn(
-    client: WskClientHandle,
-    control_code: u32,
-    input_size: usize,
-    input_buffer: *mut c_void,
-    output_size: usize,
-    output_buffer: *mut c_void,
-    output_size_returned: *mut usize,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_CONTROL_CLIENT`.
+    PfnWskControlClient(client: WskClientHandle, control_code: u32, input_size: usize,
+        input_buffer: *mut c_void, output_size: usize, output_buffer: *mut c_void,
+        output_size_returned: *mut usize) => irp;
 
-/// `PFN_WSK_GET_ADDRESS_INFO`, `PFN_WSK_FREE_ADDRESS_INFO`,
-/// `PFN_WSK_GET_NAME_INFO`: not called; kept as untyped slots.
-pub type PfnWskUnused = unsafe extern "system" fn();
+    /// `PFN_WSK_GET_ADDRESS_INFO`, `PFN_WSK_FREE_ADDRESS_INFO`,
+    /// `PFN_WSK_GET_NAME_INFO`: not called; kept as untyped slots.
+    PfnWskUnused();
 
-/// `PFN_WSK_CONTROL_SOCKET`.
-pub type PfnWskControlSocket = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    request_type: WskControlSocketType,
-    control_code: u32,
-    level: u32,
-    input_size: usize,
-    input_buffer: *mut c_void,
-    output_size: usize,
-    output_buffer: *mut c_void,
-    output_size_returned: *mut usize,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_CONTROL_SOCKET`.
+    PfnWskControlSocket(socket: *mut WskSocket, request_type: WskControlSocketType,
+        control_code: u32, level: u32, input_size: usize, input_buffer: *mut c_void,
+        output_size: usize, output_buffer: *mut c_void, output_size_returned: *mut usize) => irp;
 
-/// `PFN_WSK_CLOSE_SOCKET`.
-pub type PfnWskCloseSocket =
-    unsafe extern "system" fn(socket: *mut WskSocket, irp: *mut Irp) -> NtStatus;
+    /// `PFN_WSK_CLOSE_SOCKET`.
+    PfnWskCloseSocket(socket: *mut WskSocket) => irp;
 
-/// `PFN_WSK_BIND`.
-pub type PfnWskBind = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    local_address: *mut SockAddr,
-    flags: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_BIND`.
+    PfnWskBind(socket: *mut WskSocket, local_address: *mut SockAddr, flags: u32) => irp;
 
-/// `PFN_WSK_CONNECT`.
-pub type PfnWskConnect = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    remote_address: *mut SockAddr,
-    flags: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_CONNECT`.
+    PfnWskConnect(socket: *mut WskSocket, remote_address: *mut SockAddr, flags: u32) => irp;
 
-/// `PFN_WSK_CONNECT_EX`.
-pub type PfnWskConnectEx = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    remote_address: *mut SockAddr,
-    buffer: *mut WskBuf,
-    flags: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_CONNECT_EX`.
+    PfnWskConnectEx(socket: *mut WskSocket, remote_address: *mut SockAddr, buffer: *mut WskBuf,
+        flags: u32) => irp;
 
-/// `PFN_WSK_ACCEPT`.
-pub type PfnWskAccept = unsafe extern "system" fn(
-    listen_socket: *mut WskSocket,
-    flags: u32,
-    accept_socket_context: *mut c_void,
-    accept_socket_dispatch: *const WskClientConnectionDispatch,
-    local_address: *mut SockAddr,
-    remote_address: *mut SockAddr,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_ACCEPT`.
+    PfnWskAccept(listen_socket: *mut WskSocket, flags: u32, accept_socket_context: *mut c_void,
+        accept_socket_dispatch: *const WskClientConnectionDispatch, local_address: *mut SockAddr,
+        remote_address: *mut SockAddr) => irp;
 
-/// `PFN_WSK_INSPECT_COMPLETE` (not used).
-pub type PfnWskInspectComplete = unsafe extern "system" fn(
-    listen_socket: *mut WskSocket,
-    inspect_id: *mut c_void,
-    action: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_INSPECT_COMPLETE` (not used).
+    PfnWskInspectComplete(listen_socket: *mut WskSocket, inspect_id: *mut c_void,
+        action: u32) => irp;
 
-/// `PFN_WSK_GET_LOCAL_ADDRESS` and `PFN_WSK_GET_REMOTE_ADDRESS`.
-pub type PfnWskGetAddress = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    address: *mut SockAddr,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_GET_LOCAL_ADDRESS` and `PFN_WSK_GET_REMOTE_ADDRESS`.
+    PfnWskGetAddress(socket: *mut WskSocket, address: *mut SockAddr) => irp;
 
-/// `PFN_WSK_SEND` and `PFN_WSK_RECEIVE`.
-pub type PfnWskSendReceive = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    buffer: *mut WskBuf,
-    flags: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_SEND` and `PFN_WSK_RECEIVE`.
+    PfnWskSendReceive(socket: *mut WskSocket, buffer: *mut WskBuf, flags: u32) => irp;
 
-/// `PFN_WSK_DISCONNECT`: `buffer` optional.
-pub type PfnWskDisconnect = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    buffer: *mut WskBuf,
-    flags: u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_DISCONNECT`: `buffer` optional.
+    PfnWskDisconnect(socket: *mut WskSocket, buffer: *mut WskBuf, flags: u32) => irp;
 
-/// `PFN_WSK_RELEASE_DATA_INDICATION_LIST`.
-pub type PfnWskRelease = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    data_indication: *mut WskDataIndication,
-) -> NtStatus;
+    /// `PFN_WSK_RELEASE_DATA_INDICATION_LIST`.
+    PfnWskRelease(socket: *mut WskSocket, data_indication: *mut WskDataIndication) -> NtStatus;
+}
 
 /// `WSK_PROVIDER_DISPATCH` (with the `NTDDI_WIN7` slots).
 #[repr(C)]
@@ -624,13 +548,12 @@ pub struct WskDatagramIndication {
     pub remote_address: *mut SockAddr,
 }
 
-/// `PFN_WSK_RECEIVE_FROM_EVENT`: `indication` null when the socket is no
-/// longer usable.
-pub type PfnWskReceiveFromEvent = unsafe extern "system" fn(
-    socket_context: *mut c_void,
-    flags: u32,
-    indication: *mut WskDatagramIndication,
-) -> NtStatus;
+wsk_fn! {
+    /// `PFN_WSK_RECEIVE_FROM_EVENT`: `indication` null when the socket is no
+    /// longer usable.
+    PfnWskReceiveFromEvent(socket_context: *mut c_void, flags: u32,
+        indication: *mut WskDatagramIndication) -> NtStatus;
+}
 
 /// `WSK_CLIENT_DATAGRAM_DISPATCH`.
 #[repr(C)]
@@ -639,34 +562,20 @@ pub struct WskClientDatagramDispatch {
     pub wsk_receive_from_event: Option<PfnWskReceiveFromEvent>,
 }
 
-/// `PFN_WSK_SEND_TO`.
-pub type PfnWskSendTo = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    buffer: *mut WskBuf,
-    flags: u32,
-    remote_address: *mut SockAddr,
-    control_info_length: u32,
-    control_info: *mut c_void,
-    irp: *mut Irp,
-) -> NtStatus;
+wsk_fn! {
+    /// `PFN_WSK_SEND_TO`.
+    PfnWskSendTo(socket: *mut WskSocket, buffer: *mut WskBuf, flags: u32,
+        remote_address: *mut SockAddr, control_info_length: u32, control_info: *mut c_void) => irp;
 
-/// `PFN_WSK_RECEIVE_FROM` (not used: data arrives by the event).
-pub type PfnWskReceiveFrom = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    buffer: *mut WskBuf,
-    flags: u32,
-    remote_address: *mut SockAddr,
-    control_length: *mut u32,
-    control_info: *mut c_void,
-    control_flags: *mut u32,
-    irp: *mut Irp,
-) -> NtStatus;
+    /// `PFN_WSK_RECEIVE_FROM` (not used: data arrives by the event).
+    PfnWskReceiveFrom(socket: *mut WskSocket, buffer: *mut WskBuf, flags: u32,
+        remote_address: *mut SockAddr, control_length: *mut u32, control_info: *mut c_void,
+        control_flags: *mut u32) => irp;
 
-/// `PFN_WSK_RELEASE_DATAGRAM_INDICATION_LIST`.
-pub type PfnWskReleaseDatagram = unsafe extern "system" fn(
-    socket: *mut WskSocket,
-    indication: *mut WskDatagramIndication,
-) -> NtStatus;
+    /// `PFN_WSK_RELEASE_DATAGRAM_INDICATION_LIST`.
+    PfnWskReleaseDatagram(socket: *mut WskSocket,
+        indication: *mut WskDatagramIndication) -> NtStatus;
+}
 
 /// `WSK_PROVIDER_DATAGRAM_DISPATCH` (with the `NTDDI_WIN8`
 /// `WskSendMessages` slot, below the driver's floor).

@@ -11,82 +11,61 @@ use super::pnp::NetDevicePnpEvent;
 use crate::abi::types::{Boolean, NdisHandle, NdisStatus};
 use crate::abi::{MiniportSetOptions, NdisObjectHeader};
 
-/// `MINIPORT_INITIALIZE` (PASSIVE_LEVEL).
-pub type MiniportInitialize = unsafe extern "system" fn(
-    miniport_adapter_handle: NdisHandle,
-    miniport_driver_context: NdisHandle,
-    init_parameters: *mut NdisMiniportInitParameters,
-) -> NdisStatus;
+c_fn! {
+    /// `MINIPORT_INITIALIZE` (PASSIVE_LEVEL).
+    MiniportInitialize(miniport_adapter_handle: NdisHandle, miniport_driver_context: NdisHandle,
+        init_parameters: *mut NdisMiniportInitParameters) -> NdisStatus;
 
-/// `MINIPORT_HALT` (PASSIVE_LEVEL).
-pub type MiniportHalt =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle, halt_action: NdisHaltAction);
+    /// `MINIPORT_HALT` (PASSIVE_LEVEL).
+    MiniportHalt(miniport_adapter_context: NdisHandle, halt_action: NdisHaltAction);
 
-/// `MINIPORT_DRIVER_UNLOAD` (= `DRIVER_UNLOAD`, PASSIVE_LEVEL): takes the
-/// `DRIVER_OBJECT`.
-pub type MiniportDriverUnload = unsafe extern "system" fn(driver_object: *mut c_void);
+    /// `MINIPORT_DRIVER_UNLOAD` (= `DRIVER_UNLOAD`, PASSIVE_LEVEL): takes the
+    /// `DRIVER_OBJECT`.
+    MiniportDriverUnload(driver_object: *mut c_void);
 
-/// `MINIPORT_PAUSE` (PASSIVE_LEVEL). The parameters are not read.
-pub type MiniportPause = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    pause_parameters: *mut c_void,
-) -> NdisStatus;
+    /// `MINIPORT_PAUSE` (PASSIVE_LEVEL). The parameters are not read.
+    MiniportPause(miniport_adapter_context: NdisHandle,
+        pause_parameters: *mut c_void) -> NdisStatus;
+}
 
 /// `MINIPORT_RESTART` (PASSIVE_LEVEL). The parameters are not read: its
 /// signature is [`MiniportPause`]'s, the parameters' pointer opaque in both.
 pub type MiniportRestart = MiniportPause;
 
-/// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
-pub type MiniportOidRequest = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    oid_request: *mut NdisOidRequest,
-) -> NdisStatus;
+c_fn! {
+    /// `MINIPORT_OID_REQUEST` (PASSIVE_LEVEL).
+    MiniportOidRequest(miniport_adapter_context: NdisHandle,
+        oid_request: *mut NdisOidRequest) -> NdisStatus;
 
-/// `MINIPORT_SEND_NET_BUFFER_LISTS` (IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportSendNetBufferLists = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    net_buffer_lists: *mut NetBufferList,
-    port_number: NdisPortNumber,
-    send_flags: u32,
-);
+    /// `MINIPORT_SEND_NET_BUFFER_LISTS` (IRQL ≤ DISPATCH_LEVEL).
+    MiniportSendNetBufferLists(miniport_adapter_context: NdisHandle,
+        net_buffer_lists: *mut NetBufferList, port_number: NdisPortNumber, send_flags: u32);
 
-/// `MINIPORT_RETURN_NET_BUFFER_LISTS` (IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportReturnNetBufferLists = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    net_buffer_lists: *mut NetBufferList,
-    return_flags: u32,
-);
+    /// `MINIPORT_RETURN_NET_BUFFER_LISTS` (IRQL ≤ DISPATCH_LEVEL).
+    MiniportReturnNetBufferLists(miniport_adapter_context: NdisHandle,
+        net_buffer_lists: *mut NetBufferList, return_flags: u32);
 
-/// `MINIPORT_CANCEL_SEND` (IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportCancelSend =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle, cancel_id: *mut c_void);
+    /// `MINIPORT_CANCEL_SEND` (IRQL ≤ DISPATCH_LEVEL).
+    MiniportCancelSend(miniport_adapter_context: NdisHandle, cancel_id: *mut c_void);
 
-/// `MINIPORT_CHECK_FOR_HANG` (PASSIVE_LEVEL).
-pub type MiniportCheckForHang =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle) -> Boolean;
+    /// `MINIPORT_CHECK_FOR_HANG` (PASSIVE_LEVEL).
+    MiniportCheckForHang(miniport_adapter_context: NdisHandle) -> Boolean;
 
-/// `MINIPORT_RESET` (IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportReset = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    addressing_reset: *mut Boolean,
-) -> NdisStatus;
+    /// `MINIPORT_RESET` (IRQL ≤ DISPATCH_LEVEL).
+    MiniportReset(miniport_adapter_context: NdisHandle,
+        addressing_reset: *mut Boolean) -> NdisStatus;
 
-/// `MINIPORT_DEVICE_PNP_EVENT_NOTIFY` (PASSIVE_LEVEL).
-pub type MiniportDevicePnpEventNotify = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    net_device_pnp_event: *mut NetDevicePnpEvent,
-);
+    /// `MINIPORT_DEVICE_PNP_EVENT_NOTIFY` (PASSIVE_LEVEL).
+    MiniportDevicePnpEventNotify(miniport_adapter_context: NdisHandle,
+        net_device_pnp_event: *mut NetDevicePnpEvent);
 
-/// `MINIPORT_SHUTDOWN` (PASSIVE_LEVEL for power-off, HIGH_LEVEL during a bug
-/// check).
-pub type MiniportShutdown = unsafe extern "system" fn(
-    miniport_adapter_context: NdisHandle,
-    shutdown_action: NdisShutdownAction,
-);
+    /// `MINIPORT_SHUTDOWN` (PASSIVE_LEVEL for power-off, HIGH_LEVEL during a bug
+    /// check).
+    MiniportShutdown(miniport_adapter_context: NdisHandle, shutdown_action: NdisShutdownAction);
 
-/// `MINIPORT_CANCEL_OID_REQUEST` (IRQL ≤ DISPATCH_LEVEL).
-pub type MiniportCancelOidRequest =
-    unsafe extern "system" fn(miniport_adapter_context: NdisHandle, request_id: *mut c_void);
+    /// `MINIPORT_CANCEL_OID_REQUEST` (IRQL ≤ DISPATCH_LEVEL).
+    MiniportCancelOidRequest(miniport_adapter_context: NdisHandle, request_id: *mut c_void);
+}
 
 /// `MINIPORT_DIRECT_OID_REQUEST` (NDIS 6.1+, IRQL ≤ DISPATCH_LEVEL): the
 /// signature of [`MiniportOidRequest`].
@@ -96,10 +75,11 @@ pub type MiniportDirectOidRequest = MiniportOidRequest;
 /// the signature of [`MiniportCancelOidRequest`].
 pub type MiniportCancelDirectOidRequest = MiniportCancelOidRequest;
 
-/// `NDIS_IO_WORKITEM_FUNCTION` (PASSIVE_LEVEL): the routine of an NDIS I/O
-/// work item.
-pub type NdisIoWorkItemFunction =
-    unsafe extern "system" fn(work_item_context: *mut c_void, work_item_handle: NdisHandle);
+c_fn! {
+    /// `NDIS_IO_WORKITEM_FUNCTION` (PASSIVE_LEVEL): the routine of an NDIS I/O
+    /// work item.
+    NdisIoWorkItemFunction(work_item_context: *mut c_void, work_item_handle: NdisHandle);
+}
 
 /// `NDIS_MINIPORT_DRIVER_CHARACTERISTICS` [H ndis.h; layout PDB], declared
 /// through `CancelDirectOidRequestHandler`: revision 2, 0x98 bytes. Revision 3
