@@ -42,72 +42,59 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 use super::types::{Opcode, WcStatus};
 
-/// A kind of fault: where it is decided and what the consumer sees.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    /// A create (any object, the adapter included) fails inline with
-    /// `STATUS_INSUFFICIENT_RESOURCES` (rule L9); nothing was created.
-    Create = 0,
-    /// A work request (initiator request or receive) is refused inline as
-    /// if its queue were full, `STATUS_NO_MORE_ENTRIES` (P24); it leaves no
-    /// trace (P6) and earlier deferred requests are handed over first (D4).
-    Post = 1,
-    /// An initiator request on a connected QP completes with an error
-    /// instead of running — a status E8 allows for its operation, chosen
-    /// from the seed and the call's index ([`error_status`]) — and the
-    /// connection terminates (E5): later and outstanding requests complete
-    /// cancelled, both sides get a disconnect indication (X2). Over iWARP
-    /// the peer learns it from a Terminate (RFC 5040 §7: a local
-    /// catastrophic error, this side's fault).
-    Completion = 2,
-    /// The connection of a connected QP aborts just before an initiator
-    /// request is queued: both sides get a disconnect indication (X2, N24);
-    /// outstanding requests and this one complete cancelled (E5).
-    Abort = 3,
-    /// A CQ overflows as the next completion is queued: the notification
-    /// callback reports `STATUS_BUFFER_OVERFLOW` through the arm, the CQ and
-    /// its QPs are unusable, no further completion is reported (E10, E12).
-    CqOverflow = 4,
-    /// A Send finds the peer's receive queue empty and gives up (the iWARP
-    /// behaviour, RFC 5040 §7): it completes with `STATUS_REMOTE_RESOURCES`
-    /// (E8) and the connection terminates (E5); the peer's receives
-    /// complete cancelled. Over iWARP it is decided where the Send's first
-    /// segment arrives: the receiving side answers with a Terminate (DDP
-    /// untagged buffer error, "no buffer available", RFC 5041 §7.2), as it
-    /// does for a queue really empty.
-    ReceiveEmpty = 5,
-    /// A create with a completion returns `STATUS_PENDING` and calls its
-    /// create completion later, from another thread, with the new object
-    /// (L5, L6).
-    PendingCreate = 6,
-    /// A close with a completion returns `STATUS_PENDING` and completes
-    /// later, from another thread (L18, L21).
-    PendingClose = 7,
-    /// A request completion or event callback (connect, disconnect
-    /// indication, SRQ notification) is delivered later from another thread
-    /// instead of on the thread that completed it (I3); callbacks of one
-    /// object stay in order and never overlap.
-    Delay = 8,
+numbered! {
+    /// A kind of fault: where it is decided and what the consumer sees.
+    pub enum Kind {
+        /// A create (any object, the adapter included) fails inline with
+        /// `STATUS_INSUFFICIENT_RESOURCES` (rule L9); nothing was created.
+        Create = 0,
+        /// A work request (initiator request or receive) is refused inline as
+        /// if its queue were full, `STATUS_NO_MORE_ENTRIES` (P24); it leaves no
+        /// trace (P6) and earlier deferred requests are handed over first (D4).
+        Post = 1,
+        /// An initiator request on a connected QP completes with an error
+        /// instead of running — a status E8 allows for its operation, chosen
+        /// from the seed and the call's index ([`error_status`]) — and the
+        /// connection terminates (E5): later and outstanding requests complete
+        /// cancelled, both sides get a disconnect indication (X2). Over iWARP
+        /// the peer learns it from a Terminate (RFC 5040 §7: a local
+        /// catastrophic error, this side's fault).
+        Completion = 2,
+        /// The connection of a connected QP aborts just before an initiator
+        /// request is queued: both sides get a disconnect indication (X2, N24);
+        /// outstanding requests and this one complete cancelled (E5).
+        Abort = 3,
+        /// A CQ overflows as the next completion is queued: the notification
+        /// callback reports `STATUS_BUFFER_OVERFLOW` through the arm, the CQ and
+        /// its QPs are unusable, no further completion is reported (E10, E12).
+        CqOverflow = 4,
+        /// A Send finds the peer's receive queue empty and gives up (the iWARP
+        /// behaviour, RFC 5040 §7): it completes with `STATUS_REMOTE_RESOURCES`
+        /// (E8) and the connection terminates (E5); the peer's receives
+        /// complete cancelled. Over iWARP it is decided where the Send's first
+        /// segment arrives: the receiving side answers with a Terminate (DDP
+        /// untagged buffer error, "no buffer available", RFC 5041 §7.2), as it
+        /// does for a queue really empty.
+        ReceiveEmpty = 5,
+        /// A create with a completion returns `STATUS_PENDING` and calls its
+        /// create completion later, from another thread, with the new object
+        /// (L5, L6).
+        PendingCreate = 6,
+        /// A close with a completion returns `STATUS_PENDING` and completes
+        /// later, from another thread (L18, L21).
+        PendingClose = 7,
+        /// A request completion or event callback (connect, disconnect
+        /// indication, SRQ notification) is delivered later from another thread
+        /// instead of on the thread that completed it (I3); callbacks of one
+        /// object stay in order and never overlap.
+        Delay = 8,
+    }
 }
 
 /// How many kinds there are.
-pub const KINDS: usize = 9;
+pub const KINDS: usize = Kind::ALL.len();
 
 impl Kind {
-    /// Every kind, by number.
-    pub const ALL: [Self; KINDS] = [
-        Self::Create,
-        Self::Post,
-        Self::Completion,
-        Self::Abort,
-        Self::CqOverflow,
-        Self::ReceiveEmpty,
-        Self::PendingCreate,
-        Self::PendingClose,
-        Self::Delay,
-    ];
-
     /// The kind's name in a plan's text form.
     pub const fn name(self) -> &'static str {
         match self {
@@ -125,7 +112,7 @@ impl Kind {
 
     /// The kind numbered `index`.
     pub fn from_index(index: usize) -> Option<Self> {
-        Self::ALL.get(index).copied()
+        u8::try_from(index).ok().and_then(Self::from_u8)
     }
 
     /// The kind named `name`.

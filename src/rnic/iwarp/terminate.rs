@@ -38,27 +38,15 @@ pub const SEGMENT_LEN_LEN: usize = 2;
 pub const MAX_TERMINATE_LEN: usize =
     CONTROL_LEN + SEGMENT_LEN_LEN + ddp::UNTAGGED_HEADER_LEN + READ_REQUEST_LEN;
 
-/// The layer that reports an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Layer {
-    /// RDMAP (0).
-    Rdmap = 0,
-    /// DDP (1).
-    Ddp = 1,
-    /// The lower layer protocol: MPA (2).
-    Llp = 2,
-}
-
-impl Layer {
-    /// The layer of a wire value.
-    #[must_use]
-    pub const fn from_u8(value: u8) -> Option<Self> {
-        match value {
-            0 => Some(Self::Rdmap),
-            1 => Some(Self::Ddp),
-            2 => Some(Self::Llp),
-            _ => None,
-        }
+numbered! {
+    /// The layer that reports an error.
+    pub enum Layer {
+        /// RDMAP (0).
+        Rdmap = 0,
+        /// DDP (1).
+        Ddp = 1,
+        /// The lower layer protocol: MPA (2).
+        Llp = 2,
     }
 }
 
@@ -595,6 +583,17 @@ mod tests {
         let mut buf = [0u8; MAX_TERMINATE_LEN];
         let len = term.write(&mut buf, layout).unwrap();
         buf[..len].to_vec()
+    }
+
+    /// `numbered!`: RFC 5040 §4.8's layer numbers, nothing else.
+    #[test]
+    fn layers_are_numbered_as_the_rfc_numbers_them() {
+        assert_eq!(Layer::ALL, [Layer::Rdmap, Layer::Ddp, Layer::Llp]);
+        for layer in Layer::ALL {
+            assert_eq!(Layer::from_u8(layer as u8), Some(layer));
+        }
+        assert_eq!(Layer::from_u8(3), None);
+        assert_eq!(Layer::from_u8(0xff), None);
     }
 
     #[test]
