@@ -546,32 +546,19 @@ c_enum! {
 
 /// `GUID_NDIS_NDK_CAPABILITIES` {7969ba4d-dd80-4bc7-b3e6-68043997e519}: WMI, NDK
 /// capabilities (§5.11).
-pub const GUID_NDIS_NDK_CAPABILITIES: Guid = Guid {
-    data1: 0x7969_BA4D,
-    data2: 0xDD80,
-    data3: 0x4BC7,
-    data4: [0xB3, 0xE6, 0x68, 0x04, 0x39, 0x97, 0xE5, 0x19],
-};
+pub const GUID_NDIS_NDK_CAPABILITIES: Guid =
+    Guid::from_u128(0x7969BA4D_DD80_4BC7_B3E6_68043997E519);
 
 /// `GUID_NDIS_NDK_STATE` {530c69c9-2f51-49de-a1af-088d54ffa474}: WMI, NDK state
 /// (§5.11).
-pub const GUID_NDIS_NDK_STATE: Guid = Guid {
-    data1: 0x530C_69C9,
-    data2: 0x2F51,
-    data3: 0x49DE,
-    data4: [0xA1, 0xAF, 0x08, 0x8D, 0x54, 0xFF, 0xA4, 0x74],
-};
+pub const GUID_NDIS_NDK_STATE: Guid = Guid::from_u128(0x530C69C9_2F51_49DE_A1AF_088D54FFA474);
 
 /// `NDK_EXTENSION_ID_ADAPTER_RSS_DISPATCH` {bab27026-86c3-4e31-9f72-4936ded76d42}:
 /// the `NdkQueryExtension` id of
 /// [`NdkExtensionAdapterRssDispatch`](super::NdkExtensionAdapterRssDispatch)
 /// (§3.10, §5.11).
-pub const NDK_EXTENSION_ID_ADAPTER_RSS_DISPATCH: Guid = Guid {
-    data1: 0xBAB2_7026,
-    data2: 0x86C3,
-    data3: 0x4E31,
-    data4: [0x9F, 0x72, 0x49, 0x36, 0xDE, 0xD7, 0x6D, 0x42],
-};
+pub const NDK_EXTENSION_ID_ADAPTER_RSS_DISPATCH: Guid =
+    Guid::from_u128(0xBAB27026_86C3_4E31_9F72_4936DED76D42);
 
 /// `WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH` (0x4E444B44, the four characters
 /// `'NDKD'`): the WSK control code that returns

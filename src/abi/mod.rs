@@ -6,7 +6,9 @@
 //! at compile time for x86-64 (a wrong field order fails `cargo build`), with the
 //! same numbers re-checked by one named unit test per type (`layout_*`).
 //!
-//! There is no logic in this module: types, constants and layout assertions only.
+//! There is no logic in this module: types, constants and layout assertions
+//! only (`Guid::from_u128` aside, the const constructor that writes a GUID
+//! constant in its registry form).
 //!
 //! # Conventions
 //!

@@ -90,6 +90,26 @@ pub struct Guid {
     pub data4: [u8; 8],
 }
 
+impl Guid {
+    /// The GUID written `{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}` in its
+    /// registry form is `from_u128(0xXXXXXXXX_XXXX_XXXX_XXXX_XXXXXXXXXXXX)`:
+    /// `Data1`, `Data2` and `Data3` are the first three groups as numbers,
+    /// `Data4` the last eight bytes in the order written.
+    #[must_use]
+    pub const fn from_u128(value: u128) -> Self {
+        let bytes = value.to_be_bytes();
+        Self {
+            data1: u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+            data2: u16::from_be_bytes([bytes[4], bytes[5]]),
+            data3: u16::from_be_bytes([bytes[6], bytes[7]]),
+            data4: [
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14],
+                bytes[15],
+            ],
+        }
+    }
+}
+
 /// `GROUP_AFFINITY` (§3.14): a processor group and a mask of processors in it,
 /// 0x10 bytes, align 8.
 #[repr(C)]
@@ -285,3 +305,25 @@ const _: () = {
     assert!(size_of::<PfnNumber>() == 8);
     assert!(size_of::<NdisHandle>() == 8);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::Guid;
+
+    /// `from_u128` gives the fields a header's `DEFINE_GUID` lists for the
+    /// same GUID (`NPI_WSK_INTERFACE_ID`, `wsk.h`).
+    #[test]
+    fn guid_from_its_registry_form_has_the_header_fields() {
+        let guid = Guid::from_u128(0x2227_E803_8D8B_11D4_ABAD_0090_2771_9E09);
+        assert_eq!(
+            guid,
+            Guid {
+                data1: 0x2227_E803,
+                data2: 0x8D8B,
+                data3: 0x11D4,
+                data4: [0xAB, 0xAD, 0x00, 0x90, 0x27, 0x71, 0x9E, 0x09],
+            }
+        );
+        assert_eq!(guid, crate::abi::NPI_WSK_INTERFACE_ID);
+    }
+}

@@ -117,12 +117,7 @@ pub const WSK_GET_OPTION: WskControlSocketType = 1;
 pub const WSK_IOCTL: WskControlSocketType = 2;
 
 /// `NPI_WSK_INTERFACE_ID`: `{2227E803-8D8B-11D4-ABAD-009027719E09}`.
-pub const NPI_WSK_INTERFACE_ID: Guid = Guid {
-    data1: 0x2227_E803,
-    data2: 0x8D8B,
-    data3: 0x11D4,
-    data4: [0xAB, 0xAD, 0x00, 0x90, 0x27, 0x71, 0x9E, 0x09],
-};
+pub const NPI_WSK_INTERFACE_ID: Guid = Guid::from_u128(0x2227E803_8D8B_11D4_ABAD_009027719E09);
 
 // --- IRP (wdm.h) -------------------------------------------------------------
 

@@ -19,12 +19,7 @@ use super::harness::*;
 // ---------------------------------------------------------------------------
 
 /// A GUID no provider implements.
-const UNKNOWN_EXTENSION: Guid = Guid {
-    data1: 0x1234_5678,
-    data2: 0x9ABC,
-    data3: 0xDEF0,
-    data4: [0x4C, 0x43, 0x4B, 0, 1, 2, 3, 4],
-};
+const UNKNOWN_EXTENSION: Guid = Guid::from_u128(0x12345678_9ABC_DEF0_4C43_4B0001020304);
 
 /// What QueryExtension must leave alone when it does not succeed (L29).
 const UNTOUCHED: usize = 0x5EED_0000_0000_5EED;
