@@ -122,23 +122,24 @@ pub mod ddp_code {
     pub const U_INVALID_VERSION: u8 = 0x06;
 }
 
-/// MPA (lower layer) error codes; their error type is 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LlpCode {
-    /// TCP connection closed, terminated or lost (0x01).
-    ConnectionLost = 0x01,
-    /// MPA CRC error (0x02).
-    Crc = 0x02,
-    /// Marker and ULPDU length mismatch: the FPDU framing is lost (0x03).
-    FpduFraming = 0x03,
-    /// Invalid MPA request or reply frame (0x04).
-    InvalidRequestReply = 0x04,
-    /// Local catastrophic error (0x05, RFC 6581).
-    LocalCatastrophic = 0x05,
-    /// Insufficient IRD resources (0x06, RFC 6581).
-    InsufficientIrd = 0x06,
-    /// No matching RTR option (0x07, RFC 6581).
-    NoMatchingRtr = 0x07,
+numbered! {
+    /// MPA (lower layer) error codes; their error type is 0.
+    pub enum LlpCode {
+        /// TCP connection closed, terminated or lost (0x01).
+        ConnectionLost = 0x01,
+        /// MPA CRC error (0x02).
+        Crc = 0x02,
+        /// Marker and ULPDU length mismatch: the FPDU framing is lost (0x03).
+        FpduFraming = 0x03,
+        /// Invalid MPA request or reply frame (0x04).
+        InvalidRequestReply = 0x04,
+        /// Local catastrophic error (0x05, RFC 6581).
+        LocalCatastrophic = 0x05,
+        /// Insufficient IRD resources (0x06, RFC 6581).
+        InsufficientIrd = 0x06,
+        /// No matching RTR option (0x07, RFC 6581).
+        NoMatchingRtr = 0x07,
+    }
 }
 
 /// Layer, error type and error code of a Terminate.
@@ -197,7 +198,7 @@ impl TermCode {
             }
             (Layer::Ddp, ddp_etype::TAGGED_BUFFER) => self.ecode <= 0x04,
             (Layer::Ddp, ddp_etype::UNTAGGED_BUFFER) => matches!(self.ecode, 0x01..=0x06),
-            (Layer::Llp, 0) => matches!(self.ecode, 0x01..=0x07),
+            (Layer::Llp, 0) => LlpCode::from_u8(self.ecode).is_some(),
             _ => false,
         }
     }
@@ -594,6 +595,36 @@ mod tests {
         }
         assert_eq!(Layer::from_u8(3), None);
         assert_eq!(Layer::from_u8(0xff), None);
+    }
+
+    /// An MPA error is known exactly for the codes RFC 5044 and RFC 6581
+    /// define, 0x01 to 0x07, each an `LlpCode`.
+    #[test]
+    fn llp_codes_known_are_the_rfcs_codes() {
+        assert_eq!(LlpCode::ALL.len(), 7);
+        for ecode in 0..=u8::MAX {
+            let code = TermCode {
+                layer: Layer::Llp,
+                etype: 0,
+                ecode,
+            };
+            assert_eq!(
+                code.is_known(),
+                (0x01..=0x07).contains(&ecode),
+                "{ecode:#x}"
+            );
+            if let Some(llp) = LlpCode::from_u8(ecode) {
+                assert_eq!(TermCode::llp(llp), code);
+            }
+        }
+        assert!(
+            !TermCode {
+                layer: Layer::Llp,
+                etype: 1,
+                ecode: 0x01
+            }
+            .is_known()
+        );
     }
 
     #[test]
