@@ -177,3 +177,52 @@ fn every_conformance_test_names_a_known_rule_and_is_listed() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Whether `rule` stands in `text` as a whole id (`L1` is not in `L10`).
+fn cites(text: &str, rule: &str) -> bool {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    text.match_indices(rule).any(|(at, _)| {
+        let before = text.as_bytes()[..at].last().copied();
+        let after = text.as_bytes().get(at + rule.len()).copied();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// A newcomer who knows a rule id finds the code that keeps it by that id:
+/// every rule, the consumer's included (the code that answers a consumer
+/// who breaks it, or the reported fact that frees consumers of it), is cited
+/// in a comment or name of the product code under `src/`, not only in tests.
+#[test]
+fn every_rule_is_cited_in_the_code_that_keeps_it() {
+    let is_test = |path: &Path| {
+        path.components().any(|c| c.as_os_str() == "tests")
+            || path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains("test"))
+    };
+    let code: Vec<String> = tree::rust_files_below(&root().join("src"))
+        .into_iter()
+        .filter(|path| !is_test(path.strip_prefix(root()).unwrap_or(path)))
+        .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+        .collect();
+    assert!(code.len() > 100, "the product sources were not found");
+    let uncited: Vec<&str> = RULES
+        .iter()
+        .copied()
+        .filter(|rule| !code.iter().any(|text| cites(text, rule)))
+        .collect();
+    assert!(
+        uncited.is_empty(),
+        "rules no product code under src/ cites: {uncited:?}"
+    );
+}
+
+#[test]
+fn a_rule_id_is_cited_only_as_a_whole_word() {
+    assert!(cites("checked here (L1).", "L1"));
+    assert!(cites("L1: first", "L1"));
+    assert!(!cites("rules L10 and L11", "L1"));
+    assert!(!cites("IRD_P2P", "P2"));
+    assert!(!cites("XL1", "L1"));
+}

@@ -121,7 +121,10 @@ pub unsafe fn close(adapter: *mut NdkAdapter, slot: &'static Slot) -> bool {
 /// The adapter's information: the true limits of the emulated NIC (A8) and
 /// the features this provider implements; iWARP with the wire's limits when
 /// the NIC is on the wire (`on_wire`), else RoCE v2
-/// (`iface::FABRIC_TECHNOLOGY`).
+/// (`iface::FABRIC_TECHNOLOGY`). `RDMA_READ_SINK_NOT_REQUIRED` frees
+/// consumers from M8's read-sink flags (M9); `CQ_RESIZE_SUPPORTED` is what
+/// lets them call ResizeCq (K3); moderation is not reported, so they do
+/// not call ControlCqInterruptModeration (K9, and K8 when they do).
 pub fn info(device: &Device, version: NdkVersion, on_wire: bool) -> NdkAdapterInfo {
     let flags = AdapterFlags::RDMA_READ_SINK_NOT_REQUIRED
         | AdapterFlags::RDMA_READ_LOCAL_INVALIDATE_SUPPORTED
@@ -163,6 +166,9 @@ unsafe fn query_adapter_info(
 }
 
 /// `NdkCreateCq` (L12; L7: inline): the notification callback is required.
+/// The `Affinity` is accepted and not followed: a notification runs on
+/// whichever thread completes the work, which I7 allows ("consumers cannot
+/// count on it").
 fn create_cq(adapter: &Object<Adapter>, args: CreateCq) -> Result<*mut NdkCq, NtStatus> {
     let notification = args.notification.ok_or(STATUS_INVALID_PARAMETER)?;
     let context = args.notification_context as usize;

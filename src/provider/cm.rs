@@ -309,7 +309,10 @@ impl ConnectorEvents for Bridge {
     }
 
     fn disconnected(&self) {
-        // N24: optional; the RNIC indicates at most once per connection.
+        // N24: optional; the RNIC indicates at most once per connection. It
+        // only signals (X4): the QP's requests complete, or not, on their
+        // own. A 1.2 provider calls the plain callback, with no reason code
+        // (N25: the Ex callback's reason is NDKPI 2.1's).
         let indication = self.requests.lock().indication;
         if let (Some((callback, context)), Some(object)) = (indication, self.object()) {
             object.deliver(Event::Disconnect { callback, context });

@@ -373,7 +373,9 @@ unsafe fn get_results_ex(cq: &Object<Cq>, results: *mut NdkResultEx, n: u32) -> 
 
 /// `NdkControlCqInterruptModeration` (K8): the adapter does not report
 /// `CQ_INTERRUPT_MODERATION_SUPPORTED` — a software CQ raises no interrupts to
-/// moderate — so the call exists and answers `STATUS_NOT_SUPPORTED`.
+/// moderate — so the call exists and answers `STATUS_NOT_SUPPORTED`. No CQ
+/// is ever moderated (K5), so the rules for settings that take effect (K6's
+/// invalid mix, K7's newest settings) have nothing to act on.
 fn control_moderation(_cq: &Object<Cq>, _interval: u32, _count: u32) -> NtStatus {
     STATUS_NOT_SUPPORTED
 }

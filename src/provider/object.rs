@@ -17,7 +17,10 @@
 //! is released: at once with `STATUS_SUCCESS` when nothing holds it, else with
 //! `STATUS_PENDING` and the close completion later (L18). The close completion
 //! is the object's last callback (L22); only after it returns are the
-//! antecedents' holds released (L26).
+//! antecedents' holds released (L26). While it waits, a close is no more than
+//! that dereference: the successors holding the object keep working through
+//! it (L25), except where a rule wants an effect at once (a listener turns
+//! requests away from its close on, N6).
 //!
 //! # Callbacks
 //! Request completions and events of one object go through its serializer:

@@ -51,7 +51,8 @@ pub(super) fn create_pd(adapter: &Object<Adapter>) -> Result<*mut NdkPd, NtStatu
     Ok(object.as_ptr().cast())
 }
 
-/// `NdkCreateSrq` (L7: inline; `qp::create_srq`).
+/// `NdkCreateSrq` (L7: inline; `qp::create_srq`). The `Affinity` is
+/// accepted and not followed, as for a CQ (I7).
 fn create_srq(pd: &Object<Pd>, args: CreateSrq) -> Result<*mut NdkSrq, NtStatus> {
     let (depth, max_sge, threshold) = (args.depth, args.max_sge, args.threshold);
     let context = args.notification_context as usize;

@@ -409,7 +409,9 @@ fn send(
         completion.solicited = wqe.flags.contains(WrFlags::SOLICITED);
         if let Some(key) = invalidate {
             // M24 / C2: the receiver invalidates the named token; an invalid
-            // one aborts the connection.
+            // one aborts the connection. Every peer of this RNIC supports
+            // remote invalidation, which M25 leaves the consumer to agree out
+            // of band.
             peer.device()
                 .invalidate_key(peer.pd(), key)
                 .map_err(|_| WcStatus::InvalidRequest)?;

@@ -102,7 +102,8 @@ impl From<ResourceError> for CreateQpError {
     }
 }
 
-/// Why a post was refused inline. A refused post leaves no trace (P6, D3).
+/// Why a post was refused inline. A refused post leaves no trace (P6, D3)
+/// and does not harm the QP: earlier and later requests proceed (E6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostError {
     /// Initiator request on a QP that is not connected (P7), or any request
@@ -248,7 +249,9 @@ impl fmt::Display for QpState {
 }
 
 /// The initiator queue and the connection, under one lock so that a state
-/// change and the doorbell it rings are one step (P4, P5, D5).
+/// change and the doorbell it rings are one step (P4, P5, D5). Serializing
+/// posts is not its job (P3: the consumer serializes them, P2); it is what
+/// keeps posts that break P2 memory-safe.
 pub(crate) struct SendQueue {
     pub(crate) state: QpState,
     pub(crate) peer: Option<Arc<Qp>>,
