@@ -9,37 +9,39 @@
 //! See `docs/rnic.md` for the design and the choices made where the
 //! specification leaves room.
 
-/// Declares a field-less enum whose variants carry fixed numbers (a wire
+/// Declares field-less enums whose variants carry fixed numbers (a wire
 /// code, a table index), each variant said once: the enum, `#[repr(u8)]`
 /// with `Clone, Copy, Debug, PartialEq, Eq, Hash`; `ALL`, every variant in
 /// declaration order; and `from_u8`, the variant of a number (`None` for
 /// any other, which a parser turns into its own error). Further methods go
 /// in a separate `impl`.
 macro_rules! numbered {
-    (
+    ($(
         $(#[$meta:meta])*
         pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)* }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(u8)]
-        pub enum $name {
-            $($(#[$vmeta])* $variant = $value,)*
-        }
+    )*) => {
+        $(
+            $(#[$meta])*
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+            #[repr(u8)]
+            pub enum $name {
+                $($(#[$vmeta])* $variant = $value,)*
+            }
 
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: [Self; [$(Self::$variant),*].len()] = [$(Self::$variant),*];
+            impl $name {
+                /// Every variant, in declaration order.
+                pub const ALL: [Self; [$(Self::$variant),*].len()] = [$(Self::$variant),*];
 
-            /// The variant numbered `value`.
-            #[must_use]
-            pub const fn from_u8(value: u8) -> Option<Self> {
-                match value {
-                    $($value => Some(Self::$variant),)*
-                    _ => None,
+                /// The variant numbered `value`.
+                #[must_use]
+                pub const fn from_u8(value: u8) -> Option<Self> {
+                    match value {
+                        $($value => Some(Self::$variant),)*
+                        _ => None,
+                    }
                 }
             }
-        }
+        )*
     };
 }
 

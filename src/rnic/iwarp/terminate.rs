@@ -48,6 +48,24 @@ numbered! {
         /// The lower layer protocol: MPA (2).
         Llp = 2,
     }
+
+    /// MPA (lower layer) error codes; their error type is 0.
+    pub enum LlpCode {
+        /// TCP connection closed, terminated or lost (0x01).
+        ConnectionLost = 0x01,
+        /// MPA CRC error (0x02).
+        Crc = 0x02,
+        /// Marker and ULPDU length mismatch: the FPDU framing is lost (0x03).
+        FpduFraming = 0x03,
+        /// Invalid MPA request or reply frame (0x04).
+        InvalidRequestReply = 0x04,
+        /// Local catastrophic error (0x05, RFC 6581).
+        LocalCatastrophic = 0x05,
+        /// Insufficient IRD resources (0x06, RFC 6581).
+        InsufficientIrd = 0x06,
+        /// No matching RTR option (0x07, RFC 6581).
+        NoMatchingRtr = 0x07,
+    }
 }
 
 /// RDMAP error types.
@@ -120,26 +138,6 @@ pub mod ddp_code {
     pub const U_TOO_LONG: u8 = 0x05;
     /// Untagged: invalid DDP version.
     pub const U_INVALID_VERSION: u8 = 0x06;
-}
-
-numbered! {
-    /// MPA (lower layer) error codes; their error type is 0.
-    pub enum LlpCode {
-        /// TCP connection closed, terminated or lost (0x01).
-        ConnectionLost = 0x01,
-        /// MPA CRC error (0x02).
-        Crc = 0x02,
-        /// Marker and ULPDU length mismatch: the FPDU framing is lost (0x03).
-        FpduFraming = 0x03,
-        /// Invalid MPA request or reply frame (0x04).
-        InvalidRequestReply = 0x04,
-        /// Local catastrophic error (0x05, RFC 6581).
-        LocalCatastrophic = 0x05,
-        /// Insufficient IRD resources (0x06, RFC 6581).
-        InsufficientIrd = 0x06,
-        /// No matching RTR option (0x07, RFC 6581).
-        NoMatchingRtr = 0x07,
-    }
 }
 
 /// Layer, error type and error code of a Terminate.
