@@ -307,3 +307,66 @@ fn test_terminate_arriving_as_the_last_bytes_leave_finds_the_write_sent() {
         drop(w);
     }
 }
+
+/// N21, the responder's side: the IRD slot of an inbound Read is free
+/// before its last Response can reach the initiator. Here the initiator
+/// (ORD 1) places that Response, completes the Read and sends its next
+/// Read Request before the responder's link returns from handing the bytes
+/// over, as a peer on another machine can; with IRD 1 the request must find
+/// room. Before the slot was freed ahead of the hand-over, the lent path
+/// answered it with a Terminate (IRD exceeded, `RemoteOperationError` for
+/// the second Read; seen in CI on the deferred engine over TCP).
+#[test]
+fn test_a_read_request_right_behind_the_last_response_is_within_the_ird_rule_n21() {
+    for lends in [true, false] {
+        let a_cfg = config(false, 1);
+        let b_cfg = super::LinkConfig {
+            ird: 1,
+            ..config(false, 4)
+        };
+        let pipes = (LendPipe::new(4096, lends), LendPipe::new(4096, lends));
+        let w = Arc::new(Wire {
+            linked: Linked::new(EngineMode::Inline, pipes, (a_cfg, b_cfg)),
+            chunk: 4096,
+        });
+        let source = w.b.pattern(16, 5, RW);
+        let sinks = [0, 1].map(|_| w.a.buffer(8, 0, Access::LOCAL_WRITE));
+        let answer = Arc::clone(&w);
+        *w.ba.on_taken.lock().unwrap() = Some(Box::new(move || {
+            // A receives the first Read's Response (A then sends the second
+            // Read Request), and B that request, before B's link returns.
+            Wire::move_one(&answer.ba, &answer.la, &answer.lb, 4096, None);
+            Wire::move_one(&answer.ab, &answer.lb, &answer.la, 4096, None);
+        }));
+        for (i, sink) in sinks.iter().enumerate() {
+            w.a.qp
+                .post_read(
+                    i,
+                    &[sink.sge(0, 8)],
+                    source.raddr(8 * i as u64),
+                    source.rkey(),
+                    WrFlags::empty(),
+                )
+                .unwrap();
+        }
+        w.pump();
+        assert!(w.ba.on_taken.lock().unwrap().is_none(), "the peer answered");
+        assert_eq!(
+            summary(&w.a.scq.drain()),
+            [
+                (0, Opcode::Read, WcStatus::Success),
+                (1, Opcode::Read, WcStatus::Success)
+            ],
+            "lends: {lends}"
+        );
+        for (i, sink) in sinks.iter().enumerate() {
+            assert_eq!(
+                sink.buffer.bytes(),
+                &source.buffer.bytes()[8 * i..8 * (i + 1)],
+                "Read {i}"
+            );
+        }
+        assert_eq!(w.b.qp.state(), crate::rnic::qp::QpState::Connected);
+        drop(w);
+    }
+}

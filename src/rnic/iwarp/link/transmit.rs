@@ -230,6 +230,14 @@ impl Link {
             chunk as u64,
             Access::REMOTE_READ,
         );
+        if last {
+            // N21: the Read's IRD slot is free before its last Response can
+            // reach the initiator, which may send its next Read Request the
+            // moment that Response lands, before `build` returns (the stream
+            // takes a lent FPDU inside it). Tx before shared: the lock order.
+            tx.response_sent = 0;
+            self.shared.lock().in_reads.pop();
+        }
         let built = source.ok().and_then(|seg| {
             let source_list = one(seg);
             self.build(&mut tx, &header, chunk, None, |out| {
@@ -242,11 +250,7 @@ impl Link {
             self.fail(qp, LocalCause::Catastrophic.term_code(), None);
             return Step::Progress;
         }
-        if last {
-            tx.response_sent = 0;
-            drop(tx);
-            self.shared.lock().in_reads.pop();
-        } else {
+        if !last {
             tx.response_sent = offset + chunk as u64;
         }
         Step::Progress
