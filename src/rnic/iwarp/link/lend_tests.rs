@@ -118,6 +118,39 @@ impl Wire {
         }
     }
 
+    /// The next time A's stream (`a_sends`) or B's takes bytes, they are
+    /// delivered to the peer and the peer's answer delivered back, all
+    /// before the sending link returns from `send_with` / `send`: a peer on
+    /// another machine can answer that fast. Once.
+    fn answer_inside_the_hand_over(self: &Arc<Self>, a_sends: bool) {
+        let w = Arc::clone(self);
+        let hook: Box<dyn FnOnce() + Send> = Box::new(move || {
+            if a_sends {
+                Self::move_one(&w.ab, &w.lb, &w.la, 4096, None);
+                Self::move_one(&w.ba, &w.la, &w.lb, 4096, None);
+            } else {
+                Self::move_one(&w.ba, &w.la, &w.lb, 4096, None);
+                Self::move_one(&w.ab, &w.lb, &w.la, 4096, None);
+            }
+        });
+        let stream = if a_sends { &self.ab } else { &self.ba };
+        *stream.on_taken.lock().unwrap() = Some(hook);
+    }
+
+    /// Pumps until the wire settles, checks that the answer set up by
+    /// [`Self::answer_inside_the_hand_over`] came, and returns what A's
+    /// initiator CQ holds.
+    fn a_completions_once_answered(&self) -> Vec<(usize, Opcode, WcStatus)> {
+        self.pump();
+        let waiting = [&self.ab, &self.ba].map(|s| s.on_taken.lock().unwrap().is_some());
+        assert_eq!(
+            waiting,
+            [false, false],
+            "the peer answered inside the hand-over"
+        );
+        summary(&self.a.scq.drain())
+    }
+
     /// Moves bytes both ways in chunks until nothing moves (bounded).
     fn pump(&self) {
         for _ in 0..100_000 {
@@ -277,13 +310,9 @@ fn test_terminate_arriving_as_the_last_bytes_leave_finds_the_write_sent() {
         let w = Arc::new(Wire::new(4096, 4096, false, lends));
         let src = w.a.pattern(40, 1, Access::empty());
         let sink = w.b.buffer(64, 0, RW);
-        let answer = Arc::clone(&w);
-        *w.ab.on_taken.lock().unwrap() = Some(Box::new(move || {
-            // B receives the Write (bad token: it terminates), and A the
-            // Terminate, before A's `send_with`/`send` returns.
-            Wire::move_one(&answer.ab, &answer.lb, &answer.la, 4096, None);
-            Wire::move_one(&answer.ba, &answer.la, &answer.lb, 4096, None);
-        }));
+        // B receives the Write (bad token: it terminates), and A the
+        // Terminate, before A's `send_with`/`send` returns.
+        w.answer_inside_the_hand_over(true);
         w.a.qp
             .post_write(
                 7,
@@ -293,10 +322,8 @@ fn test_terminate_arriving_as_the_last_bytes_leave_finds_the_write_sent() {
                 WrFlags::empty(),
             )
             .unwrap();
-        w.pump();
-        assert!(w.ab.on_taken.lock().unwrap().is_none(), "the peer answered");
         assert_eq!(
-            summary(&w.a.scq.drain()),
+            w.a_completions_once_answered(),
             [(7, Opcode::Write, WcStatus::Success)],
             "lends: {lends}"
         );
@@ -331,13 +358,9 @@ fn test_a_read_request_right_behind_the_last_response_is_within_the_ird_rule_n21
         });
         let source = w.b.pattern(16, 5, RW);
         let sinks = [0, 1].map(|_| w.a.buffer(8, 0, Access::LOCAL_WRITE));
-        let answer = Arc::clone(&w);
-        *w.ba.on_taken.lock().unwrap() = Some(Box::new(move || {
-            // A receives the first Read's Response (A then sends the second
-            // Read Request), and B that request, before B's link returns.
-            Wire::move_one(&answer.ba, &answer.la, &answer.lb, 4096, None);
-            Wire::move_one(&answer.ab, &answer.lb, &answer.la, 4096, None);
-        }));
+        // A receives the first Read's Response (A then sends the second
+        // Read Request), and B that request, before B's link returns.
+        w.answer_inside_the_hand_over(false);
         for (i, sink) in sinks.iter().enumerate() {
             w.a.qp
                 .post_read(
@@ -349,10 +372,8 @@ fn test_a_read_request_right_behind_the_last_response_is_within_the_ird_rule_n21
                 )
                 .unwrap();
         }
-        w.pump();
-        assert!(w.ba.on_taken.lock().unwrap().is_none(), "the peer answered");
         assert_eq!(
-            summary(&w.a.scq.drain()),
+            w.a_completions_once_answered(),
             [
                 (0, Opcode::Read, WcStatus::Success),
                 (1, Opcode::Read, WcStatus::Success)
