@@ -135,18 +135,9 @@ impl Window {
             (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ).bits()
         ));
         let mw = p.b_pd.mw();
-        assert_success!(p.b_qp.bind(
-            0xB1,
-            &mr,
-            &mw,
-            region.va(),
-            PAGE,
-            OpFlags::ALLOW_REMOTE_READ.bits()
-        ));
-        assert_eq!(
-            summary(&p.b_cq.wait_results(1)),
-            vec![(0xB1, STATUS_SUCCESS)]
-        );
+        let read = OpFlags::ALLOW_REMOTE_READ.bits();
+        p.b_qp
+            .bound(&p.b_cq, 0xB1, (&mr, &mw), (region.va(), PAGE), read);
         let mut local = Buffer::new(PAGE, 0, 0);
         let local_mr = p.a_pd.mr(false);
         assert_success!(local_mr.register(&mut local, MrFlags::ALLOW_LOCAL_WRITE.bits()));

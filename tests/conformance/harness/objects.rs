@@ -798,6 +798,27 @@ impl Qp {
         unsafe { (self.d().ndk_bind)(self.0, context, mr.0, mw.0, va, len, flags) }
     }
 
+    /// A Bind that has taken effect: posts it and waits for its successful
+    /// completion on `cq` (this QP's initiator CQ), read by a dirty
+    /// `NDK_RESULT_EX` poll (`poll_ex_dirty`) and returned. The engine may
+    /// run a Bind on a worker, so a window is bound only once its Bind
+    /// completed; only then may the peer name it (a SendAndInvalidate, an
+    /// access under its token).
+    pub fn bound(
+        &self,
+        cq: &Cq,
+        context: usize,
+        (mr, mw): (&Mr, &Mw),
+        (va, len): (u64, usize),
+        flags: u32,
+    ) -> NdkResultEx {
+        assert_success!(self.bind(context, mr, mw, va, len, flags), "Bind {context}");
+        let done = gathered(1, |missing| poll_ex_dirty(cq, missing))[0];
+        let bind = (context, STATUS_SUCCESS, NdkOperationType::BIND);
+        assert_eq!(summary_ex(&[done]), [bind], "the Bind's completion");
+        done
+    }
+
     #[allow(clippy::too_many_arguments, reason = "mirrors NdkFastRegister")]
     pub fn fast_register(
         &self,
