@@ -30,80 +30,118 @@ const LISTEN_BACKLOG: i32 = 64;
 /// The MSS when the socket does not say (Ethernet's).
 const DEFAULT_MSS: u16 = 1460;
 
-/// Bytes every stream of the process has taken for sending, and handed to
-/// its receiver: equal when nothing is in flight between two streams of
-/// this process ([`settle`]).
-static TAKEN: AtomicU64 = AtomicU64::new(0);
-static DELIVERED: AtomicU64 = AtomicU64::new(0);
+/// One direction of a connection between two streams of this process,
+/// `(from, to)`: the bytes its sending stream took, and those its receiving
+/// stream handed over. `reading` while the receiving stream is in this
+/// process and its read loop runs: only then will the two counts meet.
+#[derive(Debug, Default)]
+struct Flow {
+    taken: AtomicU64,
+    delivered: AtomicU64,
+    reading: AtomicBool,
+}
 
-/// Waits (at most `limit`) until every byte a stream of this process took
-/// has been received and handed over by its peer stream — the wire is
-/// idle — or until neither count has moved for `quiet` (bytes to or from
-/// another process, or dropped by a reset, never balance). For tests that
-/// run both ends in one process: an RDMA Write completes at its initiator
-/// once sent, and its data lands at the target a moment later.
-pub fn settle(limit: Duration, quiet: Duration) {
+impl Flow {
+    /// Bytes taken and not yet handed over, while a reader of this process
+    /// will hand them over.
+    fn in_flight(&self) -> bool {
+        self.reading.load(Ordering::Acquire)
+            && self.taken.load(Ordering::Acquire) != self.delivered.load(Ordering::Acquire)
+    }
+}
+
+type FlowKey = (SocketAddr, SocketAddr);
+
+/// The flows of this process's streams, by `(from, to)`. Each end holds
+/// its two flows from the moment it is connected (a send or a delivery
+/// counts with one atomic add, no lock); the receiving end takes its
+/// incoming flow out of the table once its read loop ended.
+fn flows() -> std::sync::MutexGuard<'static, alloc::collections::BTreeMap<FlowKey, Arc<Flow>>> {
+    static FLOWS: Mutex<alloc::collections::BTreeMap<FlowKey, Arc<Flow>>> =
+        Mutex::new(alloc::collections::BTreeMap::new());
+    FLOWS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn flow(key: FlowKey) -> Arc<Flow> {
+    Arc::clone(flows().entry(key).or_default())
+}
+
+/// Waits (at most `limit`) until no byte is in flight between two streams
+/// of this process: every byte a stream took has been received and handed
+/// over by its peer stream, for every connection whose receiving end is a
+/// stream of this process with its read loop running (bytes to another
+/// process, or to a stream that was reset or closed, are not waited for).
+/// For tests that run both ends in one process: an RDMA Write completes at
+/// its initiator once sent, and its data lands at the target a moment
+/// later.
+pub fn settle(limit: Duration) {
     let start = Instant::now();
-    let mut last = (
-        TAKEN.load(Ordering::Acquire),
-        DELIVERED.load(Ordering::Acquire),
-    );
-    let mut still = Instant::now();
     while start.elapsed() < limit {
-        let now = (
-            TAKEN.load(Ordering::Acquire),
-            DELIVERED.load(Ordering::Acquire),
-        );
-        if now.0 == now.1 {
+        if !flows().values().any(|flow| flow.in_flight()) {
             return;
-        }
-        if now == last {
-            if still.elapsed() >= quiet {
-                return;
-            }
-        } else {
-            last = now;
-            still = Instant::now();
         }
         std::thread::sleep(Duration::from_micros(200));
     }
 }
 
-impl Stream for TcpByteStream {
+/// A connected stream that counts what it takes in its outgoing flow.
+struct Counted {
+    stream: Arc<TcpByteStream>,
+    out: Arc<Flow>,
+}
+
+impl Stream for Counted {
     fn send(&self, bytes: &[u8]) -> usize {
-        let n = Self::send(self, bytes);
-        TAKEN.fetch_add(n as u64, Ordering::AcqRel);
+        let n = self.stream.send(bytes);
+        self.out.taken.fetch_add(n as u64, Ordering::AcqRel);
         n
     }
 
     fn send_with(&self, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> bool) -> Option<bool> {
-        let taken = Self::send_with(self, len, fill);
+        let taken = self.stream.send_with(len, fill);
         if taken == Some(true) {
-            TAKEN.fetch_add(len as u64, Ordering::AcqRel);
+            self.out.taken.fetch_add(len as u64, Ordering::AcqRel);
         }
         taken
     }
 
     fn close(&self, abortive: bool) {
-        Self::close(self, abortive);
+        self.stream.close(abortive);
     }
 }
 
-/// Forwards the host stream's events to the platform-neutral sink.
-struct Forward(Arc<dyn StreamEvents>);
+/// Forwards the host stream's events to the platform-neutral sink, and
+/// counts what it hands over in the incoming flow (`key`).
+struct Forward {
+    events: Arc<dyn StreamEvents>,
+    incoming: Arc<Flow>,
+    key: FlowKey,
+}
 
 impl net::StreamEvents for Forward {
     fn received(&self, bytes: &[u8]) {
-        self.0.received(bytes);
-        DELIVERED.fetch_add(bytes.len() as u64, Ordering::AcqRel);
+        self.events.received(bytes);
+        self.incoming
+            .delivered
+            .fetch_add(bytes.len() as u64, Ordering::AcqRel);
     }
 
     fn writable(&self) {
-        self.0.writable();
+        self.events.writable();
     }
 
     fn closed(&self, abortive: bool) {
-        self.0.closed(abortive);
+        // The read loop is over: nothing more comes in on this flow.
+        self.incoming.reading.store(false, Ordering::Release);
+        let mut flows = flows();
+        if flows
+            .get(&self.key)
+            .is_some_and(|flow| Arc::ptr_eq(flow, &self.incoming))
+        {
+            flows.remove(&self.key);
+        }
+        drop(flows);
+        self.events.closed(abortive);
     }
 }
 
@@ -153,16 +191,25 @@ fn hand_over(
         .filter(|&mss| mss >= 128)
         .unwrap_or(DEFAULT_MSS);
     let stream = TcpByteStream::new(socket, SEND_BUFFER).map_err(|e| net_error(&e))?;
+    let counted = Counted {
+        stream: Arc::clone(&stream),
+        out: flow((local, peer)),
+    };
     let connected = Connected {
-        stream: Arc::clone(&stream) as Arc<dyn Stream>,
+        stream: Arc::new(counted),
         local,
         peer,
         mss,
     };
     if let Some(events) = give(connected) {
-        stream
-            .start(Arc::new(Forward(events)))
-            .map_err(|e| net_error(&e))
+        let incoming = flow((peer, local));
+        incoming.reading.store(true, Ordering::Release);
+        let forward = Forward {
+            events,
+            incoming,
+            key: (peer, local),
+        };
+        stream.start(Arc::new(forward)).map_err(|e| net_error(&e))
     } else {
         stream.close(true);
         Ok(())
@@ -334,5 +381,47 @@ impl Timers {
                 None => self.wake.wait(due).unwrap_or_else(PoisonError::into_inner),
             };
         }
+    }
+}
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod tests {
+    use super::{Flow, FlowKey, Forward, flow, flows, net};
+    use crate::kernel::tcp_testing::Recorder;
+    use alloc::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    /// `settle` waits for a flow only while bytes are missing and its
+    /// reader, a stream of this process, still reads: a reset or closed
+    /// reader takes its flow out of the table (bytes it will never hand
+    /// over are not waited for), and bytes to another process are not
+    /// waited for either.
+    #[test]
+    fn a_flow_is_in_flight_while_its_reader_reads_and_bytes_are_missing() {
+        let key: FlowKey = (
+            "127.0.99.1:1".parse().unwrap(),
+            "127.0.99.2:2".parse().unwrap(),
+        );
+        let incoming: Arc<Flow> = flow(key);
+        incoming.taken.fetch_add(10, Ordering::AcqRel);
+        assert!(!incoming.in_flight(), "no reader of this process");
+        incoming.reading.store(true, Ordering::Release);
+        assert!(incoming.in_flight());
+        let forward = Forward {
+            events: Arc::new(Recorder::default()),
+            incoming: Arc::clone(&incoming),
+            key,
+        };
+        net::StreamEvents::received(&forward, &[0; 4]);
+        assert!(incoming.in_flight(), "6 bytes still on their way");
+        net::StreamEvents::received(&forward, &[0; 6]);
+        assert!(!incoming.in_flight(), "all landed");
+        incoming.taken.fetch_add(5, Ordering::AcqRel);
+        assert!(incoming.in_flight());
+        assert!(flows().contains_key(&key));
+        net::StreamEvents::closed(&forward, true);
+        assert!(!incoming.in_flight(), "the reader is gone");
+        assert!(!flows().contains_key(&key), "and so is its flow");
     }
 }

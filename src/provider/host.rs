@@ -150,10 +150,7 @@ pub fn open_with(
 /// over iWARP an RDMA Write completes at the initiator once sent.
 #[doc(hidden)]
 pub fn wire_settle() {
-    crate::kernel::tcp_host::settle(
-        std::time::Duration::from_secs(5),
-        std::time::Duration::from_millis(50),
-    );
+    crate::kernel::tcp_host::settle(std::time::Duration::from_secs(5));
 }
 
 /// Whether the peer of `connector`, an attempt not yet established, has
