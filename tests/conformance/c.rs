@@ -137,7 +137,7 @@ impl Window {
         let mw = p.b_pd.mw();
         let read = OpFlags::ALLOW_REMOTE_READ.bits();
         p.b_qp
-            .bound(&p.b_cq, 0xB1, (&mr, &mw), (region.va(), PAGE), read);
+            .bound(&p.b_cq, 0xB1, (&mr, &mw, region.va(), PAGE), read);
         let mut local = Buffer::new(PAGE, 0, 0);
         let local_mr = p.a_pd.mr(false);
         assert_success!(local_mr.register(&mut local, MrFlags::ALLOW_LOCAL_WRITE.bits()));

@@ -23,14 +23,8 @@ fn d1_defer_accepted_on_every_initiator_request() {
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, 2 * PAGE, 0, 4, true);
     // SendAndInvalidate needs a token B can invalidate: B binds a window.
     let b_mw = pair.b_pd.mw();
-    let window = (&b_mem.mr, &b_mw);
-    pair.b_qp.bound(
-        &pair.b_cq,
-        100,
-        window,
-        (b_mem.remote(0), 1024),
-        OP_REMOTE_READ,
-    );
+    let window = (&b_mem.mr, &b_mw, b_mem.remote(0), 1024);
+    pair.b_qp.bound(&pair.b_cq, 100, window, OP_REMOTE_READ);
     let b_token = b_mw.remote_token();
     assert_success!(pair.b_qp.receive(200, &[b_recv.sge(0, 1024)]));
     assert_success!(pair.b_qp.receive(201, &[b_recv.sge(1024, 1024)]));

@@ -924,14 +924,8 @@ fn e14_result_ex_provider_error_code_is_zero_on_success() {
     let a_mw = pair.a_pd.mw();
     let b_mw = pair.b_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
-    let window = (&b_mem.mr, &b_mw);
-    let bound = pair.b_qp.bound(
-        &pair.b_cq,
-        50,
-        window,
-        (b_mem.remote(0), 64),
-        OP_REMOTE_READ,
-    );
+    let window = (&b_mem.mr, &b_mw, b_mem.remote(0), 64);
+    let bound = pair.b_qp.bound(&pair.b_cq, 50, window, OP_REMOTE_READ);
     assert_success!(pair.b_qp.receive(51, &[b_mem.sge(1024, 64)]));
     assert_success!(pair.b_qp.receive(52, &[b_mem.sge(2048, 64)]));
     assert_success!(pair.a_qp.receive(53, &[a_mem.sge(2048, 64)]));

@@ -47,13 +47,8 @@ fn p1_completions_reach_the_initiator_and_receive_cqs() {
     let a_frmr = Frmr::new(&a.adapter, &a.pd, PAGE, 0, 4, false);
 
     // B's window, bound before A's SendAndInvalidate names it.
-    b_qp.bound(
-        &b_icq,
-        50,
-        (&b_mem.mr, &b_mw),
-        (b_mem.remote(0), 512),
-        OP_REMOTE_READ,
-    );
+    let window = (&b_mem.mr, &b_mw, b_mem.remote(0), 512);
+    b_qp.bound(&b_icq, 50, window, OP_REMOTE_READ);
     assert_success!(b_qp.receive(51, &[b_mem.sge(1024, 256)]));
     assert_success!(b_qp.receive(52, &[b_mem.sge(1280, 256)]));
     assert_success!(a_qp.receive(53, &[a_mem.sge(1024, 256)]));
@@ -1237,14 +1232,8 @@ fn p22_result_ex_type_names_the_operation() {
     let a_mw = pair.a_pd.mw();
     let a_frmr = Frmr::new(&pair.a, &pair.a_pd, PAGE, 0, 4, false);
     let b_mw = pair.b_pd.mw();
-    let window = (&b_mem.mr, &b_mw);
-    pair.b_qp.bound(
-        &pair.b_cq,
-        100,
-        window,
-        (b_mem.remote(0), 64),
-        OP_REMOTE_READ,
-    );
+    let window = (&b_mem.mr, &b_mw, b_mem.remote(0), 64);
+    pair.b_qp.bound(&pair.b_cq, 100, window, OP_REMOTE_READ);
     assert_success!(pair.b_qp.receive(101, &[b_mem.sge(1024, 64)]));
     assert_success!(pair.b_qp.receive(102, &[b_mem.sge(2048, 64)]));
     let (remote, token) = (b_mem.remote(3072), b_mem.token());

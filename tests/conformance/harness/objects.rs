@@ -808,8 +808,7 @@ impl Qp {
         &self,
         cq: &Cq,
         context: usize,
-        (mr, mw): (&Mr, &Mw),
-        (va, len): (u64, usize),
+        (mr, mw, va, len): (&Mr, &Mw, u64, usize),
         flags: u32,
     ) -> NdkResultEx {
         assert_success!(self.bind(context, mr, mw, va, len, flags), "Bind {context}");
