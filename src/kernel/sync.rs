@@ -3,9 +3,10 @@
 //! [`SpinLock`] is the one lock type of SoftNDK. In the kernel it is a
 //! `KSPIN_LOCK` acquired with `KeAcquireSpinLockRaiseToDpc`, so it may be taken
 //! at any IRQL up to DISPATCH_LEVEL, where every provider function may be
-//! called (rule I1), and must only be held for short, bounded work (rule I2). On the host it is a `std::sync::Mutex`; under `cfg(loom)` a
-//! loom mutex, so that loom explores every interleaving of the code that uses
-//! it. The guard releases the lock when dropped.
+//! called (rule I1), and must only be held for short, bounded work (rule
+//! I2). On the host it is a `std::sync::Mutex`; under `cfg(loom)` a loom
+//! mutex, so that loom explores every interleaving of the code that uses it.
+//! The guard releases the lock when dropped.
 //!
 //! No consumer callback may ever run while a guard is alive (rule I4): the code
 //! that calls out first drops every guard.

@@ -10,8 +10,8 @@ use crate::rnic::mr::{Finish, Progress};
 impl Qp {
     /// Flush (E1): every pending receive and initiator request completes
     /// cancelled, each exactly once, so a consumer that drains the CQ for all
-    /// of them knows the flush is over (E2); returns without waiting for them. Receives of an SRQ stay
-    /// in the SRQ (E4).
+    /// of them knows the flush is over (E2); returns without waiting for
+    /// them. Receives of an SRQ stay in the SRQ (E4).
     pub fn flush(self: &Arc<Self>) {
         self.enter(QpState::Error);
     }
