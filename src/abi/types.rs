@@ -91,8 +91,9 @@ pub struct Guid {
 }
 
 impl Guid {
-    /// The GUID written `{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}` in its
-    /// registry form is `from_u128(0xXXXXXXXX_XXXX_XXXX_XXXX_XXXXXXXXXXXX)`:
+    /// A GUID from its registry form read as one number: the GUID
+    /// `{2227e803-8d8b-11d4-abad-009027719e09}` is
+    /// `from_u128(0x2227E803_8D8B_11D4_ABAD_009027719E09)`:
     /// `Data1`, `Data2` and `Data3` are the first three groups as numbers,
     /// `Data4` the last eight bytes in the order written.
     #[must_use]
