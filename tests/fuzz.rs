@@ -3,7 +3,8 @@
 //! time limit is asserted), over the fabric with one thread (a seed replays
 //! exactly), several threads, and iWARP on 127.0.0.x. Each run must end
 //! with no finding: every accepted post completed or flushed exactly once
-//! (P6), no entry for a refused post, every close completed (L18, L21), no
+//! (P6), on a strict link every entry a success and every post accepted
+//! while its queue has room, no entry for a refused post, every close completed (L18, L21), no
 //! callback after a close (L22), no guard byte written, no provider object
 //! left (`SoftNdkGetLiveObjects`) and no L17 breach.
 //!
@@ -50,6 +51,8 @@ fn check(config: &fuzz::Config) -> fuzz::Outcome {
     );
     assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
     assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
+    // Strict links (none under injected faults) had their entries judged.
+    assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");
     outcome
 }
 
@@ -92,6 +95,7 @@ fn fuzz_single_thread_replays_exactly() {
             first.succeeded,
             first.flushed,
             first.failed,
+            first.judged,
             first.links
         ),
         (
@@ -101,6 +105,7 @@ fn fuzz_single_thread_replays_exactly() {
             second.succeeded,
             second.flushed,
             second.failed,
+            second.judged,
             second.links
         ),
     );

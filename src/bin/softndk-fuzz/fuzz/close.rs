@@ -65,10 +65,11 @@ impl Fuzzer<'_> {
     pub(super) fn close_link(&mut self, mut link: Link) {
         if self.config.trace {
             eprintln!(
-                "fuzz t{}   closing link {} noise {}",
-                self.thread, link.id, link.noise
+                "fuzz t{}   closing link {} noise {} strict {}",
+                self.thread, link.id, link.noise, link.strict
             );
         }
+        link.ended = true;
         if self.rng.chance(50) {
             for i in 0..2 {
                 if self.rng.chance(50) {

@@ -160,9 +160,13 @@ impl<'a> Fuzzer<'a> {
         }
         // A consumer sizes its CQ for what it has outstanding: with the CQ
         // possibly full, reap instead of posting (but now and then post
-        // anyway, so that overflows (E10) are exercised too).
+        // anyway, so that overflows (E10) are exercised too; never on a
+        // strict link).
         let side = &link.sides[i];
-        if choice < 620 && side.outstanding.len() >= side.cq_depth as usize && !self.rng.chance(2) {
+        if choice < 620
+            && side.outstanding.len() >= side.cq_depth as usize
+            && (link.strict || !self.rng.chance(2))
+        {
             choice = 620;
         }
         match choice {

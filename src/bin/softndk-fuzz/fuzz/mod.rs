@@ -23,6 +23,11 @@
 //!   (P6, P21); a silent post (P14) at most one, and never a successful one;
 //! * a post that failed inline gets none; no entry comes twice and none
 //!   names a context never posted;
+//! * on a *strict* link (clean, no injected faults, no memory windows,
+//!   never past its CQ's room, no Read with a read limit of 0), until the
+//!   fuzzer itself flushes, disconnects or closes it, every entry is a
+//!   success and every post to a queue with room is accepted (P24): a valid
+//!   request that fails is a finding;
 //! * once a QP's close has completed, every request of its queues has its
 //!   entry in the CQ (L21);
 //! * every close completes (L18, L21), and no notification or disconnect
@@ -145,6 +150,8 @@ pub struct Outcome {
     pub flushed: u64,
     /// CQ entries with another status.
     pub failed: u64,
+    /// CQ entries judged on strict links (each had to be a success).
+    pub judged: u64,
     /// Links connected.
     pub links: u64,
     /// Links whose set-up failed (fault injection only).
@@ -168,6 +175,7 @@ impl Outcome {
         self.succeeded += other.succeeded;
         self.flushed += other.flushed;
         self.failed += other.failed;
+        self.judged += other.judged;
         self.links += other.links;
         self.setup_failed += other.setup_failed;
         self.closed += other.closed;

@@ -172,6 +172,9 @@ pub(super) struct Side {
     /// complete at once, E1, E5, or one is injected): whether it did is
     /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`](super::Fuzzer::cq_failed)).
     pub(super) cq_depth: u32,
+    /// The QP's receive and initiator queue depths: a post to a queue
+    /// holding fewer requests must be accepted (P24).
+    pub(super) depths: (u32, u32),
 }
 
 impl Side {
@@ -199,7 +202,26 @@ impl Side {
             outstanding: HashMap::new(),
             credits: 0,
             cq_depth: 0,
+            depths: (0, 0),
         }
+    }
+
+    /// Whether the queue `what` posts to holds as many requests as its
+    /// depth (counting those completed and not yet reaped, so never fewer
+    /// than the provider holds).
+    pub(super) fn queue_full(&self, what: &str) -> bool {
+        let receive = what == "NdkReceive";
+        let held = self
+            .outstanding
+            .values()
+            .filter(|post| (post.what == "NdkReceive") == receive)
+            .count();
+        let depth = if receive {
+            self.depths.0
+        } else {
+            self.depths.1
+        };
+        held >= depth as usize
     }
 
     pub(super) fn buffer_len(&self) -> u64 {
@@ -213,6 +235,18 @@ pub(super) struct Link {
     pub(super) id: u64,
     /// Whether the fuzzer called Disconnect on it.
     pub(super) disconnected: bool,
+    /// Whether it is strict: clean, without injected faults, and posting
+    /// only requests that must succeed (no memory windows, whose Bind,
+    /// rights and invalidation race the peer's use; never past its CQ's
+    /// room). Until [`ended`](Self::ended), every entry on it must be a
+    /// success and every post must be accepted.
+    pub(super) strict: bool,
+    /// The inbound and outbound read limits both ends asked for: with 0
+    /// no Read may be in flight (N21), so a strict link posts none.
+    pub(super) read_limit: u32,
+    /// Whether the fuzzer itself flushed, disconnected or began closing
+    /// it: from then on, requests may complete cancelled (E1, E5, X5).
+    pub(super) ended: bool,
     /// The percentage of its calls' parameters made invalid: 0 on most
     /// links (long clean runs), up to 10 on the others.
     pub(super) noise: u64,

@@ -40,6 +40,12 @@ impl Fuzzer<'_> {
                 ));
             }
         } else {
+            if link.strict && !link.ended && !link.sides[i].queue_full(what) {
+                self.finding(&format!(
+                    "{what} on a strict link (every request valid, nothing ended by the fuzzer) was refused with {:#010x}, its queue not full (P24)",
+                    status.cast_unsigned()
+                ));
+            }
             if status == STATUS_PENDING {
                 self.finding(&format!(
                     "{what} returned STATUS_PENDING (a work request completes through the CQ, L11)"
@@ -232,6 +238,8 @@ impl Fuzzer<'_> {
     }
 
     pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
+        // N21: with a read limit of 0 a Read fails; a strict link writes.
+        let read = read && !(link.strict && link.read_limit == 0);
         let silent = self.rng.chance(5);
         let flags = self.flags(silent, false);
         let (remote, token, room) = {
@@ -277,6 +285,9 @@ impl Fuzzer<'_> {
     }
 
     pub(super) fn bind(&mut self, link: &mut Link, i: usize) {
+        if link.strict {
+            return;
+        }
         let side = &link.sides[i];
         // Binding a bound window fails the request: noisy links only.
         if side.window.is_some() && !self.invalid() {
@@ -323,6 +334,9 @@ impl Fuzzer<'_> {
     }
 
     pub(super) fn invalidate(&mut self, link: &mut Link, i: usize) {
+        if link.strict {
+            return;
+        }
         let side = &link.sides[i];
         // Invalidating a window never bound fails the request and ends the
         // connection: only on a noisy link.

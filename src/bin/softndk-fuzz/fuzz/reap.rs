@@ -83,6 +83,17 @@ impl Fuzzer<'_> {
             }
             _ => self.out.failed += 1,
         }
+        if link.strict && !link.ended {
+            self.out.judged += 1;
+            if result.status != STATUS_SUCCESS {
+                self.finding(&format!(
+                    "{} posted at call {} on a strict link (every request valid, nothing ended by the fuzzer) completed {:#010x}, not STATUS_SUCCESS",
+                    post.what,
+                    post.call,
+                    result.status.cast_unsigned()
+                ));
+            }
+        }
     }
 
     /// Polls side `i`'s CQ until it is empty (bounded).
@@ -138,6 +149,7 @@ impl Fuzzer<'_> {
         // SAFETY: a live QP.
         unsafe { (table(qp).ndk_flush)(qp) };
         self.call("NdkFlush", STATUS_SUCCESS);
+        link.ended = true;
     }
 
     pub(super) fn disconnect(&mut self, link: &mut Link, i: usize) {
@@ -151,6 +163,7 @@ impl Fuzzer<'_> {
             unsafe { (table(connector).ndk_disconnect)(connector, Some(on_status), done.ctx()) };
         self.call("NdkDisconnect", status);
         link.disconnected = true;
+        link.ended = true;
         if status == STATUS_PENDING {
             link.sides[i].disconnecting.push(done);
         }

@@ -91,6 +91,7 @@ impl Fuzzer<'_> {
         // CQ never overflows.
         let depth = receive_depth + initiator_depth + self.rng.range(0, 8);
         side.cq_depth = depth;
+        side.depths = (receive_depth, initiator_depth);
 
         let notes = side.notes.ctx();
         // SAFETY: a live parent object and an out-pointer (here and in every
@@ -207,8 +208,9 @@ impl Fuzzer<'_> {
         // connect event brought is closed (L24): it closes with the link.
         link.listener = listener;
         link.incoming = Arc::clone(&incoming);
+        link.read_limit = self.rng.range(0, 16);
         let [a, b] = &mut link.sides;
-        self.listen_and_connect(a_adapter, listener, &incoming, a, b)
+        self.listen_and_connect(a_adapter, listener, &incoming, (a, b), link.read_limit)
     }
 
     fn listen_and_connect(
@@ -216,8 +218,8 @@ impl Fuzzer<'_> {
         a_adapter: Adapter,
         listener: *mut NdkListener,
         incoming: &Arc<Signal>,
-        a: &mut Side,
-        b: &mut Side,
+        (a, b): (&mut Side, &mut Side),
+        read_limit: u32,
     ) -> Result<(), SetupFailed> {
         let b_ip = self.adapters[b.adapter].ip;
         let ld = table(listener);
@@ -244,7 +246,6 @@ impl Fuzzer<'_> {
         self.expect("NdkGetListenerLocalAddress", status)?;
         let port = u16::from_be(bound.sin_port);
 
-        let read_limit = self.rng.range(0, 16);
         let src = sockaddr(a_adapter.ip, 0);
         let dst = sockaddr(b_ip, port);
         let connected = Signal::new();
@@ -346,14 +347,18 @@ impl Fuzzer<'_> {
     pub(super) fn open_link(&mut self) -> Option<Link> {
         let a = self.rng.index(self.adapters.len());
         let b = self.rng.index(self.adapters.len());
+        let noise = if self.rng.chance(60) {
+            0
+        } else {
+            self.rng.below(10) + 1
+        };
         let mut link = Link {
             id: self.out.links + self.out.setup_failed,
             disconnected: false,
-            noise: if self.rng.chance(60) {
-                0
-            } else {
-                self.rng.below(10) + 1
-            },
+            strict: noise == 0 && self.config.faults.is_none() && self.rng.chance(50),
+            ended: false,
+            read_limit: 0,
+            noise,
             sides: [Side::new(a), Side::new(b)],
             listener: ptr::null_mut(),
             incoming: Signal::new(),
