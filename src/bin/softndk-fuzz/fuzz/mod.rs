@@ -23,8 +23,9 @@
 //!   (P6, P21); a silent post (P14) at most one, and never a successful one;
 //! * a post that failed inline gets none; no entry comes twice and none
 //!   names a context never posted;
-//! * on a *strict* link (clean, no injected faults, no memory windows,
-//!   never past its CQ's room, no Read with a read limit of 0), until the
+//! * on a *strict* link (clean, no injected faults, never past its CQ's
+//!   room, no Read with a read limit of 0, windows read only once bound and
+//!   never invalidated under a Read: [`objects::Link::strict`]), until the
 //!   fuzzer itself flushes, disconnects or closes it, every entry is a
 //!   success and every post to a queue with room is accepted (P24): a valid
 //!   request that fails is a finding;

@@ -136,6 +136,9 @@ pub(super) struct Post {
     pub(super) what: &'static str,
     pub(super) call: u64,
     pub(super) silent: bool,
+    /// A Read through the peer's window (strict links count them: the
+    /// window is not invalidated while one is outstanding).
+    pub(super) through_window: bool,
 }
 
 /// One side of a link.
@@ -158,6 +161,19 @@ pub(super) struct Side {
     /// The MW's token and window (start offset, length) once a Bind was
     /// accepted; kept after an Invalidate so that stale tokens are tried.
     pub(super) window: Option<(u32, u64, u64)>,
+    /// On a strict link: whether the window allows remote reads (only Reads
+    /// go through a window there: a Write completes at its initiator once
+    /// sent, so it may land after a later invalidation).
+    pub(super) window_reads: bool,
+    /// On a strict link: a Bind accepted and not yet reaped (its context,
+    /// its window, whether it allows remote reads). The peer uses the
+    /// window only once the Bind completed: before, it may race it (E8).
+    pub(super) binding: Option<(usize, (u32, u64, u64), bool)>,
+    /// On a strict link: the peer invalidated this side's window with a
+    /// SendAndInvalidate, which this side learns of only when it arrives;
+    /// a Bind before that would find the window still bound, so the window
+    /// is not bound again.
+    pub(super) window_retired: bool,
     pub(super) connector: *mut NdkConnector,
     pub(super) disconnects: Arc<Signal>,
     /// Completions of Disconnect calls still to come.
@@ -196,6 +212,9 @@ impl Side {
             remote_token: 0,
             mw: ptr::null_mut(),
             window: None,
+            window_reads: false,
+            binding: None,
+            window_retired: false,
             connector: ptr::null_mut(),
             disconnects: Signal::new(),
             disconnecting: Vec::new(),
@@ -224,6 +243,12 @@ impl Side {
         held >= depth as usize
     }
 
+    /// Whether a Read of this side through the peer's window is
+    /// outstanding.
+    pub(super) fn reading_through_window(&self) -> bool {
+        self.outstanding.values().any(|post| post.through_window)
+    }
+
     pub(super) fn buffer_len(&self) -> u64 {
         self.buffer.as_ref().map_or(0, |b| b.len as u64)
     }
@@ -236,10 +261,11 @@ pub(super) struct Link {
     /// Whether the fuzzer called Disconnect on it.
     pub(super) disconnected: bool,
     /// Whether it is strict: clean, without injected faults, and posting
-    /// only requests that must succeed (no memory windows, whose Bind,
-    /// rights and invalidation race the peer's use; never past its CQ's
-    /// room). Until [`ended`](Self::ended), every entry on it must be a
-    /// success and every post must be accepted.
+    /// only requests that must succeed (a window is read only once its Bind
+    /// completed, only with the right granted, and invalidated only while
+    /// no Read through it is outstanding; never past its CQ's room; no Read
+    /// with read limits of 0). Until [`ended`](Self::ended), every entry on
+    /// it must be a success and every post to a queue with room accepted.
     pub(super) strict: bool,
     /// The inbound and outbound read limits both ends asked for: with 0
     /// no Read may be in flight (N21), so a strict link posts none.

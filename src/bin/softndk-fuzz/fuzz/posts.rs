@@ -32,7 +32,15 @@ impl Fuzzer<'_> {
             let side = &mut link.sides[i];
             if side
                 .outstanding
-                .insert(context, Post { what, call, silent })
+                .insert(
+                    context,
+                    Post {
+                        what,
+                        call,
+                        silent,
+                        through_window: false,
+                    },
+                )
                 .is_some()
             {
                 self.finding(&format!(
@@ -154,7 +162,11 @@ impl Fuzzer<'_> {
         }
         // Invalidating no window fails at the peer and ends the connection:
         // on a clean link, a plain Send then.
-        let invalidate = invalidate && (link.sides[1 - i].window.is_some() || self.invalid());
+        // A strict link invalidates only a window no Read of its own goes
+        // through (the Read could find it gone).
+        let invalidate = invalidate
+            && (link.sides[1 - i].window.is_some() || self.invalid())
+            && !(link.strict && link.sides[i].reading_through_window());
         let side = &link.sides[i];
         let silent = self.rng.chance(5);
         let mut flags = self.flags(silent, true);
@@ -206,22 +218,33 @@ impl Fuzzer<'_> {
             peer.credits = peer.credits.saturating_sub(1);
             if invalidate && !noisy {
                 peer.window = None;
+                peer.window_retired = link.strict;
             }
         }
     }
 
     /// A remote address and token on the peer: its MR, its window, or a
     /// stray one.
-    pub(super) fn remote(&mut self, peer: &Side) -> (u64, u32, u64) {
+    /// A strict link goes through the window only for a Read the window
+    /// allows (`read`: the request is a Read).
+    pub(super) fn remote(
+        &mut self,
+        peer: &Side,
+        strict: bool,
+        read: bool,
+    ) -> (u64, u32, u64, bool) {
         let base = peer.buffer.as_ref().map_or(0, |b| b.address(0));
         let len = peer.buffer_len();
         let offset = self.rng.below(len);
         let mut room = len - offset;
         let mut token = peer.remote_token;
         let mut address = base + offset;
+        let mut through_window = false;
         if let Some((window_token, start, window_len)) = peer.window
+            && (!strict || (read && peer.window_reads))
             && self.rng.chance(30)
         {
+            through_window = true;
             token = window_token;
             let within = self.rng.below(window_len.max(1));
             address = base + start + within;
@@ -234,7 +257,7 @@ impl Fuzzer<'_> {
                 _ => room += self.rng.below(STRAY - 1) + 1,
             }
         }
-        (address, token, room)
+        (address, token, room, through_window)
     }
 
     pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
@@ -242,9 +265,9 @@ impl Fuzzer<'_> {
         let read = read && !(link.strict && link.read_limit == 0);
         let silent = self.rng.chance(5);
         let flags = self.flags(silent, false);
-        let (remote, token, room) = {
+        let (remote, token, room, through_window) = {
             let peer = &link.sides[1 - i];
-            self.remote(peer)
+            self.remote(peer, link.strict, read)
         };
         let side = &link.sides[i];
         let mut sges = self.sges(side, side.initiator_sge, RDMA_SGE);
@@ -282,15 +305,17 @@ impl Fuzzer<'_> {
         // SILENT_SUCCESS may also come from a noisy link's stray flag.
         let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
         self.posted(link, i, what, context, silent, status);
+        if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
+            post.through_window = through_window;
+        }
     }
 
     pub(super) fn bind(&mut self, link: &mut Link, i: usize) {
-        if link.strict {
-            return;
-        }
         let side = &link.sides[i];
         // Binding a bound window fails the request: noisy links only.
-        if side.window.is_some() && !self.invalid() {
+        if (side.window.is_some() || side.binding.is_some() || side.window_retired)
+            && !self.invalid()
+        {
             return;
         }
         let len = side.buffer_len();
@@ -329,18 +354,23 @@ impl Fuzzer<'_> {
             // SAFETY: a live MW (M20: its token is readable once Bind returned).
             let token = unsafe { (table(mw).ndk_get_remote_token_from_mw)(mw) };
             self.call("NdkGetRemoteTokenFromMw", STATUS_SUCCESS);
-            link.sides[i].window = Some((token, start, window));
+            let reads = flags.contains(OpFlags::ALLOW_REMOTE_READ);
+            if link.strict {
+                link.sides[i].binding = Some((context, (token, start, window), reads));
+            } else {
+                link.sides[i].window = Some((token, start, window));
+            }
         }
     }
 
     pub(super) fn invalidate(&mut self, link: &mut Link, i: usize) {
-        if link.strict {
-            return;
-        }
         let side = &link.sides[i];
         // Invalidating a window never bound fails the request and ends the
-        // connection: only on a noisy link.
-        if side.window.is_none() && !self.invalid() {
+        // connection: only on a noisy link. A strict link invalidates only a
+        // window no Read of the peer's goes through.
+        if (side.window.is_none() && !self.invalid())
+            || (link.strict && link.sides[1 - i].reading_through_window())
+        {
             return;
         }
         let (qp, mw) = (side.qp, side.mw);

@@ -64,6 +64,17 @@ impl Fuzzer<'_> {
                 result.qp_context.addr()
             ));
         }
+        // A strict link's window is the peer's to read once its Bind
+        // completed.
+        if let Some((bind, window, reads)) = side.binding
+            && bind == context
+        {
+            side.binding = None;
+            if result.status == STATUS_SUCCESS {
+                side.window = Some(window);
+                side.window_reads = reads;
+            }
+        }
         match result.status {
             STATUS_SUCCESS => {
                 self.out.succeeded += 1;
