@@ -165,3 +165,32 @@ fn fuzz_fabric_faults() {
         ..fuzz::Config::default()
     });
 }
+
+/// The strict oracle can fail: with strict links kept while faults fire
+/// (every kind at 2%: requests completing with errors, posts refused as if
+/// the queue were full, connections aborted), a valid request that an
+/// injected fault fails on a strict link is reported. Without it, the IRD
+/// bug of docs/iwarp.md ("Inbound Reads beyond the IRD") was no finding.
+#[test]
+fn fuzz_strict_links_report_a_valid_request_that_fails() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = fuzz::run(&fuzz::Config {
+        seed: 7,
+        calls: 30_000,
+        threads: 1,
+        adapters: 2,
+        links: 2,
+        net: 46,
+        faults: Some("seed=5,rate=0.02".into()),
+        strict_under_faults: true,
+        ..fuzz::Config::default()
+    });
+    assert!(outcome.judged > 0, "{outcome:?}");
+    assert!(
+        outcome
+            .findings
+            .iter()
+            .any(|finding| finding.contains("on a strict link")),
+        "no strict-link finding: {outcome:?}"
+    );
+}

@@ -27,8 +27,10 @@
 //!   room, no Read with a read limit of 0, windows read only once bound and
 //!   never invalidated under a Read: [`objects::Link::strict`]), until the
 //!   fuzzer itself flushes, disconnects or closes it, every entry is a
-//!   success and every post to a queue with room is accepted (P24): a valid
-//!   request that fails is a finding;
+//!   success, for the oldest request of its queue still owed one (P23),
+//!   a receive's with the length of the peer's Send it took (P21), and
+//!   every post to a queue with room is accepted (P24): a valid request
+//!   that fails is a finding;
 //! * once a QP's close has completed, every request of its queues has its
 //!   entry in the CQ (L21);
 //! * every close completes (L18, L21), and no notification or disconnect
@@ -115,6 +117,10 @@ pub struct Config {
     /// dropping the link. `None` installs nothing and makes any failed
     /// set-up step a finding.
     pub faults: Option<String>,
+    /// Keep strict links with `faults` set: an injected failure of a valid
+    /// request on one is then a finding. Off but for the oracle's own test,
+    /// which checks that strict links do report a valid request that fails.
+    pub strict_under_faults: bool,
     /// Print every call (thread, call number, call, answer) on standard
     /// error: the way to read a finding's sequence.
     pub trace: bool,
@@ -131,6 +137,7 @@ impl Default for Config {
             iwarp: false,
             net: 40,
             faults: None,
+            strict_under_faults: false,
             trace: false,
         }
     }

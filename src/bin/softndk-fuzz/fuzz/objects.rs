@@ -1,7 +1,7 @@
 //! What a thread holds: provider objects and their dispatch tables,
 //! registered buffers between guard pages, links and their sides.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ptr;
 use std::sync::Arc;
 
@@ -174,6 +174,17 @@ pub(super) struct Side {
     /// a Bind before that would find the window still bound, so the window
     /// is not bound again.
     pub(super) window_retired: bool,
+    /// On a strict link: the contexts of the accepted receives (`[0]`) and
+    /// initiator requests (`[1]`) in post order, each with whether it was
+    /// silent. Within a QP each queue completes in post order (P23), so an
+    /// entry must name the oldest request of its queue still owed one (a
+    /// silent success has none: one that a later entry passes completed).
+    pub(super) order: [VecDeque<(usize, bool)>; 2],
+    /// On a strict link: the lengths of the peer's accepted Sends not yet
+    /// matched by a successful receive entry here. The peer's Sends take
+    /// this side's receives in order, so a receive's `BytesTransferred`
+    /// (the bytes placed, P21) is the length of the oldest one.
+    pub(super) incoming: VecDeque<u64>,
     pub(super) connector: *mut NdkConnector,
     pub(super) disconnects: Arc<Signal>,
     /// Completions of Disconnect calls still to come.
@@ -215,6 +226,8 @@ impl Side {
             window_reads: false,
             binding: None,
             window_retired: false,
+            order: [VecDeque::new(), VecDeque::new()],
+            incoming: VecDeque::new(),
             connector: ptr::null_mut(),
             disconnects: Signal::new(),
             disconnecting: Vec::new(),

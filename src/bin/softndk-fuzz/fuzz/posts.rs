@@ -29,7 +29,11 @@ impl Fuzzer<'_> {
         if status == STATUS_SUCCESS {
             self.out.posted += 1;
             let call = self.out.calls;
+            let strict = link.strict && !link.ended;
             let side = &mut link.sides[i];
+            if strict {
+                side.order[usize::from(what != "NdkReceive")].push_back((context, silent));
+            }
             if side
                 .outstanding
                 .insert(
@@ -214,7 +218,12 @@ impl Fuzzer<'_> {
         self.posted(link, i, what, context, silent, status);
         if status == STATUS_SUCCESS {
             let noisy = self.noise != 0;
+            let strict = link.strict && !link.ended;
             let peer = &mut link.sides[1 - i];
+            if strict {
+                peer.incoming
+                    .push_back(sges.iter().map(|s| u64::from(s.length)).sum());
+            }
             peer.credits = peer.credits.saturating_sub(1);
             if invalidate && !noisy {
                 peer.window = None;

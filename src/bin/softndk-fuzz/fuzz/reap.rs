@@ -10,7 +10,7 @@ use softndk::abi::{
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{EMPTY_RESULT, Link, Side, table};
+use super::objects::{EMPTY_RESULT, Link, Post, Side, table};
 use super::signal::{Signal, on_status};
 
 impl Fuzzer<'_> {
@@ -96,6 +96,10 @@ impl Fuzzer<'_> {
         }
         if link.strict && !link.ended {
             self.out.judged += 1;
+            self.judge_order(&mut link.sides[i], context, &post);
+            if post.what == "NdkReceive" && result.status == STATUS_SUCCESS {
+                self.judge_length(&mut link.sides[i], result, &post);
+            }
             if result.status != STATUS_SUCCESS {
                 self.finding(&format!(
                     "{} posted at call {} on a strict link (every request valid, nothing ended by the fuzzer) completed {:#010x}, not STATUS_SUCCESS",
@@ -104,6 +108,48 @@ impl Fuzzer<'_> {
                     result.status.cast_unsigned()
                 ));
             }
+        }
+    }
+
+    /// On a strict link: the entry for `context` must name the oldest
+    /// request of its queue still owed an entry (P23); silent requests
+    /// that it passes completed without one (P14).
+    fn judge_order(&mut self, side: &mut Side, context: usize, post: &Post) {
+        let queue = &mut side.order[usize::from(post.what != "NdkReceive")];
+        while let Some(&(oldest, silent)) = queue.front() {
+            if oldest == context {
+                queue.pop_front();
+                return;
+            }
+            if !silent {
+                let before = side.outstanding.get(&oldest).map_or(0, |p| p.call);
+                self.finding(&format!(
+                    "{} posted at call {} completed before the request of its queue posted at call {before} (P23: within a QP each queue completes in post order)",
+                    post.what, post.call
+                ));
+                return;
+            }
+            queue.pop_front();
+        }
+        self.finding(&format!(
+            "{} posted at call {} has an entry but is not owed one by its queue",
+            post.what, post.call
+        ));
+    }
+
+    /// On a strict link: a successful receive placed as many bytes as the
+    /// peer's oldest unmatched Send carried (P21).
+    fn judge_length(&mut self, side: &mut Side, result: &NdkResult, post: &Post) {
+        match side.incoming.pop_front() {
+            Some(sent) if sent == u64::from(result.bytes_transferred) => {}
+            Some(sent) => self.finding(&format!(
+                "NdkReceive posted at call {} placed {} bytes; the peer's Send it took carried {sent} (P21)",
+                post.call, result.bytes_transferred
+            )),
+            None => self.finding(&format!(
+                "NdkReceive posted at call {} completed with no Send of the peer to take it",
+                post.call
+            )),
         }
     }
 

@@ -355,7 +355,9 @@ impl Fuzzer<'_> {
         let mut link = Link {
             id: self.out.links + self.out.setup_failed,
             disconnected: false,
-            strict: noise == 0 && self.config.faults.is_none() && self.rng.chance(50),
+            strict: noise == 0
+                && (self.config.faults.is_none() || self.config.strict_under_faults)
+                && self.rng.chance(50),
             ended: false,
             read_limit: 0,
             noise,
