@@ -139,10 +139,13 @@ impl Fuzzer<'_> {
                 && !self.cq_failed(&link.sides[i])
             {
                 self.finding(&format!(
-                    "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {}",
+                    "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {} (link {} side {i}, noise {}, strict {})",
                     left.len(),
                     first.what,
-                    first.call
+                    first.call,
+                    link.id,
+                    link.noise,
+                    link.strict
                 ));
             }
         }
