@@ -44,9 +44,10 @@
 //!
 //! Determinism: one thread on the fabric with the inline engine replays a
 //! seed exactly (the same calls with the same answers). With more threads,
-//! iWARP or the deferred engine, each thread's call sequence is still a
-//! function of the seed and the thread's number (no choice depends on an
-//! answer), but the answers and their interleaving depend on timing.
+//! iWARP or the deferred engine, the answers and their interleaving depend
+//! on timing, and so do the choices that follow them (a Send waits for a
+//! receive the peer had accepted; a strict link reads a window once its
+//! Bind's entry was reaped), so a seed does not replay there.
 //!
 //! The rooms: `rng` (the generator), `signal` (callback contexts and the
 //! callbacks), `objects` (dispatch tables, guarded buffers, links and their
