@@ -130,6 +130,16 @@ impl Buffer {
     }
 }
 
+/// The queue a post of `what` goes to: the receive queue
+/// ([`RECEIVE_QUEUE`]) or the initiator queue (Sends, RDMA, Binds,
+/// Invalidates); an index of [`Side::order`].
+pub(super) fn queue_of(what: &str) -> usize {
+    usize::from(what != "NdkReceive")
+}
+
+/// [`queue_of`] a receive.
+pub(super) const RECEIVE_QUEUE: usize = 0;
+
 /// An outstanding post, by request context.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Post {
@@ -242,13 +252,13 @@ impl Side {
     /// depth (counting those completed and not yet reaped, so never fewer
     /// than the provider holds).
     pub(super) fn queue_full(&self, what: &str) -> bool {
-        let receive = what == "NdkReceive";
+        let queue = queue_of(what);
         let held = self
             .outstanding
             .values()
-            .filter(|post| (post.what == "NdkReceive") == receive)
+            .filter(|post| queue_of(post.what) == queue)
             .count();
-        let depth = if receive {
+        let depth = if queue == RECEIVE_QUEUE {
             self.depths.0
         } else {
             self.depths.1
@@ -293,6 +303,14 @@ pub(super) struct Link {
     pub(super) listener: *mut NdkListener,
     /// The listener's connect events (the connectors they brought).
     pub(super) incoming: Arc<Signal>,
+}
+
+impl Link {
+    /// Whether its requests are judged strictly now: a strict link the
+    /// fuzzer has not ended.
+    pub(super) fn judged(&self) -> bool {
+        self.strict && !self.ended
+    }
 }
 
 /// An adapter opened for the run and its address.

@@ -6,7 +6,7 @@ use std::ptr;
 use softndk::abi::{NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
 
 use super::fuzzer::Fuzzer;
-use super::objects::{Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, STRAY, Side, table};
+use super::objects::{Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, STRAY, Side, queue_of, table};
 
 impl Fuzzer<'_> {
     /// Accounts for a post's inline answer.
@@ -29,10 +29,10 @@ impl Fuzzer<'_> {
         if status == STATUS_SUCCESS {
             self.out.posted += 1;
             let call = self.out.calls;
-            let strict = link.strict && !link.ended;
+            let judged = link.judged();
             let side = &mut link.sides[i];
-            if strict {
-                side.order[usize::from(what != "NdkReceive")].push_back((context, silent));
+            if judged {
+                side.order[queue_of(what)].push_back((context, silent));
             }
             if side
                 .outstanding
@@ -52,7 +52,7 @@ impl Fuzzer<'_> {
                 ));
             }
         } else {
-            if link.strict && !link.ended && !link.sides[i].queue_full(what) {
+            if link.judged() && !link.sides[i].queue_full(what) {
                 self.finding(&format!(
                     "{what} on a strict link (every request valid, nothing ended by the fuzzer) was refused with {:#010x}, its queue not full (P24)",
                     status.cast_unsigned()
@@ -218,9 +218,9 @@ impl Fuzzer<'_> {
         self.posted(link, i, what, context, silent, status);
         if status == STATUS_SUCCESS {
             let noisy = self.noise != 0;
-            let strict = link.strict && !link.ended;
+            let judged = link.judged();
             let peer = &mut link.sides[1 - i];
-            if strict {
+            if judged {
                 peer.incoming
                     .push_back(sges.iter().map(|s| u64::from(s.length)).sum());
             }

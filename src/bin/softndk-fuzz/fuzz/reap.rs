@@ -10,7 +10,7 @@ use softndk::abi::{
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{EMPTY_RESULT, Link, Post, Side, table};
+use super::objects::{EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, Side, queue_of, table};
 use super::signal::{Signal, on_status};
 
 impl Fuzzer<'_> {
@@ -94,10 +94,10 @@ impl Fuzzer<'_> {
             }
             _ => self.out.failed += 1,
         }
-        if link.strict && !link.ended {
+        if link.judged() {
             self.out.judged += 1;
             self.judge_order(&mut link.sides[i], context, &post);
-            if post.what == "NdkReceive" && result.status == STATUS_SUCCESS {
+            if queue_of(post.what) == RECEIVE_QUEUE && result.status == STATUS_SUCCESS {
                 self.judge_length(&mut link.sides[i], result, &post);
             }
             if result.status != STATUS_SUCCESS {
@@ -115,7 +115,7 @@ impl Fuzzer<'_> {
     /// request of its queue still owed an entry (P23); silent requests
     /// that it passes completed without one (P14).
     fn judge_order(&mut self, side: &mut Side, context: usize, post: &Post) {
-        let queue = &mut side.order[usize::from(post.what != "NdkReceive")];
+        let queue = &mut side.order[queue_of(post.what)];
         while let Some(&(oldest, silent)) = queue.front() {
             if oldest == context {
                 queue.pop_front();
