@@ -3,8 +3,9 @@
 //! time limit is asserted), over the fabric with one thread (a seed replays
 //! exactly), several threads, and iWARP on 127.0.0.x. Each run must end
 //! with no finding: every accepted post completed or flushed exactly once
-//! (P6), on a strict link every entry a success and every post accepted
-//! while its queue has room, no entry for a refused post, every close completed (L18, L21), no
+//! (P6), on a strict link every entry a success, every post accepted
+//! while its queue has room and every receive and checked Read holding the
+//! bytes it was owed, no entry for a refused post, every close completed (L18, L21), no
 //! callback after a close (L22), no guard byte written, no provider object
 //! left (`SoftNdkGetLiveObjects`) and no L17 breach.
 //!
@@ -51,8 +52,14 @@ fn check(config: &fuzz::Config) -> fuzz::Outcome {
     );
     assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
     assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
-    // Strict links (none under injected faults) had their entries judged.
+    // Strict links (none under injected faults) had their entries judged,
+    // and the bytes of their receives compared with the Sends'.
     assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");
+    assert_eq!(
+        outcome.data_checked > 0,
+        config.faults.is_none(),
+        "{outcome:?}"
+    );
     outcome
 }
 
@@ -96,6 +103,7 @@ fn fuzz_single_thread_replays_exactly() {
             first.flushed,
             first.failed,
             first.judged,
+            first.data_checked,
             first.links
         ),
         (
@@ -106,6 +114,7 @@ fn fuzz_single_thread_replays_exactly() {
             second.flushed,
             second.failed,
             second.judged,
+            second.data_checked,
             second.links
         ),
     );
@@ -182,7 +191,7 @@ fn fuzz_strict_links_report_a_valid_request_that_fails() {
         links: 2,
         net: 46,
         faults: Some("seed=5,rate=0.02".into()),
-        strict_under_faults: true,
+        oracle_check: fuzz::OracleCheck::StrictUnderFaults,
         ..fuzz::Config::default()
     });
     assert!(outcome.judged > 0, "{outcome:?}");
@@ -192,5 +201,35 @@ fn fuzz_strict_links_report_a_valid_request_that_fails() {
             .iter()
             .any(|finding| finding.contains("on a strict link")),
         "no strict-link finding: {outcome:?}"
+    );
+}
+
+/// The data oracle compares what strict receives hold: with the fuzzer
+/// itself changing a byte of each strict receive's buffer after posting it
+/// (where the message does not overwrite it again), the run reports the
+/// byte it did not expect.
+#[test]
+fn fuzz_strict_receives_report_bytes_the_send_did_not_carry() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = fuzz::run(&fuzz::Config {
+        seed: 5,
+        calls: 20_000,
+        threads: 1,
+        adapters: 2,
+        links: 2,
+        net: 47,
+        oracle_check: fuzz::OracleCheck::Scribble,
+        ..fuzz::Config::default()
+    });
+    assert!(outcome.data_checked > 0, "{outcome:?}");
+    // Only the changed bytes are reported: each past the message that the
+    // receive took (inside it, the placement wrote over the change).
+    assert!(!outcome.findings.is_empty(), "no data finding: {outcome:?}");
+    assert!(
+        outcome
+            .findings
+            .iter()
+            .all(|finding| finding.contains("NdkReceive posted") && finding.contains("past the")),
+        "{outcome:?}"
     );
 }

@@ -187,6 +187,15 @@ impl Fuzzer<'_> {
                         "bytes around a registered buffer were written: a bounds check missed",
                     );
                 }
+                // A strict link's Send sources are no request's destination.
+                if let Some(zones) = &side.zones
+                    && buffer.read(0, zones.source.len()) != zones.source
+                {
+                    self.finding(&format!(
+                        "link {}: the Send sources of a strict link's buffer were written, though no receive, Read or remote Write named them",
+                        link.id
+                    ));
+                }
                 if closed {
                     drop(buffer);
                 } else {

@@ -132,7 +132,7 @@ impl<'a> Fuzzer<'a> {
         got
     }
 
-    pub(super) fn shuffle(&mut self, items: &mut [usize]) {
+    pub(super) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.rng.index(i + 1);
             items.swap(i, j);

@@ -31,6 +31,13 @@
 //!   a receive's with the length of the peer's Send it took (P21), and
 //!   every post to a queue with room is accepted (P24): a valid request
 //!   that fails is a finding;
+//! * on a strict link the buffers are zoned ([`objects::Zones`]): Sends
+//!   read from bytes nothing writes, each receive and half of the Reads
+//!   cover a slot of their own, the other RDMA stays apart; a successful
+//!   receive must hold the bytes of the peer's Send, and such a Read the
+//!   peer's source bytes, scattered over its SGEs in their order, with
+//!   nothing written past them (P21); the sources must be intact at the
+//!   link's close;
 //! * once a QP's close has completed, every request of its queues has its
 //!   entry in the CQ (L21);
 //! * every close completes (L18, L21), and no notification or disconnect
@@ -118,10 +125,8 @@ pub struct Config {
     /// dropping the link. `None` installs nothing and makes any failed
     /// set-up step a finding.
     pub faults: Option<String>,
-    /// Keep strict links with `faults` set: an injected failure of a valid
-    /// request on one is then a finding. Off but for the oracle's own test,
-    /// which checks that strict links do report a valid request that fails.
-    pub strict_under_faults: bool,
+    /// A run that checks the oracle itself, and must report findings.
+    pub oracle_check: OracleCheck,
     /// Print every call (thread, call number, call, answer) on standard
     /// error: the way to read a finding's sequence.
     pub trace: bool,
@@ -138,10 +143,28 @@ impl Default for Config {
             iwarp: false,
             net: 40,
             faults: None,
-            strict_under_faults: false,
+            oracle_check: OracleCheck::None,
             trace: false,
         }
     }
+}
+
+/// A run that checks the oracle itself: the provider or the fuzzer goes
+/// wrong on purpose, and the oracle must say so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OracleCheck {
+    /// None: a normal run.
+    #[default]
+    None,
+    /// Keep strict links with `faults` set: an injected failure of a valid
+    /// request on one is then a finding.
+    StrictUnderFaults,
+    /// After posting each receive of a strict link, change the last byte
+    /// of its slot, as a consumer that writes a buffer it lent would: the
+    /// data oracle must report it where the message did not overwrite it.
+    /// One thread on the fabric only (there the peer's Send is placed by a
+    /// later call of the same thread, so the write races nothing).
+    Scribble,
 }
 
 /// What a run did, and what it found.
@@ -161,6 +184,9 @@ pub struct Outcome {
     pub failed: u64,
     /// CQ entries judged on strict links (each had to be a success).
     pub judged: u64,
+    /// Receives and Reads on strict links whose bytes were compared with
+    /// the Send's or the peer's sources.
+    pub data_checked: u64,
     /// Links connected.
     pub links: u64,
     /// Links whose set-up failed (fault injection only).
@@ -185,6 +211,7 @@ impl Outcome {
         self.flushed += other.flushed;
         self.failed += other.failed;
         self.judged += other.judged;
+        self.data_checked += other.data_checked;
         self.links += other.links;
         self.setup_failed += other.setup_failed;
         self.closed += other.closed;

@@ -122,6 +122,40 @@ impl Buffer {
         (base.expose_provenance() as u64).wrapping_add_signed(offset)
     }
 
+    /// A copy of the `len` bytes at `offset`, read as the device reads
+    /// them, while it may be writing other bytes of the buffer.
+    pub(super) fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0; len];
+        let inside = offset
+            .checked_add(len as u64)
+            .is_some_and(|end| end <= self.len as u64);
+        if inside {
+            let from: *const u8 =
+                ptr::with_exposed_provenance(self.address(offset.cast_signed()) as usize);
+            // SAFETY: `offset..offset + len` lies inside the buffer, which
+            // `self` keeps alive; the oracle reads only bytes no request
+            // outstanding names, so nothing writes them meanwhile.
+            unsafe { ptr::copy_nonoverlapping(from, out.as_mut_ptr(), len) };
+        }
+        out
+    }
+
+    /// Sets the `len` bytes at `offset` to `byte`, as the device writes,
+    /// while it may be using other bytes of the buffer.
+    pub(super) fn fill(&self, offset: u64, len: usize, byte: u8) {
+        let inside = offset
+            .checked_add(len as u64)
+            .is_some_and(|end| end <= self.len as u64);
+        if inside {
+            let to: *mut u8 =
+                ptr::with_exposed_provenance_mut(self.address(offset.cast_signed()) as usize);
+            // SAFETY: as in `read`: inside the buffer, and named by no
+            // request outstanding, so the device neither reads nor writes
+            // these bytes meanwhile.
+            unsafe { ptr::write_bytes(to, byte, len) };
+        }
+    }
+
     /// Whether every guard byte still holds its value.
     pub(super) fn guards_intact(&self) -> bool {
         let (before, rest) = self.storage.split_at(self.start);
@@ -149,6 +183,121 @@ pub(super) struct Post {
     /// A Read through the peer's window (strict links count them: the
     /// window is not invalidated while one is outstanding).
     pub(super) through_window: bool,
+    /// A strict link's receive: the slot its SGEs cover.
+    pub(super) slot: Option<Slot>,
+}
+
+/// Bytes of a strict link's Send sources, at the start of each buffer.
+pub(super) const SOURCE: u64 = 256;
+/// Bytes of a slot: what the largest Send carries (4 × 64), and the
+/// sources' length (the largest Read checked).
+pub(super) const SLOT: u64 = 256;
+/// The byte a slot holds before its request is posted: what the provider
+/// did not place keeps it.
+pub(super) const UNPLACED: u8 = 0xC3;
+
+/// What a slot of a strict link's buffer is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SlotUse {
+    /// A receive's: it must hold the bytes of the peer's Send it took.
+    Receive,
+    /// A Read's sink: it must hold the peer's source bytes from offset
+    /// `from`.
+    Read { from: u64 },
+}
+
+/// A strict link's receive or Read: the slot its SGEs cover, and its SGEs,
+/// pieces of the slot's first `len` bytes (offset in the buffer, length)
+/// in the order they were given, which is not their order in memory.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    pub(super) use_: SlotUse,
+    pub(super) index: usize,
+    pub(super) start: u64,
+    pub(super) len: u64,
+    pub(super) pieces: [(u64, u64); 4],
+    pub(super) count: usize,
+}
+
+impl Slot {
+    pub(super) fn pieces(&self) -> &[(u64, u64)] {
+        self.pieces.get(..self.count).unwrap_or_default()
+    }
+}
+
+/// On a strict link, a side's buffer in zones, so that the bytes of every
+/// Send can be checked where the peer's receive placed them, and those of
+/// some Reads where they landed (P21):
+/// * `[0, SOURCE)`: Send sources, random bytes set before the buffer is
+///   registered and never written after (no receive, Read sink, remote
+///   Write or window covers them; the peer's checked Reads read them);
+/// * one slot of [`SLOT`] bytes per receive the queue holds, then one per
+///   initiator request: a receive, or a checked Read's sink, covers a free
+///   slot, whose bytes nothing else names;
+/// * the rest: RDMA (local SGEs, remote targets and windows).
+pub(super) struct Zones {
+    /// What the source zone holds.
+    pub(super) source: Vec<u8>,
+    /// Which receive slots a receive holds (until its entry is reaped).
+    pub(super) receiving: Vec<bool>,
+    /// Which Read slots a Read holds (until its entry is reaped).
+    pub(super) reading: Vec<bool>,
+}
+
+impl Zones {
+    /// Where the RDMA zone starts.
+    pub(super) fn rdma(&self) -> u64 {
+        SOURCE + (self.receiving.len() + self.reading.len()) as u64 * SLOT
+    }
+
+    /// Which slots of a use are held.
+    pub(super) fn held(&mut self, use_: SlotUse) -> &mut Vec<bool> {
+        match use_ {
+            SlotUse::Receive => &mut self.receiving,
+            SlotUse::Read { .. } => &mut self.reading,
+        }
+    }
+
+    /// A free slot for `use_`, its first `len` bytes cut into `count`
+    /// pieces (at most 4, at most `len`, at least 1) by `cut`, which gives
+    /// a number in `1..len`; `None` when every slot of that use is held.
+    pub(super) fn free(
+        &self,
+        use_: SlotUse,
+        len: u64,
+        count: usize,
+        mut cut: impl FnMut(u64) -> u64,
+    ) -> Option<Slot> {
+        let (held, first) = match use_ {
+            SlotUse::Receive => (&self.receiving, SOURCE),
+            SlotUse::Read { .. } => (&self.reading, SOURCE + self.receiving.len() as u64 * SLOT),
+        };
+        let index = held.iter().position(|held| !held)?;
+        let start = first + index as u64 * SLOT;
+        let count = count
+            .clamp(1, 4)
+            .min(usize::try_from(len).unwrap_or(1).max(1));
+        let mut cuts = vec![0, len];
+        while cuts.len() < count + 1 {
+            let at = cut(len);
+            if !cuts.contains(&at) {
+                cuts.push(at);
+            }
+        }
+        cuts.sort_unstable();
+        let mut slot = Slot {
+            use_,
+            index,
+            start,
+            len,
+            pieces: [(0, 0); 4],
+            count,
+        };
+        for (piece, w) in slot.pieces.iter_mut().zip(cuts.windows(2)) {
+            *piece = (start + w[0], w[1] - w[0]);
+        }
+        Some(slot)
+    }
 }
 
 /// One side of a link.
@@ -193,8 +342,11 @@ pub(super) struct Side {
     /// On a strict link: the lengths of the peer's accepted Sends not yet
     /// matched by a successful receive entry here. The peer's Sends take
     /// this side's receives in order, so a receive's `BytesTransferred`
-    /// (the bytes placed, P21) is the length of the oldest one.
-    pub(super) incoming: VecDeque<u64>,
+    /// (the bytes placed, P21) is the length of the oldest one, and its
+    /// bytes the ones the Send carried.
+    pub(super) incoming: VecDeque<Vec<u8>>,
+    /// A strict link's buffer zones (see [`Zones`]).
+    pub(super) zones: Option<Zones>,
     pub(super) connector: *mut NdkConnector,
     pub(super) disconnects: Arc<Signal>,
     /// Completions of Disconnect calls still to come.
@@ -238,6 +390,7 @@ impl Side {
             window_retired: false,
             order: [VecDeque::new(), VecDeque::new()],
             incoming: VecDeque::new(),
+            zones: None,
             connector: ptr::null_mut(),
             disconnects: Signal::new(),
             disconnecting: Vec::new(),
@@ -274,6 +427,44 @@ impl Side {
 
     pub(super) fn buffer_len(&self) -> u64 {
         self.buffer.as_ref().map_or(0, |b| b.len as u64)
+    }
+
+    /// Marks `slot` held by the accepted post `context` (a strict link's).
+    pub(super) fn hold(&mut self, context: usize, slot: Slot) {
+        if let Some(zones) = &mut self.zones
+            && let Some(held) = zones.held(slot.use_).get_mut(slot.index)
+        {
+            *held = true;
+        }
+        if let Some(post) = self.outstanding.get_mut(&context) {
+            post.slot = Some(slot);
+        }
+    }
+
+    /// Frees the slot of a post whose entry came (of any status: the
+    /// device has done with its bytes).
+    pub(super) fn release(&mut self, post: &Post) {
+        if let (Some(slot), Some(zones)) = (post.slot, &mut self.zones)
+            && let Some(held) = zones.held(slot.use_).get_mut(slot.index)
+        {
+            *held = false;
+        }
+    }
+
+    /// Where Send sources are taken from: (start, length) in the buffer.
+    pub(super) fn source_zone(&self) -> (u64, u64) {
+        match &self.zones {
+            Some(_) => (0, SOURCE),
+            None => (0, self.buffer_len()),
+        }
+    }
+
+    /// Where RDMA requests and windows go: (start, length) in the buffer.
+    pub(super) fn rdma_zone(&self) -> (u64, u64) {
+        match &self.zones {
+            Some(zones) => (zones.rdma(), self.buffer_len().saturating_sub(zones.rdma())),
+            None => (0, self.buffer_len()),
+        }
     }
 }
 

@@ -5,8 +5,12 @@ use std::ptr;
 
 use softndk::abi::{NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
 
+use super::OracleCheck;
 use super::fuzzer::Fuzzer;
-use super::objects::{Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, STRAY, Side, queue_of, table};
+use super::objects::{
+    Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, STRAY, Side, Slot, SlotUse,
+    UNPLACED, queue_of, table,
+};
 
 impl Fuzzer<'_> {
     /// Accounts for a post's inline answer.
@@ -43,6 +47,7 @@ impl Fuzzer<'_> {
                         call,
                         silent,
                         through_window: false,
+                        slot: None,
                     },
                 )
                 .is_some()
@@ -67,9 +72,16 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// SGEs over side `i`'s buffer: mostly valid, sometimes with a wrong
-    /// token, an address outside the buffer, a zero length or too many.
-    pub(super) fn sges(&mut self, side: &Side, max: u32, (lo, hi): (u64, u64)) -> Vec<NdkSge> {
+    /// SGEs over `zone` (start, length) of side `i`'s buffer: mostly valid,
+    /// sometimes with a wrong token, an address outside the buffer, a zero
+    /// length or too many.
+    pub(super) fn sges(
+        &mut self,
+        side: &Side,
+        max: u32,
+        (lo, hi): (u64, u64),
+        zone: (u64, u64),
+    ) -> Vec<NdkSge> {
         // A receive without SGEs takes only empty messages (E7): noisy
         // links only.
         let least = u32::from((lo, hi) == RECEIVE_SGE && self.noise == 0);
@@ -82,7 +94,7 @@ impl Fuzzer<'_> {
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let length = lo + self.rng.below(hi - lo + 1);
-            let offset = self.rng.below(len - length + 1);
+            let offset = zone.0 + self.rng.below(zone.1.saturating_sub(length) + 1);
             let mut length = length;
             let mut address = side.buffer.as_ref().map_or(0, |b| b.address(0)) + offset;
             let mut token = side.local_token;
@@ -101,6 +113,38 @@ impl Fuzzer<'_> {
             });
         }
         out
+    }
+
+    /// SGEs over a free slot of side `i` for `use_` (a strict link's): its
+    /// first `len` bytes cut into one to `max` pieces, given in a shuffled
+    /// order (a scatter that is not the memory's order), the slot first
+    /// filled with [`UNPLACED`]; `None` when every slot of that use is held
+    /// (its queue is then full).
+    fn slot_sges(
+        &mut self,
+        side: &Side,
+        use_: SlotUse,
+        len: u64,
+        max: u32,
+    ) -> Option<(Slot, Vec<NdkSge>)> {
+        let zones = side.zones.as_ref()?;
+        let count = self.rng.range(1, max) as usize;
+        let mut slot = zones.free(use_, len, count, |len| 1 + self.rng.below(len - 1))?;
+        let count = slot.count;
+        self.shuffle(&mut slot.pieces[..count]);
+        let buffer = side.buffer.as_ref()?;
+        buffer.fill(slot.start, SLOT as usize, UNPLACED);
+        let base = buffer.address(0);
+        let sges = slot
+            .pieces()
+            .iter()
+            .map(|&(offset, length)| NdkSge {
+                address: base + offset,
+                length: u32::try_from(length).unwrap_or(u32::MAX),
+                memory_region_token: side.local_token,
+            })
+            .collect();
+        Some((slot, sges))
     }
 
     pub(super) fn trace_flags(&self, flags: u32, sges: &[NdkSge]) {
@@ -140,7 +184,16 @@ impl Fuzzer<'_> {
 
     pub(super) fn receive(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
-        let sges = self.sges(side, side.receive_sge, RECEIVE_SGE);
+        let (slot, sges) = if side.zones.is_some() {
+            let Some((slot, sges)) = self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)
+            else {
+                return;
+            };
+            (Some(slot), sges)
+        } else {
+            let zone = (0, side.buffer_len());
+            (None, self.sges(side, side.receive_sge, RECEIVE_SGE, zone))
+        };
         let qp = side.qp;
         let context = self.context();
         // SAFETY: a live QP; every SGE names memory of the side's buffer or
@@ -156,7 +209,16 @@ impl Fuzzer<'_> {
         self.trace_flags(0, &sges);
         self.posted(link, i, "NdkReceive", context, false, status);
         if status == STATUS_SUCCESS {
-            link.sides[i].credits += 1;
+            let side = &mut link.sides[i];
+            side.credits += 1;
+            if let Some(slot) = slot {
+                if self.config.oracle_check == OracleCheck::Scribble
+                    && let Some(buffer) = &side.buffer
+                {
+                    buffer.fill(slot.start + SLOT - 1, 1, !UNPLACED);
+                }
+                side.hold(context, slot);
+            }
         }
     }
 
@@ -174,7 +236,7 @@ impl Fuzzer<'_> {
         let side = &link.sides[i];
         let silent = self.rng.chance(5);
         let mut flags = self.flags(silent, true);
-        let mut sges = self.sges(side, side.initiator_sge, SEND_SGE);
+        let mut sges = self.sges(side, side.initiator_sge, SEND_SGE, side.source_zone());
         // INLINE copies from the SGEs' addresses without a token check: only
         // with addresses inside the buffer.
         if side.inline > 0 && self.rng.chance(20) {
@@ -218,11 +280,26 @@ impl Fuzzer<'_> {
         self.posted(link, i, what, context, silent, status);
         if status == STATUS_SUCCESS {
             let noisy = self.noise != 0;
+            // The bytes the Send carries: from the sources, which nothing
+            // writes on a strict link.
+            let base = link.sides[i].buffer.as_ref().map_or(0, |b| b.address(0));
+            let carried = link.sides[i].zones.as_ref().map_or_else(Vec::new, |zones| {
+                sges.iter()
+                    .flat_map(|s| {
+                        let from =
+                            usize::try_from(s.address.wrapping_sub(base)).unwrap_or(usize::MAX);
+                        zones
+                            .source
+                            .get(from..from + s.length as usize)
+                            .unwrap_or_default()
+                    })
+                    .copied()
+                    .collect()
+            });
             let judged = link.judged();
             let peer = &mut link.sides[1 - i];
             if judged {
-                peer.incoming
-                    .push_back(sges.iter().map(|s| u64::from(s.length)).sum());
+                peer.incoming.push_back(carried);
             }
             peer.credits = peer.credits.saturating_sub(1);
             if invalidate && !noisy {
@@ -244,7 +321,8 @@ impl Fuzzer<'_> {
     ) -> (u64, u32, u64, bool) {
         let base = peer.buffer.as_ref().map_or(0, |b| b.address(0));
         let len = peer.buffer_len();
-        let offset = self.rng.below(len);
+        let zone = peer.rdma_zone();
+        let offset = zone.0 + self.rng.below(zone.1);
         let mut room = len - offset;
         let mut token = peer.remote_token;
         let mut address = base + offset;
@@ -272,6 +350,9 @@ impl Fuzzer<'_> {
     pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
         // N21: with a read limit of 0 a Read fails; a strict link writes.
         let read = read && !(link.strict && link.read_limit == 0);
+        if read && link.strict && self.rng.chance(50) && self.checked_read(link, i) {
+            return;
+        }
         let silent = self.rng.chance(5);
         let flags = self.flags(silent, false);
         let (remote, token, room, through_window) = {
@@ -279,7 +360,7 @@ impl Fuzzer<'_> {
             self.remote(peer, link.strict, read)
         };
         let side = &link.sides[i];
-        let mut sges = self.sges(side, side.initiator_sge, RDMA_SGE);
+        let mut sges = self.sges(side, side.initiator_sge, RDMA_SGE, side.rdma_zone());
         // Mostly keep the total within the remote room, so that most are
         // valid; else the provider must refuse or fail it.
         if !self.invalid() {
@@ -319,6 +400,45 @@ impl Fuzzer<'_> {
         }
     }
 
+    /// A strict link's Read whose bytes are checked when its entry comes:
+    /// from the peer's Send sources, which nothing writes, into a free Read
+    /// slot of side `i`, never silent (its entry frees the slot); `false`
+    /// when every Read slot is held.
+    fn checked_read(&mut self, link: &mut Link, i: usize) -> bool {
+        let from = self.rng.below(SOURCE);
+        let len = 1 + self.rng.below(SOURCE - from);
+        let side = &link.sides[i];
+        let Some((slot, sges)) =
+            self.slot_sges(side, SlotUse::Read { from }, len, side.initiator_sge)
+        else {
+            return false;
+        };
+        let flags = self.flags(false, false);
+        let peer = &link.sides[1 - i];
+        let remote = peer.buffer.as_ref().map_or(0, |b| b.address(0)) + from;
+        let token = peer.remote_token;
+        let qp = side.qp;
+        let context = self.context();
+        // SAFETY: as in `receive`; the remote address is an index.
+        let status = unsafe {
+            (table(qp).ndk_read)(
+                qp,
+                ptr::without_provenance_mut(context),
+                sges.as_ptr(),
+                sges.len() as u32,
+                remote,
+                token,
+                flags,
+            )
+        };
+        self.trace_flags(flags, &sges);
+        self.posted(link, i, "NdkRead", context, false, status);
+        if status == STATUS_SUCCESS {
+            link.sides[i].hold(context, slot);
+        }
+        true
+    }
+
     pub(super) fn bind(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
         // Binding a bound window fails the request: noisy links only.
@@ -328,7 +448,8 @@ impl Fuzzer<'_> {
             return;
         }
         let len = side.buffer_len();
-        let start = self.rng.below(len);
+        let zone = side.rdma_zone();
+        let start = zone.0 + self.rng.below(zone.1);
         let mut window = 1 + self.rng.below(len - start);
         if self.invalid() {
             window += len;

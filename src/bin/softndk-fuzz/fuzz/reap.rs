@@ -10,7 +10,10 @@ use softndk::abi::{
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, Side, queue_of, table};
+use super::objects::{
+    Buffer, EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, SLOT, Side, Slot, SlotUse, UNPLACED, queue_of,
+    table,
+};
 use super::signal::{Signal, on_status};
 
 impl Fuzzer<'_> {
@@ -64,6 +67,9 @@ impl Fuzzer<'_> {
                 result.qp_context.addr()
             ));
         }
+        // A strict link's receive slot is free again once its entry came
+        // (whatever its status): the device has done with its bytes.
+        side.release(&post);
         // A strict link's window is the peer's to read once its Bind
         // completed.
         if let Some((bind, window, reads)) = side.binding
@@ -99,6 +105,25 @@ impl Fuzzer<'_> {
             self.judge_order(&mut link.sides[i], context, &post);
             if queue_of(post.what) == RECEIVE_QUEUE && result.status == STATUS_SUCCESS {
                 self.judge_length(&mut link.sides[i], result, &post);
+            }
+            if let Some(slot) = post.slot
+                && let SlotUse::Read { from } = slot.use_
+                && result.status == STATUS_SUCCESS
+            {
+                // A checked Read: the bytes of the peer's sources from
+                // `from`, which nothing writes.
+                let [a, b] = &link.sides;
+                let (side, peer) = if i == 0 { (a, b) } else { (b, a) };
+                let source = peer.zones.as_ref().and_then(|zones| {
+                    let from = usize::try_from(from).ok()?;
+                    zones
+                        .source
+                        .get(from..from + usize::try_from(slot.len).ok()?)
+                });
+                if let (Some(source), Some(buffer)) = (source, &side.buffer) {
+                    let source = source.to_vec();
+                    self.judge_data(buffer, &slot, &source, &post);
+                }
             }
             if result.status != STATUS_SUCCESS {
                 self.finding(&format!(
@@ -138,18 +163,71 @@ impl Fuzzer<'_> {
     }
 
     /// On a strict link: a successful receive placed as many bytes as the
-    /// peer's oldest unmatched Send carried (P21).
+    /// peer's oldest unmatched Send carried (P21), those bytes, in the
+    /// order of its SGEs, and nothing past them.
     fn judge_length(&mut self, side: &mut Side, result: &NdkResult, post: &Post) {
         match side.incoming.pop_front() {
-            Some(sent) if sent == u64::from(result.bytes_transferred) => {}
+            Some(sent) if sent.len() as u64 == u64::from(result.bytes_transferred) => {
+                if let (Some(slot), Some(buffer)) = (post.slot, &side.buffer) {
+                    self.judge_data(buffer, &slot, &sent, post);
+                }
+            }
             Some(sent) => self.finding(&format!(
-                "NdkReceive posted at call {} placed {} bytes; the peer's Send it took carried {sent} (P21)",
-                post.call, result.bytes_transferred
+                "NdkReceive posted at call {} placed {} bytes; the peer's Send it took carried {} (P21)",
+                post.call,
+                result.bytes_transferred,
+                sent.len()
             )),
             None => self.finding(&format!(
                 "NdkReceive posted at call {} completed with no Send of the peer to take it",
                 post.call
             )),
+        }
+    }
+
+    /// The bytes of a strict link's receive or checked Read: `expected`
+    /// (the Send's, or the peer's sources) scattered over the slot's pieces
+    /// in SGE order, the rest of the slot as it was before the request was
+    /// posted ([`UNPLACED`]).
+    fn judge_data(&mut self, buffer: &Buffer, slot: &Slot, expected: &[u8], post: &Post) {
+        self.out.data_checked += 1;
+        let origin = match slot.use_ {
+            SlotUse::Receive => "the Send carried",
+            SlotUse::Read { .. } => "the peer's source held",
+        };
+        let mut rest = expected;
+        for &(offset, length) in slot.pieces() {
+            let placed = buffer.read(offset, usize::try_from(length).unwrap_or(0));
+            let (due, after) = rest.split_at(rest.len().min(placed.len()));
+            rest = after;
+            let (head, tail) = placed.split_at(due.len());
+            if let Some(at) = head.iter().zip(due).position(|(a, b)| a != b) {
+                self.finding(&format!(
+                    "{} posted at call {}: byte {at} of its SGE at buffer offset {offset} is {:#04x}, {origin} {:#04x} there (P21: the bytes, in SGE order)",
+                    post.what, post.call, head[at], due[at]
+                ));
+                return;
+            }
+            if let Some(at) = tail.iter().position(|&b| b != UNPLACED) {
+                self.finding(&format!(
+                    "{} posted at call {}: byte {} of its SGE at buffer offset {offset} was written, past the {} bytes it took",
+                    post.what,
+                    post.call,
+                    due.len() + at,
+                    expected.len()
+                ));
+                return;
+            }
+        }
+        let beyond = SLOT.saturating_sub(slot.len);
+        let after = buffer.read(slot.start + slot.len, usize::try_from(beyond).unwrap_or(0));
+        if let Some(at) = after.iter().position(|&b| b != UNPLACED) {
+            self.finding(&format!(
+                "{} posted at call {}: buffer offset {} was written, outside its SGEs",
+                post.what,
+                post.call,
+                slot.start + slot.len + at as u64
+            ));
         }
     }
 

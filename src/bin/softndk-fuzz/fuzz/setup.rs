@@ -10,10 +10,12 @@ use softndk::abi::{
     MrFlags, NdkListener, NtStatus, PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
-use super::WAIT;
 use super::fuzzer::{Fuzzer, SetupFailed};
-use super::objects::{Adapter, Buffer, Link, SOCKADDR_IN_LEN, Side, sockaddr, table};
+use super::objects::{
+    Adapter, Buffer, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr, table,
+};
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
+use super::{OracleCheck, WAIT};
 
 impl Fuzzer<'_> {
     /// A set-up step's status: `Ok` on success, else the failure (a finding
@@ -78,8 +80,9 @@ impl Fuzzer<'_> {
         })
     }
 
-    /// Creates a side's CQ, PD, QP, MR (registered) and MW.
-    pub(super) fn open_side(&mut self, side: &mut Side) -> Result<(), SetupFailed> {
+    /// Creates a side's CQ, PD, QP, MR (registered) and MW; on a `strict`
+    /// link its buffer has [`Zones`] (three pages more, for the slots).
+    pub(super) fn open_side(&mut self, side: &mut Side, strict: bool) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
         let receive_depth = self.rng.range(1, 16);
@@ -143,8 +146,20 @@ impl Fuzzer<'_> {
             (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
         })?;
 
-        let len = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) * PAGE_SIZE;
+        let pages = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) + 3 * usize::from(strict);
+        let len = pages * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
+        if strict {
+            // Written before the buffer is registered: nothing else ever
+            // writes the sources.
+            let source: Vec<u8> = (0..SOURCE).map(|_| self.rng.next() as u8).collect();
+            buffer.storage[buffer.start..][..source.len()].copy_from_slice(&source);
+            side.zones = Some(Zones {
+                source,
+                receiving: vec![false; receive_depth as usize],
+                reading: vec![false; initiator_depth as usize],
+            });
+        }
         let mdl = &raw mut *buffer.mdl;
         side.buffer = Some(buffer);
         let flags =
@@ -356,7 +371,8 @@ impl Fuzzer<'_> {
             id: self.out.links + self.out.setup_failed,
             disconnected: false,
             strict: noise == 0
-                && (self.config.faults.is_none() || self.config.strict_under_faults)
+                && (self.config.faults.is_none()
+                    || self.config.oracle_check == OracleCheck::StrictUnderFaults)
                 && self.rng.chance(50),
             ended: false,
             read_limit: 0,
@@ -368,7 +384,7 @@ impl Fuzzer<'_> {
         let mut result = Ok(());
         for i in 0..2 {
             let mut side = std::mem::replace(&mut link.sides[i], Side::new(0));
-            result = self.open_side(&mut side);
+            result = self.open_side(&mut side, link.strict);
             link.sides[i] = side;
             if result.is_err() {
                 break;
