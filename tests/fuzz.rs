@@ -17,51 +17,11 @@
 #[path = "../src/bin/softndk-fuzz/fuzz/mod.rs"]
 mod fuzz;
 
-use std::sync::{Mutex, PoisonError};
+#[path = "common/fuzz_run.rs"]
+mod fuzz_run;
 
-/// One run at a time: the live-object check counts the whole process.
-static TURN: Mutex<()> = Mutex::new(());
-
-fn check(config: &fuzz::Config) -> fuzz::Outcome {
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    let outcome = fuzz::run(config);
-    assert!(
-        outcome.findings.is_empty(),
-        "fuzzer findings (replay: cargo run --release --bin softndk-fuzz -- --seed {} --calls {} --threads {} --adapters {} --links {}{}{} --trace):\n{}",
-        config.seed,
-        config.calls,
-        config.threads,
-        config.adapters,
-        config.links,
-        if config.iwarp { " --iwarp" } else { "" },
-        config
-            .faults
-            .as_ref()
-            .map_or(String::new(), |plan| format!(" --faults {plan}")),
-        outcome.findings.join("\n")
-    );
-    assert!(
-        outcome.calls >= config.calls,
-        "the run stopped early: {outcome:?}"
-    );
-    // The run exercised what it is for: posts that completed, were
-    // flushed, failed and were refused; links set up and closed.
-    assert!(
-        outcome.posted > 0 && outcome.succeeded > 0 && outcome.flushed > 0,
-        "{outcome:?}"
-    );
-    assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
-    assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
-    // Strict links (none under injected faults) had their entries judged,
-    // and the bytes of their receives compared with the Sends'.
-    assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");
-    assert_eq!(
-        outcome.data_checked > 0,
-        config.faults.is_none(),
-        "{outcome:?}"
-    );
-    outcome
-}
+use fuzz_run::{TURN, check};
+use std::sync::PoisonError;
 
 /// One thread on the fabric with the inline engine: each seed is a fixed
 /// sequence of calls and answers.

@@ -1,0 +1,59 @@
+//! The fuzzer's CI runs' shared check (`tests/fuzz.rs` on the inline
+//! engine, `tests/fuzz_deferred.rs` on the deferred one): a run must end
+//! with no finding, having done what a run is for. Included by both with
+//! `#[path]`.
+
+use std::sync::{Mutex, PoisonError};
+
+use crate::fuzz;
+
+/// One run at a time: the live-object check counts the whole process.
+pub static TURN: Mutex<()> = Mutex::new(());
+
+/// Runs `config`, which must end with no finding, having done what a run
+/// is for; its outcome.
+pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = fuzz::run(config);
+    assert!(
+        outcome.findings.is_empty(),
+        "fuzzer findings (replay: cargo run --release --bin softndk-fuzz -- --seed {} --calls {} --threads {} --adapters {} --links {}{}{}{} --trace):\n{}",
+        config.seed,
+        config.calls,
+        config.threads,
+        config.adapters,
+        config.links,
+        if config.iwarp { " --iwarp" } else { "" },
+        if std::env::var_os("SOFTNDK_ENGINE").is_some_and(|e| e == "deferred") {
+            " --deferred"
+        } else {
+            ""
+        },
+        config
+            .faults
+            .as_ref()
+            .map_or(String::new(), |plan| format!(" --faults {plan}")),
+        outcome.findings.join("\n")
+    );
+    assert!(
+        outcome.calls >= config.calls,
+        "the run stopped early: {outcome:?}"
+    );
+    // The run exercised what it is for: posts that completed, were
+    // flushed, failed and were refused; links set up and closed.
+    assert!(
+        outcome.posted > 0 && outcome.succeeded > 0 && outcome.flushed > 0,
+        "{outcome:?}"
+    );
+    assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
+    assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
+    // Strict links (none under injected faults) had their entries judged,
+    // and the bytes of their receives compared with the Sends'.
+    assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");
+    assert_eq!(
+        outcome.data_checked > 0,
+        config.faults.is_none(),
+        "{outcome:?}"
+    );
+    outcome
+}
