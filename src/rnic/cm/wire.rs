@@ -142,18 +142,22 @@ impl Pipe {
             .saturating_add(self.wire.timeouts.disconnect_ms);
         let timer: Arc<dyn Timer> = Arc::new(Drained {
             conn: Weak::clone(&self.conn),
-            stream: Arc::clone(&self.stream),
+            stream: Arc::downgrade(&self.stream),
         });
         self.wire.net.timer(at, timer);
     }
 }
 
-/// The drain time-out of a stream: it holds the stream (not the
-/// connection, which may be gone) until it resets it. A reset after the
-/// orderly close completed both ways sends nothing.
+/// The drain time-out of a stream: it resets the stream if the stream
+/// still lives then. It holds it weakly: a stream still draining is kept
+/// alive by the platform (the host's reader and writer threads, the WSK
+/// socket's own reference until its close completed), so a peer that
+/// reads nothing cannot keep it past the reset; one whose close completed
+/// both ways is released as soon as its owners let go, instead of its
+/// buffers (256 KiB) staying for `disconnect_ms` after every close.
 struct Drained {
     conn: Weak<WireConn>,
-    stream: Arc<dyn Stream>,
+    stream: Weak<dyn Stream>,
 }
 
 impl Timer for Drained {
@@ -163,7 +167,9 @@ impl Timer for Drained {
             // it (N26), before the reset can look like the peer's answer.
             conn.disconnect_due();
         }
-        self.stream.close(true);
+        if let Some(stream) = self.stream.upgrade() {
+            stream.close(true);
+        }
     }
 }
 
