@@ -151,16 +151,16 @@ struct RawPeer {
 }
 
 fn raw_peer() -> RawPeer {
-    raw_peer_over(ScriptedNet::busy_ports(0))
+    raw_peer_over(&ScriptedNet::busy_ports(0))
 }
 
 /// [`raw_peer`] over `net`.
-fn raw_peer_over(net: Arc<ScriptedNet>) -> RawPeer {
+fn raw_peer_over(net: &Arc<ScriptedNet>) -> RawPeer {
     let fabric = Fabric::new();
     let (ip_a, ip_b) = addresses();
     let a = host(&fabric, &[ip_a], EngineMode::Inline);
     let wire = Wire {
-        net: Arc::clone(&net) as _,
+        net: Arc::clone(net) as _,
         timeouts: SHORT,
     };
     fabric.attach_wire(&a.device, wire).unwrap();
@@ -339,7 +339,7 @@ fn test_stream_released_after_a_graceful_close_before_the_drain_timeout_rule_x1(
         stream,
         ended,
         _host,
-    } = raw_peer_over(Arc::clone(&net));
+    } = raw_peer_over(&net);
     active.conn.disconnect().unwrap();
     // The peer reads up to this side's FIN, then closes in answer.
     let mut buf = [0_u8; 256];
