@@ -70,6 +70,7 @@ impl Fuzzer<'_> {
             );
         }
         link.ended = true;
+        self.at_link = link.id;
         if self.rng.chance(50) {
             for i in 0..2 {
                 if self.rng.chance(50) {

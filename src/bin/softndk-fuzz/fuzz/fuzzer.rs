@@ -29,6 +29,28 @@ pub(super) struct Fuzzer<'a> {
     /// callback after the close (L22) is counted rather than a use after
     /// free.
     pub(super) graveyard: std::collections::VecDeque<Arc<Signal>>,
+    /// The link the current step works on (for [`Recent`]).
+    pub(super) at_link: u64,
+    /// The thread's last [`RECENT`] calls and CQ entries, printed on
+    /// standard error with its first finding: the sequence that led to it,
+    /// without `--trace`'s cost (a trace's output slows a run about four
+    /// times, which hides timing-dependent findings).
+    pub(super) recent: std::collections::VecDeque<Recent>,
+}
+
+/// How many calls and entries a thread remembers for its first finding.
+pub(super) const RECENT: usize = 1024;
+
+/// A call (its answer) or a CQ entry (`what` is `"entry"`), as remembered
+/// for a finding.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Recent {
+    pub(super) call: u64,
+    pub(super) link: u64,
+    pub(super) what: &'static str,
+    pub(super) status: NtStatus,
+    /// The request context of a post or an entry (0 for other calls).
+    pub(super) context: usize,
 }
 
 /// How many closed objects' signals a thread keeps watching.
@@ -56,6 +78,8 @@ impl<'a> Fuzzer<'a> {
             links: Vec::new(),
             graveyard: std::collections::VecDeque::new(),
             noise: 0,
+            at_link: 0,
+            recent: std::collections::VecDeque::with_capacity(RECENT),
         }
     }
 
@@ -80,9 +104,24 @@ impl<'a> Fuzzer<'a> {
         }
     }
 
-    /// Counts one provider call and traces it.
-    pub(super) fn call(&mut self, what: &str, status: NtStatus) {
+    /// Remembers a call or an entry (see [`Fuzzer::recent`]).
+    pub(super) fn remember(&mut self, what: &'static str, status: NtStatus, context: usize) {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Recent {
+            call: self.out.calls,
+            link: self.at_link,
+            what,
+            status,
+            context,
+        });
+    }
+
+    /// Counts one provider call, remembers it and traces it.
+    pub(super) fn call(&mut self, what: &'static str, status: NtStatus) {
         self.out.calls += 1;
+        self.remember(what, status, 0);
         if self.config.trace {
             eprintln!(
                 "fuzz t{} #{}: {what} -> {:#010x}",
@@ -102,6 +141,22 @@ impl<'a> Fuzzer<'a> {
         );
         if self.config.trace {
             eprintln!("fuzz FINDING {line}");
+        } else if self.out.findings.is_empty() {
+            // The thread's first finding: what led to it.
+            let mut text = format!("fuzz t{} recent calls before: {line}\n", self.thread);
+            for r in &self.recent {
+                let _ = writeln!(
+                    text,
+                    "fuzz t{} #{} link {}: {} -> {:#010x} context {:#x}",
+                    self.thread,
+                    r.call,
+                    r.link,
+                    r.what,
+                    r.status.cast_unsigned(),
+                    r.context
+                );
+            }
+            eprint!("{text}");
         }
         self.out.findings.push(line);
     }
@@ -152,6 +207,7 @@ impl<'a> Fuzzer<'a> {
         };
         let mut link = self.links.swap_remove(index);
         self.noise = link.noise;
+        self.at_link = link.id;
         let i = self.rng.index(2);
         let mut choice = self.rng.below(1000);
         // A disconnected link refuses every post (X5): close it soon.

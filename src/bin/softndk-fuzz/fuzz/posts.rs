@@ -24,6 +24,9 @@ impl Fuzzer<'_> {
         status: NtStatus,
     ) {
         self.call(what, status);
+        if let Some(recent) = self.recent.back_mut() {
+            recent.context = context;
+        }
         if self.config.trace {
             eprintln!(
                 "fuzz t{}   link {} side {i} context {context:#x}",

@@ -41,6 +41,7 @@ impl Fuzzer<'_> {
     /// Checks one CQ entry against the outstanding posts.
     pub(super) fn reap(&mut self, link: &mut Link, i: usize, result: &NdkResult) {
         let context = result.request_context.addr();
+        self.remember("entry", result.status, context);
         let side = &mut link.sides[i];
         let qp_ctx = side.qp_ctx;
         if self.config.trace {

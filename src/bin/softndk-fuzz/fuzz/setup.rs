@@ -51,7 +51,7 @@ impl Fuzzer<'_> {
     /// A set-up call that may pend: counted, then settled.
     fn step_up(
         &mut self,
-        what: &str,
+        what: &'static str,
         returned: NtStatus,
         signal: &Arc<Signal>,
     ) -> Result<(), SetupFailed> {
@@ -65,7 +65,7 @@ impl Fuzzer<'_> {
     /// completion instead of the out-pointer. The object, or why it failed.
     fn create<T>(
         &mut self,
-        what: &str,
+        what: &'static str,
         create: impl FnOnce(*mut c_void, *mut *mut T) -> NtStatus,
     ) -> Result<*mut T, SetupFailed> {
         let created = Signal::new();
@@ -367,8 +367,9 @@ impl Fuzzer<'_> {
         } else {
             self.rng.below(10) + 1
         };
+        self.at_link = self.out.links + self.out.setup_failed;
         let mut link = Link {
-            id: self.out.links + self.out.setup_failed,
+            id: self.at_link,
             disconnected: false,
             strict: noise == 0
                 && (self.config.faults.is_none()
