@@ -3,7 +3,7 @@
 
 use std::ptr;
 
-use softndk::abi::{NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
+use softndk::abi::{NdkFnRead, NdkQp, NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
 
 use super::OracleCheck;
 use super::fuzzer::Fuzzer;
@@ -382,7 +382,29 @@ impl Fuzzer<'_> {
         } else {
             ("NdkWrite", d.ndk_write)
         };
-        // SAFETY: as in `receive`; the remote address is an index.
+        let status = self.post_rdma(qp, post, context, &sges, (remote, token), flags);
+        // SILENT_SUCCESS may also come from a noisy link's stray flag.
+        let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
+        self.posted(link, i, what, context, silent, status);
+        if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
+            post.through_window = through_window;
+        }
+    }
+
+    /// Posts a Write or a Read (`post`: the slots share one signature) of
+    /// `sges` at the peer's `remote` address under `token`; its inline
+    /// answer.
+    fn post_rdma(
+        &mut self,
+        qp: *mut NdkQp,
+        post: NdkFnRead,
+        context: usize,
+        sges: &[NdkSge],
+        (remote, token): (u64, u32),
+        flags: u32,
+    ) -> NtStatus {
+        // SAFETY: a live QP and SGEs over the side's buffer or its guard,
+        // as in `receive`; the remote address is an index.
         let status = unsafe {
             post(
                 qp,
@@ -394,13 +416,8 @@ impl Fuzzer<'_> {
                 flags,
             )
         };
-        self.trace_flags(flags, &sges);
-        // SILENT_SUCCESS may also come from a noisy link's stray flag.
-        let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
-        self.posted(link, i, what, context, silent, status);
-        if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
-            post.through_window = through_window;
-        }
+        self.trace_flags(flags, sges);
+        status
     }
 
     /// A strict link's Read whose bytes are checked when its entry comes:
@@ -422,19 +439,8 @@ impl Fuzzer<'_> {
         let token = peer.remote_token;
         let qp = side.qp;
         let context = self.context();
-        // SAFETY: as in `receive`; the remote address is an index.
-        let status = unsafe {
-            (table(qp).ndk_read)(
-                qp,
-                ptr::without_provenance_mut(context),
-                sges.as_ptr(),
-                sges.len() as u32,
-                remote,
-                token,
-                flags,
-            )
-        };
-        self.trace_flags(flags, &sges);
+        let read = table(qp).ndk_read;
+        let status = self.post_rdma(qp, read, context, &sges, (remote, token), flags);
         self.posted(link, i, "NdkRead", context, false, status);
         if status == STATUS_SUCCESS {
             link.sides[i].hold(context, slot);

@@ -332,35 +332,28 @@ fn test_qp_close_towards_a_peer_that_reads_nothing_resets_rule_l20_x6() {
 #[test]
 fn test_stream_released_after_a_graceful_close_before_the_drain_timeout_rule_x1() {
     let net = ScriptedNet::holding_timers();
-    let RawPeer {
-        active,
-        qa,
-        mut peer,
-        stream,
-        ended,
-        _host,
-    } = raw_peer_over(&net);
-    active.conn.disconnect().unwrap();
+    let mut r = raw_peer_over(&net);
+    r.active.conn.disconnect().unwrap();
     // The peer reads up to this side's FIN, then closes in answer.
     let mut buf = [0_u8; 256];
     loop {
-        match peer.read(&mut buf) {
+        match r.peer.read(&mut buf) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => panic!("the peer's read failed: {e}"),
         }
     }
-    peer.shutdown(std::net::Shutdown::Both).unwrap();
-    assert_eq!(next_event(&active.events), Ev::Disconnect(Ok(())));
+    r.peer.shutdown(std::net::Shutdown::Both).unwrap();
+    assert_eq!(next_event(&r.active.events), Ev::Disconnect(Ok(())));
     wait_some("the stream's end", || {
-        ended.load(Ordering::Acquire).then_some(())
+        r.ended.load(Ordering::Acquire).then_some(())
     });
     let held = net.take_timers();
     assert!(!held.is_empty(), "the drain time-out was armed");
     // The consumer lets go: the stream goes, though no timer fired.
-    qa.qp.close();
-    drop(active);
-    drop(qa);
+    r.qa.qp.close();
+    let stream = Weak::clone(&r.stream);
+    drop(r);
     wait_some("the stream released before its drain time-out", || {
         stream.upgrade().is_none().then_some(())
     });
