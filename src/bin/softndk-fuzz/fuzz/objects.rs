@@ -122,16 +122,19 @@ impl Buffer {
         (base.expose_provenance() as u64).wrapping_add_signed(offset)
     }
 
+    /// The address of the `len` bytes at `offset`, if they lie inside the
+    /// buffer.
+    fn inside(&self, offset: u64, len: usize) -> Option<usize> {
+        let end = offset.checked_add(len as u64)?;
+        (end <= self.len as u64).then(|| self.address(offset.cast_signed()) as usize)
+    }
+
     /// A copy of the `len` bytes at `offset`, read as the device reads
     /// them, while it may be writing other bytes of the buffer.
     pub(super) fn read(&self, offset: u64, len: usize) -> Vec<u8> {
         let mut out = vec![0; len];
-        let inside = offset
-            .checked_add(len as u64)
-            .is_some_and(|end| end <= self.len as u64);
-        if inside {
-            let from: *const u8 =
-                ptr::with_exposed_provenance(self.address(offset.cast_signed()) as usize);
+        if let Some(at) = self.inside(offset, len) {
+            let from: *const u8 = ptr::with_exposed_provenance(at);
             // SAFETY: `offset..offset + len` lies inside the buffer, which
             // `self` keeps alive; the oracle reads only bytes no request
             // outstanding names, so nothing writes them meanwhile.
@@ -143,12 +146,8 @@ impl Buffer {
     /// Sets the `len` bytes at `offset` to `byte`, as the device writes,
     /// while it may be using other bytes of the buffer.
     pub(super) fn fill(&self, offset: u64, len: usize, byte: u8) {
-        let inside = offset
-            .checked_add(len as u64)
-            .is_some_and(|end| end <= self.len as u64);
-        if inside {
-            let to: *mut u8 =
-                ptr::with_exposed_provenance_mut(self.address(offset.cast_signed()) as usize);
+        if let Some(at) = self.inside(offset, len) {
+            let to: *mut u8 = ptr::with_exposed_provenance_mut(at);
             // SAFETY: as in `read`: inside the buffer, and named by no
             // request outstanding, so the device neither reads nor writes
             // these bytes meanwhile.
