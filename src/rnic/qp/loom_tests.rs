@@ -69,6 +69,7 @@ mod doorbell {
     //! not; a refused one never does.
 
     use crate::kernel::sync::Arc;
+    use crate::kernel::sync::atomic::{AtomicUsize, Ordering};
     use crate::rnic::cq::{Cq, CqEvent, CqNotify};
     use crate::rnic::device::{Device, EngineMode};
     use crate::rnic::mr::Pd;
@@ -157,5 +158,57 @@ mod doorbell {
             assert!(a.is_quiescent());
             drop(b);
         });
+    }
+
+    /// A QP with two receives posted whose connection ends on another
+    /// thread (`end`: the connection layer's disconnect, or the link's
+    /// failure) while the consumer closes it: when the close completes,
+    /// both receives' entries are in the CQ (L21, P6). The close used to
+    /// complete first in two interleavings: the other thread had moved the
+    /// QP to `Disconnected` but not yet cancelled its receives (the close's
+    /// own disconnect then did nothing), or had taken a receive out of the
+    /// queue to cancel it and not yet queued its entry.
+    fn close_racing(end: fn(&Arc<Qp>)) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(move || {
+            let (a, b, cq) = pair();
+            a.post_receive(20, &[]).unwrap();
+            a.post_receive(21, &[]).unwrap();
+            let ender = {
+                let a = Arc::clone(&a);
+                loom::thread::spawn(move || end(&a))
+            };
+            // The entries in the CQ when the close completes.
+            let at_close = Arc::new(AtomicUsize::new(usize::MAX));
+            let finish = {
+                let (cq, at_close) = (Arc::clone(&cq), Arc::clone(&at_close));
+                Box::new(move || at_close.store(cq.len(), Ordering::SeqCst))
+            };
+            if a.close_with(finish) == crate::rnic::mr::Progress::Done {
+                at_close.store(cq.len(), Ordering::SeqCst);
+            }
+            ender.join().unwrap();
+            let receives = drain(&cq)
+                .iter()
+                .filter(|c| c.request_context == 20 || c.request_context == 21)
+                .count();
+            assert_eq!(receives, 2, "each receive completes once");
+            assert!(
+                at_close.load(Ordering::SeqCst) >= 2,
+                "the close completed before the receives' entries were in the CQ"
+            );
+            drop(b);
+        });
+    }
+
+    #[test]
+    fn test_loom_close_racing_a_disconnect_waits_for_the_receives_entries() {
+        close_racing(|qp| qp.disconnect());
+    }
+
+    #[test]
+    fn test_loom_close_racing_a_connection_failure_waits_for_the_receives_entries() {
+        close_racing(|qp| qp.terminate());
     }
 }

@@ -2,8 +2,8 @@
 //! an incoming Send, cancelling (E1, X5) and completing (L21, P23).
 
 use super::{MAX_SGE, PostError, Qp, QpState};
+use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::fault;
 use crate::rnic::ring::Ring;
 use crate::rnic::types::{Completion, Opcode, Sge, WcStatus};
@@ -250,15 +250,35 @@ impl Qp {
         }))
     }
 
+    /// Leaves `Connected` for `state` (`Disconnected` is final: a failure
+    /// seen after the disconnect does not turn it back into `Error`, X5)
+    /// and cancels the queued receives, oldest first (E1, P23).
+    ///
+    /// The first one is taken out of the queue and counted as taken under
+    /// the queue's lock, and [`Qp::complete_taken`] cancels the rest behind
+    /// it before it stops counting: until every entry is in the CQ the QP
+    /// is not quiescent, so a close racing this on another thread (the
+    /// connection layer's disconnect, the link's failure) does not complete
+    /// before them (L21, P6). When a receive is already taken (an incoming
+    /// Send being placed, or another thread cancelling), its taker cancels
+    /// the queue after it instead.
     pub(super) fn cancel_receives(&self, state: QpState) {
         let Some(rq) = &self.rq else { return };
-        let (peer_waited, placing) = {
+        let (peer_waited, first) = {
             let mut q = rq.lock();
-            q.state = state;
-            (
-                core::mem::take(&mut q.peer_waiting),
-                self.taken.load(Ordering::SeqCst) != 0,
-            )
+            if q.state != QpState::Disconnected {
+                q.state = state;
+            }
+            let first = if self.taken.load(Ordering::SeqCst) == 0 {
+                let first = q.ring.pop();
+                if first.is_some() {
+                    self.taken.fetch_add(1, Ordering::SeqCst);
+                }
+                first
+            } else {
+                None
+            };
+            (core::mem::take(&mut q.peer_waiting), first)
         };
         if peer_waited {
             // A peer's Send waits for a receive that will never come: let it
@@ -268,25 +288,8 @@ impl Qp {
                 peer.kick();
             }
         }
-        if placing {
-            // A receive taken by an incoming Send is still being placed: the
-            // queue is cancelled after its entry, by whoever completes it
-            // (P23, `complete_taken`).
-            return;
-        }
-        self.cancel_queued(rq);
-    }
-
-    /// Cancels every queued receive, oldest first. One at a time, so no lock
-    /// is held while completing (I4).
-    pub(super) fn cancel_queued(&self, rq: &SpinLock<RecvQueue>) {
-        loop {
-            let context = {
-                let mut q = rq.lock();
-                q.ring.pop()
-            };
-            let Some(context) = context else { break };
-            self.complete_receive(Completion::new(
+        if let Some(context) = first {
+            self.complete_taken(Completion::new(
                 WcStatus::Cancelled,
                 Opcode::Receive,
                 self.config.context,

@@ -109,6 +109,12 @@ impl Qp {
             let mut sq = self.sq.lock();
             let was = sq.state;
             if was == QpState::Disconnected {
+                drop(sq);
+                // Another thread may have set `Disconnected` and not yet
+                // cancelled the receives: cancel them here too (each one
+                // once), so that a close returning through here is not
+                // quiescent before their entries are in the CQ (L21).
+                self.cancel_receives(QpState::Disconnected);
                 return (was, None);
             }
             sq.set_state(self.id, state);
