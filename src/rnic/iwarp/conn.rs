@@ -137,6 +137,17 @@ enum Phase {
     /// The responder rejected: the reject frame drains, then the stream
     /// closes.
     Rejecting(Machine),
+    /// The link is up and the connection layer is being told
+    /// ([`ConnEvents::established`]): what the stream delivers meanwhile
+    /// (behind the setup's leftover) and the peer's close wait here, so
+    /// that nothing the peer sent reaches the link out of order or before
+    /// the establishment is reported (a failure it causes must follow it).
+    /// The thread that reported hands them over (`hand_over`).
+    Linking {
+        link: Arc<Link>,
+        backlog: Vec<u8>,
+        closed: Option<bool>,
+    },
     /// The data path runs.
     Linked(Arc<Link>),
     /// Over (failed or rejected); the stream is closed.
@@ -148,7 +159,7 @@ enum Report {
     None,
     Request(PeerRequest),
     Replied(Established),
-    Established(Arc<Link>, Vec<u8>, Vec<u8>),
+    Established(Arc<Link>, Vec<u8>),
     Failed(ConnFailure, bool),
     /// The reject frame went out: close the stream, report nothing.
     Rejected,
@@ -282,6 +293,10 @@ impl Conn {
                     established.leftover.extend_from_slice(bytes);
                     Report::None
                 }
+                Phase::Linking { backlog, .. } => {
+                    backlog.extend_from_slice(bytes);
+                    Report::None
+                }
                 Phase::Setup(machine) => {
                     let result = machine.receive(bytes, now);
                     self.step(phase, result)
@@ -299,6 +314,12 @@ impl Conn {
                 Report::None
             }
             Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
+            Phase::Linking { link, .. } => {
+                // The link's runner may send already (its FPDUs follow the
+                // setup's); only what comes in waits.
+                link.writable();
+                Report::None
+            }
             Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
         });
     }
@@ -329,6 +350,19 @@ impl Conn {
                     *phase = Phase::Linked(Arc::clone(&link));
                     drop(phase);
                     link.peer_closed(abortive);
+                    return;
+                }
+                Phase::Linking {
+                    link,
+                    backlog,
+                    closed: _,
+                } => {
+                    // After the backlog, once the establishment is reported.
+                    *phase = Phase::Linking {
+                        link,
+                        backlog,
+                        closed: Some(abortive),
+                    };
                     return;
                 }
                 Phase::Over => Report::None,
@@ -442,7 +476,7 @@ impl Conn {
         let over = {
             let mut phase = self.phase.lock();
             match &*phase {
-                Phase::Linked(_) | Phase::Over => false,
+                Phase::Linking { .. } | Phase::Linked(_) | Phase::Over => false,
                 _ => {
                     *phase = Phase::Over;
                     true
@@ -457,7 +491,7 @@ impl Conn {
     /// The link, once the data path runs.
     pub fn link(&self) -> Option<Arc<Link>> {
         match &*self.phase.lock() {
-            Phase::Linked(link) => Some(Arc::clone(link)),
+            Phase::Linking { link, .. } | Phase::Linked(link) => Some(Arc::clone(link)),
             _ => None,
         }
     }
@@ -547,9 +581,12 @@ impl Conn {
                 };
                 match link::connect(&qp, Arc::clone(&self.stream), config) {
                     Ok(link) => {
-                        *phase = Phase::Linked(Arc::clone(&link));
-                        let leftover = core::mem::take(&mut established.leftover);
-                        Report::Established(link, established.private_data, leftover)
+                        *phase = Phase::Linking {
+                            link: Arc::clone(&link),
+                            backlog: core::mem::take(&mut established.leftover),
+                            closed: None,
+                        };
+                        Report::Established(link, established.private_data)
                     }
                     Err(error) => Report::Failed(ConnFailure::Link(error), true),
                 }
@@ -568,20 +605,56 @@ impl Conn {
             Report::None => {}
             Report::Request(request) => self.events.request(&request),
             Report::Replied(established) => self.events.replied(&established),
-            Report::Established(link, private_data, leftover) => {
+            Report::Established(link, private_data) => {
                 // The consumer hears of the connection first, then the
-                // peer's first FPDUs (if they came with the last setup
-                // message) go to the link: a failure they cause (the QP in
-                // Error, `connection_lost`, X2) must follow the
+                // peer's first FPDUs (those that came with the last setup
+                // message or since) go to the link: a failure they cause
+                // (the QP in Error, `connection_lost`, X2) must follow the
                 // establishment (N13), never precede it.
                 self.events.established(&link, &private_data);
-                link.receive(&leftover);
+                self.hand_over(&link);
             }
             Report::Failed(failure, abortive) => {
                 self.stream.close(abortive);
                 self.events.failed(failure);
             }
             Report::Rejected => self.stream.close(false),
+        }
+    }
+}
+
+impl Conn {
+    /// Once the establishment is reported: hands the link what the stream
+    /// delivered while it was (`Phase::Linking`), in order, then the peer's
+    /// close if it came; from then on the stream's events go to the link
+    /// directly. Each round hands over all that came since the last: the
+    /// link places in memory faster than a stream delivers, so the rounds
+    /// end once the peer pauses.
+    fn hand_over(&self, link: &Arc<Link>) {
+        loop {
+            let (bytes, closed) = {
+                let mut phase = self.phase.lock();
+                let Phase::Linking {
+                    backlog, closed, ..
+                } = &mut *phase
+                else {
+                    return;
+                };
+                if backlog.is_empty() {
+                    let closed = closed.take();
+                    *phase = Phase::Linked(Arc::clone(link));
+                    (None, closed)
+                } else {
+                    (Some(core::mem::take(backlog)), None)
+                }
+            };
+            let Some(bytes) = bytes else {
+                if let Some(abortive) = closed {
+                    link.peer_closed(abortive);
+                }
+                return;
+            };
+            link.receive(&bytes);
         }
     }
 }
@@ -600,3 +673,7 @@ mod tests;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod hostile_tests;
+
+#[cfg(test)]
+#[cfg(not(loom))]
+mod order_tests;

@@ -1,0 +1,178 @@
+//! What a `Conn` hands its link once the link starts on a thread that is
+//! not the stream's reader: the initiator's `complete` (NDK's
+//! CompleteConnect) runs on the consumer's thread. What the stream
+//! delivers while the connection layer is being told (`established`) waits
+//! until it has been told, then reaches the link in order (N13: a failure
+//! the peer's first FPDUs cause follows the establishment; X2: its
+//! disconnect indication is not lost). Driven by hand over an in-memory
+//! stream: no socket, no timing.
+
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use super::{Conn, ConnEvents, ConnFailure, ConnParts, Finish, LinkParams};
+use crate::kernel::sync::{Arc, Weak};
+use crate::rnic::iwarp::link::{ByteStream, Link};
+use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
+use crate::rnic::iwarp::rdmap::{Message, SendHeader};
+use crate::rnic::iwarp::setup::{Established, InitiatorConfig, PeerRequest};
+use crate::rnic::iwarp::terminate::{TermCode, Terminate, rdmap_code, rdmap_etype};
+use crate::rnic::qp::QpState;
+use crate::rnic::testing::{CONFIG, Side, inline_device};
+use crate::rnic::types::{Access, WcStatus};
+
+/// The local side's output, kept.
+#[derive(Default)]
+struct Output(Mutex<Vec<u8>>);
+
+impl ByteStream for Output {
+    fn send(&self, bytes: &[u8]) -> usize {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        bytes.len()
+    }
+    fn close(&self, _abortive: bool) {}
+}
+
+/// The connection layer: when told of the establishment, it first makes
+/// the stream deliver `arriving` (the peer's bytes coming in meanwhile) and
+/// then, when `close`, the peer's orderly close, then notes the QP's state.
+struct Layer {
+    conn: Mutex<Option<Weak<Conn>>>,
+    side: Arc<Side>,
+    arriving: Vec<u8>,
+    close: bool,
+    replied: Mutex<bool>,
+    state_when_told: Mutex<Option<QpState>>,
+    failed: Mutex<Option<ConnFailure>>,
+}
+
+impl ConnEvents for Layer {
+    fn request(&self, _request: &PeerRequest) {}
+    fn replied(&self, _established: &Established) {
+        *self.replied.lock().unwrap() = true;
+    }
+    fn established(&self, _link: &Arc<Link>, _private_data: &[u8]) {
+        let conn = self.conn.lock().unwrap().as_ref().and_then(Weak::upgrade);
+        if let Some(conn) = conn {
+            conn.received(&self.arriving, 0);
+            if self.close {
+                conn.closed(false);
+            }
+        }
+        *self.state_when_told.lock().unwrap() = Some(self.side.qp.state());
+    }
+    fn failed(&self, failure: ConnFailure) {
+        *self.failed.lock().unwrap() = Some(failure);
+    }
+}
+
+/// One FPDU of `message` (no CRC).
+fn fpdu(message: Message<'_>) -> Vec<u8> {
+    let mut buf = alloc::vec![0_u8; mpa::fpdu_len(message.ulpdu_len())];
+    let n = message.write_fpdu(&mut buf, false).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// An initiator on `side` (started with `Finish::AtComplete`) whose
+/// responder accepts; then CompleteConnect, during whose report the
+/// stream delivers `arriving` (and the peer's close when `close`). The
+/// connection layer, as it was when it returned.
+fn complete_while_arriving(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> Arc<Layer> {
+    let layer = Arc::new(Layer {
+        conn: Mutex::new(None),
+        side: Arc::clone(side),
+        arriving,
+        close,
+        replied: Mutex::new(false),
+        state_when_told: Mutex::new(None),
+        failed: Mutex::new(None),
+    });
+    let output = Arc::new(Output::default());
+    let parts = ConnParts {
+        stream: Arc::clone(&output) as Arc<dyn ByteStream>,
+        params: LinkParams {
+            mulpdu: 1000,
+            max_rx_ulpdu: u16::MAX,
+            default_ird_ord: (1, 1),
+        },
+        events: Arc::clone(&layer) as Arc<dyn ConnEvents>,
+        now: 0,
+    };
+    let config = InitiatorConfig::default();
+    let conn = Conn::initiate(&side.qp, parts, &config, b"", Finish::AtComplete).unwrap();
+    *layer.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
+    // The responder accepts (no CRC, IRD = ORD = 1).
+    let request = core::mem::take(&mut *output.0.lock().unwrap());
+    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+    let mut reply = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let n = MpaFrame::accept(&request, false, 1, 1, &[])
+        .unwrap()
+        .write(&mut reply)
+        .unwrap();
+    conn.received(&reply[..n], 0);
+    assert!(
+        *layer.replied.lock().unwrap(),
+        "Connect completes at the reply"
+    );
+    // CompleteConnect: the link starts, the layer is told.
+    conn.complete().unwrap();
+    assert!(
+        layer.failed.lock().unwrap().is_none(),
+        "the setup succeeded"
+    );
+    layer
+}
+
+/// X2, N13: the responder's Terminate, arriving while the initiator's
+/// connection layer is being told of the establishment, fails the QP only
+/// after it has been told. (The link used to take it at once: the QP was
+/// in `Error` inside `established`, before the connector was
+/// `Established`, and the connection layer then dropped the loss — no
+/// disconnect indication would ever come.)
+#[test]
+fn test_bytes_arriving_while_established_is_reported_wait_for_it_rule_n13_x2() {
+    let side = Arc::new(Side::new(&inline_device(), 0xA, CONFIG));
+    let code = TermCode::rdmap(rdmap_etype::REMOTE_OPERATION, rdmap_code::UNSPECIFIED);
+    let terminate = fpdu(Message::Terminate {
+        msn: 1,
+        terminate: Terminate::new(code),
+    });
+    let layer = complete_while_arriving(&side, terminate, false);
+    assert_eq!(
+        *layer.state_when_told.lock().unwrap(),
+        Some(QpState::Connected),
+        "the Terminate reached the link before the establishment was reported"
+    );
+    // Then the Terminate: the QP leaves the connection.
+    assert_ne!(side.qp.state(), QpState::Connected);
+}
+
+/// N13, X2: the responder's Send and then its orderly close, both arriving
+/// while the initiator's connection layer is being told, reach the link
+/// afterwards and in that order: the receive takes the Send's bytes, then
+/// the QP leaves the connection.
+#[test]
+fn test_a_send_and_the_close_arriving_while_established_is_reported_keep_their_order_rule_x2() {
+    let side = Arc::new(Side::new(&inline_device(), 0xA, CONFIG));
+    let sink = side.buffer(64, 0, Access::LOCAL_WRITE);
+    side.qp.post_receive(7, &[sink.sge(0, 64)]).unwrap();
+    let payload = *b"before the close";
+    let send = fpdu(Message::Send {
+        header: SendHeader::whole(1),
+        payload: &payload,
+    });
+    let layer = complete_while_arriving(&side, send, true);
+    assert_eq!(
+        *layer.state_when_told.lock().unwrap(),
+        Some(QpState::Connected)
+    );
+    let done = side.rcq.drain();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(
+        (done[0].request_context, done[0].status, done[0].bytes),
+        (7, WcStatus::Success, payload.len() as u32)
+    );
+    assert_eq!(&sink.buffer.bytes()[..payload.len()], &payload);
+    assert_ne!(side.qp.state(), QpState::Connected, "then the close");
+}
