@@ -666,14 +666,11 @@ fn failure_of(error: SetupError) -> ConnFailure {
     }
 }
 
-#[cfg(test)]
-#[cfg(not(loom))]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
-#[cfg(test)]
-#[cfg(not(loom))]
+#[cfg(all(test, not(loom)))]
 mod hostile_tests;
 
-#[cfg(test)]
-#[cfg(not(loom))]
+#[cfg(all(test, not(loom)))]
 mod order_tests;

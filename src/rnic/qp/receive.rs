@@ -136,12 +136,7 @@ impl Qp {
             }
         };
         if cancel {
-            self.complete_receive(Completion::new(
-                WcStatus::Cancelled,
-                Opcode::Receive,
-                self.config.context,
-                context,
-            ));
+            self.complete_receive(self.cancelled(context));
         }
         if kick_peer {
             // A peer's Send was waiting for this receive.
@@ -289,13 +284,18 @@ impl Qp {
             }
         }
         if let Some(context) = first {
-            self.complete_taken(Completion::new(
-                WcStatus::Cancelled,
-                Opcode::Receive,
-                self.config.context,
-                context,
-            ));
+            self.complete_taken(self.cancelled(context));
         }
+    }
+
+    /// The entry of receive `context` cancelled (E1, E3, X7).
+    fn cancelled(&self, context: usize) -> Completion {
+        Completion::new(
+            WcStatus::Cancelled,
+            Opcode::Receive,
+            self.config.context,
+            context,
+        )
     }
 
     pub(crate) fn complete_receive(&self, completion: Completion) {
@@ -331,12 +331,7 @@ impl Qp {
                     cancel
                 };
                 if let Some(context) = cancel {
-                    self.complete_receive(Completion::new(
-                        WcStatus::Cancelled,
-                        Opcode::Receive,
-                        self.config.context,
-                        context,
-                    ));
+                    self.complete_receive(self.cancelled(context));
                 }
             },
             None => self.taken.fetch_sub(1, Ordering::SeqCst) == 1,
