@@ -33,11 +33,13 @@
 //!   that fails is a finding;
 //! * on a strict link the buffers are zoned ([`objects::Zones`]): Sends
 //!   read from bytes nothing writes, each receive and half of the Reads
-//!   cover a slot of their own, the other RDMA stays apart; a successful
-//!   receive must hold the bytes of the peer's Send, and such a Read the
-//!   peer's source bytes, scattered over its SGEs in their order, with
-//!   nothing written past them (P21); the sources must be intact at the
-//!   link's close;
+//!   cover a slot of their own, half of the Writes land in a slot of the
+//!   peer's, the other RDMA stays apart; a successful receive must hold the
+//!   bytes of the peer's Send, and such a Read the peer's source bytes,
+//!   scattered over its SGEs in their order, with nothing written past them
+//!   (P21); once the peer's receive of a later Send succeeds, such a Write
+//!   must have landed whole (RFC 5040 §5.5); the sources must be intact at
+//!   the link's close;
 //! * once a QP's close has completed, every request of its queues has its
 //!   entry in the CQ (L21);
 //! * every close completes (L18, L21), and no notification or disconnect
@@ -184,8 +186,8 @@ pub struct Outcome {
     pub failed: u64,
     /// CQ entries judged on strict links (each had to be a success).
     pub judged: u64,
-    /// Receives and Reads on strict links whose bytes were compared with
-    /// the Send's or the peer's sources.
+    /// Receives, Reads and Writes on strict links whose bytes were
+    /// compared with what they carried.
     pub data_checked: u64,
     /// Links connected.
     pub links: u64,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use softndk::abi::{
     AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
-    NdkMw, NdkPd, NdkQp, NdkResult, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+    NdkMw, NdkPd, NdkQp, NdkResult, NdkSge, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -203,6 +203,29 @@ pub(super) enum SlotUse {
     /// A Read's sink: it must hold the peer's source bytes from offset
     /// `from`.
     Read { from: u64 },
+    /// Where a checked Write of the peer lands: once a Send the peer posted
+    /// after it was received here, it must hold the Write's bytes (RDMA's
+    /// ordering: a Send is placed after the Writes before it, RFC 5040
+    /// §5.5).
+    Landing,
+}
+
+/// A checked Write that landed, or is landing, in a slot of this side:
+/// its slot, the bytes it carried and the call that posted it.
+#[derive(Clone, Debug)]
+pub(super) struct Landing {
+    pub(super) slot: Slot,
+    pub(super) carried: Vec<u8>,
+    pub(super) call: u64,
+}
+
+/// A Send of the peer accepted on a strict link and not yet matched by a
+/// successful receive here: its bytes, and the peer's checked Writes
+/// posted before it (since its previous Send), which it must find placed.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Incoming {
+    pub(super) bytes: Vec<u8>,
+    pub(super) writes: Vec<Landing>,
 }
 
 /// A strict link's receive or Read: the slot its SGEs cover, and its SGEs,
@@ -231,8 +254,9 @@ impl Slot {
 ///   registered and never written after (no receive, Read sink, remote
 ///   Write or window covers them; the peer's checked Reads read them);
 /// * one slot of [`SLOT`] bytes per receive the queue holds, then one per
-///   initiator request: a receive, or a checked Read's sink, covers a free
-///   slot, whose bytes nothing else names;
+///   initiator request, then [`LANDINGS`]: a receive, a checked Read's
+///   sink or the peer's checked Write covers a free slot, whose bytes
+///   nothing else names;
 /// * the rest: RDMA (local SGEs, remote targets and windows).
 pub(super) struct Zones {
     /// What the source zone holds.
@@ -241,12 +265,19 @@ pub(super) struct Zones {
     pub(super) receiving: Vec<bool>,
     /// Which Read slots a Read holds (until its entry is reaped).
     pub(super) reading: Vec<bool>,
+    /// Which landing slots a checked Write of the peer holds (until a
+    /// later Send of the peer is received and the Write's bytes checked).
+    pub(super) landing: Vec<bool>,
 }
+
+/// Landing slots per side: checked Writes of the peer not yet followed by
+/// a Send received.
+pub(super) const LANDINGS: usize = 16;
 
 impl Zones {
     /// Where the RDMA zone starts.
     pub(super) fn rdma(&self) -> u64 {
-        SOURCE + (self.receiving.len() + self.reading.len()) as u64 * SLOT
+        SOURCE + (self.receiving.len() + self.reading.len() + self.landing.len()) as u64 * SLOT
     }
 
     /// Which slots of a use are held.
@@ -254,6 +285,7 @@ impl Zones {
         match use_ {
             SlotUse::Receive => &mut self.receiving,
             SlotUse::Read { .. } => &mut self.reading,
+            SlotUse::Landing => &mut self.landing,
         }
     }
 
@@ -265,38 +297,55 @@ impl Zones {
         use_: SlotUse,
         len: u64,
         count: usize,
-        mut cut: impl FnMut(u64) -> u64,
+        cut_at: impl FnMut(u64) -> u64,
     ) -> Option<Slot> {
         let (held, first) = match use_ {
             SlotUse::Receive => (&self.receiving, SOURCE),
             SlotUse::Read { .. } => (&self.reading, SOURCE + self.receiving.len() as u64 * SLOT),
+            SlotUse::Landing => (
+                &self.landing,
+                SOURCE + (self.receiving.len() + self.reading.len()) as u64 * SLOT,
+            ),
         };
         let index = held.iter().position(|held| !held)?;
         let start = first + index as u64 * SLOT;
-        let count = count
-            .clamp(1, 4)
-            .min(usize::try_from(len).unwrap_or(1).max(1));
-        let mut cuts = vec![0, len];
-        while cuts.len() < count + 1 {
-            let at = cut(len);
-            if !cuts.contains(&at) {
-                cuts.push(at);
-            }
-        }
-        cuts.sort_unstable();
-        let mut slot = Slot {
+        let (pieces, count) = cut(start, len, count, cut_at);
+        Some(Slot {
             use_,
             index,
             start,
             len,
-            pieces: [(0, 0); 4],
+            pieces,
             count,
-        };
-        for (piece, w) in slot.pieces.iter_mut().zip(cuts.windows(2)) {
-            *piece = (start + w[0], w[1] - w[0]);
-        }
-        Some(slot)
+        })
     }
+}
+
+/// `start..start + len` cut into `count` pieces (at most 4, at most `len`,
+/// at least 1), in memory order, by `cut_at`, which gives a number in
+/// `1..len`: the pieces (offset, length) and their count.
+pub(super) fn cut(
+    start: u64,
+    len: u64,
+    count: usize,
+    mut cut_at: impl FnMut(u64) -> u64,
+) -> ([(u64, u64); 4], usize) {
+    let count = count
+        .clamp(1, 4)
+        .min(usize::try_from(len).unwrap_or(1).max(1));
+    let mut cuts = vec![0, len];
+    while cuts.len() < count + 1 {
+        let at = cut_at(len);
+        if !cuts.contains(&at) {
+            cuts.push(at);
+        }
+    }
+    cuts.sort_unstable();
+    let mut pieces = [(0, 0); 4];
+    for (piece, w) in pieces.iter_mut().zip(cuts.windows(2)) {
+        *piece = (start + w[0], w[1] - w[0]);
+    }
+    (pieces, count)
 }
 
 /// One side of a link.
@@ -343,7 +392,10 @@ pub(super) struct Side {
     /// this side's receives in order, so a receive's `BytesTransferred`
     /// (the bytes placed, P21) is the length of the oldest one, and its
     /// bytes the ones the Send carried.
-    pub(super) incoming: VecDeque<Vec<u8>>,
+    pub(super) incoming: VecDeque<Incoming>,
+    /// On a strict link: the peer's checked Writes into this side posted
+    /// since the peer's last Send (they join that Send's [`Incoming`]).
+    pub(super) writes_in: Vec<Landing>,
     /// A strict link's buffer zones (see [`Zones`]).
     pub(super) zones: Option<Zones>,
     pub(super) connector: *mut NdkConnector,
@@ -389,6 +441,7 @@ impl Side {
             window_retired: false,
             order: [VecDeque::new(), VecDeque::new()],
             incoming: VecDeque::new(),
+            writes_in: Vec::new(),
             zones: None,
             connector: ptr::null_mut(),
             disconnects: Signal::new(),
@@ -448,6 +501,20 @@ impl Side {
         {
             *held = false;
         }
+    }
+
+    /// SGEs over `pieces` (offset, length) of the buffer, in that order,
+    /// under the local token.
+    pub(super) fn sges_over(&self, pieces: &[(u64, u64)]) -> Vec<NdkSge> {
+        let base = self.buffer.as_ref().map_or(0, |b| b.address(0));
+        pieces
+            .iter()
+            .map(|&(offset, length)| NdkSge {
+                address: base + offset,
+                length: u32::try_from(length).unwrap_or(u32::MAX),
+                memory_region_token: self.local_token,
+            })
+            .collect()
     }
 
     /// Where Send sources are taken from: (start, length) in the buffer.

@@ -8,8 +8,8 @@ use softndk::abi::{NdkFnRead, NdkQp, NdkSge, NtStatus, OpFlags, STATUS_PENDING, 
 use super::OracleCheck;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, STRAY, Side, Slot, SlotUse,
-    UNPLACED, queue_of, table,
+    Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, STRAY, Side,
+    Slot, SlotUse, UNPLACED, cut, queue_of, table,
 };
 
 impl Fuzzer<'_> {
@@ -135,19 +135,10 @@ impl Fuzzer<'_> {
         let mut slot = zones.free(use_, len, count, |len| 1 + self.rng.below(len - 1))?;
         let count = slot.count;
         self.shuffle(&mut slot.pieces[..count]);
-        let buffer = side.buffer.as_ref()?;
-        buffer.fill(slot.start, SLOT as usize, UNPLACED);
-        let base = buffer.address(0);
-        let sges = slot
-            .pieces()
-            .iter()
-            .map(|&(offset, length)| NdkSge {
-                address: base + offset,
-                length: u32::try_from(length).unwrap_or(u32::MAX),
-                memory_region_token: side.local_token,
-            })
-            .collect();
-        Some((slot, sges))
+        side.buffer
+            .as_ref()?
+            .fill(slot.start, SLOT as usize, UNPLACED);
+        Some((slot, side.sges_over(slot.pieces())))
     }
 
     pub(super) fn trace_flags(&self, flags: u32, sges: &[NdkSge]) {
@@ -302,7 +293,12 @@ impl Fuzzer<'_> {
             let judged = link.judged();
             let peer = &mut link.sides[1 - i];
             if judged {
-                peer.incoming.push_back(carried);
+                // The Writes posted before this Send land before it.
+                let writes = std::mem::take(&mut peer.writes_in);
+                peer.incoming.push_back(Incoming {
+                    bytes: carried,
+                    writes,
+                });
             }
             peer.credits = peer.credits.saturating_sub(1);
             if invalidate && !noisy {
@@ -353,8 +349,15 @@ impl Fuzzer<'_> {
     pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
         // N21: with a read limit of 0 a Read fails; a strict link writes.
         let read = read && !(link.strict && link.read_limit == 0);
-        if read && link.strict && self.rng.chance(50) && self.checked_read(link, i) {
-            return;
+        if link.strict && self.rng.chance(50) {
+            let checked = if read {
+                self.checked_read(link, i)
+            } else {
+                self.checked_write(link, i)
+            };
+            if checked {
+                return;
+            }
         }
         let silent = self.rng.chance(5);
         let flags = self.flags(silent, false);
@@ -444,6 +447,72 @@ impl Fuzzer<'_> {
         self.posted(link, i, "NdkRead", context, false, status);
         if status == STATUS_SUCCESS {
             link.sides[i].hold(context, slot);
+        }
+        true
+    }
+
+    /// A strict link's Write whose bytes are checked at the peer once a
+    /// later Send of this side is received there: from this side's Send
+    /// sources (1 to 256 bytes cut into pieces given in a shuffled order,
+    /// a gather that is not the memory's order) into a free landing slot of
+    /// the peer; `false` when every landing slot of the peer is held.
+    fn checked_write(&mut self, link: &mut Link, i: usize) -> bool {
+        let from = self.rng.below(SOURCE);
+        let len = 1 + self.rng.below(SOURCE - from);
+        let count = self.rng.range(1, link.sides[i].initiator_sge) as usize;
+        let Some(slot) = link.sides[1 - i]
+            .zones
+            .as_ref()
+            .and_then(|zones| zones.free(SlotUse::Landing, len, 1, |len| len / 2))
+        else {
+            return false;
+        };
+        // The source pieces: `from..from + len` of this side's sources.
+        let (mut pieces, count) = cut(from, len, count, |len| 1 + self.rng.below(len - 1));
+        let pieces = &mut pieces[..count];
+        self.shuffle(pieces);
+        let side = &link.sides[i];
+        let Some(zones) = &side.zones else {
+            return false;
+        };
+        let sges = side.sges_over(pieces);
+        let carried: Vec<u8> = pieces
+            .iter()
+            .flat_map(|&(offset, length)| {
+                let at = usize::try_from(offset).unwrap_or(usize::MAX);
+                let n = usize::try_from(length).unwrap_or(0);
+                zones.source.get(at..at + n).unwrap_or_default()
+            })
+            .copied()
+            .collect();
+        let peer = &link.sides[1 - i];
+        let Some(target) = &peer.buffer else {
+            return false;
+        };
+        // Nothing names the free slot: it may be written now.
+        target.fill(slot.start, SLOT as usize, UNPLACED);
+        let remote = target.address(0) + slot.start;
+        let token = peer.remote_token;
+        let flags = self.flags(false, false);
+        let (qp, context) = (side.qp, self.context());
+        let write = table(qp).ndk_write;
+        let status = self.post_rdma(qp, write, context, &sges, (remote, token), flags);
+        self.posted(link, i, "NdkWrite", context, false, status);
+        if status == STATUS_SUCCESS {
+            let call = self.out.calls;
+            let peer = &mut link.sides[1 - i];
+            if let Some(held) = peer
+                .zones
+                .as_mut()
+                .and_then(|zones| zones.landing.get_mut(slot.index))
+            {
+                *held = true;
+            }
+            peer.writes_in.push(Landing {
+                slot,
+                carried,
+                call,
+            });
         }
         true
     }

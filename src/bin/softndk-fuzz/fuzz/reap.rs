@@ -168,16 +168,37 @@ impl Fuzzer<'_> {
     /// order of its SGEs, and nothing past them.
     fn judge_length(&mut self, side: &mut Side, result: &NdkResult, post: &Post) {
         match side.incoming.pop_front() {
-            Some(sent) if sent.len() as u64 == u64::from(result.bytes_transferred) => {
+            Some(sent) if sent.bytes.len() as u64 == u64::from(result.bytes_transferred) => {
                 if let (Some(slot), Some(buffer)) = (post.slot, &side.buffer) {
-                    self.judge_data(buffer, &slot, &sent, post);
+                    self.judge_data(buffer, &slot, &sent.bytes, post);
+                }
+                // The peer's Writes before that Send are placed (RFC 5040
+                // §5.5): their landing slots hold their bytes, and are free.
+                for write in &sent.writes {
+                    if let Some(buffer) = &side.buffer {
+                        let by = Post {
+                            what: "NdkWrite",
+                            call: write.call,
+                            silent: false,
+                            through_window: false,
+                            slot: None,
+                        };
+                        self.judge_data(buffer, &write.slot, &write.carried, &by);
+                    }
+                    if let Some(held) = side
+                        .zones
+                        .as_mut()
+                        .and_then(|zones| zones.landing.get_mut(write.slot.index))
+                    {
+                        *held = false;
+                    }
                 }
             }
             Some(sent) => self.finding(&format!(
                 "NdkReceive posted at call {} placed {} bytes; the peer's Send it took carried {} (P21)",
                 post.call,
                 result.bytes_transferred,
-                sent.len()
+                sent.bytes.len()
             )),
             None => self.finding(&format!(
                 "NdkReceive posted at call {} completed with no Send of the peer to take it",
@@ -192,9 +213,16 @@ impl Fuzzer<'_> {
     /// posted ([`UNPLACED`]).
     fn judge_data(&mut self, buffer: &Buffer, slot: &Slot, expected: &[u8], post: &Post) {
         self.out.data_checked += 1;
-        let origin = match slot.use_ {
-            SlotUse::Receive => "the Send carried",
-            SlotUse::Read { .. } => "the peer's source held",
+        let (origin, rule) = match slot.use_ {
+            SlotUse::Receive => ("the Send carried", "P21: the message, in SGE order"),
+            SlotUse::Read { .. } => (
+                "the peer's source held",
+                "P21: the bytes read, in SGE order",
+            ),
+            SlotUse::Landing => (
+                "the Write carried",
+                "RFC 5040 §5.5: a Write is placed before a later Send of its QP completes",
+            ),
         };
         let mut rest = expected;
         for &(offset, length) in slot.pieces() {
@@ -204,14 +232,14 @@ impl Fuzzer<'_> {
             let (head, tail) = placed.split_at(due.len());
             if let Some(at) = head.iter().zip(due).position(|(a, b)| a != b) {
                 self.finding(&format!(
-                    "{} posted at call {}: byte {at} of its SGE at buffer offset {offset} is {:#04x}, {origin} {:#04x} there (P21: the bytes, in SGE order)",
+                    "{} posted at call {}: byte {at} of the piece at buffer offset {offset} is {:#04x}, {origin} {:#04x} there ({rule})",
                     post.what, post.call, head[at], due[at]
                 ));
                 return;
             }
             if let Some(at) = tail.iter().position(|&b| b != UNPLACED) {
                 self.finding(&format!(
-                    "{} posted at call {}: byte {} of its SGE at buffer offset {offset} was written, past the {} bytes it took",
+                    "{} posted at call {}: byte {} of the piece at buffer offset {offset} was written, past the {} bytes it took",
                     post.what,
                     post.call,
                     due.len() + at,

@@ -12,7 +12,7 @@ use softndk::abi::{
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{
-    Adapter, Buffer, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr, table,
+    Adapter, Buffer, LANDINGS, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr, table,
 };
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
@@ -81,7 +81,7 @@ impl Fuzzer<'_> {
     }
 
     /// Creates a side's CQ, PD, QP, MR (registered) and MW; on a `strict`
-    /// link its buffer has [`Zones`] (three pages more, for the slots).
+    /// link its buffer has [`Zones`] (four pages more, for the slots).
     pub(super) fn open_side(&mut self, side: &mut Side, strict: bool) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
@@ -146,7 +146,7 @@ impl Fuzzer<'_> {
             (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
         })?;
 
-        let pages = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) + 3 * usize::from(strict);
+        let pages = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) + 4 * usize::from(strict);
         let len = pages * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
         if strict {
@@ -158,6 +158,7 @@ impl Fuzzer<'_> {
                 source,
                 receiving: vec![false; receive_depth as usize],
                 reading: vec![false; initiator_depth as usize],
+                landing: vec![false; LANDINGS],
             });
         }
         let mdl = &raw mut *buffer.mdl;
