@@ -203,12 +203,12 @@ mod doorbell {
     }
 
     #[test]
-    fn test_loom_close_racing_a_disconnect_waits_for_the_receives_entries() {
+    fn test_loom_close_racing_a_disconnect_waits_for_the_receives_entries_rule_l21_p6() {
         close_racing(|qp| qp.disconnect());
     }
 
     #[test]
-    fn test_loom_close_racing_a_connection_failure_waits_for_the_receives_entries() {
+    fn test_loom_close_racing_a_connection_failure_waits_for_the_receives_entries_rule_l21_p6() {
         close_racing(|qp| qp.terminate());
     }
 }

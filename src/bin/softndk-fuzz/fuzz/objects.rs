@@ -481,13 +481,18 @@ impl Side {
         self.buffer.as_ref().map_or(0, |b| b.len as u64)
     }
 
+    /// Marks `slot` held (`true`) or free again.
+    pub(super) fn mark(&mut self, slot: &Slot, held: bool) {
+        if let Some(zones) = &mut self.zones
+            && let Some(flag) = zones.held(slot.use_).get_mut(slot.index)
+        {
+            *flag = held;
+        }
+    }
+
     /// Marks `slot` held by the accepted post `context` (a strict link's).
     pub(super) fn hold(&mut self, context: usize, slot: Slot) {
-        if let Some(zones) = &mut self.zones
-            && let Some(held) = zones.held(slot.use_).get_mut(slot.index)
-        {
-            *held = true;
-        }
+        self.mark(&slot, true);
         if let Some(post) = self.outstanding.get_mut(&context) {
             post.slot = Some(slot);
         }
@@ -496,10 +501,8 @@ impl Side {
     /// Frees the slot of a post whose entry came (of any status: the
     /// device has done with its bytes).
     pub(super) fn release(&mut self, post: &Post) {
-        if let (Some(slot), Some(zones)) = (post.slot, &mut self.zones)
-            && let Some(held) = zones.held(slot.use_).get_mut(slot.index)
-        {
-            *held = false;
+        if let Some(slot) = &post.slot {
+            self.mark(slot, false);
         }
     }
 

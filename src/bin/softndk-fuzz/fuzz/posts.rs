@@ -501,13 +501,7 @@ impl Fuzzer<'_> {
         if status == STATUS_SUCCESS {
             let call = self.out.calls;
             let peer = &mut link.sides[1 - i];
-            if let Some(held) = peer
-                .zones
-                .as_mut()
-                .and_then(|zones| zones.landing.get_mut(slot.index))
-            {
-                *held = true;
-            }
+            peer.mark(&slot, true);
             peer.writes_in.push(Landing {
                 slot,
                 carried,

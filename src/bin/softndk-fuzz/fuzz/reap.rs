@@ -185,13 +185,7 @@ impl Fuzzer<'_> {
                         };
                         self.judge_data(buffer, &write.slot, &write.carried, &by);
                     }
-                    if let Some(held) = side
-                        .zones
-                        .as_mut()
-                        .and_then(|zones| zones.landing.get_mut(write.slot.index))
-                    {
-                        *held = false;
-                    }
+                    side.mark(&write.slot, false);
                 }
             }
             Some(sent) => self.finding(&format!(
