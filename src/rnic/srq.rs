@@ -198,7 +198,9 @@ impl Srq {
 
     /// Kicks the peers of attached QPs: one of their Sends may be waiting for
     /// this receive. The attached list is copied out one entry at a time so
-    /// that no SRQ lock is held while a runner executes.
+    /// that no SRQ lock is held while a runner executes; entries never move
+    /// ([`attach`](Self::attach)), so a QP closing meanwhile cannot shift a
+    /// waiting one past the walk (a lost wake-up, the Send stalled for ever).
     fn wake_waiters(&self) {
         let mut index = 0;
         loop {
@@ -327,18 +329,33 @@ impl Srq {
         self.queue.lock().failed
     }
 
+    /// Attaches `qp`: into the first entry a closed or dropped QP left
+    /// dead, else at the end. An entry never moves, so that
+    /// [`wake_waiters`](Self::wake_waiters), walking the entries by index
+    /// without the lock held between them, misses none that was there when
+    /// it started.
     pub(crate) fn attach(&self, qp: &Arc<Qp>) -> Result<(), ()> {
         let mut q = self.queue.lock();
-        q.attached.retain(|w| w.strong_count() > 0);
+        if let Some(dead) = q.attached.iter_mut().find(|w| w.strong_count() == 0) {
+            *dead = Arc::downgrade(qp);
+            return Ok(());
+        }
         q.attached.try_reserve(1).map_err(|_| ())?;
         q.attached.push(Arc::downgrade(qp));
         Ok(())
     }
 
+    /// Detaches `qp`: its entry is left dead, in place (see
+    /// [`attach`](Self::attach)).
     pub(crate) fn detach(&self, qp: &Qp) {
         let mut q = self.queue.lock();
-        q.attached
-            .retain(|w| w.strong_count() > 0 && !core::ptr::eq(w.as_ptr(), qp));
+        if let Some(entry) = q
+            .attached
+            .iter_mut()
+            .find(|w| core::ptr::eq(w.as_ptr(), qp))
+        {
+            *entry = Weak::new();
+        }
     }
 
     /// QPs attached (and alive).

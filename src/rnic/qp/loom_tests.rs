@@ -76,13 +76,13 @@ mod doorbell {
     use crate::rnic::qp::{self, Payload, Qp, QpConfig};
     use crate::rnic::types::{Completion, Limits, Opcode, WcStatus, WrFlags};
 
-    struct Silent;
+    pub(super) struct Silent;
     impl CqNotify for Silent {
         fn notify(&self, _event: CqEvent) {}
         fn close_complete(&self) {}
     }
 
-    const CONFIG: QpConfig = QpConfig {
+    pub(super) const CONFIG: QpConfig = QpConfig {
         context: 1,
         receive_depth: 2,
         initiator_depth: 4,
@@ -91,7 +91,7 @@ mod doorbell {
         inline_size: 0,
     };
 
-    fn limits() -> Limits {
+    pub(super) fn limits() -> Limits {
         Limits {
             max_mr_count: 1,
             max_mw_count: 1,
@@ -112,7 +112,7 @@ mod doorbell {
 
     /// Everything `cq` holds: never more than its depth (16), so one poll
     /// of 16 takes it all.
-    fn drain(cq: &Cq) -> Vec<Completion> {
+    pub(super) fn drain(cq: &Cq) -> Vec<Completion> {
         let mut batch = [Completion::new(WcStatus::Success, Opcode::Send, 0, 0); 16];
         let n = cq.poll(&mut batch);
         batch[..n].to_vec()
@@ -204,11 +204,67 @@ mod doorbell {
 
     #[test]
     fn test_loom_close_racing_a_disconnect_waits_for_the_receives_entries_rule_l21_p6() {
-        close_racing(|qp| qp.disconnect());
+        close_racing(Qp::disconnect);
     }
 
     #[test]
     fn test_loom_close_racing_a_connection_failure_waits_for_the_receives_entries_rule_l21_p6() {
-        close_racing(|qp| qp.terminate());
+        close_racing(Qp::terminate);
+    }
+}
+
+mod srq {
+    //! An SRQ receive racing the close of another attached QP: the Send of
+    //! a peer waiting for the SRQ (Q3) is woken by the receive.
+
+    use super::doorbell::{CONFIG, Silent, drain, limits};
+    use crate::kernel::sync::Arc;
+    use crate::rnic::cq::Cq;
+    use crate::rnic::device::{Device, EngineMode};
+    use crate::rnic::mr::Pd;
+    use crate::rnic::qp::{self, Payload, Qp};
+    use crate::rnic::srq::Srq;
+    use crate::rnic::types::{WcStatus, WrFlags};
+
+    /// Two QPs share an SRQ; the second's peer has a Send waiting because
+    /// the SRQ is empty. A receive posted to the SRQ while the first QP
+    /// closes on another thread must reach the waiting Send: once both
+    /// threads are done, the Send and the receive have completed. The
+    /// receive's wake-up used to walk the attached QPs by index, and the
+    /// close's detach shifted the second QP under it: its peer was never
+    /// kicked and the Send waited for ever.
+    #[test]
+    fn test_loom_srq_receive_racing_a_close_wakes_the_waiting_send_rule_q3() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let device = Device::new(limits(), EngineMode::Inline).unwrap();
+            let pd = Pd::new(&device).unwrap();
+            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
+            let srq = Srq::new(&pd, 2, 1, 0, None).unwrap();
+            let first = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
+            let second = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
+            let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
+            qp::connect(&second, &peer, (1, 1), (1, 1)).unwrap();
+            // No receive yet: the Send waits for one.
+            peer.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
+                .unwrap();
+            assert!(drain(&cq).is_empty(), "the Send waits for a receive");
+            let closer = {
+                let first = Arc::clone(&first);
+                loom::thread::spawn(move || first.close())
+            };
+            srq.post_receive(40, &[]).unwrap();
+            closer.join().unwrap();
+            let done = drain(&cq);
+            let status = |ctx: usize| {
+                done.iter()
+                    .find(|c| c.request_context == ctx)
+                    .map(|c| c.status)
+            };
+            assert_eq!(status(30), Some(WcStatus::Success), "the Send: {done:?}");
+            assert_eq!(status(40), Some(WcStatus::Success), "the receive: {done:?}");
+            drop((second, peer));
+        });
     }
 }
