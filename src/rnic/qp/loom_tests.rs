@@ -268,3 +268,83 @@ mod srq {
         });
     }
 }
+
+mod waiting_send {
+    //! A Send that found no receive waits for one (the fabric's RNR wait);
+    //! the receive, or the end of the connection, is posted on another
+    //! thread.
+
+    use super::doorbell::{CONFIG, Silent, drain, limits};
+    use crate::kernel::sync::Arc;
+    use crate::rnic::cq::Cq;
+    use crate::rnic::device::{Device, EngineMode};
+    use crate::rnic::mr::Pd;
+    use crate::rnic::qp::{self, Payload, Qp};
+    use crate::rnic::types::{Completion, WcStatus, WrFlags};
+
+    /// A connected pair on one CQ.
+    fn pair() -> (Arc<Qp>, Arc<Qp>, Arc<Cq>) {
+        let device = Device::new(limits(), EngineMode::Inline).unwrap();
+        let pd = Pd::new(&device).unwrap();
+        let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
+        let a = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
+        let b = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
+        qp::connect(&a, &b, (1, 1), (1, 1)).unwrap();
+        (a, b, cq)
+    }
+
+    fn status_of(done: &[Completion], ctx: usize) -> Vec<WcStatus> {
+        done.iter()
+            .filter(|c| c.request_context == ctx)
+            .map(|c| c.status)
+            .collect()
+    }
+
+    /// The Send posted on one thread and the receive on another: whichever
+    /// comes first, the Send lands in the receive and both complete once,
+    /// successfully (P6: a post that returned success completes).
+    #[test]
+    fn test_loom_send_racing_the_peers_receive_post_lands_in_it_rule_p6() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let (a, b, cq) = pair();
+            let sender = {
+                let a = Arc::clone(&a);
+                loom::thread::spawn(move || {
+                    a.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
+                        .unwrap();
+                })
+            };
+            b.post_receive(40, &[]).unwrap();
+            sender.join().unwrap();
+            let done = drain(&cq);
+            assert_eq!(status_of(&done, 30), [WcStatus::Success], "{done:?}");
+            assert_eq!(status_of(&done, 40), [WcStatus::Success], "{done:?}");
+        });
+    }
+
+    /// A Send waiting for a receive while the peer disconnects on another
+    /// thread: once both sides have disconnected, the Send has completed
+    /// exactly once, cancelled (E3: a request outstanding at the disconnect
+    /// is flushed), and nothing is left outstanding on either side.
+    #[test]
+    fn test_loom_waiting_send_racing_the_peers_disconnect_completes_once_cancelled_rule_e3() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let (a, b, cq) = pair();
+            a.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
+                .unwrap();
+            let ender = {
+                let b = Arc::clone(&b);
+                loom::thread::spawn(move || b.disconnect())
+            };
+            a.disconnect();
+            ender.join().unwrap();
+            let done = drain(&cq);
+            assert_eq!(status_of(&done, 30), [WcStatus::Cancelled], "{done:?}");
+            assert!(a.is_quiescent() && b.is_quiescent());
+        });
+    }
+}
