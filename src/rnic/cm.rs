@@ -129,3 +129,6 @@ pub const BACKLOG: usize = 32;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
