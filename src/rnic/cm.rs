@@ -132,3 +132,6 @@ mod tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+
+#[cfg(test)]
+mod recorder;

@@ -69,3 +69,6 @@ pub use types::*;
 #[cfg(test)]
 #[cfg(not(loom))]
 mod model_tests;
+
+#[cfg(all(test, loom))]
+mod loom_model;

@@ -7,13 +7,15 @@
 
 use alloc::vec::Vec;
 
+use super::recorder::{Ev, Events};
 use super::{
-    AddressSet, CloseState, CmError, ConnState, Connector, ConnectorEvents, Endpoint, Fabric,
-    IpAddr, Listener, ListenerEvents, ReadLimits,
+    AddressSet, CloseState, CmError, ConnState, Connector, Endpoint, Fabric, IpAddr, Listener,
+    ListenerEvents, ReadLimits,
 };
 use crate::kernel::sync::{Arc, SpinLock};
 use crate::rnic::cq::{Cq, CqEvent, CqNotify};
 use crate::rnic::device::{Device, EngineMode};
+use crate::rnic::loom_model::bounded;
 use crate::rnic::mr::Pd;
 use crate::rnic::qp::{Qp, QpConfig};
 use crate::rnic::types::Limits;
@@ -37,59 +39,25 @@ impl CqNotify for Silent {
     fn close_complete(&self) {}
 }
 
-/// What a connector or a listener reported, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Ev {
-    Connect(Result<(), CmError>),
-    Accept(Result<(), CmError>),
-    Disconnect(Result<(), CmError>),
-    Indicated,
+/// What a listener reported, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Heard {
     Incoming,
     Closed,
-}
-
-#[derive(Default)]
-struct Log(SpinLock<Vec<Ev>>);
-
-impl Log {
-    fn push(&self, ev: Ev) {
-        self.0.lock().push(ev);
-    }
-    fn take(&self) -> Vec<Ev> {
-        core::mem::take(&mut *self.0.lock())
-    }
-}
-
-impl ConnectorEvents for Log {
-    fn connect_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Connect(result));
-    }
-    fn accept_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Accept(result));
-    }
-    fn disconnect_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Disconnect(result));
-    }
-    fn disconnected(&self) {
-        self.push(Ev::Indicated);
-    }
-    fn closed(&self) {
-        self.push(Ev::Closed);
-    }
 }
 
 /// A listener's log that keeps each request (or, `refuse`, drops it at
 /// once, which refuses it).
 #[derive(Default)]
 struct Requests {
-    log: Log,
+    log: SpinLock<Vec<Heard>>,
     refuse: bool,
     queue: SpinLock<Vec<Connector>>,
 }
 
 impl ListenerEvents for Requests {
     fn incoming(&self, request: Connector) {
-        self.log.push(Ev::Incoming);
+        self.log.lock().push(Heard::Incoming);
         if !self.refuse {
             self.queue.lock().push(request);
         }
@@ -98,7 +66,7 @@ impl ListenerEvents for Requests {
         panic!("no listen pends on the fabric: {result:?}");
     }
     fn closed(&self) {
-        self.log.push(Ev::Closed);
+        self.log.lock().push(Heard::Closed);
     }
 }
 
@@ -149,9 +117,9 @@ fn net(refuse: bool) -> Net {
     }
 }
 
-fn connector(set: &AddressSet) -> (Connector, Arc<Log>) {
+fn connector(set: &AddressSet) -> (Connector, Arc<Events>) {
     let conn = Connector::new(set).unwrap();
-    let log = Arc::new(Log::default());
+    let log = Arc::new(Events::default());
     conn.set_events(Arc::clone(&log) as _);
     (conn, log)
 }
@@ -167,17 +135,17 @@ fn connect(net: &Net, active: &Connector) -> Result<(), CmError> {
 }
 
 /// An established connection: (active, its log, passive, its log).
-fn established(net: &Net) -> (Connector, Arc<Log>, Connector, Arc<Log>) {
+fn established(net: &Net) -> (Connector, Arc<Events>, Connector, Arc<Events>) {
     let (active, a_log) = connector(&net.a_set);
     connect(net, &active).unwrap();
     let passive = net.requests.queue.lock().pop().expect("the request");
-    let b_log = Arc::new(Log::default());
+    let b_log = Arc::new(Events::default());
     passive.set_events(Arc::clone(&b_log) as _);
     passive.accept(&net.b_qp, LIMITS, b"").unwrap();
     active.complete_connect().unwrap();
     assert_eq!(a_log.take(), [Ev::Connect(Ok(()))]);
     assert_eq!(b_log.take(), [Ev::Accept(Ok(()))]);
-    net.requests.log.take();
+    net.requests.log.lock().clear();
     (active, a_log, passive, b_log)
 }
 
@@ -185,66 +153,67 @@ fn count(events: &[Ev], ev: &Ev) -> usize {
     events.iter().filter(|e| *e == ev).count()
 }
 
-/// X3: both sides disconnect at once. Each Disconnect completes once,
-/// successfully; each side hears at most one indication; both QPs are
-/// quiet once both calls returned.
-#[test]
-fn test_loom_simultaneous_disconnect_completes_each_once_rule_x3() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(|| {
+/// An established connection whose passive side disconnects while
+/// `active_op` runs on the active side on another thread. The passive
+/// Disconnect completes once, successfully, with at most one indication
+/// before or after it (X3), and both QPs are quiet once both calls
+/// returned; `check` judges what `active_op` returned and the active
+/// side's callbacks.
+fn racing_the_passive_disconnect<R: Send + 'static>(
+    active_op: fn(&Connector) -> R,
+    check: fn(R, &Connector, &[Ev]),
+) {
+    bounded(move || {
         let net = net(false);
         let (active, a_log, passive, b_log) = established(&net);
         let active = Arc::new(active);
         let other = {
             let active = Arc::clone(&active);
-            loom::thread::spawn(move || active.disconnect())
+            loom::thread::spawn(move || active_op(&active))
         };
-        let passive_result = passive.disconnect();
-        let active_result = other.join().unwrap();
-        assert_eq!((active_result, passive_result), (Ok(()), Ok(())));
-        for log in [&a_log, &b_log] {
-            let events = log.take();
-            assert_eq!(count(&events, &Ev::Disconnect(Ok(()))), 1, "{events:?}");
-            assert!(count(&events, &Ev::Indicated) <= 1, "{events:?}");
-            assert_eq!(
-                events.len(),
-                1 + count(&events, &Ev::Indicated),
-                "{events:?}"
-            );
-        }
-        assert_eq!(active.state(), Some(ConnState::Disconnected));
+        assert_eq!(passive.disconnect(), Ok(()));
+        let result = other.join().unwrap();
+        let events = b_log.take();
+        assert_eq!(count(&events, &Ev::Disconnect(Ok(()))), 1, "{events:?}");
+        assert!(count(&events, &Ev::Indicated) <= 1, "{events:?}");
+        assert_eq!(
+            events.len(),
+            1 + count(&events, &Ev::Indicated),
+            "{events:?}"
+        );
         assert_eq!(passive.state(), Some(ConnState::Disconnected));
+        check(result, &active, &a_log.take());
         assert!(net.a_qp.is_quiescent() && net.b_qp.is_quiescent());
     });
 }
 
+/// X3: both sides disconnect at once: each Disconnect completes once,
+/// successfully, and each side hears at most one indication.
+#[test]
+fn test_loom_simultaneous_disconnect_completes_each_once_rule_x3() {
+    racing_the_passive_disconnect(Connector::disconnect, |result, active, events| {
+        assert_eq!(result, Ok(()));
+        assert_eq!(count(events, &Ev::Disconnect(Ok(()))), 1, "{events:?}");
+        assert!(count(events, &Ev::Indicated) <= 1, "{events:?}");
+        assert_eq!(
+            events.len(),
+            1 + count(events, &Ev::Indicated),
+            "{events:?}"
+        );
+        assert_eq!(active.state(), Some(ConnState::Disconnected));
+    });
+}
+
 /// One side closes while the other disconnects: the close's `closed`
-/// comes once when it pends, and nothing after it (L21, L22); the
-/// Disconnect completes once.
+/// comes once when it pends, and nothing after it (L21, L22).
 #[test]
 fn test_loom_close_racing_the_peers_disconnect_reports_each_once_rule_l21_l22_x3() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(|| {
-        let net = net(false);
-        let (active, a_log, passive, b_log) = established(&net);
-        let active = Arc::new(active);
-        let closer = {
-            let active = Arc::clone(&active);
-            loom::thread::spawn(move || active.close())
-        };
-        let passive_result = passive.disconnect();
-        let outcome = closer.join().unwrap();
-        assert_eq!(passive_result, Ok(()));
-        let events = b_log.take();
-        assert_eq!(count(&events, &Ev::Disconnect(Ok(()))), 1, "{events:?}");
-        assert!(count(&events, &Ev::Indicated) <= 1, "{events:?}");
-        let events = a_log.take();
+    racing_the_passive_disconnect(Connector::close, |outcome, _, events| {
+        let closed = count(events, &Ev::Closed);
         match outcome {
-            CloseState::Done => assert_eq!(count(&events, &Ev::Closed), 0, "{events:?}"),
+            CloseState::Done => assert_eq!(closed, 0, "{events:?}"),
             CloseState::Pending => {
-                assert_eq!(count(&events, &Ev::Closed), 1, "{events:?}");
+                assert_eq!(closed, 1, "{events:?}");
                 assert_eq!(events.last(), Some(&Ev::Closed), "{events:?}");
             }
         }
@@ -254,7 +223,6 @@ fn test_loom_close_racing_the_peers_disconnect_reports_each_once_rule_l21_l22_x3
                 .all(|e| matches!(e, Ev::Indicated | Ev::Closed)),
             "{events:?}"
         );
-        assert!(net.a_qp.is_quiescent() && net.b_qp.is_quiescent());
     });
 }
 
@@ -263,9 +231,7 @@ fn test_loom_close_racing_the_peers_disconnect_reports_each_once_rule_l21_l22_x3
 /// pends, and no request is delivered after it (N6, L22).
 #[test]
 fn test_loom_connect_racing_the_listeners_close_is_refused_once_rule_n6_l22() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(|| {
+    bounded(|| {
         let net = Arc::new(net(true));
         let (active, a_log) = connector(&net.a_set);
         let closer = {
@@ -286,12 +252,13 @@ fn test_loom_connect_racing_the_listeners_close_is_refused_once_rule_n6_l22() {
                 assert!(events.is_empty(), "{events:?}");
             }
         }
-        let heard = net.requests.log.take();
+        let heard = core::mem::take(&mut *net.requests.log.lock());
+        let close_callbacks = heard.iter().filter(|h| **h == Heard::Closed).count();
         match outcome {
-            CloseState::Done => assert_eq!(count(&heard, &Ev::Closed), 0, "{heard:?}"),
+            CloseState::Done => assert_eq!(close_callbacks, 0, "{heard:?}"),
             CloseState::Pending => {
-                assert_eq!(count(&heard, &Ev::Closed), 1, "{heard:?}");
-                assert_eq!(heard.last(), Some(&Ev::Closed), "{heard:?}");
+                assert_eq!(close_callbacks, 1, "{heard:?}");
+                assert_eq!(heard.last(), Some(&Heard::Closed), "{heard:?}");
             }
         }
     });

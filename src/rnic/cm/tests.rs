@@ -25,44 +25,7 @@ fn ep(ip: IpAddr, port: u16) -> Endpoint {
 
 // ----- recorders -------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Ev {
-    Connect(Result<(), CmError>),
-    Accept(Result<(), CmError>),
-    Disconnect(Result<(), CmError>),
-    Indicated,
-    Closed,
-}
-
-#[derive(Default)]
-struct Events(Mutex<Vec<Ev>>);
-
-impl Events {
-    fn take(&self) -> Vec<Ev> {
-        core::mem::take(&mut *self.0.lock().unwrap())
-    }
-    fn push(&self, ev: Ev) {
-        self.0.lock().unwrap().push(ev);
-    }
-}
-
-impl ConnectorEvents for Events {
-    fn connect_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Connect(result));
-    }
-    fn accept_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Accept(result));
-    }
-    fn disconnect_completed(&self, result: Result<(), CmError>) {
-        self.push(Ev::Disconnect(result));
-    }
-    fn disconnected(&self) {
-        self.push(Ev::Indicated);
-    }
-    fn closed(&self) {
-        self.push(Ev::Closed);
-    }
-}
+use super::recorder::{Ev, Events};
 
 #[derive(Default)]
 struct Requests {

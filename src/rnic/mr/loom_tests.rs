@@ -39,9 +39,7 @@ fn region() -> (Arc<Device>, Arc<Pd>, Arc<Mr>, Sge) {
 /// Checks `f` over every interleaving of at most two preemptions, each run
 /// with a fresh [`region`].
 fn model(f: impl Fn((Arc<Device>, Arc<Pd>, Arc<Mr>, Sge)) + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(move || f(region()));
+    crate::rnic::loom_model::bounded(move || f(region()));
 }
 
 #[test]

@@ -72,6 +72,7 @@ mod doorbell {
     use crate::kernel::sync::atomic::{AtomicUsize, Ordering};
     use crate::rnic::cq::{Cq, CqEvent, CqNotify};
     use crate::rnic::device::{Device, EngineMode};
+    use crate::rnic::loom_model::bounded;
     use crate::rnic::mr::Pd;
     use crate::rnic::qp::{self, Payload, Qp, QpConfig};
     use crate::rnic::types::{Completion, Limits, Opcode, WcStatus, WrFlags};
@@ -100,7 +101,7 @@ mod doorbell {
         }
     }
 
-    fn pair() -> (Arc<Qp>, Arc<Qp>, Arc<Cq>) {
+    pub(super) fn pair() -> (Arc<Qp>, Arc<Qp>, Arc<Cq>) {
         let device = Device::new(limits(), EngineMode::Inline).unwrap();
         let pd = Pd::new(&device).unwrap();
         let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
@@ -120,9 +121,7 @@ mod doorbell {
 
     #[test]
     fn test_loom_doorbell_racing_flush_completes_each_accepted_post_once() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
+        bounded(|| {
             let (a, b, cq) = pair();
             let poster = {
                 let a = Arc::clone(&a);
@@ -169,9 +168,7 @@ mod doorbell {
     /// own disconnect then did nothing), or had taken a receive out of the
     /// queue to cancel it and not yet queued its entry.
     fn close_racing(end: fn(&Arc<Qp>)) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(move || {
+        bounded(move || {
             let (a, b, cq) = pair();
             a.post_receive(20, &[]).unwrap();
             a.post_receive(21, &[]).unwrap();
@@ -221,6 +218,7 @@ mod srq {
     use crate::kernel::sync::Arc;
     use crate::rnic::cq::Cq;
     use crate::rnic::device::{Device, EngineMode};
+    use crate::rnic::loom_model::bounded;
     use crate::rnic::mr::Pd;
     use crate::rnic::qp::{self, Payload, Qp};
     use crate::rnic::srq::Srq;
@@ -235,9 +233,7 @@ mod srq {
     /// kicked and the Send waited for ever.
     #[test]
     fn test_loom_srq_receive_racing_a_close_wakes_the_waiting_send_rule_q3() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
+        bounded(|| {
             let device = Device::new(limits(), EngineMode::Inline).unwrap();
             let pd = Pd::new(&device).unwrap();
             let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
@@ -274,24 +270,11 @@ mod waiting_send {
     //! the receive, or the end of the connection, is posted on another
     //! thread.
 
-    use super::doorbell::{CONFIG, Silent, drain, limits};
+    use super::doorbell::{drain, pair};
     use crate::kernel::sync::Arc;
-    use crate::rnic::cq::Cq;
-    use crate::rnic::device::{Device, EngineMode};
-    use crate::rnic::mr::Pd;
-    use crate::rnic::qp::{self, Payload, Qp};
+    use crate::rnic::loom_model::bounded;
+    use crate::rnic::qp::Payload;
     use crate::rnic::types::{Completion, WcStatus, WrFlags};
-
-    /// A connected pair on one CQ.
-    fn pair() -> (Arc<Qp>, Arc<Qp>, Arc<Cq>) {
-        let device = Device::new(limits(), EngineMode::Inline).unwrap();
-        let pd = Pd::new(&device).unwrap();
-        let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
-        let a = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
-        let b = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
-        qp::connect(&a, &b, (1, 1), (1, 1)).unwrap();
-        (a, b, cq)
-    }
 
     fn status_of(done: &[Completion], ctx: usize) -> Vec<WcStatus> {
         done.iter()
@@ -305,9 +288,7 @@ mod waiting_send {
     /// successfully (P6: a post that returned success completes).
     #[test]
     fn test_loom_send_racing_the_peers_receive_post_lands_in_it_rule_p6() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
+        bounded(|| {
             let (a, b, cq) = pair();
             let sender = {
                 let a = Arc::clone(&a);
@@ -330,9 +311,7 @@ mod waiting_send {
     /// is flushed), and nothing is left outstanding on either side.
     #[test]
     fn test_loom_waiting_send_racing_the_peers_disconnect_completes_once_cancelled_rule_e3() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
+        bounded(|| {
             let (a, b, cq) = pair();
             a.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
                 .unwrap();

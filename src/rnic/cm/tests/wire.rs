@@ -12,10 +12,7 @@ use crate::kernel::testing::wait_some;
 pub(super) const LIMIT: Duration = Duration::from_secs(10);
 
 pub(super) fn next_event(events: &Events) -> Ev {
-    wait_some("an event", || {
-        let mut list = events.0.lock().unwrap();
-        (!list.is_empty()).then(|| list.remove(0))
-    })
+    wait_some("an event", || events.next())
 }
 
 /// The parties of one connection over the wire before it is requested: a
