@@ -47,6 +47,12 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
     );
     assert!(outcome.refused > 0 && outcome.failed > 0, "{outcome:?}");
     assert!(outcome.links > 1 && outcome.closed > 0, "{outcome:?}");
+    // A quarter of the sides take their receives from an SRQ, whose
+    // threshold notifications (Q4) came.
+    assert!(
+        outcome.srq_sides > 0 && outcome.srq_notifications > 0,
+        "{outcome:?}"
+    );
     // Strict links (none under injected faults) had their entries judged,
     // and the bytes of their receives compared with the Sends'.
     assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");

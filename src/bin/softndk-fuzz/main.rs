@@ -123,7 +123,7 @@ fn main() -> std::process::ExitCode {
         let outcome = fuzz::run(&config);
         let seconds = seed_start.elapsed().as_secs_f64();
         println!(
-            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {}; closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
+            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {} ({} sides on an SRQ, {} SRQ notifications); closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
             outcome.calls,
             outcome.calls as f64 / seconds.max(1e-9),
             outcome.posted,
@@ -134,6 +134,8 @@ fn main() -> std::process::ExitCode {
             outcome.judged,
             outcome.data_checked,
             outcome.links,
+            outcome.srq_sides,
+            outcome.srq_notifications,
             outcome.closed,
             outcome.notifications,
             outcome.cq_errors,

@@ -9,7 +9,7 @@ use softndk::abi::{NdkConnector, STATUS_PENDING, STATUS_SUCCESS};
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{Closable, Link, Post, table};
+use super::objects::{Closable, Link, Post, SRQ_RECEIVE, table};
 use super::signal::{Signal, keep, on_event, on_status};
 
 /// Closes that pended: the close's name and the signal its completion
@@ -123,7 +123,9 @@ impl Fuzzer<'_> {
                 }
             }
         }
-        // L21: with the QPs closed, every request has its entry.
+        // L21: with the QPs closed, every request has its entry, but for
+        // receives still in an SRQ (E4: the QP's end leaves them there;
+        // the SRQ's close drops them).
         for i in 0..2 {
             if link.sides[i].cq.is_null() {
                 continue;
@@ -133,7 +135,7 @@ impl Fuzzer<'_> {
                 .outstanding
                 .drain()
                 .map(|(_, p)| p)
-                .filter(|p| !p.silent)
+                .filter(|p| !p.silent && p.what != SRQ_RECEIVE)
                 .collect();
             if closed
                 && let Some(first) = left.first()
@@ -151,13 +153,14 @@ impl Fuzzer<'_> {
             }
         }
         // The rest, in a random order.
-        let mut order = [0_usize, 1, 2, 3, 4, 5, 6, 7];
+        let mut order = [0_usize, 1, 2, 3, 4, 5, 6, 7, 8, 9];
         self.shuffle(&mut order);
         let mut pending = Vec::new();
         for what in order {
-            let side = &mut link.sides[what / 4];
-            match what % 4 {
+            let side = &mut link.sides[what / 5];
+            match what % 5 {
                 0 => self.close(&mut side.mw, &mut pending),
+                4 => self.close(&mut side.srq, &mut pending),
                 1 => {
                     let mr = side.mr;
                     if !mr.is_null() && side.registered && self.rng.chance(50) {
@@ -178,9 +181,11 @@ impl Fuzzer<'_> {
         let closed = self.wait_closes(pending) && closed;
         for side in &mut link.sides {
             self.out.notifications += side.notes.count.load(Ordering::SeqCst);
+            self.out.srq_notifications += side.srq_notes.count.load(Ordering::SeqCst);
             if closed {
                 self.graveyard.push_back(Arc::clone(&side.notes));
                 side.notes.closed.store(true, Ordering::SeqCst);
+                self.bury(Arc::clone(&side.srq_notes));
             }
             if let Some(buffer) = side.buffer.take() {
                 if !buffer.guards_intact() {
@@ -207,6 +212,7 @@ impl Fuzzer<'_> {
             if !closed {
                 // Callbacks may still come: their contexts must outlive them.
                 std::mem::forget(Arc::clone(&side.notes));
+                std::mem::forget(Arc::clone(&side.srq_notes));
                 std::mem::forget(Arc::clone(&side.disconnects));
             }
         }

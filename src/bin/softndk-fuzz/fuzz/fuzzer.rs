@@ -241,6 +241,7 @@ impl<'a> Fuzzer<'a> {
                 };
                 self.poll(&mut link, i, room);
             }
+            880..=899 if !link.sides[i].srq.is_null() => self.modify_srq(&mut link, i),
             880..=979 => self.arm(&mut link, i),
             // A flush leaves the queues in error: every later post completes
             // cancelled (E1, E5); so rarely, for links to do work first.

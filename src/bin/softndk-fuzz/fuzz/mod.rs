@@ -197,6 +197,10 @@ pub struct Outcome {
     pub closed: u64,
     /// CQ notifications delivered.
     pub notifications: u64,
+    /// Sides whose QP took its receives from an SRQ.
+    pub srq_sides: u64,
+    /// SRQ notifications delivered (Q4).
+    pub srq_notifications: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -218,6 +222,8 @@ impl Outcome {
         self.setup_failed += other.setup_failed;
         self.closed += other.closed;
         self.notifications += other.notifications;
+        self.srq_sides += other.srq_sides;
+        self.srq_notifications += other.srq_notifications;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

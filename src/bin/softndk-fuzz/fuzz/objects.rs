@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use softndk::abi::{
     AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
-    NdkMw, NdkPd, NdkQp, NdkResult, NdkSge, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+    NdkMw, NdkPd, NdkQp, NdkResult, NdkSge, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -42,6 +42,7 @@ dispatched! {
     NdkCq => softndk::abi::NdkCqDispatch,
     NdkPd => softndk::abi::NdkPdDispatch,
     NdkQp => softndk::abi::NdkQpDispatch,
+    NdkSrq => softndk::abi::NdkSrqDispatch,
     NdkMr => softndk::abi::NdkMrDispatch,
     NdkMw => softndk::abi::NdkMwDispatch,
     NdkConnector => softndk::abi::NdkConnectorDispatch,
@@ -71,6 +72,7 @@ closable! {
     NdkCq => "NdkCloseCq", ndk_close_cq;
     NdkPd => "NdkClosePd", ndk_close_pd;
     NdkQp => "NdkCloseQp", ndk_close_qp;
+    NdkSrq => "NdkCloseSrq", ndk_close_srq;
     NdkMr => "NdkCloseMr", ndk_close_mr;
     NdkMw => "NdkCloseMw", ndk_close_mw;
     NdkConnector => "NdkCloseConnector", ndk_close_connector;
@@ -167,8 +169,19 @@ impl Buffer {
 /// ([`RECEIVE_QUEUE`]) or the initiator queue (Sends, RDMA, Binds,
 /// Invalidates); an index of [`Side::order`].
 pub(super) fn queue_of(what: &str) -> usize {
-    usize::from(what != "NdkReceive")
+    usize::from(!is_receive(what))
 }
+
+/// Whether a post of `what` is a receive: to the QP's own queue, or to its
+/// SRQ (Q2: a QP with an SRQ takes its receives from there).
+pub(super) fn is_receive(what: &str) -> bool {
+    what == "NdkReceive" || what == SRQ_RECEIVE
+}
+
+/// A receive posted to the side's SRQ. Unlike a QP's own receives, it
+/// survives the QP's flush, disconnect and close (E4) and is owed no entry
+/// once the QP is closed: the SRQ's close drops what it still holds.
+pub(super) const SRQ_RECEIVE: &str = "NdkSrqReceive";
 
 /// [`queue_of`] a receive.
 pub(super) const RECEIVE_QUEUE: usize = 0;
@@ -355,6 +368,11 @@ pub(super) struct Side {
     pub(super) notes: Arc<Signal>,
     pub(super) pd: *mut NdkPd,
     pub(super) qp: *mut NdkQp,
+    /// The SRQ the QP takes its receives from, if the side has one (null
+    /// otherwise, and once closed).
+    pub(super) srq: *mut NdkSrq,
+    /// The SRQ's notifications (Q4, Q5).
+    pub(super) srq_notes: Arc<Signal>,
     pub(super) qp_ctx: usize,
     pub(super) receive_sge: u32,
     pub(super) initiator_sge: u32,
@@ -425,6 +443,8 @@ impl Side {
             notes: Signal::new(),
             pd: ptr::null_mut(),
             qp: ptr::null_mut(),
+            srq: ptr::null_mut(),
+            srq_notes: Signal::new(),
             qp_ctx: 0,
             receive_sge: 1,
             initiator_sge: 1,

@@ -8,8 +8,8 @@ use softndk::abi::{NdkFnRead, NdkQp, NdkSge, NtStatus, OpFlags, STATUS_PENDING, 
 use super::OracleCheck;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, STRAY, Side,
-    Slot, SlotUse, UNPLACED, cut, queue_of, table,
+    Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, SRQ_RECEIVE,
+    STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
 };
 
 impl Fuzzer<'_> {
@@ -188,20 +188,23 @@ impl Fuzzer<'_> {
             let zone = (0, side.buffer_len());
             (None, self.sges(side, side.receive_sge, RECEIVE_SGE, zone))
         };
-        let qp = side.qp;
+        let (qp, srq) = (side.qp, side.srq);
         let context = self.context();
-        // SAFETY: a live QP; every SGE names memory of the side's buffer or
-        // its guard, which outlives the QP.
-        let status = unsafe {
-            (table(qp).ndk_receive)(
-                qp,
-                ptr::without_provenance_mut(context),
-                sges.as_ptr(),
-                sges.len() as u32,
-            )
+        let request = ptr::without_provenance_mut(context);
+        let count = sges.len() as u32;
+        let (what, status) = if srq.is_null() {
+            // SAFETY: a live QP; every SGE names memory of the side's buffer
+            // or its guard, which outlives the QP.
+            let status = unsafe { (table(qp).ndk_receive)(qp, request, sges.as_ptr(), count) };
+            ("NdkReceive", status)
+        } else {
+            // SAFETY: a live SRQ (closed after its QP); the SGEs as above.
+            let status =
+                unsafe { (table(srq).ndk_srq_receive)(srq, request, sges.as_ptr(), count) };
+            (SRQ_RECEIVE, status)
         };
         self.trace_flags(0, &sges);
-        self.posted(link, i, "NdkReceive", context, false, status);
+        self.posted(link, i, what, context, false, status);
         if status == STATUS_SUCCESS {
             let side = &mut link.sides[i];
             side.credits += 1;

@@ -1,18 +1,18 @@
 //! Reaping: polls checked against the outstanding posts, arms, flushes and
-//! disconnects.
+//! disconnects; an SRQ's ModifySrq.
 
 use std::time::Duration;
 
 use softndk::abi::{
     NdkCqNotifyType, NdkResult, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_INTERNAL_ERROR,
-    STATUS_PENDING, STATUS_SUCCESS,
+    STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
 };
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Buffer, EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, SLOT, Side, Slot, SlotUse, UNPLACED, queue_of,
-    table,
+    Buffer, EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, SLOT, SRQ_RECEIVE, Side, Slot, SlotUse,
+    UNPLACED, queue_of, table,
 };
 use super::signal::{Signal, on_status};
 
@@ -300,6 +300,62 @@ impl Fuzzer<'_> {
         // SAFETY: a live CQ.
         unsafe { (table(cq).ndk_arm_cq)(cq, kind) };
         self.call("NdkArmCq", STATUS_SUCCESS);
+    }
+
+    /// `NdkModifySrq` on side `i`'s SRQ: a new depth (0 keeps it, Q6) and
+    /// a threshold (0 keeps it and the arm state; else it re-arms, Q4, Q5).
+    /// It may pend (L8). It must succeed, unless the depth is below the
+    /// receives the SRQ holds (Q7: `STATUS_BUFFER_OVERFLOW`, unchanged),
+    /// which it cannot be when at least the receives posted there and not
+    /// yet reaped; a depth above the adapter's maximum (noise) is
+    /// `STATUS_INVALID_PARAMETER` (Q6).
+    pub(super) fn modify_srq(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        let srq = side.srq;
+        if srq.is_null() {
+            return;
+        }
+        let held = side
+            .outstanding
+            .values()
+            .filter(|post| post.what == SRQ_RECEIVE)
+            .count();
+        let too_deep = self.invalid();
+        let depth = if too_deep {
+            u32::MAX
+        } else if self.rng.chance(20) {
+            0
+        } else {
+            self.rng.range(1, 2 * side.depths.0.max(1))
+        };
+        let threshold = if self.rng.chance(50) {
+            0
+        } else {
+            self.rng.range(1, depth.clamp(1, 32))
+        };
+        let done = Signal::new();
+        // SAFETY: a live SRQ; `done` is kept until the request completed.
+        let returned = unsafe {
+            (table(srq).ndk_modify_srq)(srq, depth, threshold, Some(on_status), done.ctx())
+        };
+        self.call("NdkModifySrq", returned);
+        let Some((status, _)) = self.finish("NdkModifySrq", returned, &done) else {
+            return;
+        };
+        let below = depth != 0 && (depth as usize) < held;
+        let expected = if too_deep {
+            status == STATUS_INVALID_PARAMETER
+        } else {
+            status == STATUS_SUCCESS || (below && status == STATUS_BUFFER_OVERFLOW)
+        };
+        if !expected {
+            self.finding(&format!(
+                "NdkModifySrq to depth {depth} (threshold {threshold}) with at most {held} receive(s) queued completed with {:#010x} (Q6, Q7)",
+                status.cast_unsigned()
+            ));
+        } else if status == STATUS_SUCCESS && depth != 0 {
+            link.sides[i].depths.0 = depth;
+        }
     }
 
     pub(super) fn flush(&mut self, link: &mut Link, i: usize) {

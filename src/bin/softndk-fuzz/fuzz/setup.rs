@@ -17,6 +17,10 @@ use super::objects::{
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
 
+/// The percentage of sides whose QP takes its receives from an SRQ of
+/// the receive queue's depth (Q2, Q3).
+const SRQ_SIDES: u64 = 25;
+
 impl Fuzzer<'_> {
     /// A set-up step's status: `Ok` on success, else the failure (a finding
     /// unless faults are injected).
@@ -124,23 +128,65 @@ impl Fuzzer<'_> {
         let qp_ctx = ptr::without_provenance_mut(side.qp_ctx);
         let (receive_sge, initiator_sge, inline) =
             (side.receive_sge, side.initiator_sge, side.inline);
-        // SAFETY: as above.
-        side.qp = self.create("NdkCreateQp", |done, out| unsafe {
-            (pdd.ndk_create_qp)(
-                pd,
-                cq,
-                cq,
-                qp_ctx,
-                receive_depth,
-                initiator_depth,
-                receive_sge,
-                initiator_sge,
-                inline,
-                Some(on_create),
-                done,
-                out,
-            )
-        })?;
+        if self.rng.chance(SRQ_SIDES) {
+            // Q4: a threshold (0: unarmed) at or below the depth, so that
+            // the notification comes once the queue runs low.
+            let threshold = self.rng.range(0, receive_depth);
+            let srq_notes = side.srq_notes.ctx();
+            // SAFETY: as above; the notification's context lives as long as
+            // the SRQ.
+            side.srq = self.create("NdkCreateSrq", |done, out| unsafe {
+                (pdd.ndk_create_srq)(
+                    pd,
+                    receive_depth,
+                    receive_sge,
+                    threshold,
+                    Some(on_status),
+                    srq_notes,
+                    ptr::null(),
+                    Some(on_create),
+                    done,
+                    out,
+                )
+            })?;
+            self.out.srq_sides += 1;
+            let srq = side.srq;
+            // SAFETY: as above; the SRQ stays open until the QP's close
+            // completed.
+            side.qp = self.create("NdkCreateQpWithSrq", |done, out| unsafe {
+                (pdd.ndk_create_qp_with_srq)(
+                    pd,
+                    cq,
+                    cq,
+                    srq,
+                    qp_ctx,
+                    initiator_depth,
+                    initiator_sge,
+                    inline,
+                    Some(on_create),
+                    done,
+                    out,
+                )
+            })?;
+        } else {
+            // SAFETY: as above.
+            side.qp = self.create("NdkCreateQp", |done, out| unsafe {
+                (pdd.ndk_create_qp)(
+                    pd,
+                    cq,
+                    cq,
+                    qp_ctx,
+                    receive_depth,
+                    initiator_depth,
+                    receive_sge,
+                    initiator_sge,
+                    inline,
+                    Some(on_create),
+                    done,
+                    out,
+                )
+            })?;
+        }
         // SAFETY: as above.
         side.mr = self.create("NdkCreateMr", |done, out| unsafe {
             (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
