@@ -216,12 +216,13 @@ mod srq {
 
     use super::doorbell::{CONFIG, Silent, drain, limits};
     use crate::kernel::sync::Arc;
+    use crate::kernel::sync::atomic::{AtomicUsize, Ordering};
     use crate::rnic::cq::Cq;
     use crate::rnic::device::{Device, EngineMode};
     use crate::rnic::loom_model::bounded;
     use crate::rnic::mr::Pd;
     use crate::rnic::qp::{self, Payload, Qp};
-    use crate::rnic::srq::Srq;
+    use crate::rnic::srq::{Srq, SrqEvent, SrqNotify};
     use crate::rnic::types::{WcStatus, WrFlags};
 
     /// Two QPs share an SRQ; the second's peer has a Send waiting because
@@ -261,6 +262,67 @@ mod srq {
             assert_eq!(status(30), Some(WcStatus::Success), "the Send: {done:?}");
             assert_eq!(status(40), Some(WcStatus::Success), "the receive: {done:?}");
             drop((second, peer));
+        });
+    }
+
+    /// Counts the SRQ's notifications.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl SrqNotify for Count {
+        fn notify(&self, event: SrqEvent) {
+            assert_eq!(event, SrqEvent::BelowThreshold);
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Two peers' Sends land at once in the two receives of an SRQ armed
+    /// at 2: each receive is taken by one Send, and the threshold fires
+    /// exactly once (Q4: once fewer than 2 are queued; Q5: that disarms
+    /// it), whichever take comes first.
+    #[test]
+    fn test_loom_two_sends_draining_an_armed_srq_notify_once_rule_q3_q4_q5() {
+        bounded(|| {
+            let device = Device::new(limits(), EngineMode::Inline).unwrap();
+            let pd = Pd::new(&device).unwrap();
+            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
+            let count = Arc::new(Count::default());
+            let srq = Srq::new(&pd, 2, 1, 0, Some(Arc::clone(&count) as _)).unwrap();
+            srq.post_receive(40, &[]).unwrap();
+            srq.post_receive(41, &[]).unwrap();
+            // Armed with both queued (Q6: depth 0 keeps the depth).
+            srq.modify(0, 2).unwrap();
+            let peers: Vec<Arc<Qp>> = (0..2)
+                .map(|_| {
+                    let attached = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
+                    let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
+                    qp::connect(&attached, &peer, (1, 1), (1, 1)).unwrap();
+                    peer
+                })
+                .collect();
+            assert_eq!(count.0.load(Ordering::SeqCst), 0, "2 queued, not below 2");
+            let other = {
+                let peer = Arc::clone(&peers[0]);
+                loom::thread::spawn(move || {
+                    peer.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
+                        .unwrap();
+                })
+            };
+            peers[1]
+                .post_send(31, Payload::Sges(&[]), WrFlags::empty(), None)
+                .unwrap();
+            other.join().unwrap();
+            let done = drain(&cq);
+            for ctx in [30, 31, 40, 41] {
+                let statuses: Vec<_> = done
+                    .iter()
+                    .filter(|c| c.request_context == ctx)
+                    .map(|c| c.status)
+                    .collect();
+                assert_eq!(statuses, [WcStatus::Success], "{ctx}: {done:?}");
+            }
+            assert!(srq.is_empty());
+            assert_eq!(count.0.load(Ordering::SeqCst), 1, "one notification");
         });
     }
 }
