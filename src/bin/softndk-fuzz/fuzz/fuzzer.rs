@@ -233,7 +233,8 @@ impl<'a> Fuzzer<'a> {
             480..=569 => self.rdma(&mut link, i, true),
             570..=599 => self.bind(&mut link, i),
             600..=619 => self.invalidate(&mut link, i),
-            620..=879 => {
+            870..=879 => self.resize_cq(&mut link, i),
+            620..=869 => {
                 let room = if choice == 620 {
                     16
                 } else {

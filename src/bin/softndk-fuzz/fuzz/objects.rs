@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use softndk::abi::{
     AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
-    NdkMw, NdkPd, NdkQp, NdkResult, NdkSge, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+    NdkMw, NdkOperationType, NdkPd, NdkQp, NdkResult, NdkResultEx, NdkSge, NdkSrq, PAGE_SIZE,
+    STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -624,6 +625,30 @@ pub(super) const SOCKADDR_IN_LEN: u32 = 16;
 pub(super) const RECEIVE_SGE: (u64, u64) = (256, 1024);
 pub(super) const SEND_SGE: (u64, u64) = (1, 64);
 pub(super) const RDMA_SGE: (u64, u64) = (1, 1024);
+
+/// Entries one poll takes at most.
+pub(super) const POLL: usize = 16;
+
+/// An empty extended result, to fill a poll buffer with.
+pub(super) const EMPTY_RESULT_EX: NdkResultEx = NdkResultEx {
+    status: STATUS_SUCCESS,
+    bytes_transferred: 0,
+    qp_context: ptr::null_mut(),
+    request_context: ptr::null_mut(),
+    type_: NdkOperationType(0),
+    provider_error_code: 0,
+    type_specific_completion_output: 0,
+};
+
+/// The plain part of an extended result.
+pub(super) const fn plain(result: &NdkResultEx) -> NdkResult {
+    NdkResult {
+        status: result.status,
+        bytes_transferred: result.bytes_transferred,
+        qp_context: result.qp_context,
+        request_context: result.request_context,
+    }
+}
 
 /// An empty result, to fill a poll buffer with.
 pub(super) const EMPTY_RESULT: NdkResult = NdkResult {

@@ -1,41 +1,138 @@
-//! Reaping: polls checked against the outstanding posts, arms, flushes and
-//! disconnects; an SRQ's ModifySrq.
+//! Reaping: polls (`NdkGetCqResults` and `NdkGetCqResultsEx`) checked
+//! against the outstanding posts, arms, flushes and disconnects; ResizeCq
+//! and an SRQ's ModifySrq.
 
 use std::time::Duration;
 
 use softndk::abi::{
-    NdkCqNotifyType, NdkResult, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_INTERNAL_ERROR,
-    STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+    NdkCqNotifyType, NdkOperationType, NdkResult, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED,
+    STATUS_INTERNAL_ERROR, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
 };
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Buffer, EMPTY_RESULT, Link, Post, RECEIVE_QUEUE, SLOT, SRQ_RECEIVE, Side, Slot, SlotUse,
-    UNPLACED, queue_of, table,
+    Buffer, EMPTY_RESULT, EMPTY_RESULT_EX, Link, POLL, Post, RECEIVE_QUEUE, SLOT, SRQ_RECEIVE,
+    Side, Slot, SlotUse, UNPLACED, plain, queue_of, table,
 };
 use super::signal::{Signal, on_status};
 
 impl Fuzzer<'_> {
-    /// One `NdkGetCqResults` of up to `room` entries on side `i`'s CQ; the
-    /// number taken.
+    /// One `NdkGetCqResults` or (half the time) `NdkGetCqResultsEx` of up
+    /// to `room` entries on side `i`'s CQ; the number taken (K1).
     pub(super) fn poll(&mut self, link: &mut Link, i: usize, room: usize) -> usize {
-        let mut results = [EMPTY_RESULT; 16];
-        let room = room.min(results.len());
         let cq = link.sides[i].cq;
-        // SAFETY: a live CQ and room for `room` results.
-        let n = unsafe { (table(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), room as u32) }
-            as usize;
-        self.call("NdkGetCqResults", STATUS_SUCCESS);
+        let room = room.min(POLL);
+        let count = room as u32;
+        let (what, n, taken) = if self.rng.chance(50) {
+            let mut results = [EMPTY_RESULT; POLL];
+            // SAFETY: a live CQ and room for `room` results.
+            let n = unsafe { (table(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), count) };
+            ("NdkGetCqResults", n, results.map(|r| (r, None)))
+        } else {
+            let mut results = [EMPTY_RESULT_EX; POLL];
+            // SAFETY: as above.
+            let n = unsafe { (table(cq).ndk_get_cq_results_ex)(cq, results.as_mut_ptr(), count) };
+            (
+                "NdkGetCqResultsEx",
+                n,
+                results.map(|r| (plain(&r), Some(r.type_))),
+            )
+        };
+        let n = n as usize;
+        self.call(what, STATUS_SUCCESS);
         if n > room {
-            self.finding(&format!(
-                "NdkGetCqResults returned {n} entries for room {room}"
-            ));
+            self.finding(&format!("{what} returned {n} entries for room {room} (K1)"));
         }
-        for result in results.iter().take(n.min(room)) {
+        for (result, kind) in taken.iter().take(n.min(room)) {
+            if let Some(kind) = kind {
+                self.judge_type(link, i, result, *kind);
+            }
             self.reap(link, i, result);
         }
         n.min(room)
+    }
+
+    /// P22: the `Type` of an `NdkGetCqResultsEx` entry names the operation
+    /// of its post (a SendAndInvalidate's own entry is a Send; a receive's
+    /// is a Receive, or ReceiveAndInvalidate for a peer's
+    /// SendAndInvalidate). An entry with no outstanding post is left to
+    /// [`Fuzzer::reap`], which reports it.
+    fn judge_type(&mut self, link: &Link, i: usize, result: &NdkResult, kind: NdkOperationType) {
+        let context = result.request_context.addr();
+        let Some(post) = link.sides[i].outstanding.get(&context) else {
+            return;
+        };
+        let allowed: &[NdkOperationType] = match post.what {
+            "NdkReceive" | SRQ_RECEIVE => &[
+                NdkOperationType::RECEIVE,
+                NdkOperationType::RECEIVE_AND_INVALIDATE,
+            ],
+            "NdkSend" | "NdkSendAndInvalidate" => &[NdkOperationType::SEND],
+            "NdkRead" => &[NdkOperationType::READ],
+            "NdkWrite" => &[NdkOperationType::WRITE],
+            "NdkBind" => &[NdkOperationType::BIND],
+            "NdkInvalidate" => &[NdkOperationType::INVALIDATE],
+            _ => return,
+        };
+        if !allowed.contains(&kind) {
+            self.finding(&format!(
+                "{} posted at call {}: its NdkGetCqResultsEx entry (status {:#010x}) has Type {:#x} (P22)",
+                post.what,
+                post.call,
+                result.status.cast_unsigned(),
+                kind.0
+            ));
+        }
+    }
+
+    /// `NdkResizeCq` on side `i`'s CQ (K2, K4): it may pend (L8), and must
+    /// succeed unless the depth is below the entries the CQ holds (then
+    /// `STATUS_BUFFER_OVERFLOW`, unchanged), which it cannot be when at
+    /// least the side's requests not yet reaped; a depth above the
+    /// adapter's maximum (noise) is `STATUS_INVALID_PARAMETER`. A CQ that
+    /// overflowed (noisy links only: a strict link never shrinks its CQ
+    /// below its requests outstanding) may answer `STATUS_INTERNAL_ERROR`.
+    pub(super) fn resize_cq(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        let cq = side.cq;
+        let held = side.outstanding.len();
+        let too_deep = self.invalid();
+        // A strict link keeps room for every request it has outstanding (a
+        // CQ smaller than that may overflow, E10, as the consumer's fault).
+        let least = if link.strict {
+            u32::try_from(held).unwrap_or(u32::MAX).max(1)
+        } else {
+            1
+        };
+        let depth = if too_deep {
+            u32::MAX
+        } else {
+            self.rng.range(least, (2 * side.cq_depth).max(least))
+        };
+        let done = Signal::new();
+        // SAFETY: a live CQ; `done` is kept until the request completed.
+        let returned = unsafe { (table(cq).ndk_resize_cq)(cq, depth, Some(on_status), done.ctx()) };
+        self.call("NdkResizeCq", returned);
+        let Some((status, _)) = self.finish("NdkResizeCq", returned, &done) else {
+            return;
+        };
+        let below = (depth as usize) < held;
+        let expected = if too_deep {
+            status == STATUS_INVALID_PARAMETER
+        } else {
+            status == STATUS_SUCCESS
+                || (below && status == STATUS_BUFFER_OVERFLOW)
+                || (!link.strict && status == STATUS_INTERNAL_ERROR)
+        };
+        if !expected {
+            self.finding(&format!(
+                "NdkResizeCq to depth {depth} with at most {held} entries held completed with {:#010x} (K2, K4)",
+                status.cast_unsigned()
+            ));
+        } else if status == STATUS_SUCCESS {
+            link.sides[i].cq_depth = depth;
+        }
     }
 
     /// Checks one CQ entry against the outstanding posts.
