@@ -144,7 +144,7 @@ fn fuzz_fabric_faults() {
 fn fuzz_strict_links_report_a_valid_request_that_fails() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     let outcome = fuzz::run(&fuzz::Config {
-        seed: 7,
+        seed: 8,
         calls: 30_000,
         threads: 1,
         adapters: 2,

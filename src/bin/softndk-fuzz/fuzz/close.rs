@@ -19,7 +19,7 @@ type Pending = Vec<(&'static str, Arc<Signal>)>;
 impl Fuzzer<'_> {
     /// Starts the close of the object `slot` holds, if any, and empties the
     /// slot; a close that pends joins `pending`.
-    fn close<T: Closable>(&mut self, slot: &mut *mut T, pending: &mut Pending) {
+    pub(super) fn close<T: Closable>(&mut self, slot: &mut *mut T, pending: &mut Pending) {
         let object = std::mem::replace(slot, ptr::null_mut());
         if object.is_null() {
             return;
@@ -44,7 +44,7 @@ impl Fuzzer<'_> {
     }
 
     /// Waits for the closes that pended; whether every one completed.
-    fn wait_closes(&mut self, pending: Pending) -> bool {
+    pub(super) fn wait_closes(&mut self, pending: Pending) -> bool {
         let mut all = true;
         for (what, signal) in pending {
             if signal.wait().is_some() {

@@ -7,7 +7,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use softndk::abi::{
-    MrFlags, NdkListener, NtStatus, PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    MrFlags, NdkAdapterInfo, NdkConnector, NdkListener, NdkQp, NtStatus, PAGE_SIZE,
+    STATUS_CONNECTION_REFUSED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
@@ -16,6 +17,10 @@ use super::objects::{
 };
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
+
+/// The percentage of links whose listener first turns down a request of
+/// its own ([`Fuzzer::refused`]).
+const REFUSED: u64 = 10;
 
 /// The percentage of sides whose QP takes its receives from an SRQ of
 /// the receive queue's depth (Q2, Q3).
@@ -308,61 +313,13 @@ impl Fuzzer<'_> {
         self.expect("NdkGetListenerLocalAddress", status)?;
         let port = u16::from_be(bound.sin_port);
 
-        let src = sockaddr(a_adapter.ip, 0);
-        let dst = sockaddr(b_ip, port);
+        let ends = (sockaddr(a_adapter.ip, 0), sockaddr(b_ip, port));
+        if self.rng.chance(REFUSED) {
+            self.refused(a_adapter, a, incoming, ends, read_limit)?;
+        }
         let connected = Signal::new();
-        // SAFETY: live objects; addresses valid for the call; `connected`
-        // kept until the completion.
-        let status = unsafe {
-            (table(a.connector).ndk_connect)(
-                a.connector,
-                a.qp,
-                (&raw const src).cast::<SockAddr>(),
-                SOCKADDR_IN_LEN,
-                (&raw const dst).cast::<SockAddr>(),
-                SOCKADDR_IN_LEN,
-                read_limit,
-                read_limit,
-                ptr::null(),
-                0,
-                Some(on_status),
-                connected.ctx(),
-            )
-        };
-        self.call("NdkConnect", status);
-        if status != STATUS_PENDING {
-            self.expect("NdkConnect", status)?;
-        }
-        // The connect event, unless the connect fails first (an injected
-        // fault): then its completion explains the missing event at once.
-        let failed = |connected: &Signal| {
-            connected
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .first()
-                .is_some_and(|&(status, _)| status != STATUS_SUCCESS)
-        };
-        let deadline = Instant::now() + WAIT;
-        let mut event = None;
-        while event.is_none() && Instant::now() < deadline {
-            if status == STATUS_PENDING && failed(&connected) {
-                break;
-            }
-            event = incoming.wait_up_to(Duration::from_millis(10));
-        }
-        let Some((_, connector)) = event else {
-            keep(incoming);
-            // The connect's own completion explains it, or it is a hang.
-            if let Some((status, _)) = self.finish("NdkConnect", status, &connected) {
-                self.expect("NdkConnect", status)?;
-            }
-            self.finding(&format!(
-                "NdkConnect: no connect event at the listener within {WAIT:?}"
-            ));
-            return Err(SetupFailed("no connect event".into()));
-        };
-        b.connector = ptr::with_exposed_provenance_mut(connector);
+        let status = self.start_connect(a.connector, a.qp, ends, read_limit, &[], &connected)?;
+        b.connector = self.connect_event(incoming, status, &connected)?;
         let accepted = Signal::new();
         // SAFETY: live objects; the disconnect signal and `accepted` are kept
         // as long as the provider may call them.
@@ -402,6 +359,212 @@ impl Fuzzer<'_> {
         self.step_up("NdkCompleteConnect", status, &completed)
             .inspect_err(|_| keep(&accepted))?;
         self.settle("NdkAccept", accept, &accepted).map(drop)
+    }
+
+    /// `NdkConnect` of `connector` with `qp` from `ends.0` to `ends.1`,
+    /// with `data` as its private data; what it returned (a failure other
+    /// than pending already judged), its completion coming on `connected`.
+    fn start_connect(
+        &mut self,
+        connector: *mut NdkConnector,
+        qp: *mut NdkQp,
+        (src, dst): (SockAddrIn, SockAddrIn),
+        read_limit: u32,
+        data: &[u8],
+        connected: &Arc<Signal>,
+    ) -> Result<NtStatus, SetupFailed> {
+        // SAFETY: live objects; addresses and private data valid for the
+        // call; `connected` kept until the completion.
+        let status = unsafe {
+            (table(connector).ndk_connect)(
+                connector,
+                qp,
+                (&raw const src).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                (&raw const dst).cast::<SockAddr>(),
+                SOCKADDR_IN_LEN,
+                read_limit,
+                read_limit,
+                data.as_ptr().cast(),
+                data.len() as u32,
+                Some(on_status),
+                connected.ctx(),
+            )
+        };
+        self.call("NdkConnect", status);
+        if status != STATUS_PENDING {
+            self.expect("NdkConnect", status)?;
+        }
+        Ok(status)
+    }
+
+    /// The connector the listener's connect event brought for a connect
+    /// that returned `status`, unless the connect fails first (an injected
+    /// fault): then its completion explains the missing event at once.
+    fn connect_event(
+        &mut self,
+        incoming: &Arc<Signal>,
+        status: NtStatus,
+        connected: &Arc<Signal>,
+    ) -> Result<*mut NdkConnector, SetupFailed> {
+        let failed = |connected: &Signal| {
+            connected
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .first()
+                .is_some_and(|&(status, _)| status != STATUS_SUCCESS)
+        };
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if status == STATUS_PENDING && failed(connected) {
+                break;
+            }
+            if let Some((_, connector)) = incoming.wait_up_to(Duration::from_millis(10)) {
+                return Ok(ptr::with_exposed_provenance_mut(connector));
+            }
+        }
+        keep(incoming);
+        // The connect's own completion explains it, or it is a hang.
+        if let Some((status, _)) = self.finish("NdkConnect", status, connected) {
+            self.expect("NdkConnect", status)?;
+        }
+        self.finding(&format!(
+            "NdkConnect: no connect event at the listener within {WAIT:?}"
+        ));
+        Err(SetupFailed("no connect event".into()))
+    }
+
+    /// A request the listener turns down before the link's own connect
+    /// (N16), from a connector and a QP of its own on side `a`'s adapter
+    /// and PD, with private data that the passive side reads back (N18: the
+    /// bytes, and their length as RDS) before it rejects the request with
+    /// data of its own (synchronous, `STATUS_SUCCESS`); the connect then
+    /// completes `STATUS_CONNECTION_REFUSED`. Both connectors and the QP are
+    /// closed before the link's connect.
+    fn refused(
+        &mut self,
+        a_adapter: Adapter,
+        a: &Side,
+        incoming: &Arc<Signal>,
+        ends: (SockAddrIn, SockAddrIn),
+        read_limit: u32,
+    ) -> Result<(), SetupFailed> {
+        let mut objects = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        let result = self.refuse(a_adapter, a, incoming, (ends, read_limit), &mut objects);
+        let (mut active, mut qp, mut passive) = objects;
+        let mut pending = Vec::new();
+        self.close(&mut passive, &mut pending);
+        self.close(&mut active, &mut pending);
+        self.close(&mut qp, &mut pending);
+        if self.wait_closes(pending) {
+            result
+        } else {
+            Err(SetupFailed(
+                "a refused request's objects did not close".into(),
+            ))
+        }
+    }
+
+    /// [`Fuzzer::refused`] up to the closes: each object it makes goes
+    /// into `objects` (active connector, QP, passive connector) at once.
+    fn refuse(
+        &mut self,
+        a_adapter: Adapter,
+        a: &Side,
+        incoming: &Arc<Signal>,
+        (ends, read_limit): ((SockAddrIn, SockAddrIn), u32),
+        objects: &mut (*mut NdkConnector, *mut NdkQp, *mut NdkConnector),
+    ) -> Result<(), SetupFailed> {
+        let adapter = a_adapter.ptr();
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        objects.0 = self.create("NdkCreateConnector", |done, out| unsafe {
+            (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
+        })?;
+        let (pd, cq) = (a.pd, a.cq);
+        // SAFETY: a live PD and CQ, and an out-pointer, as above.
+        objects.1 = self.create("NdkCreateQp", |done, out| unsafe {
+            (table(pd).ndk_create_qp)(
+                pd,
+                cq,
+                cq,
+                ptr::null_mut(),
+                1,
+                1,
+                1,
+                1,
+                0,
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+        // N17: at most `MaxCallerData` on the connect, `MaxCalleeData` on
+        // the reject.
+        let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
+        let mut size = size_of::<NdkAdapterInfo>() as u32;
+        // SAFETY: a live adapter and a buffer of `size` bytes.
+        let queried = unsafe {
+            (table(adapter).ndk_query_adapter_info)(adapter, info.as_mut_ptr(), &raw mut size)
+        };
+        self.call("NdkQueryAdapterInfo", queried);
+        self.expect("NdkQueryAdapterInfo", queried)?;
+        // SAFETY: zeroed, and filled by the successful call (plain integers).
+        let info = unsafe { info.assume_init() };
+        let caller = u64::from(info.max_caller_data.min(64));
+        let data: Vec<u8> = (0..self.rng.below(caller + 1))
+            .map(|_| self.rng.next() as u8)
+            .collect();
+        let connected = Signal::new();
+        let status =
+            self.start_connect(objects.0, objects.1, ends, read_limit, &data, &connected)?;
+        // From here the connect's completion may come as late as the
+        // connector's close: its context must outlive that.
+        keep(&connected);
+        objects.2 = self.connect_event(incoming, status, &connected)?;
+        let passive = objects.2;
+        let mut got = [0_u8; 64];
+        let mut len = got.len() as u32;
+        let (mut ird, mut ord) = (0, 0);
+        // SAFETY: a live connector; the buffer holds `len` bytes.
+        let read = unsafe {
+            (table(passive).ndk_get_connection_data)(
+                passive,
+                &raw mut ird,
+                &raw mut ord,
+                got.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        self.call("NdkGetConnectionData", read);
+        self.expect("NdkGetConnectionData", read)?;
+        if got.get(..len as usize) != Some(&data[..]) {
+            self.finding(&format!(
+                "NdkGetConnectionData at the listener gave {len} bytes of private data that are not the {} bytes the connect carried (N18)",
+                data.len()
+            ));
+        }
+        let answer: Vec<u8> = (0..self.rng.below(u64::from(info.max_callee_data) + 1))
+            .map(|_| self.rng.next() as u8)
+            .collect();
+        // SAFETY: a live connector; the private data is valid for the call.
+        let rejected = unsafe {
+            (table(passive).ndk_reject)(passive, answer.as_ptr().cast(), answer.len() as u32)
+        };
+        self.call("NdkReject", rejected);
+        self.expect("NdkReject", rejected)?;
+        let outcome = self.finish("NdkConnect", status, &connected);
+        match outcome {
+            Some((STATUS_CONNECTION_REFUSED, _)) => Ok(()),
+            Some((other, _)) => Err(SetupFailed(format!(
+                "NdkConnect turned down by NdkReject completed with {:#010x}, not STATUS_CONNECTION_REFUSED (N16)",
+                other.cast_unsigned()
+            ))),
+            None => Err(SetupFailed(
+                "NdkConnect turned down by NdkReject never completed".into(),
+            )),
+        }
     }
 
     /// Opens a link between two random adapters; `None` when set-up failed
