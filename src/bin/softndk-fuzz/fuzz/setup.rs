@@ -7,8 +7,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use softndk::abi::{
-    MrFlags, NdkAdapterInfo, NdkConnector, NdkListener, NdkQp, NtStatus, PAGE_SIZE,
-    STATUS_CONNECTION_REFUSED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    MrFlags, NdkAdapterInfo, NdkConnector, NdkCq, NdkListener, NdkPd, NdkQp, NdkSrq, NtStatus,
+    PAGE_SIZE, STATUS_CONNECTION_REFUSED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
@@ -17,6 +17,15 @@ use super::objects::{
 };
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
+
+/// Where a QP takes its receives from.
+#[derive(Clone, Copy)]
+enum Receives {
+    /// Its own receive queue of `depth` receives of up to `sge` SGEs.
+    Own { depth: u32, sge: u32 },
+    /// The SRQ (Q2).
+    Srq(*mut NdkSrq),
+}
 
 /// The percentage of links whose listener first turns down a request of
 /// its own ([`Fuzzer::refused`]).
@@ -130,7 +139,6 @@ impl Fuzzer<'_> {
         let (pd, cq) = (side.pd, side.cq);
         let pdd = table(pd);
         side.qp_ctx = self.context();
-        let qp_ctx = ptr::without_provenance_mut(side.qp_ctx);
         let (receive_sge, initiator_sge, inline) =
             (side.receive_sge, side.initiator_sge, side.inline);
         if self.rng.chance(SRQ_SIDES) {
@@ -155,43 +163,21 @@ impl Fuzzer<'_> {
                 )
             })?;
             self.out.srq_sides += 1;
-            let srq = side.srq;
-            // SAFETY: as above; the SRQ stays open until the QP's close
-            // completed.
-            side.qp = self.create("NdkCreateQpWithSrq", |done, out| unsafe {
-                (pdd.ndk_create_qp_with_srq)(
-                    pd,
-                    cq,
-                    cq,
-                    srq,
-                    qp_ctx,
-                    initiator_depth,
-                    initiator_sge,
-                    inline,
-                    Some(on_create),
-                    done,
-                    out,
-                )
-            })?;
-        } else {
-            // SAFETY: as above.
-            side.qp = self.create("NdkCreateQp", |done, out| unsafe {
-                (pdd.ndk_create_qp)(
-                    pd,
-                    cq,
-                    cq,
-                    qp_ctx,
-                    receive_depth,
-                    initiator_depth,
-                    receive_sge,
-                    initiator_sge,
-                    inline,
-                    Some(on_create),
-                    done,
-                    out,
-                )
-            })?;
         }
+        let receives = if side.srq.is_null() {
+            Receives::Own {
+                depth: receive_depth,
+                sge: receive_sge,
+            }
+        } else {
+            Receives::Srq(side.srq)
+        };
+        side.qp = self.create_qp(
+            (pd, cq),
+            side.qp_ctx,
+            receives,
+            (initiator_depth, initiator_sge, inline),
+        )?;
         // SAFETY: as above.
         side.mr = self.create("NdkCreateMr", |done, out| unsafe {
             (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
@@ -237,6 +223,62 @@ impl Fuzzer<'_> {
             (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
         })?;
         Ok(())
+    }
+
+    /// A QP of `pd` whose entries go to `cq` (both queues), with QP
+    /// context `context`, its receives from `receives`, and `initiator`'s
+    /// (depth, SGEs, inline size).
+    fn create_qp(
+        &mut self,
+        (pd, cq): (*mut NdkPd, *mut NdkCq),
+        context: usize,
+        receives: Receives,
+        (depth, sge, inline): (u32, u32, u32),
+    ) -> Result<*mut NdkQp, SetupFailed> {
+        let pdd = table(pd);
+        let context = ptr::without_provenance_mut(context);
+        match receives {
+            // SAFETY: a live PD, CQ and SRQ and an out-pointer; `create`
+            // keeps the completion's context until it came. The SRQ stays
+            // open until the QP's close completed.
+            Receives::Srq(srq) => self.create("NdkCreateQpWithSrq", |done, out| unsafe {
+                (pdd.ndk_create_qp_with_srq)(
+                    pd,
+                    cq,
+                    cq,
+                    srq,
+                    context,
+                    depth,
+                    sge,
+                    inline,
+                    Some(on_create),
+                    done,
+                    out,
+                )
+            }),
+            Receives::Own {
+                depth: receive_depth,
+                sge: receive_sge,
+            } => {
+                // SAFETY: as above, without an SRQ.
+                self.create("NdkCreateQp", |done, out| unsafe {
+                    (pdd.ndk_create_qp)(
+                        pd,
+                        cq,
+                        cq,
+                        context,
+                        receive_depth,
+                        depth,
+                        receive_sge,
+                        sge,
+                        inline,
+                        Some(on_create),
+                        done,
+                        out,
+                    )
+                })
+            }
+        }
     }
 
     /// Connects side 0 (connector, `NdkConnect`) to side 1 (listener,
@@ -482,24 +524,12 @@ impl Fuzzer<'_> {
         objects.0 = self.create("NdkCreateConnector", |done, out| unsafe {
             (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
         })?;
-        let (pd, cq) = (a.pd, a.cq);
-        // SAFETY: a live PD and CQ, and an out-pointer, as above.
-        objects.1 = self.create("NdkCreateQp", |done, out| unsafe {
-            (table(pd).ndk_create_qp)(
-                pd,
-                cq,
-                cq,
-                ptr::null_mut(),
-                1,
-                1,
-                1,
-                1,
-                0,
-                Some(on_create),
-                done,
-                out,
-            )
-        })?;
+        objects.1 = self.create_qp(
+            (a.pd, a.cq),
+            0,
+            Receives::Own { depth: 1, sge: 1 },
+            (1, 1, 0),
+        )?;
         // N17: at most `MaxCallerData` on the connect, `MaxCalleeData` on
         // the reject.
         let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
