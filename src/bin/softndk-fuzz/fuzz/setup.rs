@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use softndk::abi::{
     MrFlags, NdkAdapterInfo, NdkConnector, NdkCq, NdkListener, NdkPd, NdkQp, NdkSrq, NtStatus,
-    PAGE_SIZE, STATUS_CONNECTION_REFUSED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    PAGE_SIZE, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_REFUSED, STATUS_PENDING,
+    STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
@@ -17,6 +18,10 @@ use super::objects::{
 };
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
+
+/// A turned-down request's objects: the active connector, its QP, the
+/// passive connector, the passive side's QP (null where none was made).
+type Turned = (*mut NdkConnector, *mut NdkQp, *mut NdkConnector, *mut NdkQp);
 
 /// Where a QP takes its receives from.
 #[derive(Clone, Copy)]
@@ -357,7 +362,7 @@ impl Fuzzer<'_> {
 
         let ends = (sockaddr(a_adapter.ip, 0), sockaddr(b_ip, port));
         if self.rng.chance(REFUSED) {
-            self.refused(a_adapter, a, incoming, ends, read_limit)?;
+            self.refused(a_adapter, (a, b), incoming, ends, read_limit)?;
         }
         let connected = Signal::new();
         let status = self.start_connect(a.connector, a.qp, ends, read_limit, &[], &connected)?;
@@ -477,28 +482,35 @@ impl Fuzzer<'_> {
         Err(SetupFailed("no connect event".into()))
     }
 
-    /// A request the listener turns down before the link's own connect
-    /// (N16), from a connector and a QP of its own on side `a`'s adapter
-    /// and PD, with private data that the passive side reads back (N18: the
-    /// bytes, and their length as RDS) before it rejects the request with
-    /// data of its own (synchronous, `STATUS_SUCCESS`); the connect then
-    /// completes `STATUS_CONNECTION_REFUSED`. Both connectors and the QP are
-    /// closed before the link's connect.
+    /// A request turned down before the link's own connect (N16), from a
+    /// connector and a QP of its own on side `a`'s adapter and PD, with
+    /// private data that the passive side reads back (N18: the bytes, and
+    /// their length as RDS). Half the time the passive side rejects it with
+    /// data of its own (synchronous, `STATUS_SUCCESS`), and the connect then
+    /// completes `STATUS_CONNECTION_REFUSED`; otherwise it accepts and the
+    /// active side abandons the connection ([`Fuzzer::abandon`]). Its
+    /// objects are closed before the link's connect.
     fn refused(
         &mut self,
         a_adapter: Adapter,
-        a: &Side,
+        sides: (&Side, &Side),
         incoming: &Arc<Signal>,
         ends: (SockAddrIn, SockAddrIn),
         read_limit: u32,
     ) -> Result<(), SetupFailed> {
-        let mut objects = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-        let result = self.refuse(a_adapter, a, incoming, (ends, read_limit), &mut objects);
-        let (mut active, mut qp, mut passive) = objects;
+        let mut objects = (
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        );
+        let result = self.refuse(a_adapter, sides, incoming, (ends, read_limit), &mut objects);
+        let (mut active, mut qp, mut passive, mut passive_qp) = objects;
         let mut pending = Vec::new();
         self.close(&mut passive, &mut pending);
         self.close(&mut active, &mut pending);
         self.close(&mut qp, &mut pending);
+        self.close(&mut passive_qp, &mut pending);
         if self.wait_closes(pending) {
             result
         } else {
@@ -513,10 +525,10 @@ impl Fuzzer<'_> {
     fn refuse(
         &mut self,
         a_adapter: Adapter,
-        a: &Side,
+        (a, b): (&Side, &Side),
         incoming: &Arc<Signal>,
         (ends, read_limit): ((SockAddrIn, SockAddrIn), u32),
-        objects: &mut (*mut NdkConnector, *mut NdkQp, *mut NdkConnector),
+        objects: &mut Turned,
     ) -> Result<(), SetupFailed> {
         let adapter = a_adapter.ptr();
         // SAFETY: a live adapter and an out-pointer; `create` keeps the
@@ -578,6 +590,9 @@ impl Fuzzer<'_> {
         let answer: Vec<u8> = (0..self.rng.below(u64::from(info.max_callee_data) + 1))
             .map(|_| self.rng.next() as u8)
             .collect();
+        if self.rng.chance(50) {
+            return self.abandon(b, objects, (status, &connected), read_limit, &answer);
+        }
         // SAFETY: a live connector; the private data is valid for the call.
         let rejected = unsafe {
             (table(passive).ndk_reject)(passive, answer.as_ptr().cast(), answer.len() as u32)
@@ -593,6 +608,68 @@ impl Fuzzer<'_> {
             ))),
             None => Err(SetupFailed(
                 "NdkConnect turned down by NdkReject never completed".into(),
+            )),
+        }
+    }
+
+    /// The other way a request is turned down (N16): the passive side
+    /// accepts it with a QP of its own on side `b`'s PD and `answer` as its
+    /// private data; once the connect completed, the active side rejects
+    /// the connection instead of completing it (`STATUS_SUCCESS`), and the
+    /// Accept then completes `STATUS_CONNECTION_ABORTED`.
+    fn abandon(
+        &mut self,
+        b: &Side,
+        objects: &mut Turned,
+        (status, connected): (NtStatus, &Arc<Signal>),
+        read_limit: u32,
+        answer: &[u8],
+    ) -> Result<(), SetupFailed> {
+        objects.3 = self.create_qp(
+            (b.pd, b.cq),
+            0,
+            Receives::Own { depth: 1, sge: 1 },
+            (1, 1, 0),
+        )?;
+        let (active, passive, qp) = (objects.0, objects.2, objects.3);
+        // Both may be called as late as the connectors' close.
+        let (accepted, disconnects) = (Signal::new(), Signal::new());
+        keep(&accepted);
+        keep(&disconnects);
+        // SAFETY: a live connector and QP; the private data is valid for
+        // the call; both signals are kept for ever.
+        let accept = unsafe {
+            (table(passive).ndk_accept)(
+                passive,
+                qp,
+                read_limit,
+                read_limit,
+                answer.as_ptr().cast(),
+                answer.len() as u32,
+                Some(on_event),
+                disconnects.ctx(),
+                Some(on_status),
+                accepted.ctx(),
+            )
+        };
+        self.call("NdkAccept", accept);
+        if accept != STATUS_PENDING {
+            self.expect("NdkAccept", accept)?;
+        }
+        // The connect completes successfully: the peer accepted (N13).
+        self.settle("NdkConnect", status, connected)?;
+        // SAFETY: a live connector whose connect completed; no private data.
+        let rejected = unsafe { (table(active).ndk_reject)(active, ptr::null(), 0) };
+        self.call("NdkReject", rejected);
+        self.expect("NdkReject", rejected)?;
+        match self.finish("NdkAccept", accept, &accepted) {
+            Some((STATUS_CONNECTION_ABORTED, _)) => Ok(()),
+            Some((other, _)) => Err(SetupFailed(format!(
+                "NdkAccept abandoned by the active side's NdkReject completed with {:#010x}, not STATUS_CONNECTION_ABORTED (N16)",
+                other.cast_unsigned()
+            ))),
+            None => Err(SetupFailed(
+                "NdkAccept abandoned by the active side's NdkReject never completed".into(),
             )),
         }
     }
