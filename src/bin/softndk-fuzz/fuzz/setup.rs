@@ -599,16 +599,27 @@ impl Fuzzer<'_> {
         };
         self.call("NdkReject", rejected);
         self.expect("NdkReject", rejected)?;
-        let outcome = self.finish("NdkConnect", status, &connected);
-        match outcome {
-            Some((STATUS_CONNECTION_REFUSED, _)) => Ok(()),
+        self.ends_with(
+            ("NdkConnect turned down by NdkReject", status, &connected),
+            STATUS_CONNECTION_REFUSED,
+        )
+    }
+
+    /// That the request `what`, which returned `returned`, completed on
+    /// `signal` with `expected` (N16), else why not.
+    fn ends_with(
+        &mut self,
+        (what, returned, signal): (&str, NtStatus, &Arc<Signal>),
+        expected: NtStatus,
+    ) -> Result<(), SetupFailed> {
+        match self.finish(what, returned, signal) {
+            Some((status, _)) if status == expected => Ok(()),
             Some((other, _)) => Err(SetupFailed(format!(
-                "NdkConnect turned down by NdkReject completed with {:#010x}, not STATUS_CONNECTION_REFUSED (N16)",
-                other.cast_unsigned()
+                "{what} completed with {:#010x}, not {:#010x} (N16)",
+                other.cast_unsigned(),
+                expected.cast_unsigned()
             ))),
-            None => Err(SetupFailed(
-                "NdkConnect turned down by NdkReject never completed".into(),
-            )),
+            None => Err(SetupFailed(format!("{what} never completed"))),
         }
     }
 
@@ -662,16 +673,14 @@ impl Fuzzer<'_> {
         let rejected = unsafe { (table(active).ndk_reject)(active, ptr::null(), 0) };
         self.call("NdkReject", rejected);
         self.expect("NdkReject", rejected)?;
-        match self.finish("NdkAccept", accept, &accepted) {
-            Some((STATUS_CONNECTION_ABORTED, _)) => Ok(()),
-            Some((other, _)) => Err(SetupFailed(format!(
-                "NdkAccept abandoned by the active side's NdkReject completed with {:#010x}, not STATUS_CONNECTION_ABORTED (N16)",
-                other.cast_unsigned()
-            ))),
-            None => Err(SetupFailed(
-                "NdkAccept abandoned by the active side's NdkReject never completed".into(),
-            )),
-        }
+        self.ends_with(
+            (
+                "NdkAccept abandoned by the active side's NdkReject",
+                accept,
+                &accepted,
+            ),
+            STATUS_CONNECTION_ABORTED,
+        )
     }
 
     /// Opens a link between two random adapters; `None` when set-up failed
