@@ -368,26 +368,12 @@ impl Fuzzer<'_> {
         let status = self.start_connect(a.connector, a.qp, ends, read_limit, &[], &connected)?;
         b.connector = self.connect_event(incoming, status, &connected)?;
         let accepted = Signal::new();
-        // SAFETY: live objects; the disconnect signal and `accepted` are kept
-        // as long as the provider may call them.
-        let accept = unsafe {
-            (table(b.connector).ndk_accept)(
-                b.connector,
-                b.qp,
-                read_limit,
-                read_limit,
-                ptr::null(),
-                0,
-                Some(on_event),
-                b.disconnects.ctx(),
-                Some(on_status),
-                accepted.ctx(),
-            )
-        };
-        self.call("NdkAccept", accept);
-        if accept != STATUS_PENDING {
-            self.expect("NdkAccept", accept)?;
-        }
+        let accept = self.start_accept(
+            (b.connector, b.qp),
+            read_limit,
+            &[],
+            (&b.disconnects, &accepted),
+        )?;
         // From here a failure leaves the accept pending: its completion
         // comes when the connector closes, so its context must outlive that.
         self.settle("NdkConnect", status, &connected)
@@ -441,6 +427,41 @@ impl Fuzzer<'_> {
         self.call("NdkConnect", status);
         if status != STATUS_PENDING {
             self.expect("NdkConnect", status)?;
+        }
+        Ok(status)
+    }
+
+    /// `NdkAccept` of the passive `connector` with `qp` and `data` as its
+    /// private data; what it returned (a failure other than pending already
+    /// judged). Its disconnect indications come on `signals.0`, its
+    /// completion on `signals.1`: the caller keeps both as long as the
+    /// provider may call them.
+    fn start_accept(
+        &mut self,
+        (connector, qp): (*mut NdkConnector, *mut NdkQp),
+        read_limit: u32,
+        data: &[u8],
+        (disconnects, accepted): (&Arc<Signal>, &Arc<Signal>),
+    ) -> Result<NtStatus, SetupFailed> {
+        // SAFETY: a live connector and QP; the private data is valid for the
+        // call; the caller keeps both signals (see above).
+        let status = unsafe {
+            (table(connector).ndk_accept)(
+                connector,
+                qp,
+                read_limit,
+                read_limit,
+                data.as_ptr().cast(),
+                data.len() as u32,
+                Some(on_event),
+                disconnects.ctx(),
+                Some(on_status),
+                accepted.ctx(),
+            )
+        };
+        self.call("NdkAccept", status);
+        if status != STATUS_PENDING {
+            self.expect("NdkAccept", status)?;
         }
         Ok(status)
     }
@@ -647,26 +668,8 @@ impl Fuzzer<'_> {
         let (accepted, disconnects) = (Signal::new(), Signal::new());
         keep(&accepted);
         keep(&disconnects);
-        // SAFETY: a live connector and QP; the private data is valid for
-        // the call; both signals are kept for ever.
-        let accept = unsafe {
-            (table(passive).ndk_accept)(
-                passive,
-                qp,
-                read_limit,
-                read_limit,
-                answer.as_ptr().cast(),
-                answer.len() as u32,
-                Some(on_event),
-                disconnects.ctx(),
-                Some(on_status),
-                accepted.ctx(),
-            )
-        };
-        self.call("NdkAccept", accept);
-        if accept != STATUS_PENDING {
-            self.expect("NdkAccept", accept)?;
-        }
+        let accept =
+            self.start_accept((passive, qp), read_limit, answer, (&disconnects, &accepted))?;
         // The connect completes successfully: the peer accepted (N13).
         self.settle("NdkConnect", status, connected)?;
         // SAFETY: a live connector whose connect completed; no private data.
