@@ -183,8 +183,7 @@ impl Fuzzer<'_> {
             self.out.notifications += side.notes.count.load(Ordering::SeqCst);
             self.out.srq_notifications += side.srq_notes.count.load(Ordering::SeqCst);
             if closed {
-                self.graveyard.push_back(Arc::clone(&side.notes));
-                side.notes.closed.store(true, Ordering::SeqCst);
+                self.bury(Arc::clone(&side.notes));
                 self.bury(Arc::clone(&side.srq_notes));
             }
             if let Some(buffer) = side.buffer.take() {
