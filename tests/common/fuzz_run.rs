@@ -53,6 +53,12 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.srq_sides > 0 && outcome.srq_notifications > 0,
         "{outcome:?}"
     );
+    // Some links' two QPs shared one SRQ, and a receive posted through one
+    // side was taken by the other side's QP (Q3).
+    assert!(
+        outcome.shared_srqs > 0 && outcome.srq_crossed > 0,
+        "{outcome:?}"
+    );
     // Strict links (none under injected faults) had their entries judged,
     // and the bytes of their receives compared with the Sends'.
     assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");

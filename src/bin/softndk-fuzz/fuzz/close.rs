@@ -125,12 +125,17 @@ impl Fuzzer<'_> {
         }
         // L21: with the QPs closed, every request has its entry, but for
         // receives still in an SRQ (E4: the QP's end leaves them there;
-        // the SRQ's close drops them).
+        // the SRQ's close drops them). Both CQs first: on a shared link an
+        // entry on one may be for a receive posted through the other side.
+        for i in 0..2 {
+            if !link.sides[i].cq.is_null() {
+                self.drain(&mut link, i);
+            }
+        }
         for i in 0..2 {
             if link.sides[i].cq.is_null() {
                 continue;
             }
-            self.drain(&mut link, i);
             let left: Vec<Post> = link.sides[i]
                 .outstanding
                 .drain()
@@ -160,6 +165,8 @@ impl Fuzzer<'_> {
             let side = &mut link.sides[what / 5];
             match what % 5 {
                 0 => self.close(&mut side.mw, &mut pending),
+                // Side 0 closes the PD and the SRQ side 1 borrowed.
+                3 | 4 if side.borrowed => (side.pd, side.srq) = (ptr::null_mut(), ptr::null_mut()),
                 4 => self.close(&mut side.srq, &mut pending),
                 1 => {
                     let mr = side.mr;

@@ -218,9 +218,8 @@ impl<'a> Fuzzer<'a> {
         // possibly full, reap instead of posting (but now and then post
         // anyway, so that overflows (E10) are exercised too; never on a
         // strict link).
-        let side = &link.sides[i];
         if choice < 620
-            && side.outstanding.len() >= side.cq_depth as usize
+            && link.cq_held(i) >= link.sides[i].cq_depth as usize
             && (link.strict || !self.rng.chance(2))
         {
             choice = 620;

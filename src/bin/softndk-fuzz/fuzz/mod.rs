@@ -9,8 +9,10 @@
 //! A run opens `adapters` adapters (fabric, or iWARP over TCP on 127.0.0.x)
 //! and starts `threads` threads. Each thread owns its links — two QPs
 //! connected through a listener and two connectors, each side with its own
-//! CQ, PD, registered MR and MW — so the consumer's serialisation rules (C1,
-//! P2) hold; the adapters and their devices are shared. A thread draws every
+//! CQ, PD, registered MR and MW (or, on some links with both sides on one
+//! adapter, one PD and one SRQ for both QPs: [`objects::Link::shared`]) —
+//! so the consumer's serialisation rules (C1, P2) hold; the adapters and
+//! their devices are shared. A thread draws every
 //! choice from its own generator (seeded from the run's seed and its
 //! number): posts (Send, SendAndInvalidate, Receive, Write, Read, Bind,
 //! Invalidate) with valid or invalid SGEs, tokens, addresses, SGE counts and
@@ -201,6 +203,11 @@ pub struct Outcome {
     pub srq_sides: u64,
     /// SRQ notifications delivered (Q4).
     pub srq_notifications: u64,
+    /// Links whose two QPs took their receives from one SRQ (Q3).
+    pub shared_srqs: u64,
+    /// Receives posted to a shared SRQ through one side and taken by the
+    /// other side's QP (their entries came on its CQ, Q2, Q3).
+    pub srq_crossed: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -224,6 +231,8 @@ impl Outcome {
         self.notifications += other.notifications;
         self.srq_sides += other.srq_sides;
         self.srq_notifications += other.srq_notifications;
+        self.shared_srqs += other.shared_srqs;
+        self.srq_crossed += other.srq_crossed;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

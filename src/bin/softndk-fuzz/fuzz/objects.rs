@@ -363,6 +363,10 @@ pub(super) fn cut(
 }
 
 /// One side of a link.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one side: its MR registered, its PD borrowed, its window's state"
+)]
 pub(super) struct Side {
     pub(super) adapter: usize,
     pub(super) cq: *mut NdkCq,
@@ -374,6 +378,9 @@ pub(super) struct Side {
     pub(super) srq: *mut NdkSrq,
     /// The SRQ's notifications (Q4, Q5).
     pub(super) srq_notes: Arc<Signal>,
+    /// The PD and the SRQ are side 0's: on a link whose two QPs share one
+    /// SRQ ([`Link::shared`]), side 1 uses them and side 0 closes them.
+    pub(super) borrowed: bool,
     pub(super) qp_ctx: usize,
     pub(super) receive_sge: u32,
     pub(super) initiator_sge: u32,
@@ -446,6 +453,7 @@ impl Side {
             qp: ptr::null_mut(),
             srq: ptr::null_mut(),
             srq_notes: Signal::new(),
+            borrowed: false,
             qp_ctx: 0,
             receive_sge: 1,
             initiator_sge: 1,
@@ -591,6 +599,82 @@ impl Link {
     /// fuzzer has not ended.
     pub(super) fn judged(&self) -> bool {
         self.strict && !self.ended
+    }
+
+    /// Whether its two QPs take their receives from one SRQ (both sides on
+    /// one adapter, in one PD; never strict: either QP may take any of the
+    /// SRQ's receives, Q3, so no queue order or byte count is owed to one
+    /// side).
+    pub(super) fn shared(&self) -> bool {
+        self.sides[1].borrowed
+    }
+
+    /// The receives a Send from side `i` may find: the peer's, or on a
+    /// [`shared`](Self::shared) link every receive of the SRQ, whichever
+    /// side posted it.
+    pub(super) fn credits_for(&self, i: usize) -> u64 {
+        if self.shared() {
+            self.sides[0].credits + self.sides[1].credits
+        } else {
+            self.sides[1 - i].credits
+        }
+    }
+
+    /// A Send from side `i` was accepted: one receive fewer to find.
+    pub(super) fn take_credit(&mut self, i: usize) {
+        let from = if self.shared() && self.sides[1 - i].credits == 0 {
+            i
+        } else {
+            1 - i
+        };
+        self.sides[from].credits = self.sides[from].credits.saturating_sub(1);
+    }
+
+    /// Where the outstanding post `context`, whose entry came on side
+    /// `i`'s CQ, was recorded: side `i`, or on a [`shared`](Self::shared)
+    /// link the other side for an SRQ receive posted through it (the QP
+    /// that takes a receive reports it on its own CQ with its own context,
+    /// Q2). `None` when neither has it.
+    pub(super) fn poster(&self, i: usize, context: usize) -> Option<usize> {
+        if self.sides[i].outstanding.contains_key(&context) {
+            return Some(i);
+        }
+        let other = &self.sides[1 - i].outstanding;
+        (self.shared() && other.get(&context).is_some_and(|p| p.what == SRQ_RECEIVE))
+            .then_some(1 - i)
+    }
+
+    /// The entries side `i`'s CQ may hold: one for each request posted
+    /// through side `i` and not yet reaped, and on a
+    /// [`shared`](Self::shared) link one for each such SRQ receive posted
+    /// through the other side too.
+    pub(super) fn cq_held(&self, i: usize) -> usize {
+        let crossing = if self.shared() {
+            self.sides[1 - i]
+                .outstanding
+                .values()
+                .filter(|post| post.what == SRQ_RECEIVE)
+                .count()
+        } else {
+            0
+        };
+        self.sides[i].outstanding.len() + crossing
+    }
+
+    /// The receives posted to side `i`'s SRQ and not yet reaped (on a
+    /// [`shared`](Self::shared) link, through either side): never fewer
+    /// than the SRQ holds.
+    pub(super) fn srq_held(&self, i: usize) -> usize {
+        let sides: &[Side] = if self.shared() {
+            &self.sides
+        } else {
+            core::slice::from_ref(&self.sides[i])
+        };
+        sides
+            .iter()
+            .flat_map(|side| side.outstanding.values())
+            .filter(|post| post.what == SRQ_RECEIVE)
+            .count()
     }
 }
 

@@ -220,7 +220,7 @@ impl Fuzzer<'_> {
     }
 
     pub(super) fn send(&mut self, link: &mut Link, i: usize, invalidate: bool) {
-        if link.sides[1 - i].credits == 0 && !self.invalid() {
+        if link.credits_for(i) == 0 && !self.invalid() {
             return;
         }
         // Invalidating no window fails at the peer and ends the connection:
@@ -294,6 +294,7 @@ impl Fuzzer<'_> {
                     .collect()
             });
             let judged = link.judged();
+            link.take_credit(i);
             let peer = &mut link.sides[1 - i];
             if judged {
                 // The Writes posted before this Send land before it.
@@ -303,7 +304,6 @@ impl Fuzzer<'_> {
                     writes,
                 });
             }
-            peer.credits = peer.credits.saturating_sub(1);
             if invalidate && !noisy {
                 peer.window = None;
                 peer.window_retired = link.strict;

@@ -60,7 +60,10 @@ impl Fuzzer<'_> {
     /// [`Fuzzer::reap`], which reports it.
     fn judge_type(&mut self, link: &Link, i: usize, result: &NdkResult, kind: NdkOperationType) {
         let context = result.request_context.addr();
-        let Some(post) = link.sides[i].outstanding.get(&context) else {
+        let Some(post) = link
+            .poster(i, context)
+            .and_then(|at| link.sides[at].outstanding.get(&context))
+        else {
             return;
         };
         let allowed: &[NdkOperationType] = match post.what {
@@ -96,7 +99,7 @@ impl Fuzzer<'_> {
     pub(super) fn resize_cq(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
         let cq = side.cq;
-        let held = side.outstanding.len();
+        let held = link.cq_held(i);
         let too_deep = self.invalid();
         // A strict link keeps room for every request it has outstanding (a
         // CQ smaller than that may overflow, E10, as the consumer's fault).
@@ -149,14 +152,20 @@ impl Fuzzer<'_> {
                 result.status.cast_unsigned()
             );
         }
-        let side = &mut link.sides[i];
-        let Some(post) = side.outstanding.remove(&context) else {
+        let at = link.poster(i, context);
+        if at.is_some_and(|at| at != i) {
+            // An SRQ receive posted through the other side, taken by this
+            // side's QP (Q3).
+            self.out.srq_crossed += 1;
+        }
+        let Some(post) = at.and_then(|at| link.sides[at].outstanding.remove(&context)) else {
             self.finding(&format!(
                 "a CQ entry (status {:#010x}) for request context {context:#x}, which has no outstanding post: a duplicate or a stray (P6)",
                 result.status.cast_unsigned()
             ));
             return;
         };
+        let side = &mut link.sides[i];
         if result.qp_context.addr() != qp_ctx {
             self.finding(&format!(
                 "{} posted at call {}: its entry carries QP context {:#x}, not {qp_ctx:#x} (P21)",
@@ -412,11 +421,7 @@ impl Fuzzer<'_> {
         if srq.is_null() {
             return;
         }
-        let held = side
-            .outstanding
-            .values()
-            .filter(|post| post.what == SRQ_RECEIVE)
-            .count();
+        let held = link.srq_held(i);
         let too_deep = self.invalid();
         let depth = if too_deep {
             u32::MAX
@@ -451,7 +456,10 @@ impl Fuzzer<'_> {
                 status.cast_unsigned()
             ));
         } else if status == STATUS_SUCCESS && depth != 0 {
-            link.sides[i].depths.0 = depth;
+            let sharing = if link.shared() { 0..2 } else { i..i + 1 };
+            for j in sharing {
+                link.sides[j].depths.0 = depth;
+            }
         }
     }
 

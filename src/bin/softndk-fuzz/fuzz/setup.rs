@@ -32,6 +32,26 @@ enum Receives {
     Srq(*mut NdkSrq),
 }
 
+/// Where a side's PD and SRQ come from.
+#[derive(Clone, Copy)]
+enum Share {
+    /// Its own PD, and by chance ([`SRQ_SIDES`]) its own SRQ.
+    No,
+    /// Its own PD and SRQ, which side 1 uses too.
+    Owner,
+    /// Side 0's PD and SRQ, of `depth` receives of up to `sge` SGEs.
+    With {
+        pd: *mut NdkPd,
+        srq: *mut NdkSrq,
+        depth: u32,
+        sge: u32,
+    },
+}
+
+/// The percentage of links whose two sides are on one adapter that share
+/// one PD and one SRQ between their QPs ([`Link::shared`]).
+const SHARED_SRQ: u64 = 30;
+
 /// The percentage of links whose listener first turns down a request of
 /// its own ([`Fuzzer::refused`]).
 const REFUSED: u64 = 10;
@@ -103,16 +123,28 @@ impl Fuzzer<'_> {
         })
     }
 
-    /// Creates a side's CQ, PD, QP, MR (registered) and MW; on a `strict`
-    /// link its buffer has [`Zones`] (four pages more, for the slots).
-    pub(super) fn open_side(&mut self, side: &mut Side, strict: bool) -> Result<(), SetupFailed> {
+    /// Creates a side's CQ, PD (unless `share` lends side 0's), QP, MR
+    /// (registered) and MW; on a `strict` link its buffer has [`Zones`]
+    /// (four pages more, for the slots).
+    fn open_side(
+        &mut self,
+        side: &mut Side,
+        strict: bool,
+        share: Share,
+    ) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
-        let receive_depth = self.rng.range(1, 16);
+        let mut receive_depth = self.rng.range(1, 16);
         let initiator_depth = self.rng.range(1, 16);
         side.receive_sge = self.rng.range(1, 4);
         side.initiator_sge = self.rng.range(1, 4);
         side.inline = if self.rng.chance(50) { 0 } else { 64 };
+        if let Share::With { depth, sge, .. } = share {
+            // The CQ has room for every receive of the SRQ too, and the
+            // receives posted through this side fit the SRQ.
+            receive_depth = depth;
+            side.receive_sge = sge;
+        }
         // Room for every entry both queues can have outstanding, so that the
         // CQ never overflows.
         let depth = receive_depth + initiator_depth + self.rng.range(0, 8);
@@ -136,17 +168,24 @@ impl Fuzzer<'_> {
                 out,
             )
         })?;
-        // SAFETY: as above.
-        side.pd = self.create("NdkCreatePd", |done, out| unsafe {
-            (d.ndk_create_pd)(adapter, Some(on_create), done, out)
-        })?;
+        if let Share::With { pd, srq, .. } = share {
+            (side.pd, side.srq, side.borrowed) = (pd, srq, true);
+            self.out.srq_sides += 1;
+        } else {
+            // SAFETY: as above.
+            side.pd = self.create("NdkCreatePd", |done, out| unsafe {
+                (d.ndk_create_pd)(adapter, Some(on_create), done, out)
+            })?;
+        }
 
         let (pd, cq) = (side.pd, side.cq);
         let pdd = table(pd);
         side.qp_ctx = self.context();
         let (receive_sge, initiator_sge, inline) =
             (side.receive_sge, side.initiator_sge, side.inline);
-        if self.rng.chance(SRQ_SIDES) {
+        if matches!(share, Share::Owner)
+            || (matches!(share, Share::No) && self.rng.chance(SRQ_SIDES))
+        {
             // Q4: a threshold (0: unarmed) at or below the depth, so that
             // the notification comes once the queue runs low.
             let threshold = self.rng.range(0, receive_depth);
@@ -691,6 +730,7 @@ impl Fuzzer<'_> {
     pub(super) fn open_link(&mut self) -> Option<Link> {
         let a = self.rng.index(self.adapters.len());
         let b = self.rng.index(self.adapters.len());
+        let shared = a == b && self.rng.chance(SHARED_SRQ);
         let noise = if self.rng.chance(60) {
             0
         } else {
@@ -701,6 +741,7 @@ impl Fuzzer<'_> {
             id: self.at_link,
             disconnected: false,
             strict: noise == 0
+                && !shared
                 && (self.config.faults.is_none()
                     || self.config.oracle_check == OracleCheck::StrictUnderFaults)
                 && self.rng.chance(50),
@@ -713,8 +754,18 @@ impl Fuzzer<'_> {
         };
         let mut result = Ok(());
         for i in 0..2 {
+            let share = match (shared, &link.sides[0]) {
+                (false, _) => Share::No,
+                (true, _) if i == 0 => Share::Owner,
+                (true, owner) => Share::With {
+                    pd: owner.pd,
+                    srq: owner.srq,
+                    depth: owner.depths.0,
+                    sge: owner.receive_sge,
+                },
+            };
             let mut side = std::mem::replace(&mut link.sides[i], Side::new(0));
-            result = self.open_side(&mut side, link.strict);
+            result = self.open_side(&mut side, link.strict, share);
             link.sides[i] = side;
             if result.is_err() {
                 break;
@@ -734,6 +785,7 @@ impl Fuzzer<'_> {
         match result {
             Ok(()) => {
                 self.out.links += 1;
+                self.out.shared_srqs += u64::from(shared);
                 Some(link)
             }
             Err(SetupFailed(text)) => {
