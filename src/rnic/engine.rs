@@ -360,7 +360,13 @@ fn send(
     }
     let mut few = [Sge::default(); FEW_RECV_SGE];
     let mut many = None;
-    let recv = match peer.take_receive_into(&mut few, &mut many) {
+    let taken = peer.take_receive_into(&mut few, &mut many);
+    if taken.is_err() {
+        // A close of the peer may wait on the take that backed off
+        // (`Qp::take_with`); no lock is held here.
+        peer.notify_quiescent();
+    }
+    let recv = match taken {
         Ok(taken) => taken,
         // The Send waits: the peer's next receive kicks this runner again.
         Err(NoReceive::Empty) => return None,

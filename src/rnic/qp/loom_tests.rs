@@ -265,6 +265,52 @@ mod srq {
         });
     }
 
+    /// A QP taking its receives from an empty SRQ closes while its peer's
+    /// Send, on another thread, looks for a receive there: the close
+    /// completes (L18, L21), and the Send ends once, cancelled. The Send's
+    /// look counts itself on the QP before it reads the QP's state (so that
+    /// a close sees it or makes it back off); when it backed off after the
+    /// close had seen the count and gone pending, nobody finished the close:
+    /// it waited for ever (found by the fuzzer on the deferred engine).
+    #[test]
+    fn test_loom_srq_qp_close_racing_the_peers_send_completes_rule_l18_l21() {
+        bounded(|| {
+            let device = Device::new(limits(), EngineMode::Inline).unwrap();
+            let pd = Pd::new(&device).unwrap();
+            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
+            let srq = Srq::new(&pd, 2, 1, 0, None).unwrap();
+            let attached = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
+            let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
+            qp::connect(&attached, &peer, (1, 1), (1, 1)).unwrap();
+            let sender = {
+                let peer = Arc::clone(&peer);
+                loom::thread::spawn(move || {
+                    peer.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
+                        .unwrap();
+                })
+            };
+            let closed = Arc::new(AtomicUsize::new(0));
+            let finish = {
+                let closed = Arc::clone(&closed);
+                Box::new(move || {
+                    closed.fetch_add(1, Ordering::SeqCst);
+                })
+            };
+            if attached.close_with(finish) == crate::rnic::mr::Progress::Done {
+                closed.fetch_add(1, Ordering::SeqCst);
+            }
+            sender.join().unwrap();
+            assert_eq!(closed.load(Ordering::SeqCst), 1, "the close completed once");
+            let sends: Vec<_> = drain(&cq)
+                .iter()
+                .filter(|c| c.request_context == 30)
+                .map(|c| c.status)
+                .collect();
+            assert_eq!(sends, [WcStatus::Cancelled], "the Send ends once");
+            drop(peer);
+        });
+    }
+
     /// Counts the SRQ's notifications.
     #[derive(Default)]
     struct Count(AtomicUsize);

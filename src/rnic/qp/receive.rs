@@ -208,6 +208,13 @@ impl Qp {
     /// that its close does not complete before that entry is in the CQ
     /// (L21, P6). (The iWARP receive side takes receives on the stream's
     /// thread, concurrently with the consumer's close.)
+    ///
+    /// A take from an SRQ counts itself before it reads the QP's state, so
+    /// a close sees the count or makes the take back off; a close that saw
+    /// the count of a take that then backed off has gone pending with
+    /// nothing left to finish it. So a caller that gets an `Err` calls
+    /// [`Qp::notify_quiescent`] once it holds no lock (the close completion
+    /// is the consumer's callback, I4).
     fn take_with<R>(&self, copy_out: impl FnOnce(TakenFrom<'_>) -> R) -> Result<R, NoReceive> {
         if let Some(srq) = &self.srq {
             // Counted before the state is read: a close that changes the
@@ -218,6 +225,8 @@ impl Qp {
             } else {
                 Err(NoReceive::Gone)
             };
+            // Backing off: a close that saw the count may have gone
+            // pending on it; the caller finishes it (see above).
             if taken.is_err() {
                 self.taken.fetch_sub(1, Ordering::SeqCst);
             }

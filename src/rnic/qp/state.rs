@@ -162,7 +162,7 @@ impl Qp {
     }
 
     /// Runs a pending `close_with` callback once the QP is quiet.
-    pub(super) fn notify_quiescent(&self) {
+    pub(crate) fn notify_quiescent(&self) {
         let finish = {
             let mut slot = self.quiesced.lock();
             if slot.is_none() || !self.is_quiescent() {

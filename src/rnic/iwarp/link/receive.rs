@@ -90,6 +90,9 @@ impl Link {
         }
         if outcome.fail {
             qp.terminate();
+            // A close may wait on a receive's take that backed off
+            // (`Qp::take_with`), under the lock now released.
+            qp.notify_quiescent();
         } else if outcome.kick {
             qp.kick();
         }
