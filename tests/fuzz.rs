@@ -195,13 +195,13 @@ fn fuzz_strict_receives_report_bytes_the_send_did_not_carry() {
     });
     assert!(outcome.data_checked > 0, "{outcome:?}");
     // Only the changed bytes are reported: each past the message that the
-    // receive took (inside it, the placement wrote over the change).
+    // receive (of the QP's queue or its SRQ) took (inside it, the placement wrote over the change).
     assert!(!outcome.findings.is_empty(), "no data finding: {outcome:?}");
     assert!(
         outcome
             .findings
             .iter()
-            .all(|finding| finding.contains("NdkReceive posted") && finding.contains("past the")),
+            .all(|finding| finding.contains("Receive posted") && finding.contains("past the")),
         "{outcome:?}"
     );
 }

@@ -59,6 +59,13 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.shared_srqs > 0 && outcome.srq_crossed > 0,
         "{outcome:?}"
     );
+    // Fast-register MRs were mapped (M16) and used, locally and by the
+    // peer, with LAM pages under the privileged token (M27); rule-breaking
+    // FastRegisters and Invalidates were refused or failed.
+    assert!(
+        outcome.fast_registered > 0 && outcome.fast_named > 0 && outcome.doomed_failed > 0,
+        "{outcome:?}"
+    );
     // Strict links (none under injected faults) had their entries judged,
     // and the bytes of their receives compared with the Sends'.
     assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");

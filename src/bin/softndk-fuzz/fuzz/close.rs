@@ -158,13 +158,34 @@ impl Fuzzer<'_> {
             }
         }
         // The rest, in a random order.
-        let mut order = [0_usize, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let mut order: [usize; 14] = std::array::from_fn(|n| n);
         self.shuffle(&mut order);
         let mut pending = Vec::new();
         for what in order {
-            let side = &mut link.sides[what / 5];
-            match what % 5 {
+            let side = &mut link.sides[what / 7];
+            match what % 7 {
                 0 => self.close(&mut side.mw, &mut pending),
+                5 => {
+                    if let Some(fast) = &mut side.fast {
+                        self.close(&mut fast.mr, &mut pending);
+                    }
+                }
+                // M32: once every request that used it completed (the
+                // QPs' closes did); else the device may still use it.
+                6 => {
+                    let adapter = self.adapters[side.adapter].ptr();
+                    if let Some(fast) = &mut side.fast
+                        && let Some(mut lam) = fast.lam.take()
+                    {
+                        if closed {
+                            // SAFETY: a live adapter and a LAM it built.
+                            unsafe { (table(adapter).ndk_release_lam)(adapter, lam.ptr()) };
+                            self.call("NdkReleaseLam", STATUS_SUCCESS);
+                        } else {
+                            std::mem::forget(lam);
+                        }
+                    }
+                }
                 // Side 0 closes the PD and the SRQ side 1 borrowed.
                 3 | 4 if side.borrowed => (side.pd, side.srq) = (ptr::null_mut(), ptr::null_mut()),
                 4 => self.close(&mut side.srq, &mut pending),

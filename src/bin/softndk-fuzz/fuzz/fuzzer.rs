@@ -230,8 +230,9 @@ impl<'a> Fuzzer<'a> {
             350..=379 => self.send(&mut link, i, true),
             380..=479 => self.rdma(&mut link, i, false),
             480..=569 => self.rdma(&mut link, i, true),
-            570..=599 => self.bind(&mut link, i),
-            600..=619 => self.invalidate(&mut link, i),
+            570..=594 => self.bind(&mut link, i),
+            595..=609 => self.fast_register(&mut link, i),
+            610..=619 => self.invalidate(&mut link, i),
             870..=879 => self.resize_cq(&mut link, i),
             620..=869 => {
                 let room = if choice == 620 {

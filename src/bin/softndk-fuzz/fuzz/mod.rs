@@ -15,7 +15,7 @@
 //! their devices are shared. A thread draws every
 //! choice from its own generator (seeded from the run's seed and its
 //! number): posts (Send, SendAndInvalidate, Receive, Write, Read, Bind,
-//! Invalidate) with valid or invalid SGEs, tokens, addresses, SGE counts and
+//! FastRegister, Invalidate) with valid or invalid SGEs, tokens, addresses, SGE counts and
 //! flags, polls, arms, flushes, disconnects, and closes of whole links in a
 //! random order.
 //!
@@ -203,6 +203,14 @@ pub struct Outcome {
     pub srq_sides: u64,
     /// SRQ notifications delivered (Q4).
     pub srq_notifications: u64,
+    /// FastRegisters that completed successfully (M16).
+    pub fast_registered: u64,
+    /// Requests whose SGEs or remote address named a fast-registered
+    /// region or a LAM page under the privileged token (M27).
+    pub fast_named: u64,
+    /// Requests breaking a rule (FastRegisters and Invalidates of a
+    /// fast-register MR) that were refused inline or failed, as they must.
+    pub doomed_failed: u64,
     /// Links whose two QPs took their receives from one SRQ (Q3).
     pub shared_srqs: u64,
     /// Receives posted to a shared SRQ through one side and taken by the
@@ -232,6 +240,9 @@ impl Outcome {
         self.srq_sides += other.srq_sides;
         self.srq_notifications += other.srq_notifications;
         self.shared_srqs += other.shared_srqs;
+        self.fast_registered += other.fast_registered;
+        self.fast_named += other.fast_named;
+        self.doomed_failed += other.doomed_failed;
         self.srq_crossed += other.srq_crossed;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());

@@ -6,9 +6,9 @@ use std::ptr;
 use std::sync::Arc;
 
 use softndk::abi::{
-    AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener, NdkMr,
-    NdkMw, NdkOperationType, NdkPd, NdkQp, NdkResult, NdkResultEx, NdkSge, NdkSrq, PAGE_SIZE,
-    STATUS_SUCCESS, SockAddrIn,
+    AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener,
+    NdkLogicalAddressMapping, NdkMr, NdkMw, NdkOperationType, NdkPd, NdkQp, NdkResult, NdkResultEx,
+    NdkSge, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -158,6 +158,15 @@ impl Buffer {
         }
     }
 
+    /// Whether the `len` bytes at `address` are memory of the buffer or
+    /// its guards: what an INLINE request may name (the provider reads its
+    /// SGEs' addresses as pointers, P12, whatever their token says).
+    pub(super) fn holds(&self, address: u64, len: u32) -> bool {
+        let start = self.storage.as_ptr().expose_provenance() as u64;
+        let end = start + self.storage.len() as u64;
+        address >= start && address.saturating_add(u64::from(len)) <= end
+    }
+
     /// Whether every guard byte still holds its value.
     pub(super) fn guards_intact(&self) -> bool {
         let (before, rest) = self.storage.split_at(self.start);
@@ -183,6 +192,8 @@ pub(super) fn is_receive(what: &str) -> bool {
 /// survives the QP's flush, disconnect and close (E4) and is owed no entry
 /// once the QP is closed: the SRQ's close drops what it still holds.
 pub(super) const SRQ_RECEIVE: &str = "NdkSrqReceive";
+/// The name of a FastRegister post.
+pub(super) const FAST_REGISTER: &str = "NdkFastRegister";
 
 /// [`queue_of`] a receive.
 pub(super) const RECEIVE_QUEUE: usize = 0;
@@ -198,6 +209,72 @@ pub(super) struct Post {
     pub(super) through_window: bool,
     /// A strict link's receive: the slot its SGEs cover.
     pub(super) slot: Option<Slot>,
+    /// The rule a request breaks (a FastRegister or an Invalidate the
+    /// region cannot take): it must not succeed.
+    pub(super) doomed: Option<&'static str>,
+}
+
+/// A LAM (`NdkBuildLam`) over a side's whole buffer, in storage of its
+/// own: the `NDK_LOGICAL_ADDRESS_MAPPING` header, then one logical address
+/// a page.
+pub(super) struct Lam {
+    pub(super) storage: Vec<u64>,
+}
+
+impl Lam {
+    /// The header's 16 bytes, as 64-bit words.
+    const HEADER: usize = 2;
+
+    /// Room for a LAM of `size` bytes (`*pLAMSize`).
+    pub(super) fn new(size: u32) -> Self {
+        Self {
+            storage: vec![0; (size as usize).div_ceil(8).max(Self::HEADER)],
+        }
+    }
+
+    pub(super) fn ptr(&mut self) -> *mut NdkLogicalAddressMapping {
+        self.storage.as_mut_ptr().cast()
+    }
+
+    /// `AdapterPageCount`.
+    pub(super) fn count(&self) -> usize {
+        (self.storage[1] & 0xFFFF_FFFF) as usize
+    }
+
+    /// The logical addresses of its pages (`AdapterPageArray`).
+    pub(super) fn pages(&self) -> &[u64] {
+        let end = (Self::HEADER + self.count()).min(self.storage.len());
+        &self.storage[Self::HEADER..end]
+    }
+}
+
+/// A side's fast-register MR (M13–M17, M22, M35), the LAM its pages come
+/// from, and what the fuzzer knows of its mapping.
+pub(super) struct Fast {
+    /// The MR, created with `FastRegister` TRUE (null once closed).
+    pub(super) mr: *mut NdkMr,
+    /// The LAM of the side's buffer; `None` once released.
+    pub(super) lam: Option<Lam>,
+    /// `AdapterPageCount` the MR was initialized for (M13).
+    pub(super) pages: u32,
+    /// `RemoteAccess` at the initialization (M15).
+    pub(super) remote_access: bool,
+    /// Its tokens, read once after the initialization (M35).
+    pub(super) local_token: u32,
+    pub(super) remote_token: u32,
+    /// The PD's privileged token (M27): SGEs with it name LAM addresses.
+    pub(super) privileged: u32,
+    /// In the initiator queue's order, the MR is mapped: a FastRegister was
+    /// accepted and no Invalidate after it. A FastRegister now fails, an
+    /// Invalidate succeeds (M22); a clean link posts only those that do.
+    pub(super) mapped: bool,
+    /// A FastRegister accepted and not yet reaped: its context and the
+    /// (base, length) it maps.
+    pub(super) registering: Option<(usize, (u64, u64))>,
+    /// The mapping once its FastRegister's entry was a success, until an
+    /// Invalidate is posted: what a noisy or a clean, not strict, link's
+    /// SGEs and the peer's RDMA may name.
+    pub(super) region: Option<(u64, u64)>,
 }
 
 /// Bytes of a strict link's Send sources, at the start of each buffer.
@@ -391,6 +468,8 @@ pub(super) struct Side {
     pub(super) local_token: u32,
     pub(super) remote_token: u32,
     pub(super) mw: *mut NdkMw,
+    /// The fast-register MR, on some sides.
+    pub(super) fast: Option<Fast>,
     /// The MW's token and window (start offset, length) once a Bind was
     /// accepted; kept after an Invalidate so that stale tokens are tried.
     pub(super) window: Option<(u32, u64, u64)>,
@@ -464,6 +543,7 @@ impl Side {
             local_token: 0,
             remote_token: 0,
             mw: ptr::null_mut(),
+            fast: None,
             window: None,
             window_reads: false,
             binding: None,

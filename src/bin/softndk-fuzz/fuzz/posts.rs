@@ -3,13 +3,16 @@
 
 use std::ptr;
 
-use softndk::abi::{NdkFnRead, NdkQp, NdkSge, NtStatus, OpFlags, STATUS_PENDING, STATUS_SUCCESS};
+use softndk::abi::{
+    NdkFnRead, NdkLogicalAddress, NdkObjectHeader, NdkQp, NdkSge, NtStatus, OpFlags, PAGE_SIZE,
+    STATUS_PENDING, STATUS_SUCCESS,
+};
 
 use super::OracleCheck;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE, SRQ_RECEIVE,
-    STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
+    FAST_REGISTER, Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE,
+    SRQ_RECEIVE, STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
 };
 
 impl Fuzzer<'_> {
@@ -51,6 +54,7 @@ impl Fuzzer<'_> {
                         silent,
                         through_window: false,
                         slot: None,
+                        doomed: None,
                     },
                 )
                 .is_some()
@@ -101,6 +105,30 @@ impl Fuzzer<'_> {
             let mut length = length;
             let mut address = side.buffer.as_ref().map_or(0, |b| b.address(0)) + offset;
             let mut token = side.local_token;
+            // A side that is not strict's: now and then through its
+            // fast-registered region, or a LAM page under the PD's
+            // privileged token (M27).
+            if side.zones.is_none()
+                && let Some(fast) = &side.fast
+            {
+                if let Some((base, region)) = fast.region
+                    && self.rng.chance(15)
+                {
+                    let at = self.rng.below(region);
+                    (address, length, token) =
+                        (base + at, length.min(region - at).max(1), fast.local_token);
+                    self.out.fast_named += 1;
+                } else if let Some(lam) = &fast.lam
+                    && self.rng.chance(10)
+                {
+                    let page = PAGE_SIZE as u64;
+                    let at = self.rng.below(page);
+                    let logical = lam.pages()[self.rng.index(lam.count())];
+                    (address, length, token) =
+                        (logical + at, length.min(page - at).max(1), fast.privileged);
+                    self.out.fast_named += 1;
+                }
+            }
             if self.invalid() {
                 match self.rng.below(4) {
                     0 => token = u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
@@ -249,6 +277,7 @@ impl Fuzzer<'_> {
                 flags |= OpFlags::INLINE.bits();
             }
         }
+        inline_readable(side, flags, &mut sges);
         let qp = side.qp;
         let context = self.context();
         let (request, sgl, n_sge) = (
@@ -338,6 +367,15 @@ impl Fuzzer<'_> {
             let within = self.rng.below(window_len.max(1));
             address = base + start + within;
             room = window_len.saturating_sub(within).max(1);
+        } else if let Some(fast) = &peer.fast
+            && let Some((fast_base, region)) = fast.region
+            && !strict
+            && self.rng.chance(30)
+        {
+            // Through the peer's fast-registered region (M16, M34).
+            let within = self.rng.below(region);
+            (token, address, room) = (fast.remote_token, fast_base + within, region - within);
+            self.out.fast_named += 1;
         }
         if self.invalid() {
             match self.rng.below(3) {
@@ -380,6 +418,7 @@ impl Fuzzer<'_> {
                 left -= take;
             }
         }
+        inline_readable(side, flags, &mut sges);
         let qp = side.qp;
         let context = self.context();
         let d = table(qp);
@@ -568,7 +607,189 @@ impl Fuzzer<'_> {
         }
     }
 
+    /// `NdkFastRegister` of side `i`'s fast-register MR (M16): 1 to its
+    /// initialized page count of the LAM's pages in a random order, an FBO
+    /// below a page, a length that fits, a base of the FBO plus whole pages,
+    /// and rights it was initialized for (M15). A clean link maps only an
+    /// unmapped MR (mapping a mapped one fails the request). On a noisy
+    /// link half of those of an unmapped MR break one of M1, M13, M15 or
+    /// M16, or name a page no LAM holds (M33): such a request must not
+    /// succeed.
+    pub(super) fn fast_register(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        let Some(fast) = &side.fast else {
+            return;
+        };
+        let Some(lam) = &fast.lam else {
+            return;
+        };
+        if fast.mr.is_null() || (fast.mapped && !self.invalid()) {
+            return;
+        }
+        let page = PAGE_SIZE as u64;
+        let mut pages = lam.pages().to_vec();
+        self.shuffle(&mut pages);
+        let most = fast.pages.min(pages.len() as u32).max(1);
+        let count = self.rng.range(1, most);
+        pages.truncate(count as usize);
+        let mut fbo = self.rng.below(page);
+        let span = u64::from(count) * page - fbo;
+        let mut length = 1 + self.rng.below(span);
+        let mut base = fbo + page * self.rng.below(1 << 20);
+        let mut flags = OpFlags::empty();
+        if self.rng.chance(60) {
+            flags |= OpFlags::ALLOW_LOCAL_WRITE;
+        }
+        if fast.remote_access {
+            if self.rng.chance(60) {
+                flags |= OpFlags::ALLOW_REMOTE_READ;
+            }
+            if self.rng.chance(60) {
+                flags |= OpFlags::ALLOW_REMOTE_WRITE;
+            }
+        }
+        if self.rng.chance(10) {
+            flags |= OpFlags::DEFER;
+        }
+        let mut mr = fast.mr;
+        let mut doomed = None;
+        // Half of a noisy link's FastRegisters of an unmapped MR break one
+        // rule, so that nothing else can fail them.
+        if self.noise != 0 && !fast.mapped && self.rng.chance(50) {
+            match self.rng.below(7) {
+                0 => {
+                    // More pages than the MR was initialized for.
+                    let more = fast.pages as usize + 1 + self.rng.index(4);
+                    pages.resize(more, lam.pages()[0]);
+                    doomed = Some("M13: more pages than initialized");
+                }
+                1 => {
+                    fbo += page;
+                    base += page;
+                    doomed = Some("M16: an FBO of a page or more");
+                }
+                2 => {
+                    length = span + 1 + self.rng.below(page);
+                    doomed = Some("M16: longer than the pages after the FBO");
+                }
+                3 => {
+                    base += 1 + self.rng.below(page - 1);
+                    doomed = Some("M16: a base that is not the FBO plus whole pages");
+                }
+                4 => {
+                    let at = self.rng.index(pages.len());
+                    pages[at] = self.rng.next() | 1;
+                    doomed = Some("M33: a page no LAM holds");
+                }
+                5 if !fast.remote_access => {
+                    flags |= OpFlags::ALLOW_REMOTE_WRITE;
+                    doomed = Some("M15: remote rights on an MR initialized without");
+                }
+                _ => {
+                    mr = side.mr;
+                    doomed = Some("M1: a RegisterMr MR");
+                }
+            }
+        }
+        let qp = side.qp;
+        let context = self.context();
+        let array: Vec<NdkLogicalAddress> = pages.iter().map(|&p| p.cast_signed()).collect();
+        // SAFETY: a live QP and MR; the page array is readable during the
+        // call (the provider copies it, M16); the base is an index (M5).
+        let status = unsafe {
+            (table(qp).ndk_fast_register)(
+                qp,
+                ptr::without_provenance_mut(context),
+                mr,
+                array.len() as u32,
+                array.as_ptr(),
+                u32::try_from(fbo).unwrap_or(u32::MAX),
+                usize::try_from(length).unwrap_or(usize::MAX),
+                ptr::without_provenance_mut(usize::try_from(base).unwrap_or(0)),
+                flags.bits(),
+            )
+        };
+        self.trace_flags(flags.bits(), &[]);
+        self.posted(link, i, FAST_REGISTER, context, false, status);
+        self.doom(link, i, (context, status), doomed);
+        if status == STATUS_SUCCESS
+            && doomed.is_none()
+            && let Some(fast) = &mut link.sides[i].fast
+        {
+            fast.mapped = true;
+            fast.registering = Some((context, (base, length)));
+            fast.region = None;
+        }
+    }
+
+    /// `NdkInvalidate` of side `i`'s fast-register MR (M22): a clean link
+    /// invalidates only a mapped one; on a noisy link an unmapped one's
+    /// Invalidate must not succeed.
+    fn invalidate_fast(&mut self, link: &mut Link, i: usize) {
+        let side = &link.sides[i];
+        let Some(fast) = &side.fast else {
+            return;
+        };
+        if fast.mr.is_null() || (!fast.mapped && !self.invalid()) {
+            return;
+        }
+        let doomed = (!fast.mapped).then_some("M22: an MR with nothing mapped");
+        let mr = fast.mr;
+        let (context, status) = self.post_invalidate(link, i, mr.cast());
+        self.doom(link, i, (context, status), doomed);
+        if status == STATUS_SUCCESS
+            && let Some(fast) = &mut link.sides[i].fast
+        {
+            (fast.mapped, fast.region) = (false, None);
+        }
+    }
+
+    /// Posts an Invalidate of `target` (side `i`'s window or fast-register
+    /// MR) on side `i`'s QP, DEFER now and then; its context and inline
+    /// answer.
+    fn post_invalidate(
+        &mut self,
+        link: &mut Link,
+        i: usize,
+        target: *mut NdkObjectHeader,
+    ) -> (usize, NtStatus) {
+        let qp = link.sides[i].qp;
+        let context = self.context();
+        let flags = if self.rng.chance(10) {
+            OpFlags::DEFER.bits()
+        } else {
+            0
+        };
+        // SAFETY: a live QP, and a live MW or MR of its PD.
+        let status = unsafe {
+            (table(qp).ndk_invalidate)(qp, ptr::without_provenance_mut(context), target, flags)
+        };
+        self.posted(link, i, "NdkInvalidate", context, false, status);
+        (context, status)
+    }
+
+    /// Records that the request `context` of side `i` breaks `doomed` (if
+    /// any): refused inline it is counted now; accepted, its entry must not
+    /// be a success ([`Post::doomed`]).
+    fn doom(
+        &mut self,
+        link: &mut Link,
+        i: usize,
+        (context, status): (usize, NtStatus),
+        doomed: Option<&'static str>,
+    ) {
+        if status != STATUS_SUCCESS {
+            self.out.doomed_failed += u64::from(doomed.is_some());
+        } else if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
+            post.doomed = doomed;
+        }
+    }
+
     pub(super) fn invalidate(&mut self, link: &mut Link, i: usize) {
+        if link.sides[i].fast.is_some() && self.rng.chance(50) {
+            self.invalidate_fast(link, i);
+            return;
+        }
         let side = &link.sides[i];
         // Invalidating a window never bound fails the request and ends the
         // connection: only on a noisy link. A strict link invalidates only a
@@ -578,21 +799,23 @@ impl Fuzzer<'_> {
         {
             return;
         }
-        let (qp, mw) = (side.qp, side.mw);
-        let context = self.context();
-        let flags = if self.rng.chance(10) {
-            OpFlags::DEFER.bits()
-        } else {
-            0
-        };
-        // SAFETY: live QP and MW.
-        let status = unsafe {
-            (table(qp).ndk_invalidate)(qp, ptr::without_provenance_mut(context), mw.cast(), flags)
-        };
-        self.posted(link, i, "NdkInvalidate", context, false, status);
+        let mw = side.mw;
+        let (_, status) = self.post_invalidate(link, i, mw.cast());
         // The token is stale now; a noisy link keeps trying it.
         if status == STATUS_SUCCESS && self.noise == 0 {
             link.sides[i].window = None;
         }
+    }
+}
+
+/// With INLINE (asked for, or a noisy link's stray flag) the provider reads
+/// the SGEs' addresses as pointers (P12): a consumer names only memory it
+/// has, so the SGEs that name a fast-registered region's addresses or LAM
+/// pages (not pointers) are left out.
+fn inline_readable(side: &Side, flags: u32, sges: &mut Vec<NdkSge>) {
+    if flags & OpFlags::INLINE.bits() != 0
+        && let Some(buffer) = &side.buffer
+    {
+        sges.retain(|s| buffer.holds(s.address, s.length));
     }
 }

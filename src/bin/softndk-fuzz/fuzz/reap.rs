@@ -12,8 +12,8 @@ use softndk::abi::{
 use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Buffer, EMPTY_RESULT, EMPTY_RESULT_EX, Link, POLL, Post, RECEIVE_QUEUE, SLOT, SRQ_RECEIVE,
-    Side, Slot, SlotUse, UNPLACED, plain, queue_of, table,
+    Buffer, EMPTY_RESULT, EMPTY_RESULT_EX, FAST_REGISTER, Link, POLL, Post, RECEIVE_QUEUE, SLOT,
+    SRQ_RECEIVE, Side, Slot, SlotUse, UNPLACED, plain, queue_of, table,
 };
 use super::signal::{Signal, on_status};
 
@@ -75,6 +75,7 @@ impl Fuzzer<'_> {
             "NdkRead" => &[NdkOperationType::READ],
             "NdkWrite" => &[NdkOperationType::WRITE],
             "NdkBind" => &[NdkOperationType::BIND],
+            FAST_REGISTER => &[NdkOperationType::FAST_REGISTER],
             "NdkInvalidate" => &[NdkOperationType::INVALIDATE],
             _ => return,
         };
@@ -188,6 +189,29 @@ impl Fuzzer<'_> {
                 side.window_reads = reads;
             }
         }
+        // A mapping is the peer's to use once its FastRegister completed.
+        if let Some(fast) = &mut side.fast
+            && let Some((registered, region)) = fast.registering
+            && registered == context
+        {
+            fast.registering = None;
+            if result.status == STATUS_SUCCESS {
+                fast.region = Some(region);
+            }
+        }
+        if let Some(rule) = post.doomed {
+            if result.status == STATUS_SUCCESS {
+                self.finding(&format!(
+                    "{} posted at call {} succeeded, though it breaks {rule}",
+                    post.what, post.call
+                ));
+            } else {
+                self.out.doomed_failed += 1;
+            }
+        }
+        if post.what == FAST_REGISTER && result.status == STATUS_SUCCESS {
+            self.out.fast_registered += 1;
+        }
         match result.status {
             STATUS_SUCCESS => {
                 self.out.succeeded += 1;
@@ -288,6 +312,7 @@ impl Fuzzer<'_> {
                             silent: false,
                             through_window: false,
                             slot: None,
+                            doomed: None,
                         };
                         self.judge_data(buffer, &write.slot, &write.carried, &by);
                     }

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use softndk::abi::{
     MrFlags, NdkAdapterInfo, NdkConnector, NdkCq, NdkListener, NdkPd, NdkQp, NdkSrq, NtStatus,
-    PAGE_SIZE, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_REFUSED, STATUS_PENDING,
-    STATUS_SUCCESS, SockAddr, SockAddrIn,
+    PAGE_SIZE, STATUS_BUFFER_TOO_SMALL, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_REFUSED,
+    STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{
-    Adapter, Buffer, LANDINGS, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr, table,
+    Adapter, Buffer, Fast, LANDINGS, Lam, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr,
+    table,
 };
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
@@ -47,6 +48,10 @@ enum Share {
         sge: u32,
     },
 }
+
+/// The percentage of sides with a fast-register MR and a LAM
+/// ([`Fast`]).
+const FAST_SIDES: u64 = 50;
 
 /// The percentage of links whose two sides are on one adapter that share
 /// one PD and one SRQ between their QPs ([`Link::shared`]).
@@ -266,6 +271,144 @@ impl Fuzzer<'_> {
         side.mw = self.create("NdkCreateMw", |done, out| unsafe {
             (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
         })?;
+        if self.rng.chance(FAST_SIDES) {
+            self.open_fast(side, pd)?;
+        }
+        Ok(())
+    }
+
+    /// Builds a LAM over the side's buffer (M28, M29, M31) and a
+    /// fast-register MR of `pd` initialized for 1 to 16 pages (M13, M14),
+    /// with or without remote access (M15); reads its tokens (M12, M35)
+    /// and the PD's privileged token (M27).
+    fn open_fast(&mut self, side: &mut Side, pd: *mut NdkPd) -> Result<(), SetupFailed> {
+        let adapter = self.adapters[side.adapter].ptr();
+        let Some(buffer) = &mut side.buffer else {
+            return Ok(());
+        };
+        let mdl = &raw mut *buffer.mdl;
+        let (len, pages) = (buffer.len, buffer.len / PAGE_SIZE);
+        let needed = u32::try_from(16 + 8 * pages).unwrap_or(u32::MAX);
+        // `*pLAMSize` and `*pFBO`, on the heap: a BuildLam that pended and
+        // never completed (a finding) may still write them.
+        let mut out = Box::new([0_u32, u32::MAX]);
+        let (lam_size, fbo) = (&raw mut out[0], &raw mut out[1]);
+        // SAFETY: a live adapter; the MDL describes the side's buffer, which
+        // stays until the LAM is released; no LAM to write, no completion.
+        let status = unsafe {
+            (table(adapter).ndk_build_lam)(
+                adapter,
+                mdl,
+                len,
+                None,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                lam_size,
+                fbo,
+            )
+        };
+        self.call("NdkBuildLam", status);
+        if status != STATUS_BUFFER_TOO_SMALL || out[0] != needed {
+            return Err(SetupFailed(format!(
+                "NdkBuildLam with no room answered {:#010x} and a size of {}, not STATUS_BUFFER_TOO_SMALL and {needed} (M29)",
+                status.cast_unsigned(),
+                out[0]
+            )));
+        }
+        let mut lam = Lam::new(needed);
+        let completion = self.rng.chance(50);
+        let done = Signal::new();
+        // SAFETY: as above; `lam` has room for `needed` bytes and outlives
+        // its release; `done` is kept by `finish` until the completion came.
+        let status = unsafe {
+            (table(adapter).ndk_build_lam)(
+                adapter,
+                mdl,
+                len,
+                completion.then_some(on_status),
+                done.ctx(),
+                lam.ptr(),
+                lam_size,
+                fbo,
+            )
+        };
+        self.call("NdkBuildLam", status);
+        if status == STATUS_PENDING && !completion {
+            std::mem::forget((lam, out));
+            return Err(SetupFailed(
+                "NdkBuildLam without a completion returned STATUS_PENDING (M31)".into(),
+            ));
+        }
+        if let Err(failed) = self.settle("NdkBuildLam", status, &done) {
+            if status == STATUS_PENDING {
+                // It may still complete, and write.
+                std::mem::forget((lam, out));
+            }
+            return Err(failed);
+        }
+        let found = lam.pages();
+        let aligned = found.iter().all(|&page| page % PAGE_SIZE as u64 == 0);
+        let distinct = found.iter().collect::<std::collections::HashSet<_>>().len() == found.len();
+        let well_formed = lam.count() == pages && out[1] == 0 && aligned && distinct;
+        side.fast = Some(Fast {
+            mr: ptr::null_mut(),
+            lam: Some(lam),
+            pages: 0,
+            remote_access: false,
+            local_token: 0,
+            remote_token: 0,
+            privileged: 0,
+            mapped: false,
+            registering: None,
+            region: None,
+        });
+        if !well_formed {
+            return Err(SetupFailed(format!(
+                "NdkBuildLam over {pages} page-aligned pages gave {} pages, an FBO of {}, pages aligned {aligned}, distinct {distinct} (M28)",
+                side.fast
+                    .as_ref()
+                    .and_then(|f| f.lam.as_ref())
+                    .map_or(0, Lam::count),
+                out[1]
+            )));
+        }
+        let pdd = table(pd);
+        // SAFETY: a live PD and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        let mr = self.create("NdkCreateMr", |done, out| unsafe {
+            (pdd.ndk_create_mr)(pd, 1, Some(on_create), done, out)
+        })?;
+        let count = self.rng.range(1, 16);
+        let remote_access = self.rng.chance(70);
+        if let Some(fast) = &mut side.fast {
+            (fast.mr, fast.pages, fast.remote_access) = (mr, count, remote_access);
+        }
+        let done = Signal::new();
+        // SAFETY: a live fast-register MR; `done` is kept until the request
+        // completed.
+        let status = unsafe {
+            (table(mr).ndk_initialize_fast_register_mr)(
+                mr,
+                count,
+                u8::from(remote_access),
+                Some(on_status),
+                done.ctx(),
+            )
+        };
+        self.step_up("NdkInitializeFastRegisterMr", status, &done)?;
+        // SAFETY: a live MR, initialized (M12).
+        let local = unsafe { (table(mr).ndk_get_local_token_from_mr)(mr) };
+        self.call("NdkGetLocalTokenFromMr", STATUS_SUCCESS);
+        // SAFETY: as above.
+        let remote = unsafe { (table(mr).ndk_get_remote_token_from_mr)(mr) };
+        self.call("NdkGetRemoteTokenFromMr", STATUS_SUCCESS);
+        let mut privileged = 0;
+        // SAFETY: a live PD and a writable token.
+        unsafe { (pdd.ndk_get_privileged_memory_region_token)(pd, &raw mut privileged) };
+        self.call("NdkGetPrivilegedMemoryRegionToken", STATUS_SUCCESS);
+        if let Some(fast) = &mut side.fast {
+            (fast.local_token, fast.remote_token, fast.privileged) = (local, remote, privileged);
+        }
         Ok(())
     }
 
