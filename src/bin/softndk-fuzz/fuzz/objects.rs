@@ -268,6 +268,10 @@ pub(super) struct Fast {
     /// accepted and no Invalidate after it. A FastRegister now fails, an
     /// Invalidate succeeds (M22); a clean link posts only those that do.
     pub(super) mapped: bool,
+    /// The peer invalidated the region with a SendAndInvalidate (M24),
+    /// which this side learns of only when it arrives: a clean link does not
+    /// map it again, and no rule is claimed for its requests.
+    pub(super) retired: bool,
     /// A FastRegister accepted and not yet reaped: its context and the
     /// (base, length) it maps.
     pub(super) registering: Option<(usize, (u64, u64))>,

@@ -255,8 +255,15 @@ impl Fuzzer<'_> {
         // on a clean link, a plain Send then.
         // A strict link invalidates only a window no Read of its own goes
         // through (the Read could find it gone).
+        // A link that is not strict may also invalidate the peer's
+        // fast-registered region (M24).
+        let fast_token = link.sides[1 - i]
+            .fast
+            .as_ref()
+            .filter(|fast| fast.region.is_some() && !link.strict)
+            .map(|fast| fast.remote_token);
         let invalidate = invalidate
-            && (link.sides[1 - i].window.is_some() || self.invalid())
+            && (link.sides[1 - i].window.is_some() || fast_token.is_some() || self.invalid())
             && !(link.strict && link.sides[i].reading_through_window());
         let side = &link.sides[i];
         let silent = self.rng.chance(5);
@@ -285,11 +292,21 @@ impl Fuzzer<'_> {
             sges.as_ptr(),
             sges.len() as u32,
         );
+        let mut fast_target = false;
         let (what, status) = if invalidate {
-            let peer = &link.sides[1 - i];
-            let token = match peer.window {
-                Some((token, ..)) if !self.invalid() => token,
-                _ => u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
+            let window = link.sides[1 - i].window.map(|(token, ..)| token);
+            let token = match (fast_token, window) {
+                _ if self.invalid() => u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
+                (Some(fast), None) => {
+                    fast_target = true;
+                    fast
+                }
+                (Some(fast), Some(_)) if self.rng.chance(50) => {
+                    fast_target = true;
+                    fast
+                }
+                (_, Some(window)) => window,
+                (_, None) => u32::try_from(self.rng.next() & 0xFFFF_FFFF).unwrap_or(0),
             };
             let post = table(qp).ndk_send_and_invalidate;
             // SAFETY: as in `receive`.
@@ -333,7 +350,14 @@ impl Fuzzer<'_> {
                     writes,
                 });
             }
-            if invalidate && !noisy {
+            if fast_target {
+                // The region is gone once the Send arrives, which its owner
+                // learns only then: it is not mapped again.
+                if let Some(fast) = &mut peer.fast {
+                    (fast.mapped, fast.region, fast.retired) = (false, None, true);
+                }
+                self.out.fast_named += 1;
+            } else if invalidate && !noisy {
                 peer.window = None;
                 peer.window_retired = link.strict;
             }
@@ -623,7 +647,7 @@ impl Fuzzer<'_> {
         let Some(lam) = &fast.lam else {
             return;
         };
-        if fast.mr.is_null() || (fast.mapped && !self.invalid()) {
+        if fast.mr.is_null() || ((fast.mapped || fast.retired) && !self.invalid()) {
             return;
         }
         let page = PAGE_SIZE as u64;
@@ -655,7 +679,7 @@ impl Fuzzer<'_> {
         let mut doomed = None;
         // Half of a noisy link's FastRegisters of an unmapped MR break one
         // rule, so that nothing else can fail them.
-        if self.noise != 0 && !fast.mapped && self.rng.chance(50) {
+        if self.noise != 0 && !fast.mapped && !fast.retired && self.rng.chance(50) {
             match self.rng.below(7) {
                 0 => {
                     // More pages than the MR was initialized for.
@@ -733,7 +757,9 @@ impl Fuzzer<'_> {
         if fast.mr.is_null() || (!fast.mapped && !self.invalid()) {
             return;
         }
-        let doomed = (!fast.mapped).then_some("M22: an MR with nothing mapped");
+        // After the peer's SendAndInvalidate the MR may still be mapped
+        // (the Send not yet arrived): no rule then.
+        let doomed = (!fast.mapped && !fast.retired).then_some("M22: an MR with nothing mapped");
         let mr = fast.mr;
         let (context, status) = self.post_invalidate(link, i, mr.cast());
         self.doom(link, i, (context, status), doomed);

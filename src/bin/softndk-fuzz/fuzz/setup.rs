@@ -359,6 +359,7 @@ impl Fuzzer<'_> {
             remote_token: 0,
             privileged: 0,
             mapped: false,
+            retired: false,
             registering: None,
             region: None,
         });
