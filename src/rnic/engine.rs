@@ -361,9 +361,10 @@ fn send(
     let mut few = [Sge::default(); FEW_RECV_SGE];
     let mut many = None;
     let taken = peer.take_receive_into(&mut few, &mut many);
-    if taken.is_err() {
+    if taken.is_err() && peer.srq().is_some() {
         // A close of the peer may wait on the take that backed off
-        // (`Qp::take_with`); no lock is held here.
+        // (`Qp::take_with`: only a take from an SRQ counts itself before it
+        // reads the state); no lock is held here.
         peer.notify_quiescent();
     }
     let recv = match taken {
