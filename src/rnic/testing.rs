@@ -18,6 +18,7 @@ use super::device::{Device, EngineMode};
 use super::memory::Span;
 use super::mr::{Mr, Pd};
 use super::qp::{self, Payload, PostError, Qp, QpConfig};
+use super::srq::Srq;
 use super::types::{Access, Completion, Limits, Opcode, PAGE_SIZE, Sge, WcStatus, WrFlags};
 use crate::kernel::sync::Arc;
 
@@ -380,6 +381,25 @@ impl Side {
         }
     }
 
+    /// A side on `pd` with the given CQs, taking its receives from `srq`
+    /// when given.
+    pub fn custom(
+        pd: &Arc<Pd>,
+        scq: TestCq,
+        rcq: TestCq,
+        srq: Option<&Arc<Srq>>,
+        context: usize,
+    ) -> Self {
+        let qp = Qp::new(pd, &rcq.cq, &scq.cq, srq, QpConfig { context, ..CONFIG }).unwrap();
+        Self {
+            device: Arc::clone(pd.device()),
+            pd: Arc::clone(pd),
+            scq,
+            rcq,
+            qp,
+        }
+    }
+
     /// Registers a fresh buffer of `len` bytes of `fill`.
     pub fn buffer(&self, len: usize, fill: u8, access: Access) -> Registered {
         Registered::new(&self.pd, Buffer::new(len, fill), access)
@@ -499,5 +519,67 @@ impl Pair {
         self.b.qp.post_receive(receive, into).unwrap();
         self.a.send(send, from, None).unwrap();
         self.settle();
+    }
+}
+
+/// A test's hooks into the RNIC's paths: code a test runs at a named point,
+/// on the thread that reaches it, to interleave another actor there
+/// deterministically (the windows loom cannot reach: the iWARP modules are
+/// left out of the loom build). Set per thread, so concurrent tests do not
+/// see each other's hooks.
+pub mod hook {
+    use alloc::boxed::Box;
+    use alloc::vec::Vec;
+    use core::cell::RefCell;
+
+    /// Where a hook runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Point {
+        /// The iWARP receive path, after each ULPDU is handled and before
+        /// its outcome is applied, with no link lock held.
+        AfterUlpdu,
+        /// `Qp::take_with`, after a take from an SRQ counted itself and
+        /// before it reads the QP's state, with no lock held.
+        SrqTakeCounted,
+    }
+
+    type Hook = Box<dyn FnMut()>;
+
+    std::thread_local! {
+        static HOOKS: RefCell<Vec<(Point, Hook)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Installs `f` at `point` for this thread (until [`clear`]), in place
+    /// of any hook there.
+    pub fn set(point: Point, f: Hook) {
+        HOOKS.with(|hooks| {
+            let mut hooks = hooks.borrow_mut();
+            hooks.retain(|(at, _)| *at != point);
+            hooks.push((point, f));
+        });
+    }
+
+    /// Removes this thread's hooks.
+    pub fn clear() {
+        HOOKS.with(|hooks| hooks.borrow_mut().clear());
+    }
+
+    /// Runs this thread's hook at `point`, if any. It is taken out while it
+    /// runs, so it may re-enter the path that reached the point.
+    pub(crate) fn run(point: Point) {
+        let hook = HOOKS.with(|hooks| {
+            let mut hooks = hooks.borrow_mut();
+            let at = hooks.iter().position(|(at, _)| *at == point)?;
+            Some(hooks.swap_remove(at).1)
+        });
+        if let Some(mut hook) = hook {
+            hook();
+            HOOKS.with(|hooks| {
+                let mut hooks = hooks.borrow_mut();
+                if hooks.iter().all(|(at, _)| *at != point) {
+                    hooks.push((point, hook));
+                }
+            });
+        }
     }
 }

@@ -492,43 +492,6 @@ fn one(seg: Segment) -> SegList {
     }
 }
 
-/// A test's hook into the receive path: runs after each ULPDU is handled,
-/// before its outcome is applied, with no link lock held (to interleave a
-/// runner there deterministically).
-#[cfg(test)]
-#[cfg(not(loom))]
-mod hook {
-    use alloc::boxed::Box;
-    use core::cell::RefCell;
-
-    std::thread_local! {
-        static AFTER_ULPDU: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
-    }
-
-    /// Installs `f` for this thread (until `clear`).
-    pub(super) fn set(f: Box<dyn FnMut()>) {
-        AFTER_ULPDU.with(|h| *h.borrow_mut() = Some(f));
-    }
-
-    pub(super) fn clear() {
-        AFTER_ULPDU.with(|h| *h.borrow_mut() = None);
-    }
-
-    pub(super) fn after_ulpdu() {
-        // Taken out while it runs, so a hook may re-enter the receive path.
-        let hook = AFTER_ULPDU.with(|h| h.borrow_mut().take());
-        if let Some(mut hook) = hook {
-            hook();
-            AFTER_ULPDU.with(|h| {
-                let mut slot = h.borrow_mut();
-                if slot.is_none() {
-                    *slot = Some(hook);
-                }
-            });
-        }
-    }
-}
-
 mod finish;
 mod receive;
 mod transmit;

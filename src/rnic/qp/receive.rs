@@ -220,6 +220,8 @@ impl Qp {
             // Counted before the state is read: a close that changes the
             // state first sees the count or makes this take back off.
             self.taken.fetch_add(1, Ordering::SeqCst);
+            #[cfg(all(test, not(loom)))]
+            crate::rnic::testing::hook::run(crate::rnic::testing::hook::Point::SrqTakeCounted);
             let taken = if self.state() == QpState::Connected {
                 srq.take()
             } else {

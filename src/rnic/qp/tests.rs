@@ -2347,24 +2347,6 @@ mod deferred {
     }
 }
 
-/// A side with the given CQs (and SRQ) on `pd`.
-fn custom_side(
-    pd: &Arc<Pd>,
-    scq: TestCq,
-    rcq: TestCq,
-    srq: Option<&Arc<Srq>>,
-    context: usize,
-) -> Side {
-    let qp = Qp::new(pd, &rcq.cq, &scq.cq, srq, QpConfig { context, ..CONFIG }).unwrap();
-    Side {
-        device: Arc::clone(pd.device()),
-        pd: Arc::clone(pd),
-        scq,
-        rcq,
-        qp,
-    }
-}
-
 // ----- error: flushed, or terminated by an error completion -----------------
 
 mod error {
@@ -2890,7 +2872,7 @@ mod unusable {
     fn pair_with_small_cqs(mode: EngineMode, scq: u32, rcq: u32) -> Pair {
         let device = Device::new(Limits::DEFAULT, mode).unwrap();
         let pd = Pd::new(&device).unwrap();
-        let a = custom_side(&pd, TestCq::new(scq), TestCq::new(rcq), None, 0xA);
+        let a = Side::custom(&pd, TestCq::new(scq), TestCq::new(rcq), None, 0xA);
         let b = idle_side(mode, 0xB);
         connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
         Pair { a, b }
@@ -3209,7 +3191,7 @@ mod srq {
             )
             .unwrap();
             let b = [0xB1, 0xB2]
-                .map(|ctx| custom_side(&pd, TestCq::new(64), TestCq::new(64), Some(&srq), ctx));
+                .map(|ctx| Side::custom(&pd, TestCq::new(64), TestCq::new(64), Some(&srq), ctx));
             let a = [0xA1, 0xA2].map(|ctx| idle_side(mode, ctx));
             for (a, b) in a.iter().zip(&b) {
                 connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
@@ -3441,7 +3423,7 @@ mod srq {
             let pd = Pd::new(&device).unwrap();
             let srq = Srq::new(&pd, depth, 1, threshold, None).unwrap();
             let rcq = TestCq::new(rcq_depth);
-            let b = custom_side(&pd, TestCq::new(16), rcq, Some(&srq), 0xB);
+            let b = Side::custom(&pd, TestCq::new(16), rcq, Some(&srq), 0xB);
             let a = idle_side(mode, 0xA);
             connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
             let inbox = Registered::new(&pd, Buffer::new(inbox_len, 0), Access::LOCAL_WRITE);
@@ -3604,7 +3586,7 @@ mod srq {
         assert_eq!(srq.post_receive(3, &[]), Err(PostError::QueueFull));
         assert_eq!(srq.len(), 2);
         // A QP with an SRQ has no receive queue of its own (Q2).
-        let side = custom_side(&pd, TestCq::new(4), TestCq::new(4), Some(&srq), 0xB);
+        let side = Side::custom(&pd, TestCq::new(4), TestCq::new(4), Some(&srq), 0xB);
         assert_eq!(
             side.qp.post_receive(4, &[]),
             Err(PostError::InvalidParameter)
@@ -3713,7 +3695,7 @@ mod callbacks {
         } else {
             (plain, mine)
         };
-        let side = custom_side(&pd, scq, rcq, None, context);
+        let side = Side::custom(&pd, scq, rcq, None, context);
         notifier.cq.set(Arc::downgrade(&cq)).unwrap();
         notifier.qp.set(Arc::downgrade(&side.qp)).unwrap();
         side
@@ -3806,7 +3788,7 @@ mod callbacks {
                 )
                 .unwrap();
                 refill.srq.set(Arc::downgrade(&srq)).unwrap();
-                let b = custom_side(&pd, TestCq::new(64), TestCq::new(64), Some(&srq), 0xB);
+                let b = Side::custom(&pd, TestCq::new(64), TestCq::new(64), Some(&srq), 0xB);
                 let a = idle_side(mode, 0xA);
                 connect(&a.qp, &b.qp, (1, 1), (1, 1)).unwrap();
                 let inbox = Registered::new(&pd, Buffer::new(8, 0), Access::LOCAL_WRITE);
@@ -3871,7 +3853,7 @@ mod connection_errors {
         both(|mode| {
             let device = Device::new(Limits::DEFAULT, mode).unwrap();
             let pd = Pd::new(&device).unwrap();
-            let a = custom_side(&pd, TestCq::new(1), TestCq::new(64), None, 0xA);
+            let a = Side::custom(&pd, TestCq::new(1), TestCq::new(64), None, 0xA);
             let b = idle_side(mode, 0xB);
             connect(&a.qp, &b.qp, (16, 16), (16, 16)).unwrap();
             let src = a.pattern(8, 1, RW);

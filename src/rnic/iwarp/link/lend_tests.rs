@@ -18,7 +18,7 @@ use crate::rnic::device::EngineMode;
 use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::Message;
 use crate::rnic::qp::Payload;
-use crate::rnic::testing::summary;
+use crate::rnic::testing::{Pair, summary};
 use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
 
 /// One direction: bytes taken and not yet delivered, within a window.
@@ -113,7 +113,7 @@ impl Wire {
         let cfg = config(crc, 4);
         let pipes = (LendPipe::new(window, lends), LendPipe::new(window, lends));
         Self {
-            linked: Linked::new(EngineMode::Inline, pipes, (cfg, cfg)),
+            linked: Linked::new(Pair::apart(EngineMode::Inline), pipes, (cfg, cfg)),
             chunk,
         }
     }
@@ -353,7 +353,7 @@ fn test_a_read_request_right_behind_the_last_response_is_within_the_ird_rule_n21
         };
         let pipes = (LendPipe::new(4096, lends), LendPipe::new(4096, lends));
         let w = Arc::new(Wire {
-            linked: Linked::new(EngineMode::Inline, pipes, (a_cfg, b_cfg)),
+            linked: Linked::new(Pair::apart(EngineMode::Inline), pipes, (a_cfg, b_cfg)),
             chunk: 4096,
         });
         let source = w.b.pattern(16, 5, RW);

@@ -2,8 +2,6 @@
 //! Writes, Read Responses and Sends placed, Read Requests queued for the
 //! transmit side, a received Terminate recorded for the runner (E5).
 
-#[cfg(all(test, not(loom)))]
-use super::hook;
 use super::{Concerns, Link, Rx, RxState, complete_recv, copy_in, one, resolve_local};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
@@ -13,6 +11,8 @@ use crate::rnic::iwarp::mpa;
 use crate::rnic::iwarp::rdmap::{self, Message, ReadRequest, SendHeader};
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, rdmap_code, rdmap_etype};
 use crate::rnic::qp::{NoReceive, Qp, QpState, RecvWqe};
+#[cfg(all(test, not(loom)))]
+use crate::rnic::testing::hook::{self, Point};
 use crate::rnic::types::{Access, Completion, Opcode, WcStatus};
 
 impl Link {
@@ -72,7 +72,7 @@ impl Link {
             };
             rest = rest.get(consumed..).unwrap_or_default();
             #[cfg(all(test, not(loom)))]
-            hook::after_ulpdu();
+            hook::run(Point::AfterUlpdu);
             let stop = outcome.fail;
             Self::apply(&qp, &outcome);
             if stop {

@@ -12,17 +12,19 @@ use proptest::prelude::*;
 use super::{ByteStream, Link, LinkConfig, connect};
 use crate::kernel::sync::Arc;
 use crate::kernel::sync::atomic::Ordering;
-use crate::rnic::device::EngineMode;
+use crate::rnic::device::{Device, EngineMode};
 use crate::rnic::iwarp::mpa::{self, RtrKinds};
 use crate::rnic::iwarp::rdmap::{Message, Opcode as WireOp, SendHeader};
 use crate::rnic::iwarp::setup::{
     Established, Event as SetupEvent, Initiator, InitiatorConfig, Responder, ResponderConfig,
 };
 use crate::rnic::iwarp::terminate::{LocalCause, TermCode, Terminate, ddp_code, ddp_etype};
-use crate::rnic::mr::{Denied, Mw};
+use crate::rnic::mr::{Denied, Mw, Pd};
 use crate::rnic::qp::{self, Payload, QpState};
+use crate::rnic::srq::Srq;
+use crate::rnic::testing::hook::{self, Point};
 use crate::rnic::testing::{Pair, Registered, Side, TestCq, summary};
-use crate::rnic::types::{Access, Opcode, WcStatus, WrFlags};
+use crate::rnic::types::{Access, Limits, Opcode, WcStatus, WrFlags};
 
 /// One direction of the pipe: what the sender's link offered and the
 /// receiver has not read yet, with a window.
@@ -107,14 +109,13 @@ pub(super) struct Linked<P> {
 }
 
 impl<P: ByteStream + 'static> Linked<P> {
-    /// Links the two sides (devices in `mode`) over the pipes `(ab, ba)`
-    /// with `configs` (A's, B's).
+    /// Links the two sides of `pair` (not connected) over the pipes
+    /// `(ab, ba)` with `configs` (A's, B's).
     pub(super) fn new(
-        mode: EngineMode,
+        Pair { a, b }: Pair,
         (ab, ba): (Arc<P>, Arc<P>),
         configs: (LinkConfig, LinkConfig),
     ) -> Self {
-        let Pair { a, b } = Pair::apart(mode);
         let la = connect(&a.qp, Arc::clone(&ab) as _, configs.0).unwrap();
         let lb = connect(&b.qp, Arc::clone(&ba) as _, configs.1).unwrap();
         Self {
@@ -142,8 +143,19 @@ impl Wire {
         window: usize,
         max_chunk: usize,
         seed: u64,
-        (cfg, cfg_b): (LinkConfig, LinkConfig),
+        cfgs: (LinkConfig, LinkConfig),
         mode: EngineMode,
+    ) -> Self {
+        Self::joining(Pair::apart(mode), window, max_chunk, seed, cfgs)
+    }
+
+    /// A wire between the sides of `pair` (not connected).
+    fn joining(
+        pair: Pair,
+        window: usize,
+        max_chunk: usize,
+        seed: u64,
+        (cfg, cfg_b): (LinkConfig, LinkConfig),
     ) -> Self {
         let pipe = || {
             Arc::new(Pipe {
@@ -153,7 +165,7 @@ impl Wire {
             })
         };
         Self {
-            linked: Linked::new(mode, (pipe(), pipe()), (cfg, cfg_b)),
+            linked: Linked::new(pair, (pipe(), pipe()), (cfg, cfg_b)),
             log_ba: Mutex::new(Vec::new()),
             close_seen: Mutex::new((false, false)),
             chunks: Mutex::new(Chunks(seed | 1)),
@@ -806,9 +818,12 @@ fn test_terminate_status_lands_on_its_request_while_runner_retires_rule_e5() {
     // After each ULPDU, the runner runs to completion (it retires the Read
     // and S1 once the Response is placed, and winds down after the
     // Terminate) before the receive side goes on.
-    super::hook::set(alloc::boxed::Box::new(crate::kernel::deferred::flush));
+    hook::set(
+        Point::AfterUlpdu,
+        alloc::boxed::Box::new(crate::kernel::deferred::flush),
+    );
     w.la.receive(&bytes[..n]);
-    super::hook::clear();
+    hook::clear();
     crate::kernel::deferred::flush();
     let status = code.completion_status();
     assert!(!matches!(status, WcStatus::Success | WcStatus::Cancelled));
@@ -1200,21 +1215,24 @@ fn test_close_waits_for_a_receive_being_placed_rule_l21() {
     let (record, fired) = (Arc::clone(&at_close), Arc::clone(&closed));
     // The consumer's close lands between the Send's handling (its receive
     // taken) and the receive's completion.
-    super::hook::set(alloc::boxed::Box::new(move || {
-        if fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let (finish_cq, finish_record) = (Arc::clone(&cq), Arc::clone(&record));
-        let progress = qp.close_with(alloc::boxed::Box::new(move || {
-            *finish_record.lock().unwrap() = Some(contexts(&finish_cq));
-        }));
-        if progress == crate::rnic::mr::Progress::Done {
-            // Completed inside the window: what the CQ held then.
-            *record.lock().unwrap() = Some(contexts(&cq));
-        }
-    }));
+    hook::set(
+        Point::AfterUlpdu,
+        alloc::boxed::Box::new(move || {
+            if fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let (finish_cq, finish_record) = (Arc::clone(&cq), Arc::clone(&record));
+            let progress = qp.close_with(alloc::boxed::Box::new(move || {
+                *finish_record.lock().unwrap() = Some(contexts(&finish_cq));
+            }));
+            if progress == crate::rnic::mr::Progress::Done {
+                // Completed inside the window: what the CQ held then.
+                *record.lock().unwrap() = Some(contexts(&cq));
+            }
+        }),
+    );
     w.lb.receive(&bytes);
-    super::hook::clear();
+    hook::clear();
     crate::kernel::deferred::flush();
     assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
     // P23: every receive's entry is in the CQ when the close completes, in
@@ -1227,6 +1245,69 @@ fn test_close_waits_for_a_receive_being_placed_rule_l21() {
     assert!(contexts(&w.b.rcq.cq).is_empty(), "and none after it");
     assert!(w.b.qp.is_quiescent());
     assert_eq!(&dst.buffer.bytes()[..16], src.buffer.bytes());
+}
+
+/// L18, L21 (found by the fuzzer on the deferred fabric; this is the same
+/// window over iWARP): a Send arrives for a QP that takes its receives from
+/// an SRQ, and the take counts itself before it reads the QP's state. The
+/// consumer's close lands right there (the hook): it sees the count and
+/// goes pending. The take then backs off, since the QP left `Connected`.
+/// On the fabric nothing finished that close, so it never completed and
+/// the adapter's close waited for ever. Over iWARP two things finish it
+/// once the take backed off: the receive side, having failed the Send (a
+/// Terminate), with no lock held; and the QP's runner, whose wind-down
+/// waits for the receive side's lock. The receive stays in the SRQ,
+/// reported by no QP (E4).
+#[test]
+fn test_close_while_an_srq_take_backs_off_completes_rule_l18_l21() {
+    // Deferred: the close's disconnect hands the runner to a worker (an
+    // inline runner would wait on the receive side's lock, held here).
+    let mode = EngineMode::Deferred;
+    let pd = Pd::new(&Device::new(Limits::DEFAULT, mode).unwrap()).unwrap();
+    let srq = Srq::new(&pd, 4, 1, 0, None).unwrap();
+    let b = Side::custom(&pd, TestCq::new(16), TestCq::new(16), Some(&srq), 0xB);
+    let a = Pair::apart(EngineMode::Inline).a;
+    let w = Wire::joining(
+        Pair { a, b },
+        1024,
+        64,
+        9,
+        (config(false, 4), config(false, 4)),
+    );
+    let dst = w.b.buffer(64, 0, RW);
+    srq.post_receive(1, &[dst.sge(0, 64)]).unwrap();
+    send_pattern(&w.a, 10, 16, 1, None);
+    let bytes: Vec<u8> = w.ab.bytes.lock().unwrap().drain(..).collect();
+    assert!(!bytes.is_empty(), "the Send's FPDU is on the wire");
+    let closed = Arc::new(Mutex::new((None, 0)));
+    let (qp, record) = (Arc::clone(&w.b.qp), Arc::clone(&closed));
+    hook::set(
+        Point::SrqTakeCounted,
+        alloc::boxed::Box::new(move || {
+            if record.lock().unwrap().0.is_some() {
+                return;
+            }
+            let finished = Arc::clone(&record);
+            let progress = qp.close_with(alloc::boxed::Box::new(move || {
+                finished.lock().unwrap().1 += 1;
+            }));
+            record.lock().unwrap().0 = Some(progress);
+        }),
+    );
+    w.lb.receive(&bytes);
+    hook::clear();
+    crate::kernel::deferred::flush();
+    let (progress, finished) = core::mem::take(&mut *closed.lock().unwrap());
+    assert_eq!(
+        progress,
+        Some(crate::rnic::mr::Progress::Pending),
+        "the close came inside the take's window and saw its count"
+    );
+    assert_eq!(finished, 1, "L18, L21: the pending close completed, once");
+    assert!(w.b.qp.is_quiescent());
+    assert!(contexts(&w.b.rcq.cq).is_empty(), "E4: no entry on B's CQ");
+    assert_eq!(srq.len(), 1, "E4: the receive stays in the SRQ");
+    assert_eq!(srq.attached(), 0, "the closed QP left the SRQ");
 }
 
 /// P6, L21, E5: a message whose first segment landed holds its receive
