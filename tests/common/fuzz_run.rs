@@ -74,5 +74,12 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         config.faults.is_none(),
         "{outcome:?}"
     );
+    // Some of those Sends named their sources through a fast-registered
+    // region or a LAM page (M16, M27), and their bytes were checked too.
+    assert_eq!(
+        outcome.sources_remapped > 0,
+        config.faults.is_none(),
+        "{outcome:?}"
+    );
     outcome
 }

@@ -208,6 +208,10 @@ pub struct Outcome {
     /// Requests whose SGEs or remote address named a fast-registered
     /// region or a LAM page under the privileged token (M27).
     pub fast_named: u64,
+    /// A strict link's Send SGEs named through the side's fast-registered
+    /// region (M16) or its LAM under the privileged token (M27): the bytes
+    /// they carry are checked at the peer.
+    pub sources_remapped: u64,
     /// Requests breaking a rule (FastRegisters and Invalidates of a
     /// fast-register MR) that were refused inline or failed, as they must.
     pub doomed_failed: u64,
@@ -242,6 +246,7 @@ impl Outcome {
         self.shared_srqs += other.shared_srqs;
         self.fast_registered += other.fast_registered;
         self.fast_named += other.fast_named;
+        self.sources_remapped += other.sources_remapped;
         self.doomed_failed += other.doomed_failed;
         self.srq_crossed += other.srq_crossed;
         self.cq_errors += other.cq_errors;

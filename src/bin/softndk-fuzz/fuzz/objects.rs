@@ -272,13 +272,35 @@ pub(super) struct Fast {
     /// which this side learns of only when it arrives: a clean link does not
     /// map it again, and no rule is claimed for its requests.
     pub(super) retired: bool,
-    /// A FastRegister accepted and not yet reaped: its context and the
-    /// (base, length) it maps.
-    pub(super) registering: Option<(usize, (u64, u64))>,
+    /// A FastRegister accepted and not yet reaped: its context and what it
+    /// maps.
+    pub(super) registering: Option<(usize, Mapping)>,
     /// The mapping once its FastRegister's entry was a success, until an
     /// Invalidate is posted: what a noisy or a clean, not strict, link's
-    /// SGEs and the peer's RDMA may name.
-    pub(super) region: Option<(u64, u64)>,
+    /// SGEs and the peer's RDMA may name, and a strict link's Send sources.
+    pub(super) region: Option<Mapping>,
+}
+
+/// What a FastRegister maps (M16): `length` bytes at `base`, through the
+/// pages it was given in the order given, from the FBO in the first.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Mapping {
+    pub(super) base: u64,
+    pub(super) length: u64,
+    /// Where the side's buffer's first page (its LAM's first, which holds
+    /// a strict link's sources) stands among the pages: the region offset
+    /// of that page's first byte, negative when it is the first page and
+    /// the FBO skips into it; `None` when it is not mapped.
+    pub(super) first_page: Option<i64>,
+}
+
+impl Mapping {
+    /// The region address of bytes `at..at + len` of the buffer's first
+    /// page, when the region maps them all.
+    pub(super) fn address_of(&self, at: u64, len: u64) -> Option<u64> {
+        let offset = u64::try_from(self.first_page? + i64::try_from(at).ok()?).ok()?;
+        (at + len <= PAGE_SIZE as u64 && offset + len <= self.length).then_some(self.base + offset)
+    }
 }
 
 /// Bytes of a strict link's Send sources, at the start of each buffer.

@@ -11,8 +11,8 @@ use softndk::abi::{
 use super::OracleCheck;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    FAST_REGISTER, Incoming, Landing, Link, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT, SOURCE,
-    SRQ_RECEIVE, STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
+    FAST_REGISTER, Incoming, Landing, Link, Mapping, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT,
+    SOURCE, SRQ_RECEIVE, STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
 };
 
 impl Fuzzer<'_> {
@@ -111,9 +111,10 @@ impl Fuzzer<'_> {
             if side.zones.is_none()
                 && let Some(fast) = &side.fast
             {
-                if let Some((base, region)) = fast.region
+                if let Some(region) = fast.region
                     && self.rng.chance(15)
                 {
+                    let (base, region) = (region.base, region.length);
                     let at = self.rng.below(region);
                     (address, length, token) =
                         (base + at, length.min(region - at).max(1), fast.local_token);
@@ -285,6 +286,22 @@ impl Fuzzer<'_> {
             }
         }
         inline_readable(side, flags, &mut sges);
+        // The bytes the Send carries: from the sources, which nothing
+        // writes on a strict link.
+        let carried = side.zones.as_ref().map_or_else(Vec::new, |zones| {
+            let base = side.buffer.as_ref().map_or(0, |b| b.address(0));
+            sges.iter()
+                .flat_map(|s| {
+                    let from = usize::try_from(s.address.wrapping_sub(base)).unwrap_or(usize::MAX);
+                    zones
+                        .source
+                        .get(from..from + s.length as usize)
+                        .unwrap_or_default()
+                })
+                .copied()
+                .collect()
+        });
+        self.remap_sources(side, flags, &mut sges);
         let qp = side.qp;
         let context = self.context();
         let (request, sgl, n_sge) = (
@@ -323,22 +340,6 @@ impl Fuzzer<'_> {
         self.posted(link, i, what, context, silent, status);
         if status == STATUS_SUCCESS {
             let noisy = self.noise != 0;
-            // The bytes the Send carries: from the sources, which nothing
-            // writes on a strict link.
-            let base = link.sides[i].buffer.as_ref().map_or(0, |b| b.address(0));
-            let carried = link.sides[i].zones.as_ref().map_or_else(Vec::new, |zones| {
-                sges.iter()
-                    .flat_map(|s| {
-                        let from =
-                            usize::try_from(s.address.wrapping_sub(base)).unwrap_or(usize::MAX);
-                        zones
-                            .source
-                            .get(from..from + s.length as usize)
-                            .unwrap_or_default()
-                    })
-                    .copied()
-                    .collect()
-            });
             let judged = link.judged();
             link.take_credit(i);
             let peer = &mut link.sides[1 - i];
@@ -354,12 +355,51 @@ impl Fuzzer<'_> {
                 // The region is gone once the Send arrives, which its owner
                 // learns only then: it is not mapped again.
                 if let Some(fast) = &mut peer.fast {
-                    (fast.mapped, fast.region, fast.retired) = (false, None, true);
+                    // A FastRegister not yet reaped maps nothing usable
+                    // either: the invalidation may come after it.
+                    (fast.mapped, fast.region, fast.registering, fast.retired) =
+                        (false, None, None, true);
                 }
                 self.out.fast_named += 1;
             } else if invalidate && !noisy {
                 peer.window = None;
                 peer.window_retired = link.strict;
+            }
+        }
+    }
+
+    /// A strict side's Send sources, some of them named another way than
+    /// through its MR: through its fast-registered region, whose pages
+    /// come in the order its FastRegister gave them (M16), or through the
+    /// LAM page that holds them under the PD's privileged token (M27). The
+    /// peer checks the bytes it receives as for any Send: the provider must
+    /// translate these addresses to the same bytes. Not with INLINE, which
+    /// copies from the addresses themselves.
+    fn remap_sources(&mut self, side: &Side, flags: u32, sges: &mut [NdkSge]) {
+        let (Some(_), Some(fast), Some(buffer)) = (&side.zones, &side.fast, &side.buffer) else {
+            return;
+        };
+        if flags & OpFlags::INLINE.bits() != 0 {
+            return;
+        }
+        let base = buffer.address(0);
+        let lam_page = fast
+            .lam
+            .as_ref()
+            .and_then(|lam| lam.pages().first().copied());
+        for sge in sges {
+            let (at, len) = (sge.address.wrapping_sub(base), u64::from(sge.length));
+            if let Some(address) = fast.region.and_then(|region| region.address_of(at, len))
+                && self.rng.chance(30)
+            {
+                (sge.address, sge.memory_region_token) = (address, fast.local_token);
+                self.out.sources_remapped += 1;
+            } else if let Some(page) = lam_page
+                && at + len <= PAGE_SIZE as u64
+                && self.rng.chance(15)
+            {
+                (sge.address, sge.memory_region_token) = (page + at, fast.privileged);
+                self.out.sources_remapped += 1;
             }
         }
     }
@@ -392,7 +432,11 @@ impl Fuzzer<'_> {
             address = base + start + within;
             room = window_len.saturating_sub(within).max(1);
         } else if let Some(fast) = &peer.fast
-            && let Some((fast_base, region)) = fast.region
+            && let Some(Mapping {
+                base: fast_base,
+                length: region,
+                ..
+            }) = fast.region
             && !strict
             && self.rng.chance(30)
         {
@@ -715,6 +759,18 @@ impl Fuzzer<'_> {
                 }
             }
         }
+        // Where the buffer's first page stands in the region.
+        let first = lam.pages().first();
+        let first_page = pages.iter().position(|p| Some(p) == first).and_then(|j| {
+            i64::try_from(j as u64 * page)
+                .ok()?
+                .checked_sub(i64::try_from(fbo).ok()?)
+        });
+        let mapping = Mapping {
+            base,
+            length,
+            first_page,
+        };
         let qp = side.qp;
         let context = self.context();
         let array: Vec<NdkLogicalAddress> = pages.iter().map(|&p| p.cast_signed()).collect();
@@ -741,7 +797,7 @@ impl Fuzzer<'_> {
             && let Some(fast) = &mut link.sides[i].fast
         {
             fast.mapped = true;
-            fast.registering = Some((context, (base, length)));
+            fast.registering = Some((context, mapping));
             fast.region = None;
         }
     }
@@ -766,7 +822,9 @@ impl Fuzzer<'_> {
         if status == STATUS_SUCCESS
             && let Some(fast) = &mut link.sides[i].fast
         {
-            (fast.mapped, fast.region) = (false, None);
+            // A FastRegister posted before it and not yet reaped maps
+            // nothing once its entry comes: the Invalidate runs after it.
+            (fast.mapped, fast.region, fast.registering) = (false, None, None);
         }
     }
 
