@@ -204,14 +204,26 @@ pub(super) struct Post {
     pub(super) what: &'static str,
     pub(super) call: u64,
     pub(super) silent: bool,
-    /// A Read through the peer's window (strict links count them: the
-    /// window is not invalidated while one is outstanding).
-    pub(super) through_window: bool,
+    /// What an RDMA request named the peer's memory through (strict links
+    /// count the Reads through a window or a fast-registered region: it is
+    /// not invalidated while one is outstanding).
+    pub(super) via: Via,
     /// A strict link's receive: the slot its SGEs cover.
     pub(super) slot: Option<Slot>,
     /// The rule a request breaks (a FastRegister or an Invalidate the
     /// region cannot take): it must not succeed.
     pub(super) doomed: Option<&'static str>,
+}
+
+/// What an RDMA request names the peer's memory through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Via {
+    /// Its registered MR (or nothing: not an RDMA request).
+    Mr,
+    /// Its window.
+    Window,
+    /// Its fast-registered region.
+    Fast,
 }
 
 /// A LAM (`NdkBuildLam`) over a side's whole buffer, in storage of its
@@ -292,6 +304,8 @@ pub(super) struct Mapping {
     /// of that page's first byte, negative when it is the first page and
     /// the FBO skips into it; `None` when it is not mapped.
     pub(super) first_page: Option<i64>,
+    /// Whether the FastRegister granted remote read.
+    pub(super) remote_read: bool,
 }
 
 impl Mapping {
@@ -606,10 +620,10 @@ impl Side {
         held >= depth as usize
     }
 
-    /// Whether a Read of this side through the peer's window is
-    /// outstanding.
-    pub(super) fn reading_through_window(&self) -> bool {
-        self.outstanding.values().any(|post| post.through_window)
+    /// Whether a Read of this side through the peer's window (`via`) or
+    /// fast-registered region is outstanding.
+    pub(super) fn reading_via(&self, via: Via) -> bool {
+        self.outstanding.values().any(|post| post.via == via)
     }
 
     pub(super) fn buffer_len(&self) -> u64 {

@@ -12,7 +12,7 @@ use super::OracleCheck;
 use super::fuzzer::Fuzzer;
 use super::objects::{
     FAST_REGISTER, Incoming, Landing, Link, Mapping, Post, RDMA_SGE, RECEIVE_SGE, SEND_SGE, SLOT,
-    SOURCE, SRQ_RECEIVE, STRAY, Side, Slot, SlotUse, UNPLACED, cut, queue_of, table,
+    SOURCE, SRQ_RECEIVE, STRAY, Side, Slot, SlotUse, UNPLACED, Via, cut, queue_of, table,
 };
 
 impl Fuzzer<'_> {
@@ -52,7 +52,7 @@ impl Fuzzer<'_> {
                         what,
                         call,
                         silent,
-                        through_window: false,
+                        via: Via::Mr,
                         slot: None,
                         doomed: None,
                     },
@@ -265,7 +265,7 @@ impl Fuzzer<'_> {
             .map(|fast| fast.remote_token);
         let invalidate = invalidate
             && (link.sides[1 - i].window.is_some() || fast_token.is_some() || self.invalid())
-            && !(link.strict && link.sides[i].reading_through_window());
+            && !(link.strict && link.sides[i].reading_via(Via::Window));
         let side = &link.sides[i];
         let silent = self.rng.chance(5);
         let mut flags = self.flags(silent, true);
@@ -404,16 +404,11 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// A remote address and token on the peer: its MR, its window, or a
-    /// stray one.
-    /// A strict link goes through the window only for a Read the window
-    /// allows (`read`: the request is a Read).
-    pub(super) fn remote(
-        &mut self,
-        peer: &Side,
-        strict: bool,
-        read: bool,
-    ) -> (u64, u32, u64, bool) {
+    /// A remote address and token on the peer: its MR, its window, its
+    /// fast-registered region, or a stray one; the room there, and what
+    /// it goes through. A strict link goes through the window only for a
+    /// Read the window allows (`read`: the request is a Read).
+    pub(super) fn remote(&mut self, peer: &Side, strict: bool, read: bool) -> (u64, u32, u64, Via) {
         let base = peer.buffer.as_ref().map_or(0, |b| b.address(0));
         let len = peer.buffer_len();
         let zone = peer.rdma_zone();
@@ -421,12 +416,12 @@ impl Fuzzer<'_> {
         let mut room = len - offset;
         let mut token = peer.remote_token;
         let mut address = base + offset;
-        let mut through_window = false;
+        let mut via = Via::Mr;
         if let Some((window_token, start, window_len)) = peer.window
             && (!strict || (read && peer.window_reads))
             && self.rng.chance(30)
         {
-            through_window = true;
+            via = Via::Window;
             token = window_token;
             let within = self.rng.below(window_len.max(1));
             address = base + start + within;
@@ -443,6 +438,7 @@ impl Fuzzer<'_> {
             // Through the peer's fast-registered region (M16, M34).
             let within = self.rng.below(region);
             (token, address, room) = (fast.remote_token, fast_base + within, region - within);
+            via = Via::Fast;
             self.out.fast_named += 1;
         }
         if self.invalid() {
@@ -452,7 +448,7 @@ impl Fuzzer<'_> {
                 _ => room += self.rng.below(STRAY - 1) + 1,
             }
         }
-        (address, token, room, through_window)
+        (address, token, room, via)
     }
 
     pub(super) fn rdma(&mut self, link: &mut Link, i: usize, read: bool) {
@@ -470,7 +466,7 @@ impl Fuzzer<'_> {
         }
         let silent = self.rng.chance(5);
         let flags = self.flags(silent, false);
-        let (remote, token, room, through_window) = {
+        let (remote, token, room, via) = {
             let peer = &link.sides[1 - i];
             self.remote(peer, link.strict, read)
         };
@@ -500,7 +496,7 @@ impl Fuzzer<'_> {
         let silent = flags & OpFlags::SILENT_SUCCESS.bits() != 0;
         self.posted(link, i, what, context, silent, status);
         if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
-            post.through_window = through_window;
+            post.via = via;
         }
     }
 
@@ -548,8 +544,21 @@ impl Fuzzer<'_> {
         };
         let flags = self.flags(false, false);
         let peer = &link.sides[1 - i];
-        let remote = peer.buffer.as_ref().map_or(0, |b| b.address(0)) + from;
-        let token = peer.remote_token;
+        let mut remote = peer.buffer.as_ref().map_or(0, |b| b.address(0)) + from;
+        let mut token = peer.remote_token;
+        let mut via = Via::Mr;
+        // Now and then through the peer's fast-registered region, where its
+        // FastRegister's page order put the sources (M16), when it granted
+        // remote read.
+        if let Some(fast) = &peer.fast
+            && let Some(region) = fast.region
+            && region.remote_read
+            && let Some(address) = region.address_of(from, len)
+            && self.rng.chance(40)
+        {
+            (remote, token, via) = (address, fast.remote_token, Via::Fast);
+            self.out.sources_remapped += 1;
+        }
         let qp = side.qp;
         let context = self.context();
         let read = table(qp).ndk_read;
@@ -557,6 +566,9 @@ impl Fuzzer<'_> {
         self.posted(link, i, "NdkRead", context, false, status);
         if status == STATUS_SUCCESS {
             link.sides[i].hold(context, slot);
+            if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
+                post.via = via;
+            }
         }
         true
     }
@@ -770,6 +782,7 @@ impl Fuzzer<'_> {
             base,
             length,
             first_page,
+            remote_read: flags.contains(OpFlags::ALLOW_REMOTE_READ),
         };
         let qp = side.qp;
         let context = self.context();
@@ -811,6 +824,11 @@ impl Fuzzer<'_> {
             return;
         };
         if fast.mr.is_null() || (!fast.mapped && !self.invalid()) {
+            return;
+        }
+        // A strict link invalidates it only while no Read of the peer's
+        // goes through it (the Read could find it gone).
+        if link.strict && link.sides[1 - i].reading_via(Via::Fast) {
             return;
         }
         // After the peer's SendAndInvalidate the MR may still be mapped
@@ -879,7 +897,7 @@ impl Fuzzer<'_> {
         // connection: only on a noisy link. A strict link invalidates only a
         // window no Read of the peer's goes through.
         if (side.window.is_none() && !self.invalid())
-            || (link.strict && link.sides[1 - i].reading_through_window())
+            || (link.strict && link.sides[1 - i].reading_via(Via::Window))
         {
             return;
         }

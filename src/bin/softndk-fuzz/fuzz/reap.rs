@@ -13,7 +13,7 @@ use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
     Buffer, EMPTY_RESULT, EMPTY_RESULT_EX, FAST_REGISTER, Link, POLL, Post, RECEIVE_QUEUE, SLOT,
-    SRQ_RECEIVE, Side, Slot, SlotUse, UNPLACED, plain, queue_of, table,
+    SRQ_RECEIVE, Side, Slot, SlotUse, UNPLACED, Via, plain, queue_of, table,
 };
 use super::signal::{Signal, on_status};
 
@@ -310,7 +310,7 @@ impl Fuzzer<'_> {
                             what: "NdkWrite",
                             call: write.call,
                             silent: false,
-                            through_window: false,
+                            via: Via::Mr,
                             slot: None,
                             doomed: None,
                         };
