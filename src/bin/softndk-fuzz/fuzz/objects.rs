@@ -204,9 +204,9 @@ pub(super) struct Post {
     pub(super) what: &'static str,
     pub(super) call: u64,
     pub(super) silent: bool,
-    /// What an RDMA request named the peer's memory through (strict links
-    /// count the Reads through a window or a fast-registered region: it is
-    /// not invalidated while one is outstanding).
+    /// What it named memory through (strict links count the Reads through
+    /// a window or a fast-registered region, and the receives into one: it
+    /// is not invalidated while one is outstanding).
     pub(super) via: Via,
     /// A strict link's receive: the slot its SGEs cover.
     pub(super) slot: Option<Slot>,
@@ -215,15 +215,17 @@ pub(super) struct Post {
     pub(super) doomed: Option<&'static str>,
 }
 
-/// What an RDMA request names the peer's memory through.
+/// What a request names memory through, where it matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Via {
-    /// Its registered MR (or nothing: not an RDMA request).
+    /// The registered MRs (or where it does not matter).
     Mr,
-    /// Its window.
+    /// The peer's window (an RDMA request).
     Window,
-    /// Its fast-registered region.
+    /// The peer's fast-registered region (an RDMA request).
     Fast,
+    /// This side's own fast-registered region, in its SGEs (a receive).
+    OwnFast,
 }
 
 /// A LAM (`NdkBuildLam`) over a side's whole buffer, in storage of its
@@ -299,21 +301,36 @@ pub(super) struct Fast {
 pub(super) struct Mapping {
     pub(super) base: u64,
     pub(super) length: u64,
-    /// Where the side's buffer's first page (its LAM's first, which holds
-    /// a strict link's sources) stands among the pages: the region offset
-    /// of that page's first byte, negative when it is the first page and
-    /// the FBO skips into it; `None` when it is not mapped.
-    pub(super) first_page: Option<i64>,
-    /// Whether the FastRegister granted remote read.
+    pub(super) fbo: u64,
+    /// For each page given, in order, which page of the side's buffer it
+    /// is (its index in the buffer's LAM).
+    pub(super) order: [usize; Mapping::MOST],
+    pub(super) count: usize,
+    /// Whether the FastRegister granted local write (a receive may land
+    /// there) and remote read (the peer may read there).
+    pub(super) local_write: bool,
     pub(super) remote_read: bool,
 }
 
 impl Mapping {
-    /// The region address of bytes `at..at + len` of the buffer's first
-    /// page, when the region maps them all.
+    /// The most pages a fast-register MR is initialized for here (M14).
+    pub(super) const MOST: usize = 16;
+
+    /// The region address of bytes `at..at + len` of the side's buffer,
+    /// when they lie in one page and the region maps them all.
     pub(super) fn address_of(&self, at: u64, len: u64) -> Option<u64> {
-        let offset = u64::try_from(self.first_page? + i64::try_from(at).ok()?).ok()?;
-        (at + len <= PAGE_SIZE as u64 && offset + len <= self.length).then_some(self.base + offset)
+        let page = PAGE_SIZE as u64;
+        if at % page + len > page {
+            return None;
+        }
+        let index = usize::try_from(at / page).ok()?;
+        let j = self
+            .order
+            .get(..self.count)?
+            .iter()
+            .position(|&p| p == index)?;
+        let offset = (j as u64 * page + at % page).checked_sub(self.fbo)?;
+        (offset + len <= self.length).then_some(self.base + offset)
     }
 }
 
@@ -620,9 +637,9 @@ impl Side {
         held >= depth as usize
     }
 
-    /// Whether a Read of this side through the peer's window (`via`) or
-    /// fast-registered region is outstanding.
-    pub(super) fn reading_via(&self, via: Via) -> bool {
+    /// Whether a request of this side that named memory through `via` is
+    /// outstanding.
+    pub(super) fn outstanding_via(&self, via: Via) -> bool {
         self.outstanding.values().any(|post| post.via == via)
     }
 

@@ -207,11 +207,16 @@ impl Fuzzer<'_> {
 
     pub(super) fn receive(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
+        let mut via = Via::Mr;
         let (slot, sges) = if side.zones.is_some() {
-            let Some((slot, sges)) = self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)
+            let Some((slot, mut sges)) =
+                self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)
             else {
                 return;
             };
+            if self.remap(side, 0, true, &mut sges) {
+                via = Via::OwnFast;
+            }
             (Some(slot), sges)
         } else {
             let zone = (0, side.buffer_len());
@@ -245,6 +250,9 @@ impl Fuzzer<'_> {
                 }
                 side.hold(context, slot);
             }
+            if let Some(post) = side.outstanding.get_mut(&context) {
+                post.via = via;
+            }
         }
     }
 
@@ -265,7 +273,7 @@ impl Fuzzer<'_> {
             .map(|fast| fast.remote_token);
         let invalidate = invalidate
             && (link.sides[1 - i].window.is_some() || fast_token.is_some() || self.invalid())
-            && !(link.strict && link.sides[i].reading_via(Via::Window));
+            && !(link.strict && link.sides[i].outstanding_via(Via::Window));
         let side = &link.sides[i];
         let silent = self.rng.chance(5);
         let mut flags = self.flags(silent, true);
@@ -301,7 +309,7 @@ impl Fuzzer<'_> {
                 .copied()
                 .collect()
         });
-        self.remap_sources(side, flags, &mut sges);
+        self.remap(side, flags, false, &mut sges);
         let qp = side.qp;
         let context = self.context();
         let (request, sgl, n_sge) = (
@@ -368,40 +376,46 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// A strict side's Send sources, some of them named another way than
-    /// through its MR: through its fast-registered region, whose pages
-    /// come in the order its FastRegister gave them (M16), or through the
-    /// LAM page that holds them under the PD's privileged token (M27). The
-    /// peer checks the bytes it receives as for any Send: the provider must
-    /// translate these addresses to the same bytes. Not with INLINE, which
-    /// copies from the addresses themselves.
-    fn remap_sources(&mut self, side: &Side, flags: u32, sges: &mut [NdkSge]) {
+    /// A strict side's SGEs (a Send's sources, a receive's slot), some of
+    /// them named another way than through its MR: through its
+    /// fast-registered region, whose pages come in the order its
+    /// FastRegister gave them (M16), or through the LAM page that holds
+    /// them under the PD's privileged token (M27, which grants local read
+    /// and write). The bytes are checked as for any request: the provider
+    /// must translate these addresses to the same memory. Not with INLINE,
+    /// which copies from the addresses themselves. `write`: the request
+    /// writes there (a receive: the region must grant local write).
+    /// Whether an SGE now names the region.
+    fn remap(&mut self, side: &Side, flags: u32, write: bool, sges: &mut [NdkSge]) -> bool {
         let (Some(_), Some(fast), Some(buffer)) = (&side.zones, &side.fast, &side.buffer) else {
-            return;
+            return false;
         };
         if flags & OpFlags::INLINE.bits() != 0 {
-            return;
+            return false;
         }
-        let base = buffer.address(0);
-        let lam_page = fast
-            .lam
-            .as_ref()
-            .and_then(|lam| lam.pages().first().copied());
+        let (base, page) = (buffer.address(0), PAGE_SIZE as u64);
+        let region = fast.region.filter(|region| region.local_write || !write);
+        let mut through_region = false;
         for sge in sges {
             let (at, len) = (sge.address.wrapping_sub(base), u64::from(sge.length));
-            if let Some(address) = fast.region.and_then(|region| region.address_of(at, len))
+            let lam_page = fast.lam.as_ref().and_then(|lam| {
+                let index = usize::try_from(at / page).ok()?;
+                lam.pages().get(index).filter(|_| at % page + len <= page)
+            });
+            if let Some(address) = region.and_then(|region| region.address_of(at, len))
                 && self.rng.chance(30)
             {
                 (sge.address, sge.memory_region_token) = (address, fast.local_token);
                 self.out.sources_remapped += 1;
-            } else if let Some(page) = lam_page
-                && at + len <= PAGE_SIZE as u64
+                through_region = true;
+            } else if let Some(&logical) = lam_page
                 && self.rng.chance(15)
             {
-                (sge.address, sge.memory_region_token) = (page + at, fast.privileged);
+                (sge.address, sge.memory_region_token) = (logical + at % page, fast.privileged);
                 self.out.sources_remapped += 1;
             }
         }
+        through_region
     }
 
     /// A remote address and token on the peer: its MR, its window, its
@@ -771,17 +785,22 @@ impl Fuzzer<'_> {
                 }
             }
         }
-        // Where the buffer's first page stands in the region.
-        let first = lam.pages().first();
-        let first_page = pages.iter().position(|p| Some(p) == first).and_then(|j| {
-            i64::try_from(j as u64 * page)
-                .ok()?
-                .checked_sub(i64::try_from(fbo).ok()?)
-        });
+        // Which of the buffer's pages each page given is.
+        let mut order = [usize::MAX; Mapping::MOST];
+        for (slot, page) in order.iter_mut().zip(&pages) {
+            *slot = lam
+                .pages()
+                .iter()
+                .position(|p| p == page)
+                .unwrap_or(usize::MAX);
+        }
         let mapping = Mapping {
             base,
             length,
-            first_page,
+            fbo,
+            order,
+            count: pages.len().min(Mapping::MOST),
+            local_write: flags.contains(OpFlags::ALLOW_LOCAL_WRITE),
             remote_read: flags.contains(OpFlags::ALLOW_REMOTE_READ),
         };
         let qp = side.qp;
@@ -827,8 +846,12 @@ impl Fuzzer<'_> {
             return;
         }
         // A strict link invalidates it only while no Read of the peer's
-        // goes through it (the Read could find it gone).
-        if link.strict && link.sides[1 - i].reading_via(Via::Fast) {
+        // goes through it and no receive of its own names it (either could
+        // find it gone: the Invalidate is not ordered with them).
+        if link.strict
+            && (link.sides[1 - i].outstanding_via(Via::Fast)
+                || link.sides[i].outstanding_via(Via::OwnFast))
+        {
             return;
         }
         // After the peer's SendAndInvalidate the MR may still be mapped
@@ -897,7 +920,7 @@ impl Fuzzer<'_> {
         // connection: only on a noisy link. A strict link invalidates only a
         // window no Read of the peer's goes through.
         if (side.window.is_none() && !self.invalid())
-            || (link.strict && link.sides[1 - i].reading_via(Via::Window))
+            || (link.strict && link.sides[1 - i].outstanding_via(Via::Window))
         {
             return;
         }
