@@ -210,8 +210,8 @@ pub struct Outcome {
     pub fast_named: u64,
     /// A strict link's checked bytes named through a fast-registered
     /// region (M16) or a LAM page under the privileged token (M27): a
-    /// Send's or a receive's SGEs, or a Read's remote address in the
-    /// peer's region.
+    /// Send's, a receive's or a Write's SGEs, or a Read's or a Write's
+    /// remote address in the peer's region.
     pub sources_remapped: u64,
     /// Requests breaking a rule (FastRegisters and Invalidates of a
     /// fast-register MR) that were refused inline or failed, as they must.

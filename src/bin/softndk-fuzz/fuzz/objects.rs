@@ -307,9 +307,11 @@ pub(super) struct Mapping {
     pub(super) order: [usize; Mapping::MOST],
     pub(super) count: usize,
     /// Whether the FastRegister granted local write (a receive may land
-    /// there) and remote read (the peer may read there).
+    /// there), remote read and remote write (the peer may read or write
+    /// there).
     pub(super) local_write: bool,
     pub(super) remote_read: bool,
+    pub(super) remote_write: bool,
 }
 
 impl Mapping {
@@ -365,6 +367,10 @@ pub(super) struct Landing {
     pub(super) slot: Slot,
     pub(super) carried: Vec<u8>,
     pub(super) call: u64,
+    /// Whether it names the slot through this side's fast-registered
+    /// region: until its bytes are checked, the region is not invalidated
+    /// (a Write completes at its initiator once sent, and may land later).
+    pub(super) via_region: bool,
 }
 
 /// A Send of the peer accepted on a strict link and not yet matched by a
@@ -635,6 +641,16 @@ impl Side {
             self.depths.1
         };
         held >= depth as usize
+    }
+
+    /// Whether a checked Write of the peer through this side's
+    /// fast-registered region may still be landing (its bytes not checked
+    /// yet).
+    pub(super) fn landing_via_region(&self) -> bool {
+        self.writes_in
+            .iter()
+            .chain(self.incoming.iter().flat_map(|sent| &sent.writes))
+            .any(|write| write.via_region)
     }
 
     /// Whether a request of this side that named memory through `via` is

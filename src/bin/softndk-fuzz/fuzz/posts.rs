@@ -611,7 +611,9 @@ impl Fuzzer<'_> {
         let Some(zones) = &side.zones else {
             return false;
         };
-        let sges = side.sges_over(pieces);
+        let flags = self.flags(false, false);
+        let mut sges = side.sges_over(pieces);
+        self.remap(side, flags, false, &mut sges);
         let carried: Vec<u8> = pieces
             .iter()
             .flat_map(|&(offset, length)| {
@@ -627,9 +629,21 @@ impl Fuzzer<'_> {
         };
         // Nothing names the free slot: it may be written now.
         target.fill(slot.start, SLOT as usize, UNPLACED);
-        let remote = target.address(0) + slot.start;
-        let token = peer.remote_token;
-        let flags = self.flags(false, false);
+        let mut remote = target.address(0) + slot.start;
+        let mut token = peer.remote_token;
+        // Now and then through the peer's fast-registered region, where its
+        // FastRegister's page order put the slot (M16), when it granted
+        // remote write.
+        let mut via_region = false;
+        if let Some(fast) = &peer.fast
+            && let Some(region) = fast.region
+            && region.remote_write
+            && let Some(address) = region.address_of(slot.start, len)
+            && self.rng.chance(40)
+        {
+            (remote, token, via_region) = (address, fast.remote_token, true);
+            self.out.sources_remapped += 1;
+        }
         let (qp, context) = (side.qp, self.context());
         let write = table(qp).ndk_write;
         let status = self.post_rdma(qp, write, context, &sges, (remote, token), flags);
@@ -642,6 +656,7 @@ impl Fuzzer<'_> {
                 slot,
                 carried,
                 call,
+                via_region,
             });
         }
         true
@@ -802,6 +817,7 @@ impl Fuzzer<'_> {
             count: pages.len().min(Mapping::MOST),
             local_write: flags.contains(OpFlags::ALLOW_LOCAL_WRITE),
             remote_read: flags.contains(OpFlags::ALLOW_REMOTE_READ),
+            remote_write: flags.contains(OpFlags::ALLOW_REMOTE_WRITE),
         };
         let qp = side.qp;
         let context = self.context();
@@ -846,11 +862,13 @@ impl Fuzzer<'_> {
             return;
         }
         // A strict link invalidates it only while no Read of the peer's
-        // goes through it and no receive of its own names it (either could
-        // find it gone: the Invalidate is not ordered with them).
+        // goes through it, no receive of its own names it and no Write of
+        // the peer's through it may still be landing (each could find it
+        // gone: the Invalidate is not ordered with them).
         if link.strict
             && (link.sides[1 - i].outstanding_via(Via::Fast)
-                || link.sides[i].outstanding_via(Via::OwnFast))
+                || link.sides[i].outstanding_via(Via::OwnFast)
+                || link.sides[i].landing_via_region())
         {
             return;
         }
