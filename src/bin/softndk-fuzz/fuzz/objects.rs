@@ -204,10 +204,15 @@ pub(super) struct Post {
     pub(super) what: &'static str,
     pub(super) call: u64,
     pub(super) silent: bool,
-    /// What it named memory through (strict links count the Reads through
-    /// a window or a fast-registered region, and the receives into one: it
-    /// is not invalidated while one is outstanding).
+    /// What it named the peer's memory through (strict links count the
+    /// Reads through a window or a fast-registered region: it is not
+    /// invalidated while one is outstanding).
     pub(super) via: Via,
+    /// Whether its SGEs name this side's own fast-registered region for
+    /// writing (a receive, a Read's sink): strict links do not invalidate
+    /// the region while one is outstanding (the Invalidate is not ordered
+    /// with receives, nor with a Read's response).
+    pub(super) into_region: bool,
     /// A strict link's receive: the slot its SGEs cover.
     pub(super) slot: Option<Slot>,
     /// The rule a request breaks (a FastRegister or an Invalidate the
@@ -224,8 +229,6 @@ pub(super) enum Via {
     Window,
     /// The peer's fast-registered region (an RDMA request).
     Fast,
-    /// This side's own fast-registered region, in its SGEs (a receive).
-    OwnFast,
 }
 
 /// A LAM (`NdkBuildLam`) over a side's whole buffer, in storage of its
@@ -641,6 +644,12 @@ impl Side {
             self.depths.1
         };
         held >= depth as usize
+    }
+
+    /// Whether a receive or Read of this side writing into its own
+    /// fast-registered region is outstanding.
+    pub(super) fn writing_into_region(&self) -> bool {
+        self.outstanding.values().any(|post| post.into_region)
     }
 
     /// Whether a checked Write of the peer through this side's

@@ -53,6 +53,7 @@ impl Fuzzer<'_> {
                         call,
                         silent,
                         via: Via::Mr,
+                        into_region: false,
                         slot: None,
                         doomed: None,
                     },
@@ -207,16 +208,14 @@ impl Fuzzer<'_> {
 
     pub(super) fn receive(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
-        let mut via = Via::Mr;
+        let mut into_region = false;
         let (slot, sges) = if side.zones.is_some() {
             let Some((slot, mut sges)) =
                 self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)
             else {
                 return;
             };
-            if self.remap(side, 0, true, &mut sges) {
-                via = Via::OwnFast;
-            }
+            into_region = self.remap(side, 0, true, &mut sges);
             (Some(slot), sges)
         } else {
             let zone = (0, side.buffer_len());
@@ -251,7 +250,7 @@ impl Fuzzer<'_> {
                 side.hold(context, slot);
             }
             if let Some(post) = side.outstanding.get_mut(&context) {
-                post.via = via;
+                post.into_region = into_region;
             }
         }
     }
@@ -551,12 +550,15 @@ impl Fuzzer<'_> {
         let from = self.rng.below(SOURCE);
         let len = 1 + self.rng.below(SOURCE - from);
         let side = &link.sides[i];
-        let Some((slot, sges)) =
+        let Some((slot, mut sges)) =
             self.slot_sges(side, SlotUse::Read { from }, len, side.initiator_sge)
         else {
             return false;
         };
         let flags = self.flags(false, false);
+        // The sink, now and then through this side's region or LAM page (a
+        // Read sink needs only local write: M9).
+        let into_region = self.remap(side, flags, true, &mut sges);
         let peer = &link.sides[1 - i];
         let mut remote = peer.buffer.as_ref().map_or(0, |b| b.address(0)) + from;
         let mut token = peer.remote_token;
@@ -581,7 +583,7 @@ impl Fuzzer<'_> {
         if status == STATUS_SUCCESS {
             link.sides[i].hold(context, slot);
             if let Some(post) = link.sides[i].outstanding.get_mut(&context) {
-                post.via = via;
+                (post.via, post.into_region) = (via, into_region);
             }
         }
         true
@@ -862,12 +864,12 @@ impl Fuzzer<'_> {
             return;
         }
         // A strict link invalidates it only while no Read of the peer's
-        // goes through it, no receive of its own names it and no Write of
-        // the peer's through it may still be landing (each could find it
-        // gone: the Invalidate is not ordered with them).
+        // goes through it, no receive or Read of its own writes into it and
+        // no Write of the peer's through it may still be landing (each
+        // could find it gone: the Invalidate is not ordered with them).
         if link.strict
             && (link.sides[1 - i].outstanding_via(Via::Fast)
-                || link.sides[i].outstanding_via(Via::OwnFast)
+                || link.sides[i].writing_into_region()
                 || link.sides[i].landing_via_region())
         {
             return;

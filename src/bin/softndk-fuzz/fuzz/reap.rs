@@ -311,6 +311,7 @@ impl Fuzzer<'_> {
                             call: write.call,
                             silent: false,
                             via: Via::Mr,
+                            into_region: false,
                             slot: None,
                             doomed: None,
                         };
