@@ -293,8 +293,8 @@ pub(super) struct Fast {
     /// maps.
     pub(super) registering: Option<(usize, Mapping)>,
     /// The mapping once its FastRegister's entry was a success, until an
-    /// Invalidate is posted: what a noisy or a clean, not strict, link's
-    /// SGEs and the peer's RDMA may name, and a strict link's Send sources.
+    /// Invalidate is posted: what SGEs and the peer's RDMA may name (on a
+    /// strict link, only where the bytes are checked).
     pub(super) region: Option<Mapping>,
 }
 
