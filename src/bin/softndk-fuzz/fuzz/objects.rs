@@ -903,3 +903,49 @@ pub(super) const EMPTY_RESULT: NdkResult = NdkResult {
     qp_context: ptr::null_mut(),
     request_context: ptr::null_mut(),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::{Mapping, PAGE_SIZE};
+
+    const PAGE: u64 = PAGE_SIZE as u64;
+
+    /// Buffer pages 2, 0 and 1 given in that order, 100 bytes into the
+    /// first, 50 bytes short of the end: where the oracle expects the
+    /// provider to find a buffer range in the region (M16).
+    fn mapping() -> Mapping {
+        let mut order = [usize::MAX; Mapping::MOST];
+        order[..3].copy_from_slice(&[2, 0, 1]);
+        Mapping {
+            base: 100 + 5 * PAGE,
+            length: 3 * PAGE - 100 - 50,
+            fbo: 100,
+            order,
+            count: 3,
+            local_write: true,
+            remote_read: true,
+            remote_write: true,
+        }
+    }
+
+    #[test]
+    fn a_buffer_range_is_found_where_the_page_order_puts_it() {
+        let m = mapping();
+        // Buffer page 0 is the second page given: one page in, less the FBO.
+        assert_eq!(m.address_of(10, 20), Some(m.base + PAGE + 10 - 100));
+        // Buffer page 2 is the first given: the FBO skips its first 100 bytes.
+        assert_eq!(m.address_of(2 * PAGE + 150, 8), Some(m.base + 50));
+        assert_eq!(m.address_of(2 * PAGE + 100, 1), Some(m.base));
+        // Buffer page 1 is the last given.
+        assert_eq!(m.address_of(PAGE, 1), Some(m.base + 2 * PAGE - 100));
+    }
+
+    #[test]
+    fn a_range_the_region_does_not_map_has_no_address() {
+        let m = mapping();
+        assert_eq!(m.address_of(2 * PAGE + 99, 1), None, "before the FBO");
+        assert_eq!(m.address_of(2 * PAGE - 40, 30), None, "past the length");
+        assert_eq!(m.address_of(PAGE - 10, 20), None, "across two pages");
+        assert_eq!(m.address_of(3 * PAGE, 1), None, "a page not given");
+    }
+}
