@@ -66,6 +66,12 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.fast_registered > 0 && outcome.fast_named > 0 && outcome.doomed_failed > 0,
         "{outcome:?}"
     );
+    // Links connected from shared endpoints, and some endpoint closes
+    // pended until their last connector was closed (N10, N11).
+    assert!(
+        outcome.endpoint_links > 0 && outcome.endpoint_closes_pended > 0,
+        "{outcome:?}"
+    );
     // Strict links (none under injected faults) had their entries judged,
     // and the bytes of their receives compared with the Sends'.
     assert_eq!(outcome.judged > 0, config.faults.is_none(), "{outcome:?}");

@@ -87,6 +87,10 @@ impl Fuzzer<'_> {
             if what % 2 == 0 {
                 self.close(&mut side.qp, &mut pending);
             } else {
+                if let Some((id, _)) = side.endpoint {
+                    self.endpoint_check(id);
+                }
+                let side = &mut link.sides[what / 2];
                 self.close(&mut side.connector, &mut pending);
             }
         }
@@ -106,6 +110,12 @@ impl Fuzzer<'_> {
         }
         self.close(&mut link.listener, &mut pending);
         let closed = self.wait_closes(pending);
+        // The connector that connected from a shared endpoint is gone: one
+        // reference fewer on it (N10). If its close never completed (a
+        // finding already), the endpoint's close is not waited for.
+        if closed && let Some((id, sure)) = link.sides[0].endpoint.take() {
+            self.endpoint_released(id, sure);
+        }
         if closed {
             let incoming = Arc::clone(&link.incoming);
             self.bury(incoming);

@@ -22,6 +22,8 @@ pub(super) struct Fuzzer<'a> {
     pub(super) next_context: usize,
     pub(super) out: Outcome,
     pub(super) links: Vec<Link>,
+    /// Its shared endpoints, open or closing (N9–N11).
+    pub(super) endpoints: Vec<super::endpoint::Endpoint>,
     /// The current link's noise: the percentage of parameters made invalid
     /// (0 on a clean link).
     pub(super) noise: u64,
@@ -76,6 +78,7 @@ impl<'a> Fuzzer<'a> {
             next_context: 0,
             out: Outcome::default(),
             links: Vec::new(),
+            endpoints: Vec::new(),
             graveyard: std::collections::VecDeque::new(),
             noise: 0,
             at_link: 0,
@@ -248,6 +251,20 @@ impl<'a> Fuzzer<'a> {
             // cancelled (E1, E5); so rarely, for links to do work first.
             980..=984 => self.flush(&mut link, i),
             985..=989 => self.disconnect(&mut link, i),
+            // A shared endpoint closed while connections may still go out
+            // from it (N10); the next link that wants one makes another.
+            990..=992 if !self.endpoints.is_empty() => {
+                // One that connections go out from, if any.
+                let used: Vec<usize> = (0..self.endpoints.len())
+                    .filter(|&at| self.endpoints[at].users > 0)
+                    .collect();
+                let at = if used.is_empty() {
+                    self.rng.index(self.endpoints.len())
+                } else {
+                    used[self.rng.index(used.len())]
+                };
+                self.close_endpoint(at);
+            }
             _ => {
                 self.close_link(link);
                 return;
@@ -260,9 +277,18 @@ impl<'a> Fuzzer<'a> {
         while self.out.calls < self.budget && self.out.findings.is_empty() {
             self.step();
         }
+        // Half the time the shared endpoints close first, while their
+        // connections are still up: their closes pend until the links'
+        // connectors are closed (N10).
+        if self.rng.chance(50) {
+            for at in (0..self.endpoints.len()).rev() {
+                self.close_endpoint(at);
+            }
+        }
         for link in std::mem::take(&mut self.links) {
             self.close_link(link);
         }
+        self.close_endpoints();
         for signal in std::mem::take(&mut self.graveyard) {
             self.check_grave(&signal);
         }

@@ -10,7 +10,9 @@
 //! and starts `threads` threads. Each thread owns its links — two QPs
 //! connected through a listener and two connectors, each side with its own
 //! CQ, PD, registered MR and MW (or, on some links with both sides on one
-//! adapter, one PD and one SRQ for both QPs: [`objects::Link::shared`]) —
+//! adapter, one PD and one SRQ for both QPs: [`objects::Link::shared`];
+//! on some links the active side connects from the thread's shared
+//! endpoint on its adapter: [`endpoint`]) —
 //! so the consumer's serialisation rules (C1, P2) hold; the adapters and
 //! their devices are shared. A thread draws every
 //! choice from its own generator (seeded from the run's seed and its
@@ -77,6 +79,7 @@
 )]
 
 mod close;
+mod endpoint;
 mod fuzzer;
 mod objects;
 mod posts;
@@ -213,6 +216,12 @@ pub struct Outcome {
     /// Send's, a receive's or a Write's SGEs, or a Read's or a Write's
     /// remote address in the peer's region.
     pub sources_remapped: u64,
+    /// Shared endpoints created (N9), links whose active side connected
+    /// through one (N10, N11), and closes of one that pended until its
+    /// last connector was closed (N10).
+    pub endpoints: u64,
+    pub endpoint_links: u64,
+    pub endpoint_closes_pended: u64,
     /// Requests breaking a rule (FastRegisters and Invalidates of a
     /// fast-register MR) that were refused inline or failed, as they must.
     pub doomed_failed: u64,
@@ -248,6 +257,9 @@ impl Outcome {
         self.fast_registered += other.fast_registered;
         self.fast_named += other.fast_named;
         self.sources_remapped += other.sources_remapped;
+        self.endpoints += other.endpoints;
+        self.endpoint_links += other.endpoint_links;
+        self.endpoint_closes_pended += other.endpoint_closes_pended;
         self.doomed_failed += other.doomed_failed;
         self.srq_crossed += other.srq_crossed;
         self.cq_errors += other.cq_errors;

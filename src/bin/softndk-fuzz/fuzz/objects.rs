@@ -8,7 +8,7 @@ use std::sync::Arc;
 use softndk::abi::{
     AF_INET, InAddr, Mdl, NdkAdapter, NdkConnector, NdkCq, NdkFnCloseObject, NdkListener,
     NdkLogicalAddressMapping, NdkMr, NdkMw, NdkOperationType, NdkPd, NdkQp, NdkResult, NdkResultEx,
-    NdkSge, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
+    NdkSge, NdkSharedEndpoint, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
 use super::signal::Signal;
@@ -48,6 +48,7 @@ dispatched! {
     NdkMw => softndk::abi::NdkMwDispatch,
     NdkConnector => softndk::abi::NdkConnectorDispatch,
     NdkListener => softndk::abi::NdkListenerDispatch,
+    NdkSharedEndpoint => softndk::abi::NdkSharedEndpointDispatch,
 }
 
 /// A provider object the fuzzer closes through its own table's close slot.
@@ -570,6 +571,10 @@ pub(super) struct Side {
     /// A strict link's buffer zones (see [`Zones`]).
     pub(super) zones: Option<Zones>,
     pub(super) connector: *mut NdkConnector,
+    /// The thread's shared endpoint the connector connected from (side 0,
+    /// on some links), and whether that connect is known to have
+    /// succeeded.
+    pub(super) endpoint: Option<(u64, bool)>,
     pub(super) disconnects: Arc<Signal>,
     /// Completions of Disconnect calls still to come.
     pub(super) disconnecting: Vec<Arc<Signal>>,
@@ -619,6 +624,7 @@ impl Side {
             writes_in: Vec::new(),
             zones: None,
             connector: ptr::null_mut(),
+            endpoint: None,
             disconnects: Signal::new(),
             disconnecting: Vec::new(),
             outstanding: HashMap::new(),

@@ -53,6 +53,10 @@ enum Share {
 /// ([`Fast`]).
 const FAST_SIDES: u64 = 50;
 
+/// The percentage of links whose active side connects from the thread's
+/// shared endpoint on its adapter (N10, N11).
+const SHARED_ENDPOINT: u64 = 25;
+
 /// The percentage of links whose two sides are on one adapter that share
 /// one PD and one SRQ between their QPs ([`Link::shared`]).
 const SHARED_SRQ: u64 = 30;
@@ -77,6 +81,36 @@ impl Fuzzer<'_> {
                 status.cast_unsigned()
             )))
         }
+    }
+
+    /// A call that starts a connection step, counted: what it returned, a
+    /// failure other than pending judged.
+    pub(super) fn started(
+        &mut self,
+        what: &'static str,
+        status: NtStatus,
+    ) -> Result<NtStatus, SetupFailed> {
+        self.call(what, status);
+        if status != STATUS_PENDING {
+            self.expect(what, status)?;
+        }
+        Ok(status)
+    }
+
+    /// A SOCKADDR_IN that `read` writes (a GetLocalAddress or
+    /// GetPeerAddress slot, given the buffer and its length), counted and
+    /// judged: the address and the length written.
+    pub(super) fn address(
+        &mut self,
+        what: &'static str,
+        read: impl FnOnce(*mut SockAddr, *mut u32) -> NtStatus,
+    ) -> Result<(SockAddrIn, u32), SetupFailed> {
+        let mut address = SockAddrIn::default();
+        let mut len = SOCKADDR_IN_LEN;
+        let status = read((&raw mut address).cast::<SockAddr>(), &raw mut len);
+        self.call(what, status);
+        self.expect(what, status)?;
+        Ok((address, len))
     }
 
     /// A set-up step that may pend, already counted with [`Fuzzer::call`]:
@@ -111,7 +145,7 @@ impl Fuzzer<'_> {
     /// context and the out-pointer (it passes `on_create` as the
     /// completion). L5: a create may pend and hand its object to the
     /// completion instead of the out-pointer. The object, or why it failed.
-    fn create<T>(
+    pub(super) fn create<T>(
         &mut self,
         what: &'static str,
         create: impl FnOnce(*mut c_void, *mut *mut T) -> NtStatus,
@@ -533,14 +567,11 @@ impl Fuzzer<'_> {
             )
         };
         self.step_up("NdkListen", status, &done)?;
-        let mut bound = SockAddrIn::default();
-        let mut len = SOCKADDR_IN_LEN;
-        // SAFETY: a live listener and a SOCKADDR_IN-sized buffer.
-        let status = unsafe {
-            (ld.ndk_get_local_address)(listener, (&raw mut bound).cast::<SockAddr>(), &raw mut len)
-        };
-        self.call("NdkGetListenerLocalAddress", status);
-        self.expect("NdkGetListenerLocalAddress", status)?;
+        // SAFETY: a live listener; `address` gives a SOCKADDR_IN-sized
+        // buffer and its length.
+        let (bound, _) = self.address("NdkGetListenerLocalAddress", |at, len| unsafe {
+            (ld.ndk_get_local_address)(listener, at, len)
+        })?;
         let port = u16::from_be(bound.sin_port);
 
         let ends = (sockaddr(a_adapter.ip, 0), sockaddr(b_ip, port));
@@ -548,7 +579,23 @@ impl Fuzzer<'_> {
             self.refused(a_adapter, (a, b), incoming, ends, read_limit)?;
         }
         let connected = Signal::new();
-        let status = self.start_connect(a.connector, a.qp, ends, read_limit, &[], &connected)?;
+        // Now and then from the thread's shared endpoint on A's adapter,
+        // which other links' connections go out from too (N10, N11).
+        let status = if self.rng.chance(SHARED_ENDPOINT) {
+            let (id, endpoint, _) = self.endpoint_on(a.adapter)?;
+            let status = self.start_connect_from(
+                (a.connector, a.qp),
+                endpoint,
+                ends.1,
+                read_limit,
+                &connected,
+            )?;
+            a.endpoint = Some((id, false));
+            self.endpoint_tied(id, false);
+            status
+        } else {
+            self.start_connect(a.connector, a.qp, ends, read_limit, &[], &connected)?
+        };
         b.connector = self.connect_event(incoming, status, &connected)?;
         let accepted = Signal::new();
         let accept = self.start_accept(
@@ -607,11 +654,7 @@ impl Fuzzer<'_> {
                 connected.ctx(),
             )
         };
-        self.call("NdkConnect", status);
-        if status != STATUS_PENDING {
-            self.expect("NdkConnect", status)?;
-        }
-        Ok(status)
+        self.started("NdkConnect", status)
     }
 
     /// `NdkAccept` of the passive `connector` with `qp` and `data` as its
@@ -642,11 +685,7 @@ impl Fuzzer<'_> {
                 accepted.ctx(),
             )
         };
-        self.call("NdkAccept", status);
-        if status != STATUS_PENDING {
-            self.expect("NdkAccept", status)?;
-        }
-        Ok(status)
+        self.started("NdkAccept", status)
     }
 
     /// The connector the listener's connect event brought for a connect
@@ -926,10 +965,20 @@ impl Fuzzer<'_> {
             }
             result = self.connect(&mut link);
         }
+        if result.is_ok()
+            && let Some((id, _)) = link.sides[0].endpoint
+        {
+            // Connected: the connector's reference is sure now.
+            result = self.check_peer_address(&link, id);
+            self.endpoint_tied(id, true);
+            self.endpoint_released(id, false);
+            link.sides[0].endpoint = Some((id, true));
+        }
         match result {
             Ok(()) => {
                 self.out.links += 1;
                 self.out.shared_srqs += u64::from(shared);
+                self.out.endpoint_links += u64::from(link.sides[0].endpoint.is_some());
                 Some(link)
             }
             Err(SetupFailed(text)) => {
