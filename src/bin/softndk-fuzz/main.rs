@@ -123,7 +123,7 @@ fn main() -> std::process::ExitCode {
         let outcome = fuzz::run(&config);
         let seconds = seed_start.elapsed().as_secs_f64();
         println!(
-            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {} ({} sides on an SRQ, {} SRQ notifications, {} shared SRQs, {} receives taken across one); fast registrations {} ok, {} requests through them or the privileged token, {} checked SGEs or RDMA targets of strict links through them, {} rule-breaking requests failed; shared endpoints {} ({} links connected from one, {} closes pended until their last connector closed); closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
+            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {} ({} sides on an SRQ, {} SRQ notifications, {} shared SRQs, {} receives taken across one); fast registrations {} ok, {} requests through them or the privileged token, {} checked SGEs or RDMA targets of strict links through them, {} rule-breaking requests failed; shared endpoints {} ({} links connected from one, {} closes pended until their last connector closed, {} second connections to one destination refused); closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
             outcome.calls,
             outcome.calls as f64 / seconds.max(1e-9),
             outcome.posted,
@@ -145,6 +145,7 @@ fn main() -> std::process::ExitCode {
             outcome.endpoints,
             outcome.endpoint_links,
             outcome.endpoint_closes_pended,
+            outcome.endpoint_tuples_refused,
             outcome.closed,
             outcome.notifications,
             outcome.cq_errors,

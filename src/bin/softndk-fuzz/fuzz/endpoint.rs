@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use softndk::abi::{
-    NdkConnector, NdkQp, NdkSharedEndpoint, NtStatus, STATUS_PENDING, STATUS_SUCCESS, SockAddr,
-    SockAddrIn,
+    NdkConnector, NdkQp, NdkSharedEndpoint, NtStatus, STATUS_ADDRESS_ALREADY_EXISTS,
+    STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{Link, SOCKADDR_IN_LEN, sockaddr, table};
-use super::signal::{Signal, keep, on_event, on_status};
+use super::setup::Receives;
+use super::signal::{Signal, keep, on_create, on_event, on_status};
 
 /// A thread's shared endpoint on one adapter.
 pub(super) struct Endpoint {
@@ -62,7 +63,7 @@ impl Fuzzer<'_> {
                     a.ptr(),
                     (&raw const wanted).cast::<SockAddr>(),
                     SOCKADDR_IN_LEN,
-                    Some(super::signal::on_create),
+                    Some(on_create),
                     done,
                     out,
                 )
@@ -104,29 +105,13 @@ impl Fuzzer<'_> {
     /// `connected`.
     pub(super) fn start_connect_from(
         &mut self,
-        (connector, qp): (*mut NdkConnector, *mut NdkQp),
+        objects: (*mut NdkConnector, *mut NdkQp),
         endpoint: *mut NdkSharedEndpoint,
         dst: SockAddrIn,
         read_limit: u32,
         connected: &Arc<Signal>,
     ) -> Result<NtStatus, SetupFailed> {
-        // SAFETY: live objects; the address is valid for the call;
-        // `connected` kept until the completion.
-        let status = unsafe {
-            (table(connector).ndk_connect_with_shared_endpoint)(
-                connector,
-                qp,
-                endpoint,
-                (&raw const dst).cast::<SockAddr>(),
-                SOCKADDR_IN_LEN,
-                read_limit,
-                read_limit,
-                ptr::null(),
-                0,
-                Some(on_status),
-                connected.ctx(),
-            )
-        };
+        let status = connect_from(objects, endpoint, dst, read_limit, connected);
         self.started("NdkConnectWithSharedEndpoint", status)
     }
 
@@ -157,6 +142,85 @@ impl Fuzzer<'_> {
                 u16::from_be(peer.sin_port),
                 expected.sin_addr.bytes,
                 u16::from_be(expected.sin_port)
+            )))
+        }
+    }
+
+    /// N11: a second connection from side 0's shared endpoint to where its
+    /// connection goes fails with `STATUS_ADDRESS_ALREADY_EXISTS`, inline
+    /// or through its completion, while the first connector is open (its
+    /// four-tuple stays until it closes). From a connector and a QP made
+    /// for it on side 0's PD and CQ, closed at once after.
+    pub(super) fn connect_again(&mut self, link: &Link) {
+        let a = &link.sides[0];
+        let Some((id, true)) = a.endpoint else {
+            return;
+        };
+        let Some(endpoint) = self
+            .endpoints
+            .iter()
+            .find(|e| e.id == id && !e.ptr.is_null())
+            .map(|e| e.ptr)
+        else {
+            return;
+        };
+        if a.connector.is_null() {
+            return;
+        }
+        let mut objects = (ptr::null_mut(), ptr::null_mut());
+        let result = self.connect_twice(link, endpoint, &mut objects);
+        let (mut connector, mut qp) = objects;
+        let mut pending = Vec::new();
+        self.close(&mut connector, &mut pending);
+        self.close(&mut qp, &mut pending);
+        self.wait_closes(pending);
+        match result {
+            Ok(()) => self.out.endpoint_tuples_refused += 1,
+            Err(SetupFailed(text)) if self.config.faults.is_none() => self.finding(&text),
+            Err(_) => {}
+        }
+    }
+
+    /// [`Fuzzer::connect_again`] up to the closes: each object it makes
+    /// goes into `objects` (connector, QP) at once.
+    fn connect_twice(
+        &mut self,
+        link: &Link,
+        endpoint: *mut NdkSharedEndpoint,
+        objects: &mut (*mut NdkConnector, *mut NdkQp),
+    ) -> Result<(), SetupFailed> {
+        let a = &link.sides[0];
+        let adapter = self.adapters[a.adapter].ptr();
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        objects.0 = self.create("NdkCreateConnector", |done, out| unsafe {
+            (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
+        })?;
+        objects.1 = self.create_qp(
+            (a.pd, a.cq),
+            0,
+            Receives::Own { depth: 1, sge: 1 },
+            (1, 1, 0),
+        )?;
+        let connected = Signal::new();
+        let status = connect_from(*objects, endpoint, a.dst, 0, &connected);
+        self.call("NdkConnectWithSharedEndpoint", status);
+        let status = if status == STATUS_PENDING {
+            let Some((status, _)) = connected.wait() else {
+                return Err(SetupFailed(
+                    "NdkConnectWithSharedEndpoint pended and never completed".into(),
+                ));
+            };
+            status
+        } else {
+            status
+        };
+        if status == STATUS_ADDRESS_ALREADY_EXISTS {
+            Ok(())
+        } else {
+            Err(SetupFailed(format!(
+                "a second NdkConnectWithSharedEndpoint from one shared endpoint to the destination of a connection from it that is still open answered {:#010x}, not STATUS_ADDRESS_ALREADY_EXISTS (N11)",
+                status.cast_unsigned()
             )))
         }
     }
@@ -287,5 +351,34 @@ impl Fuzzer<'_> {
                 keep(closed);
             }
         }
+    }
+}
+
+/// The `NdkConnectWithSharedEndpoint` call itself (not counted): from the
+/// shared `endpoint` to `dst`, no private data, its completion on
+/// `connected`.
+fn connect_from(
+    (connector, qp): (*mut NdkConnector, *mut NdkQp),
+    endpoint: *mut NdkSharedEndpoint,
+    dst: SockAddrIn,
+    read_limit: u32,
+    connected: &Arc<Signal>,
+) -> NtStatus {
+    // SAFETY: live objects the caller passes; the address is valid for the
+    // call; the caller keeps `connected` until the completion.
+    unsafe {
+        (table(connector).ndk_connect_with_shared_endpoint)(
+            connector,
+            qp,
+            endpoint,
+            (&raw const dst).cast::<SockAddr>(),
+            SOCKADDR_IN_LEN,
+            read_limit,
+            read_limit,
+            ptr::null(),
+            0,
+            Some(on_status),
+            connected.ctx(),
+        )
     }
 }

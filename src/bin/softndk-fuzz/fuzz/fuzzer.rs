@@ -265,6 +265,7 @@ impl<'a> Fuzzer<'a> {
                 };
                 self.close_endpoint(at);
             }
+            993..=994 => self.connect_again(&link),
             _ => {
                 self.close_link(link);
                 return;

@@ -222,6 +222,9 @@ pub struct Outcome {
     pub endpoints: u64,
     pub endpoint_links: u64,
     pub endpoint_closes_pended: u64,
+    /// Second connections to a destination from one shared endpoint,
+    /// refused as N11 says.
+    pub endpoint_tuples_refused: u64,
     /// Requests breaking a rule (FastRegisters and Invalidates of a
     /// fast-register MR) that were refused inline or failed, as they must.
     pub doomed_failed: u64,
@@ -260,6 +263,7 @@ impl Outcome {
         self.endpoints += other.endpoints;
         self.endpoint_links += other.endpoint_links;
         self.endpoint_closes_pended += other.endpoint_closes_pended;
+        self.endpoint_tuples_refused += other.endpoint_tuples_refused;
         self.doomed_failed += other.doomed_failed;
         self.srq_crossed += other.srq_crossed;
         self.cq_errors += other.cq_errors;

@@ -575,6 +575,8 @@ pub(super) struct Side {
     /// on some links), and whether that connect is known to have
     /// succeeded.
     pub(super) endpoint: Option<(u64, bool)>,
+    /// Where the side's connector connected to (the active side's).
+    pub(super) dst: SockAddrIn,
     pub(super) disconnects: Arc<Signal>,
     /// Completions of Disconnect calls still to come.
     pub(super) disconnecting: Vec<Arc<Signal>>,
@@ -625,6 +627,7 @@ impl Side {
             zones: None,
             connector: ptr::null_mut(),
             endpoint: None,
+            dst: SockAddrIn::default(),
             disconnects: Signal::new(),
             disconnecting: Vec::new(),
             outstanding: HashMap::new(),

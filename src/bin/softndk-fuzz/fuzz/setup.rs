@@ -26,7 +26,7 @@ type Turned = (*mut NdkConnector, *mut NdkQp, *mut NdkConnector, *mut NdkQp);
 
 /// Where a QP takes its receives from.
 #[derive(Clone, Copy)]
-enum Receives {
+pub(super) enum Receives {
     /// Its own receive queue of `depth` receives of up to `sge` SGEs.
     Own { depth: u32, sge: u32 },
     /// The SRQ (Q2).
@@ -450,7 +450,7 @@ impl Fuzzer<'_> {
     /// A QP of `pd` whose entries go to `cq` (both queues), with QP
     /// context `context`, its receives from `receives`, and `initiator`'s
     /// (depth, SGEs, inline size).
-    fn create_qp(
+    pub(super) fn create_qp(
         &mut self,
         (pd, cq): (*mut NdkPd, *mut NdkCq),
         context: usize,
@@ -590,7 +590,7 @@ impl Fuzzer<'_> {
                 read_limit,
                 &connected,
             )?;
-            a.endpoint = Some((id, false));
+            (a.endpoint, a.dst) = (Some((id, false)), ends.1);
             self.endpoint_tied(id, false);
             status
         } else {
