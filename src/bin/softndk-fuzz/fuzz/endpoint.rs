@@ -13,7 +13,6 @@ use softndk::abi::{
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{Link, SOCKADDR_IN_LEN, sockaddr, table};
-use super::setup::Receives;
 use super::signal::{Signal, keep, on_create, on_event, on_status};
 
 /// A thread's shared endpoint on one adapter.
@@ -191,17 +190,7 @@ impl Fuzzer<'_> {
     ) -> Result<(), SetupFailed> {
         let a = &link.sides[0];
         let adapter = self.adapters[a.adapter].ptr();
-        // SAFETY: a live adapter and an out-pointer; `create` keeps the
-        // completion's context until it came.
-        objects.0 = self.create("NdkCreateConnector", |done, out| unsafe {
-            (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
-        })?;
-        objects.1 = self.create_qp(
-            (a.pd, a.cq),
-            0,
-            Receives::Own { depth: 1, sge: 1 },
-            (1, 1, 0),
-        )?;
+        self.spare_connector(adapter, a, (&mut objects.0, &mut objects.1))?;
         let connected = Signal::new();
         let status = connect_from(*objects, endpoint, a.dst, 0, &connected);
         self.call("NdkConnectWithSharedEndpoint", status);

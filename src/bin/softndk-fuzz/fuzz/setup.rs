@@ -7,9 +7,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use softndk::abi::{
-    MrFlags, NdkAdapterInfo, NdkConnector, NdkCq, NdkListener, NdkPd, NdkQp, NdkSrq, NtStatus,
-    PAGE_SIZE, STATUS_BUFFER_TOO_SMALL, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_REFUSED,
-    STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
+    MrFlags, NdkAdapter, NdkAdapterInfo, NdkConnector, NdkCq, NdkListener, NdkPd, NdkQp, NdkSrq,
+    NtStatus, PAGE_SIZE, STATUS_BUFFER_TOO_SMALL, STATUS_CONNECTION_ABORTED,
+    STATUS_CONNECTION_REFUSED, STATUS_PENDING, STATUS_SUCCESS, SockAddr, SockAddrIn,
 };
 
 use super::fuzzer::{Fuzzer, SetupFailed};
@@ -26,7 +26,7 @@ type Turned = (*mut NdkConnector, *mut NdkQp, *mut NdkConnector, *mut NdkQp);
 
 /// Where a QP takes its receives from.
 #[derive(Clone, Copy)]
-pub(super) enum Receives {
+enum Receives {
     /// Its own receive queue of `depth` receives of up to `sge` SGEs.
     Own { depth: u32, sge: u32 },
     /// The SRQ (Q2).
@@ -95,6 +95,30 @@ impl Fuzzer<'_> {
             self.expect(what, status)?;
         }
         Ok(status)
+    }
+
+    /// A connector on `adapter` and a QP of one receive and one request on
+    /// `side`'s PD and CQ, for a connection attempt beside the link's own;
+    /// each goes into its slot as soon as it is made, for the caller to
+    /// close.
+    pub(super) fn spare_connector(
+        &mut self,
+        adapter: *mut NdkAdapter,
+        side: &Side,
+        (connector, qp): (&mut *mut NdkConnector, &mut *mut NdkQp),
+    ) -> Result<(), SetupFailed> {
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        *connector = self.create("NdkCreateConnector", |done, out| unsafe {
+            (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
+        })?;
+        *qp = self.create_qp(
+            (side.pd, side.cq),
+            0,
+            Receives::Own { depth: 1, sge: 1 },
+            (1, 1, 0),
+        )?;
+        Ok(())
     }
 
     /// A SOCKADDR_IN that `read` writes (a GetLocalAddress or
@@ -450,7 +474,7 @@ impl Fuzzer<'_> {
     /// A QP of `pd` whose entries go to `cq` (both queues), with QP
     /// context `context`, its receives from `receives`, and `initiator`'s
     /// (depth, SGEs, inline size).
-    pub(super) fn create_qp(
+    fn create_qp(
         &mut self,
         (pd, cq): (*mut NdkPd, *mut NdkCq),
         context: usize,
@@ -774,17 +798,7 @@ impl Fuzzer<'_> {
         objects: &mut Turned,
     ) -> Result<(), SetupFailed> {
         let adapter = a_adapter.ptr();
-        // SAFETY: a live adapter and an out-pointer; `create` keeps the
-        // completion's context until it came.
-        objects.0 = self.create("NdkCreateConnector", |done, out| unsafe {
-            (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
-        })?;
-        objects.1 = self.create_qp(
-            (a.pd, a.cq),
-            0,
-            Receives::Own { depth: 1, sge: 1 },
-            (1, 1, 0),
-        )?;
+        self.spare_connector(adapter, a, (&mut objects.0, &mut objects.1))?;
         // N17: at most `MaxCallerData` on the connect, `MaxCalleeData` on
         // the reject.
         let mut info = std::mem::MaybeUninit::<NdkAdapterInfo>::zeroed();
