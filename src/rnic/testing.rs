@@ -432,6 +432,23 @@ impl Side {
         )
     }
 
+    /// Posts an RDMA Read (request `context`, `flags`) into `sinks` from
+    /// `src` at offset `at`.
+    ///
+    /// # Errors
+    /// What [`Qp::post_read`] refuses inline.
+    pub fn read_from(
+        &self,
+        context: usize,
+        sinks: &[Sge],
+        src: &Registered,
+        at: u64,
+        flags: WrFlags,
+    ) -> Result<(), PostError> {
+        self.qp
+            .post_read(context, sinks, src.raddr(at), src.rkey(), flags)
+    }
+
     /// Posts a Send of `sges` (request `context`, no flag), a
     /// SendAndInvalidate of the peer's token `invalidate` when given (C2).
     ///

@@ -225,6 +225,25 @@ mod srq {
     use crate::rnic::srq::{Srq, SrqEvent, SrqNotify};
     use crate::rnic::types::{WcStatus, WrFlags};
 
+    /// A PD, a CQ of 16 and an SRQ of 2 receives (notifying `notify`) on a
+    /// fresh device.
+    fn world(notify: Option<Arc<dyn SrqNotify>>) -> (Arc<Pd>, Arc<Cq>, Arc<Srq>) {
+        let device = Device::new(limits(), EngineMode::Inline).unwrap();
+        let pd = Pd::new(&device).unwrap();
+        let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
+        let srq = Srq::new(&pd, 2, 1, 0, notify).unwrap();
+        (pd, cq, srq)
+    }
+
+    /// A QP taking its receives from `srq`, connected to a QP of its own:
+    /// (the attached QP, its peer).
+    fn attached_pair(pd: &Arc<Pd>, cq: &Arc<Cq>, srq: &Arc<Srq>) -> (Arc<Qp>, Arc<Qp>) {
+        let attached = Qp::new(pd, cq, cq, Some(srq), CONFIG).unwrap();
+        let peer = Qp::new(pd, cq, cq, None, CONFIG).unwrap();
+        qp::connect(&attached, &peer, (1, 1), (1, 1)).unwrap();
+        (attached, peer)
+    }
+
     /// Two QPs share an SRQ; the second's peer has a Send waiting because
     /// the SRQ is empty. A receive posted to the SRQ while the first QP
     /// closes on another thread must reach the waiting Send: once both
@@ -235,14 +254,9 @@ mod srq {
     #[test]
     fn test_loom_srq_receive_racing_a_close_wakes_the_waiting_send_rule_q3() {
         bounded(|| {
-            let device = Device::new(limits(), EngineMode::Inline).unwrap();
-            let pd = Pd::new(&device).unwrap();
-            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
-            let srq = Srq::new(&pd, 2, 1, 0, None).unwrap();
+            let (pd, cq, srq) = world(None);
             let first = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
-            let second = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
-            let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
-            qp::connect(&second, &peer, (1, 1), (1, 1)).unwrap();
+            let (second, peer) = attached_pair(&pd, &cq, &srq);
             // No receive yet: the Send waits for one.
             peer.post_send(30, Payload::Sges(&[]), WrFlags::empty(), None)
                 .unwrap();
@@ -275,13 +289,8 @@ mod srq {
     #[test]
     fn test_loom_srq_qp_close_racing_the_peers_send_completes_rule_l18_l21() {
         bounded(|| {
-            let device = Device::new(limits(), EngineMode::Inline).unwrap();
-            let pd = Pd::new(&device).unwrap();
-            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
-            let srq = Srq::new(&pd, 2, 1, 0, None).unwrap();
-            let attached = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
-            let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
-            qp::connect(&attached, &peer, (1, 1), (1, 1)).unwrap();
+            let (pd, cq, srq) = world(None);
+            let (attached, peer) = attached_pair(&pd, &cq, &srq);
             let sender = {
                 let peer = Arc::clone(&peer);
                 loom::thread::spawn(move || {
@@ -329,23 +338,13 @@ mod srq {
     #[test]
     fn test_loom_two_sends_draining_an_armed_srq_notify_once_rule_q3_q4_q5() {
         bounded(|| {
-            let device = Device::new(limits(), EngineMode::Inline).unwrap();
-            let pd = Pd::new(&device).unwrap();
-            let cq = Arc::new(Cq::new(16, Arc::new(Silent)).unwrap());
             let count = Arc::new(Count::default());
-            let srq = Srq::new(&pd, 2, 1, 0, Some(Arc::clone(&count) as _)).unwrap();
+            let (pd, cq, srq) = world(Some(Arc::clone(&count) as _));
             srq.post_receive(40, &[]).unwrap();
             srq.post_receive(41, &[]).unwrap();
             // Armed with both queued (Q6: depth 0 keeps the depth).
             srq.modify(0, 2).unwrap();
-            let peers: Vec<Arc<Qp>> = (0..2)
-                .map(|_| {
-                    let attached = Qp::new(&pd, &cq, &cq, Some(&srq), CONFIG).unwrap();
-                    let peer = Qp::new(&pd, &cq, &cq, None, CONFIG).unwrap();
-                    qp::connect(&attached, &peer, (1, 1), (1, 1)).unwrap();
-                    peer
-                })
-                .collect();
+            let peers: Vec<Arc<Qp>> = (0..2).map(|_| attached_pair(&pd, &cq, &srq).1).collect();
             assert_eq!(count.0.load(Ordering::SeqCst), 0, "2 queued, not below 2");
             let other = {
                 let peer = Arc::clone(&peers[0]);

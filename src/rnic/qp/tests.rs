@@ -92,7 +92,9 @@ const A_DEFERRED: [(usize, Opcode); 3] = [(1, Opcode::Send), (2, Opcode::Send), 
 fn post_a_deferred(pair: &Pair, src: &Registered, target: &Registered, second: WrFlags) {
     send(&pair.a, 1, &[src.sge(0, 8)], WrFlags::empty()).unwrap();
     send(&pair.a, 2, &[src.sge(0, 8)], second).unwrap();
-    write(&pair.a, 3, &[src.sge(0, 8)], target, 0, WrFlags::DEFER).unwrap();
+    pair.a
+        .write_to(3, &[src.sge(0, 8)], target, 0, WrFlags::DEFER)
+        .unwrap();
 }
 
 /// Drains `cq` and checks it held exactly `want` (context, opcode), in
@@ -150,31 +152,6 @@ fn pair_with(mode: EngineMode, limits: Limits, config: QpConfig) -> Pair {
 /// Posts a Send of `sges` from `side`.
 fn send(side: &Side, context: usize, sges: &[Sge], flags: WrFlags) -> Result<(), PostError> {
     side.qp.post_send(context, Payload::Sges(sges), flags, None)
-}
-
-/// Posts a Write of `sges` from `side` to `offset` of the peer's `target`.
-fn write(
-    side: &Side,
-    context: usize,
-    sges: &[Sge],
-    target: &Registered,
-    offset: u64,
-    flags: WrFlags,
-) -> Result<(), PostError> {
-    side.write_to(context, sges, target, offset, flags)
-}
-
-/// Posts a Read into `sges` on `side` from `offset` of the peer's `target`.
-fn read(
-    side: &Side,
-    context: usize,
-    sges: &[Sge],
-    target: &Registered,
-    offset: u64,
-    flags: WrFlags,
-) -> Result<(), PostError> {
-    side.qp
-        .post_read(context, sges, target.raddr(offset), target.rkey(), flags)
 }
 
 /// Whether `len` bytes at `addr` under the remote token `key` resolve for
@@ -526,15 +503,15 @@ impl Kit {
 
     /// Posts a plain 8-byte Write (context [`PREP`]): rings the doorbell.
     fn ring(&self) {
-        write(
-            self.a(),
-            PREP,
-            &[self.src.sge(0, 8)],
-            &self.target,
-            504,
-            WrFlags::empty(),
-        )
-        .unwrap();
+        self.a()
+            .write_to(
+                PREP,
+                &[self.src.sge(0, 8)],
+                &self.target,
+                504,
+                WrFlags::empty(),
+            )
+            .unwrap();
     }
 }
 
@@ -613,7 +590,7 @@ impl Unconnected {
                 let sges = [buf.sge(0, 8)];
                 qp.post_send(context, Payload::Sges(&sges), flags, Some(self.fast.rkey()))
             }
-            Refused::Write => write(side, context, &[buf.sge(0, 8)], buf, 8, flags),
+            Refused::Write => side.write_to(context, &[buf.sge(0, 8)], buf, 8, flags),
             Refused::Read => {
                 qp.post_read(context, &[buf.sge(0, 8)], buf.raddr(8), buf.rkey(), flags)
             }
@@ -734,7 +711,7 @@ mod idle {
                     "{mode:?}"
                 );
                 assert_eq!(
-                    write(&side, 2, &[buf.sge(0, 8)], &buf, 8, flags),
+                    side.write_to(2, &[buf.sge(0, 8)], &buf, 8, flags),
                     Err(PostError::ConnectionInvalid),
                     "{mode:?}"
                 );
@@ -907,15 +884,15 @@ mod connected {
                 pair.a.pattern(128, 2, Access::empty()),
             );
             let target = pair.b.buffer(256, 0, RW);
-            write(
-                &pair.a,
-                1,
-                &[w1.sge(3, 40), w2.sge(0, 77)],
-                &target,
-                10,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            pair.a
+                .write_to(
+                    1,
+                    &[w1.sge(3, 40), w2.sge(0, 77)],
+                    &target,
+                    10,
+                    WrFlags::empty(),
+                )
+                .unwrap();
             pair.settle();
             let written = [&w1.buffer.bytes()[3..43], &w2.buffer.bytes()[..77]].concat();
             let t = target.buffer.bytes();
@@ -926,15 +903,15 @@ mod connected {
                 pair.a.buffer(40, 0, Access::LOCAL_WRITE),
                 pair.a.buffer(80, 0, Access::LOCAL_WRITE),
             );
-            read(
-                &pair.a,
-                2,
-                &[r1.sge(0, 30), r2.sge(7, 50)],
-                &target,
-                15,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            pair.a
+                .read_from(
+                    2,
+                    &[r1.sge(0, 30), r2.sge(7, 50)],
+                    &target,
+                    15,
+                    WrFlags::empty(),
+                )
+                .unwrap();
             pair.settle();
             assert_eq!(&r1.buffer.bytes()[..30], &t[15..45]);
             assert!(r1.buffer.bytes()[30..].iter().all(|&b| b == 0));
@@ -977,13 +954,13 @@ mod connected {
             );
             assert_eq!(send(&pair.a, 9, &over, WrFlags::empty()), too_long);
             assert_eq!(
-                write(&pair.a, 9, &over, &inbox, 0, WrFlags::empty()),
+                pair.a.write_to(9, &over, &inbox, 0, WrFlags::empty()),
                 too_long
             );
             let sink = pair.a.buffer(MAX + 1, 0, Access::LOCAL_WRITE);
             let over_sink = [sink.sge(0, u32_of(MAX)), sink.sge(0, 1)];
             assert_eq!(
-                read(&pair.a, 9, &over_sink, &inbox, 0, WrFlags::empty()),
+                pair.a.read_from(9, &over_sink, &inbox, 0, WrFlags::empty()),
                 too_long
             );
             // Exactly the maximum, split unevenly over SGEs on both sides.
@@ -1010,15 +987,9 @@ mod connected {
                 "every byte of the maximum transfer"
             );
             // And a Write of the maximum into the same region, from offset 0.
-            write(
-                &pair.a,
-                3,
-                &[src.sge(0, u32_of(MAX))],
-                &inbox,
-                1,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            pair.a
+                .write_to(3, &[src.sge(0, u32_of(MAX))], &inbox, 1, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert!(inbox.buffer.bytes()[1..=MAX] == src.buffer.bytes()[..MAX]);
             assert_eq!(
@@ -1038,7 +1009,10 @@ mod connected {
             let five: Vec<Sge> = (0..5).map(|i| buf.sge(i * 8, 8)).collect();
             let many = Err(PostError::TooManySge);
             assert_eq!(send(&pair.a, 1, &five, WrFlags::empty()), many);
-            assert_eq!(write(&pair.a, 1, &five, &target, 0, WrFlags::empty()), many);
+            assert_eq!(
+                pair.a.write_to(1, &five, &target, 0, WrFlags::empty()),
+                many
+            );
             assert_eq!(
                 pair.a.qp.post_receive(1, &five),
                 many,
@@ -1046,8 +1020,13 @@ mod connected {
             );
             let read_max = Limits::DEFAULT.max_read_sge as usize;
             let sinks: Vec<Sge> = (0..=read_max).map(|i| buf.sge(i as u64 * 10, 10)).collect();
-            assert_eq!(read(&pair.a, 1, &sinks, &target, 0, WrFlags::empty()), many);
-            read(&pair.a, 2, &sinks[..read_max], &target, 0, WrFlags::empty()).unwrap();
+            assert_eq!(
+                pair.a.read_from(1, &sinks, &target, 0, WrFlags::empty()),
+                many
+            );
+            pair.a
+                .read_from(2, &sinks[..read_max], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
@@ -1073,10 +1052,12 @@ mod connected {
             let three = [buf.sge(0, 8), buf.sge(8, 8), buf.sge(16, 8)];
             // Three SGEs fit the QP's 4 initiator SGEs, but not a Read.
             assert_eq!(
-                read(&pair.a, 1, &three, &target, 0, WrFlags::empty()),
+                pair.a.read_from(1, &three, &target, 0, WrFlags::empty()),
                 Err(PostError::TooManySge)
             );
-            write(&pair.a, 2, &three, &target, 32, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(2, &three, &target, 32, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert_eq!(contexts(&pair.a.scq.drain()), [2], "{mode:?}");
         });
@@ -1089,7 +1070,9 @@ mod connected {
             pair.a.qp.post_receive(10, &[a_buf.sge(0, 64)]).unwrap();
             pair.b.qp.post_receive(20, &[b_buf.sge(0, 64)]).unwrap();
             send(&pair.a, 1, &[a_buf.sge(0, 8)], WrFlags::empty()).unwrap();
-            write(&pair.a, 2, &[a_buf.sge(0, 8)], &b_buf, 32, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(2, &[a_buf.sge(0, 8)], &b_buf, 32, WrFlags::empty())
+                .unwrap();
             send(&pair.b, 3, &[b_buf.sge(0, 8)], WrFlags::empty()).unwrap();
             pair.settle();
             assert_eq!(
@@ -1185,24 +1168,12 @@ mod connected {
             let target = pair.b.pattern(10_000, 2, RW);
             pair.b.qp.post_receive(1, &[target.sge(0, 100)]).unwrap();
             send(&pair.a, 1, &[src.sge(0, 100)], WrFlags::empty()).unwrap();
-            write(
-                &pair.a,
-                2,
-                &[src.sge(0, 10_000)],
-                &target,
-                0,
-                WrFlags::empty(),
-            )
-            .unwrap();
-            read(
-                &pair.a,
-                3,
-                &[src.sge(0, 5000)],
-                &target,
-                0,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            pair.a
+                .write_to(2, &[src.sge(0, 10_000)], &target, 0, WrFlags::empty())
+                .unwrap();
+            pair.a
+                .read_from(3, &[src.sge(0, 5000)], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert_eq!(pair.a.scq.drain().len(), 3, "{mode:?}");
             let (a, b) = (&pair.a.device.counters, &pair.b.device.counters);
@@ -1401,7 +1372,8 @@ mod connected_flags {
             let bad = Err(PostError::InvalidParameter);
             assert_eq!(send(&pair.a, 1, &[buf.sge(0, 16)], WrFlags::INLINE), bad);
             assert_eq!(
-                read(&pair.a, 1, &[buf.sge(0, 16)], &target, 0, WrFlags::INLINE),
+                pair.a
+                    .read_from(1, &[buf.sge(0, 16)], &target, 0, WrFlags::INLINE),
                 bad
             );
             pair.settle();
@@ -1418,9 +1390,13 @@ mod connected_flags {
             pair.b.qp.post_receive(5, &[target.sge(0, 32)]).unwrap();
             let silent = WrFlags::SILENT_SUCCESS;
             send(&pair.a, 1, &[src.sge(0, 32)], silent).unwrap();
-            write(&pair.a, 2, &[src.sge(0, 32)], &target, 32, silent).unwrap();
+            pair.a
+                .write_to(2, &[src.sge(0, 32)], &target, 32, silent)
+                .unwrap();
             let sink = pair.a.buffer(8, 0, Access::LOCAL_WRITE);
-            read(&pair.a, 3, &[sink.sge(0, 8)], &target, 0, silent).unwrap();
+            pair.a
+                .read_from(3, &[sink.sge(0, 8)], &target, 0, silent)
+                .unwrap();
             pair.settle();
             assert!(
                 pair.a.scq.drain().is_empty(),
@@ -1433,7 +1409,9 @@ mod connected_flags {
             );
             assert_eq!(&target.buffer.bytes()[32..], src.buffer.bytes());
             // A silent request that fails still reports its error.
-            write(&pair.a, 4, &[src.sge(0, 32)], &no_write, 0, silent).unwrap();
+            pair.a
+                .write_to(4, &[src.sge(0, 32)], &no_write, 0, silent)
+                .unwrap();
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
@@ -1453,15 +1431,9 @@ mod connected_flags {
             // Read into the staging buffer, then forward it with fenced
             // requests: they may only start once the Read has completed, so
             // they carry what it read.
-            read(
-                &pair.a,
-                10,
-                &[staging.sge(0, 64)],
-                &remote,
-                0,
-                WrFlags::DEFER,
-            )
-            .unwrap();
+            pair.a
+                .read_from(10, &[staging.sge(0, 64)], &remote, 0, WrFlags::DEFER)
+                .unwrap();
             send(
                 &pair.a,
                 11,
@@ -1469,15 +1441,9 @@ mod connected_flags {
                 WrFlags::READ_FENCE | WrFlags::DEFER,
             )
             .unwrap();
-            write(
-                &pair.a,
-                12,
-                &[staging.sge(0, 64)],
-                &copy,
-                0,
-                WrFlags::READ_FENCE,
-            )
-            .unwrap();
+            pair.a
+                .write_to(12, &[staging.sge(0, 64)], &copy, 0, WrFlags::READ_FENCE)
+                .unwrap();
             pair.settle();
             assert_eq!(contexts(&pair.a.scq.drain()), [10, 11, 12], "{mode:?}");
             assert_eq!(inbox.buffer.bytes(), remote.buffer.bytes());
@@ -1661,8 +1627,7 @@ mod connected_flags {
             // The first Send waits for a receive (none posted yet), so every
             // later request queues behind it, whatever its kind.
             send(a, 1, &[kit.src.sge(0, 16)], WrFlags::empty()).unwrap();
-            write(
-                a,
+            a.write_to(
                 2,
                 &[kit.src.sge(16, 16)],
                 &kit.target,
@@ -1670,15 +1635,8 @@ mod connected_flags {
                 WrFlags::empty(),
             )
             .unwrap();
-            read(
-                a,
-                3,
-                &[kit.sink.sge(0, 16)],
-                &kit.target,
-                0,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            a.read_from(3, &[kit.sink.sge(0, 16)], &kit.target, 0, WrFlags::empty())
+                .unwrap();
             kit.bind_readable(4, 16, WrFlags::empty()).unwrap();
             kit.a_fast.post(a, 5, RW, WrFlags::empty()).unwrap();
             a.qp.post_invalidate(
@@ -1767,7 +1725,8 @@ mod connected_flags {
                 Err(PostError::QueueFull)
             );
             assert_eq!(
-                write(&pair.a, 9, &[src.sge(0, 8)], &inbox, 0, WrFlags::DEFER),
+                pair.a
+                    .write_to(9, &[src.sge(0, 8)], &inbox, 0, WrFlags::DEFER),
                 Err(PostError::QueueFull)
             );
             for ctx in 21..=28 {
@@ -1826,7 +1785,9 @@ mod connected_flags {
             let mut ok = 0;
             for (fail, flags) in [(1000, WrFlags::empty()), (2000, WrFlags::DEFER)] {
                 ok += 1;
-                write(&pair.a, ok, &[src.sge(0, 8)], &target, 0, flags).unwrap();
+                pair.a
+                    .write_to(ok, &[src.sge(0, 8)], &target, 0, flags)
+                    .unwrap();
                 assert_eq!(
                     send(&pair.a, fail + 1, &five, flags),
                     Err(PostError::TooManySge)
@@ -1878,9 +1839,13 @@ mod connected_flags {
                     Err(PostError::InvalidParameter)
                 );
                 ok += 1;
-                write(&pair.a, ok, &[src.sge(8, 8)], &target, 8, flags).unwrap();
+                pair.a
+                    .write_to(ok, &[src.sge(8, 8)], &target, 8, flags)
+                    .unwrap();
             }
-            write(&pair.a, 99, &[src.sge(0, 1)], &target, 0, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(99, &[src.sge(0, 1)], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.settle();
             let done = pair.a.scq.drain();
             assert_eq!(
@@ -1935,8 +1900,10 @@ mod deferred {
         kit.a_fast.post(a, 2, RW, d).unwrap();
         a.qp.post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&kit.a_fast.mr)), d)
             .unwrap();
-        read(a, 4, &[kit.sink.sge(0, 64)], &kit.target, 0, d).unwrap();
-        write(a, 5, &[kit.src.sge(0, 64)], &kit.target, 256, d).unwrap();
+        a.read_from(4, &[kit.sink.sge(0, 64)], &kit.target, 0, d)
+            .unwrap();
+        a.write_to(5, &[kit.src.sge(0, 64)], &kit.target, 256, d)
+            .unwrap();
         send(a, 6, &[kit.src.sge(64, 64)], d).unwrap();
         a.qp.post_send(
             7,
@@ -2056,8 +2023,12 @@ mod deferred {
         let pair = Pair::with(mode, config, true);
         let src = pair.a.pattern(64, 1, RW);
         let target = pair.b.buffer(64, 0, RW);
-        write(&pair.a, 1, &[src.sge(0, 16)], &target, 0, WrFlags::DEFER).unwrap();
-        write(&pair.a, 2, &[src.sge(16, 16)], &target, 16, WrFlags::DEFER).unwrap();
+        pair.a
+            .write_to(1, &[src.sge(0, 16)], &target, 0, WrFlags::DEFER)
+            .unwrap();
+        pair.a
+            .write_to(2, &[src.sge(16, 16)], &target, 16, WrFlags::DEFER)
+            .unwrap();
         assert_eq!(fail(&pair, &src), Err(expected), "{mode:?}");
         pair.settle();
         let done = pair.a.scq.drain();
@@ -2129,7 +2100,9 @@ mod deferred {
         let src = pair.a.pattern(64, 1, RW);
         let target = pair.b.pattern(64, 2, RW);
         for ctx in 1..=3 {
-            write(&pair.a, ctx, &[src.sge(0, 8)], &target, 0, WrFlags::DEFER).unwrap();
+            pair.a
+                .write_to(ctx, &[src.sge(0, 8)], &target, 0, WrFlags::DEFER)
+                .unwrap();
         }
         send(
             &pair.a,
@@ -2256,7 +2229,9 @@ mod deferred {
         both_pairs(|mode, pair| {
             let src = pair.a.pattern(8, 1, RW);
             pair.a.qp.flush();
-            write(&pair.a, 1, &[src.sge(0, 8)], &src, 0, WrFlags::DEFER).unwrap();
+            pair.a
+                .write_to(1, &[src.sge(0, 8)], &src, 0, WrFlags::DEFER)
+                .unwrap();
             pair.settle();
             // Nothing will ever ring it; it completes cancelled on its own.
             expect_cancelled(&pair.a.scq, mode, &[(1, Opcode::Write)]);
@@ -2330,7 +2305,9 @@ mod deferred {
                 len: 16,
                 key: fast.mr.local_key().unwrap(),
             };
-            write(&pair.a, 4, &[fr_sge], &target, 0, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(4, &[fr_sge], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.settle();
             let done = pair.a.scq.drain();
             assert_eq!(
@@ -2390,9 +2367,13 @@ mod error {
             pair.b.qp.post_receive(11, &[target.sge(0, 64)]).unwrap();
             pair.b.qp.post_receive(12, &[target.sge(0, 64)]).unwrap();
             pair.a.scq.cq.arm(ArmType::Solicited);
-            write(&pair.a, 1, &[src.sge(0, 8)], &no_write, 0, WrFlags::DEFER).unwrap();
+            pair.a
+                .write_to(1, &[src.sge(0, 8)], &no_write, 0, WrFlags::DEFER)
+                .unwrap();
             send(&pair.a, 2, &[src.sge(0, 8)], WrFlags::DEFER).unwrap();
-            write(&pair.a, 3, &[src.sge(0, 8)], &target, 0, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(3, &[src.sge(0, 8)], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
@@ -2425,7 +2406,9 @@ mod error {
                 "nothing after the error ran"
             );
             // Everything posted later, on either side, completes cancelled.
-            write(&pair.a, 4, &[src.sge(0, 8)], &target, 0, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(4, &[src.sge(0, 8)], &target, 0, WrFlags::empty())
+                .unwrap();
             pair.a.qp.post_receive(5, &[src.sge(0, 8)]).unwrap();
             send(&pair.b, 6, &[target.sge(0, 8)], WrFlags::SILENT_SUCCESS).unwrap();
             pair.b.qp.post_receive(7, &[target.sge(0, 8)]).unwrap();
@@ -2442,7 +2425,9 @@ mod error {
         both_pairs(|mode, pair| {
             let src = pair.a.pattern(64, 1, RW);
             let target = pair.b.buffer(64, 0, RW);
-            write(&pair.a, 1, &[src.sge(0, 16)], &target, 0, WrFlags::empty()).unwrap();
+            pair.a
+                .write_to(1, &[src.sge(0, 16)], &target, 0, WrFlags::empty())
+                .unwrap();
             let five: Vec<Sge> = (0..5).map(|i| src.sge(i, 1)).collect();
             assert_eq!(
                 send(&pair.a, 2, &five, WrFlags::empty()),
@@ -2454,15 +2439,9 @@ mod error {
                     .post_read(3, &[src.sge(0, 8)], 0, 0, WrFlags::INLINE),
                 Err(PostError::InvalidParameter)
             );
-            write(
-                &pair.a,
-                4,
-                &[src.sge(16, 16)],
-                &target,
-                16,
-                WrFlags::empty(),
-            )
-            .unwrap();
+            pair.a
+                .write_to(4, &[src.sge(16, 16)], &target, 16, WrFlags::empty())
+                .unwrap();
             pair.settle();
             assert_eq!(
                 summary(&pair.a.scq.drain()),
@@ -2562,15 +2541,9 @@ mod error {
             .post_receive(22, &[kit.inbox.sge(128, 128)])
             .unwrap();
         scenario(&kit);
-        write(
-            kit.a(),
-            99,
-            &[kit.src.sge(0, 8)],
-            &kit.target,
-            0,
-            WrFlags::empty(),
-        )
-        .unwrap();
+        kit.a()
+            .write_to(99, &[kit.src.sge(0, 8)], &kit.target, 0, WrFlags::empty())
+            .unwrap();
         settle();
         let all: Vec<Completion> = [&kit.a().scq, &kit.a().rcq, &kit.b().scq, &kit.b().rcq]
             .iter()
@@ -2635,18 +2608,14 @@ mod error {
                     .unwrap();
             });
             check_statuses(mode, (Read, RemoteOperationError), |k| {
-                read(
-                    k.a(),
-                    1,
-                    &[k.sink.sge(0, 64)],
-                    &k.target,
-                    500,
-                    WrFlags::empty(),
-                )
-                .unwrap();
+                k.a()
+                    .read_from(1, &[k.sink.sge(0, 64)], &k.target, 500, WrFlags::empty())
+                    .unwrap();
             });
             check_statuses(mode, (Read, LocalAccessError), |k| {
-                read(k.a(), 1, &[k.src.sge(0, 8)], &k.target, 0, WrFlags::empty()).unwrap();
+                k.a()
+                    .read_from(1, &[k.src.sge(0, 8)], &k.target, 0, WrFlags::empty())
+                    .unwrap();
             });
         });
     }
@@ -2711,7 +2680,9 @@ mod error {
                     .qp
                     .post_invalidate(3, InvalidateTarget::Mr(Arc::clone(&k.a_fast.mr)), d)
                     .unwrap();
-                read(k.a(), 4, &[k.sink.sge(0, 8)], &k.target, 0, d).unwrap();
+                k.a()
+                    .read_from(4, &[k.sink.sge(0, 8)], &k.target, 0, d)
+                    .unwrap();
                 k.a().qp.flush();
             });
         });
@@ -2749,17 +2720,13 @@ mod error_cancel {
             let src = pair.a.pattern(8, 1, RW);
             let silent = WrFlags::SILENT_SUCCESS;
             send(&pair.a, 1, &[src.sge(0, 8)], silent).unwrap();
-            write(
-                &pair.a,
-                2,
-                &[src.sge(0, 8)],
-                &src,
-                0,
-                silent | WrFlags::DEFER,
-            )
-            .unwrap();
+            pair.a
+                .write_to(2, &[src.sge(0, 8)], &src, 0, silent | WrFlags::DEFER)
+                .unwrap();
             pair.a.qp.flush();
-            write(&pair.a, 3, &[src.sge(0, 8)], &src, 0, silent).unwrap();
+            pair.a
+                .write_to(3, &[src.sge(0, 8)], &src, 0, silent)
+                .unwrap();
             pair.settle();
             expect_cancelled(
                 &pair.a.scq,
@@ -2789,7 +2756,9 @@ mod error_cancel {
                                 } else {
                                     WrFlags::empty()
                                 };
-                                write(&pair.a, ctx, &[src.sge(0, 8)], &target, 0, flags).is_ok()
+                                pair.a
+                                    .write_to(ctx, &[src.sge(0, 8)], &target, 0, flags)
+                                    .is_ok()
                             })
                             .collect()
                     });
@@ -2882,7 +2851,7 @@ mod unusable {
     fn assert_unusable(side: &Side, buf: &Registered, mode: EngineMode) {
         let u = Err(PostError::Unusable);
         assert_eq!(
-            write(side, 50, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
+            side.write_to(50, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
             u,
             "{mode:?}: Write"
         );
@@ -2892,7 +2861,7 @@ mod unusable {
             "{mode:?}: Send"
         );
         assert_eq!(
-            read(side, 52, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
+            side.read_from(52, &[buf.sge(0, 8)], buf, 0, WrFlags::empty()),
             u,
             "{mode:?}: Read"
         );
@@ -2910,7 +2879,9 @@ mod unusable {
             let src = pair.a.pattern(8, 1, RW);
             let target = pair.b.buffer(8, 0, RW);
             for ctx in 1..=3 {
-                write(&pair.a, ctx, &[src.sge(0, 8)], &target, 0, WrFlags::empty()).unwrap();
+                pair.a
+                    .write_to(ctx, &[src.sge(0, 8)], &target, 0, WrFlags::empty())
+                    .unwrap();
             }
             pair.settle();
             assert!(
@@ -3013,7 +2984,9 @@ mod disconnected {
             pair.a.qp.post_receive(11, &[a_buf.sge(0, 64)]).unwrap();
             pair.a.qp.post_receive(12, &[a_buf.sge(0, 64)]).unwrap();
             post_a_deferred(&pair, &a_buf, &b_buf, WrFlags::SILENT_SUCCESS);
-            write(&pair.b, 31, &[b_buf.sge(0, 8)], &a_buf, 0, WrFlags::DEFER).unwrap();
+            pair.b
+                .write_to(31, &[b_buf.sge(0, 8)], &a_buf, 0, WrFlags::DEFER)
+                .unwrap();
             send(&pair.b, 32, &[b_buf.sge(0, 8)], WrFlags::DEFER).unwrap();
             pair.settle();
             pair.a.qp.disconnect();
@@ -3098,7 +3071,9 @@ mod disconnected {
                     send(&pair.a, ctx, &[a_buf.sge(0, 8)], WrFlags::empty()).unwrap();
                     send(&pair.b, ctx + 10, &[b_buf.sge(0, 8)], WrFlags::empty()).unwrap();
                 }
-                write(&pair.a, 7, &[a_buf.sge(0, 8)], &b_buf, 0, WrFlags::DEFER).unwrap();
+                pair.a
+                    .write_to(7, &[a_buf.sge(0, 8)], &b_buf, 0, WrFlags::DEFER)
+                    .unwrap();
                 let barrier = Barrier::new(2);
                 thread::scope(|s| {
                     s.spawn(|| {
@@ -3474,7 +3449,7 @@ mod srq {
                     Err(PostError::Unusable)
                 );
                 assert_eq!(
-                    write(b, 2, &[buf.sge(0, 8)], &target, 0, WrFlags::empty()),
+                    b.write_to(2, &[buf.sge(0, 8)], &target, 0, WrFlags::empty()),
                     Err(PostError::Unusable)
                 );
             }
@@ -3509,7 +3484,7 @@ mod srq {
             );
             let target = a.buffer(8, 0, RW);
             assert_eq!(
-                write(&b, 1, &[inbox.sge(0, 8)], &target, 0, WrFlags::empty()),
+                b.write_to(1, &[inbox.sge(0, 8)], &target, 0, WrFlags::empty()),
                 Err(PostError::Unusable)
             );
             assert_eq!(
@@ -3861,9 +3836,11 @@ mod connection_errors {
             // Four completions into a CQ of one: every one after the first
             // fails to queue, and each failure terminates the connection.
             for ctx in 1..=3 {
-                write(&a, ctx, &[src.sge(0, 8)], &target, 0, WrFlags::DEFER).unwrap();
+                a.write_to(ctx, &[src.sge(0, 8)], &target, 0, WrFlags::DEFER)
+                    .unwrap();
             }
-            write(&a, 4, &[src.sge(0, 8)], &target, 0, WrFlags::empty()).unwrap();
+            a.write_to(4, &[src.sge(0, 8)], &target, 0, WrFlags::empty())
+                .unwrap();
             settle();
             assert!(a.scq.cq.is_error());
             assert_eq!(

@@ -712,6 +712,24 @@ object! {
     Qp(NdkQp) -> NdkQpDispatch, ndk_close_qp
 }
 
+/// Write and Read share one C signature: each is one line of
+/// [`Qp::rdma`] with its dispatch slot.
+macro_rules! rdma_posts {
+    ($($(#[$doc:meta])* $name:ident => $slot:ident,)*) => {$(
+        $(#[$doc])*
+        pub fn $name(
+            &self,
+            context: usize,
+            sges: &[NdkSge],
+            remote: u64,
+            token: u32,
+            flags: u32,
+        ) -> NtStatus {
+            self.rdma(self.d().$slot, context, sges, (remote, token), flags)
+        }
+    )*};
+}
+
 impl Qp {
     pub fn send(&self, context: usize, sges: &[NdkSge], flags: u32) -> NtStatus {
         let (sges, count) = c_array(sges);
@@ -738,26 +756,11 @@ impl Qp {
         unsafe { (self.d().ndk_receive)(self.0, c_context(context), sges, count) }
     }
 
-    pub fn write(
-        &self,
-        context: usize,
-        sges: &[NdkSge],
-        remote: u64,
-        token: u32,
-        flags: u32,
-    ) -> NtStatus {
-        self.rdma(self.d().ndk_write, context, sges, (remote, token), flags)
-    }
-
-    pub fn read(
-        &self,
-        context: usize,
-        sges: &[NdkSge],
-        remote: u64,
-        token: u32,
-        flags: u32,
-    ) -> NtStatus {
-        self.rdma(self.d().ndk_read, context, sges, (remote, token), flags)
+    rdma_posts! {
+        /// Posts an RDMA Write of `sges` to `remote` under `token`.
+        write => ndk_write,
+        /// Posts an RDMA Read into `sges` from `remote` under `token`.
+        read => ndk_read,
     }
 
     /// A Write or a Read (the slots share one signature).
