@@ -59,6 +59,13 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.shared_srqs > 0 && outcome.srq_crossed > 0,
         "{outcome:?}"
     );
+    // Some sides took their receives from a thread's pool, and a receive
+    // posted through one link was taken by another link's QP (Q3; E4 when
+    // the first link had closed).
+    assert!(
+        outcome.pools > 0 && outcome.pooled_sides > outcome.pools && outcome.pool_crossed > 0,
+        "{outcome:?}"
+    );
     // Fast-register MRs were mapped (M16) and used, locally and by the
     // peer, with LAM pages under the privileged token (M27); rule-breaking
     // FastRegisters and Invalidates were refused or failed.

@@ -196,8 +196,10 @@ impl Fuzzer<'_> {
                         }
                     }
                 }
-                // Side 0 closes the PD and the SRQ side 1 borrowed.
-                3 | 4 if side.borrowed => (side.pd, side.srq) = (ptr::null_mut(), ptr::null_mut()),
+                // A pool's PD and SRQ are the pool's to close.
+                3 | 4 if side.pool.is_some() => {
+                    (side.pd, side.srq) = (ptr::null_mut(), ptr::null_mut());
+                }
                 4 => self.close(&mut side.srq, &mut pending),
                 1 => {
                     let mr = side.mr;
@@ -253,5 +255,9 @@ impl Fuzzer<'_> {
                 std::mem::forget(Arc::clone(&side.disconnects));
             }
         }
+        // The link's hold on its pools goes with it; a pool no link uses
+        // may close now, or stay for later links.
+        drop(link);
+        self.close_idle_pools(false);
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct Fuzzer<'a> {
     pub(super) next_context: usize,
     pub(super) out: Outcome,
     pub(super) links: Vec<Link>,
+    /// Its pools, open (one an adapter at most), used or not.
+    pub(super) pools: Vec<super::pool::Shared>,
     /// Its shared endpoints, open or closing (N9–N11).
     pub(super) endpoints: Vec<super::endpoint::Endpoint>,
     /// The current link's noise: the percentage of parameters made invalid
@@ -78,6 +80,7 @@ impl<'a> Fuzzer<'a> {
             next_context: 0,
             out: Outcome::default(),
             links: Vec::new(),
+            pools: Vec::new(),
             endpoints: Vec::new(),
             graveyard: std::collections::VecDeque::new(),
             noise: 0,
@@ -290,6 +293,7 @@ impl<'a> Fuzzer<'a> {
             self.close_link(link);
         }
         self.close_endpoints();
+        self.close_idle_pools(true);
         for signal in std::mem::take(&mut self.graveyard) {
             self.check_grave(&signal);
         }

@@ -9,8 +9,9 @@
 //! A run opens `adapters` adapters (fabric, or iWARP over TCP on 127.0.0.x)
 //! and starts `threads` threads. Each thread owns its links — two QPs
 //! connected through a listener and two connectors, each side with its own
-//! CQ, PD, registered MR and MW (or, on some links with both sides on one
-//! adapter, one PD and one SRQ for both QPs: [`objects::Link::shared`];
+//! CQ, PD, registered MR and MW (or, on some sides, the PD and SRQ of the
+//! thread's pool on its adapter, which the QPs of several links, or both QPs
+//! of one link, take their receives from: [`pool`], [`objects::Link::shared`];
 //! on some links the active side connects from the thread's shared
 //! endpoint on its adapter: [`endpoint`]) —
 //! so the consumer's serialisation rules (C1, P2) hold; the adapters and
@@ -82,6 +83,7 @@ mod close;
 mod endpoint;
 mod fuzzer;
 mod objects;
+mod pool;
 mod posts;
 mod reap;
 mod rng;
@@ -233,6 +235,14 @@ pub struct Outcome {
     /// Receives posted to a shared SRQ through one side and taken by the
     /// other side's QP (their entries came on its CQ, Q2, Q3).
     pub srq_crossed: u64,
+    /// Pools made: SRQs the QPs of several links take their receives from
+    /// ([`pool`]), sides whose QP took its receives from one, and receives
+    /// taken by the QP of a link other than the one they were posted
+    /// through (E4: left in the SRQ by that link's close, or taken while
+    /// both were open).
+    pub pools: u64,
+    pub pooled_sides: u64,
+    pub pool_crossed: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -266,6 +276,9 @@ impl Outcome {
         self.endpoint_tuples_refused += other.endpoint_tuples_refused;
         self.doomed_failed += other.doomed_failed;
         self.srq_crossed += other.srq_crossed;
+        self.pools += other.pools;
+        self.pooled_sides += other.pooled_sides;
+        self.pool_crossed += other.pool_crossed;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ptr;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use softndk::abi::{
@@ -11,6 +12,7 @@ use softndk::abi::{
     NdkSge, NdkSharedEndpoint, NdkSrq, PAGE_SIZE, STATUS_SUCCESS, SockAddrIn,
 };
 
+use super::pool::Shared;
 use super::signal::Signal;
 
 /// A provider object type and its dispatch table.
@@ -507,10 +509,6 @@ pub(super) fn cut(
 }
 
 /// One side of a link.
-#[expect(
-    clippy::struct_excessive_bools,
-    reason = "independent facts of one side: its MR registered, its PD borrowed, its window's state"
-)]
 pub(super) struct Side {
     pub(super) adapter: usize,
     pub(super) cq: *mut NdkCq,
@@ -522,9 +520,9 @@ pub(super) struct Side {
     pub(super) srq: *mut NdkSrq,
     /// The SRQ's notifications (Q4, Q5).
     pub(super) srq_notes: Arc<Signal>,
-    /// The PD and the SRQ are side 0's: on a link whose two QPs share one
-    /// SRQ ([`Link::shared`]), side 1 uses them and side 0 closes them.
-    pub(super) borrowed: bool,
+    /// The thread's pool the PD and the SRQ are (the pool closes them):
+    /// its receives are posted to, and reaped from, the pool.
+    pub(super) pool: Option<Shared>,
     pub(super) qp_ctx: usize,
     pub(super) receive_sge: u32,
     pub(super) initiator_sge: u32,
@@ -605,7 +603,7 @@ impl Side {
             qp: ptr::null_mut(),
             srq: ptr::null_mut(),
             srq_notes: Signal::new(),
-            borrowed: false,
+            pool: None,
             qp_ctx: 0,
             receive_sge: 1,
             initiator_sge: 1,
@@ -772,80 +770,90 @@ impl Link {
         self.strict && !self.ended
     }
 
-    /// Whether its two QPs take their receives from one SRQ (both sides on
-    /// one adapter, in one PD; never strict: either QP may take any of the
+    /// Whether its two QPs take their receives from one SRQ, the thread's
+    /// pool on their adapter (never strict: either QP may take any of the
     /// SRQ's receives, Q3, so no queue order or byte count is owed to one
     /// side).
     pub(super) fn shared(&self) -> bool {
-        self.sides[1].borrowed
+        match (&self.sides[0].pool, &self.sides[1].pool) {
+            (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
-    /// The receives a Send from side `i` may find: the peer's, or on a
-    /// [`shared`](Self::shared) link every receive of the SRQ, whichever
-    /// side posted it.
+    /// Whether a side takes its receives from a pool (then the link is
+    /// never strict, as a [`shared`](Self::shared) one).
+    pub(super) fn pooled(&self) -> bool {
+        self.sides.iter().any(|side| side.pool.is_some())
+    }
+
+    /// The receives a Send from side `i` may find: the peer's, or those of
+    /// the peer's pool, whichever side of whichever link posted them.
     pub(super) fn credits_for(&self, i: usize) -> u64 {
-        if self.shared() {
-            self.sides[0].credits + self.sides[1].credits
-        } else {
-            self.sides[1 - i].credits
-        }
+        let peer = &self.sides[1 - i];
+        peer.pool
+            .as_ref()
+            .map_or(peer.credits, |pool| pool.borrow().side.credits)
     }
 
     /// A Send from side `i` was accepted: one receive fewer to find.
     pub(super) fn take_credit(&mut self, i: usize) {
-        let from = if self.shared() && self.sides[1 - i].credits == 0 {
-            i
-        } else {
-            1 - i
-        };
-        self.sides[from].credits = self.sides[from].credits.saturating_sub(1);
+        let peer = &mut self.sides[1 - i];
+        match &peer.pool {
+            Some(pool) => {
+                let credits = &mut pool.borrow_mut().side.credits;
+                *credits = credits.saturating_sub(1);
+            }
+            None => peer.credits = peer.credits.saturating_sub(1),
+        }
     }
 
-    /// Where the outstanding post `context`, whose entry came on side
-    /// `i`'s CQ, was recorded: side `i`, or on a [`shared`](Self::shared)
-    /// link the other side for an SRQ receive posted through it (the QP
-    /// that takes a receive reports it on its own CQ with its own context,
-    /// Q2). `None` when neither has it.
-    pub(super) fn poster(&self, i: usize, context: usize) -> Option<usize> {
-        if self.sides[i].outstanding.contains_key(&context) {
-            return Some(i);
+    /// The outstanding post `context` whose entry came on side `i`'s CQ:
+    /// posted through side `i`, or a receive of its pool (the QP that
+    /// takes a receive reports it on its own CQ with its own context, Q2).
+    pub(super) fn post(&self, i: usize, context: usize) -> Option<Post> {
+        let side = &self.sides[i];
+        side.outstanding.get(&context).copied().or_else(|| {
+            let pool = side.pool.as_ref()?;
+            pool.borrow().side.outstanding.get(&context).copied()
+        })
+    }
+
+    /// Takes [`post`](Self::post) out: the post, whether it is a pool's
+    /// receive posted through another side, and through another link.
+    pub(super) fn take_post(&mut self, i: usize, context: usize) -> Option<(Post, bool, bool)> {
+        let side = &mut self.sides[i];
+        if let Some(post) = side.outstanding.remove(&context) {
+            return Some((post, false, false));
         }
-        let other = &self.sides[1 - i].outstanding;
-        (self.shared() && other.get(&context).is_some_and(|p| p.what == SRQ_RECEIVE))
-            .then_some(1 - i)
+        let pool = side.pool.as_ref()?;
+        pool.borrow_mut().take(context, (self.id, i))
     }
 
     /// The entries side `i`'s CQ may hold: one for each request posted
-    /// through side `i` and not yet reaped, and on a
-    /// [`shared`](Self::shared) link one for each such SRQ receive posted
-    /// through the other side too.
+    /// through side `i` and not yet reaped, and one for each receive of its
+    /// pool not yet reaped (its QP may take any of them).
     pub(super) fn cq_held(&self, i: usize) -> usize {
-        let crossing = if self.shared() {
-            self.sides[1 - i]
+        let side = &self.sides[i];
+        side.outstanding.len()
+            + side
+                .pool
+                .as_ref()
+                .map_or(0, |pool| pool.borrow().side.outstanding.len())
+    }
+
+    /// The receives posted to side `i`'s SRQ and not yet reaped (for a
+    /// pool's, through any side): never fewer than the SRQ holds.
+    pub(super) fn srq_held(&self, i: usize) -> usize {
+        let side = &self.sides[i];
+        match &side.pool {
+            Some(pool) => pool.borrow().side.outstanding.len(),
+            None => side
                 .outstanding
                 .values()
                 .filter(|post| post.what == SRQ_RECEIVE)
-                .count()
-        } else {
-            0
-        };
-        self.sides[i].outstanding.len() + crossing
-    }
-
-    /// The receives posted to side `i`'s SRQ and not yet reaped (on a
-    /// [`shared`](Self::shared) link, through either side): never fewer
-    /// than the SRQ holds.
-    pub(super) fn srq_held(&self, i: usize) -> usize {
-        let sides: &[Side] = if self.shared() {
-            &self.sides
-        } else {
-            core::slice::from_ref(&self.sides[i])
-        };
-        sides
-            .iter()
-            .flat_map(|side| side.outstanding.values())
-            .filter(|post| post.what == SRQ_RECEIVE)
-            .count()
+                .count(),
+        }
     }
 }
 

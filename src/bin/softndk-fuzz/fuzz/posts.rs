@@ -44,22 +44,22 @@ impl Fuzzer<'_> {
             if judged {
                 side.order[queue_of(what)].push_back((context, silent));
             }
-            if side
-                .outstanding
-                .insert(
-                    context,
-                    Post {
-                        what,
-                        call,
-                        silent,
-                        via: Via::Mr,
-                        into_region: false,
-                        slot: None,
-                        doomed: None,
-                    },
-                )
-                .is_some()
-            {
+            let post = Post {
+                what,
+                call,
+                silent,
+                via: Via::Mr,
+                into_region: false,
+                slot: None,
+                doomed: None,
+            };
+            let reused = match &side.pool {
+                Some(pool) if what == SRQ_RECEIVE => {
+                    pool.borrow_mut().hold(context, post, (link.id, i))
+                }
+                _ => side.outstanding.insert(context, post).is_some(),
+            };
+            if reused {
                 self.finding(&format!(
                     "{what}: request context {context:#x} reused by the fuzzer"
                 ));
@@ -217,6 +217,15 @@ impl Fuzzer<'_> {
             };
             into_region = self.remap(side, 0, true, &mut sges);
             (Some(slot), sges)
+        } else if let Some(pool) = &side.pool {
+            // A pool's receive names the pool's memory: the QP of another
+            // link may take it after this one closed.
+            let pool = pool.borrow();
+            let zone = (0, pool.side.buffer_len());
+            (
+                None,
+                self.sges(&pool.side, pool.side.receive_sge, RECEIVE_SGE, zone),
+            )
         } else {
             let zone = (0, side.buffer_len());
             (None, self.sges(side, side.receive_sge, RECEIVE_SGE, zone))
@@ -240,7 +249,8 @@ impl Fuzzer<'_> {
         self.posted(link, i, what, context, false, status);
         if status == STATUS_SUCCESS {
             let side = &mut link.sides[i];
-            side.credits += 1;
+            // A pool counts its own (`Pool::hold`).
+            side.credits += u64::from(side.pool.is_none());
             if let Some(slot) = slot {
                 if self.config.oracle_check == OracleCheck::Scribble
                     && let Some(buffer) = &side.buffer

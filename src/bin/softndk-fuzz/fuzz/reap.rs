@@ -60,10 +60,7 @@ impl Fuzzer<'_> {
     /// [`Fuzzer::reap`], which reports it.
     fn judge_type(&mut self, link: &Link, i: usize, result: &NdkResult, kind: NdkOperationType) {
         let context = result.request_context.addr();
-        let Some(post) = link
-            .poster(i, context)
-            .and_then(|at| link.sides[at].outstanding.get(&context))
-        else {
+        let Some(post) = link.post(i, context) else {
             return;
         };
         let allowed: &[NdkOperationType] = match post.what {
@@ -130,8 +127,9 @@ impl Fuzzer<'_> {
                 || (!link.strict && status == STATUS_INTERNAL_ERROR)
         };
         if !expected {
+            let strict = if link.strict { " on a strict link" } else { "" };
             self.finding(&format!(
-                "NdkResizeCq to depth {depth} with at most {held} entries held completed with {:#010x} (K2, K4)",
+                "NdkResizeCq{strict} to depth {depth} with at most {held} entries held completed with {:#010x} (K2, K4)",
                 status.cast_unsigned()
             ));
         } else if status == STATUS_SUCCESS {
@@ -153,19 +151,17 @@ impl Fuzzer<'_> {
                 result.status.cast_unsigned()
             );
         }
-        let at = link.poster(i, context);
-        if at.is_some_and(|at| at != i) {
-            // An SRQ receive posted through the other side, taken by this
-            // side's QP (Q3).
-            self.out.srq_crossed += 1;
-        }
-        let Some(post) = at.and_then(|at| link.sides[at].outstanding.remove(&context)) else {
+        let Some((post, crossed, other_link)) = link.take_post(i, context) else {
             self.finding(&format!(
                 "a CQ entry (status {:#010x}) for request context {context:#x}, which has no outstanding post: a duplicate or a stray (P6)",
                 result.status.cast_unsigned()
             ));
             return;
         };
+        // An SRQ receive posted through another side, taken by this side's
+        // QP (Q3); and through another link (E4 when that one is closed).
+        self.out.srq_crossed += u64::from(crossed);
+        self.out.pool_crossed += u64::from(other_link);
         let side = &mut link.sides[i];
         if result.qp_context.addr() != qp_ctx {
             self.finding(&format!(
@@ -448,13 +444,17 @@ impl Fuzzer<'_> {
             return;
         }
         let held = link.srq_held(i);
+        let queue = side
+            .pool
+            .as_ref()
+            .map_or(side.depths.0, |pool| pool.borrow().side.depths.0);
         let too_deep = self.invalid();
         let depth = if too_deep {
             u32::MAX
         } else if self.rng.chance(20) {
             0
         } else {
-            self.rng.range(1, 2 * side.depths.0.max(1))
+            self.rng.range(1, 2 * queue.max(1))
         };
         let threshold = if self.rng.chance(50) {
             0
@@ -482,9 +482,9 @@ impl Fuzzer<'_> {
                 status.cast_unsigned()
             ));
         } else if status == STATUS_SUCCESS && depth != 0 {
-            let sharing = if link.shared() { 0..2 } else { i..i + 1 };
-            for j in sharing {
-                link.sides[j].depths.0 = depth;
+            match &link.sides[i].pool {
+                Some(pool) => pool.borrow_mut().side.depths.0 = depth,
+                None => link.sides[i].depths.0 = depth,
             }
         }
     }

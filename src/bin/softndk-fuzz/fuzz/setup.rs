@@ -17,6 +17,7 @@ use super::objects::{
     Adapter, Buffer, Fast, LANDINGS, Lam, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr,
     table,
 };
+use super::pool::Shared;
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
 use super::{OracleCheck, WAIT};
 
@@ -33,22 +34,6 @@ enum Receives {
     Srq(*mut NdkSrq),
 }
 
-/// Where a side's PD and SRQ come from.
-#[derive(Clone, Copy)]
-enum Share {
-    /// Its own PD, and by chance ([`SRQ_SIDES`]) its own SRQ.
-    No,
-    /// Its own PD and SRQ, which side 1 uses too.
-    Owner,
-    /// Side 0's PD and SRQ, of `depth` receives of up to `sge` SGEs.
-    With {
-        pd: *mut NdkPd,
-        srq: *mut NdkSrq,
-        depth: u32,
-        sge: u32,
-    },
-}
-
 /// The percentage of sides with a fast-register MR and a LAM
 /// ([`Fast`]).
 const FAST_SIDES: u64 = 50;
@@ -58,8 +43,14 @@ const FAST_SIDES: u64 = 50;
 const SHARED_ENDPOINT: u64 = 25;
 
 /// The percentage of links whose two sides are on one adapter that share
-/// one PD and one SRQ between their QPs ([`Link::shared`]).
+/// one PD and one SRQ between their QPs, their adapter's pool
+/// ([`Link::shared`]).
 const SHARED_SRQ: u64 = 30;
+
+/// The percentage of the other sides of links that are not strict that
+/// take their receives from the thread's pool on their adapter
+/// ([`pool`](super::pool)).
+const POOLED_SIDES: u64 = 20;
 
 /// The percentage of links whose listener first turns down a request of
 /// its own ([`Fuzzer::refused`]).
@@ -186,14 +177,14 @@ impl Fuzzer<'_> {
         })
     }
 
-    /// Creates a side's CQ, PD (unless `share` lends side 0's), QP, MR
-    /// (registered) and MW; on a `strict` link its buffer has [`Zones`]
-    /// (four pages more, for the slots).
+    /// Creates a side's CQ, PD and SRQ (unless it takes them from `pool`),
+    /// QP, MR (registered) and MW; on a `strict` link its buffer has
+    /// [`Zones`] (four pages more, for the slots).
     fn open_side(
         &mut self,
         side: &mut Side,
         strict: bool,
-        share: Share,
+        pool: Option<Shared>,
     ) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
@@ -202,11 +193,11 @@ impl Fuzzer<'_> {
         side.receive_sge = self.rng.range(1, 4);
         side.initiator_sge = self.rng.range(1, 4);
         side.inline = if self.rng.chance(50) { 0 } else { 64 };
-        if let Share::With { depth, sge, .. } = share {
+        if let Some(pool) = &pool {
             // The CQ has room for every receive of the SRQ too, and the
             // receives posted through this side fit the SRQ.
-            receive_depth = depth;
-            side.receive_sge = sge;
+            let pool = pool.borrow();
+            (receive_depth, side.receive_sge) = (pool.side.depths.0, pool.side.receive_sge);
         }
         // Room for every entry both queues can have outstanding, so that the
         // CQ never overflows.
@@ -231,9 +222,11 @@ impl Fuzzer<'_> {
                 out,
             )
         })?;
-        if let Share::With { pd, srq, .. } = share {
-            (side.pd, side.srq, side.borrowed) = (pd, srq, true);
+        if let Some(pool) = pool {
+            (side.pd, side.srq) = (pool.borrow().side.pd, pool.borrow().side.srq);
+            side.pool = Some(pool);
             self.out.srq_sides += 1;
+            self.out.pooled_sides += 1;
         } else {
             // SAFETY: as above.
             side.pd = self.create("NdkCreatePd", |done, out| unsafe {
@@ -246,29 +239,8 @@ impl Fuzzer<'_> {
         side.qp_ctx = self.context();
         let (receive_sge, initiator_sge, inline) =
             (side.receive_sge, side.initiator_sge, side.inline);
-        if matches!(share, Share::Owner)
-            || (matches!(share, Share::No) && self.rng.chance(SRQ_SIDES))
-        {
-            // Q4: a threshold (0: unarmed) at or below the depth, so that
-            // the notification comes once the queue runs low.
-            let threshold = self.rng.range(0, receive_depth);
-            let srq_notes = side.srq_notes.ctx();
-            // SAFETY: as above; the notification's context lives as long as
-            // the SRQ.
-            side.srq = self.create("NdkCreateSrq", |done, out| unsafe {
-                (pdd.ndk_create_srq)(
-                    pd,
-                    receive_depth,
-                    receive_sge,
-                    threshold,
-                    Some(on_status),
-                    srq_notes,
-                    ptr::null(),
-                    Some(on_create),
-                    done,
-                    out,
-                )
-            })?;
+        if side.pool.is_none() && self.rng.chance(SRQ_SIDES) {
+            self.open_srq(side, receive_depth, receive_sge)?;
             self.out.srq_sides += 1;
         }
         let receives = if side.srq.is_null() {
@@ -285,11 +257,6 @@ impl Fuzzer<'_> {
             receives,
             (initiator_depth, initiator_sge, inline),
         )?;
-        // SAFETY: as above.
-        side.mr = self.create("NdkCreateMr", |done, out| unsafe {
-            (pdd.ndk_create_mr)(pd, 0, Some(on_create), done, out)
-        })?;
-
         let pages = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) + 4 * usize::from(strict);
         let len = pages * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
@@ -305,16 +272,78 @@ impl Fuzzer<'_> {
                 landing: vec![false; LANDINGS],
             });
         }
-        let mdl = &raw mut *buffer.mdl;
         side.buffer = Some(buffer);
-        let flags =
-            (MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE)
-                .bits();
+        self.register(
+            side,
+            MrFlags::ALLOW_LOCAL_WRITE | MrFlags::ALLOW_REMOTE_READ | MrFlags::ALLOW_REMOTE_WRITE,
+        )?;
+
+        // SAFETY: as for the creates above.
+        side.mw = self.create("NdkCreateMw", |done, out| unsafe {
+            (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
+        })?;
+        if self.rng.chance(FAST_SIDES) {
+            self.open_fast(side, pd)?;
+        }
+        Ok(())
+    }
+
+    /// Creates an SRQ of `depth` receives of up to `sge` SGEs in `side`'s
+    /// PD, with a threshold (Q4; 0: unarmed) at or below the depth, so that
+    /// the notification comes once the queue runs low.
+    pub(super) fn open_srq(
+        &mut self,
+        side: &mut Side,
+        depth: u32,
+        sge: u32,
+    ) -> Result<(), SetupFailed> {
+        let threshold = self.rng.range(0, depth);
+        let (pd, notes) = (side.pd, side.srq_notes.ctx());
+        // SAFETY: a live PD and an out-pointer; `create` keeps the
+        // completion's context until it came; the notification's context
+        // lives as long as the SRQ.
+        side.srq = self.create("NdkCreateSrq", |done, out| unsafe {
+            (table(pd).ndk_create_srq)(
+                pd,
+                depth,
+                sge,
+                threshold,
+                Some(on_status),
+                notes,
+                ptr::null(),
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Creates an MR in `side`'s PD and registers the side's buffer with
+    /// `flags` (M1, M2); reads its tokens (M35).
+    pub(super) fn register(&mut self, side: &mut Side, flags: MrFlags) -> Result<(), SetupFailed> {
+        let pd = side.pd;
+        // SAFETY: a live PD and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        side.mr = self.create("NdkCreateMr", |done, out| unsafe {
+            (table(pd).ndk_create_mr)(pd, 0, Some(on_create), done, out)
+        })?;
+        let Some(buffer) = &mut side.buffer else {
+            return Ok(());
+        };
+        let (mdl, len) = (&raw mut *buffer.mdl, buffer.len);
         let done = Signal::new();
         // SAFETY: a live MR; the MDL describes `len` bytes of the side's
         // buffer, which is kept until the MR's close has completed.
         let status = unsafe {
-            (table(side.mr).ndk_register_mr)(side.mr, mdl, len, flags, Some(on_status), done.ctx())
+            (table(side.mr).ndk_register_mr)(
+                side.mr,
+                mdl,
+                len,
+                flags.bits(),
+                Some(on_status),
+                done.ctx(),
+            )
         };
         self.step_up("NdkRegisterMr", status, &done)?;
         side.registered = true;
@@ -324,14 +353,6 @@ impl Fuzzer<'_> {
         // SAFETY: as above.
         side.remote_token = unsafe { (table(side.mr).ndk_get_remote_token_from_mr)(side.mr) };
         self.call("NdkGetRemoteTokenFromMr", STATUS_SUCCESS);
-
-        // SAFETY: as for the creates above.
-        side.mw = self.create("NdkCreateMw", |done, out| unsafe {
-            (pdd.ndk_create_mw)(pd, Some(on_create), done, out)
-        })?;
-        if self.rng.chance(FAST_SIDES) {
-            self.open_fast(side, pd)?;
-        }
         Ok(())
     }
 
@@ -927,21 +948,24 @@ impl Fuzzer<'_> {
     pub(super) fn open_link(&mut self) -> Option<Link> {
         let a = self.rng.index(self.adapters.len());
         let b = self.rng.index(self.adapters.len());
-        let shared = a == b && self.rng.chance(SHARED_SRQ);
         let noise = if self.rng.chance(60) {
             0
         } else {
             self.rng.below(10) + 1
         };
+        let strict = noise == 0
+            && (self.config.faults.is_none()
+                || self.config.oracle_check == OracleCheck::StrictUnderFaults)
+            && self.rng.chance(50);
+        // A pool's receives are any of its QPs' to take (Q3): no side of a
+        // strict link takes its receives from one.
+        let shared = !strict && a == b && self.rng.chance(SHARED_SRQ);
+        let pooled = [0, 1].map(|_| shared || (!strict && self.rng.chance(POOLED_SIDES)));
         self.at_link = self.out.links + self.out.setup_failed;
         let mut link = Link {
             id: self.at_link,
             disconnected: false,
-            strict: noise == 0
-                && !shared
-                && (self.config.faults.is_none()
-                    || self.config.oracle_check == OracleCheck::StrictUnderFaults)
-                && self.rng.chance(50),
+            strict,
             ended: false,
             read_limit: 0,
             noise,
@@ -950,19 +974,17 @@ impl Fuzzer<'_> {
             incoming: Signal::new(),
         };
         let mut result = Ok(());
-        for i in 0..2 {
-            let share = match (shared, &link.sides[0]) {
-                (false, _) => Share::No,
-                (true, _) if i == 0 => Share::Owner,
-                (true, owner) => Share::With {
-                    pd: owner.pd,
-                    srq: owner.srq,
-                    depth: owner.depths.0,
-                    sge: owner.receive_sge,
-                },
+        for (i, pooled) in pooled.into_iter().enumerate() {
+            let adapter = link.sides[i].adapter;
+            let pool = match pooled.then(|| self.pool(adapter)).transpose() {
+                Ok(pool) => pool,
+                Err(failed) => {
+                    result = Err(failed);
+                    break;
+                }
             };
             let mut side = std::mem::replace(&mut link.sides[i], Side::new(0));
-            result = self.open_side(&mut side, link.strict, share);
+            result = self.open_side(&mut side, link.strict, pool);
             link.sides[i] = side;
             if result.is_err() {
                 break;

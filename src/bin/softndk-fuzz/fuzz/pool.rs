@@ -1,0 +1,167 @@
+//! SRQs that the QPs of several links take their receives from: a thread's
+//! pool on an adapter (Q2, Q3), which outlives the links that use it, so
+//! that a receive posted while one link was open is taken by the QP of a
+//! link made later (E4: a QP's close leaves the SRQ's receives in it).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use softndk::abi::{MrFlags, PAGE_SIZE};
+
+use super::fuzzer::{Fuzzer, SetupFailed};
+use super::objects::{Buffer, Post, Side, table};
+use super::signal::on_create;
+
+/// A pool, held by the thread ([`Fuzzer::pools`]) and by each side whose
+/// QP takes its receives from it.
+pub(super) type Shared = Rc<RefCell<Pool>>;
+
+/// An SRQ in a PD of its own, with a registered buffer that every receive
+/// posted to it names: a receive may be taken by the QP of any link in the
+/// PD, long after the link it was posted through closed, so it must not
+/// name that link's memory.
+pub(super) struct Pool {
+    /// Its objects, kept as a side without a QP, CQ or connector: the
+    /// adapter, PD, SRQ (and its notifications), MR and buffer; in
+    /// `outstanding` the receives posted to the SRQ and not yet reaped (an
+    /// upper bound of what the SRQ holds: a receive taken and not yet
+    /// reaped is counted too), in `credits` those no accepted Send was
+    /// counted against yet, in `depths.0` the SRQ's depth and in
+    /// `receive_sge` the SGEs a receive may have.
+    pub(super) side: Side,
+    /// The link and side each outstanding receive was posted through.
+    pub(super) by: HashMap<usize, (u64, usize)>,
+}
+
+impl Pool {
+    /// Records the accepted receive `context`, posted through side `i` of
+    /// link `link`; whether the context was already outstanding.
+    pub(super) fn hold(&mut self, context: usize, post: Post, (link, i): (u64, usize)) -> bool {
+        self.side.credits += 1;
+        self.by.insert(context, (link, i));
+        self.side.outstanding.insert(context, post).is_some()
+    }
+
+    /// Takes the outstanding receive `context` out: the receive, and
+    /// whether it was posted through a side other than side `i` of link
+    /// `link` (and through another link).
+    pub(super) fn take(
+        &mut self,
+        context: usize,
+        (link, i): (u64, usize),
+    ) -> Option<(Post, bool, bool)> {
+        let post = self.side.outstanding.remove(&context)?;
+        let by = self.by.remove(&context);
+        let crossed = by.is_some_and(|by| by != (link, i));
+        let other_link = by.is_some_and(|(by, _)| by != link);
+        Some((post, crossed, other_link))
+    }
+}
+
+impl Fuzzer<'_> {
+    /// The thread's open pool on `adapter`, made if it has none: a PD, an
+    /// SRQ of 1 to 16 receives of up to 1 to 4 SGEs (threshold at or below
+    /// its depth, Q4), and an MR over one or two pages of its own that
+    /// grants local write (M1).
+    pub(super) fn pool(&mut self, adapter: usize) -> Result<Shared, SetupFailed> {
+        if let Some(pool) = self
+            .pools
+            .iter()
+            .find(|p| p.borrow().side.adapter == adapter)
+        {
+            return Ok(Rc::clone(pool));
+        }
+        let mut side = Side::new(adapter);
+        let made = self.open_pool(&mut side);
+        let pool = Rc::new(RefCell::new(Pool {
+            side,
+            by: HashMap::new(),
+        }));
+        match made {
+            Ok(()) => {
+                self.out.pools += 1;
+                self.pools.push(Rc::clone(&pool));
+                Ok(pool)
+            }
+            Err(failed) => {
+                self.close_pool(pool);
+                Err(failed)
+            }
+        }
+    }
+
+    fn open_pool(&mut self, side: &mut Side) -> Result<(), SetupFailed> {
+        let adapter = self.adapters[side.adapter].ptr();
+        let depth = self.rng.range(1, 16);
+        let sge = self.rng.range(1, 4);
+        (side.depths.0, side.receive_sge) = (depth, sge);
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came.
+        side.pd = self.create("NdkCreatePd", |done, out| unsafe {
+            (table(adapter).ndk_create_pd)(adapter, Some(on_create), done, out)
+        })?;
+        self.open_srq(side, depth, sge)?;
+        let pages = usize::try_from(self.rng.range(1, 2)).unwrap_or(1);
+        side.buffer = Some(Buffer::new(pages * PAGE_SIZE));
+        self.register(side, MrFlags::ALLOW_LOCAL_WRITE)
+    }
+
+    /// Closes the pools no side uses any more: every one (`all`), or each
+    /// by chance (the others stay, their receives queued, for later links).
+    pub(super) fn close_idle_pools(&mut self, all: bool) {
+        let mut at = 0;
+        while at < self.pools.len() {
+            if Rc::strong_count(&self.pools[at]) == 1 && (all || self.rng.chance(30)) {
+                let pool = self.pools.swap_remove(at);
+                self.close_pool(pool);
+            } else {
+                at += 1;
+            }
+        }
+    }
+
+    /// Closes a pool's SRQ, MR and PD in a random order (as
+    /// [`Fuzzer::close_link`] closes a link's); the receives still queued
+    /// are dropped with the SRQ (E4). Every close
+    /// must complete (L18, L21), and the bytes around the buffer must be
+    /// intact.
+    fn close_pool(&mut self, pool: Shared) {
+        let Ok(pool) = Rc::try_unwrap(pool).map(RefCell::into_inner) else {
+            self.finding("a pool was closed while a side still used it (a fuzzer bug)");
+            return;
+        };
+        let mut side = pool.side;
+        let mut order = [0, 1, 2];
+        self.shuffle(&mut order);
+        let mut pending = Vec::new();
+        for what in order {
+            match what {
+                0 => self.close(&mut side.srq, &mut pending),
+                1 => self.close(&mut side.mr, &mut pending),
+                _ => self.close(&mut side.pd, &mut pending),
+            }
+        }
+        let closed = self.wait_closes(pending);
+        self.out.srq_notifications += side.srq_notes.count.load(Ordering::SeqCst);
+        if let Some(buffer) = side.buffer.take() {
+            if !buffer.guards_intact() {
+                self.finding(
+                    "bytes around a pool's registered buffer were written: a bounds check missed",
+                );
+            }
+            if closed {
+                drop(buffer);
+            } else {
+                std::mem::forget(buffer);
+            }
+        }
+        if closed {
+            self.bury(Arc::clone(&side.srq_notes));
+        } else {
+            std::mem::forget(Arc::clone(&side.srq_notes));
+        }
+    }
+}
