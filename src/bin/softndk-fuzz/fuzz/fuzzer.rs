@@ -24,6 +24,8 @@ pub(super) struct Fuzzer<'a> {
     pub(super) links: Vec<Link>,
     /// Its pools, open (one an adapter at most), used or not.
     pub(super) pools: Vec<super::pool::Shared>,
+    /// Its second thread, for races ([`super::race`]), made at the first.
+    pub(super) second: Option<super::race::Second>,
     /// Its shared endpoints, open or closing (N9–N11).
     pub(super) endpoints: Vec<super::endpoint::Endpoint>,
     /// The current link's noise: the percentage of parameters made invalid
@@ -81,6 +83,7 @@ impl<'a> Fuzzer<'a> {
             out: Outcome::default(),
             links: Vec::new(),
             pools: Vec::new(),
+            second: None,
             endpoints: Vec::new(),
             graveyard: std::collections::VecDeque::new(),
             noise: 0,
@@ -240,6 +243,8 @@ impl<'a> Fuzzer<'a> {
             595..=609 => self.fast_register(&mut link, i),
             610..=619 => self.invalidate(&mut link, i),
             870..=879 => self.resize_cq(&mut link, i),
+            // One thread replays a seed exactly: it races nothing.
+            860..=869 if self.config.threads > 1 => self.race_on(&mut link, i),
             620..=869 => {
                 let room = if choice == 620 {
                     16

@@ -85,6 +85,7 @@ mod fuzzer;
 mod objects;
 mod pool;
 mod posts;
+mod race;
 mod reap;
 mod rng;
 mod setup;
@@ -243,6 +244,10 @@ pub struct Outcome {
     pub pools: u64,
     pub pooled_sides: u64,
     pub pool_crossed: u64,
+    /// Calls made on another thread while this one posted on the same QP
+    /// ([`race`]: a Flush, P4; a connector's close, P5; a Receive, P2; a
+    /// poll of the side's CQ, C1).
+    pub races: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -279,6 +284,7 @@ impl Outcome {
         self.pools += other.pools;
         self.pooled_sides += other.pooled_sides;
         self.pool_crossed += other.pool_crossed;
+        self.races += other.races;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

@@ -4,8 +4,8 @@
 use std::ptr;
 
 use softndk::abi::{
-    NdkFnRead, NdkLogicalAddress, NdkObjectHeader, NdkQp, NdkSge, NtStatus, OpFlags, PAGE_SIZE,
-    STATUS_PENDING, STATUS_SUCCESS,
+    NdkFnRead, NdkLogicalAddress, NdkObjectHeader, NdkQp, NdkSge, NdkSrq, NtStatus, OpFlags,
+    PAGE_SIZE, STATUS_PENDING, STATUS_SUCCESS,
 };
 
 use super::OracleCheck;
@@ -207,14 +207,21 @@ impl Fuzzer<'_> {
     }
 
     pub(super) fn receive(&mut self, link: &mut Link, i: usize) {
+        if let Some(receive) = self.prepare_receive(link, i) {
+            let status = receive.post();
+            self.record_receive(link, i, &receive, status);
+        }
+    }
+
+    /// A receive for side `i`, ready to post: over a free slot of a strict
+    /// link's (`None` when every slot is held), over the pool's memory on a
+    /// pooled side, else over the side's buffer.
+    pub(super) fn prepare_receive(&mut self, link: &Link, i: usize) -> Option<Receive> {
         let side = &link.sides[i];
         let mut into_region = false;
         let (slot, sges) = if side.zones.is_some() {
-            let Some((slot, mut sges)) =
-                self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)
-            else {
-                return;
-            };
+            let (slot, mut sges) =
+                self.slot_sges(side, SlotUse::Receive, SLOT, side.receive_sge)?;
             into_region = self.remap(side, 0, true, &mut sges);
             (Some(slot), sges)
         } else if let Some(pool) = &side.pool {
@@ -230,23 +237,32 @@ impl Fuzzer<'_> {
             let zone = (0, side.buffer_len());
             (None, self.sges(side, side.receive_sge, RECEIVE_SGE, zone))
         };
-        let (qp, srq) = (side.qp, side.srq);
-        let context = self.context();
-        let request = ptr::without_provenance_mut(context);
-        let count = sges.len() as u32;
-        let (what, status) = if srq.is_null() {
-            // SAFETY: a live QP; every SGE names memory of the side's buffer
-            // or its guard, which outlives the QP.
-            let status = unsafe { (table(qp).ndk_receive)(qp, request, sges.as_ptr(), count) };
-            ("NdkReceive", status)
-        } else {
-            // SAFETY: a live SRQ (closed after its QP); the SGEs as above.
-            let status =
-                unsafe { (table(srq).ndk_srq_receive)(srq, request, sges.as_ptr(), count) };
-            (SRQ_RECEIVE, status)
-        };
         self.trace_flags(0, &sges);
-        self.posted(link, i, what, context, false, status);
+        let (queue, srq) = if side.srq.is_null() {
+            (side.qp.expose_provenance(), false)
+        } else {
+            (side.srq.expose_provenance(), true)
+        };
+        Some(Receive {
+            context: self.context(),
+            queue,
+            srq,
+            sges,
+            slot,
+            into_region,
+        })
+    }
+
+    /// Accounts for a receive of side `i` posted with `status`.
+    pub(super) fn record_receive(
+        &mut self,
+        link: &mut Link,
+        i: usize,
+        receive: &Receive,
+        status: NtStatus,
+    ) {
+        let (context, slot, into_region) = (receive.context, receive.slot, receive.into_region);
+        self.posted(link, i, receive.what(), context, false, status);
         if status == STATUS_SUCCESS {
             let side = &mut link.sides[i];
             // A pool counts its own (`Pool::hold`).
@@ -972,5 +988,43 @@ fn inline_readable(side: &Side, flags: u32, sges: &mut Vec<NdkSge>) {
         && let Some(buffer) = &side.buffer
     {
         sges.retain(|s| buffer.holds(s.address, s.length));
+    }
+}
+
+/// A receive ready to post, as plain data (it may be posted from another
+/// thread, [`race`](super::race)).
+#[derive(Clone)]
+pub(super) struct Receive {
+    context: usize,
+    /// The QP, or the SRQ (`srq`), it goes to.
+    queue: usize,
+    srq: bool,
+    sges: Vec<NdkSge>,
+    slot: Option<Slot>,
+    into_region: bool,
+}
+
+impl Receive {
+    /// The call it is.
+    pub(super) const fn what(&self) -> &'static str {
+        if self.srq { SRQ_RECEIVE } else { "NdkReceive" }
+    }
+
+    /// Posts it: what the call returned.
+    pub(super) fn post(&self) -> NtStatus {
+        let request = ptr::without_provenance_mut(self.context);
+        let (sges, count) = (self.sges.as_ptr(), self.sges.len() as u32);
+        if self.srq {
+            let srq: *mut NdkSrq = ptr::with_exposed_provenance_mut(self.queue);
+            // SAFETY: a live SRQ (closed after its QPs); every SGE names
+            // memory of the side's or the pool's buffer or its guard, which
+            // outlives the SRQ.
+            unsafe { (table(srq).ndk_srq_receive)(srq, request, sges, count) }
+        } else {
+            let qp: *mut NdkQp = ptr::with_exposed_provenance_mut(self.queue);
+            // SAFETY: a live QP; the SGEs as above, memory that outlives the
+            // QP.
+            unsafe { (table(qp).ndk_receive)(qp, request, sges, count) }
+        }
     }
 }

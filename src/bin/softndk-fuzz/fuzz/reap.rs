@@ -2,11 +2,13 @@
 //! against the outstanding posts, arms, flushes and disconnects; ResizeCq
 //! and an SRQ's ModifySrq.
 
+use std::ptr;
 use std::time::Duration;
 
 use softndk::abi::{
-    NdkCqNotifyType, NdkOperationType, NdkResult, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED,
-    STATUS_INTERNAL_ERROR, STATUS_INVALID_PARAMETER, STATUS_PENDING, STATUS_SUCCESS,
+    NdkCq, NdkCqNotifyType, NdkOperationType, NdkResult, NtStatus, STATUS_BUFFER_OVERFLOW,
+    STATUS_CANCELLED, STATUS_INTERNAL_ERROR, STATUS_INVALID_PARAMETER, STATUS_PENDING,
+    STATUS_SUCCESS,
 };
 
 use super::WAIT;
@@ -21,34 +23,30 @@ impl Fuzzer<'_> {
     /// One `NdkGetCqResults` or (half the time) `NdkGetCqResultsEx` of up
     /// to `room` entries on side `i`'s CQ; the number taken (K1).
     pub(super) fn poll(&mut self, link: &mut Link, i: usize, room: usize) -> usize {
-        let cq = link.sides[i].cq;
-        let room = room.min(POLL);
-        let count = room as u32;
-        let (what, n, taken) = if self.rng.chance(50) {
-            let mut results = [EMPTY_RESULT; POLL];
-            // SAFETY: a live CQ and room for `room` results.
-            let n = unsafe { (table(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), count) };
-            ("NdkGetCqResults", n, results.map(|r| (r, None)))
-        } else {
-            let mut results = [EMPTY_RESULT_EX; POLL];
-            // SAFETY: as above.
-            let n = unsafe { (table(cq).ndk_get_cq_results_ex)(cq, results.as_mut_ptr(), count) };
-            (
-                "NdkGetCqResultsEx",
-                n,
-                results.map(|r| (plain(&r), Some(r.type_))),
-            )
-        };
-        let n = n as usize;
+        let ex = !self.rng.chance(50);
+        let polled = Polled::take(link.sides[i].cq, ex, room);
+        self.judge_poll(link, i, &polled)
+    }
+
+    /// Checks what a poll of side `i`'s CQ took: its count (K1), each
+    /// entry's type (P22) and post; the number taken.
+    pub(super) fn judge_poll(&mut self, link: &mut Link, i: usize, polled: &Polled) -> usize {
+        let Polled {
+            what,
+            n,
+            room,
+            entries,
+        } = *polled;
         self.call(what, STATUS_SUCCESS);
         if n > room {
             self.finding(&format!("{what} returned {n} entries for room {room} (K1)"));
         }
-        for (result, kind) in taken.iter().take(n.min(room)) {
-            if let Some(kind) = kind {
-                self.judge_type(link, i, result, *kind);
+        for entry in entries.iter().take(n.min(room)) {
+            let result = entry.result();
+            if let Some(kind) = entry.kind {
+                self.judge_type(link, i, &result, kind);
             }
-            self.reap(link, i, result);
+            self.reap(link, i, &result);
         }
         n.min(room)
     }
@@ -511,6 +509,89 @@ impl Fuzzer<'_> {
         link.ended = true;
         if status == STATUS_PENDING {
             link.sides[i].disconnecting.push(done);
+        }
+    }
+}
+
+/// A CQ entry as plain data: a poll may run on another thread
+/// ([`race`](super::race)), and an [`NdkResult`] holds pointers.
+#[derive(Clone, Copy)]
+pub(super) struct Entry {
+    status: NtStatus,
+    bytes: u32,
+    qp_context: usize,
+    request_context: usize,
+    /// The `Type` of an `NdkGetCqResultsEx` entry.
+    kind: Option<NdkOperationType>,
+}
+
+impl Entry {
+    const EMPTY: Self = Self {
+        status: STATUS_SUCCESS,
+        bytes: 0,
+        qp_context: 0,
+        request_context: 0,
+        kind: None,
+    };
+
+    fn new(result: &NdkResult, kind: Option<NdkOperationType>) -> Self {
+        Self {
+            status: result.status,
+            bytes: result.bytes_transferred,
+            qp_context: result.qp_context.addr(),
+            request_context: result.request_context.addr(),
+            kind,
+        }
+    }
+
+    fn result(&self) -> NdkResult {
+        NdkResult {
+            status: self.status,
+            bytes_transferred: self.bytes,
+            qp_context: ptr::without_provenance_mut(self.qp_context),
+            request_context: ptr::without_provenance_mut(self.request_context),
+        }
+    }
+}
+
+/// What one poll of a CQ took.
+#[derive(Clone, Copy)]
+pub(super) struct Polled {
+    what: &'static str,
+    n: usize,
+    room: usize,
+    entries: [Entry; POLL],
+}
+
+impl Polled {
+    /// One `NdkGetCqResultsEx` (`ex`) or `NdkGetCqResults` of up to `room`
+    /// entries (at most [`POLL`]) on `cq`.
+    pub(super) fn take(cq: *mut NdkCq, ex: bool, room: usize) -> Self {
+        let room = room.min(POLL);
+        let count = room as u32;
+        let mut entries = [Entry::EMPTY; POLL];
+        let (what, n) = if ex {
+            let mut results = [EMPTY_RESULT_EX; POLL];
+            // SAFETY: a live CQ and room for `room` results.
+            let n = unsafe { (table(cq).ndk_get_cq_results_ex)(cq, results.as_mut_ptr(), count) };
+            for (entry, result) in entries.iter_mut().zip(&results) {
+                *entry = Entry::new(&plain(result), Some(result.type_));
+            }
+            ("NdkGetCqResultsEx", n)
+        } else {
+            let mut results = [EMPTY_RESULT; POLL];
+            // SAFETY: as above.
+            let n = unsafe { (table(cq).ndk_get_cq_results)(cq, results.as_mut_ptr(), count) };
+            for (entry, result) in entries.iter_mut().zip(&results) {
+                *entry = Entry::new(result, None);
+            }
+            ("NdkGetCqResults", n)
+        };
+        Self {
+            what,
+            n: n as usize,
+            room,
+            entries,
         }
     }
 }
