@@ -165,3 +165,61 @@ impl Fuzzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::super::objects::{Post, SRQ_RECEIVE, Side, Via};
+    use super::Pool;
+
+    fn receive(call: u64) -> Post {
+        Post {
+            what: SRQ_RECEIVE,
+            call,
+            silent: false,
+            via: Via::Mr,
+            into_region: false,
+            slot: None,
+            doomed: None,
+        }
+    }
+
+    fn pool() -> Pool {
+        Pool {
+            side: Side::new(0),
+            by: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_receive_is_reaped_once_and_says_who_posted_it() {
+        let mut pool = pool();
+        assert!(!pool.hold(1, receive(10), (7, 0)));
+        assert!(!pool.hold(2, receive(11), (7, 0)));
+        assert!(!pool.hold(3, receive(12), (7, 1)));
+        assert_eq!(pool.side.credits, 3, "each receive is a credit");
+        // Taken by the side that posted it.
+        let (post, crossed, other_link) = pool.take(1, (7, 0)).unwrap();
+        assert_eq!((post.call, crossed, other_link), (10, false, false));
+        // By the other side of the same link.
+        let (post, crossed, other_link) = pool.take(2, (7, 1)).unwrap();
+        assert_eq!((post.call, crossed, other_link), (11, true, false));
+        // By a QP of another link.
+        let (post, crossed, other_link) = pool.take(3, (8, 1)).unwrap();
+        assert_eq!((post.call, crossed, other_link), (12, true, true));
+        // Each once: a second entry is a duplicate.
+        assert!(pool.take(1, (7, 0)).is_none());
+        assert!(pool.side.outstanding.is_empty() && pool.by.is_empty());
+    }
+
+    #[test]
+    fn a_context_held_twice_is_reported() {
+        let mut pool = pool();
+        assert!(!pool.hold(5, receive(1), (0, 0)));
+        assert!(
+            pool.hold(5, receive(2), (1, 0)),
+            "the context was outstanding"
+        );
+    }
+}
