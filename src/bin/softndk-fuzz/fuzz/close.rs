@@ -9,7 +9,9 @@ use softndk::abi::{NdkConnector, STATUS_PENDING, STATUS_SUCCESS};
 
 use super::WAIT;
 use super::fuzzer::Fuzzer;
-use super::objects::{Closable, Link, Post, SRQ_RECEIVE, table};
+use super::objects::{
+    Closable, INITIATOR_CQ, Link, Post, RECEIVE_QUEUE, SRQ_RECEIVE, queue_of, table,
+};
 use super::signal::{Signal, keep, on_event, on_status};
 
 /// Closes that pended: the close's name and the signal its completion
@@ -138,42 +140,44 @@ impl Fuzzer<'_> {
         // the SRQ's close drops them). Both CQs first: on a shared link an
         // entry on one may be for a receive posted through the other side.
         for i in 0..2 {
-            if !link.sides[i].cq.is_null() {
-                self.drain(&mut link, i);
-            }
+            self.drain(&mut link, i);
         }
         for i in 0..2 {
-            if link.sides[i].cq.is_null() {
-                continue;
-            }
             let left: Vec<Post> = link.sides[i]
                 .outstanding
                 .drain()
                 .map(|(_, p)| p)
                 .filter(|p| !p.silent && p.what != SRQ_RECEIVE)
                 .collect();
-            if closed
-                && let Some(first) = left.first()
-                && !self.cq_failed(&link.sides[i])
-            {
-                self.finding(&format!(
-                    "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {} (link {} side {i}, noise {}, strict {})",
-                    left.len(),
-                    first.what,
-                    first.call,
-                    link.id,
-                    link.noise,
-                    link.strict
-                ));
+            for c in [RECEIVE_QUEUE, INITIATOR_CQ] {
+                let side = &link.sides[i];
+                let mut missing = left
+                    .iter()
+                    .filter(|post| side.cq_for(queue_of(post.what)) == c);
+                if closed
+                    && let Some(first) = missing.next()
+                    && !self.cq_failed(&link.sides[i].cqs[c])
+                {
+                    self.finding(&format!(
+                        "{} posted request(s) never completed though the QP's close did (P6, L21); the first: {} at call {} (link {} side {i}, noise {}, strict {})",
+                        1 + missing.count(),
+                        first.what,
+                        first.call,
+                        link.id,
+                        link.noise,
+                        link.strict
+                    ));
+                }
             }
         }
         // The rest, in a random order.
-        let mut order: [usize; 14] = std::array::from_fn(|n| n);
+        let mut order: [usize; 16] = std::array::from_fn(|n| n);
         self.shuffle(&mut order);
         let mut pending = Vec::new();
         for what in order {
-            let side = &mut link.sides[what / 7];
-            match what % 7 {
+            let side = &mut link.sides[what / 8];
+            match what % 8 {
+                7 => self.close(&mut side.cqs[RECEIVE_QUEUE].ptr, &mut pending),
                 0 => self.close(&mut side.mw, &mut pending),
                 5 => {
                     if let Some(fast) = &mut side.fast {
@@ -214,16 +218,20 @@ impl Fuzzer<'_> {
                     }
                     self.close(&mut side.mr, &mut pending);
                 }
-                2 => self.close(&mut side.cq, &mut pending),
+                2 => self.close(&mut side.cqs[INITIATOR_CQ].ptr, &mut pending),
                 _ => self.close(&mut side.pd, &mut pending),
             }
         }
         let closed = self.wait_closes(pending) && closed;
         for side in &mut link.sides {
-            self.out.notifications += side.notes.count.load(Ordering::SeqCst);
+            for cq in &side.cqs {
+                self.out.notifications += cq.notes.count.load(Ordering::SeqCst);
+            }
             self.out.srq_notifications += side.srq_notes.count.load(Ordering::SeqCst);
             if closed {
-                self.bury(Arc::clone(&side.notes));
+                for cq in &side.cqs {
+                    self.bury(Arc::clone(&cq.notes));
+                }
                 self.bury(Arc::clone(&side.srq_notes));
             }
             if let Some(buffer) = side.buffer.take() {
@@ -250,7 +258,9 @@ impl Fuzzer<'_> {
             }
             if !closed {
                 // Callbacks may still come: their contexts must outlive them.
-                std::mem::forget(Arc::clone(&side.notes));
+                for cq in &side.cqs {
+                    std::mem::forget(Arc::clone(&cq.notes));
+                }
                 std::mem::forget(Arc::clone(&side.srq_notes));
                 std::mem::forget(Arc::clone(&side.disconnects));
             }

@@ -227,10 +227,8 @@ impl<'a> Fuzzer<'a> {
         // possibly full, reap instead of posting (but now and then post
         // anyway, so that overflows (E10) are exercised too; never on a
         // strict link).
-        if choice < 620
-            && link.cq_held(i) >= link.sides[i].cq_depth as usize
-            && (link.strict || !self.rng.chance(2))
-        {
+        let full = link.full_cq(i);
+        if choice < 620 && full.is_some() && (link.strict || !self.rng.chance(2)) {
             choice = 620;
         }
         match choice {
@@ -245,12 +243,12 @@ impl<'a> Fuzzer<'a> {
             870..=879 => self.resize_cq(&mut link, i),
             // One thread replays a seed exactly: it races nothing.
             860..=869 if self.config.threads > 1 => self.race_on(&mut link, i),
-            620..=869 => {
-                let room = if choice == 620 {
-                    16
-                } else {
-                    self.rng.index(17)
-                };
+            620 => {
+                let c = full.unwrap_or_else(|| link.sides[i].any_cq(&mut self.rng));
+                self.poll_cq(&mut link, i, c, 16);
+            }
+            621..=869 => {
+                let room = self.rng.index(17);
                 self.poll(&mut link, i, room);
             }
             880..=899 if !link.sides[i].srq.is_null() => self.modify_srq(&mut link, i),

@@ -248,6 +248,8 @@ pub struct Outcome {
     /// ([`race`]: a Flush, P4; a connector's close, P5; a Receive, P2; a
     /// poll of the side's CQ, C1).
     pub races: u64,
+    /// Sides whose QP had a receive CQ apart from its initiator CQ (P1).
+    pub receive_cqs: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -285,6 +287,7 @@ impl Outcome {
         self.pooled_sides += other.pooled_sides;
         self.pool_crossed += other.pool_crossed;
         self.races += other.races;
+        self.receive_cqs += other.receive_cqs;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

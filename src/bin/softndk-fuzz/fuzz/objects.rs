@@ -201,6 +201,30 @@ pub(super) const FAST_REGISTER: &str = "NdkFastRegister";
 /// [`queue_of`] a receive.
 pub(super) const RECEIVE_QUEUE: usize = 0;
 
+/// The index of a side's initiator CQ in [`Side::cqs`].
+pub(super) const INITIATOR_CQ: usize = 1;
+
+/// A CQ of a side.
+pub(super) struct Cq {
+    pub(super) ptr: *mut NdkCq,
+    /// Its notifications (and its error reports, E12).
+    pub(super) notes: Arc<Signal>,
+    /// Its depth. A CQ may overflow (posts to a queue in error complete at
+    /// once, E1, E5, or one is injected): whether it did is asked of the
+    /// CQ when entries are missing ([`Fuzzer::cq_failed`](super::Fuzzer::cq_failed)).
+    pub(super) depth: u32,
+}
+
+impl Cq {
+    pub(super) fn new() -> Self {
+        Self {
+            ptr: ptr::null_mut(),
+            notes: Signal::new(),
+            depth: 0,
+        }
+    }
+}
+
 /// An outstanding post, by request context.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Post {
@@ -511,8 +535,11 @@ pub(super) fn cut(
 /// One side of a link.
 pub(super) struct Side {
     pub(super) adapter: usize,
-    pub(super) cq: *mut NdkCq,
-    pub(super) notes: Arc<Signal>,
+    /// Its CQs: `[RECEIVE_QUEUE]` the receive CQ when the QP has one of
+    /// its own (null otherwise), `[INITIATOR_CQ]` the initiator CQ, which
+    /// also takes the receive queue's entries when there is no receive CQ
+    /// (P1); [`Side::cq_for`] says which.
+    pub(super) cqs: [Cq; 2],
     pub(super) pd: *mut NdkPd,
     pub(super) qp: *mut NdkQp,
     /// The SRQ the QP takes its receives from, if the side has one (null
@@ -584,10 +611,6 @@ pub(super) struct Side {
     /// iWARP, and on the fabric, a Send that finds no receive ends the
     /// connection).
     pub(super) credits: u64,
-    /// The CQ's depth. A CQ may overflow (posts to a queue in error
-    /// complete at once, E1, E5, or one is injected): whether it did is
-    /// asked of the CQ when entries are missing ([`Fuzzer::cq_failed`](super::Fuzzer::cq_failed)).
-    pub(super) cq_depth: u32,
     /// The QP's receive and initiator queue depths: a post to a queue
     /// holding fewer requests must be accepted (P24).
     pub(super) depths: (u32, u32),
@@ -597,8 +620,7 @@ impl Side {
     pub(super) fn new(adapter: usize) -> Self {
         Self {
             adapter,
-            cq: ptr::null_mut(),
-            notes: Signal::new(),
+            cqs: [Cq::new(), Cq::new()],
             pd: ptr::null_mut(),
             qp: ptr::null_mut(),
             srq: ptr::null_mut(),
@@ -630,8 +652,25 @@ impl Side {
             disconnecting: Vec::new(),
             outstanding: HashMap::new(),
             credits: 0,
-            cq_depth: 0,
             depths: (0, 0),
+        }
+    }
+
+    /// The CQ ([`Side::cqs`]) the entries of `queue` come on (P1).
+    pub(super) fn cq_for(&self, queue: usize) -> usize {
+        if queue == RECEIVE_QUEUE && !self.cqs[RECEIVE_QUEUE].ptr.is_null() {
+            RECEIVE_QUEUE
+        } else {
+            INITIATOR_CQ
+        }
+    }
+
+    /// A random one of its CQs.
+    pub(super) fn any_cq(&self, rng: &mut super::rng::Rng) -> usize {
+        if self.cqs[RECEIVE_QUEUE].ptr.is_null() || rng.chance(50) {
+            INITIATOR_CQ
+        } else {
+            RECEIVE_QUEUE
         }
     }
 
@@ -830,16 +869,30 @@ impl Link {
         pool.borrow_mut().take(context, (self.id, i))
     }
 
-    /// The entries side `i`'s CQ may hold: one for each request posted
-    /// through side `i` and not yet reaped, and one for each receive of its
-    /// pool not yet reaped (its QP may take any of them).
-    pub(super) fn cq_held(&self, i: usize) -> usize {
+    /// The entries side `i`'s CQ `c` may hold: one for each request posted
+    /// through side `i` to a queue whose entries come there and not yet
+    /// reaped, and if the receive queue's come there one for each receive
+    /// of its pool not yet reaped (its QP may take any of them).
+    pub(super) fn cq_held(&self, i: usize, c: usize) -> usize {
         let side = &self.sides[i];
-        side.outstanding.len()
-            + side
-                .pool
-                .as_ref()
-                .map_or(0, |pool| pool.borrow().side.outstanding.len())
+        let own = side
+            .outstanding
+            .values()
+            .filter(|post| side.cq_for(queue_of(post.what)) == c)
+            .count();
+        let pooled = match &side.pool {
+            Some(pool) if side.cq_for(RECEIVE_QUEUE) == c => pool.borrow().side.outstanding.len(),
+            _ => 0,
+        };
+        own + pooled
+    }
+
+    /// A CQ of side `i` that may be full, if any.
+    pub(super) fn full_cq(&self, i: usize) -> Option<usize> {
+        let side = &self.sides[i];
+        (0..2).find(|&c| {
+            !side.cqs[c].ptr.is_null() && self.cq_held(i, c) >= side.cqs[c].depth as usize
+        })
     }
 
     /// The receives posted to side `i`'s SRQ and not yet reaped (for a

@@ -128,8 +128,13 @@ impl Fuzzer<'_> {
     pub(super) fn race_on(&mut self, link: &mut Link, i: usize) {
         // A race may add two entries to the side's CQ (a Receive and the
         // racing post): a strict link never goes past its CQ's room.
-        if link.strict && link.cq_held(i) + 2 > link.sides[i].cq_depth as usize {
-            self.poll(link, i, POLL);
+        if link.strict
+            && let Some(c) = (0..2).find(|&c| {
+                let cq = &link.sides[i].cqs[c];
+                !cq.ptr.is_null() && link.cq_held(i, c) + 2 > cq.depth as usize
+            })
+        {
+            self.poll_cq(link, i, c, POLL);
             return;
         }
         let racer = match self.rng.below(4) {
@@ -222,7 +227,8 @@ impl Fuzzer<'_> {
             }
             Racer::Poll => {
                 let ex = self.rng.chance(50);
-                let cq = side.cq.expose_provenance();
+                let c = side.any_cq(&mut self.rng);
+                let cq = side.cqs[c].ptr.expose_provenance();
                 let done = self.race(
                     Box::new(move || {
                         let cq: *mut NdkCq = ptr::with_exposed_provenance_mut(cq);
@@ -233,7 +239,7 @@ impl Fuzzer<'_> {
                 let Done::Polled(polled) = done else {
                     return;
                 };
-                self.judge_poll(link, i, &polled);
+                self.judge_poll(link, (i, c), &polled);
             }
         }
     }

@@ -14,8 +14,8 @@ use softndk::abi::{
 use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Buffer, EMPTY_RESULT, EMPTY_RESULT_EX, FAST_REGISTER, Link, POLL, Post, RECEIVE_QUEUE, SLOT,
-    SRQ_RECEIVE, Side, Slot, SlotUse, UNPLACED, Via, plain, queue_of, table,
+    Buffer, Cq, EMPTY_RESULT, EMPTY_RESULT_EX, FAST_REGISTER, INITIATOR_CQ, Link, POLL, Post,
+    RECEIVE_QUEUE, SLOT, SRQ_RECEIVE, Side, Slot, SlotUse, UNPLACED, Via, plain, queue_of, table,
 };
 use super::signal::{Signal, on_status};
 
@@ -23,14 +23,25 @@ impl Fuzzer<'_> {
     /// One `NdkGetCqResults` or (half the time) `NdkGetCqResultsEx` of up
     /// to `room` entries on side `i`'s CQ; the number taken (K1).
     pub(super) fn poll(&mut self, link: &mut Link, i: usize, room: usize) -> usize {
-        let ex = !self.rng.chance(50);
-        let polled = Polled::take(link.sides[i].cq, ex, room);
-        self.judge_poll(link, i, &polled)
+        let c = link.sides[i].any_cq(&mut self.rng);
+        self.poll_cq(link, i, c, room)
     }
 
-    /// Checks what a poll of side `i`'s CQ took: its count (K1), each
+    /// [`poll`](Self::poll) of side `i`'s CQ `c` ([`Side::cqs`]).
+    pub(super) fn poll_cq(&mut self, link: &mut Link, i: usize, c: usize, room: usize) -> usize {
+        let ex = !self.rng.chance(50);
+        let polled = Polled::take(link.sides[i].cqs[c].ptr, ex, room);
+        self.judge_poll(link, (i, c), &polled)
+    }
+
+    /// Checks what a poll of side `i`'s CQ `c` took: its count (K1), each
     /// entry's type (P22) and post; the number taken.
-    pub(super) fn judge_poll(&mut self, link: &mut Link, i: usize, polled: &Polled) -> usize {
+    pub(super) fn judge_poll(
+        &mut self,
+        link: &mut Link,
+        (i, c): (usize, usize),
+        polled: &Polled,
+    ) -> usize {
         let Polled {
             what,
             n,
@@ -46,7 +57,7 @@ impl Fuzzer<'_> {
             if let Some(kind) = entry.kind {
                 self.judge_type(link, i, &result, kind);
             }
-            self.reap(link, i, &result);
+            self.reap(link, (i, c), &result);
         }
         n.min(room)
     }
@@ -94,8 +105,9 @@ impl Fuzzer<'_> {
     /// below its requests outstanding) may answer `STATUS_INTERNAL_ERROR`.
     pub(super) fn resize_cq(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
-        let cq = side.cq;
-        let held = link.cq_held(i);
+        let c = side.any_cq(&mut self.rng);
+        let (cq, old_depth) = (side.cqs[c].ptr, side.cqs[c].depth);
+        let held = link.cq_held(i, c);
         let too_deep = self.invalid();
         // A strict link keeps room for every request it has outstanding (a
         // CQ smaller than that may overflow, E10, as the consumer's fault).
@@ -107,7 +119,7 @@ impl Fuzzer<'_> {
         let depth = if too_deep {
             u32::MAX
         } else {
-            self.rng.range(least, (2 * side.cq_depth).max(least))
+            self.rng.range(least, (2 * old_depth).max(least))
         };
         let done = Signal::new();
         // SAFETY: a live CQ; `done` is kept until the request completed.
@@ -131,12 +143,12 @@ impl Fuzzer<'_> {
                 status.cast_unsigned()
             ));
         } else if status == STATUS_SUCCESS {
-            link.sides[i].cq_depth = depth;
+            link.sides[i].cqs[c].depth = depth;
         }
     }
 
     /// Checks one CQ entry against the outstanding posts.
-    pub(super) fn reap(&mut self, link: &mut Link, i: usize, result: &NdkResult) {
+    pub(super) fn reap(&mut self, link: &mut Link, (i, c): (usize, usize), result: &NdkResult) {
         let context = result.request_context.addr();
         self.remember("entry", result.status, context);
         let side = &mut link.sides[i];
@@ -160,6 +172,17 @@ impl Fuzzer<'_> {
         // QP (Q3); and through another link (E4 when that one is closed).
         self.out.srq_crossed += u64::from(crossed);
         self.out.pool_crossed += u64::from(other_link);
+        let side = &mut link.sides[i];
+        let due = side.cq_for(queue_of(post.what));
+        if c != due {
+            self.finding(&format!(
+                "{} posted at call {}: its entry came on the {} CQ, not the {} CQ (P1)",
+                post.what,
+                post.call,
+                cq_name(c),
+                cq_name(due)
+            ));
+        }
         let side = &mut link.sides[i];
         if result.qp_context.addr() != qp_ctx {
             self.finding(&format!(
@@ -380,14 +403,16 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// Polls side `i`'s CQ until it is empty (bounded).
+    /// Polls side `i`'s CQs until they are empty (bounded).
     pub(super) fn drain(&mut self, link: &mut Link, i: usize) {
-        for _ in 0..100_000 {
-            if self.poll(link, i, 16) == 0 {
-                return;
+        for c in [RECEIVE_QUEUE, INITIATOR_CQ] {
+            if link.sides[i].cqs[c].ptr.is_null() {
+                continue;
+            }
+            if (0..100_000).all(|_| self.poll_cq(link, i, c, POLL) != 0) {
+                self.finding("a CQ still had entries after 100000 polls");
             }
         }
-        self.finding("a CQ still had entries after 100000 polls");
     }
 
     /// Whether side `i`'s CQ reported an overflow (E10) or a fatal error
@@ -399,15 +424,15 @@ impl Fuzzer<'_> {
     /// errors once and the report waited for (a healthy CQ never answers,
     /// so this waits out [`WAIT`], on a finding only). An overflow nobody
     /// reported stays a finding.
-    pub(super) fn cq_failed(&mut self, side: &Side) -> bool {
+    pub(super) fn cq_failed(&mut self, cq: &Cq) -> bool {
         let reported = |wait| {
-            side.notes
+            cq.notes
                 .saw(&[STATUS_BUFFER_OVERFLOW, STATUS_INTERNAL_ERROR], wait)
         };
         let failed = reported(Duration::ZERO)
-            || (!side.cq.is_null() && {
+            || (!cq.ptr.is_null() && {
                 // SAFETY: a live CQ (closed after this check).
-                unsafe { (table(side.cq).ndk_arm_cq)(side.cq, NdkCqNotifyType::ERRORS) };
+                unsafe { (table(cq.ptr).ndk_arm_cq)(cq.ptr, NdkCqNotifyType::ERRORS) };
                 self.call("NdkArmCq", STATUS_SUCCESS);
                 reported(WAIT)
             });
@@ -422,7 +447,8 @@ impl Fuzzer<'_> {
             6..=8 => NdkCqNotifyType::SOLICITED,
             _ => NdkCqNotifyType(self.rng.range(3, u32::MAX)),
         };
-        let cq = link.sides[i].cq;
+        let side = &link.sides[i];
+        let cq = side.cqs[side.any_cq(&mut self.rng)].ptr;
         // SAFETY: a live CQ.
         unsafe { (table(cq).ndk_arm_cq)(cq, kind) };
         self.call("NdkArmCq", STATUS_SUCCESS);
@@ -593,5 +619,14 @@ impl Polled {
             room,
             entries,
         }
+    }
+}
+
+/// How a finding names CQ `c` of a side.
+fn cq_name(c: usize) -> &'static str {
+    if c == INITIATOR_CQ {
+        "initiator"
+    } else {
+        "receive"
     }
 }

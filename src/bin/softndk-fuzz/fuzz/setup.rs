@@ -14,8 +14,8 @@ use softndk::abi::{
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{
-    Adapter, Buffer, Fast, LANDINGS, Lam, Link, SOCKADDR_IN_LEN, SOURCE, Side, Zones, sockaddr,
-    table,
+    Adapter, Buffer, Fast, INITIATOR_CQ, LANDINGS, Lam, Link, RECEIVE_QUEUE, SOCKADDR_IN_LEN,
+    SOURCE, Side, Zones, sockaddr, table,
 };
 use super::pool::Shared;
 use super::signal::{Signal, keep, on_connect, on_create, on_event, on_status};
@@ -55,6 +55,10 @@ const POOLED_SIDES: u64 = 20;
 /// The percentage of links whose listener first turns down a request of
 /// its own ([`Fuzzer::refused`]).
 const REFUSED: u64 = 10;
+
+/// The percentage of sides whose QP has a receive CQ apart from its
+/// initiator CQ (P1).
+const RECEIVE_CQS: u64 = 30;
 
 /// The percentage of sides whose QP takes its receives from an SRQ of
 /// the receive queue's depth (Q2, Q3).
@@ -103,8 +107,9 @@ impl Fuzzer<'_> {
         *connector = self.create("NdkCreateConnector", |done, out| unsafe {
             (table(adapter).ndk_create_connector)(adapter, Some(on_create), done, out)
         })?;
+        let cq = side.cqs[INITIATOR_CQ].ptr;
         *qp = self.create_qp(
-            (side.pd, side.cq),
+            (side.pd, (cq, cq)),
             0,
             Receives::Own { depth: 1, sge: 1 },
             (1, 1, 0),
@@ -189,6 +194,7 @@ impl Fuzzer<'_> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
         let mut receive_depth = self.rng.range(1, 16);
+        let mut receive_depth_shared = 0;
         let initiator_depth = self.rng.range(1, 16);
         side.receive_sge = self.rng.range(1, 4);
         side.initiator_sge = self.rng.range(1, 4);
@@ -199,29 +205,19 @@ impl Fuzzer<'_> {
             let pool = pool.borrow();
             (receive_depth, side.receive_sge) = (pool.side.depths.0, pool.side.receive_sge);
         }
-        // Room for every entry both queues can have outstanding, so that the
-        // CQ never overflows.
-        let depth = receive_depth + initiator_depth + self.rng.range(0, 8);
-        side.cq_depth = depth;
+        // Room for every entry the queues can have outstanding, so that no
+        // CQ overflows; on some sides the receive queue's entries go to a
+        // CQ of their own (P1).
         side.depths = (receive_depth, initiator_depth);
-
-        let notes = side.notes.ctx();
-        // SAFETY: a live parent object and an out-pointer (here and in every
-        // create below); the create completion's context is kept by `create`
-        // until it came, and the CQ's notification context lives as long as
-        // the CQ.
-        side.cq = self.create("NdkCreateCq", |done, out| unsafe {
-            (d.ndk_create_cq)(
-                adapter,
-                depth,
-                Some(on_status),
-                notes,
-                ptr::null(),
-                Some(on_create),
-                done,
-                out,
-            )
-        })?;
+        if self.rng.chance(RECEIVE_CQS) {
+            let depth = receive_depth + self.rng.range(0, 4);
+            self.open_cq(side, RECEIVE_QUEUE, depth)?;
+            self.out.receive_cqs += 1;
+        } else {
+            receive_depth_shared = receive_depth;
+        }
+        let depth = receive_depth_shared + initiator_depth + self.rng.range(0, 8);
+        self.open_cq(side, INITIATOR_CQ, depth)?;
         if let Some(pool) = pool {
             (side.pd, side.srq) = (pool.borrow().side.pd, pool.borrow().side.srq);
             side.pool = Some(pool);
@@ -234,7 +230,11 @@ impl Fuzzer<'_> {
             })?;
         }
 
-        let (pd, cq) = (side.pd, side.cq);
+        let pd = side.pd;
+        let cqs = (
+            side.cqs[side.cq_for(RECEIVE_QUEUE)].ptr,
+            side.cqs[INITIATOR_CQ].ptr,
+        );
         let pdd = table(pd);
         side.qp_ctx = self.context();
         let (receive_sge, initiator_sge, inline) =
@@ -252,7 +252,7 @@ impl Fuzzer<'_> {
             Receives::Srq(side.srq)
         };
         side.qp = self.create_qp(
-            (pd, cq),
+            (pd, cqs),
             side.qp_ctx,
             receives,
             (initiator_depth, initiator_sge, inline),
@@ -285,6 +285,31 @@ impl Fuzzer<'_> {
         if self.rng.chance(FAST_SIDES) {
             self.open_fast(side, pd)?;
         }
+        Ok(())
+    }
+
+    /// Creates side `side`'s CQ `c` ([`Side::cqs`]) of `depth` entries,
+    /// its notifications on the CQ's signal.
+    fn open_cq(&mut self, side: &mut Side, c: usize, depth: u32) -> Result<(), SetupFailed> {
+        let adapter = self.adapters[side.adapter].ptr();
+        let cq = &mut side.cqs[c];
+        cq.depth = depth;
+        let notes = cq.notes.ctx();
+        // SAFETY: a live adapter and an out-pointer; `create` keeps the
+        // completion's context until it came, and the CQ's notification
+        // context lives as long as the CQ.
+        cq.ptr = self.create("NdkCreateCq", |done, out| unsafe {
+            (table(adapter).ndk_create_cq)(
+                adapter,
+                depth,
+                Some(on_status),
+                notes,
+                ptr::null(),
+                Some(on_create),
+                done,
+                out,
+            )
+        })?;
         Ok(())
     }
 
@@ -497,7 +522,7 @@ impl Fuzzer<'_> {
     /// (depth, SGEs, inline size).
     fn create_qp(
         &mut self,
-        (pd, cq): (*mut NdkPd, *mut NdkCq),
+        (pd, (receive_cq, initiator_cq)): (*mut NdkPd, (*mut NdkCq, *mut NdkCq)),
         context: usize,
         receives: Receives,
         (depth, sge, inline): (u32, u32, u32),
@@ -511,8 +536,8 @@ impl Fuzzer<'_> {
             Receives::Srq(srq) => self.create("NdkCreateQpWithSrq", |done, out| unsafe {
                 (pdd.ndk_create_qp_with_srq)(
                     pd,
-                    cq,
-                    cq,
+                    receive_cq,
+                    initiator_cq,
                     srq,
                     context,
                     depth,
@@ -531,8 +556,8 @@ impl Fuzzer<'_> {
                 self.create("NdkCreateQp", |done, out| unsafe {
                     (pdd.ndk_create_qp)(
                         pd,
-                        cq,
-                        cq,
+                        receive_cq,
+                        initiator_cq,
                         context,
                         receive_depth,
                         depth,
@@ -914,8 +939,9 @@ impl Fuzzer<'_> {
         read_limit: u32,
         answer: &[u8],
     ) -> Result<(), SetupFailed> {
+        let cq = b.cqs[INITIATOR_CQ].ptr;
         objects.3 = self.create_qp(
-            (b.pd, b.cq),
+            (b.pd, (cq, cq)),
             0,
             Receives::Own { depth: 1, sge: 1 },
             (1, 1, 0),
