@@ -66,8 +66,12 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.pools > 0 && outcome.pooled_sides > outcome.pools && outcome.pool_crossed > 0,
         "{outcome:?}"
     );
-    // Some QPs had a receive CQ of their own (P1).
-    assert!(outcome.receive_cqs > 0, "{outcome:?}");
+    // Some QPs had a receive CQ of their own (P1), and some links' two
+    // QPs shared their CQs, each entry for the QP its context names (P21).
+    assert!(
+        outcome.receive_cqs > 0 && outcome.shared_cqs > 0 && outcome.shared_cq_entries > 0,
+        "{outcome:?}"
+    );
     // With several threads, calls raced posts on their QP from a second
     // thread (P2, P4, P5, C1); one thread replays exactly, so races none.
     assert_eq!(outcome.races > 0, config.threads > 1, "{outcome:?}");

@@ -10,7 +10,7 @@ use softndk::abi::{NdkConnector, STATUS_PENDING, STATUS_SUCCESS};
 use super::WAIT;
 use super::fuzzer::Fuzzer;
 use super::objects::{
-    Closable, INITIATOR_CQ, Link, Post, RECEIVE_QUEUE, SRQ_RECEIVE, queue_of, table,
+    Closable, Cq, INITIATOR_CQ, Link, Post, RECEIVE_QUEUE, SRQ_RECEIVE, queue_of, table,
 };
 use super::signal::{Signal, keep, on_event, on_status};
 
@@ -177,6 +177,10 @@ impl Fuzzer<'_> {
         for what in order {
             let side = &mut link.sides[what / 8];
             match what % 8 {
+                // Side 0 closes the CQs side 1 borrowed.
+                2 | 7 if side.borrowed_cqs => {
+                    side.cqs = [Cq::new(), Cq::new()];
+                }
                 7 => self.close(&mut side.cqs[RECEIVE_QUEUE].ptr, &mut pending),
                 0 => self.close(&mut side.mw, &mut pending),
                 5 => {

@@ -250,6 +250,10 @@ pub struct Outcome {
     pub races: u64,
     /// Sides whose QP had a receive CQ apart from its initiator CQ (P1).
     pub receive_cqs: u64,
+    /// Links whose two QPs shared their CQs, and entries polled through
+    /// one side for a request of the other side's QP.
+    pub shared_cqs: u64,
+    pub shared_cq_entries: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -288,6 +292,8 @@ impl Outcome {
         self.pool_crossed += other.pool_crossed;
         self.races += other.races;
         self.receive_cqs += other.receive_cqs;
+        self.shared_cqs += other.shared_cqs;
+        self.shared_cq_entries += other.shared_cq_entries;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

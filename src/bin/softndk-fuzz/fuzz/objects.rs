@@ -223,6 +223,15 @@ impl Cq {
             depth: 0,
         }
     }
+
+    /// The same CQ, for the other side of a link that shares it.
+    pub(super) fn share(&self) -> Self {
+        Self {
+            ptr: self.ptr,
+            notes: Arc::clone(&self.notes),
+            depth: self.depth,
+        }
+    }
 }
 
 /// An outstanding post, by request context.
@@ -533,6 +542,10 @@ pub(super) fn cut(
 }
 
 /// One side of a link.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one side: its CQs borrowed, its MR registered, its window's state"
+)]
 pub(super) struct Side {
     pub(super) adapter: usize,
     /// Its CQs: `[RECEIVE_QUEUE]` the receive CQ when the QP has one of
@@ -540,6 +553,9 @@ pub(super) struct Side {
     /// also takes the receive queue's entries when there is no receive CQ
     /// (P1); [`Side::cq_for`] says which.
     pub(super) cqs: [Cq; 2],
+    /// The CQs are the other side's (side 0's, which closes them): the
+    /// link's two QPs share them ([`Link::shared_cq`]).
+    pub(super) borrowed_cqs: bool,
     pub(super) pd: *mut NdkPd,
     pub(super) qp: *mut NdkQp,
     /// The SRQ the QP takes its receives from, if the side has one (null
@@ -621,6 +637,7 @@ impl Side {
         Self {
             adapter,
             cqs: [Cq::new(), Cq::new()],
+            borrowed_cqs: false,
             pd: ptr::null_mut(),
             qp: ptr::null_mut(),
             srq: ptr::null_mut(),
@@ -847,6 +864,28 @@ impl Link {
         }
     }
 
+    /// Whether its two QPs (both sides on one adapter, neither on a pool)
+    /// share their CQs, side 0's: an entry on one may be for a request of
+    /// either side, and must carry the context of that side's QP (P21).
+    pub(super) fn shared_cq(&self) -> bool {
+        self.sides[1].borrowed_cqs
+    }
+
+    /// The side whose QP a post `context` whose entry came on side `i`'s
+    /// CQ was posted to: side `i`, or on a link sharing its CQs the other
+    /// side when the post is that side's.
+    pub(super) fn owner(&self, i: usize, context: usize) -> usize {
+        let other = 1 - i;
+        if self.shared_cq()
+            && !self.sides[i].outstanding.contains_key(&context)
+            && self.sides[other].outstanding.contains_key(&context)
+        {
+            other
+        } else {
+            i
+        }
+    }
+
     /// The outstanding post `context` whose entry came on side `i`'s CQ:
     /// posted through side `i`, or a receive of its pool (the QP that
     /// takes a receive reports it on its own CQ with its own context, Q2).
@@ -874,6 +913,19 @@ impl Link {
     /// reaped, and if the receive queue's come there one for each receive
     /// of its pool not yet reaped (its QP may take any of them).
     pub(super) fn cq_held(&self, i: usize, c: usize) -> usize {
+        if self.shared_cq() {
+            // No pool: every entry is for a request posted through a side.
+            return self
+                .sides
+                .iter()
+                .flat_map(|side| {
+                    side.outstanding
+                        .values()
+                        .map(move |post| side.cq_for(queue_of(post.what)))
+                })
+                .filter(|&at| at == c)
+                .count();
+        }
         let side = &self.sides[i];
         let own = side
             .outstanding

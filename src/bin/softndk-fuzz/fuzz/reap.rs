@@ -54,10 +54,12 @@ impl Fuzzer<'_> {
         }
         for entry in entries.iter().take(n.min(room)) {
             let result = entry.result();
+            let j = link.owner(i, result.request_context.addr());
+            self.out.shared_cq_entries += u64::from(j != i);
             if let Some(kind) = entry.kind {
-                self.judge_type(link, i, &result, kind);
+                self.judge_type(link, j, &result, kind);
             }
-            self.reap(link, (i, c), &result);
+            self.reap(link, (j, c), &result);
         }
         n.min(room)
     }
@@ -143,7 +145,11 @@ impl Fuzzer<'_> {
                 status.cast_unsigned()
             ));
         } else if status == STATUS_SUCCESS {
-            link.sides[i].cqs[c].depth = depth;
+            for side in &mut link.sides {
+                if side.cqs[c].ptr == cq {
+                    side.cqs[c].depth = depth;
+                }
+            }
         }
     }
 

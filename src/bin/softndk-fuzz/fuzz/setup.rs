@@ -14,7 +14,7 @@ use softndk::abi::{
 
 use super::fuzzer::{Fuzzer, SetupFailed};
 use super::objects::{
-    Adapter, Buffer, Fast, INITIATOR_CQ, LANDINGS, Lam, Link, RECEIVE_QUEUE, SOCKADDR_IN_LEN,
+    Adapter, Buffer, Cq, Fast, INITIATOR_CQ, LANDINGS, Lam, Link, RECEIVE_QUEUE, SOCKADDR_IN_LEN,
     SOURCE, Side, Zones, sockaddr, table,
 };
 use super::pool::Shared;
@@ -55,6 +55,19 @@ const POOLED_SIDES: u64 = 20;
 /// The percentage of links whose listener first turns down a request of
 /// its own ([`Fuzzer::refused`]).
 const REFUSED: u64 = 10;
+
+/// Where a side's CQs come from on a link whose two QPs share them.
+enum Share {
+    /// The side makes them, with room for the other side's queues too.
+    Lend,
+    /// The other side's.
+    Borrow([Cq; 2]),
+}
+
+/// The percentage of the links whose two sides are on one adapter and
+/// take no receives from a pool whose two QPs share their CQs
+/// ([`Link::shared_cq`]).
+const SHARED_CQS: u64 = 30;
 
 /// The percentage of sides whose QP has a receive CQ apart from its
 /// initiator CQ (P1).
@@ -182,14 +195,15 @@ impl Fuzzer<'_> {
         })
     }
 
-    /// Creates a side's CQ, PD and SRQ (unless it takes them from `pool`),
+    /// Creates a side's CQs (unless it borrows the other side's, `cqs`),
+    /// PD and SRQ (unless it takes them from `pool`),
     /// QP, MR (registered) and MW; on a `strict` link its buffer has
     /// [`Zones`] (four pages more, for the slots).
     fn open_side(
         &mut self,
         side: &mut Side,
         strict: bool,
-        pool: Option<Shared>,
+        (pool, cqs): (Option<Shared>, Option<Share>),
     ) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let d = table(adapter);
@@ -209,15 +223,26 @@ impl Fuzzer<'_> {
         // CQ overflows; on some sides the receive queue's entries go to a
         // CQ of their own (P1).
         side.depths = (receive_depth, initiator_depth);
-        if self.rng.chance(RECEIVE_CQS) {
-            let depth = receive_depth + self.rng.range(0, 4);
-            self.open_cq(side, RECEIVE_QUEUE, depth)?;
-            self.out.receive_cqs += 1;
-        } else {
-            receive_depth_shared = receive_depth;
+        match cqs {
+            // The other side's: made with room for this side's queues too.
+            Some(Share::Borrow(cqs)) => {
+                side.cqs = cqs;
+                side.borrowed_cqs = true;
+            }
+            share => {
+                // Room for the other side's queues (at most 16 each).
+                let other = if share.is_some() { 16 } else { 0 };
+                if self.rng.chance(RECEIVE_CQS) {
+                    let depth = receive_depth + other + self.rng.range(0, 4);
+                    self.open_cq(side, RECEIVE_QUEUE, depth)?;
+                    self.out.receive_cqs += 1;
+                } else {
+                    receive_depth_shared = receive_depth + other;
+                }
+                let depth = receive_depth_shared + initiator_depth + other + self.rng.range(0, 8);
+                self.open_cq(side, INITIATOR_CQ, depth)?;
+            }
         }
-        let depth = receive_depth_shared + initiator_depth + self.rng.range(0, 8);
-        self.open_cq(side, INITIATOR_CQ, depth)?;
         if let Some(pool) = pool {
             (side.pd, side.srq) = (pool.borrow().side.pd, pool.borrow().side.srq);
             side.pool = Some(pool);
@@ -987,6 +1012,7 @@ impl Fuzzer<'_> {
         // strict link takes its receives from one.
         let shared = !strict && a == b && self.rng.chance(SHARED_SRQ);
         let pooled = [0, 1].map(|_| shared || (!strict && self.rng.chance(POOLED_SIDES)));
+        let shared_cq = a == b && pooled == [false; 2] && self.rng.chance(SHARED_CQS);
         self.at_link = self.out.links + self.out.setup_failed;
         let mut link = Link {
             id: self.at_link,
@@ -1009,8 +1035,12 @@ impl Fuzzer<'_> {
                     break;
                 }
             };
+            let cqs = shared_cq.then(|| match i {
+                0 => Share::Lend,
+                _ => Share::Borrow(link.sides[0].cqs.each_ref().map(Cq::share)),
+            });
             let mut side = std::mem::replace(&mut link.sides[i], Side::new(0));
-            result = self.open_side(&mut side, link.strict, pool);
+            result = self.open_side(&mut side, link.strict, (pool, cqs));
             link.sides[i] = side;
             if result.is_err() {
                 break;
@@ -1040,6 +1070,7 @@ impl Fuzzer<'_> {
             Ok(()) => {
                 self.out.links += 1;
                 self.out.shared_srqs += u64::from(shared);
+                self.out.shared_cqs += u64::from(link.shared_cq());
                 self.out.endpoint_links += u64::from(link.sides[0].endpoint.is_some());
                 Some(link)
             }
