@@ -2222,6 +2222,14 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         Arc::clone(&passive_close),
     );
     watch.set_hook(move |_| {
+        // Once: the hook runs on every callback of the watch, the listener's
+        // close completion too, and by then the connector is closed (its
+        // memory may be gone: reading its table again was a use after free
+        // that AddressSanitizer reported).
+        let mut closed = hook_close.lock().unwrap();
+        if closed.is_some() {
+            return;
+        }
         let Some(&connector) = hook_watch.connectors().last() else {
             return;
         };
@@ -2229,7 +2237,7 @@ fn l21_listener_close_waits_for_its_running_connect_event() {
         let close = connector.d().ndk_close_connector;
         // SAFETY: the connector handed over by this event, closed only here.
         let status = unsafe { close(connector.0.cast(), Some(on_tagged_close), hook_log.ctx()) };
-        *hook_close.lock().unwrap() = Some(status);
+        *closed = Some(status);
     });
     let connector = near.adapter.connector();
     let (connector_ptr, qp_ptr) = (connector.0 as usize, near.qp.0 as usize);
