@@ -66,6 +66,15 @@ pub fn check(config: &fuzz::Config) -> fuzz::Outcome {
         outcome.pools > 0 && outcome.pooled_sides > outcome.pools && outcome.pool_crossed > 0,
         "{outcome:?}"
     );
+    // Some pools had a CQ, the receive CQ of every side on them, and an
+    // entry there was polled outside the link of the QP it names (P21):
+    // through another link's side, or at the pool's close, after the QP's
+    // link closed (a CQ shared by the QPs of several links outlives them).
+    assert!(
+        outcome.pool_cqs > 0 && outcome.pool_cq_sides > outcome.pool_cqs,
+        "{outcome:?}"
+    );
+    assert!(outcome.pool_cq_crossed > 0, "{outcome:?}");
     // Some QPs had a receive CQ of their own (P1), and some links' two
     // QPs shared their CQs, each entry for the QP its context names (P21).
     assert!(

@@ -123,7 +123,7 @@ fn main() -> std::process::ExitCode {
         let outcome = fuzz::run(&config);
         let seconds = seed_start.elapsed().as_secs_f64();
         println!(
-            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {} ({} sides on an SRQ, {} SRQ notifications, {} shared SRQs, {} receives taken across one; {} pools, {} sides on one, {} receives taken by another link's QP); races {}; sides with a receive CQ {}; links sharing their CQs {} ({} entries polled through the other side); fast registrations {} ok, {} requests through them or the privileged token, {} checked SGEs or RDMA targets of strict links through them, {} rule-breaking requests failed; shared endpoints {} ({} links connected from one, {} closes pended until their last connector closed, {} second connections to one destination refused); closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
+            "seed {seed}: {} calls in {seconds:.1} s ({:.0} calls/s); posts {} accepted, {} refused; entries {} ok, {} flushed, {} failed, {} judged strictly, {} requests' bytes checked; links {} ({} sides on an SRQ, {} SRQ notifications, {} shared SRQs, {} receives taken across one; {} pools, {} sides on one, {} receives taken by another link's QP; {} pool CQs, {} sides on one, {} entries there polled outside their QP's link); races {}; sides with a receive CQ {}; links sharing their CQs {} ({} entries polled through the other side); fast registrations {} ok, {} requests through them or the privileged token, {} checked SGEs or RDMA targets of strict links through them, {} rule-breaking requests failed; shared endpoints {} ({} links connected from one, {} closes pended until their last connector closed, {} second connections to one destination refused); closes {}; notifications {}; CQ errors excusing missing entries {}; findings {}",
             outcome.calls,
             outcome.calls as f64 / seconds.max(1e-9),
             outcome.posted,
@@ -141,6 +141,9 @@ fn main() -> std::process::ExitCode {
             outcome.pools,
             outcome.pooled_sides,
             outcome.pool_crossed,
+            outcome.pool_cqs,
+            outcome.pool_cq_sides,
+            outcome.pool_cq_crossed,
             outcome.races,
             outcome.receive_cqs,
             outcome.shared_cqs,

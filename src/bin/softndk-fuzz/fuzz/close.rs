@@ -181,6 +181,10 @@ impl Fuzzer<'_> {
                 2 | 7 if side.borrowed_cqs => {
                     side.cqs = [Cq::new(), Cq::new()];
                 }
+                // A pool's CQ is the pool's to close.
+                7 if side.pool_cq => {
+                    side.cqs[RECEIVE_QUEUE] = Cq::new();
+                }
                 7 => self.close(&mut side.cqs[RECEIVE_QUEUE].ptr, &mut pending),
                 0 => self.close(&mut side.mw, &mut pending),
                 5 => {

@@ -254,6 +254,13 @@ pub struct Outcome {
     /// one side for a request of the other side's QP.
     pub shared_cqs: u64,
     pub shared_cq_entries: u64,
+    /// Pools with a CQ, the receive CQ of every side on them (a CQ shared
+    /// by the QPs of several links); sides on one; and entries there not
+    /// polled through the link of the QP they name: through another
+    /// link's side, or at the pool's close once that link had closed.
+    pub pool_cqs: u64,
+    pub pool_cq_sides: u64,
+    pub pool_cq_crossed: u64,
     /// Sides whose missing entries were excused by their CQ's reported
     /// overflow or fatal error (E10, E11, E12).
     pub cq_errors: u64,
@@ -294,6 +301,9 @@ impl Outcome {
         self.receive_cqs += other.receive_cqs;
         self.shared_cqs += other.shared_cqs;
         self.shared_cq_entries += other.shared_cq_entries;
+        self.pool_cqs += other.pool_cqs;
+        self.pool_cq_sides += other.pool_cq_sides;
+        self.pool_cq_crossed += other.pool_cq_crossed;
         self.cq_errors += other.cq_errors;
         self.findings.extend(other.findings.iter().cloned());
     }

@@ -556,6 +556,10 @@ pub(super) struct Side {
     /// The CQs are the other side's (side 0's, which closes them): the
     /// link's two QPs share them ([`Link::shared_cq`]).
     pub(super) borrowed_cqs: bool,
+    /// The receive CQ is its pool's, which the QPs of every side on the
+    /// pool report their receives on, whichever link they belong to (the
+    /// pool closes it; its depth is the pool's, [`Side::cq_depth`]).
+    pub(super) pool_cq: bool,
     pub(super) pd: *mut NdkPd,
     pub(super) qp: *mut NdkQp,
     /// The SRQ the QP takes its receives from, if the side has one (null
@@ -638,6 +642,7 @@ impl Side {
             adapter,
             cqs: [Cq::new(), Cq::new()],
             borrowed_cqs: false,
+            pool_cq: false,
             pd: ptr::null_mut(),
             qp: ptr::null_mut(),
             srq: ptr::null_mut(),
@@ -679,6 +684,17 @@ impl Side {
             RECEIVE_QUEUE
         } else {
             INITIATOR_CQ
+        }
+    }
+
+    /// The depth of its CQ `c`: a pool's CQ's is kept by the pool, since
+    /// a ResizeCq through any side on it changes it for all.
+    pub(super) fn cq_depth(&self, c: usize) -> u32 {
+        match &self.pool {
+            Some(pool) if c == RECEIVE_QUEUE && self.pool_cq => {
+                pool.borrow().side.cqs[RECEIVE_QUEUE].depth
+            }
+            _ => self.cqs[c].depth,
         }
     }
 
@@ -939,11 +955,16 @@ impl Link {
         own + pooled
     }
 
-    /// A CQ of side `i` that may be full, if any.
+    /// A CQ of side `i` that may be full, if any. A pool's CQ is not: no
+    /// receive is posted to the pool while its CQ may be full
+    /// ([`Pool::cq_full`](super::pool::Pool::cq_full)), and only receives
+    /// complete there.
     pub(super) fn full_cq(&self, i: usize) -> Option<usize> {
         let side = &self.sides[i];
         (0..2).find(|&c| {
-            !side.cqs[c].ptr.is_null() && self.cq_held(i, c) >= side.cqs[c].depth as usize
+            let pool_cq = c == RECEIVE_QUEUE && side.pool_cq;
+            !(side.cqs[c].ptr.is_null() || pool_cq)
+                && self.cq_held(i, c) >= side.cq_depth(c) as usize
         })
     }
 

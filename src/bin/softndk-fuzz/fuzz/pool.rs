@@ -9,11 +9,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use softndk::abi::{MrFlags, PAGE_SIZE};
+use softndk::abi::{MrFlags, PAGE_SIZE, STATUS_SUCCESS};
 
 use super::fuzzer::{Fuzzer, SetupFailed};
-use super::objects::{Buffer, Post, Side, table};
+use super::objects::{Buffer, POLL, Post, RECEIVE_QUEUE, Side, table};
+use super::reap::Polled;
 use super::signal::on_create;
+
+/// The percentage of pools with a CQ of their own, the receive CQ of every
+/// side on the pool: a CQ shared by the QPs of several links.
+const POOL_CQS: u64 = 40;
 
 /// A pool, held by the thread ([`Fuzzer::pools`]) and by each side whose
 /// QP takes its receives from it.
@@ -34,6 +39,10 @@ pub(super) struct Pool {
     pub(super) side: Side,
     /// The link and side each outstanding receive was posted through.
     pub(super) by: HashMap<usize, (u64, usize)>,
+    /// On a pool with a CQ (`side.cqs[RECEIVE_QUEUE]`, the receive CQ of
+    /// every side on the pool): the context of each QP made on it, with its
+    /// link. An entry there may be for any of them, open or closed.
+    pub(super) qps: HashMap<usize, u64>,
 }
 
 impl Pool {
@@ -43,6 +52,19 @@ impl Pool {
         self.side.credits += 1;
         self.by.insert(context, (link, i));
         self.side.outstanding.insert(context, post).is_some()
+    }
+
+    /// Whether it has a CQ, the receive CQ of every side on it.
+    pub(super) fn has_cq(&self) -> bool {
+        !self.side.cqs[RECEIVE_QUEUE].ptr.is_null()
+    }
+
+    /// Whether its CQ has no room for the entry of one more receive: the
+    /// receives not yet reaped are as many as its depth (each may have an
+    /// entry there). A receive is then not posted, so that the CQ never
+    /// overflows: that would end every later link on the pool.
+    pub(super) fn cq_full(&self) -> bool {
+        self.has_cq() && self.side.outstanding.len() >= self.side.cqs[RECEIVE_QUEUE].depth as usize
     }
 
     /// Takes the outstanding receive `context` out: the receive, and
@@ -79,6 +101,7 @@ impl Fuzzer<'_> {
         let pool = Rc::new(RefCell::new(Pool {
             side,
             by: HashMap::new(),
+            qps: HashMap::new(),
         }));
         match made {
             Ok(()) => {
@@ -104,6 +127,12 @@ impl Fuzzer<'_> {
             (table(adapter).ndk_create_pd)(adapter, Some(on_create), done, out)
         })?;
         self.open_srq(side, depth, sge)?;
+        if self.rng.chance(POOL_CQS) {
+            // Room for the entry of every receive the SRQ can hold.
+            let cq_depth = depth + self.rng.range(0, 4);
+            self.open_cq(side, RECEIVE_QUEUE, cq_depth)?;
+            self.out.pool_cqs += 1;
+        }
         let pages = usize::try_from(self.rng.range(1, 2)).unwrap_or(1);
         side.buffer = Some(Buffer::new(pages * PAGE_SIZE));
         self.register(side, MrFlags::ALLOW_LOCAL_WRITE)
@@ -123,28 +152,42 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// Closes a pool's SRQ, MR and PD in a random order (as
-    /// [`Fuzzer::close_link`] closes a link's); the receives still queued
-    /// are dropped with the SRQ (E4). Every close
-    /// must complete (L18, L21), and the bytes around the buffer must be
-    /// intact.
+    /// Closes a pool's SRQ, CQ, MR and PD in a random order (as
+    /// [`Fuzzer::close_link`] closes a link's), after polling its CQ
+    /// empty; the receives still queued are dropped with the SRQ (E4).
+    /// Every close must complete (L18, L21), and the bytes around the
+    /// buffer must be intact.
     fn close_pool(&mut self, pool: Shared) {
-        let Ok(pool) = Rc::try_unwrap(pool).map(RefCell::into_inner) else {
+        let Ok(mut pool) = Rc::try_unwrap(pool).map(RefCell::into_inner) else {
             self.finding("a pool was closed while a side still used it (a fuzzer bug)");
             return;
         };
+        let had_cq = pool.has_cq();
+        if had_cq {
+            self.drain_pool(&mut pool);
+        }
         let mut side = pool.side;
-        let mut order = [0, 1, 2];
+        let mut order = [0, 1, 2, 3];
         self.shuffle(&mut order);
         let mut pending = Vec::new();
         for what in order {
             match what {
                 0 => self.close(&mut side.srq, &mut pending),
                 1 => self.close(&mut side.mr, &mut pending),
+                2 => self.close(&mut side.cqs[RECEIVE_QUEUE].ptr, &mut pending),
                 _ => self.close(&mut side.pd, &mut pending),
             }
         }
         let closed = self.wait_closes(pending);
+        if had_cq {
+            let notes = &side.cqs[RECEIVE_QUEUE].notes;
+            self.out.notifications += notes.count.load(Ordering::SeqCst);
+            if closed {
+                self.bury(Arc::clone(notes));
+            } else {
+                std::mem::forget(Arc::clone(notes));
+            }
+        }
         self.out.srq_notifications += side.srq_notes.count.load(Ordering::SeqCst);
         if let Some(buffer) = side.buffer.take() {
             if !buffer.guards_intact() {
@@ -164,13 +207,45 @@ impl Fuzzer<'_> {
             std::mem::forget(Arc::clone(&side.srq_notes));
         }
     }
+
+    /// Polls a pool's CQ until it is empty (bounded), once no QP uses it:
+    /// each entry must be for a receive of the pool not yet reaped (P6),
+    /// from a QP made on the CQ (P21).
+    fn drain_pool(&mut self, pool: &mut Pool) {
+        let cq = pool.side.cqs[RECEIVE_QUEUE].ptr;
+        for _ in 0..100_000 {
+            let polled = Polled::take(cq, self.rng.chance(50), POLL);
+            self.call(polled.what, STATUS_SUCCESS);
+            if polled.n == 0 {
+                return;
+            }
+            for entry in polled.taken() {
+                let (context, qp) = (entry.request_context, entry.qp_context);
+                self.remember("entry", entry.status, context);
+                if pool.take(context, (u64::MAX, 0)).is_none() {
+                    self.finding(&format!(
+                        "an entry (status {:#010x}) on a pool's CQ for request context {context:#x}, which has no outstanding receive there: a duplicate or a stray (P6)",
+                        entry.status.cast_unsigned()
+                    ));
+                } else if pool.qps.contains_key(&qp) {
+                    // Its QP's link has closed.
+                    self.out.pool_cq_crossed += 1;
+                } else {
+                    self.finding(&format!(
+                        "an entry on a pool's CQ carries QP context {qp:#x}, which no QP on that CQ has (P21)"
+                    ));
+                }
+            }
+        }
+        self.finding("a pool's CQ still had entries after 100000 polls");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
-    use super::super::objects::{Post, SRQ_RECEIVE, Side, Via};
+    use super::super::objects::{Post, RECEIVE_QUEUE, SRQ_RECEIVE, Side, Via};
     use super::Pool;
 
     fn receive(call: u64) -> Post {
@@ -189,6 +264,7 @@ mod tests {
         Pool {
             side: Side::new(0),
             by: HashMap::new(),
+            qps: HashMap::new(),
         }
     }
 
@@ -211,6 +287,27 @@ mod tests {
         // Each once: a second entry is a duplicate.
         assert!(pool.take(1, (7, 0)).is_none());
         assert!(pool.side.outstanding.is_empty() && pool.by.is_empty());
+    }
+
+    #[test]
+    fn no_receive_goes_to_a_pool_whose_cq_may_be_full() {
+        let mut pool = pool();
+        assert!(!pool.hold(1, receive(1), (0, 0)));
+        assert!(!pool.cq_full(), "no CQ: never full");
+        // A CQ of depth 2 (never dereferenced here).
+        pool.side.cqs[RECEIVE_QUEUE].ptr = std::ptr::NonNull::dangling().as_ptr();
+        pool.side.cqs[RECEIVE_QUEUE].depth = 2;
+        assert!(
+            !pool.cq_full(),
+            "one receive outstanding, room for two entries"
+        );
+        assert!(!pool.hold(2, receive(2), (0, 1)));
+        assert!(
+            pool.cq_full(),
+            "each receive not yet reaped may have its entry there"
+        );
+        assert!(pool.take(1, (3, 0)).is_some());
+        assert!(!pool.cq_full(), "a receive reaped frees its room");
     }
 
     #[test]

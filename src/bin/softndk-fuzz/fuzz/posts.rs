@@ -228,6 +228,9 @@ impl Fuzzer<'_> {
             // A pool's receive names the pool's memory: the QP of another
             // link may take it after this one closed.
             let pool = pool.borrow();
+            if pool.cq_full() {
+                return None;
+            }
             let zone = (0, pool.side.buffer_len());
             (
                 None,

@@ -130,8 +130,8 @@ impl Fuzzer<'_> {
         // racing post): a strict link never goes past its CQ's room.
         if link.strict
             && let Some(c) = (0..2).find(|&c| {
-                let cq = &link.sides[i].cqs[c];
-                !cq.ptr.is_null() && link.cq_held(i, c) + 2 > cq.depth as usize
+                let side = &link.sides[i];
+                !side.cqs[c].ptr.is_null() && link.cq_held(i, c) + 2 > side.cq_depth(c) as usize
             })
         {
             self.poll_cq(link, i, c, POLL);

@@ -42,17 +42,12 @@ impl Fuzzer<'_> {
         (i, c): (usize, usize),
         polled: &Polled,
     ) -> usize {
-        let Polled {
-            what,
-            n,
-            room,
-            entries,
-        } = *polled;
+        let Polled { what, n, room, .. } = *polled;
         self.call(what, STATUS_SUCCESS);
         if n > room {
             self.finding(&format!("{what} returned {n} entries for room {room} (K1)"));
         }
-        for entry in entries.iter().take(n.min(room)) {
+        for entry in polled.taken() {
             let result = entry.result();
             let j = link.owner(i, result.request_context.addr());
             self.out.shared_cq_entries += u64::from(j != i);
@@ -108,12 +103,15 @@ impl Fuzzer<'_> {
     pub(super) fn resize_cq(&mut self, link: &mut Link, i: usize) {
         let side = &link.sides[i];
         let c = side.any_cq(&mut self.rng);
-        let (cq, old_depth) = (side.cqs[c].ptr, side.cqs[c].depth);
+        let (cq, old_depth) = (side.cqs[c].ptr, side.cq_depth(c));
+        let pool_cq = c == RECEIVE_QUEUE && side.pool_cq;
         let held = link.cq_held(i, c);
         let too_deep = self.invalid();
         // A strict link keeps room for every request it has outstanding (a
-        // CQ smaller than that may overflow, E10, as the consumer's fault).
-        let least = if link.strict {
+        // CQ smaller than that may overflow, E10, as the consumer's fault),
+        // and so does every link on a pool's CQ (an overflow would end the
+        // pool's later links too).
+        let least = if link.strict || pool_cq {
             u32::try_from(held).unwrap_or(u32::MAX).max(1)
         } else {
             1
@@ -149,6 +147,9 @@ impl Fuzzer<'_> {
                 if side.cqs[c].ptr == cq {
                     side.cqs[c].depth = depth;
                 }
+            }
+            if pool_cq && let Some(pool) = &link.sides[i].pool {
+                pool.borrow_mut().side.cqs[RECEIVE_QUEUE].depth = depth;
             }
         }
     }
@@ -190,7 +191,24 @@ impl Fuzzer<'_> {
             ));
         }
         let side = &mut link.sides[i];
-        if result.qp_context.addr() != qp_ctx {
+        if c == RECEIVE_QUEUE
+            && side.pool_cq
+            && let Some(pool) = &side.pool
+        {
+            // A pool's CQ: the entry is for a receive of the pool, and
+            // carries the context of the QP that took it, on any side of
+            // any link on the pool (P21, Q2).
+            let taker = pool.borrow().qps.get(&result.qp_context.addr()).copied();
+            match taker {
+                Some(taker) => self.out.pool_cq_crossed += u64::from(taker != link.id),
+                None => self.finding(&format!(
+                    "{} posted at call {}: its entry on a pool's CQ carries QP context {:#x}, which no QP on that CQ has (P21)",
+                    post.what,
+                    post.call,
+                    result.qp_context.addr()
+                )),
+            }
+        } else if result.qp_context.addr() != qp_ctx {
             self.finding(&format!(
                 "{} posted at call {}: its entry carries QP context {:#x}, not {qp_ctx:#x} (P21)",
                 post.what,
@@ -409,10 +427,14 @@ impl Fuzzer<'_> {
         }
     }
 
-    /// Polls side `i`'s CQs until they are empty (bounded).
+    /// Polls side `i`'s CQs until they are empty (bounded), but a pool's:
+    /// its entries, those of this link's QPs too, stay for a later link or
+    /// the pool's close to poll (the entries of a closed QP stay in a CQ
+    /// other QPs use, with that QP's context, P21).
     pub(super) fn drain(&mut self, link: &mut Link, i: usize) {
         for c in [RECEIVE_QUEUE, INITIATOR_CQ] {
-            if link.sides[i].cqs[c].ptr.is_null() {
+            let side = &link.sides[i];
+            if side.cqs[c].ptr.is_null() || (c == RECEIVE_QUEUE && side.pool_cq) {
                 continue;
             }
             if (0..100_000).all(|_| self.poll_cq(link, i, c, POLL) != 0) {
@@ -549,10 +571,10 @@ impl Fuzzer<'_> {
 /// ([`race`](super::race)), and an [`NdkResult`] holds pointers.
 #[derive(Clone, Copy)]
 pub(super) struct Entry {
-    status: NtStatus,
+    pub(super) status: NtStatus,
     bytes: u32,
-    qp_context: usize,
-    request_context: usize,
+    pub(super) qp_context: usize,
+    pub(super) request_context: usize,
     /// The `Type` of an `NdkGetCqResultsEx` entry.
     kind: Option<NdkOperationType>,
 }
@@ -589,13 +611,18 @@ impl Entry {
 /// What one poll of a CQ took.
 #[derive(Clone, Copy)]
 pub(super) struct Polled {
-    what: &'static str,
-    n: usize,
+    pub(super) what: &'static str,
+    pub(super) n: usize,
     room: usize,
     entries: [Entry; POLL],
 }
 
 impl Polled {
+    /// The entries it took (no more than its room, K1).
+    pub(super) fn taken(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().take(self.n.min(self.room))
+    }
+
     /// One `NdkGetCqResultsEx` (`ex`) or `NdkGetCqResults` of up to `room`
     /// entries (at most [`POLL`]) on `cq`.
     pub(super) fn take(cq: *mut NdkCq, ex: bool, room: usize) -> Self {

@@ -232,7 +232,17 @@ impl Fuzzer<'_> {
             share => {
                 // Room for the other side's queues (at most 16 each).
                 let other = if share.is_some() { 16 } else { 0 };
-                if self.rng.chance(RECEIVE_CQS) {
+                let pool_cq = pool.as_ref().and_then(|pool| {
+                    let pool = pool.borrow();
+                    pool.has_cq().then(|| pool.side.cqs[RECEIVE_QUEUE].share())
+                });
+                if let Some(cq) = pool_cq {
+                    // The pool's: the receive CQ of the QPs of all its
+                    // sides, whichever link they belong to.
+                    side.cqs[RECEIVE_QUEUE] = cq;
+                    side.pool_cq = true;
+                    self.out.pool_cq_sides += 1;
+                } else if self.rng.chance(RECEIVE_CQS) {
                     let depth = receive_depth + other + self.rng.range(0, 4);
                     self.open_cq(side, RECEIVE_QUEUE, depth)?;
                     self.out.receive_cqs += 1;
@@ -282,6 +292,11 @@ impl Fuzzer<'_> {
             receives,
             (initiator_depth, initiator_sge, inline),
         )?;
+        if side.pool_cq
+            && let Some(pool) = &side.pool
+        {
+            pool.borrow_mut().qps.insert(side.qp_ctx, self.at_link);
+        }
         let pages = usize::try_from(self.rng.range(1, 3)).unwrap_or(1) + 4 * usize::from(strict);
         let len = pages * PAGE_SIZE;
         let mut buffer = Buffer::new(len);
@@ -315,7 +330,12 @@ impl Fuzzer<'_> {
 
     /// Creates side `side`'s CQ `c` ([`Side::cqs`]) of `depth` entries,
     /// its notifications on the CQ's signal.
-    fn open_cq(&mut self, side: &mut Side, c: usize, depth: u32) -> Result<(), SetupFailed> {
+    pub(super) fn open_cq(
+        &mut self,
+        side: &mut Side,
+        c: usize,
+        depth: u32,
+    ) -> Result<(), SetupFailed> {
         let adapter = self.adapters[side.adapter].ptr();
         let cq = &mut side.cqs[c];
         cq.depth = depth;
