@@ -205,3 +205,37 @@ fn fuzz_strict_receives_report_bytes_the_send_did_not_carry() {
         "{outcome:?}"
     );
 }
+
+/// The host debug log (`SOFTNDK_LOG`, `kernel::host::debug_print`) runs
+/// inside the dispatch thunks and callbacks: a standard error that cannot
+/// be written (a full disk, a reader gone) must cost the lines, not the
+/// process. It used `eprint!`, whose panic cannot unwind out of an
+/// `extern "system"` thunk: the process aborted (status 134) and, its
+/// standard error being the broken stream, said nothing.
+#[test]
+fn log_to_an_unwritable_stderr_drops_the_lines_not_the_process() {
+    use std::process::{Command, Stdio};
+    let fuzzer = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_softndk-fuzz"));
+        command
+            .args(["--seed", "3", "--calls", "3000", "--threads", "1"])
+            .env("SOFTNDK_LOG", "1")
+            .stdout(Stdio::null());
+        command
+    };
+    // A full disk: every write fails with ENOSPC.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let status = fuzzer().stderr(full).status().expect("the fuzzer runs");
+    assert!(status.success(), "stderr on /dev/full: {status}");
+    // A reader gone: every write fails with EPIPE (Rust ignores SIGPIPE).
+    let mut child = fuzzer()
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the fuzzer runs");
+    drop(child.stderr.take());
+    let status = child.wait().expect("the fuzzer ends");
+    assert!(status.success(), "stderr a closed pipe: {status}");
+}

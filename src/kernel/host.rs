@@ -336,10 +336,16 @@ pub(super) fn dpc_flush() {
 pub(super) fn dpc_flush() {}
 
 pub(super) fn debug_print(_level: super::log::Level, message: &super::log::Message) {
+    use std::io::Write as _;
     // Quiet unless asked for, so that test output stays readable.
     static ENABLED: OnceLock<bool> = OnceLock::new();
     if *ENABLED.get_or_init(|| std::env::var_os("SOFTNDK_LOG").is_some()) {
-        eprint!("{}", message.as_str());
+        // Never `eprint!`: it panics when standard error cannot be written
+        // (a closed pipe, a full disk), and this runs inside the dispatch
+        // thunks and callbacks, where a panic cannot unwind and aborts the
+        // process. A line the stream refuses is dropped, as the kernel's
+        // debugger buffer drops what it has no room for.
+        let _ = std::io::stderr().write_all(message.as_str().as_bytes());
     }
 }
 
