@@ -225,7 +225,9 @@ const fn connect_error(failure: &ConnFailure) -> CmError {
         // listener gone).
         ConnFailure::Rejected(_) | ConnFailure::Closed { .. } => CmError::ConnectionRefused,
         ConnFailure::TimedOut => CmError::TimedOut,
-        ConnFailure::Setup(_) | ConnFailure::Link(_) => CmError::ConnectionAborted,
+        ConnFailure::Setup(_) | ConnFailure::Link(_) | ConnFailure::Flooded => {
+            CmError::ConnectionAborted
+        }
     }
 }
 

@@ -48,6 +48,39 @@ pub enum ConnFailure {
     Setup(SetupError),
     /// The QP could not be connected through its link.
     Link(LinkError),
+    /// The peer sent more than [`EARLY_MAX`] bytes before this side's link
+    /// ran (or memory for them was short): the stream is reset rather than
+    /// let a peer fill memory while the consumer has not completed the
+    /// connection (`STATUS_CONNECTION_ABORTED`).
+    Flooded,
+}
+
+/// The most bytes a connection keeps for its link from the peer before the
+/// link runs: after the reply until the consumer's CompleteConnect
+/// (initiator), or while the setup's last bytes drain. A responder may send
+/// its first FPDUs right behind its reply, though RFC 5044 (§7.1.2) has it
+/// wait for the initiator's first FPDU; a few FPDUs are kept, a flood ends
+/// the attempt ([`ConnFailure::Flooded`]).
+pub const EARLY_MAX: usize = 256 * 1024;
+
+/// The most bytes a connection keeps while the connection layer is being
+/// told the link runs (`ConnEvents::established`, the consumer's
+/// completion): the peer may send at full speed by then, for as long as
+/// the consumer's callback takes. Past it (or when memory for them is
+/// short) the stream is reset and the link hears an abortive close after
+/// what it was kept, rather than memory grow without bound.
+pub const LINKING_MAX: usize = 16 << 20;
+
+/// Appends `bytes` to `kept` if they fit within `most` and memory for them
+/// is there; `false` (nothing kept) otherwise.
+fn keep(kept: &mut Vec<u8>, bytes: &[u8], most: usize) -> bool {
+    let fits = kept.len().saturating_add(bytes.len()) <= most;
+    if fits && kept.try_reserve(bytes.len()).is_ok() {
+        kept.extend_from_slice(bytes);
+        true
+    } else {
+        false
+    }
 }
 
 /// What a connection tells the connection layer.
@@ -163,6 +196,9 @@ enum Report {
     Failed(ConnFailure, bool),
     /// The reject frame went out: close the stream, report nothing.
     Rejected,
+    /// Bytes for the running link could not be kept: reset the stream (the
+    /// link hears the close after what it was kept).
+    Reset,
 }
 
 /// One connection: its stream, its QP and where the setup stands.
@@ -290,12 +326,24 @@ impl Conn {
             |link| link.receive(bytes),
             |phase| match phase {
                 Phase::Draining(_, established) | Phase::Replied(_, established) => {
-                    established.leftover.extend_from_slice(bytes);
-                    Report::None
+                    if keep(&mut established.leftover, bytes, EARLY_MAX) {
+                        Report::None
+                    } else {
+                        *phase = Phase::Over;
+                        Report::Failed(ConnFailure::Flooded, true)
+                    }
                 }
-                Phase::Linking { backlog, .. } => {
-                    backlog.extend_from_slice(bytes);
-                    Report::None
+                Phase::Linking {
+                    backlog, closed, ..
+                } => {
+                    // After a close (the peer's, or this side's reset)
+                    // nothing more is the link's.
+                    if closed.is_some() || keep(backlog, bytes, LINKING_MAX) {
+                        Report::None
+                    } else {
+                        *closed = Some(true);
+                        Report::Reset
+                    }
                 }
                 Phase::Setup(machine) => {
                     let result = machine.receive(bytes, now);
@@ -619,6 +667,7 @@ impl Conn {
                 self.events.failed(failure);
             }
             Report::Rejected => self.stream.close(false),
+            Report::Reset => self.stream.close(true),
         }
     }
 }

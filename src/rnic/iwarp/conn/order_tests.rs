@@ -15,22 +15,24 @@ use crate::kernel::sync::{Arc, Weak};
 use crate::rnic::iwarp::link::{ByteStream, Link};
 use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
 use crate::rnic::iwarp::rdmap::{Message, SendHeader};
-use crate::rnic::iwarp::setup::{Established, InitiatorConfig, PeerRequest};
+use crate::rnic::iwarp::setup::{Established, InitiatorConfig, PeerRequest, SetupError};
 use crate::rnic::iwarp::terminate::{TermCode, Terminate, rdmap_code, rdmap_etype};
 use crate::rnic::qp::QpState;
 use crate::rnic::testing::{CONFIG, Side, inline_device};
 use crate::rnic::types::{Access, WcStatus};
 
-/// The local side's output, kept.
+/// The local side's output, kept, and how the stream was closed.
 #[derive(Default)]
-struct Output(Mutex<Vec<u8>>);
+struct Output(Mutex<Vec<u8>>, Mutex<Option<bool>>);
 
 impl ByteStream for Output {
     fn send(&self, bytes: &[u8]) -> usize {
         self.0.lock().unwrap().extend_from_slice(bytes);
         bytes.len()
     }
-    fn close(&self, _abortive: bool) {}
+    fn close(&self, abortive: bool) {
+        self.1.lock().unwrap().get_or_insert(abortive);
+    }
 }
 
 /// The connection layer: when told of the establishment, it first makes
@@ -44,6 +46,7 @@ struct Layer {
     replied: Mutex<bool>,
     state_when_told: Mutex<Option<QpState>>,
     failed: Mutex<Option<ConnFailure>>,
+    output: Arc<Output>,
 }
 
 impl ConnEvents for Layer {
@@ -79,6 +82,22 @@ fn fpdu(message: Message<'_>) -> Vec<u8> {
 /// stream delivers `arriving` (and the peer's close when `close`). The
 /// connection layer, as it was when it returned.
 fn complete_while_arriving(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> Arc<Layer> {
+    let (conn, layer) = replied(side, arriving, close);
+    // CompleteConnect: the link starts, the layer is told.
+    conn.complete().unwrap();
+    assert!(
+        layer.failed.lock().unwrap().is_none(),
+        "the setup succeeded"
+    );
+    layer
+}
+
+/// An initiator on `side` (started with `Finish::AtComplete`) whose
+/// responder accepted: its Connect completed, CompleteConnect not called
+/// yet. The layer delivers `arriving` (and the close when `close`) once
+/// told of the establishment.
+fn replied(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> (Arc<Conn>, Arc<Layer>) {
+    let output = Arc::new(Output::default());
     let layer = Arc::new(Layer {
         conn: Mutex::new(None),
         side: Arc::clone(side),
@@ -87,8 +106,8 @@ fn complete_while_arriving(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> 
         replied: Mutex::new(false),
         state_when_told: Mutex::new(None),
         failed: Mutex::new(None),
+        output: Arc::clone(&output),
     });
-    let output = Arc::new(Output::default());
     let parts = ConnParts {
         stream: Arc::clone(&output) as Arc<dyn ByteStream>,
         params: LinkParams {
@@ -115,13 +134,7 @@ fn complete_while_arriving(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> 
         *layer.replied.lock().unwrap(),
         "Connect completes at the reply"
     );
-    // CompleteConnect: the link starts, the layer is told.
-    conn.complete().unwrap();
-    assert!(
-        layer.failed.lock().unwrap().is_none(),
-        "the setup succeeded"
-    );
-    layer
+    (conn, layer)
 }
 
 /// X2, N13: the responder's Terminate, arriving while the initiator's
@@ -175,4 +188,67 @@ fn test_a_send_and_the_close_arriving_while_established_is_reported_keep_their_o
     );
     assert_eq!(&sink.buffer.bytes()[..payload.len()], &payload);
     assert_ne!(side.qp.state(), QpState::Connected, "then the close");
+}
+
+/// Issue 8 (a hostile peer), N13: after its reply the responder streams
+/// bytes while the initiator's consumer has not called CompleteConnect.
+/// Up to `EARLY_MAX` bytes are kept for the link; one more ends the attempt
+/// (the stream reset, `Flooded`) instead of growing the kept bytes without
+/// bound, and CompleteConnect then finds nothing to complete.
+#[test]
+fn test_a_flood_before_complete_connect_ends_the_attempt_rule_n13() {
+    let side = Arc::new(Side::new(&inline_device(), 0xA, CONFIG));
+    let (conn, layer) = replied(&side, Vec::new(), false);
+    let chunk = alloc::vec![0x5A_u8; 64 * 1024];
+    for _ in 0..super::EARLY_MAX / chunk.len() {
+        conn.received(&chunk, 0);
+    }
+    assert!(
+        layer.failed.lock().unwrap().is_none(),
+        "EARLY_MAX bytes are kept"
+    );
+    assert_eq!(*layer.output.1.lock().unwrap(), None, "the stream is open");
+    conn.received(&[0x5A], 0);
+    assert_eq!(
+        *layer.failed.lock().unwrap(),
+        Some(ConnFailure::Flooded),
+        "one byte more ends the attempt"
+    );
+    assert_eq!(
+        *layer.output.1.lock().unwrap(),
+        Some(true),
+        "the stream is reset"
+    );
+    assert_eq!(conn.complete(), Err(SetupError::WrongState));
+    assert!(conn.link().is_none(), "no link started");
+    assert_eq!(side.qp.state(), QpState::Idle, "the QP was never connected");
+}
+
+/// Issue 8 (a hostile peer), X2: while the initiator's connection layer is
+/// being told the link runs, the peer sends more than `LINKING_MAX` bytes
+/// at once. They are not kept: the stream is reset, and the link hears the
+/// abortive close (the QP leaves the connection, X2) without any of them.
+#[test]
+fn test_a_flood_while_established_is_reported_resets_the_stream_rule_x2() {
+    let side = Arc::new(Side::new(&inline_device(), 0xA, CONFIG));
+    let sink = side.buffer(64, 0, Access::LOCAL_WRITE);
+    side.qp.post_receive(7, &[sink.sge(0, 64)]).unwrap();
+    let flood = alloc::vec![0_u8; super::LINKING_MAX + 1];
+    let layer = complete_while_arriving(&side, flood, false);
+    assert_eq!(
+        *layer.state_when_told.lock().unwrap(),
+        Some(QpState::Connected),
+        "told first"
+    );
+    assert_eq!(
+        *layer.output.1.lock().unwrap(),
+        Some(true),
+        "the stream is reset"
+    );
+    assert_ne!(side.qp.state(), QpState::Connected, "then the close");
+    let done = side.rcq.drain();
+    assert!(
+        done.iter().all(|c| c.status != WcStatus::Success),
+        "none of the flood reached the receive: {done:?}"
+    );
 }
