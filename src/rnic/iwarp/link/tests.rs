@@ -1357,3 +1357,319 @@ fn test_close_between_segments_cancels_the_held_receive_rule_l21() {
         assert!(contexts(&w.b.rcq.cq).is_empty(), "{mode:?}");
     }
 }
+
+// ----- a hostile peer, at random --------------------------------------------
+
+/// What the hostile peer sends B: a message with fields drawn around what B
+/// registered (an STag of B's, a tagged offset just inside or outside a
+/// region, a length that runs past its end, any MSN), or bytes that are no
+/// FPDU. Most messages are first made valid ([`Peer::valid`]), so that the
+/// connection lives long enough for the next ones to matter.
+#[derive(Clone, Debug)]
+enum Hostile {
+    Write {
+        stag: u8,
+        to: i64,
+        len: u16,
+        last: bool,
+    },
+    ReadResponse {
+        stag: u8,
+        to: i64,
+        len: u16,
+        last: bool,
+    },
+    ReadRequest {
+        msn: u32,
+        source: u8,
+        to: i64,
+        size: u16,
+    },
+    Send {
+        msn: u32,
+        mo: u16,
+        len: u16,
+        last: bool,
+        invalidate: Option<u8>,
+    },
+    Terminate {
+        msn: u32,
+    },
+    Garbage(Vec<u8>),
+}
+
+fn hostile() -> impl Strategy<Value = (bool, Hostile)> {
+    let to = -80_i64..700;
+    let message = prop_oneof![
+        4 => (any::<u8>(), to.clone(), 0_u16..300, any::<bool>())
+            .prop_map(|(stag, to, len, last)| Hostile::Write { stag, to, len, last }),
+        1 => (any::<u8>(), to.clone(), 0_u16..300, any::<bool>())
+            .prop_map(|(stag, to, len, last)| Hostile::ReadResponse { stag, to, len, last }),
+        2 => (0_u32..6, any::<u8>(), to, 0_u16..1200).prop_map(
+            |(msn, source, to, size)| Hostile::ReadRequest { msn, source, to, size }
+        ),
+        4 => (0_u32..8, 0_u16..600, 0_u16..1100, any::<bool>(), any::<Option<u8>>()).prop_map(
+            |(msn, mo, len, last, invalidate)| Hostile::Send { msn, mo, len, last, invalidate }
+        ),
+        1 => (0_u32..3).prop_map(|msn| Hostile::Terminate { msn }),
+        1 => proptest::collection::vec(any::<u8>(), 1..40).prop_map(Hostile::Garbage),
+    ];
+    (proptest::bool::weighted(0.9), message)
+}
+
+/// B's memory the peer aims at: a region it may write and read, one it may
+/// only read, one it may not touch (local access only), and the inbox its
+/// receives name. Each part of each has guard bytes around it.
+struct Target {
+    rw: crate::rnic::testing::Spread,
+    ro: crate::rnic::testing::Spread,
+    local: crate::rnic::testing::Spread,
+    inbox: crate::rnic::testing::Spread,
+    base: u64,
+}
+
+impl Target {
+    fn regions(&self) -> [&crate::rnic::testing::Spread; 4] {
+        [&self.rw, &self.ro, &self.local, &self.inbox]
+    }
+
+    /// An STag the peer names: one of B's four regions' (remote or local
+    /// key), or a made-up one.
+    fn stag(&self, pick: u8) -> u32 {
+        let region = self.regions()[usize::from(pick % 4)];
+        match pick / 4 % 4 {
+            0 => region.rkey(),
+            1 => region.mr.local_key().unwrap_or(0),
+            2 => region.rkey() ^ 0x100,
+            _ => u32::from(pick).wrapping_mul(0x0101_0101),
+        }
+    }
+
+    fn guards_intact(&self) -> bool {
+        self.regions().iter().all(|spread| spread.guards_intact())
+    }
+}
+
+/// The peer's side of the stream: the next MSN of each untagged queue.
+struct Peer {
+    send_msn: u32,
+    read_msn: u32,
+    terminate_msn: u32,
+    crc: bool,
+}
+
+impl Peer {
+    /// `message` made valid for B: the read-write region's key with the
+    /// bytes inside it, the queues' next MSNs, whole Sends that fit a
+    /// receive; Read Requests of B's regions that allow it. Read Responses,
+    /// Terminates and garbage stay as they are.
+    fn valid(&self, message: &Hostile) -> Hostile {
+        let room = |to: i64, len: u16| {
+            let len = len.min(600);
+            (to.rem_euclid(i64::from(600 - len) + 1), len)
+        };
+        match *message {
+            Hostile::Write { to, len, .. } => {
+                let (to, len) = room(to, len);
+                Hostile::Write {
+                    stag: 0,
+                    to,
+                    len,
+                    last: true,
+                }
+            }
+            Hostile::ReadRequest {
+                source, to, size, ..
+            } => {
+                let (to, size) = room(to, size);
+                Hostile::ReadRequest {
+                    msn: self.read_msn,
+                    source: source % 2,
+                    to,
+                    size,
+                }
+            }
+            Hostile::Send {
+                len, invalidate, ..
+            } => Hostile::Send {
+                msn: self.send_msn,
+                mo: 0,
+                len: len.min(180),
+                last: true,
+                invalidate: invalidate.filter(|_| len % 5 == 0),
+            },
+            ref other => other.clone(),
+        }
+    }
+
+    /// The bytes of `message`, and the MSNs it uses up.
+    fn bytes(&mut self, target: &Target, message: &Hostile) -> Vec<u8> {
+        let payload = alloc::vec![0xA5_u8; 1100];
+        let at = |to: i64| target.base.wrapping_add_signed(to);
+        let message = match message {
+            Hostile::Write {
+                stag,
+                to,
+                len,
+                last,
+            } => Message::Write {
+                stag: target.stag(*stag),
+                to: at(*to),
+                last: *last,
+                payload: &payload[..usize::from(*len)],
+            },
+            Hostile::ReadResponse {
+                stag,
+                to,
+                len,
+                last,
+            } => Message::ReadResponse {
+                stag: target.stag(*stag),
+                to: at(*to),
+                last: *last,
+                payload: &payload[..usize::from(*len)],
+            },
+            Hostile::ReadRequest {
+                msn,
+                source,
+                to,
+                size,
+            } => {
+                self.read_msn = self.read_msn.max(msn.wrapping_add(1));
+                Message::ReadRequest {
+                    msn: *msn,
+                    request: crate::rnic::iwarp::rdmap::ReadRequest {
+                        sink_stag: 0x4242_0100,
+                        sink_to: 0,
+                        size: u32::from(*size),
+                        source_stag: target.stag(*source),
+                        source_to: at(*to),
+                    },
+                }
+            }
+            Hostile::Send {
+                msn,
+                mo,
+                len,
+                last,
+                invalidate,
+            } => {
+                if *last {
+                    self.send_msn = self.send_msn.max(msn.wrapping_add(1));
+                }
+                Message::Send {
+                    header: SendHeader {
+                        solicited: false,
+                        invalidate: invalidate.map(|pick| target.stag(pick)),
+                        msn: *msn,
+                        mo: u32::from(*mo),
+                        last: *last,
+                    },
+                    payload: &payload[..usize::from(*len)],
+                }
+            }
+            Hostile::Terminate { msn } => {
+                self.terminate_msn = self.terminate_msn.max(msn.wrapping_add(1));
+                Message::Terminate {
+                    msn: *msn,
+                    terminate: Terminate::new(TermCode::rdmap(
+                        crate::rnic::iwarp::terminate::rdmap_etype::REMOTE_OPERATION,
+                        crate::rnic::iwarp::terminate::rdmap_code::UNSPECIFIED,
+                    )),
+                }
+            }
+            Hostile::Garbage(bytes) => return bytes.clone(),
+        };
+        let mut buf = alloc::vec![0_u8; mpa::fpdu_len(message.ulpdu_len())];
+        let n = message.write_fpdu(&mut buf, self.crc).unwrap();
+        buf.truncate(n);
+        buf
+    }
+}
+
+/// Runs B's side alone: deferred work, and B's output taken and dropped
+/// (the peer reads everything and answers nothing), until nothing moves
+/// (bounded).
+fn run_b_alone(w: &Wire) {
+    for _ in 0..10_000 {
+        crate::kernel::deferred::flush();
+        let moved = !w
+            .ba
+            .bytes
+            .lock()
+            .unwrap()
+            .drain(..)
+            .collect::<Vec<u8>>()
+            .is_empty();
+        w.lb.writable();
+        if !moved {
+            crate::kernel::deferred::flush();
+            return;
+        }
+    }
+    panic!("B's output did not settle");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Issue 8 (a hostile peer: every field checked before it is used): a
+    /// peer sends B's link messages aimed at B's regions — Writes and Read
+    /// Responses through B's keys, its local keys, wrong and made-up ones,
+    /// at offsets around each region's ends; Read Requests; Sends with any
+    /// MSN, offset, length and invalidation; Terminates; bytes that are no
+    /// FPDU — in random chunks, most of them valid so that the connection
+    /// lives on. Nothing may be written outside a region (the guard
+    /// bytes), nor into the region the peer may only read or may not touch
+    /// at all (M34); B's close then gives each of B's posted receives
+    /// exactly one entry (P6, L21); nothing panics.
+    #[test]
+    fn prop_a_hostile_peer_writes_only_where_it_may_rule_m34_p6(
+        messages in proptest::collection::vec(hostile(), 1..32),
+        seed in any::<u64>(),
+        crc in any::<bool>(),
+        receives in 0_usize..6,
+    ) {
+        let w = Wire::new(1 << 16, 97, seed, crc);
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE;
+        let base = 0x7000_u64;
+        let spread = |lens: &[usize], seed, access| {
+            crate::rnic::testing::Spread::new(&w.b.pd, lens, seed, base, access)
+        };
+        let target = Target {
+            rw: spread(&[200, 300, 100], 1, remote),
+            ro: spread(&[600], 2, Access::REMOTE_READ),
+            local: spread(&[600], 3, Access::LOCAL_WRITE),
+            inbox: spread(&[700, 400], 4, Access::LOCAL_WRITE),
+            base,
+        };
+        let (ro_before, local_before) = (target.ro.flat(), target.local.flat());
+        for ctx in 1..=receives {
+            let at = ((ctx - 1) * 180) as u64;
+            w.b.qp.post_receive(ctx, &[target.inbox.sge(at, 180)]).unwrap();
+        }
+        let mut peer = Peer { send_msn: 1, read_msn: 1, terminate_msn: 1, crc };
+        let mut stream = Vec::new();
+        for (valid, message) in &messages {
+            let message = if *valid { peer.valid(message) } else { message.clone() };
+            stream.extend(peer.bytes(&target, &message));
+        }
+        let mut chunks = Chunks(seed | 1);
+        let mut rest = &stream[..];
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(chunks.next(200).min(rest.len()));
+            w.lb.receive(chunk);
+            rest = after;
+            run_b_alone(&w);
+        }
+        prop_assert!(target.guards_intact(), "a byte outside a region was written");
+        prop_assert!(target.ro.flat() == ro_before, "the read-only region was written");
+        prop_assert!(target.local.flat() == local_before, "the local-only region was written");
+        // B's close: each posted receive has exactly one entry.
+        w.b.qp.close();
+        run_b_alone(&w);
+        let mut seen: Vec<usize> = w.b.rcq.drain().iter().map(|c| c.request_context).collect();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (1..=receives).collect::<Vec<_>>());
+    }
+}
