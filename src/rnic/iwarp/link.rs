@@ -357,7 +357,8 @@ pub fn connect(
             .map_err(|_| LinkError::InvalidParameter)?;
     }
     let rx = Rx {
-        deframer: Deframer::new(usize::from(config.max_rx_ulpdu), config.crc),
+        deframer: Deframer::try_new(usize::from(config.max_rx_ulpdu), config.crc)
+            .ok_or(LinkError::Resources)?,
         state: RxState {
             queues,
             recv: None,

@@ -746,8 +746,22 @@ impl Deframer {
     #[must_use]
     pub fn new(max_ulpdu: usize, crc: bool) -> Self {
         let max_ulpdu = max_ulpdu.min(MAX_ULPDU);
+        Self::over(vec![0; fpdu_len(max_ulpdu)], max_ulpdu, crc)
+    }
+
+    /// As [`Deframer::new`], `None` when memory for its buffer (up to
+    /// 64 KiB) is short: what a link is made with, so that running out of
+    /// pool fails the connection instead of the allocator's bug check.
+    #[must_use]
+    pub fn try_new(max_ulpdu: usize, crc: bool) -> Option<Self> {
+        let max_ulpdu = max_ulpdu.min(MAX_ULPDU);
+        let buf = crate::kernel::mem::try_filled(fpdu_len(max_ulpdu), 0_u8)?;
+        Some(Self::over(buf.into_vec(), max_ulpdu, crc))
+    }
+
+    fn over(buf: Vec<u8>, max_ulpdu: usize, crc: bool) -> Self {
         Self {
-            buf: vec![0; fpdu_len(max_ulpdu)],
+            buf,
             have: 0,
             delivered: false,
             max_ulpdu,
@@ -1190,6 +1204,26 @@ mod tests {
         assert_eq!(
             deframe(&mut whole, &stream, &[stream.len()]).unwrap(),
             payloads
+        );
+    }
+
+    #[test]
+    fn deframer_made_fallibly_deframes_and_refuses_as_the_other() {
+        let payloads: Vec<Vec<u8>> = (1..6u8).map(|i| vec![i; usize::from(i) * 11]).collect();
+        let stream = fpdus(&payloads, true);
+        let mut d = Deframer::try_new(200, true).expect("memory for 206 bytes");
+        assert_eq!(d.max_ulpdu(), 200);
+        assert_eq!(deframe(&mut d, &stream, &[3]).unwrap(), payloads);
+        // Its buffer is as large as the largest FPDU it takes, no larger.
+        let mut small = Deframer::try_new(54, true).unwrap();
+        assert_eq!(
+            deframe(&mut small, &stream, &[stream.len()]),
+            Err(MpaError::UlpduTooLong { len: 55, max: 54 })
+        );
+        // Capped at the 16-bit length field's largest ULPDU.
+        assert_eq!(
+            Deframer::try_new(usize::MAX, false).unwrap().max_ulpdu(),
+            MAX_ULPDU
         );
     }
 
