@@ -390,6 +390,10 @@ impl Actions {
     }
 
     pub(super) fn push(&mut self, action: Action) {
+        // The bound is argued, not enforced by types: the debug builds (all
+        // the tests, the fuzzer's CI runs) stop at once if a transition
+        // ever pushes past it; a release build logs and leaks below.
+        debug_assert!(self.len < ACTIONS, "cm: action list full");
         if let Some(slot) = self.items.get_mut(self.len) {
             *slot = Some(action);
             self.len += 1;
