@@ -1399,13 +1399,18 @@ enum Hostile {
 }
 
 fn hostile() -> impl Strategy<Value = (bool, Hostile)> {
-    let to = -80_i64..700;
+    // Offsets and lengths gather at the regions' ends (600 bytes from the
+    // base), keys at the read-write region's (pick 0) and the read-only
+    // one's (pick 1): where a check that is off by a few bytes shows.
+    let to = || prop_oneof![-16_i64..16, 570_i64..610, -80_i64..700];
+    let len = || prop_oneof![0_u16..40, 0_u16..300];
+    let stag = || prop_oneof![2 => Just(0_u8), 1 => Just(1_u8), 3 => any::<u8>()];
     let message = prop_oneof![
-        4 => (any::<u8>(), to.clone(), 0_u16..300, any::<bool>())
+        4 => (stag(), to(), len(), any::<bool>())
             .prop_map(|(stag, to, len, last)| Hostile::Write { stag, to, len, last }),
-        1 => (any::<u8>(), to.clone(), 0_u16..300, any::<bool>())
+        1 => (stag(), to(), len(), any::<bool>())
             .prop_map(|(stag, to, len, last)| Hostile::ReadResponse { stag, to, len, last }),
-        2 => (0_u32..6, any::<u8>(), to, 0_u16..1200).prop_map(
+        2 => (0_u32..6, stag(), to(), prop_oneof![len(), 0_u16..1200]).prop_map(
             |(msn, source, to, size)| Hostile::ReadRequest { msn, source, to, size }
         ),
         4 => (0_u32..8, 0_u16..600, 0_u16..1100, any::<bool>(), any::<Option<u8>>()).prop_map(
@@ -1450,6 +1455,31 @@ impl Target {
     }
 }
 
+impl Hostile {
+    /// Whether B must end the connection for it, whatever came before (a
+    /// message that may be valid, or bytes that may leave an FPDU
+    /// unfinished, are not): a Write through a key other than the
+    /// read-write region's, or past its ends; a Read Request of a region
+    /// that does not allow it, or past its ends; a Read Response (B asked
+    /// for nothing); a Terminate.
+    fn surely_invalid(&self, target: &Target) -> bool {
+        let outside = |to: i64, len: u16| to < 0 || to + i64::from(len) > 600;
+        match *self {
+            Hostile::Write { stag, to, len, .. } => {
+                target.stag(stag) != target.rw.rkey() || outside(to, len)
+            }
+            Hostile::ReadRequest {
+                source, to, size, ..
+            } => {
+                let stag = target.stag(source);
+                (stag != target.rw.rkey() && stag != target.ro.rkey()) || outside(to, size)
+            }
+            Hostile::ReadResponse { .. } | Hostile::Terminate { .. } => true,
+            Hostile::Send { .. } | Hostile::Garbage(_) => false,
+        }
+    }
+}
+
 /// The peer's side of the stream: the next MSN of each untagged queue.
 struct Peer {
     send_msn: u32,
@@ -1461,15 +1491,16 @@ struct Peer {
 impl Peer {
     /// `message` made valid for B: the read-write region's key with the
     /// bytes inside it, the queues' next MSNs, whole Sends that fit a
-    /// receive; Read Requests of B's regions that allow it. Read Responses,
-    /// Terminates and garbage stay as they are.
+    /// receive; Read Requests of B's regions that allow it. What cannot be
+    /// valid (a Read Response B did not ask for, a Terminate, bytes that are
+    /// no FPDU) becomes a Write.
     fn valid(&self, message: &Hostile) -> Hostile {
         let room = |to: i64, len: u16| {
             let len = len.min(600);
             (to.rem_euclid(i64::from(600 - len) + 1), len)
         };
         match *message {
-            Hostile::Write { to, len, .. } => {
+            Hostile::Write { to, len, .. } | Hostile::ReadResponse { to, len, .. } => {
                 let (to, len) = room(to, len);
                 Hostile::Write {
                     stag: 0,
@@ -1489,16 +1520,19 @@ impl Peer {
                     size,
                 }
             }
-            Hostile::Send {
-                len, invalidate, ..
-            } => Hostile::Send {
+            Hostile::Send { len, .. } => Hostile::Send {
                 msn: self.send_msn,
                 mo: 0,
                 len: len.min(180),
                 last: true,
-                invalidate: invalidate.filter(|_| len % 5 == 0),
+                invalidate: None,
             },
-            ref other => other.clone(),
+            Hostile::Terminate { .. } | Hostile::Garbage(_) => Hostile::Write {
+                stag: 0,
+                to: 0,
+                len: 8,
+                last: true,
+            },
         }
     }
 
@@ -1628,7 +1662,7 @@ proptest! {
         messages in proptest::collection::vec(hostile(), 1..32),
         seed in any::<u64>(),
         crc in any::<bool>(),
-        receives in 0_usize..6,
+        receives in 0_usize..13,
     ) {
         let w = Wire::new(1 << 16, 97, seed, crc);
         let remote = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE;
@@ -1640,7 +1674,7 @@ proptest! {
             rw: spread(&[200, 300, 100], 1, remote),
             ro: spread(&[600], 2, Access::REMOTE_READ),
             local: spread(&[600], 3, Access::LOCAL_WRITE),
-            inbox: spread(&[700, 400], 4, Access::LOCAL_WRITE),
+            inbox: spread(&[700, 400, 1100], 4, Access::LOCAL_WRITE),
             base,
         };
         let (ro_before, local_before) = (target.ro.flat(), target.local.flat());
@@ -1650,8 +1684,19 @@ proptest! {
         }
         let mut peer = Peer { send_msn: 1, read_msn: 1, terminate_msn: 1, crc };
         let mut stream = Vec::new();
+        // What B must make of the whole: a surely invalid message ends the
+        // connection (unless garbage before it may hide it in an unfinished
+        // FPDU); only valid ones, as many Sends as receives and Read
+        // Requests within B's IRD, keep it.
+        let (mut invalid, mut garbage, mut all_valid) = (false, false, true);
+        let (mut sends, mut reads) = (0, 0);
         for (valid, message) in &messages {
             let message = if *valid { peer.valid(message) } else { message.clone() };
+            invalid |= !*valid && message.surely_invalid(&target);
+            garbage |= matches!(message, Hostile::Garbage(_));
+            all_valid &= *valid;
+            sends += usize::from(matches!(message, Hostile::Send { .. }));
+            reads += usize::from(matches!(message, Hostile::ReadRequest { .. }));
             stream.extend(peer.bytes(&target, &message));
         }
         let mut chunks = Chunks(seed | 1);
@@ -1661,6 +1706,12 @@ proptest! {
             w.lb.receive(chunk);
             rest = after;
             run_b_alone(&w);
+        }
+        if invalid && !garbage {
+            prop_assert_ne!(w.b.qp.state(), QpState::Connected, "an invalid message was taken");
+        }
+        if all_valid && sends <= receives && reads <= 4 {
+            prop_assert_eq!(w.b.qp.state(), QpState::Connected, "valid messages ended the connection");
         }
         prop_assert!(target.guards_intact(), "a byte outside a region was written");
         prop_assert!(target.ro.flat() == ro_before, "the read-only region was written");
