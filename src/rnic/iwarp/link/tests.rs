@@ -1367,13 +1367,10 @@ fn test_close_between_segments_cancels_the_held_receive_rule_l21() {
 /// connection lives long enough for the next ones to matter.
 #[derive(Clone, Debug)]
 enum Hostile {
-    Write {
-        stag: u8,
-        to: i64,
-        len: u16,
-        last: bool,
-    },
-    ReadResponse {
+    /// A tagged segment: an RDMA Write's, or (`response`) a Read
+    /// Response's.
+    Tagged {
+        response: bool,
         stag: u8,
         to: i64,
         len: u16,
@@ -1406,10 +1403,9 @@ fn hostile() -> impl Strategy<Value = (bool, Hostile)> {
     let len = || prop_oneof![0_u16..40, 0_u16..300];
     let stag = || prop_oneof![2 => Just(0_u8), 1 => Just(1_u8), 3 => any::<u8>()];
     let message = prop_oneof![
-        4 => (stag(), to(), len(), any::<bool>())
-            .prop_map(|(stag, to, len, last)| Hostile::Write { stag, to, len, last }),
-        1 => (stag(), to(), len(), any::<bool>())
-            .prop_map(|(stag, to, len, last)| Hostile::ReadResponse { stag, to, len, last }),
+        5 => (proptest::bool::weighted(0.2), stag(), to(), len(), any::<bool>()).prop_map(
+            |(response, stag, to, len, last)| Hostile::Tagged { response, stag, to, len, last }
+        ),
         2 => (0_u32..6, stag(), to(), prop_oneof![len(), 0_u16..1200]).prop_map(
             |(msn, source, to, size)| Hostile::ReadRequest { msn, source, to, size }
         ),
@@ -1465,16 +1461,20 @@ impl Hostile {
     fn surely_invalid(&self, target: &Target) -> bool {
         let outside = |to: i64, len: u16| to < 0 || to + i64::from(len) > 600;
         match *self {
-            Hostile::Write { stag, to, len, .. } => {
-                target.stag(stag) != target.rw.rkey() || outside(to, len)
-            }
+            Hostile::Tagged {
+                response,
+                stag,
+                to,
+                len,
+                ..
+            } => response || target.stag(stag) != target.rw.rkey() || outside(to, len),
             Hostile::ReadRequest {
                 source, to, size, ..
             } => {
                 let stag = target.stag(source);
                 (stag != target.rw.rkey() && stag != target.ro.rkey()) || outside(to, size)
             }
-            Hostile::ReadResponse { .. } | Hostile::Terminate { .. } => true,
+            Hostile::Terminate { .. } => true,
             Hostile::Send { .. } | Hostile::Garbage(_) => false,
         }
     }
@@ -1489,20 +1489,21 @@ struct Peer {
 }
 
 impl Peer {
-    /// `message` made valid for B: the read-write region's key with the
-    /// bytes inside it, the queues' next MSNs, whole Sends that fit a
-    /// receive; Read Requests of B's regions that allow it. What cannot be
-    /// valid (a Read Response B did not ask for, a Terminate, bytes that are
-    /// no FPDU) becomes a Write.
+    /// `message` made valid for B: a Write through the read-write region's
+    /// key with the bytes inside it, the queues' next MSNs, whole Sends
+    /// that fit a receive; Read Requests of B's regions that allow it. What
+    /// cannot be valid (a Read Response B did not ask for, a Terminate,
+    /// bytes that are no FPDU) becomes a Write.
     fn valid(&self, message: &Hostile) -> Hostile {
         let room = |to: i64, len: u16| {
             let len = len.min(600);
             (to.rem_euclid(i64::from(600 - len) + 1), len)
         };
         match *message {
-            Hostile::Write { to, len, .. } | Hostile::ReadResponse { to, len, .. } => {
+            Hostile::Tagged { to, len, .. } => {
                 let (to, len) = room(to, len);
-                Hostile::Write {
+                Hostile::Tagged {
+                    response: false,
                     stag: 0,
                     to,
                     len,
@@ -1527,7 +1528,8 @@ impl Peer {
                 last: true,
                 invalidate: None,
             },
-            Hostile::Terminate { .. } | Hostile::Garbage(_) => Hostile::Write {
+            Hostile::Terminate { .. } | Hostile::Garbage(_) => Hostile::Tagged {
+                response: false,
                 stag: 0,
                 to: 0,
                 len: 8,
@@ -1541,28 +1543,31 @@ impl Peer {
         let payload = alloc::vec![0xA5_u8; 1100];
         let at = |to: i64| target.base.wrapping_add_signed(to);
         let message = match message {
-            Hostile::Write {
+            Hostile::Tagged {
+                response,
                 stag,
                 to,
                 len,
                 last,
-            } => Message::Write {
-                stag: target.stag(*stag),
-                to: at(*to),
-                last: *last,
-                payload: &payload[..usize::from(*len)],
-            },
-            Hostile::ReadResponse {
-                stag,
-                to,
-                len,
-                last,
-            } => Message::ReadResponse {
-                stag: target.stag(*stag),
-                to: at(*to),
-                last: *last,
-                payload: &payload[..usize::from(*len)],
-            },
+            } => {
+                let (stag, to, last) = (target.stag(*stag), at(*to), *last);
+                let payload = &payload[..usize::from(*len)];
+                if *response {
+                    Message::ReadResponse {
+                        stag,
+                        to,
+                        last,
+                        payload,
+                    }
+                } else {
+                    Message::Write {
+                        stag,
+                        to,
+                        last,
+                        payload,
+                    }
+                }
+            }
             Hostile::ReadRequest {
                 msn,
                 source,
