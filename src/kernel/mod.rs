@@ -64,6 +64,7 @@ pub mod mem;
 #[cfg(not(target_os = "windows"))]
 pub mod net;
 pub mod pool;
+pub mod reserve;
 pub mod stop;
 pub mod sync;
 pub mod tcp;

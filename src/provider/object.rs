@@ -246,6 +246,11 @@ impl<T: Kind> Object<T> {
         if crate::rnic::fault::hit(crate::rnic::fault::Kind::Create) {
             return None; // fault injection: as out of memory (L9)
         }
+        if crate::kernel::pool::low() {
+            // L9: the pool refused and the emergency reserve is filling;
+            // refuse before allocating (`kernel::reserve`).
+            return None;
+        }
         for parent in parents.iter().flatten() {
             parent.hold();
         }

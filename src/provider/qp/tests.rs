@@ -762,6 +762,43 @@ const REMOTE_WRITE: u32 = 0x5;
 
 /// rules L1, L2, L29, P7, P8, E1: every slot of the QP, MW and SRQ
 /// tables answers, on objects with correct headers.
+/// L9 with the emergency reserve (`kernel::reserve`): while memory is low
+/// every create is refused inline with `STATUS_INSUFFICIENT_RESOURCES`
+/// before it allocates, its out-pointer untouched and nothing left open;
+/// once memory is no longer low the same creates succeed.
+#[test]
+fn creates_are_refused_while_memory_is_low_rule_l9() {
+    let env = Env::new();
+    let adapter = env.adapter_table();
+    crate::kernel::pool::simulate_low(true);
+    let mut pd = without_provenance_mut(0x5A);
+    // SAFETY: a live adapter; the out-pointer is ours.
+    let status = unsafe { (adapter.ndk_create_pd)(env.adapter, None, null_mut(), &raw mut pd) };
+    let mut mr = without_provenance_mut(0x5A);
+    // SAFETY: a live PD; the out-pointer is ours.
+    let mr_status =
+        unsafe { (env.pd_table().ndk_create_mr)(env.pd, 0, None, null_mut(), &raw mut mr) };
+    crate::kernel::pool::simulate_low(false);
+    assert_eq!(
+        status,
+        crate::abi::STATUS_INSUFFICIENT_RESOURCES,
+        "a PD while low"
+    );
+    assert_eq!(
+        mr_status,
+        crate::abi::STATUS_INSUFFICIENT_RESOURCES,
+        "an MR while low"
+    );
+    assert_eq!(
+        (pd.addr(), mr.addr()),
+        (0x5A, 0x5A),
+        "the out-pointers untouched"
+    );
+    // No longer low: the same create succeeds.
+    let pd = env.create_pd();
+    assert_eq!(close(pd), STATUS_SUCCESS);
+}
+
 /// L7 with L24: a PD create given a null out-pointer is refused before
 /// anything is made, so nothing is left holding the PD open and its close
 /// completes at once (an MR made and then refused would keep it pending).
