@@ -342,9 +342,14 @@ impl WireConn {
         self.wire.net.now_ms()
     }
 
-    /// Arms the timer for the setup's next deadline.
+    /// Arms the timer for the setup's next deadline. The consumer's
+    /// decision on a request has none (N29: its deadline is
+    /// `NO_DECISION_TIMEOUT_MS` away): no timer for it, or the platform
+    /// would keep one that never fires, with its `Tick`, for ever (the
+    /// Accept arms the next wait).
     fn arm(self: &Arc<Self>) {
-        if let Some(at) = self.conn().and_then(|conn| conn.deadline()) {
+        let due = self.conn().and_then(|conn| conn.deadline());
+        if let Some(at) = due.filter(|&at| at - self.now().min(at) < NO_DECISION_TIMEOUT_MS / 2) {
             let timer: Arc<dyn Timer> = Arc::new(Tick {
                 conn: Arc::downgrade(self),
                 due: Due::Setup,

@@ -362,3 +362,50 @@ fn test_stream_released_after_a_graceful_close_before_the_drain_timeout_rule_x1(
         timer.fire(at);
     }
 }
+
+/// N29 (the consumer's decision has no deadline): a request still
+/// undecided when its request time-out's timer fires arms no timer for
+/// the decision. It re-armed one `NO_DECISION_TIMEOUT_MS` (u64::MAX / 4 ms)
+/// away, which the platform kept with its `Tick` for ever, one per such
+/// request (an audit of reachable leaks, 2026-11-28).
+#[test]
+fn test_an_undecided_request_arms_no_timer_that_never_fires_rule_n29() {
+    let net = ScriptedNet::holding_timers();
+    let fabric = Fabric::new();
+    let (_, ip_b) = addresses();
+    let b = super::scripted_net::wire_host(&fabric, &[ip_b], Some(Arc::clone(&net)), SHORT);
+    let s = listening(&b, ep(ip_b, 0));
+    let port = s.listener.local().unwrap().port;
+    let IpAddr::V4(octets) = ip_b else {
+        unreachable!()
+    };
+    let mut raw = std::net::TcpStream::connect((core::net::Ipv4Addr::from(octets), port)).unwrap();
+    let enhanced = mpa::Enhanced {
+        ird: 1,
+        ord: 1,
+        peer_to_peer: true,
+        rtr: mpa::RtrKinds::WRITE,
+    };
+    let mut frame = [0_u8; 64];
+    let n = MpaFrame::request(false, enhanced, &[])
+        .write(&mut frame)
+        .unwrap();
+    raw.write_all(&frame[..n]).unwrap();
+    let passive = wait_some("the connect event", || s.next());
+    let held = net.take_timers();
+    assert!(!held.is_empty(), "the request's wait had its timer");
+    // The request time-out comes due while the consumer still decides.
+    for (at, timer) in held {
+        timer.fire(at);
+    }
+    let now = crate::kernel::tcp::Net::now_ms(&*net);
+    let rearmed: Vec<u64> = net.take_timers().iter().map(|(at, _)| *at).collect();
+    assert!(
+        rearmed.iter().all(|&at| at < now + 3_600_000),
+        "a timer armed at {rearmed:?} (now {now}): it would never fire"
+    );
+    // The consumer decides after all: the Reject still goes out.
+    assert!(passive.reject(&[]).is_ok());
+    let _ = passive.close();
+    drop(raw);
+}
