@@ -30,7 +30,8 @@ pub fn init() {
 /// emergency reserve ([`super::reserve`]) served a quarter of its slots or
 /// more. Every create is then refused with `STATUS_INSUFFICIENT_RESOURCES`
 /// (L9) before it allocates. Never on the host (the system allocator
-/// serves; a test can make its own thread see low memory, [`simulate_low`]).
+/// serves; a test can make its own thread see low memory with
+/// `simulate_low`, a test-only hook).
 #[must_use]
 pub fn low() -> bool {
     #[cfg(all(target_os = "windows", not(feature = "wdk")))]
