@@ -113,6 +113,13 @@ impl Stream for Counted {
 /// Forwards the host stream's events to the platform-neutral sink, and
 /// counts what it hands over in the incoming flow (`key`).
 struct Forward {
+    /// The stream as the connection layer holds it, kept while a thread of
+    /// the stream runs: a drain time-out holds it weakly and must still be
+    /// able to reset it after the consumer let go of the connection
+    /// (otherwise a peer that never closes keeps the reader thread, the
+    /// socket and the buffers for ever). `None` in tests of the forwarding
+    /// alone.
+    _stream: Option<Arc<dyn Stream>>,
     events: Arc<dyn StreamEvents>,
     incoming: Arc<Flow>,
     key: FlowKey,
@@ -195,8 +202,9 @@ fn hand_over(
         stream: Arc::clone(&stream),
         out: flow((local, peer)),
     };
+    let counted: Arc<dyn Stream> = Arc::new(counted);
     let connected = Connected {
-        stream: Arc::new(counted),
+        stream: Arc::clone(&counted),
         local,
         peer,
         mss,
@@ -205,6 +213,7 @@ fn hand_over(
         let incoming = flow((peer, local));
         incoming.reading.store(true, Ordering::Release);
         let forward = Forward {
+            _stream: Some(counted),
             events,
             incoming,
             key: (peer, local),
@@ -409,6 +418,7 @@ mod tests {
         incoming.reading.store(true, Ordering::Release);
         assert!(incoming.in_flight());
         let forward = Forward {
+            _stream: None,
             events: Arc::new(Recorder::default()),
             incoming: Arc::clone(&incoming),
             key,

@@ -12,7 +12,7 @@ use super::wire::{SHORT, addresses, connect_to_raw, next_event, one_receive, rep
 use super::*;
 use crate::kernel::sync::Weak;
 use crate::kernel::tcp::{ConnectEvents, Connected, NetError, Stream, StreamEvents};
-use crate::kernel::testing::wait_some;
+use crate::kernel::testing::{wait_some, wait_until};
 use crate::rnic::iwarp::mpa::{self, FrameKind, MpaFrame};
 use crate::rnic::iwarp::rdmap::Message;
 
@@ -408,4 +408,116 @@ fn test_an_undecided_request_arms_no_timer_that_never_fires_rule_n29() {
     assert!(passive.reject(&[]).is_ok());
     let _ = passive.close();
     drop(raw);
+}
+
+/// X6, L21 (issue 8: no wait on a peer without a deadline): the consumer
+/// lets go of a connection at once — closes the QP and the connector with
+/// no Disconnect, and drops them — towards a peer that keeps its end open.
+/// The stream was closed in order, its drain time-out armed; the time-out
+/// must still reset it although the consumer's objects are gone: the local
+/// stream's end is reported (its threads end) and the peer, reading, meets
+/// the reset. (The drain timer holds the stream weakly, and only the
+/// consumer's objects held it: the reset never came, and the reader thread,
+/// the socket and the buffers stayed for as long as the peer kept its end
+/// open.) `before`: what happens first — Writes queued that the peer does
+/// not read, nothing, or the peer's bad FPDU (a Write to an unknown STag:
+/// this side sends a Terminate and closes).
+fn let_go_at_once_then_reset(before: LetGo) {
+    let RawPeer {
+        active,
+        qa,
+        mut peer,
+        stream,
+        ended,
+        _host,
+    } = raw_peer();
+    let src = qa.pattern(WRITE_LEN as usize, 3, Access::empty());
+    match before {
+        LetGo::UnreadWrites => {
+            for context in 0..WRITES {
+                qa.qp
+                    .post_write(
+                        context,
+                        Payload::Sges(&[src.sge(0, WRITE_LEN)]),
+                        0x1000,
+                        0x7777_0000,
+                        WrFlags::empty(),
+                    )
+                    .unwrap();
+            }
+        }
+        LetGo::Quiet => {}
+        LetGo::PeerError => {
+            let write = Message::Write {
+                stag: 0x7777_7700,
+                to: 0,
+                last: true,
+                payload: &[1; 8],
+            };
+            let mut fpdu = [0_u8; 64];
+            let n = write.write_fpdu(&mut fpdu, false).unwrap();
+            peer.write_all(&fpdu[..n]).unwrap();
+            assert_eq!(next_event(&active.events), Ev::Indicated);
+        }
+    }
+    qa.qp.close();
+    let _ = active.conn.close();
+    drop(active);
+    drop(src);
+    drop(qa);
+    wait_until(
+        "the local stream's end (the drain time-out's reset)",
+        || ended.load(Ordering::Acquire),
+    );
+    wait_until("the stream released", || stream.upgrade().is_none());
+    // The peer reads what came (a Terminate, Writes' bytes, the orderly
+    // close's end of stream), then meets the reset (bounded: 2 000 reads of
+    // at most 50 ms).
+    peer.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .unwrap();
+    let mut buf = alloc::vec![0_u8; 1 << 16];
+    let mut reset = false;
+    for _ in 0..2_000 {
+        match peer.read(&mut buf) {
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                reset = true;
+                break;
+            }
+            // After the end of stream a read says nothing more: the reset
+            // is the socket's pending error (Linux: EPIPE in CLOSE_WAIT).
+            Ok(0) => {
+                if peer.take_error().ok().flatten().is_some() {
+                    reset = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    assert!(reset, "{before:?}: the peer meets the reset");
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LetGo {
+    UnreadWrites,
+    Quiet,
+    PeerError,
+}
+
+#[test]
+fn test_let_go_with_writes_the_peer_does_not_read_still_resets_rule_x6() {
+    let_go_at_once_then_reset(LetGo::UnreadWrites);
+}
+
+#[test]
+fn test_let_go_of_a_quiet_connection_still_resets_rule_x6() {
+    let_go_at_once_then_reset(LetGo::Quiet);
+}
+
+#[test]
+fn test_let_go_after_the_peers_error_still_resets_rule_x6_e5() {
+    let_go_at_once_then_reset(LetGo::PeerError);
 }
