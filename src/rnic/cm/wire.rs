@@ -754,9 +754,23 @@ impl WireConn {
 impl Drop for WireConn {
     fn drop(&mut self) {
         // Ends the platform's stream (an orderly close; nothing if it was
-        // closed already), so that no thread waits on it for ever.
+        // closed already), so that no thread waits on it for ever, and
+        // resets it if it still lives after the drain time-out: a peer that
+        // never closes its end must not keep it (an accepted connection
+        // whose request had not come when its listener closed had only this
+        // close, and kept its reader thread and socket for ever).
         if let Some(stream) = self.stream.lock().take() {
             stream.close(false);
+            let at = self
+                .wire
+                .net
+                .now_ms()
+                .saturating_add(self.wire.timeouts.disconnect_ms);
+            let timer: Arc<dyn Timer> = Arc::new(Drained {
+                conn: Weak::new(),
+                stream: Arc::downgrade(&stream),
+            });
+            self.wire.net.timer(at, timer);
         }
     }
 }
