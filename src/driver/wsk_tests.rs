@@ -326,8 +326,10 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
 
     exchange_sends(qp_a, qp_b, cq_a, cq_b);
 
-    // Halt with the connection still up: the adapters close (connections
-    // end), then each net resets what is left and waits for its sockets.
+    disconnect_both(c, passive);
+
+    // Then the objects close and the adapters with them; each net resets
+    // what is left and waits for its sockets.
     close(passive.cast());
     close(c.cast());
     close(l.cast());
@@ -352,6 +354,32 @@ fn test_two_ndis_adapters_connect_and_exchange_over_wsk() {
     assert!(provider.lock().sockets.iter().all(|s| s.closed));
     ta.close();
     tb.close();
+}
+
+/// X1 (a): A (`active`) disconnects gracefully, B (`passive`) too; each
+/// Disconnect completes with success once the other's FIN came. (Over WSK a
+/// stream closed in order used to hear nothing more, so A's Disconnect
+/// waited for the peer's FIN until its time-out, which the tests' played
+/// clock never brings.)
+fn disconnect_both(active: *mut NdkConnector, passive: *mut NdkConnector) {
+    for (connector, tag) in [(active, 0xA3_usize), (passive, 0xB3)] {
+        // SAFETY: a live connector; the completion's context is a tag.
+        let status = unsafe {
+            (conn_table(connector).ndk_disconnect)(connector, Some(on_request), tag as *mut c_void)
+        };
+        assert!(
+            status == STATUS_SUCCESS || status == STATUS_PENDING,
+            "{status:#x}"
+        );
+        if status == STATUS_SUCCESS {
+            EVENTS.lock().unwrap().push((tag, status));
+        }
+    }
+    wait_for("both Disconnects", || {
+        completed(0xA3).is_some() && completed(0xB3).is_some()
+    });
+    assert_eq!(completed(0xA3), Some(STATUS_SUCCESS), "A's Disconnect");
+    assert_eq!(completed(0xB3), Some(STATUS_SUCCESS), "B's Disconnect");
 }
 
 /// A net over `provider` with its own played clock.

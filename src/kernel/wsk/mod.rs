@@ -608,8 +608,13 @@ struct SendState {
     disconnect_issued: bool,
     disconnect_done: bool,
     close_issued: bool,
-    /// `closed` was reported (or the user closed first).
+    /// `closed` was reported (or the user closed abortively first).
     closed_reported: bool,
+    /// The peer closed or reset its end (or a send failed): after this
+    /// side's orderly close the socket closes only then, or at an abortive
+    /// close (the drain time-out's), so that the peer's last bytes and its
+    /// FIN still reach the user (X1 a waits for that FIN).
+    peer_closed: bool,
 }
 
 /// What `pump` does next.
@@ -647,7 +652,10 @@ impl SendState {
                 abortive: abortive || self.failed,
             };
         }
-        if self.disconnect_done && self.in_flight == 0 {
+        // After an orderly disconnect the socket stays until the peer's end
+        // (its bytes and its FIN are still reported) or an abortive close.
+        let done_both_ways = abortive || self.failed || self.peer_closed;
+        if self.disconnect_done && self.in_flight == 0 && done_both_ways {
             self.close_issued = true;
             self.control_busy = true;
             return Step::Close;
@@ -870,17 +878,23 @@ impl WskStream {
     }
 
     /// Closes the stream: gracefully once the queued bytes are sent, or
-    /// (`abortive`) at once with a reset, dropping them. Later calls do
-    /// nothing.
+    /// (`abortive`) at once with a reset, dropping them. After an orderly
+    /// close receiving goes on until the peer closes too, and `closed`
+    /// reports that (`kernel::tcp::Stream::close`); an abortive close after
+    /// an orderly one still resets: the socket closes as soon as no request
+    /// of it is in progress. Other later calls do nothing.
     pub fn close(&self, abortive: bool) {
         {
             let mut state = self.state.lock();
-            if state.closing.is_some() {
-                return;
+            match state.closing {
+                Some(true) => return,
+                Some(false) if !abortive => return,
+                _ => {}
             }
             state.closing = Some(abortive);
-            state.closed_reported = true;
             if abortive {
+                // The closer is not told of its own reset.
+                state.closed_reported = true;
                 let in_flight = state.in_flight;
                 state.len = in_flight;
             }
@@ -893,15 +907,18 @@ impl WskStream {
         self.state.lock().len
     }
 
-    /// Reports `closed` once, unless the user closed first.
+    /// Reports `closed` once, unless the user closed abortively first;
+    /// then lets an orderly close finish (the socket closes, `next`).
     fn report_closed(&self, abortive: bool) {
         let report = {
             let mut state = self.state.lock();
+            state.peer_closed = true;
             !core::mem::replace(&mut state.closed_reported, true)
         };
         if report && let Some(events) = self.events() {
             events.closed(abortive);
         }
+        self.pump();
     }
 }
 

@@ -234,17 +234,49 @@ fn test_graceful_close_sends_the_queue_then_disconnects_and_frees() {
     assert_eq!(p.provider.lock().disconnects, [false]);
     assert!(
         p.client_events.closes().is_empty(),
-        "the closer is not told"
+        "the peer has not closed yet"
+    );
+    assert_eq!(
+        p.provider.lock().closes,
+        0,
+        "the socket stays until the peer's end (its FIN is still reported)"
     );
     drop(p.client);
+    // The server answers and closes its side too: the client still
+    // receives, hears the orderly close, and only then closes its socket.
+    assert_eq!(p.server.send(b"late reply"), 10);
+    p.server.close(false);
+    p.provider.run();
+    assert_eq!(p.client_events.bytes(), b"late reply");
+    assert_eq!(p.client_events.closes(), [false], "the peer's FIN");
+    assert_eq!(p.provider.lock().closes, 2);
     assert!(
         weak.upgrade().is_none(),
         "the stream is freed once its socket is closed"
     );
-    // The server closes its side too.
-    p.server.close(false);
+}
+
+/// `kernel::tcp::Stream::close`: an abortive close after an orderly one
+/// still resets (the drain time-out of `cm::wire` relies on it, towards a
+/// peer that never closes its end). It did nothing over WSK: the socket
+/// stayed open, with its send ring, for as long as the peer wished.
+#[test]
+fn test_abortive_close_after_an_orderly_one_resets() {
+    let p = pair(64, 7);
+    assert_eq!(p.client.send(&pattern(64)), 64);
+    p.client.close(false);
     p.provider.run();
-    assert_eq!(p.provider.lock().closes, 2);
+    assert_eq!(p.provider.lock().disconnects, [false]);
+    assert_eq!(p.server_events.closes(), [false], "the orderly close");
+    assert_eq!(p.provider.lock().closes, 0, "waiting for the peer's end");
+    // The peer never closes: the drain time-out's reset.
+    p.client.close(true);
+    p.provider.run();
+    assert_eq!(p.provider.lock().closes, 1, "the client's socket closed");
+    assert!(
+        p.client_events.closes().is_empty(),
+        "the closer is not told of its own reset"
+    );
 }
 
 #[test]
