@@ -199,6 +199,8 @@ enum Report {
     /// Bytes for the running link could not be kept: reset the stream (the
     /// link hears the close after what it was kept).
     Reset,
+    /// The stream has room for the link (while `Linking`).
+    Writable(Arc<Link>),
 }
 
 /// One connection: its stream, its QP and where the setup stands.
@@ -362,12 +364,10 @@ impl Conn {
                 Report::None
             }
             Phase::Draining(..) | Phase::Rejecting(_) => self.drained(phase),
-            Phase::Linking { link, .. } => {
-                // The link's runner may send already (its FPDUs follow the
-                // setup's); only what comes in waits.
-                link.writable();
-                Report::None
-            }
+            // The link's runner may send already (its FPDUs follow the
+            // setup's); only what comes in waits. With the lock released:
+            // the link's sends may complete inline and call back here.
+            Phase::Linking { link, .. } => Report::Writable(Arc::clone(link)),
             Phase::Linked(_) | Phase::Replied(..) | Phase::Over => Report::None,
         });
     }
@@ -668,6 +668,7 @@ impl Conn {
             }
             Report::Rejected => self.stream.close(false),
             Report::Reset => self.stream.close(true),
+            Report::Writable(link) => link.writable(),
         }
     }
 }

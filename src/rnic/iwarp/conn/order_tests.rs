@@ -252,3 +252,121 @@ fn test_a_flood_while_established_is_reported_resets_the_stream_rule_x2() {
         "none of the flood reached the receive: {done:?}"
     );
 }
+
+/// A stream that refuses its first FPDU send and, on every send, asks its
+/// connection for its link (`Conn::link`, which takes the connection's
+/// lock): what a platform does whose send completes inline and calls back.
+#[derive(Default)]
+struct Reentrant {
+    conn: Mutex<Option<Weak<Conn>>>,
+    refused: std::sync::atomic::AtomicBool,
+    sent: Mutex<Vec<u8>>,
+}
+
+impl ByteStream for Reentrant {
+    fn send(&self, bytes: &[u8]) -> usize {
+        let conn = self.conn.lock().unwrap().as_ref().and_then(Weak::upgrade);
+        if let Some(conn) = conn {
+            let _ = conn.link();
+            if !self.refused.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return 0;
+            }
+        }
+        self.sent.lock().unwrap().extend_from_slice(bytes);
+        bytes.len()
+    }
+    fn close(&self, _abortive: bool) {}
+}
+
+/// Posts a Send when told of the establishment (the stream refuses it),
+/// then has the stream report room while still being told (`Linking`).
+struct SendsWhenUp {
+    conn: Mutex<Option<Weak<Conn>>>,
+    side: Arc<Side>,
+    source: crate::rnic::testing::Registered,
+}
+
+impl ConnEvents for SendsWhenUp {
+    fn request(&self, _request: &PeerRequest) {}
+    fn established(&self, _link: &Arc<Link>, _private_data: &[u8]) {
+        let sge = self.source.sge(0, 8);
+        self.side
+            .qp
+            .post_send(
+                5,
+                crate::rnic::qp::Payload::Sges(&[sge]),
+                crate::rnic::types::WrFlags::empty(),
+                None,
+            )
+            .unwrap();
+        let conn = self.conn.lock().unwrap().as_ref().and_then(Weak::upgrade);
+        if let Some(conn) = conn {
+            conn.writable();
+        }
+    }
+    fn failed(&self, _failure: ConnFailure) {}
+}
+
+/// The lock discipline (no call out of the connection with its lock held):
+/// the stream reporting room while the connection layer is being told of
+/// the establishment (`Linking`) hands it to the link with the connection's
+/// lock released. It called the link, and so the stream, under that lock: a
+/// stream whose send completes inline and calls back into the connection,
+/// as WSK's may in the kernel, deadlocked. Run on a thread of its own and
+/// waited for, so that a regression fails instead of hanging.
+#[test]
+fn test_room_while_established_is_reported_reaches_the_link_unlocked() {
+    let side = Arc::new(Side::new(&inline_device(), 0xA, CONFIG));
+    let source = side.pattern(8, 1, Access::empty());
+    let stream = Arc::new(Reentrant::default());
+    let events = Arc::new(SendsWhenUp {
+        conn: Mutex::new(None),
+        side: Arc::clone(&side),
+        source,
+    });
+    let parts = ConnParts {
+        stream: Arc::clone(&stream) as Arc<dyn ByteStream>,
+        params: LinkParams {
+            mulpdu: 1000,
+            max_rx_ulpdu: u16::MAX,
+            default_ird_ord: (1, 1),
+        },
+        events: Arc::clone(&events) as Arc<dyn ConnEvents>,
+        now: 0,
+    };
+    let conn = Conn::initiate(
+        &side.qp,
+        parts,
+        &InitiatorConfig::default(),
+        b"",
+        Finish::AtComplete,
+    )
+    .unwrap();
+    let request = core::mem::take(&mut *stream.sent.lock().unwrap());
+    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
+    let mut reply = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
+    let n = MpaFrame::accept(&request, false, 1, 1, &[])
+        .unwrap()
+        .write(&mut reply)
+        .unwrap();
+    conn.received(&reply[..n], 0);
+    *events.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
+    *stream.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let completing = {
+        let (conn, done) = (Arc::clone(&conn), Arc::clone(&done));
+        std::thread::spawn(move || {
+            conn.complete().unwrap();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    crate::kernel::testing::wait_until("CompleteConnect returns", || {
+        done.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    completing.join().unwrap();
+    assert!(
+        !stream.sent.lock().unwrap().is_empty(),
+        "the Send went out once the stream had room"
+    );
+    assert_eq!(side.qp.state(), QpState::Connected);
+}
