@@ -88,6 +88,28 @@ pub fn settle(limit: Duration) {
 struct Counted {
     stream: Arc<TcpByteStream>,
     out: Arc<Flow>,
+    /// The outgoing flow's key, `(local, peer)`.
+    key: FlowKey,
+}
+
+impl Drop for Counted {
+    /// The outgoing flow leaves the table with its sender unless a reader
+    /// of this process reads it (that reader takes it out when its read
+    /// loop ends): a flow to another process, or one whose reader ended,
+    /// stayed in the table for ever, one per connection (an audit of
+    /// reachable leaks, 2026-11-28).
+    fn drop(&mut self) {
+        if self.out.reading.load(Ordering::Acquire) {
+            return;
+        }
+        let mut flows = flows();
+        if flows
+            .get(&self.key)
+            .is_some_and(|flow| Arc::ptr_eq(flow, &self.out))
+        {
+            flows.remove(&self.key);
+        }
+    }
 }
 
 impl Stream for Counted {
@@ -201,6 +223,7 @@ fn hand_over(
     let counted = Counted {
         stream: Arc::clone(&stream),
         out: flow((local, peer)),
+        key: (local, peer),
     };
     let counted: Arc<dyn Stream> = Arc::new(counted);
     let connected = Connected {
@@ -433,5 +456,53 @@ mod tests {
         net::StreamEvents::closed(&forward, true);
         assert!(!incoming.in_flight(), "the reader is gone");
         assert!(!flows().contains_key(&key), "and so is its flow");
+    }
+
+    /// A connection to a peer of another process (a plain socket here)
+    /// leaves no flow in the process-wide table once it is over: only a
+    /// reader of this process took one out, so each such connection left
+    /// its outgoing flow for ever.
+    #[test]
+    fn a_flow_to_another_process_leaves_the_table_with_its_stream() {
+        use super::{ConnectEvents, Connected, Dial, HostNet, NetError, StreamEvents};
+        use std::sync::Mutex;
+        struct Take(Mutex<Option<Connected>>, Arc<Recorder>);
+        impl ConnectEvents for Take {
+            fn connected(
+                &self,
+                result: Result<Connected, NetError>,
+            ) -> Option<Arc<dyn StreamEvents>> {
+                *self.0.lock().unwrap() = result.ok();
+                Some(Arc::clone(&self.1) as Arc<dyn StreamEvents>)
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.97.1:0").unwrap();
+        let remote = listener.local_addr().unwrap();
+        let take = Arc::new(Take(Mutex::new(None), Arc::new(Recorder::default())));
+        HostNet::shared()
+            .connect(
+                Dial {
+                    local: "127.0.97.2:0".parse().unwrap(),
+                    remote,
+                    timeout_ms: 2_000,
+                },
+                Arc::clone(&take) as Arc<dyn ConnectEvents>,
+            )
+            .unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        let connected =
+            crate::kernel::testing::wait_some("connected", || take.0.lock().unwrap().take());
+        let key = (connected.local, connected.peer);
+        assert!(
+            flows().contains_key(&key),
+            "its outgoing flow, while it lives"
+        );
+        connected.stream.close(true);
+        drop(peer);
+        crate::kernel::testing::wait_until("the stream's end", || !take.1.closes().is_empty());
+        drop(connected);
+        crate::kernel::testing::wait_until("the flow gone with the stream", || {
+            !flows().contains_key(&key)
+        });
     }
 }
