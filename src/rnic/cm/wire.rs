@@ -135,16 +135,7 @@ impl Pipe {
         if self.draining.swap(true, Ordering::AcqRel) {
             return;
         }
-        let at = self
-            .wire
-            .net
-            .now_ms()
-            .saturating_add(self.wire.timeouts.disconnect_ms);
-        let timer: Arc<dyn Timer> = Arc::new(Drained {
-            conn: Weak::clone(&self.conn),
-            stream: Arc::downgrade(&self.stream),
-        });
-        self.wire.net.timer(at, timer);
+        Drained::arm(&self.wire, Weak::clone(&self.conn), &self.stream);
     }
 }
 
@@ -158,6 +149,22 @@ impl Pipe {
 struct Drained {
     conn: Weak<WireConn>,
     stream: Weak<dyn Stream>,
+}
+
+impl Drained {
+    /// Arms the drain time-out of `stream` on `wire`, `disconnect_ms` from
+    /// now; `conn`'s Disconnect, if one still waits then, ends first.
+    fn arm(wire: &Wire, conn: Weak<WireConn>, stream: &Arc<dyn Stream>) {
+        let at = wire
+            .net
+            .now_ms()
+            .saturating_add(wire.timeouts.disconnect_ms);
+        let timer: Arc<dyn Timer> = Arc::new(Self {
+            conn,
+            stream: Arc::downgrade(stream),
+        });
+        wire.net.timer(at, timer);
+    }
 }
 
 impl Timer for Drained {
@@ -761,16 +768,7 @@ impl Drop for WireConn {
         // close, and kept its reader thread and socket for ever).
         if let Some(stream) = self.stream.lock().take() {
             stream.close(false);
-            let at = self
-                .wire
-                .net
-                .now_ms()
-                .saturating_add(self.wire.timeouts.disconnect_ms);
-            let timer: Arc<dyn Timer> = Arc::new(Drained {
-                conn: Weak::new(),
-                stream: Arc::downgrade(&stream),
-            });
-            self.wire.net.timer(at, timer);
+            Drained::arm(&self.wire, Weak::new(), &stream);
         }
     }
 }

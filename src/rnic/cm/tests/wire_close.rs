@@ -197,6 +197,37 @@ fn raw_peer_over(net: &Arc<ScriptedNet>) -> RawPeer {
     }
 }
 
+/// [`WRITES`] Writes of [`WRITE_LEN`] bytes from `src` to the peer, more
+/// than a stream holds when the peer reads nothing.
+fn post_writes(qa: &Side, src: &crate::rnic::testing::Registered) {
+    for context in 0..WRITES {
+        qa.qp
+            .post_write(
+                context,
+                Payload::Sges(&[src.sge(0, WRITE_LEN)]),
+                0x1000,
+                0x7777_0000,
+                WrFlags::empty(),
+            )
+            .unwrap();
+    }
+}
+
+/// The peer's Write to an STag this side does not own (E5): this side
+/// answers with a Terminate and the connection's loss is indicated.
+fn bad_write(peer: &mut std::net::TcpStream, active: &Client) {
+    let write = Message::Write {
+        stag: 0x7777_7700,
+        to: 0,
+        last: true,
+        payload: &[1; 8],
+    };
+    let mut fpdu = [0_u8; 64];
+    let n = write.write_fpdu(&mut fpdu, false).unwrap();
+    peer.write_all(&fpdu[..n]).unwrap();
+    assert_eq!(next_event(&active.events), Ev::Indicated);
+}
+
 /// Every Write completes once: those the stream took with success, then
 /// the rest cancelled.
 fn every_write_completes_once(qa: &Side) {
@@ -240,30 +271,9 @@ fn peer_reads_nothing(ending: Ending) {
     } = raw_peer();
     // Writes until the stream is full: the peer reads nothing.
     let src = qa.pattern(WRITE_LEN as usize, 3, Access::empty());
-    for context in 0..WRITES {
-        qa.qp
-            .post_write(
-                context,
-                Payload::Sges(&[src.sge(0, WRITE_LEN)]),
-                0x1000,
-                0x7777_0000,
-                WrFlags::empty(),
-            )
-            .unwrap();
-    }
+    post_writes(&qa, &src);
     match ending {
-        Ending::PeerError => {
-            let write = Message::Write {
-                stag: 0x7777_7700,
-                to: 0,
-                last: true,
-                payload: &[1; 8],
-            };
-            let mut fpdu = [0_u8; 64];
-            let n = write.write_fpdu(&mut fpdu, false).unwrap();
-            peer.write_all(&fpdu[..n]).unwrap();
-            assert_eq!(next_event(&active.events), Ev::Indicated);
-        }
+        Ending::PeerError => bad_write(&mut peer, &active),
         Ending::Disconnect => {
             active.conn.disconnect().unwrap();
             assert_eq!(
@@ -423,42 +433,13 @@ fn test_an_undecided_request_arms_no_timer_that_never_fires_rule_n29() {
 /// not read, nothing, or the peer's bad FPDU (a Write to an unknown STag:
 /// this side sends a Terminate and closes).
 fn let_go_at_once_then_reset(before: LetGo) {
-    let RawPeer {
-        active,
-        qa,
-        mut peer,
-        stream,
-        ended,
-        _host,
-    } = raw_peer();
+    let mut raw = raw_peer();
+    let (qa, active) = (raw.qa, raw.active);
     let src = qa.pattern(WRITE_LEN as usize, 3, Access::empty());
     match before {
-        LetGo::UnreadWrites => {
-            for context in 0..WRITES {
-                qa.qp
-                    .post_write(
-                        context,
-                        Payload::Sges(&[src.sge(0, WRITE_LEN)]),
-                        0x1000,
-                        0x7777_0000,
-                        WrFlags::empty(),
-                    )
-                    .unwrap();
-            }
-        }
+        LetGo::UnreadWrites => post_writes(&qa, &src),
         LetGo::Quiet => {}
-        LetGo::PeerError => {
-            let write = Message::Write {
-                stag: 0x7777_7700,
-                to: 0,
-                last: true,
-                payload: &[1; 8],
-            };
-            let mut fpdu = [0_u8; 64];
-            let n = write.write_fpdu(&mut fpdu, false).unwrap();
-            peer.write_all(&fpdu[..n]).unwrap();
-            assert_eq!(next_event(&active.events), Ev::Indicated);
-        }
+        LetGo::PeerError => bad_write(&mut raw.peer, &active),
     }
     qa.qp.close();
     let _ = active.conn.close();
@@ -467,11 +448,11 @@ fn let_go_at_once_then_reset(before: LetGo) {
     drop(qa);
     wait_until(
         "the local stream's end (the drain time-out's reset)",
-        || ended.load(Ordering::Acquire),
+        || raw.ended.load(Ordering::Acquire),
     );
-    wait_until("the stream released", || stream.upgrade().is_none());
+    wait_until("the stream released", || raw.stream.upgrade().is_none());
     assert!(
-        meets_reset(&mut peer),
+        meets_reset(&mut raw.peer),
         "{before:?}: the peer meets the reset"
     );
 }
@@ -532,17 +513,11 @@ enum LetGo {
     PeerError,
 }
 
+/// X6, E5: each way of letting go at once (see
+/// [`let_go_at_once_then_reset`]) still ends with the reset.
 #[test]
-fn test_let_go_with_writes_the_peer_does_not_read_still_resets_rule_x6() {
-    let_go_at_once_then_reset(LetGo::UnreadWrites);
-}
-
-#[test]
-fn test_let_go_of_a_quiet_connection_still_resets_rule_x6() {
-    let_go_at_once_then_reset(LetGo::Quiet);
-}
-
-#[test]
-fn test_let_go_after_the_peers_error_still_resets_rule_x6_e5() {
-    let_go_at_once_then_reset(LetGo::PeerError);
+fn test_let_go_at_once_still_resets_rule_x6_e5() {
+    for before in [LetGo::UnreadWrites, LetGo::Quiet, LetGo::PeerError] {
+        let_go_at_once_then_reset(before);
+    }
 }

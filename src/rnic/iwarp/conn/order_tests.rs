@@ -108,21 +108,42 @@ fn replied(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> (Arc<Conn>, Arc<
         failed: Mutex::new(None),
         output: Arc::clone(&output),
     });
+    let conn = accepted_initiator(
+        side,
+        Arc::clone(&output) as Arc<dyn ByteStream>,
+        Arc::clone(&layer) as Arc<dyn ConnEvents>,
+        || core::mem::take(&mut *output.0.lock().unwrap()),
+    );
+    *layer.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
+    assert!(
+        *layer.replied.lock().unwrap(),
+        "Connect completes at the reply"
+    );
+    (conn, layer)
+}
+
+/// An initiator on `side` over `stream` telling `events`, started with
+/// `Finish::AtComplete`; the responder accepts (no CRC, IRD = ORD = 1) the
+/// request `sent` takes from what the stream was given.
+fn accepted_initiator(
+    side: &Side,
+    stream: Arc<dyn ByteStream>,
+    events: Arc<dyn ConnEvents>,
+    sent: impl FnOnce() -> Vec<u8>,
+) -> Arc<Conn> {
     let parts = ConnParts {
-        stream: Arc::clone(&output) as Arc<dyn ByteStream>,
+        stream,
         params: LinkParams {
             mulpdu: 1000,
             max_rx_ulpdu: u16::MAX,
             default_ird_ord: (1, 1),
         },
-        events: Arc::clone(&layer) as Arc<dyn ConnEvents>,
+        events,
         now: 0,
     };
     let config = InitiatorConfig::default();
     let conn = Conn::initiate(&side.qp, parts, &config, b"", Finish::AtComplete).unwrap();
-    *layer.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
-    // The responder accepts (no CRC, IRD = ORD = 1).
-    let request = core::mem::take(&mut *output.0.lock().unwrap());
+    let request = sent();
     let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
     let mut reply = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
     let n = MpaFrame::accept(&request, false, 1, 1, &[])
@@ -130,11 +151,7 @@ fn replied(side: &Arc<Side>, arriving: Vec<u8>, close: bool) -> (Arc<Conn>, Arc<
         .write(&mut reply)
         .unwrap();
     conn.received(&reply[..n], 0);
-    assert!(
-        *layer.replied.lock().unwrap(),
-        "Connect completes at the reply"
-    );
-    (conn, layer)
+    conn
 }
 
 /// X2, N13: the responder's Terminate, arriving while the initiator's
@@ -324,32 +341,12 @@ fn test_room_while_established_is_reported_reaches_the_link_unlocked() {
         side: Arc::clone(&side),
         source,
     });
-    let parts = ConnParts {
-        stream: Arc::clone(&stream) as Arc<dyn ByteStream>,
-        params: LinkParams {
-            mulpdu: 1000,
-            max_rx_ulpdu: u16::MAX,
-            default_ird_ord: (1, 1),
-        },
-        events: Arc::clone(&events) as Arc<dyn ConnEvents>,
-        now: 0,
-    };
-    let conn = Conn::initiate(
-        &side.qp,
-        parts,
-        &InitiatorConfig::default(),
-        b"",
-        Finish::AtComplete,
-    )
-    .unwrap();
-    let request = core::mem::take(&mut *stream.sent.lock().unwrap());
-    let (request, _) = MpaFrame::parse(&request, FrameKind::Request).unwrap();
-    let mut reply = alloc::vec![0_u8; mpa::FRAME_HEADER_LEN + mpa::ENHANCED_LEN];
-    let n = MpaFrame::accept(&request, false, 1, 1, &[])
-        .unwrap()
-        .write(&mut reply)
-        .unwrap();
-    conn.received(&reply[..n], 0);
+    let conn = accepted_initiator(
+        &side,
+        Arc::clone(&stream) as Arc<dyn ByteStream>,
+        Arc::clone(&events) as Arc<dyn ConnEvents>,
+        || core::mem::take(&mut *stream.sent.lock().unwrap()),
+    );
     *events.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
     *stream.conn.lock().unwrap() = Some(Arc::downgrade(&conn));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
