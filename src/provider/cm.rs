@@ -211,20 +211,31 @@ unsafe fn write_address(endpoint: Endpoint, address: *mut SockAddr, length: *mut
     STATUS_SUCCESS
 }
 
-/// The consumer's private data as a slice.
+/// The consumer's private data as a slice, of at most `most` + 1 bytes:
+/// longer data is refused by the connection layer (N17, after its state
+/// checks), which sees it is too long from one byte past the limit, and
+/// the provider reads no further. (It used to read, and copy, all of
+/// `length`: a length far past the consumer's buffer read past it, a page
+/// fault in the kernel, and asked the pool for up to 4 GiB first.)
 ///
 /// # Safety
 /// `data` is null or readable for `length` bytes for the duration of the
 /// call.
-unsafe fn private_data<'a>(data: *const c_void, length: u32) -> Result<&'a [u8], NtStatus> {
+unsafe fn private_data<'a>(
+    data: *const c_void,
+    length: u32,
+    most: usize,
+) -> Result<&'a [u8], NtStatus> {
     if length == 0 {
         return Ok(&[]);
     }
     if data.is_null() {
         return Err(STATUS_INVALID_PARAMETER);
     }
-    // SAFETY: the caller's contract; non-null, `length` bytes readable.
-    Ok(unsafe { core::slice::from_raw_parts(data.cast::<u8>(), length as usize) })
+    let len = (length as usize).min(most.saturating_add(1));
+    // SAFETY: the caller's contract; non-null, `length >= len` bytes
+    // readable.
+    Ok(unsafe { core::slice::from_raw_parts(data.cast::<u8>(), len) })
 }
 
 // ---------------------------------------------------------------------------
@@ -482,7 +493,9 @@ fn watched(connector: &Object<Connector>, slot: &'static Slot, status: NtStatus)
 /// times out (N29).
 unsafe fn connect(connector: &Object<Connector>, args: Connect) -> NtStatus {
     let (src, dst) = ((args.src, args.src_length), (args.dst, args.dst_length));
-    let data = (args.data, args.data_length);
+    // N17: at most `MaxCallerData` bytes are taken.
+    let most = connector.inner.rnic.private_data_limits().0;
+    let data = (args.data, args.data_length, most);
     let slot = &Slot("NdkConnect");
     // SAFETY: the consumer's arguments, as `ConnectArgs::read` takes them.
     let read = unsafe { ConnectArgs::read(args.qp, Some(src), dst, data, args.completion, slot) };
@@ -525,7 +538,7 @@ impl ConnectArgs<'_> {
         qp: *mut NdkQp,
         src: Option<(*const SockAddr, u32)>,
         dst: (*const SockAddr, u32),
-        data: (*const c_void, u32),
+        data: (*const c_void, u32, usize),
         completion: Option<NdkFnRequestCompletion>,
         slot: &'static Slot,
     ) -> Result<Self, NtStatus> {
@@ -541,7 +554,7 @@ impl ConnectArgs<'_> {
         // SAFETY: the caller's contract.
         let dst = unsafe { read_address(dst.0, dst.1) }?;
         // SAFETY: the caller's contract.
-        let data = unsafe { private_data(data.0, data.1) }?;
+        let data = unsafe { private_data(data.0, data.1, data.2) }?;
         Ok(Self {
             qp,
             src,
@@ -565,7 +578,11 @@ unsafe fn connect_with_shared_endpoint(
     let Some(endpoint) = endpoint else {
         return STATUS_INVALID_PARAMETER;
     };
-    let (dst, data) = ((args.dst, args.dst_length), (args.data, args.data_length));
+    let most = connector.inner.rnic.private_data_limits().0;
+    let (dst, data) = (
+        (args.dst, args.dst_length),
+        (args.data, args.data_length, most),
+    );
     // SAFETY: the consumer's arguments, as `ConnectArgs::read` takes them.
     let read = unsafe { ConnectArgs::read(args.qp, None, dst, data, args.completion, SLOT) };
     let (qp, dst, data, completion) = match read {
@@ -613,8 +630,9 @@ unsafe fn accept(connector: &Object<Connector>, args: Accept) -> NtStatus {
         return STATUS_INVALID_PARAMETER;
     };
     let (context, disconnect_context) = (args.context, args.disconnect_context);
+    let most = connector.inner.rnic.private_data_limits().1;
     // SAFETY: the consumer's private data covers its length.
-    let data = match unsafe { private_data(args.data, args.data_length) } {
+    let data = match unsafe { private_data(args.data, args.data_length, most) } {
         Ok(data) => data,
         Err(status) => return status,
     };
@@ -649,8 +667,9 @@ unsafe fn accept(connector: &Object<Connector>, args: Accept) -> NtStatus {
 
 /// `NdkReject` (N16, N17): synchronous.
 unsafe fn reject(connector: &Object<Connector>, data: *const c_void, data_length: u32) -> NtStatus {
+    let most = connector.inner.rnic.private_data_limits().1;
     // SAFETY: the consumer's private data covers its length.
-    let data = match unsafe { private_data(data, data_length) } {
+    let data = match unsafe { private_data(data, data_length, most) } {
         Ok(data) => data,
         Err(status) => return status,
     };

@@ -1212,3 +1212,66 @@ fn test_open_rejects_bad_addresses() {
     let status = unsafe { SoftNdkCloseAdapter(null_mut()) };
     assert_eq!(status, STATUS_INVALID_PARAMETER);
 }
+
+/// N17 with a consumer's private data length far beyond its limit: the
+/// provider reads no more than `MaxCallerData` + 1 bytes to see it is too
+/// long and refuses it with `STATUS_INVALID_BUFFER_SIZE`. It used to take
+/// the whole length as a slice and copy it (asking the pool for it first):
+/// a length of 0xFFFF_FFF0 read past the consumer's buffer, a fault in the
+/// kernel (here the data's last readable byte is followed by a page that
+/// cannot be read; the test died with SIGSEGV).
+#[test]
+fn test_private_data_is_read_no_further_than_its_limit_rule_n17() {
+    let (near, far) = two(231);
+    let side = Side::new(&near);
+    let log = Log::default();
+    let conn = near.connector();
+    let max = 56; // MaxCallerData of the fabric's adapters.
+    // SAFETY: two fresh anonymous pages, the second made unreadable.
+    let page = unsafe {
+        libc::mmap(
+            null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    let guard = page.cast::<u8>().wrapping_add(4096);
+    // SAFETY: the second page of the mapping.
+    let protected = unsafe { libc::mprotect(guard.cast(), 4096, libc::PROT_NONE) };
+    assert_eq!(protected, 0);
+    // The last `max + 1` readable bytes of the first page.
+    let data: *const c_void = guard.wrapping_sub(max + 1).cast();
+    let (from, to) = (v4(ip(231, 1), 0), v4(ip(231, 2), 9));
+    let ((src, src_len), (dst, dst_len)) = (from.raw(), to.raw());
+    let (done, context) = log.completion();
+    // SAFETY: valid objects; `max + 1` bytes of the data are readable (the
+    // length claims more: what is under test).
+    let status = unsafe {
+        (conn.d().ndk_connect)(
+            conn.0,
+            side.qp,
+            src,
+            src_len,
+            dst,
+            dst_len,
+            1,
+            1,
+            data,
+            0xFFFF_FFF0,
+            done,
+            context,
+        )
+    };
+    assert_eq!(status, STATUS_INVALID_BUFFER_SIZE);
+    assert!(log.take().is_empty(), "no completion for a refused Connect");
+    // SAFETY: the mapping made above, no longer used.
+    let unmapped = unsafe { libc::munmap(page, 8192) };
+    assert_eq!(unmapped, 0);
+    conn.close();
+    side.close();
+    close_two(near, far);
+}

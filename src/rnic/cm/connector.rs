@@ -71,6 +71,22 @@ impl Connector {
             .map(|r| r.state)
     }
 
+    /// The most private data this connector's device takes (N17): on
+    /// Connect (`MaxCallerData`) and on Accept and Reject (`MaxCalleeData`).
+    pub fn private_data_limits(&self) -> (usize, usize) {
+        self.fabric
+            .state
+            .lock()
+            .connectors
+            .get(self.key)
+            .map_or((0, 0), |r| {
+                (
+                    r.limits.max_caller_data as usize,
+                    r.limits.max_callee_data as usize,
+                )
+            })
+    }
+
     /// The local endpoint, once connecting or connected (N22, N23).
     pub fn local(&self) -> Option<Endpoint> {
         self.fabric
