@@ -584,6 +584,50 @@ mod tests {
         env.finish(p, &[mr, mr_src, mr_sink]);
     }
 
+    /// M13, M16: a fast-register MR initialized again while a FastRegister
+    /// posted before is still queued. The old request must not map the
+    /// pages of one posted after the new initialization: it fails. (The
+    /// queued request's staged slot was a plain index into lists the
+    /// initialization replaced: it mapped the later request's pages and
+    /// completed with success, exposing pages the consumer had not seen
+    /// registered, and the later request, its slot freed by the first
+    /// one's retirement, failed though the region mapped its pages.)
+    #[test]
+    fn m13_initializing_again_voids_a_queued_fast_register() {
+        let env = Env::new();
+        let p = env.pair();
+        let mut one = Buf::new(4096, 0, 1);
+        let mut two = Buf::new(4096, 0, 2);
+        let (lam1, lam2) = (env.build_lam(&mut one), env.build_lam(&mut two));
+        let fast = env.create_mr(true);
+        assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
+        let rr = OpFlags::ALLOW_REMOTE_READ.bits();
+        let defer = OpFlags::DEFER.bits();
+        assert_eq!(
+            fast_register(p.b, 1, fast, &lam1, (4096, 0x10000), rr | defer),
+            STATUS_SUCCESS
+        );
+        assert_eq!(init_fast(fast, 4, true), STATUS_SUCCESS);
+        assert_eq!(
+            fast_register(p.b, 2, fast, &lam2, (4096, 0x20000), rr),
+            STATUS_SUCCESS
+        );
+        // The first fails (E8's InvalidRequest), which ends the connection
+        // (E5): the second completes cancelled, nothing mapped.
+        assert_eq!(
+            summary(&poll(p.cq_b)),
+            [
+                (crate::abi::STATUS_INVALID_DEVICE_REQUEST, FAST_REGISTER, 1),
+                (crate::abi::STATUS_CANCELLED, FAST_REGISTER, 2)
+            ]
+        );
+        p.close();
+        assert_eq!(close(fast), STATUS_SUCCESS);
+        env.release_lam(lam1);
+        env.release_lam(lam2);
+        env.teardown();
+    }
+
     /// rule M28 (kernel backend): BuildLam over an MDL chain whose MDLs are
     /// mapped apart lists each MDL's pages; a FastRegister of that page
     /// list is the chain's bytes for a remote Read and a remote Write

@@ -228,6 +228,22 @@ struct Fast {
     /// Bumped at every FastRegister and Invalidate, so a segment resolved
     /// under one mapping never reads another.
     generation: u64,
+    /// Bumped at every initialization: a staged FastRegister's token
+    /// ([`Mr::stage_fast_register`]) carries the epoch it was staged in,
+    /// so one posted before the region was initialized again neither maps
+    /// the new slots' pages nor frees a slot of them (M13, M16).
+    epoch: u32,
+}
+
+/// A staged FastRegister's token: its slot in the low half, the region's
+/// epoch at staging in the high half.
+fn stage_token(epoch: u32, slot: usize) -> usize {
+    (usize::try_from(epoch).unwrap_or(0) << 32) | (slot & 0xFFFF_FFFF)
+}
+
+/// The slot a token names, if it was staged in `epoch`.
+fn token_slot(token: usize, epoch: u32) -> Option<usize> {
+    (usize::try_from(epoch).ok()? == token >> 32).then_some(token & 0xFFFF_FFFF)
 }
 
 /// The memory of a registered region (rule M2).
@@ -552,6 +568,7 @@ impl Mr {
             staged,
             staged_busy,
             generation: 0,
+            epoch: 0,
         });
         let mut state = self.state.lock();
         match &*state {
@@ -561,6 +578,7 @@ impl Mr {
             MrState::Fast(old) if !old.mapped => {
                 fast.key = old.key;
                 fast.generation = old.generation.wrapping_add(1);
+                fast.epoch = old.epoch.wrapping_add(1);
             }
             _ => return Err(MrError::InvalidState),
         }
@@ -584,7 +602,8 @@ impl Mr {
 
     /// Checks a FastRegister at post time (rules M15, M16), so that a bad one
     /// is refused inline, and captures its page list for execution in a
-    /// staged slot, whose index the work request carries.
+    /// staged slot; the work request carries the token it returns (its slot
+    /// and the region's initialization epoch).
     ///
     /// # Errors
     /// `InvalidState` for a region that is not an initialized fast region,
@@ -711,20 +730,22 @@ impl Mr {
         staged.len = len;
         staged.access = access.normalized();
         *busy = true;
-        Ok(Staged::Slot(slot))
+        Ok(Staged::Slot(stage_token(fast.epoch, slot)))
     }
 
-    /// Frees a staged slot: its FastRegister executed, failed or was
-    /// cancelled. Idempotent.
-    pub fn unstage(&self, slot: usize) {
+    /// Frees the staged slot of `token`: its FastRegister executed, failed
+    /// or was cancelled. Idempotent; nothing for a token of an earlier
+    /// initialization (its slots went with it).
+    pub fn unstage(&self, token: usize) {
         if let MrState::Fast(fast) = &mut *self.state.lock()
+            && let Some(slot) = token_slot(token, fast.epoch)
             && let Some(busy) = fast.staged_busy.get_mut(slot)
         {
             *busy = false;
         }
     }
 
-    /// Executes the FastRegister staged in `slot` (rule M16). Every page must
+    /// Executes the FastRegister staged as `token` (rule M16). Every page must
     /// lie in a live LAM of the device (M33). The slot is freed when the
     /// request retires ([`unstage`](Self::unstage)), whatever the outcome.
     ///
@@ -732,12 +753,14 @@ impl Mr {
     /// `InvalidRequest` when the region is already mapped, not initialized
     /// (or initialized again since the post), or a page is not a live
     /// logical address.
-    pub fn fast_register(&self, slot: usize) -> Result<(), WcStatus> {
+    pub fn fast_register(&self, token: usize) -> Result<(), WcStatus> {
         let device = self.pd.device();
         let mut state = self.state.lock();
         let MrState::Fast(fast) = &mut *state else {
             return Err(WcStatus::InvalidRequest);
         };
+        // Initialized again since the post: the slot is not this request's.
+        let slot = token_slot(token, fast.epoch).ok_or(WcStatus::InvalidRequest)?;
         // The slot stays owned until the request retires (`unstage`): freed
         // here, a FastRegister posted meanwhile could stage into it, and the
         // retirement of this one would then free that one's list.
