@@ -621,11 +621,8 @@ mod tests {
                 (crate::abi::STATUS_CANCELLED, FAST_REGISTER, 2)
             ]
         );
-        p.close();
-        assert_eq!(close(fast), STATUS_SUCCESS);
         env.release_lam(lam1);
-        env.release_lam(lam2);
-        env.teardown();
+        env.finish_releasing(p, &[fast], Some(lam2));
     }
 
     /// rule M28 (kernel backend): BuildLam over an MDL chain whose MDLs are

@@ -1222,11 +1222,10 @@ fn test_open_rejects_bad_addresses() {
 /// cannot be read; the test died with SIGSEGV).
 #[test]
 fn test_private_data_is_read_no_further_than_its_limit_rule_n17() {
-    let (near, far) = two(231);
-    let side = Side::new(&near);
-    let log = Log::default();
-    let conn = near.connector();
     let max = 56; // MaxCallerData of the fabric's adapters.
+    let (near, far) = two(231);
+    let (side, log) = (Side::new(&near), Log::default());
+    let conn = near.connector();
     // SAFETY: two fresh anonymous pages, the second made unreadable.
     let page = unsafe {
         libc::mmap(
